@@ -1,0 +1,353 @@
+/*
+ * fake_nvml.c -- a scripted libnvidia-ml.so.1 for tests on machines without an NVIDIA driver.
+ *
+ * Build:  gcc -shared -fPIC -O2 -o libnvidia-ml.so.1 fake_nvml.c
+ * Use:    LD_LIBRARY_PATH=<dir of the .so>  FAKE_NVML_STATE=<state file>
+ * The real pynvml (nvidia-ml-py 13.615) loads it with CDLL("libnvidia-ml.so.1") and calls the
+ * exported symbols below through its own ctypes bindings, so the agent runs unchanged.
+ *
+ * State file (re-read by nvmlInit* and by every nvmlDeviceGetCount*, i.e. once per agent
+ * sweep; write it atomically, temp file + rename). One "key value" per line; '#' comments and
+ * blank lines are ignored; the value is the rest of the line. A missing file makes nvmlInit*
+ * return NVML_ERROR_DRIVER_NOT_LOADED (9); once initialised, an unreadable file keeps the
+ * previous state.
+ *
+ *   init_error CODE           nvmlInit* returns CODE (e.g. 9 driver not loaded, 18 RM mismatch);
+ *                             written after init, nvmlDeviceGetCount* returns it (driver gone)
+ *   driver 550.54.15          nvmlSystemGetDriverVersion
+ *   nvml_version 12.550.54.15 nvmlSystemGetNVMLVersion
+ *   gpu                       starts the next GPU (index 0, 1, ...); the keys below apply to it
+ *   name NVIDIA H100 80GB HBM3
+ *   uuid GPU-...
+ *   util PCT                  utilization.gpu     (nvmlDeviceGetUtilizationRates)
+ *   mem_util PCT              utilization.memory
+ *   mem_used BYTES            nvmlDeviceGetMemoryInfo[_v2]; free = total - used
+ *   mem_total BYTES
+ *   temp C                    nvmlDeviceGetTemperature[V] (GPU sensor)
+ *   power_mw MW               nvmlDeviceGetPowerUsage (milliwatts)
+ *   power_limit_mw MW         nvmlDeviceGetEnforcedPowerLimit (milliwatts)
+ *   proc PID BYTES|na         a compute process; "na" -> NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX)
+ *   error FUNC CODE           FUNC returns CODE for this GPU. FUNC is one of: handle name uuid
+ *                             util mem temp power power_limit procs (the _v2 and _v3 calls),
+ *                             procs_v3 (only _v3: an older driver, with 13 FUNCTION_NOT_FOUND),
+ *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_GPU_IS_LOST = 15, NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_UNKNOWN = 999
+};
+
+/* Layouts as in nvml.h (and pynvml's ctypes mirrors). */
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;  /* also nvmlProcessInfo_v2_t: the _v2 and _v3 calls share it */
+typedef struct { unsigned int version; unsigned int sensorType; int temperature; } nvmlTemperature_t;
+
+#define MAX_GPUS 64
+#define MAX_PROCS 64
+enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_TEMP, F_POWER, F_POWER_LIMIT, F_PROCS,
+       F_PROCS_V3, F_N };
+static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "temp",
+                                      "power", "power_limit", "procs", "procs_v3"};
+
+typedef struct {
+    char name[96], uuid[96];
+    unsigned int util, mem_util, temp, power_mw, power_limit_mw, nprocs;
+    unsigned long long mem_used, mem_total;
+    unsigned int proc_pid[MAX_PROCS];
+    unsigned long long proc_mem[MAX_PROCS];
+    int err[F_N];
+    int err_all;
+} fake_gpu;
+
+typedef struct {
+    int init_error;
+    char driver[80], nvml_version[80];
+    unsigned int ngpus;
+    fake_gpu gpus[MAX_GPUS];
+} fake_state;
+
+static fake_state state;       /* what device calls serve; handles point into state.gpus */
+static int initialized;
+
+static void copy_str(char *dst, size_t size, const char *src) {
+    snprintf(dst, size, "%s", src);
+}
+
+/* Parse the state file into *out. Returns 0, or -1 when the file cannot be opened. */
+static int load_state(fake_state *out) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[512];
+    fake_gpu *g = NULL;
+    if (!f) return -1;
+    memset(out, 0, sizeof *out);
+    copy_str(out->driver, sizeof out->driver, "550.54.15");
+    copy_str(out->nvml_version, sizeof out->nvml_version, "12.550.54.15");
+    while (fgets(line, sizeof line, f)) {
+        char *key = line, *val;
+        line[strcspn(line, "\r\n")] = 0;
+        while (*key == ' ' || *key == '\t') key++;
+        if (*key == 0 || *key == '#') continue;
+        val = key + strcspn(key, " \t");
+        if (*val) *val++ = 0;
+        while (*val == ' ' || *val == '\t') val++;
+        if (!strcmp(key, "init_error")) out->init_error = atoi(val);
+        else if (!strcmp(key, "driver")) copy_str(out->driver, sizeof out->driver, val);
+        else if (!strcmp(key, "nvml_version"))
+            copy_str(out->nvml_version, sizeof out->nvml_version, val);
+        else if (!strcmp(key, "gpu")) {
+            g = out->ngpus < MAX_GPUS ? &out->gpus[out->ngpus++] : NULL;
+        } else if (!g) {
+            continue;  /* a per-GPU key before any "gpu" line, or too many GPUs */
+        } else if (!strcmp(key, "name")) copy_str(g->name, sizeof g->name, val);
+        else if (!strcmp(key, "uuid")) copy_str(g->uuid, sizeof g->uuid, val);
+        else if (!strcmp(key, "util")) g->util = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "mem_util")) g->mem_util = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "mem_used")) g->mem_used = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "mem_total")) g->mem_total = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "temp")) g->temp = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "power_limit_mw"))
+            g->power_limit_mw = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
+            char *rest;
+            g->proc_pid[g->nprocs] = (unsigned)strtoul(val, &rest, 10);
+            while (*rest == ' ' || *rest == '\t') rest++;
+            g->proc_mem[g->nprocs++] = strncmp(rest, "na", 2) ? strtoull(rest, NULL, 10)
+                                                               : ~0ULL;
+        } else if (!strcmp(key, "error")) {
+            char *code = val + strcspn(val, " \t");
+            int i;
+            if (*code) *code++ = 0;
+            if (!strcmp(val, "all")) g->err_all = atoi(code);
+            for (i = 0; i < F_N; i++)
+                if (!strcmp(val, FUNC_NAMES[i])) g->err[i] = atoi(code);
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+static void reload(void) {
+    static fake_state next;  /* static: the struct is large */
+    if (load_state(&next) == 0) state = next;
+}
+
+/* Resolve a handle to its GPU and apply scripted errors for FUNC. */
+static nvmlReturn_t check(void *device, int func, fake_gpu **out) {
+    fake_gpu *g = (fake_gpu *)device;
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (g < state.gpus || g >= state.gpus + state.ngpus) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->err_all) return g->err_all;
+    if (g->err[func]) return g->err[func];
+    *out = g;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t copy_out(char *buf, unsigned int length, const char *value) {
+    if (!buf) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(value) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(buf, value, strlen(value) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ---- library ---------------------------------------------------------------------------- */
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    if (load_state(&state) != 0) return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (state.init_error) return state.init_error;
+    initialized = 1;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+
+nvmlReturn_t nvmlShutdown(void) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    initialized = 0;
+    return NVML_SUCCESS;
+}
+
+const char *nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    return copy_out(version, length, state.driver);
+}
+
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    return copy_out(version, length, state.nvml_version);
+}
+
+/* ---- devices ---------------------------------------------------------------------------- */
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    reload();  /* a test may rewrite the state file while the agent runs */
+    if (state.init_error) return state.init_error;
+    *count = state.ngpus;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!device || index >= state.ngpus) return NVML_ERROR_INVALID_ARGUMENT;
+    if (state.gpus[index].err[F_HANDLE]) return state.gpus[index].err[F_HANDLE];
+    *device = &state.gpus[index];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, void **device) {
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetName(void *device, char *name, unsigned int length) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_NAME, &g);
+    return r ? r : copy_out(name, length, g->name);
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(void *device, char *uuid, unsigned int length) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_UUID, &g);
+    return r ? r : copy_out(uuid, length, g->uuid);
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(void *device, nvmlUtilization_t *util) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_UTIL, &g);
+    if (r) return r;
+    if (!util) return NVML_ERROR_INVALID_ARGUMENT;
+    util->gpu = g->util;
+    util->memory = g->mem_util;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *device, nvmlMemory_t *mem) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_MEM, &g);
+    if (r) return r;
+    if (!mem) return NVML_ERROR_INVALID_ARGUMENT;
+    mem->total = g->mem_total;
+    mem->used = g->mem_used;
+    mem->free = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *mem) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_MEM, &g);
+    if (r) return r;
+    if (!mem) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mem->version != ((unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24)))
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;  /* nvmlMemory_v2 = 0x02000028 */
+    mem->total = g->mem_total;
+    mem->reserved = 0;
+    mem->used = g->mem_used;
+    mem->free = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(void *device, unsigned int sensor, unsigned int *temp) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_TEMP, &g);
+    if (r) return r;
+    if (!temp || sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;  /* 0 = NVML_TEMPERATURE_GPU */
+    *temp = g->temp;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureV(void *device, nvmlTemperature_t *temp) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_TEMP, &g);
+    if (r) return r;
+    if (!temp || temp->sensorType != 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (temp->version != ((unsigned)sizeof(nvmlTemperature_t) | (1u << 24)))
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;  /* nvmlTemperature_v1 = 0x100000C */
+    temp->temperature = (int)g->temp;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(void *device, unsigned int *power) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_POWER, &g);
+    if (r) return r;
+    if (!power) return NVML_ERROR_INVALID_ARGUMENT;
+    *power = g->power_mw;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_POWER_LIMIT, &g);
+    if (r) return r;
+    if (!limit) return NVML_ERROR_INVALID_ARGUMENT;
+    *limit = g->power_limit_mw;
+    return NVML_SUCCESS;
+}
+
+/* NVML's two-call protocol: with too small a buffer (or NULL), report the count needed and
+ * return INSUFFICIENT_SIZE; with no processes, SUCCESS and count 0. */
+static nvmlReturn_t running_processes(void *device, unsigned int *count,
+                                      nvmlProcessInfo_t *infos, int v3) {
+    fake_gpu *g;
+    unsigned int i;
+    nvmlReturn_t r = check(device, F_PROCS, &g);
+    if (r) return r;
+    if (v3 && g->err[F_PROCS_V3]) return g->err[F_PROCS_V3];
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < g->nprocs || (!infos && g->nprocs)) {
+        *count = g->nprocs;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i = 0; i < g->nprocs; i++) {
+        infos[i].pid = g->proc_pid[i];
+        infos[i].usedGpuMemory = g->proc_mem[i];
+        infos[i].gpuInstanceId = 0xFFFFFFFFu;  /* not a MIG instance */
+        infos[i].computeInstanceId = 0xFFFFFFFFu;
+    }
+    *count = g->nprocs;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
+                                                     nvmlProcessInfo_t *infos) {
+    return running_processes(device, count, infos, 1);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(void *device, unsigned int *count,
+                                                     nvmlProcessInfo_t *infos) {
+    return running_processes(device, count, infos, 0);
+}

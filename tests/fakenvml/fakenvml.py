@@ -1,0 +1,111 @@
+"""Build and drive the fake ``libnvidia-ml.so.1`` (fake_nvml.c) that the real pynvml loads.
+
+A process started with ``LD_LIBRARY_PATH=<build_fake_nvml(dir)>`` and
+``FAKE_NVML_STATE=<file>`` sees the GPUs that ``write_state(file, [...])`` describes; the
+library re-reads the file on every ``nvmlDeviceGetCount`` (once per agent sweep), so a test
+can change values while the agent runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("fake_nvml.c")
+LIBNAME = "libnvidia-ml.so.1"
+MIB = 1024 * 1024
+
+# NVML return codes the tests script (nvml.h values).
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+
+# Functions that `FakeGpu.errors` can make fail (see the C file's header).
+ERROR_FUNCS = ("handle", "name", "uuid", "util", "mem", "temp", "power", "power_limit",
+               "procs", "procs_v3", "all")
+
+
+def build_fake_nvml(outdir: Path) -> Path:
+    """Compile fake_nvml.c into ``outdir/libnvidia-ml.so.1``; return ``outdir``."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        raise RuntimeError("cannot build the fake NVML: no gcc/cc on PATH")
+    cmd = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(outdir / LIBNAME), str(SOURCE)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"building the fake NVML failed ({' '.join(cmd)}):\n{proc.stderr.strip()}"
+        )
+    return outdir
+
+
+@dataclass
+class FakeGpu:
+    """One scripted GPU. Units are NVML's: bytes, milliwatts, °C, percent."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None  # None: a stable one derived from the index
+    util: int = 0
+    mem_util: int = 0
+    memory_used: int = 4 * MIB  # an idle H100 shows a few MiB used
+    memory_total: int = 81559 * MIB
+    temperature: int = 32
+    power_mw: int = 69_000
+    power_limit_mw: int = 700_000
+    # (pid, used bytes or None for NVML_VALUE_NOT_AVAILABLE)
+    processes: list[tuple[int, int | None]] = field(default_factory=list)
+    # function name (ERROR_FUNCS) -> NVML return code, e.g. {"power": 3}, {"all": 15}
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+def default_uuid(index: int) -> str:
+    return f"GPU-{index:08x}-fake-4e56-8a5f-{index:012x}"
+
+
+def render_state(gpus: list[FakeGpu], init_error: int | None = None,
+                 driver: str = "550.54.15", nvml_version: str = "12.550.54.15") -> str:
+    lines = ["# fake NVML state (see tests/fakenvml/fake_nvml.c)"]
+    if init_error:
+        lines.append(f"init_error {init_error}")
+    lines += [f"driver {driver}", f"nvml_version {nvml_version}"]
+    for index, gpu in enumerate(gpus):
+        lines += [
+            "gpu",
+            f"name {gpu.name}",
+            f"uuid {gpu.uuid or default_uuid(index)}",
+            f"util {gpu.util}",
+            f"mem_util {gpu.mem_util}",
+            f"mem_used {gpu.memory_used}",
+            f"mem_total {gpu.memory_total}",
+            f"temp {gpu.temperature}",
+            f"power_mw {gpu.power_mw}",
+            f"power_limit_mw {gpu.power_limit_mw}",
+        ]
+        lines += [f"proc {pid} {'na' if used is None else used}" for pid, used in gpu.processes]
+        for func, code in gpu.errors.items():
+            if func not in ERROR_FUNCS:
+                raise ValueError(f"unknown fake NVML function {func!r}; one of {ERROR_FUNCS}")
+            lines.append(f"error {func} {code}")
+    return "\n".join(lines) + "\n"
+
+
+def write_state(path: Path, gpus: list[FakeGpu], init_error: int | None = None,
+                **kwargs: str) -> None:
+    """Write the state file atomically (temp file + rename): a sweep sees old or new, whole."""
+    path = Path(path)
+    text = render_state(gpus, init_error, **kwargs)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,3 @@
+"""verl-tui: a terminal cockpit for multi-node verl RL training on Ray."""
+
+__version__ = "0.1.0"

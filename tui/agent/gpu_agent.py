@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""verl-tui GPU telemetry agent: streams host + GPU samples as JSON lines on stdout.
+
+Shipped to cluster hosts as ``python3 -u -c SOURCE --interval 1.0``, so it must stay one
+self-contained file: stdlib + pynvml (optional), Python 3.8+, no imports from ``tui``.
+Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval.
+It exits (status 0) when stdin reaches EOF -- the SSH channel closing is how the cockpit stops
+it, since a remote process without a PTY gets no signal -- and on SIGTERM, SIGHUP or a broken pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+AGENT_PROTOCOL = 1
+MIB = 1024 * 1024
+# How often a failed nvmlInit (or a dead nvidia-smi) is retried: a driver can come back.
+RETRY_S = float(os.environ.get("VERL_TUI_AGENT_NVML_RETRY_S", "10"))
+NO_LIBRARY = "NVML library not found (no NVIDIA driver on this host)"
+NO_TOOLS = "pynvml is not installed and nvidia-smi was not found"
+SMI_FIELDS = ("index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
+              "temperature.gpu,power.draw,power.limit")
+# Alternatives for calls whose C symbol changed over driver releases, preferred first.
+TEMPERATURE = ("nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureV")
+PROCESSES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+             "nvmlDeviceGetComputeRunningProcesses")
+SMI_KEYS = ("name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
+            "memory_total_bytes", "temperature_c", "power_w", "power_limit_w")
+
+
+def _empty_gpu(index, error=None):
+    return {"index": index, "name": None, "uuid": None, "util_percent": None,
+            "mem_util_percent": None, "memory_used_bytes": None, "memory_total_bytes": None,
+            "temperature_c": None, "power_w": None, "power_limit_w": None, "processes": None,
+            "error": error}
+
+
+def _text(value):
+    # Old pynvml releases return bytes, new ones str.
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _proc_name(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+class HostStats:
+    """CPU% from /proc/stat deltas between sweeps, load and memory; None where unknown."""
+
+    def __init__(self):
+        self.ncpu = self._ncpu()
+        self.prev = self._cpu_times()
+
+    @staticmethod
+    def _ncpu():
+        try:  # the CPUs this process may use (containers, taskset), as Ray counts them
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+
+    @staticmethod
+    def _cpu_times():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        # user nice system idle iowait irq softirq steal; guest time is already in user.
+        return sum(fields), fields[3] + fields[4]
+
+    def _cpu_percent(self):
+        cur = self._cpu_times()
+        if cur is None or self.prev is None:
+            return None
+        if cur[0] - self.prev[0] <= 0:  # window shorter than a jiffy (first sample)
+            time.sleep(0.1)
+            cur = self._cpu_times() or cur
+        total, idle = cur[0] - self.prev[0], cur[1] - self.prev[1]
+        self.prev = cur
+        return round(100.0 * (total - idle) / total, 1) if total > 0 else None
+
+    def sample(self):
+        try:
+            load1 = round(os.getloadavg()[0], 2)
+        except (AttributeError, OSError):
+            load1 = None
+        mem = {}
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    key, _, rest = line.partition(":")
+                    mem[key] = int(rest.split()[0]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        total, avail = mem.get("MemTotal"), mem.get("MemAvailable")
+        return {"cpu_percent": self._cpu_percent(), "load1": load1,
+                "mem_used_bytes": total - avail if total and avail is not None else None,
+                "mem_total_bytes": total, "ncpu": self.ncpu}
+
+
+class NvmlBackend:
+    """pynvml sweeps. While nvmlInit fails it reports source "none" and retries."""
+
+    def __init__(self, pynvml):
+        self.nv = pynvml
+        self.ok = False
+        self.error = None
+        self.driver = self.nvml_version = None
+        self.static = {}  # index -> {"handle", "name", "uuid", "power_limit_w"}
+        self.lost_codes = {getattr(pynvml, "NVML_ERROR_GPU_IS_LOST", 15),
+                           getattr(pynvml, "NVML_ERROR_RESET_REQUIRED", 16)}
+        self.next_init = 0.0
+        self._init()
+
+    @property
+    def source(self):
+        return "nvml" if self.ok else "none"
+
+    def _init(self):
+        nv = self.nv
+        self.next_init = time.monotonic() + RETRY_S
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError_LibraryNotFound:
+            self.error = NO_LIBRARY
+            return
+        except Exception as err:  # NVMLError or ctypes trouble: report it, keep streaming
+            self.error = f"NVML init failed: {err}"
+            return
+        self.ok, self.error, self.static = True, None, {}
+        self.driver = self._call(nv.nvmlSystemGetDriverVersion)
+        self.nvml_version = self._call(nv.nvmlSystemGetNVMLVersion)
+
+    def _call(self, fn, *args):
+        """One NVML field: None when unsupported/failing; raises only for a lost GPU."""
+        try:
+            return _text(fn(*args))
+        except self.nv.NVMLError as err:
+            if err.value in self.lost_codes:
+                raise
+            return None
+        except Exception:  # e.g. NVMLLibraryMismatchError (not an NVMLError) on old drivers
+            return None
+
+    def _newest(self, names, *args):
+        """Call the first of ``names`` that both this pynvml and the driver provide."""
+        nv, error = self.nv, None
+        missing = (nv.NVMLError_FunctionNotFound,
+                   getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError_FunctionNotFound))
+        for name in names:
+            fn = getattr(nv, name, None)
+            if fn is not None:
+                try:
+                    return fn(*args)
+                except missing as err:
+                    error = err
+        raise error or AttributeError(names[0])
+
+    def sweep(self):
+        if not self.ok:
+            if time.monotonic() >= self.next_init:
+                self._init()
+            if not self.ok:
+                return []
+        try:
+            count = self.nv.nvmlDeviceGetCount()
+        except Exception as err:  # the driver went away: start over with nvmlInit later
+            self.close()
+            self.ok, self.error = False, f"NVML failed: {err}"
+            return []
+        self.error = None
+        return [self._device(i) for i in range(count)]
+
+    def _device(self, index):
+        nv = self.nv
+        st = self.static.get(index)
+        try:
+            if st is None:
+                st = {"handle": nv.nvmlDeviceGetHandleByIndex(index), "name": None,
+                      "uuid": None, "power_limit_w": None}
+                self.static[index] = st
+            h = st["handle"]
+            # Static values: read until one read succeeds, then cached.
+            for key, fn in (("name", nv.nvmlDeviceGetName), ("uuid", nv.nvmlDeviceGetUUID)):
+                if st[key] is None:
+                    st[key] = self._call(fn, h)
+            if st["power_limit_w"] is None:
+                limit = self._call(nv.nvmlDeviceGetEnforcedPowerLimit, h)
+                st["power_limit_w"] = limit / 1000.0 if limit is not None else None
+            gpu = _empty_gpu(index)
+            gpu.update(name=st["name"], uuid=st["uuid"], power_limit_w=st["power_limit_w"])
+            util = self._call(nv.nvmlDeviceGetUtilizationRates, h)
+            if util is not None:
+                gpu["util_percent"], gpu["mem_util_percent"] = float(util.gpu), float(util.memory)
+            mem = self._call(nv.nvmlDeviceGetMemoryInfo, h)
+            if mem is not None:
+                gpu["memory_used_bytes"], gpu["memory_total_bytes"] = int(mem.used), int(mem.total)
+            # The unversioned call is deprecated in nvml.h but is the one old drivers have.
+            temp = self._call(self._newest, TEMPERATURE, h, nv.NVML_TEMPERATURE_GPU)
+            gpu["temperature_c"] = float(temp) if temp is not None else None
+            power = self._call(nv.nvmlDeviceGetPowerUsage, h)  # milliwatts
+            gpu["power_w"] = power / 1000.0 if power is not None else None
+            procs = self._call(self._newest, PROCESSES, h)
+            if procs is not None:
+                gpu["processes"] = [
+                    {"pid": int(p.pid), "name": _proc_name(int(p.pid)),
+                     "memory_bytes": int(p.usedGpuMemory) if p.usedGpuMemory is not None
+                     else None} for p in procs]
+            return gpu
+        except Exception as err:  # handle failed or GPU lost: drop the cache, retry next sweep
+            self.static.pop(index, None)
+            return _empty_gpu(index, str(err) or type(err).__name__)
+
+    def close(self):
+        if self.ok:
+            with contextlib.suppress(Exception):
+                self.nv.nvmlShutdown()
+
+
+def _smi_value(text, kind):
+    text = text.strip()
+    if not text or text.startswith("[") or text.upper() == "N/A":  # [N/A], [Not Supported]
+        return None
+    if kind is str:
+        return text
+    try:
+        return kind(float(text))
+    except ValueError:
+        return None
+
+
+class SmiBackend:
+    """Fallback without pynvml: one long-lived ``nvidia-smi --query-gpu ... -lms MS``."""
+
+    source = "nvidia-smi"
+    driver = nvml_version = None
+
+    def __init__(self, exe, interval, once):
+        self.argv = [exe, "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,nounits"]
+        self.once = once
+        if not once:  # --once: a single query that ends with EOF
+            self.argv += ["-lms", str(max(1, round(interval * 1000)))]
+        self.gap = min(0.1, interval / 2.0)  # quiet time that ends a sweep
+        self.lock = threading.Lock()
+        self.first = threading.Event()
+        self.latest, self.latest_at, self.message = None, 0.0, None
+        self.proc, self.error, self.next_start = None, None, 0.0
+        self.stale_after = max(3.0 * interval, 5.0)
+        self._start()
+
+    def _start(self):
+        self.next_start = time.monotonic() + RETRY_S
+        try:
+            # stderr joins stdout: nvidia-smi's failure text becomes this backend's error.
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as err:
+            self.proc, self.error = None, f"cannot run nvidia-smi: {err}"
+            self.first.set()
+            return
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc):
+        fd, buf, rows = proc.stdout.fileno(), b"", []
+        try:
+            while True:
+                ready = select.select([fd], [], [], self.gap if rows else None)[0]
+                chunk = os.read(fd, 65536) if ready else None
+                if chunk:
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        row = self._parse(line.decode("utf-8", "replace"))
+                        if row is None:
+                            continue
+                        if rows and row["index"] <= rows[-1]["index"]:  # a new sweep began
+                            self._publish(rows)
+                            rows = []
+                        rows.append(row)
+                elif rows:  # quiet pipe or EOF: the sweep is complete
+                    self._publish(rows)
+                    rows = []
+                if chunk == b"":
+                    proc.wait()
+                    return
+        finally:
+            self.first.set()  # never leave sweep() waiting on a reader that has ended
+
+    def _parse(self, line):
+        if not line.strip():
+            return None
+        cols = next(csv.reader([line], skipinitialspace=True))
+        index = _smi_value(cols[0], int) if len(cols) == 10 else None
+        if index is None:
+            self.message = line.strip()  # e.g. "NVIDIA-SMI has failed because ..."
+            return None
+        gpu = _empty_gpu(index)
+        for i, key in enumerate(SMI_KEYS):
+            gpu[key] = _smi_value(cols[i + 1], str if i < 2 else float)
+        for key in ("memory_used_bytes", "memory_total_bytes"):
+            if gpu[key] is not None:
+                gpu[key] = int(gpu[key] * MIB)
+        return gpu
+
+    def _publish(self, rows):
+        with self.lock:
+            self.latest, self.latest_at, self.message = rows, time.monotonic(), None
+        self.first.set()
+
+    def sweep(self):
+        self.first.wait(5.0)  # the first sample carries GPUs if nvidia-smi answers at all
+        proc = self.proc
+        if proc is not None and not self.once and proc.poll() is not None:
+            detail = f": {self.message}" if self.message else ""
+            self.error = f"nvidia-smi exited with status {proc.returncode}{detail}"
+            self.proc = None
+        if self.proc is None:
+            if not self.once and time.monotonic() >= self.next_start:
+                self._start()
+            return []
+        with self.lock:
+            rows, at = self.latest, self.latest_at
+        if rows is None or (not self.once and time.monotonic() - at > self.stale_after):
+            self.error = self.message or "no output from nvidia-smi"
+            return []
+        self.error = None
+        return [dict(r) for r in rows]
+
+    def close(self):
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class NoneBackend:
+    source, driver, nvml_version, error = "none", None, None, NO_TOOLS
+
+    def sweep(self):
+        return []
+
+    def close(self):
+        pass
+
+
+def _open_backend(interval, once):
+    try:
+        import pynvml
+    except ImportError:
+        exe = shutil.which("nvidia-smi")
+        return SmiBackend(exe, interval, once) if exe else NoneBackend()
+    return NvmlBackend(pynvml)
+
+
+def _watch_stdin(stop, done):
+    """Set ``stop`` when stdin reaches EOF (the SSH channel closed)."""
+    try:
+        fd = sys.stdin.fileno()
+        while os.read(fd, 4096):  # unbuffered: anything the cockpit sends is ignored
+            pass
+    except (AttributeError, OSError, ValueError):
+        return  # no usable stdin (closed, or replaced in-process): nothing to watch
+    stop.set()
+    # A call into a wedged driver can block for minutes; never outlive the cockpit by much.
+    if not done.wait(5.0):
+        os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpu_agent", description="verl-tui GPU telemetry")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--once", action="store_true", help="emit one sample, then exit")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if not 0.0 < args.interval <= 86400.0:  # also rejects nan and inf
+        parser.error("--interval must be a number of seconds in (0, 86400]")
+    interval = max(0.05, args.interval)
+
+    stop, done = threading.Event(), threading.Event()
+    old_handlers = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            with contextlib.suppress(ValueError):  # main() called from a non-main thread
+                old_handlers[signum] = signal.signal(signum, lambda *_: stop.set())
+    if not args.once:
+        threading.Thread(target=_watch_stdin, args=(stop, done), daemon=True).start()
+
+    out = sys.stdout
+
+    def emit(obj):
+        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        out.flush()
+
+    host = HostStats()
+    backend = _open_backend(interval, args.once)
+    try:
+        emit({"type": "hello", "agent": AGENT_PROTOCOL, "hostname": socket.gethostname(),
+              "pid": os.getpid(), "python": platform.python_version(),
+              "source": backend.source, "driver": backend.driver,
+              "nvml_version": backend.nvml_version, "error": backend.error,
+              "ncpu": host.ncpu})
+        start, slot, seq = time.monotonic(), 0, 0
+        while not stop.is_set():
+            t = time.time()
+            gpus = backend.sweep()
+            emit({"type": "sample", "seq": seq, "t": round(t, 6), "source": backend.source,
+                  "error": backend.error, "host": host.sample(), "gpus": gpus})
+            seq += 1
+            if args.once:
+                break
+            # Fixed slots on the monotonic clock: no drift; an overrun skips to the next slot.
+            now = time.monotonic()
+            slot = max(slot + 1, int((now - start) / interval) + 1)
+            stop.wait(max(0.0, start + slot * interval - now))
+    except BrokenPipeError:
+        # The reader is gone. Point stdout at /dev/null so the exit-time flush stays quiet.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    except KeyboardInterrupt:  # Ctrl-C when run by hand
+        pass
+    finally:
+        backend.close()
+        done.set()
+        for signum, handler in old_handlers.items():
+            signal.signal(signum, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Plain data the telemetry service publishes and the UI and CLI read."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.transport.types import HostState, LinkStatus
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    name: str | None
+    memory_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    util_percent: float | None = None
+    mem_util_percent: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    error: str | None = None
+
+    @property
+    def memory_fraction(self) -> float | None:
+        if self.memory_used_bytes is None or not self.memory_total_bytes:
+            return None
+        return self.memory_used_bytes / self.memory_total_bytes
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> GpuSample:
+        procs = d.get("processes")
+        return cls(
+            index=int(d["index"]),
+            name=d.get("name"),
+            uuid=d.get("uuid"),
+            util_percent=d.get("util_percent"),
+            mem_util_percent=d.get("mem_util_percent"),
+            memory_used_bytes=d.get("memory_used_bytes"),
+            memory_total_bytes=d.get("memory_total_bytes"),
+            temperature_c=d.get("temperature_c"),
+            power_w=d.get("power_w"),
+            power_limit_w=d.get("power_limit_w"),
+            processes=None if procs is None else tuple(
+                GpuProcess(int(p["pid"]), p.get("name"), p.get("memory_bytes")) for p in procs
+            ),
+            error=d.get("error"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "uuid": self.uuid,
+            "util_percent": self.util_percent,
+            "mem_util_percent": self.mem_util_percent,
+            "memory_used_bytes": self.memory_used_bytes,
+            "memory_total_bytes": self.memory_total_bytes,
+            "temperature_c": self.temperature_c,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "processes": None if self.processes is None else [
+                {"pid": p.pid, "name": p.name, "memory_bytes": p.memory_bytes}
+                for p in self.processes
+            ],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    seq: int
+    t: float  # the agent's clock, seconds since the epoch, at the start of the sweep
+    received: float  # our clock (time.time()) when the line arrived
+    source: str  # "nvml" | "nvidia-smi" | "none"
+    error: str | None
+    cpu_percent: float | None
+    load1: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    ncpu: int | None
+    gpus: tuple[GpuSample, ...]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], received: float) -> HostSample:
+        host = d.get("host") or {}
+        return cls(
+            seq=int(d.get("seq", 0)),
+            t=float(d.get("t", received)),
+            received=received,
+            source=str(d.get("source", "none")),
+            error=d.get("error"),
+            cpu_percent=host.get("cpu_percent"),
+            load1=host.get("load1"),
+            mem_used_bytes=host.get("mem_used_bytes"),
+            mem_total_bytes=host.get("mem_total_bytes"),
+            ncpu=host.get("ncpu"),
+            gpus=tuple(GpuSample.from_json(g) for g in d.get("gpus") or ()),
+        )
+
+
+class TelemetryState(str, enum.Enum):
+    WAITING = "waiting"  # link not up yet, or agent starting
+    OK = "ok"
+    NO_NVML = "no NVML"  # the agent runs, but this host has no usable NVIDIA driver
+    STALE = "stale"  # streaming stopped without the link noticing yet
+    AGENT_FAILED = "agent failed"  # e.g. the configured python does not exist
+
+
+@dataclass
+class HostTelemetry:
+    """Everything known about one host: link, agent, latest sample, and short history."""
+
+    name: str
+    link: LinkStatus
+    history_len: int = 300
+    state: TelemetryState = TelemetryState.WAITING
+    error: str | None = None
+    hostname: str | None = None
+    driver: str | None = None
+    latest: HostSample | None = None
+    util_history: dict[int, deque[float]] = field(default_factory=dict)
+    mem_history: dict[int, deque[float]] = field(default_factory=dict)
+
+    def record(self, sample: HostSample) -> None:
+        self.latest = sample
+        for gpu in sample.gpus:
+            util = self.util_history.get(gpu.index)
+            if util is None:
+                util = self.util_history[gpu.index] = deque(maxlen=self.history_len)
+                self.mem_history[gpu.index] = deque(maxlen=self.history_len)
+            util.append(gpu.util_percent if gpu.util_percent is not None else 0.0)
+            frac = gpu.memory_fraction
+            self.mem_history[gpu.index].append(frac * 100 if frac is not None else 0.0)
+
+    @property
+    def display_state(self) -> str:
+        """One word for the host column: the link's problem first, then the agent's."""
+        if self.link.state != HostState.UP:
+            return self.link.state.value
+        if self.state in (TelemetryState.NO_NVML, TelemetryState.AGENT_FAILED,
+                          TelemetryState.STALE):
+            return self.state.value
+        if self.state == TelemetryState.WAITING:
+            return "starting"
+        return "up"
+
+    @property
+    def display_error(self) -> str | None:
+        if self.link.state != HostState.UP:
+            return self.link.error
+        return self.error
+
+    @property
+    def answered(self) -> bool:
+        return self.link.state == HostState.UP and self.latest is not None and self.state in (
+            TelemetryState.OK, TelemetryState.NO_NVML)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.latest if self.link.state == HostState.UP else None
+        return {
+            "name": self.name,
+            "state": self.display_state,
+            "error": self.display_error,
+            "hostname": self.hostname,
+            "driver": self.driver,
+            "source": s.source if s else None,
+            "sample_time": s.t if s else None,
+            "cpu_percent": s.cpu_percent if s else None,
+            "load1": s.load1 if s else None,
+            "mem_used_bytes": s.mem_used_bytes if s else None,
+            "mem_total_bytes": s.mem_total_bytes if s else None,
+            "ncpu": s.ncpu if s else None,
+            "gpus": [g.to_json() for g in s.gpus] if s else [],
+        }

@@ -1,0 +1,84 @@
+"""`verl-tui gpus`: every host's GPUs, once or continuously, as text or JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+from tui.cluster.models import HostTelemetry
+from tui.cluster.telemetry import TelemetryMonitor
+from tui.config.hosts import Inventory
+from tui.transport.fleet import Fleet
+
+GIB = 1024**3
+
+
+def snapshot(monitor: TelemetryMonitor) -> dict:
+    return {
+        "cluster": monitor.inventory.cluster,
+        "time": time.time(),
+        "hosts": [ht.to_json() for ht in monitor.hosts.values()],
+    }
+
+
+def _num(value: float | None, fmt: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{fmt}}{unit}"
+
+
+def format_text(hosts: list[HostTelemetry]) -> str:
+    out = []
+    for ht in hosts:
+        head = f"{ht.name}  [{ht.display_state}]"
+        if ht.display_error:
+            head += f"  {ht.display_error}"
+        out.append(head)
+        if ht.latest is None or ht.display_state not in ("up", "no NVML", "stale"):
+            continue
+        for g in ht.latest.gpus:
+            if g.error:
+                out.append(f"  gpu{g.index}  {g.error}")
+                continue
+            used = None if g.memory_used_bytes is None else g.memory_used_bytes / GIB
+            total = None if g.memory_total_bytes is None else g.memory_total_bytes / GIB
+            out.append(
+                f"  gpu{g.index:<2} {(g.name or '?')[:24]:<24}"
+                f" util {_num(g.util_percent, '3.0f', '%')}"
+                f"  mem {_num(used, '5.1f')}/{_num(total, '.1f')} GiB"
+                f"  {_num(g.temperature_c, '3.0f', '°C')}  {_num(g.power_w, '4.0f', ' W')}"
+            )
+    return "\n".join(out)
+
+
+async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float | None,
+               timeout: float) -> int:
+    fleet = Fleet(inventory)
+    monitor = TelemetryMonitor(fleet, inventory, interval=interval)
+    fleet.start()
+    monitor.start()
+    try:
+        await monitor.wait_first(timeout)
+        while True:
+            hosts = list(monitor.hosts.values())
+            if as_json:
+                print(json.dumps(snapshot(monitor), separators=(",", ":")), flush=True)
+            else:
+                print(format_text(hosts) + ("" if once else "\n"), flush=True)
+            if once:
+                return 0 if all(ht.answered for ht in hosts) else 1
+            await asyncio.sleep(monitor.interval)
+    finally:
+        await monitor.close()
+        await fleet.close()
+
+
+def run_gpus(inventory: Inventory, *, once: bool, as_json: bool, interval: float | None,
+             timeout: float) -> int:
+    try:
+        return asyncio.run(_run(inventory, once, as_json, interval, timeout))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # `verl-tui gpus | head`: the reader left; exit quietly
+        return 0

@@ -1,0 +1,229 @@
+"""hosts.yaml: the inventory of cluster hosts and how to reach them.
+
+Pydantic does the type checking; `yamlfile` maps each error back to the file's line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# Hostnames, IPv4 and IPv6 literals; nothing a shell or ssh option parser could misread.
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:%-]{0,252}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class SshOptions(_Strict):
+    """Connection settings; every field is optional so per-host blocks can override a few."""
+
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    jump: str | None = None
+    config: str | None = Field(
+        default=None, description="ssh_config file to read (default ~/.ssh/config)"
+    )
+    insecure_skip_host_key_check: bool | None = None
+    connect_timeout: float | None = Field(default=None, gt=0, le=300)
+    keepalive_interval: float | None = Field(default=None, gt=0, le=300)
+    keepalive_count_max: int | None = Field(default=None, ge=1, le=100)
+
+    def merged(self, override: SshOptions | None) -> SshOptions:
+        if override is None:
+            return self
+        data = self.model_dump()
+        data.update({k: v for k, v in override.model_dump().items() if v is not None})
+        return SshOptions(**data)
+
+
+class TelemetryOptions(_Strict):
+    interval: float = Field(default=1.0, ge=0.1, le=60, description="seconds between GPU samples")
+    history: int = Field(default=300, ge=10, le=3600, description="samples kept per GPU")
+
+
+class HostEntry(_Strict):
+    name: str
+    address: str | None = None
+    role: Literal["head", "worker"] | None = None
+    node_ip: str | None = None
+    python: str | None = None
+    transport: Literal["ssh", "local"] = "ssh"
+    ssh: SshOptions | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("host names use letters, digits, '.', '_' and '-' (max 63)")
+        return v
+
+    @field_validator("address", "node_ip")
+    @classmethod
+    def _check_address(cls, v: str | None) -> str | None:
+        if v is not None and not _ADDRESS_RE.match(v):
+            raise ValueError(f"{v!r} is not a host name or IP address")
+        return v
+
+
+class HostsFileModel(_Strict):
+    cluster: str = "default"
+    python: str = "python3"
+    ssh: SshOptions = SshOptions()
+    telemetry: TelemetryOptions = TelemetryOptions()
+    hosts: list[HostEntry] = Field(min_length=1)
+
+
+class Host(BaseModel):
+    """One host with every default resolved: what the rest of the code uses."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    address: str
+    role: Literal["head", "worker"]
+    node_ip: str
+    python: str
+    transport: Literal["ssh", "local"]
+    ssh: SshOptions
+
+    @property
+    def is_head(self) -> bool:
+        return self.role == "head"
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    cluster: str
+    hosts: tuple[Host, ...]
+    telemetry: TelemetryOptions = TelemetryOptions()
+    source: Path | None = None  # None: the built-in localhost inventory
+
+    @property
+    def head(self) -> Host:
+        return next(h for h in self.hosts if h.is_head)
+
+    @property
+    def insecure_hosts(self) -> list[str]:
+        return [h.name for h in self.hosts if h.ssh.insecure_skip_host_key_check]
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+
+_KNOWN_KEYS = sorted(
+    {k for m in (SshOptions, TelemetryOptions, HostEntry, HostsFileModel) for k in m.model_fields}
+)
+
+
+def _describe(err: dict) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(err["loc"][-1]), _KNOWN_KEYS, n=1)
+        return "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "too_short" and err["loc"] == ("hosts",):
+        return "no hosts listed"
+    msg = err.get("msg", "invalid value")
+    return msg.removeprefix("Value error, ")
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None) -> Inventory:
+    def fail(msg: str, loc: tuple) -> ConfigError:
+        return ConfigError(msg, source, doc.line_of(loc) if doc else None)
+
+    seen: dict[str, int] = {}
+    for i, h in enumerate(model.hosts):
+        if h.name in seen:
+            raise fail(f"duplicate host name {h.name!r} (also hosts[{seen[h.name]}])",
+                       ("hosts", i, "name"))
+        seen[h.name] = i
+    heads = [i for i, h in enumerate(model.hosts) if h.role == "head"]
+    if len(heads) > 1:
+        names = ", ".join(model.hosts[i].name for i in heads)
+        raise fail(f"more than one host has role: head ({names})", ("hosts", heads[1], "role"))
+    head_index = heads[0] if heads else 0
+
+    hosts = []
+    for i, h in enumerate(model.hosts):
+        address = h.address or h.name
+        if h.transport == "local" and h.address is None:
+            address = "localhost"
+        ssh = model.ssh.merged(h.ssh)
+        if ssh.jump is not None and not _ADDRESS_RE.match(ssh.jump.replace("@", "_")):
+            raise fail(f"ssh.jump {ssh.jump!r} is not [user@]host[:port]", ("hosts", i))
+        hosts.append(
+            Host(
+                name=h.name,
+                address=address,
+                role="head" if i == head_index else "worker",
+                node_ip=h.node_ip or address,
+                python=h.python or model.python,
+                transport=h.transport,
+                ssh=ssh,
+            )
+        )
+    return Inventory(cluster=model.cluster, hosts=tuple(hosts), telemetry=model.telemetry,
+                     source=source)
+
+
+def inventory_from_doc(doc: LocatedDoc) -> Inventory:
+    if not isinstance(doc.data, dict):
+        raise ConfigError("expected a mapping with a 'hosts:' list at the top level", doc.path,
+                          doc.line_of(()))
+    try:
+        model = HostsFileModel.model_validate(doc.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        where = _format_loc(loc)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{where}: {_describe(err)}{more}", doc.path, doc.line_of(loc)) from None
+    return _resolve(model, doc.path, doc)
+
+
+def load_inventory(path: Path | str) -> Inventory:
+    """Read and check a hosts.yaml; every problem is a ConfigError naming file:line."""
+    return inventory_from_doc(load_yaml(Path(path).expanduser()))
+
+
+def parse_inventory(text: str, path: Path | str = "<hosts.yaml>") -> Inventory:
+    return inventory_from_doc(parse_yaml(text, Path(path)))
+
+
+def local_inventory() -> Inventory:
+    """The built-in default: this machine, through the local transport, no SSH server needed."""
+    host = Host(
+        name="localhost",
+        address="localhost",
+        role="head",
+        node_ip="127.0.0.1",
+        # Our own interpreter has nvidia-ml-py (a dependency), so the agent finds pynvml.
+        python=sys.executable,
+        transport="local",
+        ssh=SshOptions(),
+    )
+    return Inventory(cluster="local", hosts=(host,), source=None)

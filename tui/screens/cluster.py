@@ -1,0 +1,140 @@
+"""Cluster screen: every host and GPU, live, with totals, filter, sort and details."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from tui.cluster.models import HostTelemetry
+from tui.widgets.details import DetailsPane, gpu_details, host_details
+from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
+from tui.widgets.summary import ClusterSummary, summary_text
+
+
+class ColumnHeader(Static):
+    DEFAULT_CSS = """
+    ColumnHeader { height: 1; background: $primary 30%; color: $text; text-style: bold; }
+    """
+
+    def render(self) -> str:
+        return column_header(self.size.width)
+
+
+class ClusterScreen(Screen):
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort"),
+        Binding("S", "reverse_sort", "Reverse sort", show=False),
+        Binding("r", "reconnect", "Reconnect host"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    ClusterScreen #filter { dock: bottom; display: none; height: 3; }
+    ClusterScreen #filter.visible { display: block; }
+    ClusterScreen GpuTable { height: 1fr; }
+    """
+
+    def __init__(self, cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str]):
+        super().__init__()
+        self.cluster = cluster
+        self.hosts = hosts
+        self.insecure = insecure
+
+    def compose(self) -> ComposeResult:
+        yield ClusterSummary(id="summary")
+        yield ColumnHeader(id="columns")
+        yield GpuTable(id="gpus")
+        yield DetailsPane(id="details")
+        yield Input(placeholder="filter hosts and GPUs (enter: keep, esc: clear)", id="filter")
+        yield Footer()
+
+    @property
+    def table(self) -> GpuTable:
+        return self.query_one(GpuTable)
+
+    def on_mount(self) -> None:
+        self.table.set_hosts(self.hosts)
+        self.table.focus()
+        self._refresh_summary()
+        self._refresh_details()
+
+    def apply_changes(self, changed: set[str]) -> None:
+        """Called by the app at most ~10 times a second with the hosts that changed."""
+        self.table.update_hosts(changed)
+        self._refresh_summary()
+        row = self.table.current_row
+        if row is not None and row.host in changed:
+            self._refresh_details()
+
+    def _refresh_summary(self) -> None:
+        t = self.table
+        self.query_one(ClusterSummary).update(summary_text(
+            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text))
+
+    def _refresh_details(self) -> None:
+        row = self.table.current_row
+        pane = self.query_one(DetailsPane)
+        if row is None:
+            pane.update("no host matches the filter" if self.table.filter_text else "")
+        elif row.gpu is None:
+            pane.update(host_details(self.hosts[row.host]))
+        else:
+            pane.update(gpu_details(self.hosts[row.host], row.gpu))
+
+    def on_gpu_table_selected(self, _: GpuTable.Selected) -> None:
+        self._refresh_details()
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("visible")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.input.remove_class("visible")
+            self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("visible")
+        self.set_filter("")
+        self.table.focus()
+
+    def set_filter(self, text: str) -> None:
+        self.table.filter_text = text.strip()
+        self.table.rebuild()
+        self._refresh_summary()
+        self._refresh_details()
+
+    def set_sort(self, key: str, reverse: bool | None = None) -> None:
+        self.table.sort_key = key
+        if reverse is not None:
+            self.table.sort_reverse = reverse
+        self.table.rebuild()
+        self._refresh_summary()
+
+    def action_sort(self) -> None:
+        keys = SORT_KEYS
+        self.set_sort(keys[(keys.index(self.table.sort_key) + 1) % len(keys)])
+        self.notify(f"sorted by {self.table.sort_key}", timeout=1.5)
+
+    def action_reverse_sort(self) -> None:
+        self.set_sort(self.table.sort_key, not self.table.sort_reverse)
+
+    def action_reconnect(self) -> None:
+        row = self.table.current_row
+        if row is not None:
+            self.app.reconnect(row.host)
+            self.notify(f"reconnecting {row.host}", timeout=1.5)

@@ -1,0 +1,60 @@
+"""`?`: every key binding of the screen underneath, generated from the bindings themselves."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+# Keys Textual renders by name; show them the way people type them.
+_KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc",
+              "pageup": "PgUp", "pagedown": "PgDn", "ctrl+p": "ctrl+p"}
+
+
+def key_label(keys: str) -> str:
+    return ", ".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def collect_bindings(screen) -> list[tuple[str, str, str]]:
+    """(where, keys, description) for the app, the screen and every widget on it."""
+    rows: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    sources = [("app", screen.app), ("screen", screen)]
+    sources += [(type(w).__name__, w) for w in screen.query("*") if getattr(w, "BINDINGS", None)]
+    for where, node in sources:
+        for b in node.BINDINGS:
+            binding = b if isinstance(b, Binding) else Binding(*b)
+            desc = binding.description or binding.action
+            key = (binding.key, desc)
+            if key in seen or not desc:
+                continue
+            seen.add(key)
+            rows.append((where, key_label(binding.key), desc))
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close help")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 76; max-height: 90%; height: auto;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def __init__(self, rows: list[tuple[str, str, str]]):
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        lines = ["[b]Keys[/b]  (esc or ? closes)\n"]
+        for where, keys, desc in self.rows:
+            lines.append(f"[b]{keys:<22}[/b] {desc}  [dim]{where}[/dim]")
+        lines.append("\n[dim]Hosts fold with enter; the command palette (ctrl+p) lists every "
+                     "action by name.[/dim]")
+        with VerticalScroll():
+            yield Static("\n".join(lines), markup=True)

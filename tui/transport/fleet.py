@@ -1,0 +1,200 @@
+"""The fleet: one reused connection per host, kept up by a supervisor task per host.
+
+A connect semaphore keeps us under sshd's MaxStartups; a lost host is retried with a capped
+backoff so it comes back by itself, and no host's trouble ever stalls another's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+
+import asyncssh
+
+from tui.config.hosts import Host, Inventory
+from tui.transport.local import LocalTransport
+from tui.transport.ssh import ConnectFailure, SshTransport, open_connection, open_jump
+from tui.transport.types import HostState, HostUnavailable, LinkStatus, Transport
+
+log = logging.getLogger(__name__)
+
+StateListener = Callable[[LinkStatus], None]
+
+# Key and auth problems need a person; retry them slowly (a fixed known_hosts is picked up).
+_SLOW_RETRY_S = 30.0
+
+
+class _HostLink:
+    def __init__(self, host: Host):
+        self.host = host
+        self.status = LinkStatus(host.name, HostState.CONNECTING)
+        self.transport: Transport | None = None
+        self.up = asyncio.Event()
+        self.settled = asyncio.Event()  # set once the first attempt has an outcome
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.conn: asyncssh.SSHClientConnection | None = None
+
+
+class Fleet:
+    def __init__(
+        self,
+        inventory: Inventory,
+        *,
+        max_concurrent_connects: int = 16,
+        reconnect_max_delay: float = 5.0,
+    ):
+        self.inventory = inventory
+        self._links = {h.name: _HostLink(h) for h in inventory.hosts}
+        self._connect_slots = asyncio.Semaphore(max_concurrent_connects)
+        self._reconnect_max_delay = reconnect_max_delay
+        self._listeners: list[StateListener] = []
+        self._jumps: dict[str, asyncssh.SSHClientConnection] = {}
+        self._jump_lock = asyncio.Lock()
+        self._closing = False
+
+    # -- observation -------------------------------------------------------------------------
+
+    def add_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def status(self, name: str) -> LinkStatus:
+        return self._links[name].status
+
+    def statuses(self) -> list[LinkStatus]:
+        return [link.status for link in self._links.values()]
+
+    def transport(self, name: str) -> Transport | None:
+        return self._links[name].transport
+
+    async def wait_up(self, name: str, timeout: float | None = None) -> Transport:
+        link = self._links[name]
+        try:
+            await asyncio.wait_for(link.up.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise HostUnavailable(link.status) from None
+        assert link.transport is not None
+        return link.transport
+
+    async def wait_settled(self, timeout: float | None = None) -> None:
+        """Until every host has connected or failed at least once."""
+        waits = [link.settled.wait() for link in self._links.values()]
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for link in self._links.values():
+            if link.task is None:
+                link.task = asyncio.create_task(
+                    self._supervise(link), name=f"fleet:{link.host.name}"
+                )
+
+    def reconnect(self, name: str | None = None) -> None:
+        """Retry now instead of after the backoff (all hosts when name is None)."""
+        for link in self._links.values():
+            if name in (None, link.host.name):
+                link.wake.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        tasks = [link.task for link in self._links.values() if link.task]
+        for task in tasks:
+            task.cancel()
+        for link in self._links.values():
+            if link.conn is not None:
+                link.conn.close()
+        for conn in self._jumps.values():
+            conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for link in self._links.values():
+            self._set(link, HostState.CLOSED)
+
+    async def __aenter__(self) -> Fleet:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _set(self, link: _HostLink, state: HostState, error: str | None = None,
+             attempts: int = 0) -> None:
+        old = link.status
+        if old.state == state and old.error == error and old.attempts == attempts:
+            return
+        since = old.since if old.state == state else time.monotonic()
+        link.status = LinkStatus(link.host.name, state, error, since, attempts)
+        if state == HostState.UP:
+            link.up.set()
+        else:
+            link.up.clear()
+        for listener in self._listeners:
+            try:
+                listener(link.status)
+            except Exception:  # a listener's bug must not kill the supervisor
+                log.exception("fleet listener failed")
+
+    async def _sleep(self, link: _HostLink, delay: float) -> None:
+        link.wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(link.wake.wait(), delay)
+
+    async def _jump(self, host: Host) -> asyncssh.SSHClientConnection | None:
+        spec = host.ssh.jump
+        if not spec:
+            return None
+        # One bastion connection shared by every host behind it.
+        async with self._jump_lock:
+            conn = self._jumps.get(spec)
+            if conn is None or conn.is_closed():
+                conn = await open_jump(spec, host.ssh)
+                self._jumps[spec] = conn
+            return conn
+
+    async def _supervise(self, link: _HostLink) -> None:
+        host = link.host
+        if host.transport == "local":
+            link.transport = LocalTransport(host.name)
+            link.settled.set()
+            self._set(link, HostState.UP)
+            return
+        attempts = 0
+        was_up = False
+        while not self._closing:
+            attempts += 1
+            try:
+                async with self._connect_slots:
+                    conn, client = await open_connection(host, await self._jump(host))
+            except ConnectFailure as failure:
+                state = failure.state
+                if was_up and state == HostState.UNREACHABLE:
+                    state = HostState.LOST
+                self._set(link, state, failure.reason, attempts)
+                link.settled.set()
+                if state in (HostState.HOST_KEY_MISMATCH, HostState.HOST_KEY_UNKNOWN,
+                             HostState.AUTH_FAILED):
+                    delay = _SLOW_RETRY_S
+                else:
+                    delay = min(0.5 * 2 ** (attempts - 1), self._reconnect_max_delay)
+                await self._sleep(link, delay * random.uniform(0.8, 1.0))
+                continue
+            attempts = 0
+            was_up = True
+            link.conn = conn
+            link.transport = SshTransport(host.name, conn)
+            self._set(link, HostState.UP)
+            link.settled.set()
+            await conn.wait_closed()
+            link.transport = None
+            link.conn = None
+            if self._closing:
+                return
+            self._set(link, HostState.LOST, client.lost_reason or "connection closed")
+            await self._sleep(link, 0.3)

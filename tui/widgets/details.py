@@ -1,0 +1,76 @@
+"""The pane under the table: everything about the selected host or GPU."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tui.cluster.models import HostTelemetry
+from tui.widgets.gauges import gib
+
+
+def host_details(ht: HostTelemetry) -> Text:
+    t = Text()
+    t.append(f"{ht.name}", "bold")
+    if ht.hostname and ht.hostname != ht.name:
+        t.append(f" ({ht.hostname})")
+    t.append(f"  state: {ht.display_state}")
+    if ht.driver:
+        t.append(f"  driver {ht.driver}")
+    s = ht.latest
+    if s is not None:
+        t.append(f"  telemetry: {s.source}")
+        if s.ncpu:
+            t.append(f"  {s.ncpu} CPUs")
+    error = ht.display_error
+    if error:
+        t.append("\n")
+        t.append(error, "bold red")
+    if ht.link.attempts:
+        t.append(f"\nreconnect attempts: {ht.link.attempts}", "dim")
+    return t
+
+
+def gpu_details(ht: HostTelemetry, index: int) -> Text:
+    t = Text()
+    s = ht.latest
+    gpu = next((g for g in s.gpus if g.index == index), None) if s else None
+    if gpu is None:
+        return Text(f"{ht.name} gpu{index}: no data")
+    t.append(f"{ht.name} gpu{gpu.index}", "bold")
+    t.append(f"  {gpu.name or '?'}  {gpu.uuid or ''}")
+    if gpu.error:
+        t.append("\n")
+        t.append(gpu.error, "bold red")
+        return t
+    parts = []
+    if gpu.mem_util_percent is not None:
+        parts.append(f"memory bandwidth {gpu.mem_util_percent:.0f}%")
+    if gpu.power_limit_w is not None:
+        parts.append(f"power limit {gpu.power_limit_w:.0f} W")
+    hist = ht.util_history.get(index)
+    if hist:
+        parts.append(f"util over last {len(hist)} samples: mean {sum(hist) / len(hist):.0f}%, "
+                     f"max {max(hist):.0f}%")
+    t.append("\n" + "   ".join(parts), "dim")
+    if gpu.processes is None:
+        t.append("\nprocesses: not reported (nvidia-smi fallback)", "dim")
+    elif not gpu.processes:
+        t.append("\nno compute processes", "dim")
+    else:
+        for p in gpu.processes[:4]:
+            t.append(f"\n  pid {p.pid:<8} {(p.name or '?'):<24} {gib(p.memory_bytes, 2)} GiB")
+        if len(gpu.processes) > 4:
+            t.append(f"\n  … {len(gpu.processes) - 4} more", "dim")
+    return t
+
+
+class DetailsPane(Static):
+    DEFAULT_CSS = """
+    DetailsPane {
+        height: 7;
+        border-top: solid $primary 50%;
+        padding: 0 1;
+        background: $surface;
+    }
+    """

@@ -1,0 +1,42 @@
+"""Small text gauges used inside table rows: bars, sparklines, human units."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+_SPARK = "▁▂▃▄▅▆▇█"
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+GIB = 1024**3
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A horizontal bar of `width` cells with eighth-cell resolution."""
+    if width <= 0:
+        return ""
+    if fraction is None:
+        return "·" * width
+    fraction = min(max(fraction, 0.0), 1.0)
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full
+    if full < width:
+        text += _EIGHTHS[part] if part else " "
+    return text.ljust(width)
+
+
+def sparkline(values: Iterable[float], width: int, top: float = 100.0) -> str:
+    """The last `width` values as block glyphs, right-aligned (newest at the right)."""
+    if width <= 0:
+        return ""
+    vals = list(values)[-width:]
+    steps = len(_SPARK) - 1
+    chars = [_SPARK[min(steps, max(0, round(v / top * steps)))] for v in vals]
+    return "".join(chars).rjust(width)
+
+
+def gib(n: int | None, digits: int = 1) -> str:
+    return "-" if n is None else f"{n / GIB:.{digits}f}"
+
+
+def pct(v: float | None) -> str:
+    return "  -" if v is None else f"{v:3.0f}%"

@@ -1,0 +1,362 @@
+"""The fleet's GPUs as one scrollable table: a row per host, a row per GPU beneath it.
+
+Built on the line API: only the visible rows are rendered, so 128 hosts × 8 GPUs cost what
+one screenful costs. Rows are rebuilt only when the structure changes (filter, sort, collapse,
+a host's GPU count); value changes just repaint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tui.cluster.models import GpuSample, HostTelemetry
+from tui.widgets.gauges import bar, gib, sparkline
+
+SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
+
+# Thresholds a person would flag on sight.
+HOT_C, WARM_C = 83.0, 75.0
+MEM_FULL, MEM_HIGH = 0.95, 0.85
+IDLE_UTIL, BUSY_PEERS = 5.0, 40.0
+
+# Column layout (cells). The history sparkline takes whatever width is left.
+W_NAME, W_UTIL, W_MEM, W_TEMP, W_POWER, W_PROCS = 24, 15, 23, 6, 12, 9
+MIN_SPARK, MAX_SPARK = 8, 60
+
+
+@dataclass(frozen=True)
+class Row:
+    host: str
+    gpu: int | None = None  # None: the host's own row
+
+
+def spark_width(width: int) -> int:
+    rest = width - (W_NAME + W_UTIL + W_MEM + W_TEMP + W_POWER + W_PROCS) - 1
+    return min(MAX_SPARK, max(MIN_SPARK, rest))
+
+
+def column_header(width: int) -> str:
+    spark = spark_width(width)
+    return (
+        f"{'HOST / GPU':<{W_NAME}}{'UTIL':<{W_UTIL}}{'MEMORY':<{W_MEM}}{'TEMP':<{W_TEMP}}"
+        f"{'POWER':<{W_POWER}}{'PROCS':<{W_PROCS}}{'UTIL HISTORY':<{spark}}"
+    )[:width]
+
+
+def idle_while_peers_busy(gpu: GpuSample, peers: tuple[GpuSample, ...]) -> bool:
+    others = [g.util_percent for g in peers if g.index != gpu.index and g.util_percent is not None]
+    if gpu.util_percent is None or not others:
+        return False
+    return gpu.util_percent < IDLE_UTIL and sum(others) / len(others) >= BUSY_PEERS
+
+
+def _host_metric(ht: HostTelemetry, key: str) -> float:
+    gpus = ht.latest.gpus if ht.latest else ()
+    vals = [_gpu_metric(g, key) for g in gpus]
+    return max(vals) if vals else -1.0
+
+
+def _gpu_metric(g: GpuSample, key: str) -> float:
+    if key == "util":
+        return g.util_percent if g.util_percent is not None else -1.0
+    if key == "mem":
+        return g.memory_fraction if g.memory_fraction is not None else -1.0
+    if key == "temp":
+        return g.temperature_c if g.temperature_c is not None else -1.0
+    if key == "power":
+        return g.power_w if g.power_w is not None else -1.0
+    return float(g.index)
+
+
+class GpuTable(ScrollView, can_focus=True):
+    """Hosts and their GPUs; arrow keys / j,k move, enter folds a host."""
+
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "jump(0)", "Top", show=False),
+        Binding("end,G", "jump(-1)", "Bottom", show=False),
+        Binding("enter,space", "toggle_host", "Fold host"),
+        Binding("z", "toggle_all", "Fold all"),
+    ]
+
+    COMPONENT_CLASSES = {
+        "gpu-table--cursor",
+        "gpu-table--host",
+        "gpu-table--dim",
+        "gpu-table--ok",
+        "gpu-table--warn",
+        "gpu-table--bad",
+        "gpu-table--bar",
+        "gpu-table--spark",
+    }
+
+    DEFAULT_CSS = """
+    GpuTable { background: $surface; }
+    GpuTable > .gpu-table--cursor { background: $primary 45%; }
+    GpuTable:focus > .gpu-table--cursor { background: $primary; }
+    GpuTable > .gpu-table--host { text-style: bold; color: $text; }
+    GpuTable > .gpu-table--dim { color: $text-muted; }
+    GpuTable > .gpu-table--ok { color: $success; }
+    GpuTable > .gpu-table--warn { color: $warning; }
+    GpuTable > .gpu-table--bad { color: $error; text-style: bold; }
+    GpuTable > .gpu-table--bar { color: $success; }
+    GpuTable > .gpu-table--spark { color: $primary-lighten-3; }
+    """
+
+    cursor: reactive[int] = reactive(0)
+
+    class Selected(Message):
+        """The cursor moved to another row."""
+
+        def __init__(self, row: Row | None) -> None:
+            self.row = row
+            super().__init__()
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.hosts: Mapping[str, HostTelemetry] = {}
+        self.rows: list[Row] = []
+        self.filter_text = ""
+        self.sort_key = "name"
+        self.sort_reverse = False
+        self.collapsed: set[str] = set()
+        self._shape: tuple = ()
+        self._style_cache: dict[str, Style] | None = None
+
+    # -- data --------------------------------------------------------------------------------
+
+    def set_hosts(self, hosts: Mapping[str, HostTelemetry]) -> None:
+        self.hosts = hosts
+        self.rebuild()
+
+    def _gpu_count(self, ht: HostTelemetry) -> int:
+        return len(ht.latest.gpus) if ht.latest else 0
+
+    def _matches(self, ht: HostTelemetry, gpu: GpuSample | None) -> bool:
+        needle = self.filter_text.lower()
+        if not needle:
+            return True
+        hay = [ht.name, ht.hostname or "", ht.display_state]
+        if gpu is not None:
+            hay += [gpu.name or "", f"gpu{gpu.index}"]
+        return any(needle in h.lower() for h in hay)
+
+    def rebuild(self) -> None:
+        """Recompute the visible rows (filter, sort, folding) keeping the cursor's row."""
+        current = self.current_row
+        hosts = list(self.hosts.values())
+        key = self.sort_key
+        if key == "name":
+            hosts.sort(key=lambda h: h.name, reverse=self.sort_reverse)
+        elif key == "state":
+            hosts.sort(key=lambda h: (h.display_state == "up", h.name), reverse=self.sort_reverse)
+        else:
+            hosts.sort(key=lambda h: _host_metric(h, key), reverse=not self.sort_reverse)
+        rows: list[Row] = []
+        for ht in hosts:
+            gpus = list(ht.latest.gpus) if ht.latest else []
+            host_hit = self._matches(ht, None)
+            gpu_hits = [g for g in gpus if host_hit or self._matches(ht, g)]
+            if not host_hit and not gpu_hits:
+                continue
+            rows.append(Row(ht.name))
+            if ht.name in self.collapsed:
+                continue
+            if key not in ("name", "state"):
+                gpu_hits.sort(key=lambda g: _gpu_metric(g, key), reverse=not self.sort_reverse)
+            rows.extend(Row(ht.name, g.index) for g in gpu_hits)
+        self.rows = rows
+        self._shape = self._current_shape()
+        self.virtual_size = Size(self.size.width, len(rows))
+        if current in rows:
+            self.cursor = rows.index(current)
+        else:
+            self.cursor = min(self.cursor, max(0, len(rows) - 1))
+        self.refresh()
+
+    def _current_shape(self) -> tuple:
+        return tuple((ht.name, self._gpu_count(ht), ht.display_state) for ht in self.hosts.values())
+
+    def update_hosts(self, changed: set[str]) -> None:
+        """New samples arrived for `changed`; repaint (rebuild only if the shape moved)."""
+        needs_rebuild = self.sort_key != "name" or self._current_shape() != self._shape
+        if needs_rebuild:
+            self.rebuild()
+            return
+        top = self.scroll_offset.y
+        visible = {r.host for r in self.rows[top: top + self.size.height]}
+        if visible & changed:
+            self.refresh()
+
+    @property
+    def current_row(self) -> Row | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    # -- cursor ------------------------------------------------------------------------------
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh_lines(old, 1)
+        self.refresh_lines(new, 1)
+        self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
+        self.post_message(self.Selected(self.current_row))
+
+    def refresh_lines(self, y: int, count: int = 1) -> None:
+        self.refresh(Region(0, y - self.scroll_offset.y, self.size.width, count))
+
+    def action_cursor(self, delta: int) -> None:
+        if self.rows:
+            self.cursor = min(max(self.cursor + delta, 0), len(self.rows) - 1)
+
+    def action_page(self, direction: int) -> None:
+        self.action_cursor(direction * max(1, self.size.height - 1))
+
+    def action_jump(self, where: int) -> None:
+        if self.rows:
+            self.cursor = 0 if where == 0 else len(self.rows) - 1
+
+    def action_toggle_host(self) -> None:
+        row = self.current_row
+        if row is None:
+            return
+        if row.host in self.collapsed:
+            self.collapsed.discard(row.host)
+        else:
+            self.collapsed.add(row.host)
+        self.cursor = self.rows.index(Row(row.host))
+        self.rebuild()
+
+    def action_toggle_all(self) -> None:
+        if self.collapsed:
+            self.collapsed.clear()
+        else:
+            self.collapsed = set(self.hosts)
+        self.rebuild()
+
+    def on_click(self, event) -> None:
+        y = event.y + self.scroll_offset.y
+        if 0 <= y < len(self.rows):
+            self.cursor = y
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(self.size.width, len(self.rows))
+
+    def notify_style_update(self) -> None:
+        self._style_cache = None
+        super().notify_style_update()
+
+    def _styles(self) -> dict[str, Style]:
+        # Component styles are looked up once per theme, not once per rendered line.
+        if self._style_cache is None:
+            cache = {}
+            for name in self.COMPONENT_CLASSES:
+                style = self.get_component_rich_style(name)
+                if not name.endswith("cursor"):
+                    # Foreground only, so the cursor row's background shows through.
+                    style = Style(color=style.color, bold=style.bold, italic=style.italic)
+                cache[name.split("--")[1]] = style
+            self._style_cache = cache
+        return self._style_cache
+
+    def render_line(self, y: int) -> Strip:
+        index = y + self.scroll_offset.y
+        width = self.size.width
+        base = self.rich_style
+        if index >= len(self.rows):
+            return Strip.blank(width, base)
+        row = self.rows[index]
+        st = self._styles()
+        ht = self.hosts.get(row.host)
+        if ht is None:
+            return Strip.blank(width, base)
+        if row.gpu is None:
+            segments = self._host_segments(ht, st, width)
+        else:
+            segments = self._gpu_segments(ht, row.gpu, st, width)
+        strip = Strip(segments).adjust_cell_length(width)
+        if index == self.cursor:
+            strip = strip.apply_style(st["cursor"])
+        return strip.apply_style(base)
+
+    def _host_segments(self, ht: HostTelemetry, st: dict[str, Style], width: int) -> list[Segment]:
+        state = ht.display_state
+        fold = "▸" if ht.name in self.collapsed else "▾"
+        state_style = st["ok"] if state == "up" else (
+            st["dim"] if state in ("connecting", "starting") else st["bad"])
+        segs = [Segment(f"{fold} {ht.name}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
+                Segment(f"{state:<16}", state_style)]
+        s = ht.latest
+        if s is not None and state in ("up", "no NVML", "stale"):
+            info = []
+            if s.cpu_percent is not None:
+                info.append(f"cpu {s.cpu_percent:3.0f}%")
+            if s.load1 is not None:
+                info.append(f"load {s.load1:.1f}")
+            if s.mem_total_bytes:
+                info.append(f"mem {gib(s.mem_used_bytes)}/{gib(s.mem_total_bytes, 0)} GiB")
+            if s.gpus:
+                utils = [g.util_percent for g in s.gpus if g.util_percent is not None]
+                mean = f" · mean util {sum(utils) / len(utils):.0f}%" if utils else ""
+                info.append(f"{len(s.gpus)} GPU{'s' if len(s.gpus) != 1 else ''}{mean}")
+            segs.append(Segment("  ".join(info) + "  ", st["dim"]))
+        error = ht.display_error
+        if error:
+            segs.append(Segment(error, st["bad"] if state != "up" else st["warn"]))
+        return segs
+
+    def _gpu_segments(self, ht: HostTelemetry, index: int, st: dict[str, Style],
+                      width: int) -> list[Segment]:
+        s = ht.latest
+        gpu = next((g for g in s.gpus if g.index == index), None) if s else None
+        if gpu is None:
+            return [Segment(f"   gpu{index} (gone)", st["dim"])]
+        label = f"  {gpu.index:>2} {(gpu.name or '?').removeprefix('NVIDIA ')}"
+        label_style = st["bad"] if gpu.error else st["dim"]
+        segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
+        if gpu.error:
+            segs.append(Segment(gpu.error, st["bad"]))
+            return segs
+        stale = ht.display_state != "up"
+        # Utilization: bar + number; an idle GPU among busy peers is called out.
+        util = gpu.util_percent
+        idle = idle_while_peers_busy(gpu, s.gpus)
+        ubar_style = st["warn"] if idle else st["bar"]
+        segs.append(Segment(bar(None if util is None else util / 100, W_UTIL - 6), ubar_style))
+        segs.append(Segment(" -   " if util is None else f"{util:3.0f}% ",
+                            st["warn"] if idle else st["host"]))
+        # Memory: bar + used/total GiB; nearly full is flagged.
+        frac = gpu.memory_fraction
+        mstyle = st["bad"] if frac is not None and frac >= MEM_FULL else (
+            st["warn"] if frac is not None and frac >= MEM_HIGH else st["bar"])
+        segs.append(Segment(bar(frac, 8), mstyle))
+        segs.append(Segment(
+            f" {gib(gpu.memory_used_bytes)}/{gib(gpu.memory_total_bytes, 0)}G"[: W_MEM - 9]
+            .ljust(W_MEM - 8), mstyle if mstyle is not st["bar"] else st["host"]))
+        temp = gpu.temperature_c
+        tstyle = st["bad"] if temp is not None and temp >= HOT_C else (
+            st["warn"] if temp is not None and temp >= WARM_C else st["host"])
+        segs.append(Segment(("-" if temp is None else f"{temp:.0f}°C").ljust(W_TEMP), tstyle))
+        power = "-" if gpu.power_w is None else f"{gpu.power_w:.0f}"
+        limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
+        segs.append(Segment(f"{power}{limit}W"[: W_POWER - 1].ljust(W_POWER), st["host"]))
+        nproc = "-" if gpu.processes is None else str(len(gpu.processes))
+        tag = " IDLE" if idle else ""
+        segs.append(Segment(f"{nproc}{tag}".ljust(W_PROCS), st["warn"] if idle else st["dim"]))
+        spark_w = spark_width(width)
+        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w),
+                            st["dim"] if stale else st["spark"]))
+        return segs
