@@ -404,6 +404,27 @@ def test_fixed_schedule_without_drift(env, state, start_agent) -> None:
     assert round((ts[-1] - ts[0]) / INTERVAL) >= 10
 
 
+def test_overrun_skips_to_the_next_slot(env, state, start_agent) -> None:
+    write_state(state, [FakeGpu()], sweep_delay_ms=300)  # each sweep takes 1.5 intervals
+    agent = start_agent(env)
+    agent.next()
+    samples = [agent.next() for _ in range(5)]
+    assert [s["seq"] for s in samples] == list(range(5))  # seq counts samples, not slots
+    ts = [s["t"] for s in samples]
+    for a, b in itertools.pairwise(ts):
+        assert abs((b - a) - 2 * INTERVAL) < 0.05, ts  # slot 1 was missed: the next is slot 2
+
+
+def test_wedged_driver_still_exits_after_stdin_closes(env, state, start_agent) -> None:
+    write_state(state, [FakeGpu()], sweep_delay_ms=60_000)  # the first sweep never ends
+    agent = start_agent(env)
+    assert agent.next()["type"] == "hello"
+    agent.proc.stdin.close()
+    t0 = time.monotonic()
+    assert agent.proc.wait(15) == 0
+    assert time.monotonic() - t0 < 8.0  # the 5 s watchdog, not the 60 s call
+
+
 # --- nvidia-smi fallback -----------------------------------------------------------------------
 
 FAKE_SMI = """#!/bin/sh

@@ -16,6 +16,7 @@
  *                             written after init, nvmlDeviceGetCount* returns it (driver gone)
  *   driver 550.54.15          nvmlSystemGetDriverVersion
  *   nvml_version 12.550.54.15 nvmlSystemGetNVMLVersion
+ *   sweep_delay_ms MS         nvmlDeviceGetCount* sleeps MS first (a slow or wedged driver)
  *   gpu                       starts the next GPU (index 0, 1, ...); the keys below apply to it
  *   name NVIDIA H100 80GB HBM3
  *   uuid GPU-...
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 enum {
@@ -78,6 +80,7 @@ typedef struct {
 
 typedef struct {
     int init_error;
+    unsigned long sweep_delay_ms;
     char driver[80], nvml_version[80];
     unsigned int ngpus;
     fake_gpu gpus[MAX_GPUS];
@@ -109,6 +112,7 @@ static int load_state(fake_state *out) {
         if (*val) *val++ = 0;
         while (*val == ' ' || *val == '\t') val++;
         if (!strcmp(key, "init_error")) out->init_error = atoi(val);
+        else if (!strcmp(key, "sweep_delay_ms")) out->sweep_delay_ms = strtoul(val, NULL, 10);
         else if (!strcmp(key, "driver")) copy_str(out->driver, sizeof out->driver, val);
         else if (!strcmp(key, "nvml_version"))
             copy_str(out->nvml_version, sizeof out->nvml_version, val);
@@ -218,6 +222,11 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
     reload();  /* a test may rewrite the state file while the agent runs */
+    if (state.sweep_delay_ms) {
+        struct timespec ts = {(time_t)(state.sweep_delay_ms / 1000),
+                              (long)(state.sweep_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (state.init_error) return state.init_error;
     *count = state.ngpus;
     return NVML_SUCCESS;

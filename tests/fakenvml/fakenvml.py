@@ -70,10 +70,13 @@ def default_uuid(index: int) -> str:
 
 
 def render_state(gpus: list[FakeGpu], init_error: int | None = None,
-                 driver: str = "550.54.15", nvml_version: str = "12.550.54.15") -> str:
+                 driver: str = "550.54.15", nvml_version: str = "12.550.54.15",
+                 sweep_delay_ms: int = 0) -> str:
     lines = ["# fake NVML state (see tests/fakenvml/fake_nvml.c)"]
     if init_error:
         lines.append(f"init_error {init_error}")
+    if sweep_delay_ms:
+        lines.append(f"sweep_delay_ms {sweep_delay_ms}")
     lines += [f"driver {driver}", f"nvml_version {nvml_version}"]
     for index, gpu in enumerate(gpus):
         lines += [
@@ -97,8 +100,11 @@ def render_state(gpus: list[FakeGpu], init_error: int | None = None,
 
 
 def write_state(path: Path, gpus: list[FakeGpu], init_error: int | None = None,
-                **kwargs: str) -> None:
-    """Write the state file atomically (temp file + rename): a sweep sees old or new, whole."""
+                **kwargs: str | int) -> None:
+    """Write the state file atomically (temp file + rename): a sweep sees old or new, whole.
+
+    kwargs go to `render_state`: driver, nvml_version, sweep_delay_ms (each nvmlDeviceGetCount
+    sleeps that long first, i.e. a slow or wedged driver)."""
     path = Path(path)
     text = render_state(gpus, init_error, **kwargs)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

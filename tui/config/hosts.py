@@ -151,6 +151,13 @@ def _format_loc(loc: tuple) -> str:
     return out
 
 
+def _default_python(model: HostsFileModel, host: HostEntry) -> str:
+    # A local host with no interpreter named runs the agent with ours (it has pynvml).
+    if host.transport == "local" and "python" not in model.model_fields_set:
+        return sys.executable
+    return model.python
+
+
 def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None) -> Inventory:
     def fail(msg: str, loc: tuple) -> ConfigError:
         return ConfigError(msg, source, doc.line_of(loc) if doc else None)
@@ -181,7 +188,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
                 address=address,
                 role="head" if i == head_index else "worker",
                 node_ip=h.node_ip or address,
-                python=h.python or model.python,
+                python=h.python or _default_python(model, h),
                 transport=h.transport,
                 ssh=ssh,
             )

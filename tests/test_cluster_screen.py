@@ -1,0 +1,153 @@
+"""Cluster screen driven by keys (Pilot), with the real agent on the local transport reading
+a fake libnvidia-ml.so.1 — the same path the cockpit takes on a real GPU host."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from fakenvml.fakenvml import MIB, FakeGpu, write_state
+
+from tui.app import VerlTuiApp
+from tui.config.hosts import parse_inventory
+from tui.screens.help import HelpScreen
+from tui.widgets.gpu_table import GpuTable, Row
+
+
+@pytest.fixture
+def gpu_env(fake_nvml_lib, tmp_path, monkeypatch):
+    """Two fake-GPU hosts, both this machine through the local transport."""
+    state = tmp_path / "nvml.txt"
+    write_state(state, [
+        FakeGpu(util=91, memory_used=70_000 * MIB, temperature=70, power_mw=600_000,
+                processes=[(os.getpid(), 60_000 * MIB)]),
+        FakeGpu(util=1, temperature=41),  # idle while its peers are busy
+        FakeGpu(util=88, memory_used=81_000 * MIB, temperature=87, power_mw=690_000),
+        FakeGpu(util=95),
+    ])
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml_lib))
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state))
+    return state
+
+
+def make_app() -> VerlTuiApp:
+    inv = parse_inventory(
+        "cluster: pilot\nhosts:\n  - name: alpha\n    transport: local\n"
+        "  - name: beta\n    transport: local\n")
+    return VerlTuiApp(inv, interval=0.2)
+
+
+async def wait_for(pilot, predicate, timeout=10.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+def visible_text(app) -> str:
+    """What the summary and the table's visible lines say, as plain text."""
+    table = app.screen.query_one(GpuTable)
+    summary = str(app.screen.query_one("#summary").render())
+    lines = [table.render_line(y).text for y in range(table.size.height)]
+    return summary + "\n" + "\n".join(lines)
+
+
+async def test_rows_keys_fold_and_details(gpu_env):
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)  # 2 hosts + 8 GPUs
+        assert table.rows[0] == Row("alpha") and table.rows[1] == Row("alpha", 0)
+        assert table.has_focus
+        await pilot.press("j", "j")
+        assert table.current_row == Row("alpha", 1)
+        await pilot.press("k")
+        assert table.current_row == Row("alpha", 0)
+        details = str(app.screen.query_one("#details").render())
+        assert "alpha gpu0" in details and f"pid {os.getpid()}" in details
+        await pilot.press("G")
+        assert table.current_row == Row("beta", 3)
+        await pilot.press("g", "enter")  # fold alpha
+        assert [r for r in table.rows if r.host == "alpha"] == [Row("alpha")]
+        assert len(table.rows) == 6
+        await pilot.press("z")  # something folded: unfold all
+        assert len(table.rows) == 10
+        await pilot.press("z")  # fold all
+        assert table.rows == [Row("alpha"), Row("beta")]
+        await pilot.press("z")
+
+
+async def test_idle_hot_and_full_are_flagged(gpu_env):
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        await pilot.pause(0.3)
+        text = visible_text(app)
+        assert "IDLE" in text  # gpu1 idles while its peers run ~90%
+        assert "87°C" in text
+        assert "79.1/80G" in text
+        # The summary counts both hosts and all eight GPUs.
+        assert "hosts 2/2 up" in text and "GPUs 8" in text
+
+
+async def test_filter_sort_reverse(gpu_env):
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        await pilot.press("slash")
+        await pilot.press(*"beta")
+        assert {r.host for r in table.rows} == {"beta"}
+        await pilot.press("enter")
+        assert table.has_focus and table.filter_text == "beta"
+        await pilot.press("escape")
+        assert len(table.rows) == 10 and table.filter_text == ""
+        await pilot.press("s")  # name -> util: busiest GPU first within each host
+        assert table.sort_key == "util"
+        alpha = [r.gpu for r in table.rows if r.host == "alpha" and r.gpu is not None]
+        assert alpha == [3, 0, 2, 1]
+        await pilot.press("S")
+        alpha = [r.gpu for r in table.rows if r.host == "alpha" and r.gpu is not None]
+        assert alpha == [1, 2, 0, 3]
+        for _ in range(5):  # back round to name
+            await pilot.press("s")
+        assert table.sort_key == "name"
+
+
+async def test_state_change_reaches_screen(gpu_env):
+    """A GPU going busy on the host shows up in the table within a few samples."""
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        write_state(gpu_env, [FakeGpu(util=100, memory_used=81_559 * MIB)] * 4)
+        hosts = app.monitor.hosts
+        await wait_for(pilot, lambda: all(
+            g.util_percent == 100 for g in hosts["alpha"].latest.gpus))
+        await pilot.pause(0.3)
+        assert "100%" in visible_text(app)
+
+
+async def test_help_palette_and_quit(gpu_env):
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = {desc for _, _, desc in app.screen.rows}
+        assert {"Filter", "Sort", "Quit", "Fold host", "Reconnect host"} <= keys
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"sort by temp")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: table.sort_key == "temp")
+        await pilot.press("q")
+    assert app.return_code == 0 or app.return_code is None
