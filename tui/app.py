@@ -39,16 +39,23 @@ class VerlTuiApp(App):
         # Benchmarks watch when samples reach the screen; nothing in normal use sets this.
         self.frame_observer: Callable[[set[str], float], None] | None = None
 
-    def on_mount(self) -> None:
+    def get_default_screen(self) -> ClusterScreen:
+        # The Cluster screen is the base of the stack, so nothing pushed early lands under it.
         self.fleet = Fleet(self.inventory)
         self.monitor = TelemetryMonitor(self.fleet, self.inventory, interval=self._interval)
         self.monitor.add_listener(self._mark_dirty)
         self.cluster_screen = ClusterScreen(
             self.inventory.cluster, self.monitor.hosts, self.inventory.insecure_hosts)
-        self.push_screen(self.cluster_screen)
+        return self.cluster_screen
+
+    def on_mount(self) -> None:
         self.set_interval(FRAME_S, self._flush_telemetry)
+        self.start_telemetry()
+
+    def start_telemetry(self) -> None:
         # Fleet and monitor are asyncio tasks that never block the loop; they live as long
         # as the app and are closed (agents told to exit) before the loop goes away.
+        assert self.fleet is not None and self.monitor is not None
         self.fleet.start()
         self.monitor.start()
 
@@ -59,7 +66,7 @@ class VerlTuiApp(App):
             await self.fleet.close()
 
     def _flush_telemetry(self) -> None:
-        if not self._dirty:
+        if not self._dirty or not self.cluster_screen.is_mounted:
             return
         changed, self._dirty = self._dirty, set()
         self.cluster_screen.apply_changes(changed)

@@ -50,7 +50,7 @@ class TelemetryMonitor:
         self._listeners: list[ChangeListener] = []
         self._tasks: list[asyncio.Task] = []
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
-        fleet.add_listener(self._on_link)
+        fleet.add_listener(self.on_link_status)
 
     def add_listener(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
@@ -62,7 +62,7 @@ class TelemetryMonitor:
             except Exception:
                 log.exception("telemetry listener failed")
 
-    def _on_link(self, status: LinkStatus) -> None:
+    def on_link_status(self, status: LinkStatus) -> None:
         ht = self.hosts[status.host]
         ht.link = status
         if status.state != HostState.UP:
@@ -114,6 +114,10 @@ class TelemetryMonitor:
             self._first[host.name].set()
             self._changed(host.name)
             await asyncio.sleep(_AGENT_RETRY_S)
+
+    def ingest_line(self, name: str, line: str) -> None:
+        """Feed one agent output line for host `name` (what the stream tasks do)."""
+        self._ingest(self.hosts[name], line)
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         try:

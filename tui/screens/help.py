@@ -17,12 +17,21 @@ def key_label(keys: str) -> str:
     return ", ".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
+def _title(node) -> str:
+    if getattr(node, "HELP_TITLE", None):
+        return node.HELP_TITLE
+    name = type(node).__name__
+    return name.removesuffix("Screen") + " screen" if name.endswith("Screen") else name
+
+
 def collect_bindings(screen) -> list[tuple[str, str, str]]:
     """(where, keys, description) for the app, the screen and every widget on it."""
     rows: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str]] = set()
-    sources = [("app", screen.app), ("screen", screen)]
-    sources += [(type(w).__name__, w) for w in screen.query("*") if getattr(w, "BINDINGS", None)]
+    sources = [("Everywhere", screen.app), (_title(screen), screen)]
+    # Our own widgets only: Textual's Input editing keys are standard and would drown ours.
+    sources += [(_title(w), w) for w in screen.query("*")
+                if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
     for where, node in sources:
         for b in node.BINDINGS:
             binding = b if isinstance(b, Binding) else Binding(*b)
@@ -51,9 +60,13 @@ class HelpScreen(ModalScreen[None]):
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        lines = ["[b]Keys[/b]  (esc or ? closes)\n"]
+        lines = ["[b]Keys[/b]  [dim](esc or ? closes)[/dim]"]
+        section = None
         for where, keys, desc in self.rows:
-            lines.append(f"[b]{keys:<22}[/b] {desc}  [dim]{where}[/dim]")
+            if where != section:
+                section = where
+                lines.append(f"\n[b $accent]{where}[/]")
+            lines.append(f"  [b]{keys:<18}[/b] {desc}")
         lines.append("\n[dim]Hosts fold with enter; the command palette (ctrl+p) lists every "
                      "action by name.[/dim]")
         with VerticalScroll():

@@ -81,6 +81,8 @@ def _gpu_metric(g: GpuSample, key: str) -> float:
 class GpuTable(ScrollView, can_focus=True):
     """Hosts and their GPUs; arrow keys / j,k move, enter folds a host."""
 
+    HELP_TITLE = "Host and GPU table"
+
     BINDINGS = [
         Binding("up,k", "cursor(-1)", "Up", show=False),
         Binding("down,j", "cursor(1)", "Down", show=False),
@@ -104,7 +106,7 @@ class GpuTable(ScrollView, can_focus=True):
     }
 
     DEFAULT_CSS = """
-    GpuTable { background: $surface; }
+    GpuTable { background: $surface; overflow-x: hidden; }
     GpuTable > .gpu-table--cursor { background: $primary 45%; }
     GpuTable:focus > .gpu-table--cursor { background: $primary; }
     GpuTable > .gpu-table--host { text-style: bold; color: $text; }
@@ -180,7 +182,7 @@ class GpuTable(ScrollView, can_focus=True):
             rows.extend(Row(ht.name, g.index) for g in gpu_hits)
         self.rows = rows
         self._shape = self._current_shape()
-        self.virtual_size = Size(self.size.width, len(rows))
+        self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
         if current in rows:
             self.cursor = rows.index(current)
         else:
@@ -253,7 +255,7 @@ class GpuTable(ScrollView, can_focus=True):
     # -- rendering ---------------------------------------------------------------------------
 
     def on_resize(self) -> None:
-        self.virtual_size = Size(self.size.width, len(self.rows))
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
 
     def notify_style_update(self) -> None:
         self._style_cache = None
@@ -274,7 +276,7 @@ class GpuTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         index = y + self.scroll_offset.y
-        width = self.size.width
+        width = self.scrollable_content_region.width
         base = self.rich_style
         if index >= len(self.rows):
             return Strip.blank(width, base)
@@ -298,7 +300,7 @@ class GpuTable(ScrollView, can_focus=True):
         state_style = st["ok"] if state == "up" else (
             st["dim"] if state in ("connecting", "starting") else st["bad"])
         segs = [Segment(f"{fold} {ht.name}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
-                Segment(f"{state:<16}", state_style)]
+                Segment(f"{state:<17} ", state_style)]
         s = ht.latest
         if s is not None and state in ("up", "no NVML", "stale"):
             info = []
@@ -324,7 +326,7 @@ class GpuTable(ScrollView, can_focus=True):
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
         if gpu is None:
             return [Segment(f"   gpu{index} (gone)", st["dim"])]
-        label = f"  {gpu.index:>2} {(gpu.name or '?').removeprefix('NVIDIA ')}"
+        label = f"  {gpu.index:>2} {(gpu.name or '—').removeprefix('NVIDIA ')}"
         label_style = st["bad"] if gpu.error else st["dim"]
         segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
         if gpu.error:

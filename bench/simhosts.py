@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Simulated GPU hosts for benchmarks: N in-process asyncssh servers on 127.0.0.1.
+
+Each host listens on its own port with one shared generated host key and accepts one generated
+client key (strict host keys stay on: a real known_hosts file is written). Any exec command:
+
+* ``PYTHON -u -c SOURCE --interval X`` (the cockpit's agent command, recognised by `` -u -c ``):
+  a "hello" line, then one agent-format "sample" line per interval (8 GPUs, varying values,
+  ``"t": time.time()`` at send) until stdin EOF or the channel closes.
+* ``nvidia-smi ...``: 8 CSV rows in ``--format=csv,noheader,nounits`` order, exit 0.
+* anything else: exit 127.
+
+Writes DIR/hosts.yaml, DIR/known_hosts, DIR/id_ed25519, prints ``ready DIR/hosts.yaml`` and runs
+until SIGTERM/SIGINT or stdin EOF, then prints one ``stats {...}`` JSON line.
+
+    python bench/simhosts.py --hosts 128 --dir /tmp/sim [--interval 1.0] [--gpus 8] [--cpu 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+import asyncssh
+
+MIB = 1024 * 1024
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+MEM_TOTAL_MIB = 81559
+POWER_LIMIT_W = 700.0
+
+STATS = {"agent_streams": 0, "samples_sent": 0, "smi_execs": 0, "other_execs": 0,
+         "connections": 0}
+
+
+def gpu_values(host: int, gpu: int, now: float) -> dict:
+    """Smoothly varying, host/GPU-dependent values (so every frame really changes)."""
+    phase = host * 0.37 + gpu * 0.91
+    util = max(0.0, min(100.0, 55 + 40 * math.sin(now / 7.0 + phase) + random.uniform(-3, 3)))
+    mem_mib = int(MEM_TOTAL_MIB * (0.45 + 0.4 * (0.5 + 0.5 * math.sin(now / 31.0 + phase))))
+    return {
+        "util": round(util),
+        "mem_util": round(util * 0.6),
+        "mem_used_mib": mem_mib,
+        "temp": round(45 + util * 0.35),
+        "power": round(90 + util * 5.6 + random.uniform(-5, 5), 2),
+    }
+
+
+def agent_sample(host: int, ngpus: int, seq: int, hostname: str) -> dict:
+    now = time.time()
+    gpus = []
+    for i in range(ngpus):
+        v = gpu_values(host, i, now)
+        gpus.append({
+            "index": i, "name": GPU_NAME, "uuid": f"GPU-{host:04d}{i:04d}-sim",
+            "util_percent": float(v["util"]), "mem_util_percent": float(v["mem_util"]),
+            "memory_used_bytes": v["mem_used_mib"] * MIB,
+            "memory_total_bytes": MEM_TOTAL_MIB * MIB,
+            "temperature_c": float(v["temp"]), "power_w": v["power"],
+            "power_limit_w": POWER_LIMIT_W,
+            "processes": [{"pid": 10000 + i, "name": "python", "memory_bytes":
+                           v["mem_used_mib"] * MIB - 512 * MIB}],
+            "error": None,
+        })
+    return {"type": "sample", "seq": seq, "t": round(now, 6), "source": "nvml", "error": None,
+            "host": {"cpu_percent": round(30 + 20 * math.sin(now / 11 + host), 1),
+                     "load1": round(20 + 5 * math.sin(now / 13 + host), 2),
+                     "mem_used_bytes": 600 * 1024 * MIB, "mem_total_bytes": 2048 * 1024 * MIB,
+                     "ncpu": 192},
+            "gpus": gpus}
+
+
+def smi_rows(host: int, ngpus: int) -> str:
+    now = time.time()
+    rows = []
+    for i in range(ngpus):
+        v = gpu_values(host, i, now)
+        rows.append(f"{i}, {GPU_NAME}, GPU-{host:04d}{i:04d}-sim, {v['util']}, {v['mem_util']}, "
+                    f"{v['mem_used_mib']}, {MEM_TOTAL_MIB}, {v['temp']}, {v['power']:.2f}, "
+                    f"{POWER_LIMIT_W:.2f}")
+    return "\n".join(rows) + "\n"
+
+
+class _Server(asyncssh.SSHServer):
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        STATS["connections"] += 1
+
+    def begin_auth(self, username: str) -> bool:
+        return True  # authentication required: the authorized client key
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+
+def _interval_arg(command: str, default: float) -> float:
+    try:
+        words = shlex.split(command)
+        return float(words[words.index("--interval") + 1])
+    except (ValueError, IndexError):
+        return default
+
+
+async def _agent(process: asyncssh.SSHServerProcess, host: int, ngpus: int,
+                 interval: float) -> None:
+    STATS["agent_streams"] += 1
+    hostname = f"sim{host:03d}"
+    stop = asyncio.Event()
+
+    async def watch_stdin() -> None:
+        with contextlib.suppress(Exception):
+            while await process.stdin.read(4096):
+                pass
+        stop.set()
+
+    watcher = asyncio.create_task(watch_stdin())
+    out = process.stdout
+    try:
+        out.write(json.dumps({"type": "hello", "agent": 1, "hostname": hostname, "pid": 4242,
+                              "python": "3.11.0", "source": "nvml", "driver": "550.54.15",
+                              "nvml_version": "12.550.54.15", "error": None, "ncpu": 192},
+                             separators=(",", ":")) + "\n")
+        # Every host has its own phase, as real agents started at different moments would.
+        start = time.monotonic() + random.uniform(0, interval)
+        slot, seq = 0, 0
+        while not stop.is_set():
+            delay = start + slot * interval - time.monotonic()
+            if delay > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                if stop.is_set():
+                    break
+            out.write(json.dumps(agent_sample(host, ngpus, seq, hostname),
+                                 separators=(",", ":")) + "\n")
+            STATS["samples_sent"] += 1
+            seq += 1
+            slot = max(slot + 1, int((time.monotonic() - start) / interval) + 1)
+    except (OSError, asyncssh.Error):
+        pass
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(Exception):
+            process.exit(0)
+
+
+def _handler(host: int, ngpus: int, interval: float):
+    async def handle(process: asyncssh.SSHServerProcess) -> None:
+        command = process.command or ""
+        if " -u -c " in command:
+            await _agent(process, host, ngpus, _interval_arg(command, interval))
+        elif command.startswith("nvidia-smi"):
+            STATS["smi_execs"] += 1
+            with contextlib.suppress(Exception):
+                process.stdout.write(smi_rows(host, ngpus))
+            process.exit(0)
+        else:
+            STATS["other_execs"] += 1
+            with contextlib.suppress(Exception):
+                process.stderr.write(f"sh: {command.split(' ', 1)[0]}: not found\n")
+            process.exit(127)
+
+    return handle
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    key_path = out / "id_ed25519"
+    client_key.write_private_key(str(key_path))
+    os.chmod(key_path, 0o600)
+    authorized = asyncssh.import_authorized_keys(client_key.export_public_key().decode())
+    host_pub = host_key.export_public_key().decode().split()[:2]
+
+    servers = []
+    for i in range(args.hosts):
+        server = await asyncssh.listen(
+            "127.0.0.1", 0, server_factory=_Server, server_host_keys=[host_key],
+            authorized_client_keys=authorized, process_factory=_handler(i, args.gpus,
+                                                                        args.interval),
+            encoding="utf-8", keepalive_interval=0, backlog=128)
+        servers.append(server)
+    ports = [s.get_port() for s in servers]
+
+    known = out / "known_hosts"
+    known.write_text("".join(f"[127.0.0.1]:{p} {host_pub[0]} {host_pub[1]}\n" for p in ports))
+    lines = [
+        f"cluster: sim-{args.hosts}",
+        "python: python3",
+        "ssh:",
+        f"  identity_file: {key_path}",
+        f"  known_hosts: {known}",
+        "  config: ''",
+        "  connect_timeout: 60",
+        "telemetry:",
+        f"  interval: {args.interval}",
+        "hosts:",
+    ]
+    for i, p in enumerate(ports):
+        lines += [f"  - name: sim{i:03d}", "    address: 127.0.0.1", f"    ssh: {{port: {p}}}"]
+    hosts_yaml = out / "hosts.yaml"
+    hosts_yaml.write_text("\n".join(lines) + "\n")
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if args.exit_on_stdin_eof:
+        loop.add_reader(sys.stdin.fileno(), lambda: os.read(sys.stdin.fileno(), 4096)
+                        or stop.set())
+    print(f"ready {hosts_yaml}", flush=True)
+    await stop.wait()
+    for s in servers:
+        s.close()
+    print("stats " + json.dumps(STATS), flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hosts", type=int, required=True)
+    p.add_argument("--dir", required=True, help="where hosts.yaml, known_hosts and the key go")
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
+    p.add_argument("--exit-on-stdin-eof", action="store_true")
+    args = p.parse_args()
+    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {args.cpu})
+    asyncio.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
