@@ -185,6 +185,19 @@ def test_gpus_reported_with_units_converted(env, state) -> None:
     assert (g2["power_w"], g2["power_limit_w"]) == (68.5, 500.0)
 
 
+def test_memory_used_excludes_driver_reserve(env, state) -> None:
+    # Measured on an H200: NVML v1 "used" 615 MiB idle (reserve included), nvidia-smi 1 MiB.
+    write_state(state, [
+        FakeGpu(memory_used=1 * MIB, memory_reserved=614 * MIB),
+        FakeGpu(memory_used=1 * MIB, memory_reserved=614 * MIB,
+                errors={"mem_v2": NVML_ERROR_FUNCTION_NOT_FOUND}),  # a pre-510 driver: v1 only
+    ])
+    _, sample = run_once(env)
+    g0, g1 = sample["gpus"]
+    assert (g0["memory_used_bytes"], g0["memory_total_bytes"]) == (1 * MIB, 81559 * MIB)
+    assert (g1["memory_used_bytes"], g1["memory_total_bytes"]) == (615 * MIB, 81559 * MIB)
+
+
 def test_full_gpu(env, state) -> None:
     write_state(state, [FakeGpu(util=99, mem_util=97, memory_used=81559 * MIB)])
     _, sample = run_once(env)

@@ -22,14 +22,16 @@
  *   uuid GPU-...
  *   util PCT                  utilization.gpu     (nvmlDeviceGetUtilizationRates)
  *   mem_util PCT              utilization.memory
- *   mem_used BYTES            nvmlDeviceGetMemoryInfo[_v2]; free = total - used
- *   mem_total BYTES
+ *   mem_used BYTES            allocated memory: v2's used; free = total - reserved - used
+ *   mem_reserved BYTES        the driver's reserve: v2's reserved; v1's used = used + reserved
+ *   mem_total BYTES           (as real drivers report: nvmlDeviceGetMemoryInfo[_v2])
  *   temp C                    nvmlDeviceGetTemperature[V] (GPU sensor)
  *   power_mw MW               nvmlDeviceGetPowerUsage (milliwatts)
  *   power_limit_mw MW         nvmlDeviceGetEnforcedPowerLimit (milliwatts)
  *   proc PID BYTES|na         a compute process; "na" -> NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX)
  *   error FUNC CODE           FUNC returns CODE for this GPU. FUNC is one of: handle name uuid
- *                             util mem temp power power_limit procs (the _v2 and _v3 calls),
+ *                             util mem (v1 and v2) mem_v2 (only _v2) temp power power_limit
+ *                             procs (the _v2 and _v3 calls),
  *                             procs_v3 (only _v3: an older driver, with 13 FUNCTION_NOT_FOUND),
  *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST)
  */
@@ -63,15 +65,15 @@ typedef struct { unsigned int version; unsigned int sensorType; int temperature;
 
 #define MAX_GPUS 64
 #define MAX_PROCS 64
-enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_TEMP, F_POWER, F_POWER_LIMIT, F_PROCS,
-       F_PROCS_V3, F_N };
-static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "temp",
+enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_MEM_V2, F_TEMP, F_POWER, F_POWER_LIMIT,
+       F_PROCS, F_PROCS_V3, F_N };
+static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "mem_v2", "temp",
                                       "power", "power_limit", "procs", "procs_v3"};
 
 typedef struct {
     char name[96], uuid[96];
     unsigned int util, mem_util, temp, power_mw, power_limit_mw, nprocs;
-    unsigned long long mem_used, mem_total;
+    unsigned long long mem_used, mem_reserved, mem_total;
     unsigned int proc_pid[MAX_PROCS];
     unsigned long long proc_mem[MAX_PROCS];
     int err[F_N];
@@ -125,6 +127,7 @@ static int load_state(fake_state *out) {
         else if (!strcmp(key, "util")) g->util = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "mem_util")) g->mem_util = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "mem_used")) g->mem_used = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "mem_reserved")) g->mem_reserved = strtoull(val, NULL, 10);
         else if (!strcmp(key, "mem_total")) g->mem_total = strtoull(val, NULL, 10);
         else if (!strcmp(key, "temp")) g->temp = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned)strtoul(val, NULL, 10);
@@ -272,8 +275,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void *device, nvmlMemory_t *mem) {
     if (r) return r;
     if (!mem) return NVML_ERROR_INVALID_ARGUMENT;
     mem->total = g->mem_total;
-    mem->used = g->mem_used;
-    mem->free = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
+    mem->used = g->mem_used + g->mem_reserved;  /* v1: allocated + reserved */
+    mem->free = g->mem_total > mem->used ? g->mem_total - mem->used : 0;
     return NVML_SUCCESS;
 }
 
@@ -281,13 +284,15 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *mem) {
     fake_gpu *g;
     nvmlReturn_t r = check(device, F_MEM, &g);
     if (r) return r;
+    if (g->err[F_MEM_V2]) return g->err[F_MEM_V2];
     if (!mem) return NVML_ERROR_INVALID_ARGUMENT;
     if (mem->version != ((unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24)))
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;  /* nvmlMemory_v2 = 0x02000028 */
     mem->total = g->mem_total;
-    mem->reserved = 0;
+    mem->reserved = g->mem_reserved;
     mem->used = g->mem_used;
-    mem->free = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
+    mem->free = g->mem_total > g->mem_used + g->mem_reserved
+                    ? g->mem_total - g->mem_used - g->mem_reserved : 0;
     return NVML_SUCCESS;
 }
 

@@ -26,8 +26,8 @@ NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 
 # Functions that `FakeGpu.errors` can make fail (see the C file's header).
-ERROR_FUNCS = ("handle", "name", "uuid", "util", "mem", "temp", "power", "power_limit",
-               "procs", "procs_v3", "all")
+ERROR_FUNCS = ("handle", "name", "uuid", "util", "mem", "mem_v2", "temp", "power",
+               "power_limit", "procs", "procs_v3", "all")
 
 
 def build_fake_nvml(outdir: Path) -> Path:
@@ -54,7 +54,8 @@ class FakeGpu:
     uuid: str | None = None  # None: a stable one derived from the index
     util: int = 0
     mem_util: int = 0
-    memory_used: int = 4 * MIB  # an idle H100 shows a few MiB used
+    memory_used: int = 4 * MIB  # allocated (nvidia-smi's memory.used, NVML v2 "used")
+    memory_reserved: int = 0  # the driver's reserve; NVML v1's "used" adds it in
     memory_total: int = 81559 * MIB
     temperature: int = 32
     power_mw: int = 69_000
@@ -86,6 +87,7 @@ def render_state(gpus: list[FakeGpu], init_error: int | None = None,
             f"util {gpu.util}",
             f"mem_util {gpu.mem_util}",
             f"mem_used {gpu.memory_used}",
+            f"mem_reserved {gpu.memory_reserved}",
             f"mem_total {gpu.memory_total}",
             f"temp {gpu.temperature}",
             f"power_mw {gpu.power_mw}",

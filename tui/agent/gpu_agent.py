@@ -173,6 +173,20 @@ class NvmlBackend:
                     error = err
         raise error or AttributeError(names[0])
 
+    def _memory(self, h):
+        # v1's "used" includes the driver's reserved memory (~600 MiB on an idle H200);
+        # v2 (driver >= 510) separates it, and is what nvidia-smi shows.
+        nv, version = self.nv, getattr(self.nv, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                return nv.nvmlDeviceGetMemoryInfo(h, version=version)
+            except nv.NVMLError as err:  # FunctionNotFound, version mismatch: older driver
+                if err.value in self.lost_codes:
+                    raise
+            except TypeError:  # a pynvml without the version argument
+                pass
+        return nv.nvmlDeviceGetMemoryInfo(h)
+
     def sweep(self):
         if not self.ok:
             if time.monotonic() >= self.next_init:
@@ -209,7 +223,7 @@ class NvmlBackend:
             util = self._call(nv.nvmlDeviceGetUtilizationRates, h)
             if util is not None:
                 gpu["util_percent"], gpu["mem_util_percent"] = float(util.gpu), float(util.memory)
-            mem = self._call(nv.nvmlDeviceGetMemoryInfo, h)
+            mem = self._call(self._memory, h)
             if mem is not None:
                 gpu["memory_used_bytes"], gpu["memory_total_bytes"] = int(mem.used), int(mem.total)
             # The unversioned call is deprecated in nvml.h but is the one old drivers have.

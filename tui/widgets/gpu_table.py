@@ -359,6 +359,7 @@ class GpuTable(ScrollView, can_focus=True):
         tag = " IDLE" if idle else ""
         segs.append(Segment(f"{nproc}{tag}".ljust(W_PROCS), st["warn"] if idle else st["dim"]))
         spark_w = spark_width(width)
-        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w),
-                            st["dim"] if stale else st["spark"]))
+        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w), st["spark"]))
+        if stale:  # last known values of a host we cannot reach: keep them, greyed out
+            segs = [Segment(seg.text, st["dim"]) for seg in segs]
         return segs
