@@ -239,3 +239,47 @@ def test_gpus_once_json_over_ssh(gpu_cluster, tmp_path):
     assert node1["state"] == "unreachable" and "refused" in node1["error"]
     text = run_cli("gpus", str(path), "--once")
     assert "node1  [unreachable]" in text.stdout and "util  97%" in text.stdout
+
+
+async def test_forward_local_port_reaches_host_loopback(gpu_cluster, tmp_path):
+    """A service bound to a host's 127.0.0.1 (like Ray's dashboard) through the SSH link."""
+    inv = load_inventory(hosts_yaml(gpu_cluster, tmp_path / "hosts.yaml"))
+    server = ("import socket,sys\n"
+              "s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+              "print(s.getsockname()[1], flush=True)\n"
+              "c,_=s.accept(); c.sendall(socket.gethostname().encode()+b'\\n'); c.close()\n")
+    async with Fleet(inv) as fleet:
+        transport = await fleet.wait_up("node2", 15)
+        proc = await transport.stream([sys.executable, "-u", "-c", server])
+        try:
+            port = int(await anext(proc.lines()))
+            forward = await transport.forward_local_port("127.0.0.1", port)
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+                assert (await asyncio.wait_for(reader.readline(), 10)).decode().strip() == "node2"
+                writer.close()
+            finally:
+                forward.close()
+        finally:
+            await proc.close()
+
+
+async def test_jump_host_shared_by_hosts_behind_it(gpu_cluster, tmp_path):
+    n1 = gpu_cluster.hosts[0]
+    path = hosts_yaml(gpu_cluster, tmp_path / "hosts.yaml", extra_ssh=f"jump: root@{n1.address}")
+    inv = load_inventory(path)
+    async with Fleet(inv) as fleet:
+        await fleet.wait_settled(20)
+        assert all(s.state == HostState.UP for s in fleet.statuses()), fleet.statuses()
+        for name in ("node2", "node3"):
+            res = await fleet.transport(name).run(["hostname"])
+            assert res.stdout.strip() == name
+        # The bastion carries every host's session: one connection, seen from node1's sshd.
+        assert len(fleet._jumps) == 1
+    # A jump host that does not answer: every host behind it says so.
+    path = hosts_yaml(gpu_cluster, tmp_path / "h2.yaml",
+                      extra_ssh=f"jump: root@{gpu_cluster.unused_address()}")
+    async with Fleet(load_inventory(path)) as fleet:
+        await fleet.wait_settled(20)
+        st = fleet.status("node2")
+        assert st.state == HostState.UNREACHABLE and "via jump host" in st.error

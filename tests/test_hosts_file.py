@@ -126,3 +126,10 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, argv):
     assert lines[0].startswith("verl-tui")
     if "{bad}" in argv:
         assert f"{bad}:5:" in lines[0]
+
+
+def test_example_file_in_the_repo_loads():
+    inv = load_inventory(Path(__file__).parents[1] / "hosts.example.yaml")
+    assert [h.name for h in inv.hosts] == ["node1", "node2", "login"]
+    assert inv.host("node2").ssh.port == 2222 and inv.host("login").transport == "local"
+    assert inv.telemetry.interval == 1.0

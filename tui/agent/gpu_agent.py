@@ -438,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.is_set():
             t = time.time()
             gpus = backend.sweep()
+            # driver rides along: NVML may come up after the hello (a driver loaded later).
             emit({"type": "sample", "seq": seq, "t": round(t, 6), "source": backend.source,
-                  "error": backend.error, "host": host.sample(), "gpus": gpus})
+                  "driver": backend.driver, "error": backend.error, "host": host.sample(),
+                  "gpus": gpus})
             seq += 1
             if args.once:
                 break

@@ -138,6 +138,8 @@ class TelemetryMonitor:
             log.debug("%s: bad sample: %s", ht.name, exc)
             return
         ht.record(sample)
+        if msg.get("driver"):
+            ht.driver = msg["driver"]
         if sample.source == "none":
             ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
         else:

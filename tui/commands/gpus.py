@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
 
@@ -55,6 +57,10 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
                timeout: float) -> int:
     fleet = Fleet(inventory)
     monitor = TelemetryMonitor(fleet, inventory, interval=interval)
+    # SIGTERM (a script stopping us) ends like Ctrl-C: agents are told to exit, links closed.
+    main_task = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     fleet.start()
     monitor.start()
     try:
@@ -79,6 +85,8 @@ def run_gpus(inventory: Inventory, *, once: bool, as_json: bool, interval: float
         return asyncio.run(_run(inventory, once, as_json, interval, timeout))
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM
+        return 143
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui gpus | head`: the reader left; exit quietly
         return 0
