@@ -118,7 +118,7 @@ def run_once(env: dict[str, str], argv: list[str] | None = None) -> tuple[dict, 
 
 
 def check_sample_shape(sample: dict) -> None:
-    assert set(sample) == {"type", "seq", "t", "source", "error", "host", "gpus"}
+    assert set(sample) == {"type", "seq", "t", "source", "driver", "error", "host", "gpus"}
     assert set(sample["host"]) == HOST_KEYS
     host = sample["host"]
     assert 0 < host["mem_used_bytes"] <= host["mem_total_bytes"]
