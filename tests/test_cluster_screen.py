@@ -85,7 +85,8 @@ async def test_idle_hot_and_full_are_flagged(gpu_env):
     async with app.run_test(size=(150, 40)) as pilot:
         table = app.screen.query_one(GpuTable)
         await wait_for(pilot, lambda: len(table.rows) == 10)
-        await pilot.pause(0.3)
+        # The summary line trails the table by at most half a second.
+        await wait_for(pilot, lambda: "hosts 2/2 up" in visible_text(app), 2.0)
         text = visible_text(app)
         assert "IDLE" in text  # gpu1 idles while its peers run ~90%
         assert "87°C" in text

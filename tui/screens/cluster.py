@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from textual.app import ComposeResult
@@ -13,6 +14,8 @@ from tui.cluster.models import HostTelemetry
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
+
+SUMMARY_EVERY_S = 0.5
 
 
 class ColumnHeader(Static):
@@ -44,6 +47,8 @@ class ClusterScreen(Screen):
         self.cluster = cluster
         self.hosts = hosts
         self.insecure = insecure
+        self._summary_at = 0.0
+        self._summary_pending = False
 
     def compose(self) -> ComposeResult:
         yield ClusterSummary(id="summary")
@@ -58,6 +63,7 @@ class ClusterScreen(Screen):
         return self.query_one(GpuTable)
 
     def on_mount(self) -> None:
+        self.query_one(ClusterSummary).styles.height = 2 if self.insecure else 1
         self.table.set_hosts(self.hosts)
         self.table.focus()
         self._refresh_summary()
@@ -66,25 +72,38 @@ class ClusterScreen(Screen):
     def apply_changes(self, changed: set[str]) -> None:
         """Called by the app at most ~10 times a second with the hosts that changed."""
         self.table.update_hosts(changed)
-        self._refresh_summary()
+        # Totals walk every GPU of the fleet: twice a second is plenty for a summary line.
+        wait = self._summary_at + SUMMARY_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self._refresh_summary()
+        elif not self._summary_pending:  # trailing update: the last change is never dropped
+            self._summary_pending = True
+            self.set_timer(wait, self._refresh_summary)
         row = self.table.current_row
         if row is not None and row.host in changed:
             self._refresh_details()
 
     def _refresh_summary(self) -> None:
+        if not self.is_mounted:  # a trailing timer firing while the app shuts down
+            return
         t = self.table
+        self._summary_at = time.monotonic()
+        self._summary_pending = False
+        # Fixed heights: new text never changes the layout, so skip the layout pass.
         self.query_one(ClusterSummary).update(summary_text(
-            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text))
+            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text),
+            layout=False)
 
     def _refresh_details(self) -> None:
         row = self.table.current_row
         pane = self.query_one(DetailsPane)
         if row is None:
-            pane.update("no host matches the filter" if self.table.filter_text else "")
+            text = "no host matches the filter" if self.table.filter_text else ""
         elif row.gpu is None:
-            pane.update(host_details(self.hosts[row.host]))
+            text = host_details(self.hosts[row.host])
         else:
-            pane.update(gpu_details(self.hosts[row.host], row.gpu))
+            text = gpu_details(self.hosts[row.host], row.gpu)
+        pane.update(text, layout=False)
 
     def on_gpu_table_selected(self, _: GpuTable.Selected) -> None:
         self._refresh_details()

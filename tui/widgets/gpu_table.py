@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -198,10 +199,19 @@ class GpuTable(ScrollView, can_focus=True):
         if needs_rebuild:
             self.rebuild()
             return
+        # Repaint only the visible lines whose host changed: with 128 hosts streaming, a frame
+        # touches a few rows, not the whole table.
         top = self.scroll_offset.y
-        visible = {r.host for r in self.rows[top: top + self.size.height]}
-        if visible & changed:
-            self.refresh()
+        start = None
+        for y, row in enumerate(self.rows[top: top + self.size.height], start=top):
+            if row.host in changed:
+                if start is None:
+                    start = y
+            elif start is not None:
+                self.refresh_lines(start, y - start)
+                start = None
+        if start is not None:
+            self.refresh_lines(start, top + self.size.height - start)
 
     @property
     def current_row(self) -> Row | None:
@@ -289,10 +299,22 @@ class GpuTable(ScrollView, can_focus=True):
             segments = self._host_segments(ht, st, width)
         else:
             segments = self._gpu_segments(ht, row.gpu, st, width)
-        strip = Strip(segments).adjust_cell_length(width)
-        if index == self.cursor:
-            strip = strip.apply_style(st["cursor"])
-        return strip.apply_style(base)
+        # One Strip per line with final styles: this runs for every repainted row, ~10 times a
+        # second, so no intermediate strips (Textual builds caches for each one).
+        under = base + st["cursor"] if index == self.cursor else base
+        out: list[Segment] = []
+        used = 0
+        for seg in segments:
+            text = seg.text
+            cells = cell_len(text)
+            if used + cells > width:
+                text, cells = set_cell_size(text, max(0, width - used)), max(0, width - used)
+            if text:
+                out.append(Segment(text, under + seg.style))
+                used += cells
+        if used < width:
+            out.append(Segment(" " * (width - used), under))
+        return Strip(out, width)
 
     def _host_segments(self, ht: HostTelemetry, st: dict[str, Style], width: int) -> list[Segment]:
         state = ht.display_state

@@ -49,5 +49,5 @@ def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: lis
 
 class ClusterSummary(Static):
     DEFAULT_CSS = """
-    ClusterSummary { height: auto; max-height: 2; background: $panel; }
+    ClusterSummary { height: 1; background: $panel; }
     """
