@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import random
 import time
 from collections.abc import Callable
-
-import asyncssh
+from typing import TYPE_CHECKING
 
 from tui.config.hosts import Host, Inventory
 from tui.transport.local import LocalTransport
-from tui.transport.ssh import ConnectFailure, SshTransport, open_connection, open_jump
 from tui.transport.types import HostState, HostUnavailable, LinkStatus, Transport
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from tui.transport import ssh as ssh_module
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,7 @@ class Fleet:
         self._jumps: dict[str, asyncssh.SSHClientConnection] = {}
         self._jump_lock = asyncio.Lock()
         self._closing = False
+        self._ssh_mod: ssh_module | None = None
 
     # -- observation -------------------------------------------------------------------------
 
@@ -146,6 +151,14 @@ class Fleet:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(link.wake.wait(), delay)
 
+    async def _ssh(self) -> ssh_module:
+        # asyncssh (and cryptography) cost ~0.2 s to import: do it off the event loop, once,
+        # and only when a host actually needs SSH (the localhost default never does).
+        if self._ssh_mod is None:
+            self._ssh_mod = await asyncio.to_thread(importlib.import_module,
+                                                    "tui.transport.ssh")
+        return self._ssh_mod
+
     async def _jump(self, host: Host) -> asyncssh.SSHClientConnection | None:
         spec = host.ssh.jump
         if not spec:
@@ -154,7 +167,7 @@ class Fleet:
         async with self._jump_lock:
             conn = self._jumps.get(spec)
             if conn is None or conn.is_closed():
-                conn = await open_jump(spec, host.ssh)
+                conn = await (await self._ssh()).open_jump(spec, host.ssh)
                 self._jumps[spec] = conn
             return conn
 
@@ -165,14 +178,15 @@ class Fleet:
             link.settled.set()
             self._set(link, HostState.UP)
             return
+        ssh = await self._ssh()
         attempts = 0
         was_up = False
         while not self._closing:
             attempts += 1
             try:
                 async with self._connect_slots:
-                    conn, client = await open_connection(host, await self._jump(host))
-            except ConnectFailure as failure:
+                    conn, client = await ssh.open_connection(host, await self._jump(host))
+            except ssh.ConnectFailure as failure:
                 state = failure.state
                 if was_up and state == HostState.UNREACHABLE:
                     state = HostState.LOST
@@ -188,7 +202,7 @@ class Fleet:
             attempts = 0
             was_up = True
             link.conn = conn
-            link.transport = SshTransport(host.name, conn)
+            link.transport = ssh.SshTransport(host.name, conn)
             self._set(link, HostState.UP)
             link.settled.set()
             await conn.wait_closed()
