@@ -49,7 +49,7 @@ class VerlTuiApp(App):
         return self.cluster_screen
 
     def on_mount(self) -> None:
-        self.set_interval(FRAME_S, self._flush_telemetry)
+        self._frame_timer = self.set_interval(FRAME_S, self._flush_telemetry)
         self.start_telemetry()
 
     def start_telemetry(self) -> None:
@@ -60,6 +60,7 @@ class VerlTuiApp(App):
         self.monitor.start()
 
     async def on_unmount(self) -> None:
+        self._frame_timer.stop()  # no frame may touch widgets that are being torn down
         if self.monitor is not None:
             await self.monitor.close()
         if self.fleet is not None:

@@ -53,14 +53,16 @@ class ClusterScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ClusterSummary(id="summary")
         yield ColumnHeader(id="columns")
-        yield GpuTable(id="gpus")
+        self._table = GpuTable(id="gpus")
+        yield self._table
         yield DetailsPane(id="details")
         yield Input(placeholder="filter hosts and GPUs (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
     @property
     def table(self) -> GpuTable:
-        return self.query_one(GpuTable)
+        # Held, not queried: frames and timers may run while the DOM is being torn down.
+        return self._table
 
     def on_mount(self) -> None:
         self.query_one(ClusterSummary).styles.height = 2 if self.insecure else 1

@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""Telemetry fan-in: the real cockpit (VerlTuiApp, headless) against N simulated 8-GPU hosts.
+
+For every size and mode a fresh simulator (bench/simhosts.py, its own process) and a fresh
+cockpit worker process (this file with --worker) are started, so runs never share state and
+the cockpit's CPU is measured alone. On a machine with 2+ CPUs the simulator is pinned to one
+CPU and the cockpit to another.
+
+Modes:
+  stream  the product's way: one long-lived agent stream per host (TelemetryMonitor).
+  naive   a new SSH exec of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` per
+          host per interval over the same persistent connection (NaiveMonitor below, bench
+          only); its rows are turned into the agent format and fed to the normal ingest path,
+          so everything from HostTelemetry to the screen is identical.
+
+Per run: warm up until every host has drawn a sample (+ --warmup s), then measure --seconds:
+  cpu      process CPU (getrusage user+sys delta / wall delta) as % of one core; includes
+           Textual's compositing and the (headless) screen rendering.
+  latency  frame-observer call time (after the screen refresh) minus the sample's time:
+           stream: the agent's "t" (taken when the line is sent); naive: the poll's start.
+
+    .venv/bin/python bench/telemetry_fanin.py [--hosts 16,64,128] [--modes stream,naive]
+                                              [--seconds 20] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+GPUS = 8
+GOAL_HOSTS, GOAL_CPU, GOAL_P95_MS = 128, 25.0, 300.0
+
+SMI_FIELDS = ("index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
+              "temperature.gpu,power.draw,power.limit")
+SMI_ARGV = ["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,nounits"]
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """utime+stime of another process, seconds (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _self_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _pin(cpu: int | None) -> None:
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
+
+
+# ------------------------------------------------------------------------------------------
+# naive telemetry (bench only): one SSH exec of nvidia-smi per host per interval
+
+
+def _smi_value(text: str, kind):
+    text = text.strip()
+    if not text or text.startswith("[") or text.upper() == "N/A":
+        return None
+    if kind is str:
+        return text
+    try:
+        return kind(float(text))
+    except ValueError:
+        return None
+
+
+def parse_smi_csv(out: str) -> list[dict]:
+    """nvidia-smi --format=csv,noheader,nounits rows -> agent-format GPU dicts."""
+    mib = 1024 * 1024
+    gpus = []
+    for line in out.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != 10:
+            continue
+        index = _smi_value(cols[0], int)
+        if index is None:
+            continue
+        used, total = _smi_value(cols[5], float), _smi_value(cols[6], float)
+        gpus.append({
+            "index": index, "name": _smi_value(cols[1], str), "uuid": _smi_value(cols[2], str),
+            "util_percent": _smi_value(cols[3], float),
+            "mem_util_percent": _smi_value(cols[4], float),
+            "memory_used_bytes": None if used is None else int(used * mib),
+            "memory_total_bytes": None if total is None else int(total * mib),
+            "temperature_c": _smi_value(cols[7], float), "power_w": _smi_value(cols[8], float),
+            "power_limit_w": _smi_value(cols[9], float), "processes": None, "error": None,
+        })
+    return gpus
+
+
+def make_naive_monitor():
+    from tui.cluster.telemetry import TelemetryMonitor
+    from tui.transport.types import TransportError
+
+    class NaiveMonitor(TelemetryMonitor):
+        """Per host: every interval, one `nvidia-smi` exec over the persistent connection."""
+
+        polls = 0
+        poll_errors = 0
+        poll_rtts: list[float] = []
+
+        async def _follow(self, host) -> None:
+            ht = self.hosts[host.name]
+            seq = 0
+            # Like the agents (and cron-style pollers started at different moments), each
+            # host polls at its own phase, so the screen sees the same frame pattern.
+            await asyncio.sleep(random.uniform(0, self.interval))
+            while True:
+                transport = await self.fleet.wait_up(host.name)
+                t0 = time.time()
+                try:
+                    res = await transport.run(SMI_ARGV, timeout=max(5.0, 5 * self.interval))
+                except TransportError:
+                    NaiveMonitor.poll_errors += 1
+                    await asyncio.sleep(self.interval)
+                    continue
+                NaiveMonitor.polls += 1
+                NaiveMonitor.poll_rtts.append(time.time() - t0)
+                if res.ok:
+                    msg = {"type": "sample", "seq": seq, "t": t0, "source": "nvidia-smi",
+                           "error": None, "host": {}, "gpus": parse_smi_csv(res.stdout)}
+                    seq += 1
+                    self._ingest(ht, json.dumps(msg))  # the normal ingest path
+                else:
+                    NaiveMonitor.poll_errors += 1
+                # Never overlapping: the next poll is scheduled only after this one finished.
+                await asyncio.sleep(max(0.0, t0 + self.interval - time.time()))
+
+    return NaiveMonitor
+
+
+# ------------------------------------------------------------------------------------------
+# worker: one cockpit process, one (mode, size)
+
+
+class Recorder:
+    def __init__(self, app):
+        self.app = app
+        self.measuring = False
+        self.seen: dict[str, tuple[int, float]] = {}
+        self.latencies: list[float] = []
+        # where the time goes: t -> received (transport + parse), received -> flush (frame
+        # coalescing), flush -> observer (compositing the frame and writing it)
+        self.transit: list[float] = []
+        self.coalesce: list[float] = []
+        self.render_lags: list[float] = []
+        self.frames = 0
+        self.loop_lags: list[float] = []
+
+    def observe(self, changed: set[str], stamp: float) -> None:
+        now = time.time()
+        hosts = self.app.monitor.hosts
+        new = 0
+        for name in changed:
+            s = hosts[name].latest
+            if s is None:
+                continue
+            key = (s.seq, s.t)
+            if self.seen.get(name) == key:
+                continue  # a link/state change, not a new sample
+            self.seen[name] = key
+            new += 1
+            if self.measuring:
+                self.latencies.append(now - s.t)
+                self.transit.append(s.received - s.t)
+                self.coalesce.append(stamp - s.received)
+                self.render_lags.append(now - stamp)
+        if self.measuring and new:
+            self.frames += 1
+
+    async def watch_loop(self, period: float = 0.1) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(period)
+            if self.measuring:
+                self.loop_lags.append(loop.time() - t - period)
+
+
+async def run_worker(args: argparse.Namespace) -> dict:
+    import tui.app
+    from tui.config.hosts import load_inventory
+
+    naive_cls = None
+    if args.worker_mode == "naive":
+        naive_cls = make_naive_monitor()
+        tui.app.TelemetryMonitor = naive_cls  # the app builds its monitor from this name
+    inventory = load_inventory(args.hosts_file)
+    app = tui.app.VerlTuiApp(inventory, interval=args.interval)
+    rec = Recorder(app)
+    app.frame_observer = rec.observe
+    result: dict = {"mode": args.worker_mode, "hosts": args.worker_hosts, "gpus": GPUS}
+    t_start = time.monotonic()
+    async with app.run_test(size=(200, 50)):
+        lag_task = asyncio.create_task(rec.watch_loop())
+        deadline = time.monotonic() + args.warmup_timeout
+        while True:
+            drawn = len(rec.seen)
+            if drawn >= args.worker_hosts:
+                break
+            if time.monotonic() > deadline:
+                states: dict[str, int] = {}
+                for ht in app.monitor.hosts.values():
+                    states[ht.display_state] = states.get(ht.display_state, 0) + 1
+                result["error"] = f"warm-up timed out: {drawn} hosts drawn; states {states}"
+                print("RESULT " + json.dumps(result), flush=True)
+                return result
+            await asyncio.sleep(0.2)
+        result["all_drawn_after_s"] = round(time.monotonic() - t_start, 2)
+        await asyncio.sleep(args.warmup)
+
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+        if naive_cls is not None:
+            naive_cls.polls, naive_cls.poll_errors = 0, 0
+            naive_cls.poll_rtts.clear()
+        cpu0, wall0 = _self_cpu_s(), time.monotonic()
+        sim0 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
+        rec.measuring = True
+        if profiler:
+            profiler.enable()
+        await asyncio.sleep(args.seconds)
+        if profiler:
+            profiler.disable()
+        rec.measuring = False
+        cpu1, wall1 = _self_cpu_s(), time.monotonic()
+        sim1 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
+        lag_task.cancel()
+
+        wall = wall1 - wall0
+        lat_ms = [x * 1000 for x in rec.latencies]
+        result.update({
+            "seconds": round(wall, 2),
+            "cpu_percent": round(100 * (cpu1 - cpu0) / wall, 1),
+            "sim_cpu_percent": None if sim0 is None or sim1 is None
+            else round(100 * (sim1 - sim0) / wall, 1),
+            "samples": len(lat_ms),
+            "samples_per_s": round(len(lat_ms) / wall, 1),
+            "frames_per_s": round(rec.frames / wall, 1),
+            "latency_ms": {
+                "p50": _round(_pct(lat_ms, 0.50)), "p95": _round(_pct(lat_ms, 0.95)),
+                "p99": _round(_pct(lat_ms, 0.99)), "max": _round(max(lat_ms, default=None)),
+                "mean": _round(statistics.fmean(lat_ms) if lat_ms else None),
+            },
+            "breakdown_ms": {
+                name: {"p50": _round(_pct([x * 1000 for x in xs], 0.5)),
+                       "p95": _round(_pct([x * 1000 for x in xs], 0.95))}
+                for name, xs in (("sample_to_ingest", rec.transit),
+                                 ("ingest_to_flush", rec.coalesce),
+                                 ("flush_to_drawn", rec.render_lags))},
+            "loop_lag_ms": {"p95": _round(_pct([x * 1000 for x in rec.loop_lags], 0.95)),
+                            "max": _round(max((x * 1000 for x in rec.loop_lags), default=None))},
+            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        })
+        if naive_cls is not None:
+            rtts = [x * 1000 for x in naive_cls.poll_rtts]
+            result["naive"] = {"polls_per_s": round(naive_cls.polls / wall, 1),
+                               "poll_errors": naive_cls.poll_errors,
+                               "poll_rtt_ms_p50": _round(_pct(rtts, 0.5)),
+                               "poll_rtt_ms_p95": _round(_pct(rtts, 0.95))}
+        if profiler:
+            import io
+            import pstats
+
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            path = RESULTS / f"profile-{args.worker_mode}-{args.worker_hosts}.txt"
+            buf = io.StringIO()
+            stats = pstats.Stats(profiler, stream=buf)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(60)
+            path.write_text(buf.getvalue())
+            profiler.dump_stats(str(path.with_suffix(".pstats")))
+            result["profile"] = str(path.relative_to(ROOT))
+        print("RESULT " + json.dumps(result), flush=True)
+    return result
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# orchestrator
+
+
+def code_version() -> str:
+    """HEAD's short hash, with '+dirty' when tui/ has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tui"], cwd=ROOT,
+                               text=True, capture_output=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def _cpus() -> tuple[int, list[int]]:
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return os.cpu_count() or 1, allowed
+
+
+def start_sim(n: int, workdir: str, interval: float, cpu: int | None) -> tuple[
+        subprocess.Popen, str]:
+    argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(n), "--dir",
+            workdir, "--interval", str(interval), "--gpus", str(GPUS), "--exit-on-stdin-eof"]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    sim = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    assert sim.stdout is not None
+    while time.monotonic() < deadline:
+        line = sim.stdout.readline()
+        if not line:
+            break
+        if line.startswith("ready "):
+            return sim, line.split(" ", 1)[1].strip()
+    sim.kill()
+    raise RuntimeError("simulator did not become ready")
+
+
+def stop_sim(sim: subprocess.Popen) -> dict:
+    with contextlib.suppress(Exception):
+        sim.terminate()
+    try:
+        out, _ = sim.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        sim.kill()
+        out, _ = sim.communicate()
+    for line in out.splitlines():
+        if line.startswith("stats "):
+            return json.loads(line[6:])
+    return {}
+
+
+def run_one(mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None,
+            cpu_cockpit: int | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"verl-tui-sim{n}-") as workdir:
+        sim, hosts_yaml = start_sim(n, workdir, args.interval, cpu_sim)
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, str(n),
+                "--hosts-file", hosts_yaml, "--seconds", str(args.seconds), "--warmup",
+                str(args.warmup), "--interval", str(args.interval), "--sim-pid", str(sim.pid)]
+        if cpu_cockpit is not None:
+            argv += ["--cpu", str(cpu_cockpit)]
+        if args.profile:
+            argv.append("--profile")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        timeout = args.warmup_timeout + args.warmup + args.seconds + 60
+        result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([*argv, "--warmup-timeout", str(args.warmup_timeout)],
+                                  capture_output=True, text=True, timeout=timeout, env=env,
+                                  cwd=ROOT)
+            out, err, rc = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            rc = None
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                result = json.loads(line[7:])
+        result["worker_exit"] = rc
+        if rc != 0:  # e.g. a traceback while the app shut down, after the measurement
+            lines = [ln for ln in err.splitlines() if ln.strip()]
+            result["worker_stderr_tail"] = "\n".join(lines[-3:])
+        result["worker_wall_s"] = round(time.monotonic() - t0, 1)
+        if "cpu_percent" not in result and "error" not in result:
+            result["error"] = f"worker gave no result (rc {rc}): {err.strip()[-600:]}"
+        result["sim"] = stop_sim(sim)
+    return result
+
+
+def fmt(x, unit: str = "") -> str:
+    return "-" if x is None else f"{x:g}{unit}"
+
+
+def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
+    print()
+    print(f"machine: {machine['cpu_count']} CPUs (allowed {machine['cpus_allowed']}); "
+          f"simulator pinned to CPU {machine['cpu_sim']}, cockpit to CPU {machine['cpu_cockpit']}"
+          f"; python {machine['python']}, textual {machine['textual']}, "
+          f"asyncssh {machine['asyncssh']}; code {machine['code']}")
+    head = (f"{'hosts':>5} {'GPUs':>5} {'mode':<7} {'CPU %core':>9} {'p50 ms':>8} {'p95 ms':>8} "
+            f"{'max ms':>8} {'drawn/s':>8} {'frames/s':>8} {'loop lag p95':>12} {'sim CPU %':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in runs:
+        if "error" in r and "cpu_percent" not in r:
+            print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} ERROR: {r['error']}")
+            continue
+        lat = r["latency_ms"]
+        print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} {r['cpu_percent']:>9.1f} "
+              f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['max']):>8} "
+              f"{r['samples_per_s']:>8.1f} {r['frames_per_s']:>8.1f} "
+              f"{fmt(r['loop_lag_ms']['p95']):>12} {fmt(r['sim_cpu_percent']):>9}")
+    if ratios:
+        print()
+        print("CPU ratio naive / stream:  " + "   ".join(
+            f"{n} hosts: {v:.1f}x" if v is not None else f"{n} hosts: -" for n, v in
+            ratios.items()))
+    for r in runs:
+        if r.get("worker_exit") != 0:
+            print(f"WARNING: {r['mode']} {r['hosts']} hosts: cockpit worker exited "
+                  f"{r.get('worker_exit')} (after its measurement): "
+                  f"{r.get('worker_stderr_tail', '').splitlines()[-1:]}")
+    for r in runs:
+        if r.get("naive"):
+            nv = r["naive"]
+            print(f"naive {r['hosts']:>3} hosts: {nv['polls_per_s']} polls/s, "
+                  f"{nv['poll_errors']} errors, exec round trip p50 {fmt(nv['poll_rtt_ms_p50'])} "
+                  f"ms / p95 {fmt(nv['poll_rtt_ms_p95'])} ms")
+
+
+def goals(runs: list[dict]) -> dict:
+    out = {}
+    for r in runs:
+        if r["hosts"] == GOAL_HOSTS and r["mode"] == "stream" and "cpu_percent" in r:
+            cpu_ok = r["cpu_percent"] <= GOAL_CPU
+            p95 = r["latency_ms"]["p95"]
+            lat_ok = p95 is not None and p95 <= GOAL_P95_MS
+            out = {"hosts": GOAL_HOSTS, "cpu_percent": r["cpu_percent"], "cpu_goal": GOAL_CPU,
+                   "cpu_ok": cpu_ok, "p95_ms": p95, "p95_goal_ms": GOAL_P95_MS,
+                   "p95_ok": lat_ok}
+    return out
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    import asyncssh
+    import textual
+
+    sizes = [int(x) for x in args.hosts.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    ncpu, allowed = _cpus()
+    cpu_sim = cpu_cockpit = None
+    if len(allowed) >= 2 and not args.no_pin:
+        cpu_cockpit, cpu_sim = allowed[0], allowed[1]
+    machine = {"cpu_count": ncpu, "cpus_allowed": allowed, "cpu_sim": cpu_sim,
+               "cpu_cockpit": cpu_cockpit, "python": platform.python_version(),
+               "platform": platform.platform(), "textual": textual.__version__,
+               "asyncssh": asyncssh.__version__, "code": code_version()}
+    print(f"telemetry fan-in: sizes {sizes}, modes {modes}, {GPUS} GPUs/host, interval "
+          f"{args.interval} s, measure {args.seconds} s after warm-up; {ncpu} CPUs "
+          f"(simulator on CPU {cpu_sim}, cockpit on CPU {cpu_cockpit})", flush=True)
+    runs = []
+    t_all = time.monotonic()
+    for n in sizes:
+        for mode in modes:
+            print(f"  {mode:<6} {n:>3} hosts ... ", end="", flush=True)
+            r = run_one(mode, n, args, cpu_sim, cpu_cockpit)
+            runs.append(r)
+            if "cpu_percent" in r:
+                print(f"cpu {r['cpu_percent']}%  p95 {r['latency_ms']['p95']} ms  "
+                      f"({r['worker_wall_s']} s)", flush=True)
+            else:
+                print(f"ERROR {r.get('error')}", flush=True)
+    ratios = {}
+    for n in sizes:
+        by = {r["mode"]: r for r in runs if r["hosts"] == n and "cpu_percent" in r}
+        if "stream" in by and "naive" in by and by["stream"]["cpu_percent"] > 0:
+            ratios[n] = round(by["naive"]["cpu_percent"] / by["stream"]["cpu_percent"], 2)
+        elif "stream" in modes and "naive" in modes:
+            ratios[n] = None
+    print_table(runs, ratios, machine)
+    g = goals(runs)
+    if g:
+        print(f"\ngoal at {GOAL_HOSTS} hosts (stream): CPU {g['cpu_percent']}% of one core "
+              f"(≤{GOAL_CPU:g}%: {'PASS' if g['cpu_ok'] else 'FAIL'}), sample→screen p95 "
+              f"{g['p95_ms']} ms (≤{GOAL_P95_MS:g} ms: {'PASS' if g['p95_ok'] else 'FAIL'})")
+    if args.profile:
+        print("\n(profiled run: cProfile inflates CPU; see bench/results/profile-*.txt)")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / ("telemetry_fanin-profile.json" if args.profile else "telemetry_fanin.json")
+    out.write_text(json.dumps({"machine": machine, "params": {
+        "sizes": sizes, "modes": modes, "gpus_per_host": GPUS, "interval_s": args.interval,
+        "seconds": args.seconds, "warmup_s": args.warmup, "screen": [200, 50],
+        "profiled": args.profile}, "runs": runs, "cpu_ratio_naive_over_stream": ratios,
+        "goal": g, "total_wall_s": round(time.monotonic() - t_all, 1)}, indent=2) + "\n")
+    print(f"\nwrote {out.relative_to(ROOT)} ({time.monotonic() - t_all:.0f} s total)")
+    return 0 if all("cpu_percent" in r for r in runs) else 1
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hosts", default="16,64,128", help="comma-separated host counts")
+    p.add_argument("--modes", default="stream,naive", help="stream, naive or both")
+    p.add_argument("--seconds", type=float, default=20.0, help="measurement window")
+    p.add_argument("--warmup", type=float, default=3.0,
+                   help="extra seconds after every host has drawn a sample")
+    p.add_argument("--warmup-timeout", type=float, default=90.0)
+    p.add_argument("--interval", type=float, default=1.0, help="telemetry interval, s")
+    p.add_argument("--profile", action="store_true",
+                   help="cProfile the cockpit during the window (inflates CPU)")
+    p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    # worker (internal)
+    p.add_argument("--worker", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
+    p.add_argument("--hosts-file", help=argparse.SUPPRESS)
+    p.add_argument("--sim-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        args.worker_mode, args.worker_hosts = args.worker[0], int(args.worker[1])
+        if args.worker_mode not in ("stream", "naive"):
+            p.error("worker mode is stream or naive")
+        _pin(args.cpu)
+        sys.path.insert(0, str(ROOT))
+        result = asyncio.run(run_worker(args))
+        return 0 if "cpu_percent" in result else 1
+    return orchestrate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
