@@ -45,7 +45,8 @@ class VerlTuiApp(App):
         self.monitor = TelemetryMonitor(self.fleet, self.inventory, interval=self._interval)
         self.monitor.add_listener(self._mark_dirty)
         self.cluster_screen = ClusterScreen(
-            self.inventory.cluster, self.monitor.hosts, self.inventory.insecure_hosts)
+            self.inventory.cluster, self.monitor.hosts, self.inventory.insecure_hosts,
+            history_s=self.monitor.interval * self.inventory.telemetry.history)
         return self.cluster_screen
 
     def on_mount(self) -> None:

@@ -130,11 +130,13 @@ class HostTelemetry:
     hostname: str | None = None
     driver: str | None = None
     latest: HostSample | None = None
+    samples: int = 0  # recorded so far: keeps sparkline buckets aligned as history rolls
     util_history: dict[int, deque[float]] = field(default_factory=dict)
     mem_history: dict[int, deque[float]] = field(default_factory=dict)
 
     def record(self, sample: HostSample) -> None:
         self.latest = sample
+        self.samples += 1
         for gpu in sample.gpus:
             util = self.util_history.get(gpu.index)
             if util is None:

@@ -23,8 +23,12 @@ class ColumnHeader(Static):
     ColumnHeader { height: 1; background: $primary 30%; color: $text; text-style: bold; }
     """
 
+    def __init__(self, history_s: float, **kw) -> None:
+        super().__init__(**kw)
+        self.history_s = history_s
+
     def render(self) -> str:
-        return column_header(self.size.width)
+        return column_header(self.size.width, self.history_s)
 
 
 class ClusterScreen(Screen):
@@ -42,8 +46,10 @@ class ClusterScreen(Screen):
     ClusterScreen GpuTable { height: 1fr; }
     """
 
-    def __init__(self, cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str]):
+    def __init__(self, cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str],
+                 history_s: float = 300.0):
         super().__init__()
+        self.history_s = history_s
         self.cluster = cluster
         self.hosts = hosts
         self.insecure = insecure
@@ -52,7 +58,7 @@ class ClusterScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield ClusterSummary(id="summary")
-        yield ColumnHeader(id="columns")
+        yield ColumnHeader(self.history_s, id="columns")
         self._table = GpuTable(id="gpus")
         yield self._table
         yield DetailsPane(id="details")

@@ -24,11 +24,25 @@ def bar(fraction: float | None, width: int) -> str:
     return text.ljust(width)
 
 
-def sparkline(values: Iterable[float], width: int, top: float = 100.0) -> str:
-    """The last `width` values as block glyphs, right-aligned (newest at the right)."""
+def sparkline(values: Iterable[float], width: int, top: float = 100.0, per_cell: int = 1,
+              newest: int = 0) -> str:
+    """Values as block glyphs, newest at the right. Each cell is the mean of `per_cell`
+    consecutive values so a long history fits a short column; `newest` is how many values the
+    newest (still filling) cell holds, so cells keep their boundaries as values arrive instead
+    of shimmering."""
     if width <= 0:
         return ""
-    vals = list(values)[-width:]
+    vals = list(values)
+    if per_cell > 1:
+        cells: list[float] = []
+        end = len(vals)
+        start = max(0, end - (newest or per_cell))
+        while end > 0 and len(cells) < width:
+            chunk = vals[start:end]
+            cells.append(sum(chunk) / len(chunk))
+            end, start = start, max(0, start - per_cell)
+        vals = cells[::-1]
+    vals = vals[-width:]
     steps = len(_SPARK) - 1
     chars = [_SPARK[min(steps, max(0, round(v / top * steps)))] for v in vals]
     return "".join(chars).rjust(width)

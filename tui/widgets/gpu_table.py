@@ -46,11 +46,15 @@ def spark_width(width: int) -> int:
     return min(MAX_SPARK, max(MIN_SPARK, rest))
 
 
-def column_header(width: int) -> str:
+def history_label(seconds: float) -> str:
+    return f"UTIL, LAST {seconds / 60:.0f} MIN" if seconds >= 120 else f"UTIL, LAST {seconds:.0f} S"
+
+
+def column_header(width: int, history_s: float) -> str:
     spark = spark_width(width)
     return (
         f"{'HOST / GPU':<{W_NAME}}{'UTIL':<{W_UTIL}}{'MEMORY':<{W_MEM}}{'TEMP':<{W_TEMP}}"
-        f"{'POWER':<{W_POWER}}{'PROCS':<{W_PROCS}}{'UTIL HISTORY':<{spark}}"
+        f"{'POWER':<{W_POWER}}{'PROCS':<{W_PROCS}}{history_label(history_s):<{spark}}"
     )[:width]
 
 
@@ -380,8 +384,12 @@ class GpuTable(ScrollView, can_focus=True):
         nproc = "-" if gpu.processes is None else str(len(gpu.processes))
         tag = " IDLE" if idle else ""
         segs.append(Segment(f"{nproc}{tag}".ljust(W_PROCS), st["warn"] if idle else st["dim"]))
+        # The whole kept history (default 300 samples) squeezed into the column.
         spark_w = spark_width(width)
-        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w), st["spark"]))
+        per_cell = -(-ht.history_len // spark_w)
+        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w,
+                                      per_cell=per_cell, newest=ht.samples % per_cell),
+                            st["spark"]))
         if stale:  # last known values of a host we cannot reach: keep them, greyed out
             segs = [Segment(seg.text, st["dim"]) for seg in segs]
         return segs
