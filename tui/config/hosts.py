@@ -53,6 +53,34 @@ class TelemetryOptions(_Strict):
     history: int = Field(default=300, ge=10, le=3600, description="samples kept per GPU")
 
 
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RayOptions(_Strict):
+    """How Ray is started on the hosts (verl-tui up)."""
+
+    port: int = Field(default=6379, ge=1, le=65535, description="GCS port on the head")
+    dashboard_port: int = Field(default=8265, ge=1, le=65535,
+                                description="dashboard/jobs API, bound to the head's loopback")
+    env: dict[str, str | int | float] = Field(default_factory=dict,
+                                description="exported before `ray start` on every host")
+    num_cpus: int | None = Field(default=None, ge=1)
+    memory: int | None = Field(default=None, ge=1, description="bytes, ray start --memory")
+    object_store_memory: int | None = Field(default=None, ge=78643200,
+                                            description="bytes, at least 75 MiB")
+    start_timeout: float = Field(default=120.0, gt=0, le=3600)
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, v: dict[str, str | int | float]) -> dict[str, str]:
+        for key, value in v.items():
+            if not _ENV_NAME_RE.match(key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+            if "\n" in str(value) or "\0" in str(value):
+                raise ValueError(f"{key}: value must be one line")
+        return {k: str(val) for k, val in v.items()}
+
+
 class HostEntry(_Strict):
     name: str
     address: str | None = None
@@ -60,6 +88,7 @@ class HostEntry(_Strict):
     node_ip: str | None = None
     python: str | None = None
     transport: Literal["ssh", "local"] = "ssh"
+    num_gpus: int | None = Field(default=None, ge=0, description="default: what NVML counts")
     ssh: SshOptions | None = None
 
     @field_validator("name")
@@ -82,6 +111,7 @@ class HostsFileModel(_Strict):
     python: str = "python3"
     ssh: SshOptions = SshOptions()
     telemetry: TelemetryOptions = TelemetryOptions()
+    ray: RayOptions = RayOptions()
     hosts: list[HostEntry] = Field(min_length=1)
 
 
@@ -97,6 +127,7 @@ class Host(BaseModel):
     python: str
     transport: Literal["ssh", "local"]
     ssh: SshOptions
+    num_gpus: int | None = None
 
     @property
     def is_head(self) -> bool:
@@ -109,6 +140,7 @@ class Inventory(BaseModel):
     cluster: str
     hosts: tuple[Host, ...]
     telemetry: TelemetryOptions = TelemetryOptions()
+    ray: RayOptions = RayOptions()
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -127,7 +159,8 @@ class Inventory(BaseModel):
 
 
 _KNOWN_KEYS = sorted(
-    {k for m in (SshOptions, TelemetryOptions, HostEntry, HostsFileModel) for k in m.model_fields}
+    {k for m in (SshOptions, TelemetryOptions, RayOptions, HostEntry, HostsFileModel)
+     for k in m.model_fields}
 )
 
 
@@ -191,10 +224,11 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
                 python=h.python or _default_python(model, h),
                 transport=h.transport,
                 ssh=ssh,
+                num_gpus=h.num_gpus,
             )
         )
     return Inventory(cluster=model.cluster, hosts=tuple(hosts), telemetry=model.telemetry,
-                     source=source)
+                     ray=model.ray, source=source)
 
 
 def inventory_from_doc(doc: LocatedDoc) -> Inventory:
