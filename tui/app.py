@@ -5,16 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
+from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
+from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
 from tui.palette import CockpitCommands
 from tui.screens.cluster import ClusterScreen
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ErrorScreen
 from tui.screens.help import HelpScreen, collect_bindings
+from tui.screens.ray_progress import RayProgressScreen
 from tui.transport.fleet import Fleet
 
 FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
@@ -44,9 +49,13 @@ class VerlTuiApp(App):
         self.fleet = Fleet(self.inventory)
         self.monitor = TelemetryMonitor(self.fleet, self.inventory, interval=self._interval)
         self.monitor.add_listener(self._mark_dirty)
+        inv = self.inventory
+        self.ray = RayCluster(self.fleet, inv)
+        self.ray_monitor = RayMonitor(self.ray, self._on_ray_view)
+        roles = [inv.head.name] + [h.name for h in inv.hosts if not h.is_head]
         self.cluster_screen = ClusterScreen(
-            self.inventory.cluster, self.monitor.hosts, self.inventory.insecure_hosts,
-            history_s=self.monitor.interval * self.inventory.telemetry.history)
+            inv.cluster, self.monitor.hosts, inv.insecure_hosts,
+            history_s=self.monitor.interval * inv.telemetry.history, roles=roles)
         return self.cluster_screen
 
     def on_mount(self) -> None:
@@ -59,9 +68,12 @@ class VerlTuiApp(App):
         assert self.fleet is not None and self.monitor is not None
         self.fleet.start()
         self.monitor.start()
+        self.ray_monitor.start()
 
     async def on_unmount(self) -> None:
         self._frame_timer.stop()  # no frame may touch widgets that are being torn down
+        await self.ray_monitor.close()
+        await self.ray.close()
         if self.monitor is not None:
             await self.monitor.close()
         if self.fleet is not None:
@@ -78,6 +90,68 @@ class VerlTuiApp(App):
 
     def _mark_dirty(self, host: str) -> None:
         self._dirty.add(host)
+
+    def _on_ray_view(self, view: RayView) -> None:
+        self.cluster_screen.apply_ray(view)
+
+    # -- Ray lifecycle -----------------------------------------------------------------------
+
+    def action_ray_up(self) -> None:
+        self.run_ray("up")
+
+    def action_ray_restart(self) -> None:
+        self._confirm_then("Restart Ray on every host?",
+                           "Running jobs are killed; Ray is stopped and started again.",
+                           "restart")
+
+    def action_ray_down(self) -> None:
+        self._confirm_then("Stop Ray on every host?",
+                           "Workers first, then the head; running jobs are killed.", "down")
+
+    def _confirm_then(self, question: str, detail: str, kind: str) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_ray(kind)
+
+        self.push_screen(ConfirmScreen(question, detail), answered)
+
+    @work(exclusive=True, group="ray", exit_on_error=False)
+    async def run_ray(self, kind: str) -> None:
+        titles = {"up": "Ray up", "restart": "Ray restart", "down": "Ray down"}
+        screen = RayProgressScreen(f"{titles[kind]} — {self.inventory.cluster}")
+        await self.push_screen(screen)
+
+        def progress(ev: StepEvent) -> None:
+            if screen.is_mounted:
+                screen.add_event(ev)
+
+        self.ray_monitor.pause()
+        self.ray.set_progress(progress)
+        try:
+            if kind == "down":
+                report = await self.ray.tear_down()
+                bad = {**report.failures, **report.leftover}
+                message = ("Ray stopped; no Ray process left" if not bad else
+                           "; ".join(f"{h}: {why}" for h, why in bad.items()))
+                ok = not bad
+            else:
+                try:
+                    status = await self.ray.bring_up(restart=kind == "restart")
+                    ok, message = True, f"{status.nodes_alive} nodes alive"
+                except BringUpError as exc:
+                    ok, message = False, str(exc)
+            if screen.is_mounted:
+                screen.finish(ok, message)
+            else:
+                self.notify(message, severity="information" if ok else "error", timeout=8)
+        finally:
+            self.ray.set_progress(None)
+            self.ray_monitor.resume()
+
+    def action_doctor(self) -> None:
+        from tui.screens.doctor import DoctorScreen
+
+        self.push_screen(DoctorScreen(self.fleet, self.inventory))
 
     def reconnect(self, host: str | None = None) -> None:
         if self.fleet is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tui import __version__
 
-SUBCOMMANDS = ("gpus",)
+SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel")
 EXIT_BAD_INPUT = 2
 
 
@@ -62,6 +62,41 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--timeout", type=_positive_float, default=20.0,
                        help="seconds to wait for every host's first sample (default 20)")
         return p
+    if name == "check":
+        p = _Parser(prog="verl-tui check",
+                    description="Preflight checks that catch what makes multi-node verl hang. "
+                    "Exit 0: nothing fails; 1: something fails; 2: bad input.")
+        _hosts_arg(p)
+        p.add_argument("--json", action="store_true", help="JSON output")
+        p.add_argument("--timeout", type=_positive_float, default=60.0,
+                       help="seconds for the whole check (default 60)")
+        return p
+    if name == "up":
+        p = _Parser(prog="verl-tui up",
+                    description="Probe every host, check versions, start the Ray head, then all "
+                    "workers in parallel, and wait until every node is ALIVE.")
+        _hosts_arg(p)
+        p.add_argument("--restart", action="store_true",
+                       help="stop Ray everywhere first, then start it")
+        return p
+    if name == "down":
+        p = _Parser(prog="verl-tui down",
+                    description="Stop Ray on every worker, then the head; check nothing is left.")
+        _hosts_arg(p)
+        return p
+    if name == "status":
+        p = _Parser(prog="verl-tui status",
+                    description="Nodes alive, their resources and versions (through the head's "
+                    "dashboard, over SSH).")
+        _hosts_arg(p)
+        p.add_argument("--json", action="store_true", help="JSON output")
+        return p
+    if name == "tunnel":
+        p = _Parser(prog="verl-tui tunnel",
+                    description="Forward the head's loopback dashboard and jobs API here; "
+                    "print the URL and hold until Ctrl-C.")
+        _hosts_arg(p)
+        return p
     raise KeyError(name)
 
 
@@ -69,6 +104,27 @@ def _load(path: Path | None):
     from tui.config.hosts import load_inventory, local_inventory
 
     return local_inventory() if path is None else load_inventory(path)
+
+
+def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
+    if name == "gpus":
+        from tui.commands.gpus import run_gpus
+
+        return run_gpus(inventory, once=args.once, as_json=args.json,
+                        interval=args.interval, timeout=args.timeout)
+    if name == "check":
+        from tui.commands.check import run_check
+
+        return run_check(inventory, as_json=args.json, timeout=args.timeout)
+    from tui.commands import ray
+
+    if name == "up":
+        return ray.run_up(inventory, restart=args.restart)
+    if name == "down":
+        return ray.run_down(inventory)
+    if name == "status":
+        return ray.run_status(inventory, as_json=args.json)
+    return ray.run_tunnel(inventory)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,11 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = args_list[0]
             args = build_subparser(name).parse_args(args_list[1:])
             inventory = _load(args.hosts)
-            if name == "gpus":
-                from tui.commands.gpus import run_gpus
-
-                return run_gpus(inventory, once=args.once, as_json=args.json,
-                                interval=args.interval, timeout=args.timeout)
+            return _dispatch(name, args, inventory)
         args = build_parser().parse_args(args_list)
         inventory = _load(args.hosts)
     except ConfigError as exc:

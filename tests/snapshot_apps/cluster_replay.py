@@ -7,6 +7,8 @@ import json
 import math
 
 from tui.app import VerlTuiApp
+from tui.cluster.ray_cluster import ClusterStatus
+from tui.cluster.ray_monitor import RayState, RayView
 from tui.config.hosts import parse_inventory
 from tui.transport.types import HostState, LinkStatus
 
@@ -62,6 +64,11 @@ def sample_line(host_i: int, step: int, gpus: list[dict], *, source: str = "nvml
     })
 
 
+_STATUS = ClusterStatus(nodes_alive=4, nodes=[], ray_version="2.60.0", python_version="3.11.7",
+                        dashboard="http://127.0.0.1:8265", missing=["login-cpu", "gpu-node-05",
+                                                                     "gpu-node-06"])
+
+
 class ReplayApp(VerlTuiApp):
     """VerlTuiApp whose fleet never dials out: link states and agent lines are replayed."""
 
@@ -89,6 +96,10 @@ class ReplayApp(VerlTuiApp):
             mon.ingest_line("login-cpu", sample_line(
                 9, step, [], source="none",
                 error="NVML library not found (no NVIDIA driver on this host)"))
+        # Ray as the head reports it: four GPU nodes alive, the lost host's node gone.
+        nodes = {name: "alive" for name in up[:4]}
+        nodes.update({"login-cpu": "absent", "gpu-node-05": "dead", "gpu-node-06": "absent"})
+        self._on_ray_view(RayView(RayState.UP, None, _STATUS, nodes))
 
 
 app = ReplayApp()

@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from tui.cluster.models import HostTelemetry
+from tui.cluster.ray_monitor import RayState, RayView
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
@@ -37,6 +38,10 @@ class ClusterScreen(Screen):
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
         Binding("r", "reconnect", "Reconnect host"),
+        Binding("u", "app.ray_up", "Ray up"),
+        Binding("D", "app.ray_down", "Ray down"),
+        Binding("R", "app.ray_restart", "Ray restart", show=False),
+        Binding("d", "app.doctor", "Doctor"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -47,8 +52,11 @@ class ClusterScreen(Screen):
     """
 
     def __init__(self, cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str],
-                 history_s: float = 300.0):
+                 history_s: float = 300.0, roles: list[str] | None = None):
         super().__init__()
+        # Host names, head first: for the Ray column's role labels.
+        self.roles = roles or list(hosts)
+        self.ray_view: RayView | None = None
         self.history_s = history_s
         self.cluster = cluster
         self.hosts = hosts
@@ -74,6 +82,8 @@ class ClusterScreen(Screen):
         self.query_one(ClusterSummary).styles.height = 2 if self.insecure else 1
         self.table.set_hosts(self.hosts)
         self.table.focus()
+        if self.ray_view is not None:
+            self._show_ray(self.ray_view)
         self._refresh_summary()
         self._refresh_details()
 
@@ -91,6 +101,32 @@ class ClusterScreen(Screen):
         if row is not None and row.host in changed:
             self._refresh_details()
 
+    def apply_ray(self, view: RayView) -> None:
+        """The head's view of Ray changed: the Ray column and the summary follow."""
+        self.ray_view = view
+        if self.is_mounted:  # else on_mount applies it
+            self._show_ray(view)
+
+    def _show_ray(self, view: RayView) -> None:
+        roles = {h: ("head" if i == 0 else "worker") for i, h in enumerate(self.roles)}
+        self.table.ray_label = lambda host: view.host_label(host, roles.get(host, "?"))
+        self.table.refresh()
+        self._refresh_summary()
+
+    def _ray_summary(self) -> tuple[str, str] | None:
+        view = self.ray_view
+        if view is None:
+            return None
+        if view.state == RayState.UP and view.status is not None:
+            total = len(view.node_state)
+            alive = sum(1 for v in view.node_state.values() if v == "alive")
+            return f"up {alive}/{total}", "bold green" if alive == total else "bold yellow"
+        if view.state == RayState.BUSY:
+            return "working…", "bold cyan"
+        if view.state == RayState.DOWN:
+            return "not running (u starts it)", "dim"
+        return "?", "dim"
+
     def _refresh_summary(self) -> None:
         if not self.is_mounted:  # a trailing timer firing while the app shuts down
             return
@@ -99,8 +135,8 @@ class ClusterScreen(Screen):
         self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
         self.query_one(ClusterSummary).update(summary_text(
-            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text),
-            layout=False)
+            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text,
+            self._ray_summary()), layout=False)
 
     def _refresh_details(self) -> None:
         row = self.table.current_row

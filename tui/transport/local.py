@@ -115,5 +115,6 @@ class LocalTransport:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
         return LocalStream(proc)
 
-    async def forward_local_port(self, remote_host: str, remote_port: int) -> LocalForward:
+    async def forward_local_port(self, remote_host: str, remote_port: int,
+                                 local_port: int = 0) -> LocalForward:
         return LocalForward(remote_port)

@@ -240,9 +240,12 @@ class SshTransport:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
         return SshStream(proc)
 
-    async def forward_local_port(self, remote_host: str, remote_port: int) -> SshForward:
+    async def forward_local_port(self, remote_host: str, remote_port: int,
+                                 local_port: int = 0) -> SshForward:
+        """Listen on 127.0.0.1:local_port (0: any free port) and tunnel to the remote side."""
         try:
-            listener = await self._conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+            listener = await self._conn.forward_local_port(
+                "127.0.0.1", local_port, remote_host, remote_port)
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(
                 f"{self.host}: cannot forward to {remote_host}:{remote_port}: {exc}"

@@ -95,7 +95,9 @@ class Transport(Protocol):
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
     ) -> StreamProcess: ...
 
-    async def forward_local_port(self, remote_host: str, remote_port: int) -> Forward: ...
+    async def forward_local_port(
+        self, remote_host: str, remote_port: int, local_port: int = 0
+    ) -> Forward: ...
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:

@@ -7,7 +7,7 @@ a host's GPU count); value changes just repaint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.cells import cell_len, set_cell_size
@@ -142,6 +142,8 @@ class GpuTable(ScrollView, can_focus=True):
         self.collapsed: set[str] = set()
         self._shape: tuple = ()
         self._style_cache: dict[str, Style] | None = None
+        # host → "head alive" / "worker not started" …; set by the screen when Ray is known.
+        self.ray_label: Callable[[str], str] | None = None
 
     # -- data --------------------------------------------------------------------------------
 
@@ -327,6 +329,11 @@ class GpuTable(ScrollView, can_focus=True):
             st["dim"] if state in ("connecting", "starting") else st["bad"])
         segs = [Segment(f"{fold} {ht.name}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
                 Segment(f"{state:<17} ", state_style)]
+        if self.ray_label is not None:
+            label = self.ray_label(ht.name)
+            ray_style = st["ok"] if label.endswith("alive") else (
+                st["bad"] if label.endswith(("dead", "absent")) else st["dim"])
+            segs.append(Segment(f"ray {label:<18} ", ray_style))
         s = ht.latest
         if s is not None and state in ("up", "no NVML", "stale"):
             info = []

@@ -12,7 +12,8 @@ from tui.widgets.gauges import GIB
 
 
 def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str],
-                 sort_key: str, sort_reverse: bool, filter_text: str) -> Text:
+                 sort_key: str, sort_reverse: bool, filter_text: str,
+                 ray: tuple[str, str] | None = None) -> Text:
     up = sum(1 for h in hosts.values() if h.display_state in ("up", "no NVML", "stale"))
     gpus = [g for h in hosts.values() if h.latest and h.display_state == "up"
             for g in h.latest.gpus if not g.error]
@@ -36,6 +37,9 @@ def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: lis
         t.append(f"   memory {used / GIB:,.0f}/{total / GIB:,.0f} GiB")
     if power:
         t.append(f"   power {power / 1000:.1f} kW" if power >= 1000 else f"   power {power:.0f} W")
+    if ray is not None:
+        text, style = ray
+        t.append(f"   Ray {text}", style)
     arrow = "↑" if sort_reverse else "↓"
     t.append(f"   sort {sort_key}{arrow}", "dim")
     if filter_text:

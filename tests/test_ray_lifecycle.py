@@ -1,0 +1,240 @@
+"""Ray across real namespace hosts over real SSH: up, status, a job through the tunnel, down;
+and the ways bring-up must refuse or fail cleanly, leaving no Ray process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from fakenvml.fakenvml import FakeGpu, write_state
+
+from tui.cluster.ray_cluster import BringUpError, RayCluster
+from tui.config.hosts import load_inventory
+from tui.transport.fleet import Fleet
+
+VENV_PY = sys.executable
+RAY_NAMES = ("raylet", "gcs_server")
+
+
+def hosts_yaml(cluster, path: Path, *, python: dict[str, str] | None = None,
+               ray_extra: str = "") -> Path:
+    lines = [
+        "cluster: raytest", f"python: {VENV_PY}",
+        "ssh:", "  user: root", f"  identity_file: {cluster.client_key}",
+        f"  known_hosts: {cluster.known_hosts}", "  config: ''", "  connect_timeout: 5",
+        "ray:",
+        # Several Ray nodes share this machine: keep each one small.
+        "  memory: 1000000000", "  object_store_memory: 100000000", "  start_timeout: 60",
+        *(f"  {ln}" for ln in ray_extra.splitlines()),
+        "hosts:",
+    ]
+    for h in cluster.hosts:
+        lines += [f"  - name: {h.name}", f"    address: {h.address}"]
+        if python and h.name in python:
+            lines.append(f"    python: {python[h.name]}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def ray_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
+    """Three hosts with one fake GPU each (so --num-gpus comes from NVML)."""
+    env = {}
+    for name in ("node1", "node2", "node3"):
+        state = tmp_path / f"{name}.nvml"
+        write_state(state, [FakeGpu(util=0)])
+        env[name] = {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
+    cluster = ns_cluster_factory(3, host_env=env)
+    yield cluster
+    # Whatever a test did, no Ray may outlive it (the harness kills the hosts anyway).
+    for h in cluster.hosts:
+        if cluster.is_running(h.name):
+            cluster.exec_in(h.name, [VENV_PY, "-m", "ray.scripts.scripts", "stop", "--force"])
+
+
+def ray_processes(cluster) -> dict[str, list[str]]:
+    out = {}
+    for h in cluster.hosts:
+        if not cluster.is_running(h.name):
+            continue
+        ps = cluster.exec_in(h.name, ["ps", "-eo", "comm="])
+        names = [n for n in ps.stdout.split() if n in RAY_NAMES or n.startswith("ray::")]
+        if names:
+            out[h.name] = names
+    return out
+
+
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def system_venvs(tmp_path_factory):
+    """Second real interpreters: Debian's Python 3.11.2 (ours is a different patch release),
+    one without ray and one that imports our ray through a .pth file."""
+    base = tmp_path_factory.mktemp("venvs")
+    bare, patch = base / "bare", base / "patch"
+    for venv in (bare, patch):
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)],
+                       check=True)
+    site = next((patch / "lib").glob("python3*/site-packages"))
+    ours = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
+    (site / "our_ray.pth").write_text(str(ours) + "\n")
+    return {"bare": str(bare / "bin" / "python3"), "patch": str(patch / "bin" / "python3")}
+
+
+def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
+                      ray_extra="env: {VERL_TUI_TEST_MARK: ray-env}")
+    t0 = time.monotonic()
+    up = cli("up", str(path))
+    assert up.returncode == 0, up.stdout + up.stderr
+    took = time.monotonic() - t0
+    out = up.stdout
+    # The probe table comes first, then the head, then both workers in parallel.
+    assert out.index("INTERPRETER") < out.index("ray start --head") < out.index("3 nodes alive")
+    assert "node2" in out and "joined in" in out and "Traceback" not in up.stderr
+    assert took < 90
+
+    st = cli("status", str(path), "--json")
+    assert st.returncode == 0, st.stderr
+    doc = json.loads(st.stdout)
+    assert doc["nodes_alive"] == 3 and doc["ray_version"] == "2.60.0"
+    by_host = {n["host"]: n for n in doc["nodes"]}
+    assert set(by_host) == {"node1", "node2", "node3"}
+    assert by_host["node1"]["is_head"] and by_host["node2"]["node_ip"] == ray_hosts.hosts[1].address
+    assert all(n["alive"] and n["gpus"] == 1 and n["cpus"] >= 1 for n in doc["nodes"])
+    assert doc["dashboard"].startswith("http://127.0.0.1:")
+
+    # The dashboard listens on the head's loopback only.
+    listeners = ray_hosts.exec_in("node1", ["ss", "-ltnH", "sport = :8265"]).stdout.split("\n")
+    local = {ln.split()[3] for ln in listeners if ln.strip()}
+    assert local == {"127.0.0.1:8265"}, local
+
+    # A trivial job through the tunnel; `python` resolves to the hosts' interpreter.
+    async def job() -> tuple[str, str]:
+        inv = load_inventory(path)
+        async with Fleet(inv) as fleet:
+            cluster = RayCluster(fleet, inv)
+            try:
+                client = await cluster.dashboard()
+                sid = f"vt-{uuid.uuid4().hex[:8]}"
+                await client.post("/api/jobs/", {
+                    "submission_id": sid,
+                    "entrypoint": f"{VENV_PY} -c \"import socket; print('hello from', "
+                                  f"socket.gethostname())\""})
+                for _ in range(120):
+                    info = await client.get(f"/api/jobs/{sid}")
+                    if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+                        break
+                    await asyncio.sleep(0.5)
+                logs = await client.get(f"/api/jobs/{sid}/logs")
+                return info["status"], logs["logs"]
+            finally:
+                await cluster.close()
+
+    status, logs = asyncio.run(job())
+    assert status == "SUCCEEDED", logs
+    assert "hello from node1" in logs  # ran on the head, inside its namespace
+    # Ray was started with the hosts' interpreter directory first on PATH (and ray.env).
+    raylet = ray_hosts.exec_in("node2", ["pgrep", "-x", "raylet"]).stdout.split()[0]
+    environ = ray_hosts.exec_in("node2", ["cat", f"/proc/{raylet}/environ"]).stdout.split("\0")
+    path_var = next(e for e in environ if e.startswith("PATH="))
+    assert path_var.startswith(f"PATH={Path(VENV_PY).parent}:")
+    assert "VERL_TUI_TEST_MARK=ray-env" in environ
+
+    # Idempotent: a second `up` leaves the running cluster alone.
+    again = cli("up", str(path))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("already") == 3 and "3 nodes alive" in again.stdout
+
+    down = cli("down", str(path))
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "no Ray process left" in down.stdout
+    assert ray_processes(ray_hosts) == {}
+    gone = cli("status", str(path), "--json")
+    assert gone.returncode == 1 and json.loads(gone.stdout)["nodes_alive"] == 0
+
+
+def test_head_port_taken_by_another_program(ray_hosts, tmp_path):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
+    squatter = ("import socket, time\n"
+                "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "s.bind(('0.0.0.0', 6379)); s.listen(1); print('ready', flush=True)\n"
+                "time.sleep(600)\n")
+    ns = ray_hosts.host("node1").netns
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, VENV_PY, "-c", squatter],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        up = cli("up", str(path))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert up.returncode == 1
+    assert "port 6379 is held by" in up.stderr and "node1" in up.stderr
+    assert "Traceback" not in up.stderr
+    assert ray_processes(ray_hosts) == {}
+
+
+def test_worker_without_ray_is_refused_before_anything_starts(ray_hosts, tmp_path,
+                                                              system_venvs):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
+                      python={"node3": system_venvs["bare"]})
+    up = cli("up", str(path))
+    assert up.returncode == 1
+    assert "node3: no ray in" in up.stderr and system_venvs["bare"] in up.stderr
+    assert ray_processes(ray_hosts) == {}
+
+
+def test_python_patch_mismatch_is_refused(ray_hosts, tmp_path, system_venvs):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
+                      python={"node2": system_venvs["patch"]})
+    up = cli("up", str(path))
+    assert up.returncode == 1
+    ours = ".".join(map(str, sys.version_info[:3]))
+    err = up.stderr
+    assert "Ray and Python must match" in err
+    assert "node2: ray 2.60.0, Python 3.11.2" in err and f"Python {ours}" in err
+    assert ray_processes(ray_hosts) == {}
+
+
+def test_worker_that_cannot_reach_gcs_fails_and_rolls_back(ray_hosts, tmp_path):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
+    head = ray_hosts.host("node1").address
+    ray_hosts.exec_in("node3", ["ip", "route", "add", "blackhole", f"{head}/32"])
+    t0 = time.monotonic()
+    up = cli("up", str(path))
+    assert up.returncode == 1, up.stdout
+    assert "node3:" in up.stderr and "Traceback" not in up.stderr
+    assert "rollback" in up.stdout
+    assert time.monotonic() - t0 < 200
+    assert ray_processes(ray_hosts) == {}
+
+
+async def test_host_lost_during_bring_up(ray_hosts, tmp_path):
+    inv = load_inventory(hosts_yaml(ray_hosts, tmp_path / "hosts.yaml"))
+    events = []
+
+    def progress(ev):
+        events.append(ev)
+        if ev.host == "node1" and ev.phase == "head" and ev.status == "ok":
+            ray_hosts.kill_host("node3")  # goes down between the head and the workers
+
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv, progress)
+        try:
+            with pytest.raises(BringUpError) as info:
+                await cluster.bring_up()
+        finally:
+            await cluster.close()
+    assert "node3" in info.value.failures
+    assert any(e.phase == "rollback" for e in events)
+    assert ray_processes(ray_hosts) == {}

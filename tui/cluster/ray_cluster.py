@@ -1,0 +1,438 @@
+"""Ray across the fleet: bring up (probe, check, head, workers in parallel, wait), tear down,
+status. Every remote command is an argv list; progress is published as StepEvents.
+
+All or nothing: when a bring-up fails, the Ray processes it started are stopped again, so a
+failed `up` never leaves a half-started cluster behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tui.cluster.dashboard import DashboardClient, DashboardError, Tunnel, open_tunnel
+from tui.cluster.dashboard import wait_for_dashboard as _wait_for_dashboard
+from tui.cluster.netcheck import tcp_reachable
+from tui.cluster.probe import HostFacts, probe_all
+from tui.config.hosts import Host, Inventory
+from tui.transport.fleet import Fleet
+from tui.transport.types import HostUnavailable, Transport, TransportError
+
+MAX_PARALLEL_STARTS = 16
+_RAY = ("-m", "ray.scripts.scripts")  # the interpreter's own Ray, wherever its scripts live
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    host: str | None
+    phase: str  # probe | check | head | worker | wait | stop | rollback | done
+    status: str  # running | ok | skip | fail
+    message: str
+    at: float = field(default_factory=time.monotonic)
+
+
+class BringUpError(Exception):
+    """Bring-up refused or failed; `failures` maps host → one-line reason."""
+
+    def __init__(self, message: str, failures: dict[str, str] | None = None):
+        self.message = message
+        self.failures = failures or {}
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        lines = [self.message, *(f"  {h}: {why}" for h, why in self.failures.items())]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    host: str | None  # None: a node the hosts file does not list
+    node_ip: str
+    alive: bool
+    is_head: bool
+    gpus: float
+    cpus: float
+    memory_bytes: int
+    node_id: str | None
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    nodes_alive: int
+    nodes: list[NodeInfo]
+    ray_version: str | None
+    python_version: str | None
+    dashboard: str | None
+    missing: list[str]  # hosts of the file with no alive node
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["nodes"] = [
+            {k: v for k, v in asdict(n).items()} for n in self.nodes
+        ]
+        return d
+
+
+@dataclass(frozen=True)
+class TeardownReport:
+    stopped: list[str]
+    failures: dict[str, str]
+    leftover: dict[str, str]  # host → Ray processes still running after stop
+
+
+def last_error_line(text: str) -> str:
+    """Ray's own error line out of `ray start` output (ANSI codes and log prefixes removed)."""
+    clean = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [ln.strip() for ln in clean.splitlines() if ln.strip()]
+    for marker in ("ERROR", "Error", "error", "Exception", "failed", "Failed"):
+        hits = [ln for ln in lines if marker in ln]
+        if hits:
+            return re.sub(r"^\S+ \S+\s+(ERROR|INFO|WARNING)\s+\S+ -- ", "", hits[-1])[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _ray_env(inv: Inventory, host: Host, facts: HostFacts) -> dict[str, str]:
+    # The interpreter's directory first on PATH: `python` in job entrypoints then means it.
+    bindir = posixpath.dirname(host.python)
+    path = facts.path_env or "/usr/local/bin:/usr/bin:/bin"
+    env = {"PATH": f"{bindir}:{path}" if bindir else path}
+    env.update(inv.ray.env)
+    return env
+
+
+def _resource_args(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
+    gpus = host.num_gpus if host.num_gpus is not None else (facts.gpu_count or 0)
+    args = [f"--node-ip-address={host.node_ip}", f"--num-gpus={gpus}", "--disable-usage-stats"]
+    if inv.ray.num_cpus is not None:
+        args.append(f"--num-cpus={inv.ray.num_cpus}")
+    if inv.ray.memory is not None:
+        args.append(f"--memory={inv.ray.memory}")
+    if inv.ray.object_store_memory is not None:
+        args.append(f"--object-store-memory={inv.ray.object_store_memory}")
+    return args
+
+
+def head_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
+    return [host.python, *_RAY, "start", "--head", f"--port={inv.ray.port}",
+            # The dashboard and jobs API run code for whoever reaches them: loopback only,
+            # reached through our SSH tunnel.
+            "--dashboard-host=127.0.0.1", f"--dashboard-port={inv.ray.dashboard_port}",
+            *_resource_args(inv, host, facts)]
+
+
+def worker_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
+    return [host.python, *_RAY, "start", f"--address={inv.head.node_ip}:{inv.ray.port}",
+            *_resource_args(inv, host, facts)]
+
+
+def version_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, str]:
+    """Hosts whose Ray or Python differs from the others' (Ray refuses such a worker)."""
+    problems: dict[str, str] = {}
+    reachable = {h: f for h, f in facts.items() if f.ok}
+    for h, f in reachable.items():
+        if not f.ray_version:
+            problems[h] = f"no ray in {inv.host(h).python} (pip install 'ray[default]' there)"
+    versions = {(f.ray_version, f.python_version) for h, f in reachable.items()
+                if h not in problems}
+    if len(versions) > 1:
+        for h, f in reachable.items():
+            if h not in problems:
+                problems[h] = f"ray {f.ray_version}, Python {f.python_version}"
+    return problems
+
+
+def foreign_listeners(inv: Inventory, head: HostFacts) -> str | None:
+    """The head's GCS / dashboard ports held by something that is not Ray, if any."""
+    out = []
+    for port in (inv.ray.port, inv.ray.dashboard_port):
+        holder = (head.listeners or {}).get(port)
+        if holder is not None and not holder.is_ray:
+            out.append(f"port {port} is held by {holder.describe()}")
+    return "; ".join(out) or None
+
+
+class RayCluster:
+    def __init__(self, fleet: Fleet, inventory: Inventory,
+                 progress: Callable[[StepEvent], None] | None = None):
+        self.fleet = fleet
+        self.inv = inventory
+        self._progress = progress
+        self.tunnel: Tunnel | None = None
+        self.facts: dict[str, HostFacts] = {}
+
+    def set_progress(self, progress: Callable[[StepEvent], None] | None) -> None:
+        self._progress = progress
+
+    def _emit(self, host: str | None, phase: str, status: str, message: str) -> None:
+        if self._progress is not None:
+            self._progress(StepEvent(host, phase, status, message))
+
+    # -- dashboard ---------------------------------------------------------------------------
+
+    async def dashboard(self) -> DashboardClient:
+        """The client over a kept-open tunnel (opened on first use)."""
+        if self.tunnel is None:
+            self.tunnel = await open_tunnel(self.fleet)
+        return self.tunnel.client
+
+    async def close(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.close()
+            self.tunnel = None
+
+    # -- status ------------------------------------------------------------------------------
+
+    async def status(self) -> ClusterStatus:
+        client = await self.dashboard()
+        nodes, meta = await asyncio.gather(client.alive_nodes(), client.cluster_metadata())
+        by_ip = {h.node_ip: h.name for h in self.inv.hosts}
+        infos = []
+        for n in nodes:
+            res = n.get("resources_total") or {}
+            infos.append(NodeInfo(
+                host=by_ip.get(n.get("node_ip")), node_ip=n.get("node_ip", "?"),
+                alive=n.get("state") == "ALIVE", is_head=bool(n.get("is_head_node")),
+                gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0)),
+                memory_bytes=int(res.get("memory", 0)), node_id=n.get("node_id")))
+        infos.sort(key=lambda i: (not i.is_head, i.host or "~", i.node_ip))
+        alive_hosts = {i.host for i in infos if i.alive}
+        return ClusterStatus(
+            nodes_alive=sum(1 for i in infos if i.alive), nodes=infos,
+            ray_version=meta.get("rayVersion"), python_version=meta.get("pythonVersion"),
+            dashboard=self.tunnel.url if self.tunnel else None,
+            missing=[h.name for h in self.inv.hosts if h.name not in alive_hosts])
+
+    async def _alive_ips(self) -> set[str]:
+        client = await self.dashboard()
+        return {n.get("node_ip") for n in await client.alive_nodes()}
+
+    # -- bring-up ----------------------------------------------------------------------------
+
+    async def probe(self) -> dict[str, HostFacts]:
+        self._emit(None, "probe", "running", f"probing {len(self.inv.hosts)} hosts")
+        self.facts = await probe_all(self.fleet, self.inv)
+        for name, f in self.facts.items():
+            if f.ok:
+                self._emit(name, "probe", "ok",
+                           f"Python {f.python_version}, ray {f.ray_version or '-'}, "
+                           f"{f.gpu_count or 0} GPUs, {f.cpu_count} CPUs")
+            else:
+                self._emit(name, "probe", "fail", f.error or "probe failed")
+        return self.facts
+
+    async def bring_up(self, *, restart: bool = False,
+                       facts: dict[str, HostFacts] | None = None) -> ClusterStatus:
+        """Start what is not running yet; `facts` from a probe just made, if any."""
+        inv = self.inv
+        facts = facts or await self.probe()
+        down = {h: f.error or "unreachable" for h, f in facts.items() if not f.ok}
+        if down:
+            raise BringUpError("not starting: some hosts cannot be used", down)
+        problems = version_problems(inv, facts)
+        if problems:
+            head = facts[inv.head.name]
+            raise BringUpError(
+                f"not starting: Ray and Python must match on every host "
+                f"(head {inv.head.name}: ray {head.ray_version}, Python {head.python_version})",
+                problems)
+        taken = foreign_listeners(inv, facts[inv.head.name])
+        if taken:
+            raise BringUpError("not starting: the head's Ray ports are taken",
+                               {inv.head.name: taken})
+        self._emit(None, "check", "ok",
+                   f"ray {facts[inv.head.name].ray_version}, "
+                   f"Python {facts[inv.head.name].python_version} on every host")
+        if restart:
+            await self.tear_down(quiet=True)
+            facts = await self.probe()
+
+        started: list[str] = []
+        try:
+            await self._start_head(facts, started)
+            await self._start_workers(facts, started)
+            await self._wait_alive()
+        except BaseException as exc:
+            if started:
+                await self._rollback(started)
+            if isinstance(exc, BringUpError):
+                raise
+            if isinstance(exc, (TransportError, DashboardError, asyncio.TimeoutError)):
+                raise BringUpError(f"bring-up failed: {exc}") from None
+            raise
+        status = await self.status()
+        self._emit(None, "done", "ok", f"{status.nodes_alive} nodes alive")
+        return status
+
+    async def _run_start(self, host: Host, argv: list[str], env: dict[str, str],
+                         phase: str) -> None:
+        try:
+            transport = await self.fleet.wait_up(host.name, 5)
+            res = await transport.run(argv, env=env, timeout=self.inv.ray.start_timeout)
+        except (HostUnavailable, TransportError) as exc:
+            self._emit(host.name, phase, "fail", str(exc))
+            raise BringUpError(f"{phase} start failed", {host.name: str(exc)}) from None
+        if not res.ok:
+            why = last_error_line(res.stderr + "\n" + res.stdout)
+            self._emit(host.name, phase, "fail", why)
+            raise BringUpError(f"{phase} start failed", {host.name: why})
+
+    async def _start_head(self, facts: dict[str, HostFacts], started: list[str]) -> None:
+        head = self.inv.head
+        f = facts[head.name]
+        if f.ray_running:
+            # Ours already (its GCS answers through the tunnel)? Then leave it alone.
+            try:
+                client = await self.dashboard()
+                await client.alive_nodes()
+                self._emit(head.name, "head", "skip", "already running")
+                return
+            except DashboardError:
+                raise BringUpError("Ray runs on the head but its dashboard does not answer",
+                                   {head.name: "use --restart to stop and start it"}) from None
+        self._emit(head.name, "head", "running", f"ray start --head on {head.node_ip}")
+        t0 = time.monotonic()
+        started.append(head.name)
+        await self._run_start(head, head_argv(self.inv, head, f), _ray_env(self.inv, head, f),
+                              "head")
+        client = await self.dashboard()
+        await _wait_for_dashboard(client, 30)
+        self._emit(head.name, "head", "ok", f"started in {time.monotonic() - t0:.1f} s")
+
+    async def _start_workers(self, facts: dict[str, HostFacts], started: list[str]) -> None:
+        alive = await self._alive_ips()
+        slots = asyncio.Semaphore(MAX_PARALLEL_STARTS)
+        failures: dict[str, str] = {}
+
+        async def one(host: Host) -> None:
+            f = facts[host.name]
+            if host.node_ip in alive:
+                self._emit(host.name, "worker", "skip", "already in the cluster")
+                return
+            if f.ray_running:
+                failures[host.name] = ("Ray runs there but is not part of this cluster "
+                                       "(use --restart)")
+                self._emit(host.name, "worker", "fail", failures[host.name])
+                return
+            async with slots:
+                # Ray retries an unreachable GCS for minutes: ask the network first, fast.
+                try:
+                    transport = await self.fleet.wait_up(host.name, 5)
+                except HostUnavailable as exc:
+                    failures[host.name] = str(exc)
+                    self._emit(host.name, "worker", "fail", str(exc))
+                    return
+                head = self.inv.head
+                why = await tcp_reachable(transport, host.python, head.node_ip, self.inv.ray.port)
+                if why is not None:
+                    failures[host.name] = (f"cannot reach the head's GCS at "
+                                           f"{head.node_ip}:{self.inv.ray.port}: {why} "
+                                           "(firewall? node_ip?)")
+                    self._emit(host.name, "worker", "fail", failures[host.name])
+                    return
+                self._emit(host.name, "worker", "running", f"ray start on {host.node_ip}")
+                t0 = time.monotonic()
+                started.append(host.name)
+                try:
+                    await self._run_start(host, worker_argv(self.inv, host, f),
+                                          _ray_env(self.inv, host, f), "worker")
+                except BringUpError as exc:
+                    failures.update(exc.failures)
+                    return
+                self._emit(host.name, "worker", "ok", f"joined in {time.monotonic() - t0:.1f} s")
+
+        await asyncio.gather(*(one(h) for h in self.inv.hosts if not h.is_head))
+        if failures:
+            raise BringUpError("workers failed to start", failures)
+
+    async def _wait_alive(self) -> None:
+        want = {h.node_ip: h.name for h in self.inv.hosts}
+        self._emit(None, "wait", "running", f"waiting for {len(want)} nodes ALIVE")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.inv.ray.start_timeout
+        while True:
+            alive = await self._alive_ips()
+            missing = [name for ip, name in want.items() if ip not in alive]
+            if not missing:
+                self._emit(None, "wait", "ok", f"{len(want)} nodes ALIVE")
+                return
+            if loop.time() > deadline:
+                raise BringUpError("nodes did not come up",
+                                   {m: "not ALIVE at the head" for m in missing})
+            await asyncio.sleep(0.5)
+
+    async def _rollback(self, started: list[str]) -> None:
+        self._emit(None, "rollback", "running", f"stopping Ray on {', '.join(started)}")
+        hosts = [self.inv.host(n) for n in started]
+        await asyncio.gather(*(self._stop_host(h) for h in hosts if not h.is_head))
+        for h in hosts:
+            if h.is_head:
+                await self._stop_host(h)
+        await self.close()  # the head is gone: so is what the tunnel pointed at
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    async def _stop_host(self, host: Host) -> str | None:
+        """`ray stop` (then --force if anything is left); None when the host is clean."""
+        try:
+            transport = await self.fleet.wait_up(host.name, 5)
+        except HostUnavailable as exc:
+            return str(exc)
+        argv = [host.python, *_RAY, "stop"]
+        with contextlib.suppress(TransportError):
+            await transport.run(argv, timeout=60)
+        left = await _ray_processes(transport, host.python)
+        if left:
+            with contextlib.suppress(TransportError):
+                await transport.run([*argv, "--force"], timeout=60)
+            left = await _ray_processes(transport, host.python)
+        return f"still running: {left}" if left else None
+
+    async def tear_down(self, *, quiet: bool = False) -> TeardownReport:
+        inv = self.inv
+        workers = [h for h in inv.hosts if not h.is_head]
+        stopped: list[str] = []
+        failures: dict[str, str] = {}
+        leftover: dict[str, str] = {}
+
+        async def one(host: Host) -> None:
+            if not quiet:
+                self._emit(host.name, "stop", "running", "ray stop")
+            problem = await self._stop_host(host)
+            if problem is None:
+                stopped.append(host.name)
+                if not quiet:
+                    self._emit(host.name, "stop", "ok", "no Ray process left")
+            else:
+                (leftover if problem.startswith("still") else failures)[host.name] = problem
+                self._emit(host.name, "stop", "fail", problem)
+
+        await self.close()
+        await asyncio.gather(*(one(h) for h in workers))
+        await one(inv.head)  # workers first: they would otherwise log GCS errors
+        return TeardownReport(stopped, failures, leftover)
+
+
+_PS = ("import os\n"
+       "names = {'raylet', 'gcs_server', 'plasma_store', 'dashboard', 'log_monitor'}\n"
+       "found = set()\n"
+       "for p in os.listdir('/proc'):\n"
+       "    if p.isdigit():\n"
+       "        try:\n"
+       "            c = open('/proc/' + p + '/comm').read().strip()\n"
+       "        except OSError:\n"
+       "            continue\n"
+       "        if c in names or c.startswith('ray::'):\n"
+       "            found.add(c)\n"
+       "print(' '.join(sorted(found)))\n")
+
+
+async def _ray_processes(transport: Transport, python: str) -> str:
+    """Names of Ray processes running on the host (empty when none)."""
+    res = await transport.run([python, "-c", _PS], timeout=30)
+    return res.stdout.strip() if res.ok else ""

@@ -1,0 +1,156 @@
+"""`verl-tui up | down | status | tunnel`: Ray across the hosts, headless."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.probe import HostFacts
+from tui.cluster.ray_cluster import BringUpError, ClusterStatus, RayCluster, StepEvent
+from tui.config.hosts import Inventory
+from tui.transport.fleet import Fleet
+from tui.transport.types import TransportError
+
+GIB = 1024**3
+_MARK = {"ok": "✓", "skip": "·", "fail": "✗", "running": "…"}
+
+
+def _printer(t0: float) -> Callable[[StepEvent], None]:
+    def show(ev: StepEvent) -> None:
+        who = ev.host or "cluster"
+        print(f"[{ev.at - t0:6.1f}s] {_MARK.get(ev.status, ' ')} {who:<16} {ev.phase:<8} "
+              f"{ev.message}", flush=True)
+    return show
+
+
+def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
+    head = f"{'HOST':<16} {'ROLE':<7} {'PYTHON':<9} {'RAY':<8} {'VERL':<8} {'DEBUGPY':<8} " \
+           f"{'GPUS':>4} {'CPUS':>4} {'MEM GiB':>8}  INTERPRETER"
+    rows = [head]
+    for h in inv.hosts:
+        f = facts.get(h.name)
+        if f is None or not f.ok:
+            rows.append(f"{h.name:<16} {h.role:<7} {'-- ' + (f.error if f else 'no answer')}")
+            continue
+        gpus = h.num_gpus if h.num_gpus is not None else (f.gpu_count or 0)
+        mem = f"{(f.mem_total_bytes or 0) / GIB:.0f}"
+        rows.append(f"{h.name:<16} {h.role:<7} {f.python_version or '-':<9} "
+                    f"{f.ray_version or '-':<8} {f.verl_version or '-':<8} "
+                    f"{f.debugpy_version or '-':<8} {gpus:>4} {f.cpu_count or 0:>4} {mem:>8}  "
+                    f"{h.python}")
+    return "\n".join(rows)
+
+
+def status_text(st: ClusterStatus) -> str:
+    out = [f"{st.nodes_alive} nodes alive   ray {st.ray_version}   Python {st.python_version}",
+           f"dashboard: {st.dashboard}", "",
+           f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
+           f"{'MEM GiB':>8}"]
+    for n in st.nodes:
+        out.append(f"{n.host or '(not in file)':<16} {n.node_ip:<16} "
+                   f"{'head' if n.is_head else 'worker':<7} {'ALIVE' if n.alive else 'DEAD':<6} "
+                   f"{n.gpus:>5g} {n.cpus:>5g} {n.memory_bytes / GIB:>8.1f}")
+    for m in st.missing:
+        out.append(f"{m:<16} {'-':<16} {'':<7} {'absent':<6}")
+    return "\n".join(out)
+
+
+async def _with_cluster(inv: Inventory, body: Callable[[RayCluster], Awaitable[int]],
+                        progress: Callable[[StepEvent], None] | None = None) -> int:
+    task = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv, progress)
+        try:
+            return await body(cluster)
+        finally:
+            await cluster.close()
+
+
+def _run(coro: Awaitable[int]) -> int:
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        return 130
+    except asyncio.CancelledError:
+        return 143
+
+
+def run_up(inv: Inventory, *, restart: bool) -> int:
+    t0 = time.monotonic()
+
+    async def body(cluster: RayCluster) -> int:
+        facts = await cluster.probe()
+        print(facts_table(inv, facts), "\n", flush=True)
+        try:
+            status = await cluster.bring_up(restart=restart, facts=facts)
+        except BringUpError as exc:
+            print(f"\nverl-tui up: {exc}", file=sys.stderr)
+            return 1
+        print("\n" + status_text(status))
+        print(f"\nup in {time.monotonic() - t0:.1f} s; the dashboard URL above lives while "
+              f"this command runs: `verl-tui tunnel` keeps one open")
+        return 0
+
+    return _run(_with_cluster(inv, body, _printer(t0)))
+
+
+def run_down(inv: Inventory) -> int:
+    t0 = time.monotonic()
+
+    async def body(cluster: RayCluster) -> int:
+        report = await cluster.tear_down()
+        bad = {**report.failures, **report.leftover}
+        if bad:
+            for host, why in bad.items():
+                print(f"verl-tui down: {host}: {why}", file=sys.stderr)
+            return 1
+        print(f"Ray stopped on {len(report.stopped)} hosts in {time.monotonic() - t0:.1f} s; "
+              "no Ray process left")
+        return 0
+
+    return _run(_with_cluster(inv, body, _printer(t0)))
+
+
+def run_status(inv: Inventory, *, as_json: bool) -> int:
+    async def body(cluster: RayCluster) -> int:
+        try:
+            st = await cluster.status()
+        except (DashboardError, TransportError) as exc:
+            msg = f"Ray is not reachable on the head ({inv.head.name}): {exc}"
+            if as_json:
+                print(json.dumps({"nodes_alive": 0, "nodes": [], "dashboard": None,
+                                  "error": msg}))
+            else:
+                print(f"verl-tui status: {msg}", file=sys.stderr)
+            return 1
+        if as_json:
+            print(json.dumps(st.to_json()))
+        else:
+            print(status_text(st))
+        return 0 if not st.missing else 1
+
+    return _run(_with_cluster(inv, body))
+
+
+def run_tunnel(inv: Inventory) -> int:
+    async def body(cluster: RayCluster) -> int:
+        try:
+            client = await cluster.dashboard()
+            await client.alive_nodes()
+        except (DashboardError, TransportError) as exc:
+            print(f"verl-tui tunnel: {exc}", file=sys.stderr)
+            return 1
+        print(f"dashboard and jobs API: {client.base_url}  (to {inv.head.name}'s "
+              f"127.0.0.1:{inv.ray.dashboard_port}; Ctrl-C closes)", flush=True)
+        await asyncio.Event().wait()
+        return 0
+
+    return _run(_with_cluster(inv, body))

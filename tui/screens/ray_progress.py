@@ -1,0 +1,65 @@
+"""Bring-up / teardown progress: one line per step and host, live, then the outcome."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import RichLog, Static
+
+from tui.cluster.ray_cluster import StepEvent
+
+_STYLE = {"ok": ("✓", "green"), "skip": ("·", "dim"), "fail": ("✗", "bold red"),
+          "running": ("…", "cyan")}
+
+
+class RayProgressScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,enter,q", "close", "Close (when finished)")]
+
+    DEFAULT_CSS = """
+    RayProgressScreen { align: center middle; }
+    RayProgressScreen > Vertical {
+        width: 110; height: 80%; border: thick $primary; background: $surface; padding: 0 1;
+    }
+    RayProgressScreen #title { text-style: bold; height: 1; }
+    RayProgressScreen RichLog { height: 1fr; }
+    RayProgressScreen #outcome { height: auto; min-height: 1; }
+    """
+
+    def __init__(self, title: str):
+        super().__init__()
+        self.title_text = title
+        self.started = time.monotonic()
+        self.finished = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text, id="title", markup=False)
+            yield RichLog(id="steps", wrap=True, markup=False)
+            yield Static("running… (the cockpit stays usable; esc closes once finished)",
+                         id="outcome")
+
+    def add_event(self, ev: StepEvent) -> None:
+        mark, style = _STYLE.get(ev.status, (" ", ""))
+        line = Text(f"{ev.at - self.started:6.1f}s ", style="dim")
+        line.append(f"{mark} ", style=style)
+        line.append(f"{ev.host or 'cluster':<16} {ev.phase:<8} ")
+        line.append(ev.message, style=style if ev.status == "fail" else "")
+        self.query_one(RichLog).write(line)
+
+    def finish(self, ok: bool, message: str) -> None:
+        self.finished = True
+        out = self.query_one("#outcome", Static)
+        out.update(Text(message + "   (esc closes)", style="bold green" if ok else "bold red"))
+
+    def action_close(self) -> None:
+        if self.finished:
+            self.dismiss(None)
+        else:
+            self.notify("still running — it goes on in the background if you leave",
+                        timeout=2)
+            self.dismiss(None)
