@@ -1,5 +1,4 @@
 #!/usr/bin/env python3
-# ruff: noqa: E402
 """verl-tui host probe: prints ONE JSON object of facts about this host, then exits 0.
 
 Shipped to hosts as ``PYTHON -c SOURCE --ports 6379,8265`` with the host's configured
@@ -477,8 +476,8 @@ def processes_and_listeners(ports):
             cmdline = (_proc_text(pid, "cmdline") or "").replace("\0", " ").strip()
             if RAY_CMDLINE_RE.search(cmdline):
                 ray.setdefault("python (ray)", []).append(int(pid))
-        if not listening:
-            continue
+        if all(listeners.get(str(port)) for port, _ in listening.values()):
+            continue  # every listener has its owner: no more fd tables to read
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:

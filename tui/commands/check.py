@@ -1,0 +1,73 @@
+"""`verl-tui check`: the preflight doctor without a terminal UI, as a table or JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import TextIO
+
+from tui.cluster.doctor import Finding, run_doctor, summarize
+from tui.config.hosts import Inventory
+from tui.transport.fleet import Fleet
+
+SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
+_COLORS = {"ok": "\x1b[32m", "warn": "\x1b[33m", "fail": "\x1b[31m"}
+_DIM, _RESET = "\x1b[2m", "\x1b[0m"
+
+
+def to_json(findings: list[Finding]) -> dict:
+    return {"checks": [f.to_json() for f in findings], "summary": summarize(findings)}
+
+
+def format_table(findings: list[Finding], *, color: bool = False) -> str:
+    """One line per finding (symbol, check, host, finding), its fix indented below it."""
+    check_w = max((len(f.check) for f in findings), default=5)
+    host_w = max((len(f.host or "-") for f in findings), default=4)
+    lines = []
+    for f in findings:
+        symbol = SYMBOLS[f.status]
+        if color:
+            symbol = f"{_COLORS[f.status]}{symbol}{_RESET}"
+        lines.append(f"{symbol} {f.check:<{check_w}}  {f.host or '-':<{host_w}}  {f.finding}")
+        if f.fix:
+            fix = f"{' ' * (check_w + 4)}fix: {f.fix}"
+            lines.append(f"{_DIM}{fix}{_RESET}" if color else fix)
+    counts = summarize(findings)
+    lines.append(f"\n{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
+    return "\n".join(lines)
+
+
+async def _doctor(inventory: Inventory, timeout: float, progress_to: TextIO | None
+                  ) -> list[Finding]:
+    def progress(msg: str) -> None:
+        if progress_to is not None:
+            progress_to.write(f"\r\x1b[K{msg}…")
+            progress_to.flush()
+
+    async with Fleet(inventory) as fleet:
+        try:
+            return await run_doctor(fleet, inventory, progress=progress, timeout=timeout)
+        finally:
+            if progress_to is not None:
+                progress_to.write("\r\x1b[K")
+                progress_to.flush()
+
+
+def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> int:
+    """Run the doctor and print its findings; 0 when nothing failed, 1 otherwise."""
+    # Progress goes to stderr, and only to a terminal: stdout stays the table or the JSON.
+    progress_to = sys.stderr if sys.stderr.isatty() else None
+    try:
+        findings = asyncio.run(_doctor(inventory, timeout, progress_to))
+    except KeyboardInterrupt:
+        return 130
+    try:
+        if as_json:
+            print(json.dumps(to_json(findings), indent=2, ensure_ascii=False))
+        else:
+            print(format_table(findings, color=sys.stdout.isatty()))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.stderr.close()  # `verl-tui check | head`: the reader left
+    return 1 if any(f.status == "fail" for f in findings) else 0
