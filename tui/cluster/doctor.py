@@ -481,9 +481,13 @@ def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
         host = inventory.host(name)
         count, source = effective_gpus(host, f)
         if count is None:
-            out.append(_f("gpu-count", "warn", name, f"GPU count unknown: {f.gpu_error}",
-                          f"{_pip(host.python, 'nvidia-ml-py')}, or set the host's num_gpus: "
-                          "in hosts.yaml"))
+            # pynvml there but no libnvidia-ml: a driver problem, not a missing package.
+            no_driver = "not found" in (f.gpu_error or "").lower() and f.nvml_py_version
+            fix = ("no NVIDIA driver library on this host: install the driver, or set the "
+                   "host's num_gpus: in hosts.yaml" if no_driver else
+                   f"{_pip(host.python, 'nvidia-ml-py')}, or set the host's num_gpus: "
+                   "in hosts.yaml")
+            out.append(_f("gpu-count", "warn", name, f"GPU count unknown: {f.gpu_error}", fix))
         elif count == 0 and host.num_gpus is None:
             out.append(_f("gpu-count", "warn", name, f"no GPUs visible ({source})",
                           "check nvidia-smi there; CPU-only on purpose: set the host's "
