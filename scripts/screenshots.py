@@ -1,6 +1,7 @@
 """Regenerate screenshots/ from a real run: the cockpit over real OpenSSH hosts in network
 namespaces (the test harness), each host's agent reading a fake libnvidia-ml.so.1 whose values
-change while we watch. Needs root, sshd, gcc and rsvg-convert (librsvg2-bin).
+change while we watch; Ray brought up and down on them from the cockpit. Needs root, sshd,
+gcc and rsvg-convert (librsvg2-bin).
 
     .venv/bin/python scripts/screenshots.py
 
@@ -27,7 +28,10 @@ from fakenvml.fakenvml import MIB, FakeGpu, build_fake_nvml, write_state  # noqa
 from harness.nshosts import NsCluster  # noqa: E402
 
 from tui.app import VerlTuiApp  # noqa: E402
+from tui.cluster.ray_monitor import RayState  # noqa: E402
 from tui.config.hosts import load_inventory  # noqa: E402
+from tui.screens.doctor import DoctorScreen  # noqa: E402
+from tui.screens.ray_progress import RayProgressScreen  # noqa: E402
 
 OUT = ROOT / "screenshots"
 SIZE = (160, 46)
@@ -61,20 +65,27 @@ class Scenario:
                for name, path in self.states.items()}
         self.cluster = NsCluster(4, work / "hosts", host_env=env)
         self.stop = threading.Event()
-        self.hosts_yaml = work / "hosts.yaml"
+        self.work = work
 
     def start(self) -> None:
         self.cluster.start()
+        threading.Thread(target=self._animate, daemon=True).start()
+
+    def hosts_file(self, path: Path, *, with_unreachable: bool) -> Path:
         c = self.cluster
         lines = ["cluster: grpo-qwen3-32b", f"python: {sys.executable}", "ssh:", "  user: root",
                  f"  identity_file: {c.client_key}", f"  known_hosts: {c.known_hosts}",
-                 "  config: ''", "  connect_timeout: 3", "hosts:"]
+                 "  config: ''", "  connect_timeout: 3",
+                 # Four Ray nodes share this one machine: keep each small.
+                 "ray:", "  memory: 1000000000", "  object_store_memory: 100000000",
+                 "hosts:"]
         names = ["gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"]
         for name, h in zip(names, c.hosts, strict=True):
             lines += [f"  - name: {name}", f"    address: {h.address}"]
-        lines += ["  - name: gpu-a05", f"    address: {c.unused_address()}"]
-        self.hosts_yaml.write_text("\n".join(lines) + "\n")
-        threading.Thread(target=self._animate, daemon=True).start()
+        if with_unreachable:
+            lines += ["  - name: gpu-a05", f"    address: {c.unused_address()}"]
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def _animate(self) -> None:
         step = 0
@@ -88,39 +99,81 @@ class Scenario:
         self.cluster.stop()
 
 
-async def shoot(scenario: Scenario) -> list[Path]:
-    inv = load_inventory(scenario.hosts_yaml)
-    app = VerlTuiApp(inv, interval=0.25)
-    shots = []
+async def until(pilot, predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError("screen did not reach the expected state")
+        await pilot.pause(0.2)
 
-    def save(name: str) -> None:
+
+async def shoot(scenario: Scenario) -> list[Path]:
+    shots: list[Path] = []
+
+    def save(app: VerlTuiApp, name: str) -> None:
         path = OUT / f"{name}.svg"
         app.save_screenshot(str(path))
         shots.append(path)
 
+    # 1. A healthy fleet: Ray brought up from the cockpit, the doctor, the keys.
+    inv = load_inventory(scenario.hosts_file(scenario.work / "a.yaml", with_unreachable=False))
+    app = VerlTuiApp(inv, interval=0.25)
     async with app.run_test(size=SIZE) as pilot:
-        await asyncio.sleep(28)  # ~110 samples of history per GPU
-        scenario.cluster.kill_host("node4")
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(20)  # ~80 samples of history per GPU
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+        progress = app.screen
+        await until(pilot, lambda: progress.finished, 180)
+        save(app, "ray_up_progress")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.ray_monitor.view.state == RayState.UP, 30)
         await pilot.press("j", "j")
-        await pilot.pause(0.5)
-        save("cluster")
+        await pilot.pause(1.0)
+        save(app, "cluster")
         await pilot.press("question_mark")
         await pilot.pause(0.5)
-        save("help")
+        save(app, "help")
         await pilot.press("escape", "s")
         await pilot.pause(0.5)
         await pilot.press("slash", *"a02")
         await pilot.pause(0.6)
-        save("filter_sort")
-        await pilot.press("escape", "G")
-        await pilot.pause(0.5)
-        save("host_problems")
+        save(app, "filter_sort")
+        await pilot.press("escape", "g")
         await pilot.press("ctrl+p")
         await pilot.pause(0.3)
-        await pilot.press(*"sort")
+        await pilot.press(*"ray")
         await pilot.pause(0.6)
-        save("command_palette")
+        save(app, "command_palette")
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, DoctorScreen), 10)
+        doctor = app.screen
+        await until(pilot, lambda: not doctor.running and doctor.findings, 60)
+        await pilot.press("f", "down")
+        await pilot.pause(0.5)
+        save(app, "doctor")
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("D")
+        await pilot.pause(0.3)
+        save(app, "confirm_ray_down")
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+        progress = app.screen
+        await until(pilot, lambda: progress.finished, 120)
+        await pilot.press("escape")
+
+    # 2. Trouble: a host that never answers and one that dies while we watch.
+    inv = load_inventory(scenario.hosts_file(scenario.work / "b.yaml", with_unreachable=True))
+    app = VerlTuiApp(inv, interval=0.25)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.sleep(12)
+        scenario.cluster.kill_host("node4")
+        await asyncio.sleep(2.5)
+        await pilot.press("G")
+        await pilot.pause(0.5)
+        save(app, "host_problems")
     return shots
 
 
