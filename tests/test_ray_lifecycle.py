@@ -238,3 +238,32 @@ async def test_host_lost_during_bring_up(ray_hosts, tmp_path):
     assert "node3" in info.value.failures
     assert any(e.phase == "rollback" for e in events)
     assert ray_processes(ray_hosts) == {}
+
+
+def test_node_ip_not_on_its_host_is_refused_at_once(ray_hosts, tmp_path):
+    """Ray itself would time out after ~30 s ('Failed to get node info'): refuse up front."""
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
+    node3 = ray_hosts.host("node3").address
+    wrong = ray_hosts.unused_address()
+    path.write_text(path.read_text().replace(
+        f"address: {node3}\n", f"address: {node3}\n    node_ip: {wrong}\n"))
+    t0 = time.monotonic()
+    up = cli("up", str(path))
+    assert up.returncode == 1
+    assert f"node3: node_ip {wrong} is not an address of this host (it has {node3})" in up.stderr
+    assert time.monotonic() - t0 < 20
+    assert ray_processes(ray_hosts) == {}
+
+
+def test_ray_start_failure_reports_rays_own_error_line(ray_hosts, tmp_path):
+    """Ray refuses an object store larger than the machine: its own words, per host."""
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
+    path.write_text(path.read_text().replace("object_store_memory: 100000000",
+                                             "object_store_memory: 10000000000000"))
+    up = cli("up", str(path))
+    assert up.returncode == 1
+    err = up.stderr
+    assert "head start failed" in err and "node1:" in err and "Traceback" not in err
+    line = next(ln for ln in err.splitlines() if "node1:" in ln)
+    assert "object store" in line.lower() or "memory" in line.lower(), err
+    assert ray_processes(ray_hosts) == {}

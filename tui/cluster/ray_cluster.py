@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import posixpath
 import re
 import time
@@ -147,6 +148,28 @@ def version_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, s
     return problems
 
 
+def node_ip_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, str]:
+    """Hosts whose node_ip (an IP literal) is none of their addresses: Ray would otherwise
+    time out half a minute later with 'Failed to get node info'."""
+    problems = {}
+    for host in inv.hosts:
+        f = facts.get(host.name)
+        if f is None or not f.ok or not f.interfaces:
+            continue
+        try:
+            ip = ipaddress.ip_address(host.node_ip)
+        except ValueError:
+            continue  # a host name: Ray resolves it there
+        if ip.is_loopback:
+            continue
+        have = [a for i in f.interfaces for a in (*i.ipv4, *i.ipv6) if not i.loopback]
+        if str(ip) not in have:
+            problems[host.name] = (f"node_ip {host.node_ip} is not an address of this host "
+                                   f"(it has {', '.join(have) or 'none'}); fix node_ip: in "
+                                   "hosts.yaml")
+    return problems
+
+
 def foreign_listeners(inv: Inventory, head: HostFacts) -> str | None:
     """The head's GCS / dashboard ports held by something that is not Ray, if any."""
     out = []
@@ -241,6 +264,10 @@ class RayCluster:
                 f"not starting: Ray and Python must match on every host "
                 f"(head {inv.head.name}: ray {head.ray_version}, Python {head.python_version})",
                 problems)
+        misplaced = node_ip_problems(inv, facts)
+        if misplaced:
+            raise BringUpError("not starting: a node_ip is not an address of its host",
+                               misplaced)
         taken = foreign_listeners(inv, facts[inv.head.name])
         if taken:
             raise BringUpError("not starting: the head's Ray ports are taken",
