@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tui import __version__
 
-SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel")
+SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop")
 EXIT_BAD_INPUT = 2
 
 
@@ -97,6 +97,41 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
                     "print the URL and hold until Ctrl-C.")
         _hosts_arg(p)
         return p
+    if name == "submit":
+        p = _Parser(prog="verl-tui submit",
+                    usage="verl-tui submit HOSTS.yaml PROFILE.yaml [--set KEY=VALUE ...] "
+                    "[--dry-run] [--json]\n       verl-tui submit HOSTS.yaml [--env K=V ...] "
+                    "[--working-dir DIR] -- COMMAND ARGS...",
+                    description="Submit a verl profile, or any command (after --), as a Ray job "
+                    "through the head's Jobs API over SSH.")
+        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
+        p.add_argument("profile", nargs="?", type=Path, metavar="PROFILE.yaml")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a verl config key (repeatable)")
+        p.add_argument("--env", action="append", default=[], metavar="K=V",
+                       help="environment variable for the job (repeatable)")
+        p.add_argument("--working-dir", metavar="DIR", help="local directory to upload")
+        p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                       help="working_dir exclude pattern (repeatable)")
+        p.add_argument("--submission-id", metavar="ID")
+        p.add_argument("--post-mortem", action="store_true",
+                       help="RAY_DEBUG_POST_MORTEM=1: failing tasks wait for a debugger")
+        p.add_argument("--legacy-debug", action="store_true", help="RAY_DEBUG=legacy")
+        p.add_argument("--dry-run", action="store_true",
+                       help="print the equivalent `ray job submit` command, submit nothing")
+        p.add_argument("--json", action="store_true", help="JSON output")
+        return p
+    if name == "jobs":
+        p = _Parser(prog="verl-tui jobs", description="Jobs on the cluster, with their profiles "
+                    "and configs from the local history.")
+        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
+        p.add_argument("--json", action="store_true", help="JSON output")
+        return p
+    if name == "stop":
+        p = _Parser(prog="verl-tui stop", description="Stop a job and wait until it stopped.")
+        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
+        p.add_argument("job", metavar="SUBMISSION_ID")
+        return p
     raise KeyError(name)
 
 
@@ -107,6 +142,8 @@ def _load(path: Path | None):
 
 
 def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
+    from tui.config.yamlfile import ConfigError
+
     if name == "gpus":
         from tui.commands.gpus import run_gpus
 
@@ -116,6 +153,27 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
         from tui.commands.check import run_check
 
         return run_check(inventory, as_json=args.json, timeout=args.timeout)
+    if name in ("submit", "jobs", "stop"):
+        from tui.commands import jobs
+
+        if name == "jobs":
+            return jobs.run_jobs(inventory, as_json=args.json)
+        if name == "stop":
+            return jobs.run_stop(inventory, args.job)
+        if args.command:
+            if args.profile is not None:
+                raise ConfigError("give either a PROFILE or a command after --, not both")
+            return jobs.run_submit_raw(
+                inventory, args.command, env=jobs.parse_env(args.env),
+                working_dir=jobs.resolve_working_dir(args.working_dir), excludes=args.exclude,
+                submission_id=args.submission_id, dry_run=args.dry_run, as_json=args.json)
+        if args.profile is None:
+            raise ConfigError("nothing to submit: give a PROFILE.yaml or -- COMMAND ARGS...")
+        return jobs.run_submit_profile(
+            inventory, args.profile, sets=args.set, env=jobs.parse_env(args.env),
+            working_dir=jobs.resolve_working_dir(args.working_dir), excludes=args.exclude,
+            submission_id=args.submission_id, post_mortem=args.post_mortem,
+            legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json)
     from tui.commands import ray
 
     if name == "up":
@@ -134,7 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list and args_list[0] in SUBCOMMANDS:
             name = args_list[0]
-            args = build_subparser(name).parse_args(args_list[1:])
+            rest, command = args_list[1:], []
+            if name == "submit" and "--" in rest:  # everything after -- is the job's command
+                cut = rest.index("--")
+                rest, command = rest[:cut], rest[cut + 1:]
+            args = build_subparser(name).parse_args(rest)
+            args.command = command
             inventory = _load(args.hosts)
             return _dispatch(name, args, inventory)
         args = build_parser().parse_args(args_list)

@@ -37,10 +37,12 @@ class DashboardClient:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
+    def _request(self, method: str, path: str, body: Any = None, *,
+                 raw: bytes | None = None) -> Any:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        ctype = "application/octet-stream" if raw is not None else "application/json"
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": ctype})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
@@ -67,6 +69,19 @@ class DashboardClient:
 
     async def delete(self, path: str) -> Any:
         return await asyncio.to_thread(self._request, "DELETE", path)
+
+    async def put_bytes(self, path: str, data: bytes) -> Any:
+        return await asyncio.to_thread(lambda: self._request("PUT", path, raw=data))
+
+    async def exists(self, path: str) -> bool:
+        """GET that tells 200 from 404 (other errors raise)."""
+        try:
+            await self.get(path)
+        except DashboardError as exc:
+            if "HTTP 404" in str(exc):
+                return False
+            raise
+        return True
 
     async def alive_nodes(self) -> list[dict[str, Any]]:
         data = await self.get("/api/v0/nodes?limit=10000&detail=true")

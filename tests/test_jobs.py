@@ -1,0 +1,132 @@
+"""Jobs on a real Ray cluster over namespace hosts: submit (raw command, working_dir), list,
+stop, history across runs; hostile values stay text all the way to the job's argv."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_ray_lifecycle import VENV_PY, hosts_yaml
+
+
+@pytest.fixture(scope="module")
+def ray_up(tmp_path_factory):
+    """Two hosts with Ray up for the whole module (bring-up costs ~15 s)."""
+    from harness.nshosts import NsCluster
+
+    work = tmp_path_factory.mktemp("jobs")
+    cluster = NsCluster(2, work / "hosts")
+    cluster.start()
+    path = hosts_yaml(cluster, work / "hosts.yaml")
+    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+    try:
+        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
+                            text=True, timeout=240, env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield cluster, path, env
+    finally:
+        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
+                       timeout=120, env=env)
+        cluster.stop()
+
+
+def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def wait_status(env, path, sid, want, timeout=90.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
+        job = next((j for j in doc["jobs"] if j["submission_id"] == sid), None)
+        if job and job["status"] in want:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"{sid} not in {want}: {job}")
+
+
+def job_logs(cluster, sid: str) -> str:
+    """The driver log, read on the head the way an operator would."""
+    out = cluster.exec_in("node1", ["sh", "-c", f"cat /tmp/ray/session_latest/logs/job-driver-{sid}.log"])
+    return out.stdout
+
+
+def test_hostile_values_stay_text(ray_up, tmp_path):
+    cluster, path, env = ray_up
+    marker = Path(f"/tmp/pwned_job_{os.getpid()}")
+    hostile = [f"$(touch {marker})", f"`touch {marker}`", f"a; touch {marker}", "it's \"q\"",
+               "new\nline"]
+    sub = cli(env, "submit", str(path), "--env", f"HOSTILE=$(touch {marker})", "--json", "--",
+              VENV_PY, "-c", "import json, os, sys; print('ARGV', json.dumps(sys.argv[1:]));"
+              "print('ENV', json.dumps(os.environ['HOSTILE']))", *hostile)
+    assert sub.returncode == 0, sub.stderr
+    sid = json.loads(sub.stdout)["submission_id"]
+    job = wait_status(env, path, sid, {"SUCCEEDED", "FAILED"})
+    assert job["status"] == "SUCCEEDED", job
+    logs = job_logs(cluster, sid)
+    argv_line = next(ln for ln in logs.splitlines() if ln.startswith("ARGV "))
+    assert json.loads(argv_line[5:]) == hostile
+    assert f'ENV "$(touch {marker})"' in logs
+    assert not marker.exists()
+
+
+def test_working_dir_upload_list_stop_and_history(ray_up, tmp_path):
+    cluster, path, env = ray_up
+    wd = tmp_path / "proj"
+    (wd / "pkg").mkdir(parents=True)
+    (wd / "hello.py").write_text("import pkg.data as d\nprint('from working_dir:', d.VALUE)\n")
+    (wd / "pkg" / "__init__.py").write_text("")
+    (wd / "pkg" / "data.py").write_text("VALUE = 42\n")
+    (wd / "big.bin").write_bytes(b"\0" * 1024)
+    sub = cli(env, "submit", str(path), "--working-dir", str(wd), "--exclude", "*.bin",
+              "--submission-id", "wd-job-1", "--", VENV_PY, "hello.py")
+    assert sub.returncode == 0, sub.stderr
+    job = wait_status(env, path, "wd-job-1", {"SUCCEEDED", "FAILED"})
+    assert job["status"] == "SUCCEEDED"
+    assert "from working_dir: 42" in job_logs(cluster, "wd-job-1")
+
+    long = cli(env, "submit", str(path), "--submission-id", "sleeper-1", "--",
+               VENV_PY, "-c", "import time; time.sleep(600)")
+    assert long.returncode == 0, long.stderr
+    wait_status(env, path, "sleeper-1", {"RUNNING"})
+    stop = cli(env, "stop", str(path), "sleeper-1")
+    assert stop.returncode == 0 and "STOPPED" in stop.stdout, stop.stdout + stop.stderr
+
+    # A new process (the app restarted) finds both, with what it recorded at submit time.
+    doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
+    by_id = {j["submission_id"]: j for j in doc["jobs"]}
+    assert by_id["wd-job-1"]["in_history"] and by_id["sleeper-1"]["status"] == "STOPPED"
+    assert by_id["wd-job-1"]["driver_node"] == "node1"
+    records = list((Path(env["XDG_STATE_HOME"]) / "verl-tui" / "history").rglob("*.json"))
+    assert {json.loads(p.read_text())["submission_id"] for p in records} >= {"wd-job-1",
+                                                                            "sleeper-1"}
+    table = cli(env, "jobs", str(path))
+    assert "wd-job-1" in table.stdout and "SUCCEEDED" in table.stdout
+
+
+def test_dry_run_prints_the_equivalent_command(ray_up, tmp_path):
+    _, path, env = ray_up
+    out = cli(env, "submit", str(path), "--dry-run", "--env", "A=b c", "--",
+              "python", "-c", "print('$(x)')")
+    assert out.returncode == 0
+    assert out.stdout.startswith("ray job submit \\\n    --address=http://127.0.0.1:8265")
+    assert "-- python -c 'print('\"'\"'$(x)'\"'\"')'" in out.stdout
+    # The printed command is valid shell that yields exactly our argv.
+    argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + out.stdout.split(" -- ", 1)[1]],
+                          capture_output=True, text=True).stdout.split("\0")[:-1]
+    assert argv == ["python", "-c", "print('$(x)')"]
+
+
+def test_bad_submit_input(ray_up):
+    _, path, env = ray_up
+    for args in (["submit", str(path)], ["submit", str(path), "--env", "1X=y", "--", "true"],
+                 ["submit", str(path), "--working-dir", "/nonexistent", "--", "true"]):
+        out = cli(env, *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+

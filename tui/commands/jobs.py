@@ -1,0 +1,297 @@
+"""`verl-tui submit | jobs | stop`: Ray jobs through the head's Jobs API, over the tunnel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.ray_cluster import RayCluster
+from tui.commands.ray import _run, _with_cluster
+from tui.config.hosts import Inventory
+from tui.config.yamlfile import ConfigError
+from tui.jobs.history import JobHistory, JobRecord
+from tui.jobs.submit import Submission, raw_submission, shell_command, submit
+from tui.jobs.workdir import WorkdirError
+from tui.transport.types import TransportError
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not (key[0].isalpha() or key[0] == "_") \
+                or not key.replace("_", "a").isalnum():
+            raise ConfigError(f"--env {pair!r}: expected NAME=VALUE")
+        out[key] = value
+    return out
+
+
+@dataclass
+class JobRow:
+    submission_id: str
+    status: str
+    entrypoint: str
+    start_time: float | None
+    end_time: float | None
+    driver_node: str | None
+    message: str | None
+    record: JobRecord | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if not self.start_time:
+            return None
+        end = self.end_time or time.time()
+        return max(0.0, end - self.start_time)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "submission_id": self.submission_id, "status": self.status,
+            "entrypoint": self.entrypoint, "start_time": self.start_time,
+            "end_time": self.end_time, "duration_s": self.duration_s,
+            "driver_node": self.driver_node, "message": self.message,
+            "profile": r.profile if r else None, "config_hash": r.config_hash if r else None,
+            "in_history": r is not None,
+        }
+
+
+def _ms(v: Any) -> float | None:
+    return v / 1000.0 if isinstance(v, (int, float)) and v else None
+
+
+async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
+    """The head's jobs joined with our history; jobs only in history (a head since restarted)
+    are listed too, with their last known status."""
+    client = await cluster.dashboard()
+    jobs, nodes = await asyncio.gather(client.get("/api/jobs/"), client.alive_nodes())
+    jobs = jobs or []
+    by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
+    # Jobs name their driver's node by id; the hosts file knows IPs.
+    node_host = {n.get("node_id"): by_ip.get(n.get("node_ip"), n.get("node_ip"))
+                 for n in nodes}
+    rows: dict[str, JobRow] = {}
+    for j in jobs:
+        sid = j.get("submission_id") or j.get("job_id") or "?"
+        rec = history.get(sid)
+        status = j.get("status", "?")
+        if rec is not None:
+            history.set_status(sid, status)
+        driver_ip = (j.get("driver_info") or {}).get("node_ip_address")
+        driver = node_host.get(j.get("driver_node_id")) or by_ip.get(driver_ip, driver_ip)
+        rows[sid] = JobRow(sid, status, j.get("entrypoint", ""), _ms(j.get("start_time")),
+                           _ms(j.get("end_time")), driver, j.get("message"), rec)
+    for rec in history.all():
+        if rec.submission_id not in rows:
+            rows[rec.submission_id] = JobRow(rec.submission_id,
+                                             f"{rec.status or 'UNKNOWN'} (history)",
+                                             rec.entrypoint, rec.submitted_at, None, None,
+                                             "not on the head (restarted?)", rec)
+    return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
+
+
+def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = None) -> JobRecord:
+    return JobRecord(
+        submission_id=sub.submission_id, cluster=inv.cluster, submitted_at=time.time(),
+        entrypoint=sub.entrypoint, kind="profile" if sub.profile else "raw",
+        profile=sub.profile, profile_path=profile_path, overrides=sub.overrides,
+        config_hash=sub.config_hash, runtime_env=sub.runtime_env(),
+        hosts_file=str(inv.source) if inv.source else None, status="PENDING")
+
+
+async def submit_and_record(cluster: RayCluster, sub: Submission, history: JobHistory,
+                            *, profile_path: str | None = None) -> str:
+    client = await cluster.dashboard()
+    sid = await submit(client, sub)
+    history.save(record_for(sub, cluster.inv, profile_path=profile_path))
+    return sid
+
+
+def _fmt_duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def jobs_table(rows: list[JobRow]) -> str:
+    out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
+    for r in rows:
+        profile = (r.record.profile if r.record and r.record.profile else "-")
+        out.append(f"{r.submission_id:<40} {r.status:<20} {_fmt_duration(r.duration_s):>9} "
+                   f"{profile:<24} {r.driver_node or '-'}")
+    return "\n".join(out)
+
+
+def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"submission_id": sid, "entrypoint": sub.entrypoint,
+                          "runtime_env": sub.runtime_env(), "metadata": sub.metadata,
+                          "dashboard": url}))
+    else:
+        print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
+
+
+def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str],
+                   working_dir: str | None, excludes: list[str], submission_id: str | None,
+                   dry_run: bool, as_json: bool) -> int:
+    try:
+        sub = raw_submission(command, env={**inv.ray.env, **env}, working_dir=working_dir,
+                             excludes=excludes, submission_id=submission_id)
+    except ValueError as exc:
+        print(f"verl-tui submit: {exc}", file=sys.stderr)
+        return 2
+    address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
+    if dry_run:
+        print(shell_command(sub, address))
+        return 0
+
+    async def body(cluster: RayCluster) -> int:
+        try:
+            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster))
+        except (DashboardError, TransportError, WorkdirError) as exc:
+            print(f"verl-tui submit: {exc}", file=sys.stderr)
+            return 1
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        return 0
+
+    return _run(_with_cluster(inv, body))
+
+
+def run_jobs(inv: Inventory, *, as_json: bool) -> int:
+    async def body(cluster: RayCluster) -> int:
+        try:
+            rows = await list_jobs(cluster, JobHistory(inv.cluster))
+        except (DashboardError, TransportError) as exc:
+            print(f"verl-tui jobs: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps({"jobs": [r.to_json() for r in rows]}) if as_json else jobs_table(rows))
+        return 0
+
+    return _run(_with_cluster(inv, body))
+
+
+def run_stop(inv: Inventory, job: str, *, wait: float = 30.0) -> int:
+    async def body(cluster: RayCluster) -> int:
+        try:
+            client = await cluster.dashboard()
+            await client.post(f"/api/jobs/{job}/stop")
+            deadline = time.monotonic() + wait
+            status = "?"
+            while time.monotonic() < deadline:
+                status = (await client.get(f"/api/jobs/{job}") or {}).get("status", "?")
+                if status in TERMINAL:
+                    break
+                await asyncio.sleep(0.5)
+        except (DashboardError, TransportError) as exc:
+            print(f"verl-tui stop: {exc}", file=sys.stderr)
+            return 1
+        JobHistory(inv.cluster).set_status(job, status)
+        print(f"{job}: {status}")
+        return 0 if status in TERMINAL else 1
+
+    return _run(_with_cluster(inv, body))
+
+
+def resolve_working_dir(value: str | None) -> str | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"--working-dir {value}: not a directory")
+    return str(path.resolve())
+
+
+def cluster_shape(nodes: list[Any]) -> tuple[int, int]:
+    """(nnodes, n_gpus_per_node) the live cluster offers: GPU nodes, the smallest GPU count."""
+    gpus = [int(n.gpus) for n in nodes if n.alive and n.gpus >= 1]
+    return (len(gpus), min(gpus)) if gpus else (0, 0)
+
+
+def _pinned(key: str, profile_overrides: Mapping[str, Any], sets: list[str]) -> bool:
+    return key in profile_overrides or any(s.split("=", 1)[0].lstrip("+~") == key for s in sets)
+
+
+def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
+                       env: Mapping[str, str], working_dir: str | None, excludes: list[str],
+                       submission_id: str | None, post_mortem: bool, legacy_debug: bool,
+                       dry_run: bool, as_json: bool) -> int:
+    from tui.jobs.profiles import load_profile, to_hydra_overrides
+    from tui.jobs.rules import ClusterResources, NodeResources
+    from tui.jobs.submit import merged_env, verl_submission
+    from tui.jobs.validate import check_profile
+    from tui.jobs.workdir import measure
+
+    profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
+    rt = profile.runtime_env
+    wd = working_dir or (str(Path(rt.working_dir).expanduser()) if rt.working_dir else None)
+    excl = [*rt.excludes, *excludes]
+    job_env = merged_env(inv, rt.env_vars, post_mortem=post_mortem,
+                         legacy_debug=legacy_debug, extra=env)
+    address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
+
+    def build(extra_sets: list[str], cluster: Any) -> tuple[Submission | None, list[Any]]:
+        all_sets = [*sets, *extra_sets]
+        report = check_profile(profile, sets=all_sets, cluster=cluster,
+                               working_dir_bytes=measure(Path(wd), excl) if wd else None,
+                               post_mortem=post_mortem)
+        if not report.ok:
+            return None, report.problems
+        sub = verl_submission(
+            inv, name=profile.name, overrides=[*to_hydra_overrides(profile.overrides),
+                                               *all_sets],
+            python=profile.python, env=job_env, working_dir=wd, excludes=excl,
+            composed=report.config, submission_id=submission_id)
+        return sub, report.problems
+
+    def show_problems(problems: list[Any]) -> None:
+        for p in problems:
+            where = p.key or "profile"
+            print(f"{profile_path}: {where}: {p.message}", file=sys.stderr)
+
+    if dry_run:
+        sub, problems = build([], None)
+        show_problems(problems)
+        if sub is None:
+            return 1
+        print(shell_command(sub, address))
+        return 0
+
+    async def body(cluster: RayCluster) -> int:
+        try:
+            st = await cluster.status()
+        except (DashboardError, TransportError) as exc:
+            print(f"verl-tui submit: Ray is not reachable: {exc}", file=sys.stderr)
+            return 1
+        resources = ClusterResources(nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus)
+                                            for n in st.nodes if n.alive])
+        nnodes, per_node = cluster_shape(st.nodes)
+        extra = []
+        if not _pinned("trainer.nnodes", profile.overrides, sets) and nnodes:
+            extra.append(f"trainer.nnodes={nnodes}")
+        if not _pinned("trainer.n_gpus_per_node", profile.overrides, sets) and per_node:
+            extra.append(f"trainer.n_gpus_per_node={per_node}")
+        sub, problems = await asyncio.to_thread(build, extra, resources)
+        show_problems(problems)
+        if sub is None:
+            print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
+            return 1
+        try:
+            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
+                                          profile_path=str(profile_path.resolve()))
+        except (DashboardError, TransportError, WorkdirError) as exc:
+            print(f"verl-tui submit: {exc}", file=sys.stderr)
+            return 1
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        return 0
+
+    return _run(_with_cluster(inv, body))

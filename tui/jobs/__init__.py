@@ -1,0 +1,1 @@
+"""Jobs: profiles, verl config schema and rules, submission, history."""

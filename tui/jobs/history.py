@@ -1,0 +1,71 @@
+"""Which exact config produced which job: one JSON record per submission, per cluster, kept
+in the XDG state dir so jobs submitted in an earlier run of the app reappear with their config."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui.state import atomic_write_json, state_dir
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass
+class JobRecord:
+    submission_id: str
+    cluster: str
+    submitted_at: float
+    entrypoint: str
+    kind: str = "profile"  # profile | raw
+    profile: str | None = None  # the profile's name
+    profile_path: str | None = None
+    overrides: list[str] = field(default_factory=list)  # the Hydra overrides, as submitted
+    config_hash: str | None = None
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    hosts_file: str | None = None
+    status: str | None = None  # last status seen (the head is the truth while it lives)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class JobHistory:
+    def __init__(self, cluster: str, root: Path | None = None):
+        self.cluster = cluster
+        self.dir = (root or state_dir() / "history") / _SAFE.sub("_", cluster)
+
+    def _path(self, submission_id: str) -> Path:
+        return self.dir / f"{_SAFE.sub('_', submission_id)}.json"
+
+    def save(self, record: JobRecord) -> None:
+        atomic_write_json(self._path(record.submission_id), record.to_json())
+
+    def get(self, submission_id: str) -> JobRecord | None:
+        path = self._path(submission_id)
+        try:
+            return JobRecord(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def all(self) -> list[JobRecord]:
+        out = []
+        for path in self.dir.glob("*.json"):
+            try:
+                out.append(JobRecord(**json.loads(path.read_text())))
+            except (OSError, ValueError, TypeError):
+                continue  # a foreign or damaged file: skip it, never crash the list
+        return sorted(out, key=lambda r: r.submitted_at, reverse=True)
+
+    def set_status(self, submission_id: str, status: str) -> None:
+        rec = self.get(submission_id)
+        if rec is not None and rec.status != status:
+            rec.status = status
+            self.save(rec)
+
+    def forget(self, submission_id: str) -> None:
+        self._path(submission_id).unlink(missing_ok=True)

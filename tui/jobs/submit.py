@@ -1,0 +1,132 @@
+"""A job, built as data: the entrypoint as an argv (the hosts' interpreter, quoted on the way
+out), the merged environment, metadata; submitted through the Jobs API over the tunnel, or
+printed as the exact equivalent `ray job submit` command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui import __version__
+from tui.cluster.dashboard import DashboardClient
+from tui.config.hosts import Inventory
+from tui.jobs.workdir import package
+
+VERL_MAIN = ("-m", "verl.trainer.main_ppo")
+
+
+@dataclass
+class Submission:
+    submission_id: str
+    entrypoint_argv: list[str]
+    env_vars: dict[str, str] = field(default_factory=dict)
+    working_dir: str | None = None  # a local directory, uploaded at submit time
+    excludes: list[str] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+    profile: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    config_hash: str | None = None
+
+    @property
+    def entrypoint(self) -> str:
+        # One shell-quoted line: Ray runs the entrypoint through a shell, so every word is
+        # quoted here and no value can become code.
+        return shlex.join(self.entrypoint_argv)
+
+    def runtime_env(self, working_dir_uri: str | None = None) -> dict[str, Any]:
+        env: dict[str, Any] = {}
+        if self.env_vars:
+            env["env_vars"] = dict(self.env_vars)
+        wd = working_dir_uri or self.working_dir
+        if wd:
+            env["working_dir"] = wd
+            if self.excludes and not working_dir_uri:
+                env["excludes"] = list(self.excludes)
+        return env
+
+
+def readable_id(stem: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in stem)[:40].strip("-")
+    return f"{safe or 'job'}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def config_hash(config: Mapping[str, Any] | Sequence[str]) -> str:
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def merged_env(inv: Inventory, profile_env: Mapping[str, str] | None = None, *,
+               post_mortem: bool = False, legacy_debug: bool = False,
+               extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """hosts.yaml ray.env < profile env < command line < debugger toggles."""
+    env = dict(inv.ray.env)
+    env.update({k: str(v) for k, v in (profile_env or {}).items()})
+    env.update(extra or {})
+    if post_mortem:
+        env["RAY_DEBUG_POST_MORTEM"] = "1"
+    if legacy_debug:
+        env["RAY_DEBUG"] = "legacy"
+    return env
+
+
+def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
+                    python: str | None = None, env: Mapping[str, str] | None = None,
+                    working_dir: str | None = None, excludes: Sequence[str] = (),
+                    composed: Mapping[str, Any] | None = None,
+                    submission_id: str | None = None) -> Submission:
+    py = python or inv.head.python  # absolute: `python` on PATH may not be the hosts' one
+    digest = config_hash(composed if composed is not None else overrides)
+    sid = submission_id or readable_id(name)
+    return Submission(
+        submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *overrides],
+        env_vars=dict(env or {}), working_dir=working_dir, excludes=list(excludes),
+        metadata={"verl_tui": __version__, "profile": name, "config_hash": digest},
+        profile=name, overrides=list(overrides), config_hash=digest)
+
+
+def raw_submission(command: Sequence[str], *, env: Mapping[str, str] | None = None,
+                   working_dir: str | None = None, excludes: Sequence[str] = (),
+                   submission_id: str | None = None) -> Submission:
+    if not command:
+        raise ValueError("no command after --")
+    sid = submission_id or readable_id(Path(command[0]).name)
+    return Submission(submission_id=sid, entrypoint_argv=list(command),
+                      env_vars=dict(env or {}), working_dir=working_dir,
+                      excludes=list(excludes), metadata={"verl_tui": __version__})
+
+
+def shell_command(sub: Submission, address: str) -> str:
+    """The exact `ray job submit` equivalent, every word quoted."""
+    options = [f"--address={address}", f"--submission-id={sub.submission_id}"]
+    env = sub.runtime_env()
+    if env:
+        options.append(f"--runtime-env-json={json.dumps(env, sort_keys=True)}")
+    if sub.metadata:
+        options.append(f"--metadata-json={json.dumps(sub.metadata, sort_keys=True)}")
+    return ("ray job submit \\\n    " + " \\\n    ".join(shlex.quote(o) for o in options)
+            + " \\\n    -- " + shlex.join(sub.entrypoint_argv))
+
+
+async def submit(client: DashboardClient, sub: Submission) -> str:
+    """Upload the working_dir if any (once per content hash), then POST the job."""
+    uri = None
+    if sub.working_dir:
+        pkg = package(Path(sub.working_dir), sub.excludes)
+        path = f"/api/packages/gcs/{pkg.name}"
+        if not await client.exists(path):
+            await client.put_bytes(path, pkg.data)
+        uri = pkg.uri
+    body: dict[str, Any] = {"entrypoint": sub.entrypoint, "submission_id": sub.submission_id,
+                            "metadata": sub.metadata}
+    env = sub.runtime_env(uri)
+    if env:
+        body["runtime_env"] = env
+    reply = await client.post("/api/jobs/", body)
+    return (reply or {}).get("submission_id", sub.submission_id)
