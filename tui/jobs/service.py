@@ -1,0 +1,120 @@
+"""Jobs on the cluster, as data for the CLI and the Jobs screen: the head's list joined with
+the local history, submit-and-record, stop, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tui.cluster.ray_cluster import RayCluster
+from tui.config.hosts import Inventory
+from tui.jobs.history import JobHistory, JobRecord
+from tui.jobs.submit import Submission, submit
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+@dataclass
+class JobRow:
+    submission_id: str
+    status: str
+    entrypoint: str
+    start_time: float | None
+    end_time: float | None
+    driver_node: str | None
+    message: str | None
+    record: JobRecord | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if not self.start_time:
+            return None
+        end = self.end_time or time.time()
+        return max(0.0, end - self.start_time)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "submission_id": self.submission_id, "status": self.status,
+            "entrypoint": self.entrypoint, "start_time": self.start_time,
+            "end_time": self.end_time, "duration_s": self.duration_s,
+            "driver_node": self.driver_node, "message": self.message,
+            "profile": r.profile if r else None, "config_hash": r.config_hash if r else None,
+            "in_history": r is not None,
+        }
+
+
+def _ms(v: Any) -> float | None:
+    return v / 1000.0 if isinstance(v, (int, float)) and v else None
+
+
+async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
+    """The head's jobs joined with our history; jobs only in history (a head since restarted)
+    are listed too, with their last known status."""
+    client = await cluster.dashboard()
+    jobs, nodes = await asyncio.gather(client.get("/api/jobs/"), client.alive_nodes())
+    jobs = jobs or []
+    by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
+    # Jobs name their driver's node by id; the hosts file knows IPs.
+    node_host = {n.get("node_id"): by_ip.get(n.get("node_ip"), n.get("node_ip"))
+                 for n in nodes}
+    rows: dict[str, JobRow] = {}
+    for j in jobs:
+        sid = j.get("submission_id") or j.get("job_id") or "?"
+        rec = history.get(sid)
+        status = j.get("status", "?")
+        if rec is not None:
+            history.set_status(sid, status)
+        driver_ip = (j.get("driver_info") or {}).get("node_ip_address")
+        driver = node_host.get(j.get("driver_node_id")) or by_ip.get(driver_ip, driver_ip)
+        rows[sid] = JobRow(sid, status, j.get("entrypoint", ""), _ms(j.get("start_time")),
+                           _ms(j.get("end_time")), driver, j.get("message"), rec)
+    for rec in history.all():
+        if rec.submission_id not in rows:
+            rows[rec.submission_id] = JobRow(rec.submission_id,
+                                             f"{rec.status or 'UNKNOWN'} (history)",
+                                             rec.entrypoint, rec.submitted_at, None, None,
+                                             "not on the head (restarted?)", rec)
+    return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
+
+
+def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = None) -> JobRecord:
+    return JobRecord(
+        submission_id=sub.submission_id, cluster=inv.cluster, submitted_at=time.time(),
+        entrypoint=sub.entrypoint, kind="profile" if sub.profile else "raw",
+        profile=sub.profile, profile_path=profile_path, overrides=sub.overrides,
+        config_hash=sub.config_hash, runtime_env=sub.runtime_env(),
+        hosts_file=str(inv.source) if inv.source else None, status="PENDING")
+
+
+async def submit_and_record(cluster: RayCluster, sub: Submission, history: JobHistory,
+                            *, profile_path: str | None = None) -> str:
+    client = await cluster.dashboard()
+    sid = await submit(client, sub)
+    history.save(record_for(sub, cluster.inv, profile_path=profile_path))
+    return sid
+
+
+async def stop_job(cluster: RayCluster, job: str, history: JobHistory, *,
+                   wait: float = 30.0) -> str:
+    """Ask the head to stop `job`; wait until it is in a final state (or `wait` passes)."""
+    client = await cluster.dashboard()
+    await client.post(f"/api/jobs/{job}/stop")
+    deadline = time.monotonic() + wait
+    status = "?"
+    while time.monotonic() < deadline:
+        status = (await client.get(f"/api/jobs/{job}") or {}).get("status", "?")
+        if status in TERMINAL:
+            break
+        await asyncio.sleep(0.5)
+    history.set_status(job, status)
+    return status
+
+
+async def delete_job(cluster: RayCluster, job: str, history: JobHistory) -> None:
+    """Forget a finished job on the head and here."""
+    client = await cluster.dashboard()
+    await client.delete(f"/api/jobs/{job}")
+    history.forget(job)
