@@ -130,3 +130,50 @@ def test_bad_submit_input(ray_up):
         assert out.returncode == 2, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
+
+
+async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
+    import asyncio
+
+    from tui.app import VerlTuiApp
+    from tui.config.hosts import load_inventory
+    from tui.screens.confirm import ConfirmScreen
+    from tui.screens.jobs import JobsScreen
+
+    _, path, env = ray_up
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    sub = cli(env, "submit", str(path), "--submission-id", "screen-sleeper", "--",
+              VENV_PY, "-c", "import time; time.sleep(600)")
+    assert sub.returncode == 0, sub.stderr
+    wait_status(env, path, "screen-sleeper", {"RUNNING"})
+
+    async def until(pilot, predicate, timeout=60.0):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            assert loop.time() < deadline, "timed out"
+            await pilot.pause(0.2)
+
+    app = VerlTuiApp(load_inventory(path), interval=0.5)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen))
+        jobs = app.screen
+        await until(pilot, lambda: any(r.submission_id == "screen-sleeper" for r in jobs.rows))
+        row = next(i for i, r in enumerate(jobs.rows) if r.submission_id == "screen-sleeper")
+        jobs.query_one("DataTable").move_cursor(row=row)
+        await pilot.pause(0.2)
+        assert jobs.current.submission_id == "screen-sleeper"
+        assert "time.sleep(600)" in str(jobs.query_one("#job-detail").render())
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: any(r.submission_id == "screen-sleeper"
+                                       and r.status == "STOPPED" for r in jobs.rows), 60)
+        row = next(i for i, r in enumerate(jobs.rows) if r.submission_id == "screen-sleeper")
+        jobs.query_one("DataTable").move_cursor(row=row)
+        await pilot.pause(0.2)
+        await pilot.press("x", "y")
+        await until(pilot, lambda: all(r.submission_id != "screen-sleeper" for r in jobs.rows))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, JobsScreen)

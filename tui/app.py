@@ -31,6 +31,8 @@ class VerlTuiApp(App):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("1", "show_cluster", "Cluster"),
+        Binding("2", "show_jobs", "Jobs"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
     ]
 
@@ -147,6 +149,19 @@ class VerlTuiApp(App):
         finally:
             self.ray.set_progress(None)
             self.ray_monitor.resume()
+
+    def action_show_cluster(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_show_jobs(self) -> None:
+        from tui.jobs.history import JobHistory
+        from tui.screens.jobs import JobsScreen
+
+        if isinstance(self.screen, JobsScreen):
+            return
+        self.action_show_cluster()
+        self.push_screen(JobsScreen(self.ray, JobHistory(self.inventory.cluster)))
 
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen

@@ -1,0 +1,204 @@
+"""Jobs screen: the cluster's jobs with their profiles and configs; stop, delete, details."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.widgets.data_table import CellDoesNotExist
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.ray_cluster import RayCluster
+from tui.jobs.history import JobHistory
+from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
+from tui.screens.confirm import ConfirmScreen
+from tui.transport.types import TransportError
+
+POLL_S = 3.0
+_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "bold red", "STOPPED": "yellow",
+                 "RUNNING": "bold cyan", "PENDING": "cyan"}
+
+
+def _duration(row: JobRow) -> str:
+    s = row.duration_s
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _age(row: JobRow) -> str:
+    if not row.start_time:
+        return "-"
+    s = int(time.time() - row.start_time)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+class JobsScreen(Screen):
+    BINDINGS = [
+        Binding("s", "stop", "Stop job"),
+        Binding("x", "delete", "Delete job"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("escape,b", "back", "Back"),
+    ]
+
+    DEFAULT_CSS = """
+    JobsScreen #jobs-title { height: 1; background: $panel; text-style: bold; }
+    JobsScreen DataTable { height: 1fr; }
+    JobsScreen #job-detail { height: 9; border-top: solid $primary 50%; padding: 0 1; }
+    """
+
+    def __init__(self, cluster: RayCluster, history: JobHistory):
+        super().__init__()
+        self.cluster = cluster
+        self.history = history
+        self.rows: list[JobRow] = []
+        self.error: str | None = None
+        self.loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(f" Jobs — {self.cluster.inv.cluster}", id="jobs-title")
+        table = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+        table.add_columns("submission id", "status", "age", "duration", "profile", "driver",
+                          "message")
+        yield table
+        yield Static("", id="job-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        self.poll()
+
+    @work(exclusive=True, group="jobs-poll", exit_on_error=False)
+    async def poll(self) -> None:
+        # One request at a time; the next only after this one finished (never overlapping).
+        while True:
+            await self.refresh_rows()
+            await asyncio.sleep(POLL_S)
+
+    async def refresh_rows(self) -> None:
+        try:
+            rows = await list_jobs(self.cluster, self.history)
+            self.error = None
+        except (DashboardError, TransportError) as exc:
+            rows = self.rows
+            self.error = f"Ray is not reachable: {exc}"
+        self.rows = rows
+        self.loaded = True
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        current = self.current
+        table.clear()
+        for r in self.rows:
+            status = Text(r.status, style=_STATUS_STYLE.get(r.status.split()[0], ""))
+            profile = r.record.profile if r.record and r.record.profile else "-"
+            table.add_row(r.submission_id, status, _age(r), _duration(r), profile,
+                          r.driver_node or "-", (r.message or "")[:60], key=r.submission_id)
+        if current is not None and any(r.submission_id == current.submission_id
+                                       for r in self.rows):
+            table.move_cursor(row=table.get_row_index(current.submission_id))
+        title = f" Jobs — {self.cluster.inv.cluster}   {len(self.rows)} jobs"
+        if self.error:
+            title += f"   {self.error}"
+        self.query_one("#jobs-title", Static).update(title)
+        self._show_detail()
+
+    @property
+    def current(self) -> JobRow | None:
+        table = self.query_one(DataTable)
+        if not self.rows or table.cursor_row is None or table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        except CellDoesNotExist:  # the table is being refilled
+            return None
+        return next((r for r in self.rows if r.submission_id == key), None)
+
+    def _show_detail(self) -> None:
+        row = self.current
+        pane = self.query_one("#job-detail", Static)
+        if row is None:
+            pane.update("no jobs yet" if self.loaded else "loading…")
+            return
+        t = Text()
+        t.append(row.submission_id, "bold")
+        t.append(f"  {row.status}\n")
+        t.append("entrypoint: ", "dim")
+        t.append(row.entrypoint[:400] + "\n")
+        rec = row.record
+        if rec is not None:
+            if rec.profile:
+                t.append("profile: ", "dim")
+                t.append(f"{rec.profile}  config {rec.config_hash}  ({rec.profile_path})\n")
+            if rec.overrides:
+                t.append("overrides: ", "dim")
+                t.append(" ".join(rec.overrides)[:500] + "\n")
+        if row.message:
+            t.append(row.message[:300], "italic")
+        pane.update(t)
+
+    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def action_refresh(self) -> None:
+        self.run_worker(self.refresh_rows(), exclusive=True, group="jobs-refresh")
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_stop(self) -> None:
+        row = self.current
+        if row is None or row.status in TERMINAL:
+            self.notify("no running job selected", timeout=2)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._stop(row.submission_id)
+
+        self.app.push_screen(ConfirmScreen(f"Stop job {row.submission_id}?",
+                                           "Ray stops its driver and its tasks."), answered)
+
+    @work(group="jobs-action", exit_on_error=False)
+    async def _stop(self, sid: str) -> None:
+        status = await stop_job(self.cluster, sid, self.history)
+        self.notify(f"{sid}: {status}", timeout=4)
+        await self.refresh_rows()
+
+    def action_delete(self) -> None:
+        row = self.current
+        if row is None:
+            return
+        if row.status.split()[0] not in TERMINAL:
+            self.notify("stop it first: only finished jobs can be deleted", timeout=3)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._delete(row.submission_id)
+
+        self.app.push_screen(ConfirmScreen(f"Delete job {row.submission_id}?",
+                                           "Its record and logs on the head, and its local "
+                                           "history entry."), answered)
+
+    @work(group="jobs-action", exit_on_error=False)
+    async def _delete(self, sid: str) -> None:
+        try:
+            await delete_job(self.cluster, sid, self.history)
+        except DashboardError as exc:
+            if "404" not in str(exc):  # gone from the head already: forget it here too
+                raise
+            self.history.forget(sid)
+        self.notify(f"{sid} deleted", timeout=3)
+        await self.refresh_rows()
