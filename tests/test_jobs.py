@@ -21,7 +21,12 @@ def ray_up(tmp_path_factory):
     work = tmp_path_factory.mktemp("jobs")
     cluster = NsCluster(2, work / "hosts")
     cluster.start()
-    path = hosts_yaml(cluster, work / "hosts.yaml")
+    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra="num_cpus: 12")
+    # Ray is told 4 GPUs and 12 CPUs per node, so verl's sizing rules can pass on this machine.
+    text = path.read_text()
+    for h in cluster.hosts:
+        text = text.replace(f"address: {h.address}\n", f"address: {h.address}\n    num_gpus: 4\n")
+    path.write_text(text)
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
         up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
@@ -177,3 +182,35 @@ async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
         await until(pilot, lambda: all(r.submission_id != "screen-sleeper" for r in jobs.rows))
         await pilot.press("escape")
         assert not isinstance(app.screen, JobsScreen)
+
+
+def test_profile_submit_runs_verl_with_the_overrides(ray_up, tmp_path):
+    """A preset through validation against the live cluster, then verl's own main_ppo
+    --cfg job on the cluster: its log shows the overrides and the cluster-derived sizes."""
+    cluster, path, env = ray_up
+    preset = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
+    dry = cli(env, "submit", str(path), str(preset), "--dry-run",
+              "--set", "trainer.experiment_name=from-cli")
+    assert dry.returncode == 0, dry.stderr
+    assert "verl.trainer.main_ppo" in dry.stdout and "trainer.experiment_name=from-cli" in dry.stdout
+    out = cli(env, "submit", str(path), str(preset), "--print-config", "--json",
+              "--set", "trainer.experiment_name=from-cli", "--submission-id", "verl-cfg-1",
+              timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["metadata"]["profile"] == "grpo-gsm8k-qwen2.5-0.5b"
+    job = wait_status(env, path, "verl-cfg-1", {"SUCCEEDED", "FAILED"}, timeout=180)
+    logs = job_logs(cluster, "verl-cfg-1")
+    assert job["status"] == "SUCCEEDED", logs[-3000:]
+    assert "experiment_name: from-cli" in logs  # --set reached verl
+    assert "train_batch_size: 256" in logs and "name: vllm" in logs  # the preset's values
+    assert "n_gpus_per_node: 4" in logs  # from the live cluster (the preset pins nnodes: 1)
+    assert job["profile"] == "grpo-gsm8k-qwen2.5-0.5b" and job["config_hash"]
+
+
+def test_profile_refused_when_the_cluster_is_too_small(ray_up):
+    _, path, env = ray_up
+    preset = Path(__file__).parents[1] / "profiles" / "grpo-qwen3-32b-2x8.yaml"
+    out = cli(env, "submit", str(path), str(preset))
+    assert out.returncode == 1
+    assert "not submitted" in out.stderr and "GPU" in out.stderr

@@ -119,6 +119,9 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--legacy-debug", action="store_true", help="RAY_DEBUG=legacy")
         p.add_argument("--dry-run", action="store_true",
                        help="print the equivalent `ray job submit` command, submit nothing")
+        p.add_argument("--print-config", action="store_true",
+                       help="run main_ppo --cfg job: the cluster's verl prints the composed "
+                       "config and exits (no GPU needed)")
         p.add_argument("--json", action="store_true", help="JSON output")
         return p
     if name == "jobs":
@@ -173,7 +176,8 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
             inventory, args.profile, sets=args.set, env=jobs.parse_env(args.env),
             working_dir=jobs.resolve_working_dir(args.working_dir), excludes=args.exclude,
             submission_id=args.submission_id, post_mortem=args.post_mortem,
-            legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json)
+            legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json,
+            print_config=args.print_config)
     from tui.commands import ray
 
     if name == "up":

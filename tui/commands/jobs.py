@@ -118,21 +118,12 @@ def resolve_working_dir(value: str | None) -> str | None:
     return str(path.resolve())
 
 
-def cluster_shape(nodes: list[Any]) -> tuple[int, int]:
-    """(nnodes, n_gpus_per_node) the live cluster offers: GPU nodes, the smallest GPU count."""
-    gpus = [int(n.gpus) for n in nodes if n.alive and n.gpus >= 1]
-    return (len(gpus), min(gpus)) if gpus else (0, 0)
-
-
-def _pinned(key: str, profile_overrides: Mapping[str, Any], sets: list[str]) -> bool:
-    return key in profile_overrides or any(s.split("=", 1)[0].lstrip("+~") == key for s in sets)
-
-
 def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
                        env: Mapping[str, str], working_dir: str | None, excludes: list[str],
                        submission_id: str | None, post_mortem: bool, legacy_debug: bool,
-                       dry_run: bool, as_json: bool) -> int:
-    from tui.jobs.profiles import load_profile, to_hydra_overrides
+                       dry_run: bool, as_json: bool, print_config: bool = False) -> int:
+    from tui.cluster.probe import probe_all
+    from tui.jobs.profiles import load_profile
     from tui.jobs.rules import ClusterResources, NodeResources
     from tui.jobs.submit import merged_env, verl_submission
     from tui.jobs.validate import check_profile
@@ -146,18 +137,18 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
                          legacy_debug=legacy_debug, extra=env)
     address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
 
-    def build(extra_sets: list[str], cluster: Any) -> tuple[Submission | None, list[Any]]:
-        all_sets = [*sets, *extra_sets]
-        report = check_profile(profile, sets=all_sets, cluster=cluster,
+    def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
+        # nnodes / n_gpus_per_node follow the live cluster unless pinned (check_profile adds
+        # them to report.overrides), so what is validated is exactly what is submitted.
+        report = check_profile(profile, sets=sets, cluster=cluster,
                                working_dir_bytes=measure(Path(wd), excl) if wd else None,
                                post_mortem=post_mortem)
         if not report.ok:
             return None, report.problems
         sub = verl_submission(
-            inv, name=profile.name, overrides=[*to_hydra_overrides(profile.overrides),
-                                               *all_sets],
-            python=profile.python, env=job_env, working_dir=wd, excludes=excl,
-            composed=report.config, submission_id=submission_id)
+            inv, name=profile.name, overrides=report.overrides, python=profile.python,
+            env=job_env, working_dir=wd, excludes=excl, composed=report.config,
+            submission_id=submission_id, print_config=print_config)
         return sub, report.problems
 
     def show_problems(problems: list[Any]) -> None:
@@ -166,7 +157,7 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
             print(f"{profile_path}: {where}: {p.message}", file=sys.stderr)
 
     if dry_run:
-        sub, problems = build([], None)
+        sub, problems = build(None)
         show_problems(problems)
         if sub is None:
             return 1
@@ -181,13 +172,11 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
             return 1
         resources = ClusterResources(nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus)
                                             for n in st.nodes if n.alive])
-        nnodes, per_node = cluster_shape(st.nodes)
-        extra = []
-        if not _pinned("trainer.nnodes", profile.overrides, sets) and nnodes:
-            extra.append(f"trainer.nnodes={nnodes}")
-        if not _pinned("trainer.n_gpus_per_node", profile.overrides, sets) and per_node:
-            extra.append(f"trainer.n_gpus_per_node={per_node}")
-        sub, problems = await asyncio.to_thread(build, extra, resources)
+        if post_mortem:
+            facts = await probe_all(cluster.fleet, inv)
+            resources.hosts_without_debugpy = [h for h, f in facts.items()
+                                               if f.ok and not f.debugpy_version]
+        sub, problems = await asyncio.to_thread(build, resources)
         show_problems(problems)
         if sub is None:
             print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)

@@ -80,12 +80,15 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
                     python: str | None = None, env: Mapping[str, str] | None = None,
                     working_dir: str | None = None, excludes: Sequence[str] = (),
                     composed: Mapping[str, Any] | None = None,
-                    submission_id: str | None = None) -> Submission:
+                    submission_id: str | None = None,
+                    print_config: bool = False) -> Submission:
     py = python or inv.head.python  # absolute: `python` on PATH may not be the hosts' one
     digest = config_hash(composed if composed is not None else overrides)
     sid = submission_id or readable_id(name)
+    # --cfg job: the cluster's own verl composes and prints the config, then exits (no GPU).
+    flags = ["--cfg", "job"] if print_config else []
     return Submission(
-        submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *overrides],
+        submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
         env_vars=dict(env or {}), working_dir=working_dir, excludes=list(excludes),
         metadata={"verl_tui": __version__, "profile": name, "config_hash": digest},
         profile=name, overrides=list(overrides), config_hash=digest)
