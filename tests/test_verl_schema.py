@@ -1,0 +1,204 @@
+"""verl's own config, composed with Hydra from the installed verl 0.9.1 (no mocks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tui.jobs import schema
+from tui.jobs.catalog import CATALOG_KEYS, GROUPS, by_group, catalog
+from tui.jobs.schema import ComposeError, compose, flat_keys, key_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_product_code_imports_neither_verl_nor_torch_and_composes_fast() -> None:
+    code = (
+        "import sys, time, json\n"
+        "t0 = time.perf_counter()\n"
+        "from tui.jobs import schema, catalog, rules, profiles, validate\n"
+        "t1 = time.perf_counter()\n"
+        "schema.compose([])\n"
+        "t2 = time.perf_counter()\n"
+        "schema.compose(['actor_rollout_ref.rollout.name=vllm'])\n"
+        "t3 = time.perf_counter()\n"
+        "schema.compose(['actor_rollout_ref.rollout.name=sglang', 'data.train_batch_size=8'])\n"
+        "t4 = time.perf_counter()\n"
+        "schema.key_catalog()\n"
+        "t5 = time.perf_counter()\n"
+        "schema.key_catalog()\n"
+        "t6 = time.perf_counter()\n"
+        "print(json.dumps({'mods': sorted(m for m in ('verl', 'torch') if m in sys.modules),\n"
+        "  'import': t1 - t0, 'cold': t2 - t1, 'first': t3 - t2, 'warm': t4 - t3,\n"
+        "  'catalog_cold': t5 - t4, 'catalog_warm': t6 - t5}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True, timeout=120)
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["mods"] == []
+    print(f"\ncompose: import {data['import']:.3f}s, base (cold) {data['cold']:.3f}s, first "
+          f"override {data['first']:.3f}s, warm {data['warm']:.3f}s; key_catalog cold "
+          f"{data['catalog_cold']:.3f}s, warm {data['catalog_warm'] * 1e6:.1f}µs")
+
+
+def test_config_dir_is_verls() -> None:
+    d = schema.verl_config_dir()
+    assert (d / "ppo_trainer.yaml").is_file() and d.parts[-3:] == ("verl", "trainer", "config")
+
+
+def test_base_matches_verls_generated_reference() -> None:
+    """_generated_ppo_trainer.yaml is verl's flat dump of this very composition."""
+    from omegaconf import OmegaConf
+
+    base = flat_keys(OmegaConf.to_container(schema._base_cfg(), resolve=False))
+    gen = flat_keys(yaml.safe_load((schema.verl_config_dir() / "_generated_ppo_trainer.yaml")
+                                   .read_text()))
+    assert set(base) - set(gen) == {"model_engine"}  # the defaults-list choice, not dumped
+    assert set(gen) <= set(base)
+    assert all(base[k] == gen[k] for k in gen)
+
+
+def test_compose_resolves_and_overrides() -> None:
+    cfg = compose(["actor_rollout_ref.rollout.name=vllm", "trainer.n_gpus_per_node=4",
+                   "trainer.project_name=p", "trainer.experiment_name=e"])
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
+    # interpolations follow the override: rollout's GPUs per node, the checkpoint folder
+    assert cfg["actor_rollout_ref"]["rollout"]["n_gpus_per_node"] == 4
+    assert cfg["trainer"]["default_local_dir"] == "checkpoints/p/e"
+    assert compose([])["actor_rollout_ref"]["rollout"]["name"] == "???"  # required in verl
+
+
+def test_fast_path_equals_a_full_hydra_compose() -> None:
+    from omegaconf import OmegaConf
+
+    ov = ["actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=64",
+          "trainer.logger=[console]", "~trainer.val_only", "trainer={nnodes:3}",
+          "+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+          "critic={ppo_micro_batch_size_per_gpu:2}"]
+    full = OmegaConf.to_container(schema._hydra_compose(ov), resolve=True)
+    assert compose(ov) == full
+
+
+def test_config_group_override_takes_the_full_compose() -> None:
+    cfg = compose(["model_engine=megatron", "actor_rollout_ref.rollout.name=vllm"])
+    assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "megatron"
+    assert "megatron" in cfg["actor_rollout_ref"]["actor"]
+
+
+def test_base_is_cached_and_never_mutated() -> None:
+    compose([])
+    before = schema._base_cfg.cache_info()
+    a = compose(["data.train_batch_size=7"])
+    a["data"]["train_batch_size"] = 99  # callers own what they get
+    b = compose([])
+    b["data"]["train_batch_size"] = 98
+    after = schema._base_cfg.cache_info()
+    assert after.misses == before.misses and after.hits > before.hits
+    assert compose([])["data"]["train_batch_size"] == 1024
+    assert compose(["data.train_batch_size=7"])["data"]["train_batch_size"] == 7
+
+
+def test_unresolvable_interpolation_is_kept_as_text() -> None:
+    r = schema.compose_detailed(["data.train_batch_size=${nope.missing}"])
+    assert r.config["data"]["train_batch_size"] == "${nope.missing}"
+    assert r.unresolved == ["data.train_batch_size"]
+
+
+@pytest.mark.parametrize(("override", "key", "closest"), [
+    ("data.train_batch_sise=3", "data.train_batch_sise", "data.train_batch_size"),
+    ("actor_rollout_ref.actor.ppo_mini_batchsize=3", "actor_rollout_ref.actor.ppo_mini_batchsize",
+     "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    ("trainer.n_gpu_per_node=8", "trainer.n_gpu_per_node", "trainer.n_gpus_per_node"),
+    ("actor_rollout_ref.rollout.tensor_parallel_size=2",
+     "actor_rollout_ref.rollout.tensor_parallel_size",
+     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    ("data={train_batch_sise:3}", "data.train_batch_sise", "data.train_batch_size"),
+])
+def test_unknown_key_names_the_closest(override: str, key: str, closest: str) -> None:
+    with pytest.raises(ComposeError) as err:
+        compose([override])
+    assert err.value.key == key
+    assert f"did you mean {closest}?" in err.value.message
+
+
+def test_critic_fsdp_config_rename_is_named() -> None:
+    with pytest.raises(ComposeError) as err:
+        compose(["critic.model.fsdp_config.param_offload=true"])
+    assert err.value.key == "critic.model.fsdp_config.param_offload"
+    assert "verl renamed this key: use critic.fsdp.param_offload" in err.value.message
+    assert compose(["critic.fsdp.param_offload=true"])["critic"]["fsdp"]["param_offload"] is True
+
+
+@pytest.mark.parametrize(("override", "key", "text"), [
+    ("+data.train_batch_size=3", "data.train_batch_size", "drop the leading '+'"),
+    ("data.train_batch_size=[3", "data.train_batch_size", "bad override syntax"),
+    ("trainer.experiment_name=a,b", "trainer.experiment_name", "quote the value"),
+    ("model_engine=nope", "model_engine", "model_engine/nope"),
+    ("actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+     "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space", "+actor_rollout_ref"),
+    ("~data.nope", "data.nope", "not a key"),
+    ("custom_reward_function.nope=1", "custom_reward_function.nope",
+     "reward.custom_reward_function"),
+])
+def test_other_compose_errors_name_their_key(override: str, key: str, text: str) -> None:
+    with pytest.raises(ComposeError) as err:
+        compose([override])
+    assert err.value.key == key and text in err.value.message
+    assert "\n" not in err.value.message
+
+
+def test_catalog_covers_every_composed_key_with_types_and_help() -> None:
+    cat = key_catalog()
+    assert list(cat) == list(flat_keys(compose([])))
+    assert len(cat) > 800
+    info = cat["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"]
+    assert info.type == "int | None" and info.default is None  # from the dataclass annotation
+    assert cat["critic.enable"].type == "bool | None"
+    assert cat["actor_rollout_ref.rollout.name"].required
+    assert cat["actor_rollout_ref.rollout.n_gpus_per_node"].follows == \
+        "${oc.select:trainer.n_gpus_per_node,8}"
+    assert sum(1 for i in cat.values() if i.help) > 0.7 * len(cat)
+
+
+@pytest.mark.parametrize(("key", "comment"), [
+    ("data.train_batch_size", "Batch size sampled for one training iteration"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size",
+     "Split each sample into sub-batches of this size for PPO"),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization",
+     "Fraction of GPU memory used by vLLM/SGLang/TRTLLM for KV cache."),
+    ("trainer.resume_mode", '"auto": resume from last checkpoint if available'),
+    ("critic.enable", "by default it is only enabled if advantage estimator is gae"),
+    # engine/fsdp.yaml, mounted at critic.fsdp by critic/dp_critic.yaml
+    ("critic.fsdp.param_offload", "Whether to offload model parameters to CPU"),
+    # a trailing comment: `dtype: bfloat16 # ["bfloat16", "float16"]`
+    ("actor_rollout_ref.actor.fsdp_config.dtype", '["bfloat16", "float16"]'),
+    ("algorithm.adv_estimator", 'Advantage estimator type: "gae", "grpo"'),
+])
+def test_help_comes_from_verls_yaml_comments(key: str, comment: str) -> None:
+    assert comment in key_catalog()[key].help
+
+
+def test_every_catalog_key_exists_in_verls_composed_config() -> None:
+    flat = flat_keys(compose([]))
+    missing = [k for k in CATALOG_KEYS if k not in flat]
+    assert missing == []
+    items = catalog()
+    assert len(items) >= 40 and all(i.info is not None for i in items)
+    assert all(i.label for i in items)
+    assert set(by_group()) == set(GROUPS) and all(by_group()[g] for g in GROUPS)
+    helped = [i.key for i in items if i.info and i.info.help]
+    assert len(helped) >= len(items) - 2
+
+
+def test_rewarmed_compose_stays_fast_enough() -> None:
+    compose(["actor_rollout_ref.rollout.name=vllm"])
+    t = time.perf_counter()
+    for i in range(5):
+        compose(["actor_rollout_ref.rollout.name=vllm", f"data.train_batch_size={i + 1}"])
+    print(f"\nwarm compose: {(time.perf_counter() - t) / 5 * 1000:.0f} ms each")

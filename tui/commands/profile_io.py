@@ -1,0 +1,144 @@
+"""`verl-tui profile import|export`: a launch script into a profile, a profile into a launch
+script (ray job submit, Slurm, dstack). Headless, one report, plain exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from tui.config.yamlfile import ConfigError
+from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
+from tui.jobs.importer import ImportResult, import_script
+from tui.jobs.profiles import Profile, load_profile, save_profile
+from tui.state import atomic_write_text
+
+EXIT_OK, EXIT_NO_COMMAND, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def format_report(result: ImportResult, script: Path, output: Path | None) -> str:
+    """What mapped, every line that did not (`script:LINE: text — reason`), and every
+    unresolved variable with where it came from."""
+    p = result.profile
+    rt = p.runtime_env
+    out: list[str] = []
+    if result.command_line is None:
+        out.append(f"{script}: no `python -m verl.trainer.main_ppo` command found")
+    else:
+        dest = f" → {output}" if output is not None else ""
+        out.append(f"{script}:{result.command_line}: verl command imported as profile "
+                   f"{p.name!r}{dest}")
+        out.append(f"  overrides: {len(p.overrides)}")
+        if rt.env_vars:
+            out.append(f"  env_vars: {', '.join(sorted(rt.env_vars))}")
+        if rt.working_dir:
+            excl = f" (excludes: {', '.join(rt.excludes)})" if rt.excludes else ""
+            out.append(f"  working_dir: {rt.working_dir}{excl}")
+        if p.python:
+            out.append(f"  python: {p.python}")
+    if result.unmapped:
+        out.append(f"not imported ({len(result.unmapped)}):")
+        out += [f"  {script}:{u.line}: {u.text} — {u.reason}" for u in result.unmapped]
+    if result.unresolved_vars:
+        out.append(f"unresolved, kept as written ({len(result.unresolved_vars)}): set these in "
+                   "the profile before submitting")
+        for name in result.unresolved_vars:
+            note = result.var_notes.get(name, "")
+            out.append(f"  {name}" + (f" — {note}" if note else ""))
+    return "\n".join(out)
+
+
+def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
+               stderr: TextIO | None = None) -> int:
+    """Import SCRIPT into the profile OUTPUT (written atomically). 0: written (warnings
+    included), 1: the script has no verl command (nothing written), 2: unreadable input or an
+    unwritable output."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        text = script.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        print(f"{script}: file not found", file=stderr)
+        return EXIT_BAD_INPUT
+    except IsADirectoryError:
+        print(f"{script}: is a directory, expected a shell script", file=stderr)
+        return EXIT_BAD_INPUT
+    except UnicodeDecodeError:
+        print(f"{script}: not a UTF-8 text file", file=stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"{script}: cannot read: {exc.strerror or exc}", file=stderr)
+        return EXIT_BAD_INPUT
+    with contextlib.suppress(OSError):
+        if output.exists() and output.resolve() == script.resolve():
+            print(f"{output}: is the script being imported; choose another output",
+                  file=stderr)
+            return EXIT_BAD_INPUT
+    result = import_script(text, source=str(script))
+    if result.command_line is None:
+        print(format_report(result, script, None), file=stderr)
+        return EXIT_NO_COMMAND
+    try:
+        save_profile(result.profile, output)
+    except (OSError, ConfigError) as exc:
+        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{output}: cannot write: {msg}", file=stderr)
+        return EXIT_BAD_INPUT
+    print(format_report(result, script, output), file=stdout)
+    return EXIT_OK
+
+
+def render(profile: Profile, kind: str, *, nodes: int, gpus_per_node: int,
+           address: str = DEFAULT_ADDRESS) -> str:
+    """The launch script of one kind (ray-job, sbatch, dstack) for a profile."""
+    if kind == "ray-job":
+        return to_ray_job_submit(profile, address=address)
+    if kind == "sbatch":
+        return to_sbatch(profile, nodes=nodes, gpus_per_node=gpus_per_node)
+    if kind == "dstack":
+        return to_dstack(profile, nodes=nodes, gpus_per_node=gpus_per_node)
+    raise ValueError(f"unknown format {kind!r}: choose one of {', '.join(EXPORTERS)}")
+
+
+def run_export(profile_path: Path, kind: str, output: Path | None, *, nodes: int,
+               gpus_per_node: int, address: str = DEFAULT_ADDRESS,
+               stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Write the profile as a ray-job / sbatch / dstack launch file (stdout when no output).
+    0: written, 2: bad profile or arguments (one line naming file:line or the argument)."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if kind not in EXPORTERS:
+        print(f"--format: {kind!r} is not one of {', '.join(EXPORTERS)}", file=stderr)
+        return EXIT_BAD_INPUT
+    if nodes < 1 or gpus_per_node < 1:
+        print("--nodes and --gpus-per-node must be at least 1", file=stderr)
+        return EXIT_BAD_INPUT
+    try:
+        profile = load_profile(profile_path)
+    except ConfigError as exc:
+        print(str(exc), file=stderr)
+        return EXIT_BAD_INPUT
+    try:
+        text = render(profile, kind, nodes=nodes, gpus_per_node=gpus_per_node,
+                      address=address)
+    except ValueError as exc:
+        print(f"{profile_path}: {exc}", file=stderr)
+        return EXIT_BAD_INPUT
+    if output is None:
+        stdout.write(text)
+        return EXIT_OK
+    try:
+        atomic_write_text(output, text)
+        # The temp file behind the atomic write is 0600: give the usual mode (umask applies),
+        # executable for the scripts the user runs next.
+        umask = os.umask(0)
+        os.umask(umask)
+        full = 0o777 if kind in ("ray-job", "sbatch") else 0o666
+        os.chmod(output, full & ~umask)
+    except OSError as exc:
+        print(f"{output}: cannot write: {exc.strerror or exc}", file=stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote {output} ({kind})", file=stderr)
+    return EXIT_OK

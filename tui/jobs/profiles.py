@@ -1,0 +1,384 @@
+"""Profiles: a named set of verl overrides plus the job's runtime_env, one YAML file each.
+
+```yaml
+name: grpo-gsm8k
+description: GRPO on GSM8K
+python: /opt/venv/bin/python      # optional: the entrypoint's interpreter on the hosts
+overrides:                        # verl's dotted Hydra keys → values (typed by YAML)
+  data.train_batch_size: 256
+  actor_rollout_ref.rollout.name: vllm
+  trainer.logger: [console]
+runtime_env:
+  env_vars: {VLLM_USE_V1: "1"}
+  working_dir: ~/project
+  excludes: [.git, checkpoints]
+```
+
+`to_hydra_overrides` turns the mapping into Hydra override strings; strings are always quoted
+and escaped, so a value stays one literal value whatever it holds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
+
+# A Hydra override key: optional +, ++ or ~, dotted segments (verl has a few with dashes), and
+# config-group forms like `model_engine` or `actor@actor_rollout_ref.actor`.
+_KEY_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*([./@][A-Za-z0-9_][A-Za-z0-9_-]*)*$")
+_DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# PyYAML reads YAML 1.1, where `1e-6` (no dot) is a string; verl's command-line habit means float.
+_EXP_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_value(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError(f"{where}: NUL characters are not allowed")
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list):
+        return [_check_value(v, where) for v in value]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or not _DICT_KEY_RE.match(k):
+                raise ValueError(f"{where}: mapping key {k!r} must be a plain name")
+            out[k] = _check_value(v, where)
+        return out
+    raise ValueError(f"{where}: {type(value).__name__} values are not supported (quote it)")
+
+
+class RuntimeEnv(_Strict):
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    working_dir: str | None = None
+    excludes: list[str] = Field(default_factory=list)
+
+    @field_validator("env_vars", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out = {}
+        for key, value in v.items():
+            if not isinstance(key, str) or not _ENV_RE.match(key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+            if isinstance(value, (dict, list)) or value is None:
+                raise ValueError(f"{key}: the value must be a string or number")
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            if "\n" in text or "\0" in text:
+                raise ValueError(f"{key}: the value must be one line")
+            out[key] = text
+        return out
+
+    @field_validator("working_dir")
+    @classmethod
+    def _wd(cls, v: str | None) -> str | None:
+        if v is not None and ("\n" in v or "\0" in v or not v):
+            raise ValueError("must be one line naming a directory")
+        return v
+
+
+class Profile(_Strict):
+    name: str
+    description: str = ""
+    python: str | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    runtime_env: RuntimeEnv = Field(default_factory=RuntimeEnv)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("names use letters, digits, '.', '_' and '-' (max 100)")
+        return v
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is not None and (not v or any(c in v for c in "\n\0")):
+            raise ValueError("must be one line naming an interpreter")
+        return v
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _overrides(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out = {}
+        for key, value in v.items():
+            if not isinstance(key, str) or not _KEY_RE.match(key):
+                raise ValueError(f"{key!r} is not a dotted verl key")
+            out[key] = _check_value(value, key)
+        return out
+
+
+# -- Hydra override syntax -----------------------------------------------------------------
+
+
+def _quote(text: str) -> str:
+    # OmegaConf first: `${` starts an interpolation; escape it (and the backslashes before it)
+    # so the value stays literal text.
+    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
+    # Hydra's quoted string: backslashes are literal except before a quote or at the end.
+    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    return "'" + text.replace("'", "\\'") + "'"
+
+
+def hydra_value(value: Any) -> str:
+    """One value in Hydra's override grammar; ValueError for what it cannot express."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        parts = []
+        for k, v in value.items():
+            if not isinstance(k, str) or not _DICT_KEY_RE.match(k):
+                raise ValueError(f"mapping key {k!r} must be a plain name")
+            parts.append(f"{k}:{hydra_value(v)}")
+        return "{" + ",".join(parts) + "}"
+    raise ValueError(f"{type(value).__name__} values cannot be written as a Hydra override")
+
+
+def to_hydra_overrides(values: Mapping[str, Any]) -> list[str]:
+    """`key=value` strings for Hydra (and verl's command line), in order. Keys are checked
+    (ValueError); `~key` with a None value deletes the key."""
+    out = []
+    for key, value in values.items():
+        if not isinstance(key, str) or not _KEY_RE.match(key):
+            raise ValueError(f"{key!r} is not a dotted verl key")
+        if key.startswith("~") and value is None:
+            out.append(key)
+        else:
+            out.append(f"{key}={hydra_value(value)}")
+    return out
+
+
+def override_key(line: str) -> str:
+    """The dotted key of a `key=value` override, without its +, ++ or ~ prefix."""
+    return line.split("=", 1)[0].strip().lstrip("+~")
+
+
+def check_set(line: str) -> str:
+    """A --set value: `key=value` in Hydra's override syntax (the value as on verl's command
+    line). Returns it unchanged; ConfigError (one line) when it is not one override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    key = line.split("=", 1)[0]
+    if "=" not in line and not line.startswith("~"):
+        raise ConfigError(f"--set {line!r}: expected key=value")
+    if not _KEY_RE.match(key):
+        raise ConfigError(f"--set {line!r}: {key!r} is not a dotted verl key")
+    try:
+        OverridesParser.create().parse_override(line)
+    except HydraException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "bad syntax"
+        raise ConfigError(f"--set {line!r}: {first}") from None
+    return line
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def _describe(err: dict) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown key (expected name, description, python, overrides, runtime_env)"
+    if kind == "missing":
+        return "required key is missing"
+    return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+
+
+def _plain_exponent_floats(text: str) -> set[tuple[Any, ...]]:
+    """Where the file has an unquoted `1e-6`: YAML 1.2 and verl's command line read a float,
+    PyYAML (YAML 1.1) a string. A quoted '1e-6' stays a string."""
+    try:
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return set()
+    out: set[tuple[Any, ...]] = set()
+
+    def walk(node: Any, loc: tuple[Any, ...]) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            if node.style is None and node.tag.endswith(":str") and _EXP_FLOAT_RE.match(
+                    node.value):
+                out.add(loc)
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                walk(v, (*loc, k.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                walk(v, (*loc, i))
+
+    walk(root, ())
+    return {loc for loc in out if loc[:1] == ("overrides",)}
+
+
+def _set_floats(data: Any, locs: set[tuple[Any, ...]]) -> Any:
+    for loc in locs:
+        node = data
+        try:
+            for part in loc[:-1]:
+                node = node[part]
+            if isinstance(node[loc[-1]], str):
+                node[loc[-1]] = float(node[loc[-1]])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    return data
+
+
+def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Profile:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping with an 'overrides:' block", doc.path,
+                          doc.line_of(()))
+    if "name" not in data and default_name is not None:
+        data = {"name": default_name, **data}
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        # A bad override key or value: point at that key's line, named in the message.
+        msg = _describe(err)
+        where = ".".join(str(p) for p in loc)
+        raise ConfigError(f"{where}: {msg}" if where else msg, doc.path,
+                          _line_for(doc, loc, msg)) from None
+
+
+def _line_for(doc: LocatedDoc, loc: tuple, msg: str) -> int | None:
+    if loc and loc[0] in ("overrides", "runtime_env") and isinstance(doc.data, dict):
+        block = doc.data.get(loc[0])
+        sub = block.get("env_vars") if loc[0] == "runtime_env" and isinstance(block, dict) \
+            else block
+        if isinstance(sub, dict):
+            for k in sub:
+                if msg.startswith(f"{k}:") or repr(k) in msg:
+                    base = (*loc[:2], k) if loc[0] == "runtime_env" else (loc[0], k)
+                    return doc.line_of(base)
+    return doc.line_of(loc)
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Read and check a profile; every problem is a ConfigError naming file:line."""
+    path = Path(path).expanduser()
+    doc = load_yaml(path)  # read errors and bad YAML, with file:line
+    return parse_profile(path.read_text(encoding="utf-8"), path, doc=doc)
+
+
+def parse_profile(text: str, path: Path | str = "<profile.yaml>", *,
+                  doc: LocatedDoc | None = None) -> Profile:
+    doc = doc or parse_yaml(text, Path(path))
+    _set_floats(doc.data, _plain_exponent_floats(text))
+    return profile_from_doc(doc, default_name=_stem_name(Path(path)))
+
+
+def _stem_name(path: Path) -> str | None:
+    return path.stem if _NAME_RE.match(path.stem) else None
+
+
+def profile_to_yaml(profile: Profile) -> str:
+    data: dict[str, Any] = {"name": profile.name}
+    if profile.description:
+        data["description"] = profile.description
+    if profile.python:
+        data["python"] = profile.python
+    data["overrides"] = dict(profile.overrides)
+    rt = profile.runtime_env.model_dump(exclude_defaults=True)
+    if rt:
+        data["runtime_env"] = rt
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Quotes strings that would read back as floats (`1e-6`): a string stays a string."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "'" if _EXP_FLOAT_RE.match(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def save_profile(profile: Profile, path: Path | str) -> Path:
+    """Write atomically (temp file in the same folder, fsync, rename): a crash leaves the old
+    file or the new one, never half of either."""
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = profile_to_yaml(profile)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    path: Path
+    name: str
+    profile: Profile | None  # None: the file has a problem, see `error`
+    error: str | None = None
+
+
+def list_profiles(dirs: Iterable[Path | str]) -> list[ProfileEntry]:
+    """Every *.yaml / *.yml profile in `dirs` (not recursive), sorted by name; a broken file
+    is listed with its one-line error rather than hidden."""
+    out: list[ProfileEntry] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        folder = Path(d).expanduser()
+        if not folder.is_dir():
+            continue
+        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            real = path.resolve()
+            if real in seen or path.name.startswith("."):
+                continue
+            seen.add(real)
+            try:
+                prof = load_profile(path)
+                out.append(ProfileEntry(path, prof.name, prof))
+            except ConfigError as exc:
+                out.append(ProfileEntry(path, path.stem, None, str(exc)))
+    return sorted(out, key=lambda e: (e.name, str(e.path)))

@@ -1,0 +1,525 @@
+"""verl's own trainer config, read without importing verl (which imports torch).
+
+The config folder is found with ``importlib.util.find_spec("verl")`` and composed with Hydra
+exactly as ``python -m verl.trainer.main_ppo`` does. hydra/omegaconf come with verl and are
+imported inside functions: the cockpit's cold start must not pay for them.
+
+Composition is cached: the unoverridden base is composed once; a later call deep-copies it and
+applies the overrides with Hydra's own override code (same parser, same struct-mode errors),
+falling back to a full Hydra compose when an override names a config group (``model_engine=…``).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import importlib.util
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIG_NAME = "ppo_trainer"
+MISSING = "???"  # OmegaConf's marker for a value that must be set
+
+# Keys verl moved; an override of the old name fails composition ("Could not override").
+# Each pair is proven by verl 0.9.1's own files (see the note).
+RENAMED: tuple[tuple[str, str, str], ...] = (
+    ("critic.model.fsdp_config", "critic.fsdp",
+     "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp"),
+    # main_ppo reads only reward.*; the top-level blocks are legacy (legacy_reward_impl.yaml,
+    # migrated by verl/experimental/reward_loop/reward_loop.py::migrate_legacy_reward_impl).
+    ("reward_model", "reward.reward_model", "the reward model config lives in reward.reward_model"),
+    ("custom_reward_function", "reward.custom_reward_function",
+     "main_ppo reads reward.custom_reward_function"),
+    ("sandbox_fusion", "reward.sandbox_fusion", "main_ppo reads reward.sandbox_fusion"),
+)
+
+_lock = threading.RLock()  # Hydra keeps global state; one composition at a time
+
+
+class SchemaError(Exception):
+    """verl's config cannot be read (verl missing, or its files do not compose)."""
+
+
+class ComposeError(SchemaError):
+    """One override does not compose; ``key`` names it (None when it cannot be told)."""
+
+    def __init__(self, key: str | None, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key: str  # dotted path in the composed config
+    type: str  # "int", "float", "bool", "str", "list", "dict", "int | None", "any"
+    default: Any  # composed default, interpolations resolved
+    help: str = ""  # the comment above the key in verl's YAML (and a trailing one)
+    required: bool = False  # "???" in verl: must be set
+    follows: str | None = None  # the raw "${…}" default when it follows another key
+
+
+@dataclass
+class Composed:
+    config: dict[str, Any]
+    unresolved: list[str]  # dotted keys whose interpolation failed (kept as the raw string)
+
+
+# -- locating verl -------------------------------------------------------------------------
+
+
+@functools.cache
+def verl_config_dir() -> Path:
+    """verl's trainer config folder; SchemaError when verl is not installed here."""
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for loc in locations:
+        path = Path(loc) / "trainer" / "config"
+        if (path / f"{CONFIG_NAME}.yaml").is_file():
+            return path
+    raise SchemaError("verl is not installed in this Python (pip install verl): "
+                      "profiles are checked against verl's own config")
+
+
+# -- composition ---------------------------------------------------------------------------
+
+
+def _hydra_compose(overrides: list[str]) -> Any:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with _lock, initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return hydra_compose(CONFIG_NAME, overrides=list(overrides))
+
+
+@functools.cache
+def _base_cfg() -> Any:
+    try:
+        return _hydra_compose([])
+    except Exception as exc:  # a broken verl install: say so in one line
+        raise SchemaError(f"verl's {CONFIG_NAME}.yaml does not compose: {_first_line(exc)}"
+                          ) from None
+
+
+def _needs_full_compose(override: Any) -> bool:
+    # Config-group overrides change the defaults list; only a full Hydra compose applies them.
+    key = override.key_or_group
+    return (override.package is not None or override.is_sweep_override()
+            or key.split(".")[0] == "hydra" or (verl_config_dir() / key).is_dir())
+
+
+def _parse(overrides: list[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for line in overrides:
+        try:
+            parsed.append(parser.parse_override(line))
+        except HydraException as exc:
+            key = line.split("=", 1)[0].lstrip("+~") if "=" in line else None
+            raise ComposeError(key or None, f"bad override syntax ({_first_line(exc)})"
+                               ) from None
+    return parsed
+
+
+def compose_cfg(overrides: list[str]) -> Any:
+    """The composed OmegaConf DictConfig (struct mode); ComposeError on a bad override."""
+    base = _base_cfg()
+    parsed = _parse(overrides)
+    for o in parsed:
+        if o.is_sweep_override():
+            raise ComposeError(o.key_or_group, "a comma in an unquoted value makes Hydra sweep: "
+                               "quote the value ('a,b') or write a list ([a,b])")
+    if any(_needs_full_compose(o) for o in parsed):
+        try:
+            return _hydra_compose(overrides)
+        except Exception as exc:  # Hydra, OmegaConf and ValueError alike
+            raise _compose_error(exc, None) from None
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    except ImportError:  # a Hydra without it: the slow path is still exact
+        return _hydra_compose(overrides)
+    cfg = copy.deepcopy(base)
+    for o in parsed:  # one at a time, as Hydra does, so a failure names its override
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
+        except Exception as exc:  # Hydra, OmegaConf and ValueError alike
+            raise _compose_error(exc, o.key_or_group) from None
+    return cfg
+
+
+def compose_detailed(overrides: list[str]) -> Composed:
+    cfg = compose_cfg(overrides)
+    return Composed(*_to_plain(cfg))
+
+
+def compose(overrides: list[str]) -> dict[str, Any]:
+    """verl's composed config with `overrides` as plain dicts/lists; interpolations resolved
+    (one that cannot be resolved stays its raw "${…}" string)."""
+    if not overrides:
+        return copy.deepcopy(_base_plain().config)
+    return compose_detailed(overrides).config
+
+
+@functools.cache
+def _base_plain() -> Composed:
+    return Composed(*_to_plain(_base_cfg()))
+
+
+def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True), []
+    except Exception:  # some interpolation fails: resolve leaf by leaf
+        pass
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    failed: list[str] = []
+
+    def walk(node: Any, raw_node: Any, path: str) -> Any:
+        if isinstance(node, (DictConfig, ListConfig)):
+            keys = node.keys() if isinstance(node, DictConfig) else range(len(node))
+            out: Any = {} if isinstance(node, DictConfig) else []
+            for k in keys:
+                sub = f"{path}.{k}" if path else str(k)
+                try:
+                    child = node[k]
+                except Exception:  # an interpolation that cannot resolve
+                    if not OmegaConf.is_missing(node, k):
+                        failed.append(sub)
+                    child, value = None, raw_node[k]
+                else:
+                    value = walk(child, raw_node[k] if isinstance(raw_node, (dict, list))
+                                 and child is not None else child, sub)
+                if isinstance(out, dict):
+                    out[k] = value
+                else:
+                    out.append(value)
+            return out
+        return node
+
+    return walk(cfg, raw, ""), failed
+
+
+# -- errors --------------------------------------------------------------------------------
+
+_PATTERNS = (
+    (re.compile(r"Could not override '([^']+)'"), "unknown"),
+    (re.compile(r"Could not delete from config\. '([^']+)' does not exist"), "unknown"),
+    (re.compile(r"config group '([^']+)' does not exist"), "unknown"),
+    (re.compile(r"An item is already at '([^']+)'"), "exists"),
+    (re.compile(r"Could not load '([^']+)'|Could not find '([^']+)'"), "option"),
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _full_key(exc: BaseException) -> str | None:
+    seen = exc
+    while seen is not None:
+        m = re.search(r"full_key:\s*(\S+)", str(seen))
+        if m:
+            return m.group(1)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _compose_error(exc: BaseException, key: str | None) -> ComposeError:
+    text = _chain_text(exc)
+    inner = _full_key(exc)
+    if inner and key and key.lstrip("+~").startswith(inner + "."):
+        inner = key.lstrip("+~")  # the override names the missing key more precisely
+    if inner and "not in struct" in text:
+        return ComposeError(inner, unknown_key_message(inner))
+    for pattern, kind in _PATTERNS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        found = next(g for g in m.groups() if g)
+        if kind == "unknown":
+            return ComposeError(found, unknown_key_message(found))
+        if kind == "exists":
+            return ComposeError(found, "already a key in verl's config: drop the leading '+'")
+        if kind == "option":
+            return ComposeError(found.split("/")[0], f"no config '{found}' in verl's config groups")
+    if key and isinstance(exc, ValueError) and "int()" in text:
+        return ComposeError(key, "not a key in verl's config (a list index must be a number)")
+    return ComposeError(key or inner, _first_line(exc))
+
+
+def _chain_text(exc: BaseException) -> str:
+    parts, seen = [], exc
+    while seen is not None:
+        parts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
+
+
+def renamed_to(key: str) -> tuple[str, str] | None:
+    """(new key, why) when verl renamed `key` (or a parent of it)."""
+    key = key.lstrip("+~")
+    for old, new, why in RENAMED:
+        if key == old or key.startswith(old + "."):
+            return new + key[len(old):], why
+    return None
+
+
+def closest_key(key: str, keys: Iterable[str] | None = None) -> str | None:
+    """The real key the user most likely meant: a sibling first, then the same leaf name
+    elsewhere, then anything close."""
+    key = key.lstrip("+~")
+    pool = list(keys) if keys is not None else list(key_catalog())
+    parent, _, leaf = key.rpartition(".")
+    siblings = {k.rpartition(".")[2]: k for k in pool if k.rpartition(".")[0] == parent}
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
+    if close:
+        return siblings[close[0]]
+    same_leaf = [k for k in pool if k.rpartition(".")[2] == leaf]
+    if same_leaf:
+        return max(same_leaf, key=lambda k: difflib.SequenceMatcher(None, key, k).ratio())
+    close = difflib.get_close_matches(key, pool, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def unknown_key_message(key: str) -> str:
+    catalog = key_catalog()
+    moved = renamed_to(key)
+    if moved:
+        new, why = moved
+        if new in catalog or any(k.startswith(new + ".") for k in catalog):
+            return f"verl renamed this key: use {new} ({why})"
+        return f"verl moved this key ({why}); it has no direct equivalent"
+    parent = key.lstrip("+~").rpartition(".")[0]
+    if parent in catalog and catalog[parent].type == "dict" and catalog[parent].default == {}:
+        return f"not a key in verl's config: {parent} is an open mapping, add to it with +{key}"
+    near = closest_key(key, catalog)
+    return "not a key in verl's config" + (f" (did you mean {near}?)" if near else "")
+
+
+# -- flat keys and the catalog -------------------------------------------------------------
+
+
+def flat_keys(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path → value for every leaf (lists and empty mappings are leaves)."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            out.update(flat_keys(v, path))
+        else:
+            out[path] = v
+    return out
+
+
+_BASIC = {"int", "float", "bool", "str", "list", "dict", "any"}
+# Python files holding the dataclasses that verl's `_target_`s name: their annotations type the
+# keys whose YAML default is null.
+_DATACLASS_FILES = ("workers/config", "trainer/config", "utils/profiler/config.py", "utils/qat")
+
+
+# Null defaults no dataclass annotates (the trainer/data sections have no `_target_`; ref's
+# class lacks its log-prob fields): typed from verl's own use of them.
+_NULL_TYPES = {
+    "trainer.total_training_steps": "int | None",
+    "trainer.resume_from_path": "str | None",
+    "data.val_batch_size": "int | None",
+    "data.gen_batch_size": "int | None",
+    "data.seed": "int | None",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size": "int | None",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "int | None",
+}
+
+
+def _annotation_type(text: str) -> str:
+    text = text.replace("typing.", "").replace(" ", "")
+    optional = False
+    m = re.fullmatch(r"Optional\[(.*)\]", text)
+    if m:
+        text, optional = m.group(1), True
+    if text.endswith("|None"):
+        text, optional = text[: -len("|None")], True
+    base = re.sub(r"\[.*", "", text).lower()
+    base = {"tuple": "list", "sequence": "list", "mapping": "dict"}.get(base, base)
+    if base not in _BASIC:
+        return "any"
+    return f"{base} | None" if optional and base != "any" else base
+
+
+@functools.cache
+def _dataclass_fields() -> dict[str, dict[str, str]]:
+    """Class name → field → annotation text, inherited fields included (parsed, not imported)."""
+    import ast
+
+    root = verl_config_dir().parent.parent
+    files: list[Path] = []
+    for rel in _DATACLASS_FILES:
+        p = root / rel
+        files.extend(sorted(p.glob("*.py")) if p.is_dir() else [p] if p.is_file() else [])
+    own: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for f in files:
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                fields = {st.target.id: ast.unparse(st.annotation) for st in node.body
+                          if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                         for b in node.bases]
+                own.setdefault(node.name, (bases, fields))
+
+    def resolved(name: str, depth: int = 0) -> dict[str, str]:
+        if name not in own or depth > 10:
+            return {}
+        bases, fields = own[name]
+        out: dict[str, str] = {}
+        for b in bases:
+            out.update(resolved(b, depth + 1))
+        out.update(fields)
+        return out
+
+    return {name: resolved(name) for name in own}
+
+
+def _type_name(value: Any) -> str:
+    if value is None or value == MISSING:
+        return "any"
+    for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
+                    (list, "list"), (dict, "dict")):
+        if isinstance(value, t):
+            return name
+    return type(value).__name__
+
+
+def _raw_flat() -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return flat_keys(OmegaConf.to_container(_base_cfg(), resolve=False))
+
+
+def _defaults_list() -> list[tuple[str, str]]:
+    """(config file relative to the config dir, package) in Hydra's merge order."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    with _lock, initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        loader = GlobalHydra.instance().hydra.config_loader  # type: ignore[union-attr]
+        dl = loader.compute_defaults_list(CONFIG_NAME, [], RunMode.RUN)
+    out = []
+    for d in dl.defaults:
+        if d.config_path is None or d.config_path.startswith("hydra/") or (
+                d.package or "").startswith("hydra"):
+            continue
+        out.append((d.config_path, d.package or ""))
+    return out
+
+
+_NOISE = re.compile(r"^(oc\.select:|TODO|FIXME|@package)", re.IGNORECASE)
+
+
+def _comment_lines(lines: list[str], index: int) -> list[str]:
+    """The comment block directly above line `index` (no blank line in between)."""
+    out: list[str] = []
+    i = index - 1
+    while i >= 0 and lines[i].strip().startswith("#"):
+        out.append(lines[i].strip().lstrip("#").strip())
+        i -= 1
+    return [ln for ln in reversed(out) if ln and not _NOISE.match(ln)]
+
+
+def _trailing(line: str, column: int) -> str:
+    rest = line[column:].lstrip().lstrip(":").strip()
+    return rest.lstrip("#").strip() if rest.startswith("#") else ""
+
+
+@functools.cache
+def _file_help(rel: str) -> dict[str, str]:
+    """Relative dotted key → help text for one of verl's YAML files."""
+    import yaml
+
+    path = verl_config_dir() / f"{rel}.yaml"
+    try:
+        text = path.read_text(encoding="utf-8")
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        root = yaml.compose(text, Loader=loader)
+    except (OSError, yaml.YAMLError):
+        return {}
+    lines = text.splitlines()
+    out: dict[str, str] = {}
+
+    def visit(node: Any, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for knode, vnode in node.value:
+            name = str(knode.value)
+            if not prefix and name == "defaults":
+                continue
+            path = f"{prefix}.{name}" if prefix else name
+            parts = _comment_lines(lines, knode.start_mark.line)
+            if vnode.start_mark.line != knode.start_mark.line:  # block value: `key:  # …`
+                tail = _trailing(lines[knode.end_mark.line], knode.end_mark.column)
+            elif vnode.end_mark.line == knode.start_mark.line:  # `key: value  # …`
+                tail = _trailing(lines[vnode.end_mark.line], vnode.end_mark.column)
+            else:
+                tail = ""
+            if tail:
+                parts.append(tail)
+            if parts:
+                out[path] = "\n".join(parts)
+            visit(vnode, path)
+
+    visit(root, "")
+    return out
+
+
+@functools.cache
+def _help_by_key() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for rel, package in _defaults_list():
+        for sub, text in _file_help(rel).items():
+            out[f"{package}.{sub}" if package else sub] = text  # later files win, as in Hydra
+    return out
+
+
+@functools.cache
+def key_catalog() -> dict[str, KeyInfo]:
+    """KeyInfo for every key of the composed config, in config order."""
+    with _lock:
+        plain = flat_keys(_base_plain().config)
+        raw = _raw_flat()
+        helps = _help_by_key()
+    fields = _dataclass_fields()
+    out: dict[str, KeyInfo] = {}
+    for key, value in plain.items():
+        raw_value = raw.get(key)
+        follows = raw_value if isinstance(raw_value, str) and "${" in raw_value else None
+        kind = _type_name(value)
+        parent, _, leaf = key.rpartition(".")
+        target = plain.get(f"{parent}._target_") if parent else None
+        if isinstance(target, str) and leaf in fields.get(target.rpartition(".")[2], {}):
+            typed = _annotation_type(fields[target.rpartition(".")[2]][leaf])
+            if kind == "any" or typed.split(" |")[0] == kind:
+                kind = typed
+        kind = _NULL_TYPES.get(key, kind) if kind == "any" else kind
+        out[key] = KeyInfo(key=key, type=kind, default=value,
+                           help=helps.get(key, ""), required=value == MISSING, follows=follows)
+    return out
+
+
+def key_info(key: str) -> KeyInfo | None:
+    return key_catalog().get(key.lstrip("+~"))

@@ -1,0 +1,111 @@
+"""A profile checked end to end: composed with verl's config, then verl's rules and the
+runtime ones against the live cluster. What the form re-runs after every change (the base
+config is composed once per process; a re-check composes only the current overrides)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.jobs.profiles import Profile, check_set, override_key, to_hydra_overrides
+from tui.jobs.rules import (
+    POST_MORTEM_KEY,
+    ClusterResources,
+    Problem,
+    check_rules,
+    check_runtime_env,
+    is_truthy,
+)
+from tui.jobs.schema import ComposeError, compose_detailed
+
+MAX_COMPOSE_RETRIES = 8  # bad keys dropped one by one so one typo does not hide the rest
+
+
+@dataclass
+class Report:
+    problems: list[Problem]
+    config: dict[str, Any] | None  # the composed config; None when it did not compose
+    overrides: list[str] = field(default_factory=list)  # what was composed, in Hydra syntax
+    from_cluster: dict[str, int] = field(default_factory=dict)  # keys defaulted from the cluster
+
+    @property
+    def ok(self) -> bool:
+        return self.config is not None and not any(p.level == "error" for p in self.problems)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == "warn"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": [p.to_json() for p in self.problems]}
+
+
+def cluster_shape(cluster: ClusterResources) -> tuple[int, int]:
+    """(nnodes, n_gpus_per_node) the cluster offers: its GPU nodes, the smallest GPU count."""
+    gpus = [int(n.gpus) for n in cluster.nodes if n.gpus >= 1]
+    return (len(gpus), min(gpus)) if gpus else (0, 0)
+
+
+def _compose(overrides: list[str]) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
+    """Compose, dropping an override that fails and retrying, so every bad key is reported."""
+    problems: list[Problem] = []
+    current = list(overrides)
+    for _ in range(MAX_COMPOSE_RETRIES):
+        try:
+            result = compose_detailed(current)
+        except ComposeError as exc:
+            problems.append(Problem(exc.key, exc.message))
+            drop = [o for o in current if exc.key and override_key(o) == exc.key.lstrip("+~")]
+            if not drop:  # the failing key is inside a value (a mapping): find its override
+                drop = [o for o in current if exc.key and exc.key.startswith(override_key(o) + ".")]
+            if not drop:
+                return None, current, problems
+            current = [o for o in current if o not in drop[:1]]
+            continue
+        for key in result.unresolved:
+            problems.append(Problem(key, "its ${…} interpolation does not resolve: kept as text",
+                                    "warn"))
+        return result.config, current, problems
+    return None, current, problems
+
+
+def check_profile(profile: Profile, *, sets: Sequence[str] = (),
+                  cluster: ClusterResources | None = None, working_dir_bytes: int | None = None,
+                  post_mortem: bool | None = None) -> Report:
+    """Compose `profile` (+ `sets`, Hydra override strings as on verl's command line) and check
+    it. trainer.nnodes / n_gpus_per_node follow the live cluster unless the profile or a --set
+    pins them. ConfigError for a malformed --set; SchemaError when verl is not installed."""
+    for line in sets:
+        check_set(line)
+    problems: list[Problem] = []
+    try:
+        overrides = to_hydra_overrides(profile.overrides)
+    except ValueError as exc:  # the model validates values; this is belt and braces
+        return Report([Problem(None, str(exc))], None)
+    pinned = {override_key(o) for o in [*overrides, *sets]}
+    from_cluster: dict[str, int] = {}
+    if cluster is not None:
+        nnodes, per_node = cluster_shape(cluster)
+        for key, value in (("trainer.nnodes", nnodes), ("trainer.n_gpus_per_node", per_node)):
+            if key not in pinned and value:
+                from_cluster[key] = value
+    all_overrides = [*overrides, *sets, *(f"{k}={v}" for k, v in from_cluster.items())]
+    config, used, compose_problems = _compose(all_overrides)  # SchemaError: verl missing
+    problems += compose_problems
+    env = profile.runtime_env.env_vars
+    if post_mortem is None:
+        post_mortem = is_truthy(env.get("RAY_DEBUG_POST_MORTEM"))
+    if config is not None:
+        problems += check_rules(config, cluster, working_dir_bytes=working_dir_bytes,
+                                post_mortem=post_mortem, excludes=profile.runtime_env.excludes)
+        problems += check_runtime_env(env, config)
+    elif post_mortem and cluster is not None and cluster.hosts_without_debugpy:
+        problems.append(Problem(POST_MORTEM_KEY, "debugpy>=1.8 missing on "
+                                + ", ".join(cluster.hosts_without_debugpy)))
+    problems.sort(key=lambda p: p.level != "error")
+    return Report(problems, config, used, from_cluster)
