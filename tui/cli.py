@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tui import __version__
 
-SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop")
+SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop",
+               "profile")
 EXIT_BAD_INPUT = 2
 
 
@@ -135,6 +136,28 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
         p.add_argument("job", metavar="SUBMISSION_ID")
         return p
+    if name == "profile":
+        p = _Parser(prog="verl-tui profile",
+                    description="Hyperparameter profiles: check, import from a shell script, "
+                    "export as a launch script.")
+        sub = p.add_subparsers(dest="action", required=True, metavar="check|import|export",
+                               parser_class=_Parser)
+        c = sub.add_parser("check", help="validate against verl's config and rules (and the "
+                           "live cluster with --hosts)")
+        c.add_argument("profile", type=Path, metavar="PROFILE.yaml")
+        c.add_argument("--hosts", type=Path, metavar="HOSTS.yaml")
+        c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        c.add_argument("--json", action="store_true")
+        i = sub.add_parser("import", help="read a shell script that runs main_ppo")
+        i.add_argument("script", type=Path, metavar="SCRIPT.sh")
+        i.add_argument("-o", "--output", type=Path, required=True, metavar="PROFILE.yaml")
+        e = sub.add_parser("export", help="write a ray job submit / sbatch / dstack launcher")
+        e.add_argument("profile", type=Path, metavar="PROFILE.yaml")
+        e.add_argument("--format", choices=("ray-job", "sbatch", "dstack"), default="ray-job")
+        e.add_argument("-o", "--output", type=Path, metavar="FILE")
+        e.add_argument("--nodes", type=int, default=1)
+        e.add_argument("--gpus-per-node", type=int, default=8)
+        return p
     raise KeyError(name)
 
 
@@ -156,7 +179,7 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
         from tui.commands.check import run_check
 
         return run_check(inventory, as_json=args.json, timeout=args.timeout)
-    if name in ("submit", "jobs", "stop"):
+    if name in ("submit", "jobs", "stop", "profile"):
         from tui.commands import jobs
 
         if name == "jobs":
@@ -189,6 +212,20 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
     return ray.run_tunnel(inventory)
 
 
+def _profile(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        from tui.commands.profile import run_profile_check
+
+        hosts = _load(args.hosts) if args.hosts else None
+        return run_profile_check(args.profile, hosts=hosts, sets=args.set, as_json=args.json)
+    from tui.commands import profile_io
+
+    if args.action == "import":
+        return profile_io.run_import(args.script, args.output)
+    return profile_io.run_export(args.profile, args.format, args.output, nodes=args.nodes,
+                                 gpus_per_node=args.gpus_per_node)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     from tui.config.yamlfile import ConfigError
@@ -202,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rest, command = rest[:cut], rest[cut + 1:]
             args = build_subparser(name).parse_args(rest)
             args.command = command
+            if name == "profile":
+                return _profile(args)
             inventory = _load(args.hosts)
             return _dispatch(name, args, inventory)
         args = build_parser().parse_args(args_list)
