@@ -160,6 +160,7 @@ def test_catalog_covers_every_composed_key_with_types_and_help() -> None:
     info = cat["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"]
     assert info.type == "int | None" and info.default is None  # from the dataclass annotation
     assert cat["critic.enable"].type == "bool | None"
+    assert cat["actor_rollout_ref.rollout.name"].choices == ("vllm", "sglang", "trtllm")
     assert cat["actor_rollout_ref.rollout.name"].required
     assert cat["actor_rollout_ref.rollout.n_gpus_per_node"].follows == \
         "${oc.select:trainer.n_gpus_per_node,8}"

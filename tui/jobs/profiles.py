@@ -20,6 +20,7 @@ and escaped, so a value stays one literal value whatever it holds.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -139,7 +140,7 @@ def _quote(text: str) -> str:
     # so the value stays literal text.
     text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
     # Hydra's quoted string: backslashes are literal except before a quote or at the end.
-    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    text = re.sub(r"(\\+)(?='|\Z)", lambda m: m.group(1) * 2, text)
     return "'" + text.replace("'", "\\'") + "'"
 
 
@@ -215,7 +216,12 @@ def check_set(line: str) -> str:
 def _describe(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        return "unknown key (expected name, description, python, overrides, runtime_env)"
+        known = ("name", "description", "python", "overrides", "runtime_env", "env_vars",
+                 "working_dir", "excludes")
+        near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        return "unknown key" + (f" (did you mean {near[0]!r}?)" if near else
+                                " (a profile has name, description, python, overrides, "
+                                "runtime_env)")
     if kind == "missing":
         return "required key is missing"
     return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
@@ -232,7 +238,7 @@ def _plain_exponent_floats(text: str) -> set[tuple[Any, ...]]:
 
     def walk(node: Any, loc: tuple[Any, ...]) -> None:
         if isinstance(node, yaml.ScalarNode):
-            if node.style is None and node.tag.endswith(":str") and _EXP_FLOAT_RE.match(
+            if not node.style and node.tag.endswith(":str") and _EXP_FLOAT_RE.match(
                     node.value):
                 out.add(loc)
         elif isinstance(node, yaml.MappingNode):
@@ -259,11 +265,33 @@ def _set_floats(data: Any, locs: set[tuple[Any, ...]]) -> Any:
     return data
 
 
+def _precheck(doc: LocatedDoc, data: dict) -> None:
+    """Override keys/values and env var names checked here, so the error names the exact line
+    (the model's validators see the whole mapping and cannot say which entry)."""
+    blocks = [("overrides",), ("runtime_env", "env_vars")]
+    for loc in blocks:
+        node: Any = data
+        for part in loc:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            try:
+                if loc == ("overrides",):
+                    Profile._overrides({key: value})
+                else:
+                    RuntimeEnv._env({key: value})
+            except ValueError as exc:
+                raise ConfigError(f"{'.'.join(loc)}: {exc}", doc.path,
+                                  doc.line_of((*loc, key))) from None
+
+
 def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Profile:
     data = doc.data
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping with an 'overrides:' block", doc.path,
                           doc.line_of(()))
+    _precheck(doc, data)
     if "name" not in data and default_name is not None:
         data = {"name": default_name, **data}
     try:
@@ -271,24 +299,10 @@ def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Pro
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
-        # A bad override key or value: point at that key's line, named in the message.
-        msg = _describe(err)
         where = ".".join(str(p) for p in loc)
+        msg = _describe(err)
         raise ConfigError(f"{where}: {msg}" if where else msg, doc.path,
-                          _line_for(doc, loc, msg)) from None
-
-
-def _line_for(doc: LocatedDoc, loc: tuple, msg: str) -> int | None:
-    if loc and loc[0] in ("overrides", "runtime_env") and isinstance(doc.data, dict):
-        block = doc.data.get(loc[0])
-        sub = block.get("env_vars") if loc[0] == "runtime_env" and isinstance(block, dict) \
-            else block
-        if isinstance(sub, dict):
-            for k in sub:
-                if msg.startswith(f"{k}:") or repr(k) in msg:
-                    base = (*loc[:2], k) if loc[0] == "runtime_env" else (loc[0], k)
-                    return doc.line_of(base)
-    return doc.line_of(loc)
+                          doc.line_of(loc)) from None
 
 
 def load_profile(path: Path | str) -> Profile:

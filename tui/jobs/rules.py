@@ -135,21 +135,21 @@ class _Cfg:
             self._bad.add(key)
             self.problems.append(Problem(key, f"must be {what}, not {self.get(key)!r}"))
 
-    def int(self, key: str, default: int | None = None) -> int | None:
+    def as_int(self, key: str, default: int | None = None) -> int | None:
         v = self.get(key, default)
         if v is None or (isinstance(v, int) and not isinstance(v, bool)):
             return v
         self._fail(key, "an integer")
         return None
 
-    def num(self, key: str, default: float | None = None) -> float | None:
+    def as_num(self, key: str, default: float | None = None) -> float | None:
         v = self.get(key, default)
         if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)):
             return v
         self._fail(key, "a number")
         return None
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def as_bool(self, key: str, default: bool = False) -> bool:
         v = self.get(key, default)
         if isinstance(v, bool):
             return v
@@ -158,7 +158,7 @@ class _Cfg:
         self._fail(key, "true or false")
         return default
 
-    def str(self, key: str, default: str | None = None) -> str | None:
+    def as_str(self, key: str, default: str | None = None) -> str | None:
         v = self.get(key, default)
         return v if v is None or isinstance(v, str) else str(v)
 
@@ -167,39 +167,36 @@ def _one_of(c: _Cfg, out: list[Problem], old: str, new: str, who: str) -> None:
     """Exactly one of a deprecated global micro-batch key and its per-GPU successor."""
     a, b = c.get(old), c.get(new)
     if a is None and b is None:
-        out.append(Problem(new, f"set {who}'s micro-batch: {new.rpartition('.')[2]} (per GPU)"))
+        out.append(Problem(new, f"the {who}'s micro-batch per GPU is required while "
+                                "actor.use_dynamic_bsz is off: set it (e.g. 8)"))
     elif a is not None and b is not None:
         out.append(Problem(old, f"both {old.rpartition('.')[2]} and {new.rpartition('.')[2]} are "
                                 f"set: remove {old} (deprecated; keep the _per_gpu one)"))
 
 
-def need_critic(c: _Cfg) -> bool:
-    """trainer/ppo/utils.py::need_critic."""
+def need_critic(cfg: Mapping[str, Any]) -> bool:
+    """trainer/ppo/utils.py::need_critic: critic.enable, or null with adv_estimator gae."""
+    c = _Cfg(cfg, [])
     enable = c.get("critic.enable")
     if enable is not None:
         return bool(enable)
     return c.get("algorithm.adv_estimator") == "gae"
 
 
-def need_reference_policy(c: _Cfg) -> bool:
-    """trainer/ppo/utils.py::need_reference_policy."""
-    return bool(c.get("algorithm.use_kl_in_reward")) or bool(c.get(f"{A}.use_kl_loss"))
-
-
-def world_size(cfg: Mapping[str, Any]) -> int | None:
+def need_reference_policy(cfg: Mapping[str, Any]) -> bool:
+    """trainer/ppo/utils.py::need_reference_policy: KL in the reward or as a loss."""
     c = _Cfg(cfg, [])
-    nodes, per = c.int("trainer.nnodes"), c.int("trainer.n_gpus_per_node")
-    return nodes * per if nodes and per else None
+    return bool(c.get("algorithm.use_kl_in_reward")) or bool(c.get(f"{A}.use_kl_loss"))
 
 
 # -- verl's static rules -------------------------------------------------------------------
 
 
 def _batch_rules(c: _Cfg, out: list[Problem], n: int) -> None:
-    tbs = c.int("data.train_batch_size")
-    rollout_n = c.int(f"{R}.n", 1) or 1
-    dyn = c.bool(f"{A}.use_dynamic_bsz")
-    strategy = c.str(f"{A}.strategy")
+    tbs = c.as_int("data.train_batch_size")
+    rollout_n = c.as_int(f"{R}.n", 1) or 1
+    dyn = c.as_bool(f"{A}.use_dynamic_bsz")
+    strategy = c.as_str(f"{A}.strategy")
     if tbs is None:
         return
     if tbs < 1:
@@ -208,14 +205,14 @@ def _batch_rules(c: _Cfg, out: list[Problem], n: int) -> None:
     if not dyn:
         # utils/config.py::validate_config step 1
         if strategy == "megatron":
-            tp, pp = c.int(f"{A}.megatron.tensor_model_parallel_size", 1) or 1, \
-                c.int(f"{A}.megatron.pipeline_model_parallel_size", 1) or 1
-            cp = c.int(f"{A}.megatron.context_parallel_size", 1) or 1
+            tp, pp = c.as_int(f"{A}.megatron.tensor_model_parallel_size", 1) or 1, \
+                c.as_int(f"{A}.megatron.pipeline_model_parallel_size", 1) or 1
+            cp = c.as_int(f"{A}.megatron.context_parallel_size", 1) or 1
             if n % (tp * pp * cp):
                 out.append(Problem(f"{A}.megatron.tensor_model_parallel_size",
                                    f"{n} GPUs are not divisible by TP×PP×CP = {tp * pp * cp}"))
                 return
-            minimal = n // (tp * pp * cp) * (c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1)
+            minimal = n // (tp * pp * cp) * (c.as_int(f"{A}.ppo_micro_batch_size_per_gpu") or 1)
         else:
             minimal = n
         if (tbs * rollout_n) % minimal:
@@ -225,14 +222,14 @@ def _batch_rules(c: _Cfg, out: list[Problem], n: int) -> None:
                                f"{_next_multiple(tbs, minimal, rollout_n)}"))
         # workers/config/actor.py::ActorConfig.__post_init__ and .validate
         _one_of(c, out, f"{A}.ppo_micro_batch_size", f"{A}.ppo_micro_batch_size_per_gpu", "actor")
-        mini = c.int(f"{A}.ppo_mini_batch_size")
+        mini = c.as_int(f"{A}.ppo_mini_batch_size")
         if mini is not None and tbs < mini:
             out.append(Problem(f"{A}.ppo_mini_batch_size",
                                f"{mini} is larger than data.train_batch_size ({tbs}): "
                                f"lower it to ≤ {tbs}"))
-        micro = c.int(f"{A}.ppo_micro_batch_size")
+        micro = c.as_int(f"{A}.ppo_micro_batch_size")
         if micro is not None and mini is not None and micro > 0:
-            sp = c.int(f"{A}.ulysses_sequence_parallel_size", 1) or 1
+            sp = c.as_int(f"{A}.ulysses_sequence_parallel_size", 1) or 1
             if mini % micro:
                 out.append(Problem(f"{A}.ppo_micro_batch_size",
                                    f"ppo_mini_batch_size ({mini}) must be divisible by it "
@@ -242,7 +239,7 @@ def _batch_rules(c: _Cfg, out: list[Problem], n: int) -> None:
                                    f"{micro} × ulysses SP {sp} must be ≥ {n} GPUs: use "
                                    f"ppo_micro_batch_size_per_gpu instead"))
         # utils/config.py::validate_config, check_mutually_exclusive
-        if need_reference_policy(c):
+        if need_reference_policy(c.cfg):
             _one_of(c, out, f"{REF}.log_prob_micro_batch_size",
                     f"{REF}.log_prob_micro_batch_size_per_gpu", "ref")
         _one_of(c, out, f"{R}.log_prob_micro_batch_size",
@@ -257,24 +254,24 @@ def _next_multiple(tbs: int, minimal: int, rollout_n: int) -> int:
 
 
 def _actor_rules(c: _Cfg, out: list[Problem]) -> None:
-    mode = c.str(f"{A}.loss_agg_mode")
+    mode = c.as_str(f"{A}.loss_agg_mode")
     if mode is not None and mode not in LOSS_AGG_MODES:
         out.append(Problem(f"{A}.loss_agg_mode",
                            f"{mode!r} is not one of {', '.join(LOSS_AGG_MODES)}"))
-    strategy = c.str(f"{A}.strategy")
+    strategy = c.as_str(f"{A}.strategy")
     if c.has(f"{A}.fsdp_config") and strategy not in FSDP_STRATEGIES:
         out.append(Problem(f"{A}.strategy", f"{strategy!r} is not an FSDP strategy "
                                             f"({', '.join(FSDP_STRATEGIES)}); for Megatron "
                                             "compose with model_engine=megatron"))
     # workers/config/actor.py::FSDPActorConfig: SP > 1 needs remove-padding; the deprecated
     # actor key is copied into fsdp_config, so either one turns SP on.
-    sp = max(c.int(f"{A}.ulysses_sequence_parallel_size", 1) or 1,
-             c.int(f"{A}.fsdp_config.ulysses_sequence_parallel_size", 1) or 1)
-    if sp > 1 and c.has(f"{A}.fsdp_config") and not c.bool(f"{MODEL}.use_remove_padding"):
+    sp = max(c.as_int(f"{A}.ulysses_sequence_parallel_size", 1) or 1,
+             c.as_int(f"{A}.fsdp_config.ulysses_sequence_parallel_size", 1) or 1)
+    if sp > 1 and c.has(f"{A}.fsdp_config") and not c.as_bool(f"{MODEL}.use_remove_padding"):
         out.append(Problem(f"{MODEL}.use_remove_padding",
                            f"Ulysses sequence parallel ({sp}) needs use_remove_padding=true"))
     for which in (A, "critic"):
-        sched = c.str(f"{which}.optim.lr_scheduler_type")
+        sched = c.as_str(f"{which}.optim.lr_scheduler_type")
         if sched is not None and c.has(f"{which}.optim.warmup_style") \
                 and sched not in LR_SCHEDULERS:
             out.append(Problem(f"{which}.optim.lr_scheduler_type",
@@ -286,45 +283,46 @@ def _actor_rules(c: _Cfg, out: list[Problem]) -> None:
                                if warm in LR_SCHEDULERS else
                                f"{warm!r} is not constant or cosine; use optim.lr_scheduler_type",
                                "warn" if warm in LR_SCHEDULERS else "error"))
-    loss = c.str(f"{A}.policy_loss.loss_mode")
+    loss = c.as_str(f"{A}.policy_loss.loss_mode")
     if loss is not None and loss not in POLICY_LOSSES:
         out.append(Problem(f"{A}.policy_loss.loss_mode",
                            f"{loss!r} is not one of verl's policy losses; fine only if your code "
                            "registers it", "warn"))
     if loss == "dro" and not c.get(f"{A}.policy_loss.dro_beta"):
         out.append(Problem(f"{A}.policy_loss.dro_beta", "loss_mode dro needs a positive dro_beta"))
-    if c.bool(f"{A}.use_kl_loss"):
+    if c.as_bool(f"{A}.use_kl_loss"):
         _kl_type(c, out, f"{A}.kl_loss_type")
-    if c.bool("algorithm.use_kl_in_reward"):
+    if c.as_bool("algorithm.use_kl_in_reward"):
         _kl_type(c, out, "algorithm.kl_penalty")
-        if c.bool(f"{A}.use_kl_loss"):
+        if c.as_bool(f"{A}.use_kl_loss"):
             out.append(Problem("algorithm.use_kl_in_reward",
                                "both in-reward KL and the actor's KL loss are on: usually you "
                                "want one (GRPO: KL loss)", "warn"))
 
 
 def _kl_type(c: _Cfg, out: list[Problem], key: str) -> None:
-    kind = c.str(key)
+    kind = c.as_str(key)
     if kind is not None and kind.removesuffix("+") not in KL_ESTIMATORS:
         hint = " ('full' is not implemented in verl)" if kind.startswith("full") else ""
         out.append(Problem(key, f"{kind!r} is not one of {', '.join(KL_ESTIMATORS)}{hint}"))
 
 
 def _critic_rules(c: _Cfg, out: list[Problem]) -> None:
-    if not need_critic(c):
+    if not need_critic(c.cfg):
         if c.get("critic.enable") is False and c.get("algorithm.adv_estimator") == "gae":
             out.append(Problem("critic.enable", "gae needs the critic's values: enable it or "
                                                 "pick a critic-free estimator (grpo)", "warn"))
         return
     # workers/config/critic.py::CriticConfig.__post_init__ and .validate
-    if not c.bool("critic.use_dynamic_bsz"):
+    if not c.as_bool("critic.use_dynamic_bsz"):
         _one_of(c, out, "critic.ppo_micro_batch_size", "critic.ppo_micro_batch_size_per_gpu",
                 "critic")
-        mini, micro = c.int("critic.ppo_mini_batch_size"), c.int("critic.ppo_micro_batch_size")
+        mini = c.as_int("critic.ppo_mini_batch_size")
+        micro = c.as_int("critic.ppo_micro_batch_size")
         if micro and mini is not None and mini % micro:
             out.append(Problem("critic.ppo_micro_batch_size",
                                f"critic.ppo_mini_batch_size ({mini}) must be divisible by it"))
-        tbs = c.int("data.train_batch_size")
+        tbs = c.as_int("data.train_batch_size")
         if tbs is not None and mini is not None and tbs < mini:
             out.append(Problem("critic.ppo_mini_batch_size",
                                f"{mini} is larger than data.train_batch_size ({tbs})"))
@@ -334,22 +332,22 @@ def _critic_rules(c: _Cfg, out: list[Problem]) -> None:
 
 
 def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
-    name = c.str(f"{R}.name")
+    name = c.as_str(f"{R}.name")
     if name is None or name == "???":
         out.append(Problem(f"{R}.name", f"required: set it to {' or '.join(ROLLOUT_NAMES)}"))
     elif name == "hf":
         out.append(Problem(f"{R}.name", "the hf rollout is gone from verl: use vllm or sglang"))
     elif name not in ROLLOUT_NAMES:
         out.append(Problem(f"{R}.name", f"{name!r} is not one of {', '.join(ROLLOUT_NAMES)}"))
-    mode = c.str(f"{R}.mode")
+    mode = c.as_str(f"{R}.mode")
     if mode == "sync":
         out.append(Problem(f"{R}.mode", "sync rollout was removed: set it to async or drop it"))
     elif mode not in (None, "async"):
         out.append(Problem(f"{R}.mode", f"{mode!r}: only async is supported", "warn"))
-    tp = c.int(f"{R}.tensor_model_parallel_size", 1) or 1
-    dp = c.int(f"{R}.data_parallel_size", 1) or 1
-    pp = c.int(f"{R}.pipeline_model_parallel_size", 1) or 1
-    ep = c.int(f"{R}.expert_parallel_size", 1) or 1
+    tp = c.as_int(f"{R}.tensor_model_parallel_size", 1) or 1
+    dp = c.as_int(f"{R}.data_parallel_size", 1) or 1
+    pp = c.as_int(f"{R}.pipeline_model_parallel_size", 1) or 1
+    ep = c.as_int(f"{R}.expert_parallel_size", 1) or 1
     if pp > 1:
         out.append(Problem(f"{R}.pipeline_model_parallel_size",
                            f"{name} rollout does not implement pipeline parallel > 1: set it to 1"))
@@ -357,7 +355,7 @@ def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
         out.append(Problem(f"{R}.expert_parallel_size",
                            f"must equal tensor_model_parallel_size × data_parallel_size "
                            f"({tp * dp})"))
-    if c.bool(f"{R}.disaggregation.enabled") and name not in ("sglang", "vllm"):
+    if c.as_bool(f"{R}.disaggregation.enabled") and name not in ("sglang", "vllm"):
         out.append(Problem(f"{R}.disaggregation.enabled", "needs rollout.name sglang or vllm"))
     # workers/engine_workers.py: the training world must split into whole rollout replicas
     replica = tp * dp * pp
@@ -368,18 +366,18 @@ def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
         out.append(Problem(f"{R}.tensor_model_parallel_size",
                            f"{n} GPUs (nnodes × n_gpus_per_node) are not divisible by rollout "
                            f"TP×DP×PP = {replica}: pick a divisor of {n}"))
-    per_node = c.int(f"{R}.n_gpus_per_node") or c.int("trainer.n_gpus_per_node") or 1
+    per_node = c.as_int(f"{R}.n_gpus_per_node") or c.as_int("trainer.n_gpus_per_node") or 1
     if replica % min(per_node, replica):  # workers/rollout/replica.py
         out.append(Problem(f"{R}.tensor_model_parallel_size",
                            f"a rollout replica of {replica} GPUs spans nodes: it must be a "
                            f"multiple of {per_node} GPUs per node"))
     # utils/config.py::validate_config checks the training temperature here, not val_kwargs'
-    if c.bool(f"{R}.val_kwargs.do_sample"):
-        temp = c.num(f"{R}.temperature")
+    if c.as_bool(f"{R}.val_kwargs.do_sample"):
+        temp = c.as_num(f"{R}.temperature")
         if temp is not None and temp <= 0:
             out.append(Problem(f"{R}.temperature",
                                "must be > 0 when val_kwargs.do_sample is true"))
-        vtemp = c.num(f"{R}.val_kwargs.temperature")
+        vtemp = c.as_num(f"{R}.val_kwargs.temperature")
         if vtemp is not None and vtemp <= 0:
             out.append(Problem(f"{R}.val_kwargs.temperature",
                                "0 samples greedily although val_kwargs.do_sample is true: set "
@@ -388,23 +386,23 @@ def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
     if isinstance(lora, int) and lora <= 0:
         lora = c.get(f"{MODEL}.lora_rank", 0) or 0
     if isinstance(lora, int) and lora > 512 and name == "vllm" \
-            and not c.bool(f"{MODEL}.lora.merge"):
+            and not c.as_bool(f"{MODEL}.lora.merge"):
         out.append(Problem(f"{MODEL}.lora_rank", f"vLLM serves LoRA ranks up to 512, not {lora}"))
 
 
 def _algorithm_rules(c: _Cfg, out: list[Problem]) -> None:
-    est = c.str("algorithm.adv_estimator")
+    est = c.as_str("algorithm.adv_estimator")
     if est is not None and est not in ADV_ESTIMATORS:
         out.append(Problem("algorithm.adv_estimator",
                            f"{est!r} is not one of verl's estimators; fine only if your code "
                            "registers it", "warn"))
-    if c.bool("algorithm.filter_groups.enable") and not c.get("algorithm.filter_groups.metric"):
+    if c.as_bool("algorithm.filter_groups.enable") and not c.get("algorithm.filter_groups.metric"):
         out.append(Problem("algorithm.filter_groups.metric",
                            "group filtering is on: name the metric (e.g. acc)"))
 
 
 def _trainer_rules(c: _Cfg, out: list[Problem]) -> None:
-    mode = c.str("trainer.resume_mode")
+    mode = c.as_str("trainer.resume_mode")
     if mode is not None and mode not in RESUME_MODES:
         out.append(Problem("trainer.resume_mode", f"{mode!r} is not one of "
                                                   f"{', '.join(RESUME_MODES)}"))
@@ -419,26 +417,26 @@ def _trainer_rules(c: _Cfg, out: list[Problem]) -> None:
     for key, value in PLACEHOLDERS.items():
         if c.get(key) == value:
             out.append(Problem(key, "still verl's placeholder default: set your own", "warn"))
-    if c.str("trainer.v1.trainer_mode") == "separate_async":
-        tbs, mini = c.int("data.train_batch_size"), c.int(f"{A}.ppo_mini_batch_size")
-        step = c.int("trainer.v1.separate_async.parameter_sync_step")
+    if c.as_str("trainer.v1.trainer_mode") == "separate_async":
+        tbs, mini = c.as_int("data.train_batch_size"), c.as_int(f"{A}.ppo_mini_batch_size")
+        step = c.as_int("trainer.v1.separate_async.parameter_sync_step")
         if None not in (tbs, mini, step) and tbs != step * mini:
             out.append(Problem("trainer.v1.separate_async.parameter_sync_step",
                                f"separate_async needs train_batch_size = parameter_sync_step × "
                                f"ppo_mini_batch_size ({step} × {mini} ≠ {tbs})"))
-        if not (c.int(f"{R}.nnodes") or 0) > 0:
+        if not (c.as_int(f"{R}.nnodes") or 0) > 0:
             out.append(Problem(f"{R}.nnodes", "separate_async needs a standalone rollout pool: "
                                               "set rollout.nnodes > 0"))
         if c.get(f"{R}.checkpoint_engine.backend") == "naive":
             out.append(Problem(f"{R}.checkpoint_engine.backend",
                                "separate_async needs nccl, nixl or another non-naive backend"))
     for pool in ("reward.reward_model", "distillation"):
-        if pool == "reward.reward_model" and not c.bool(f"{pool}.enable_resource_pool"):
+        if pool == "reward.reward_model" and not c.as_bool(f"{pool}.enable_resource_pool"):
             continue
-        if pool == "distillation" and not c.bool(f"{pool}.enabled"):
+        if pool == "distillation" and not c.as_bool(f"{pool}.enabled"):
             continue
         for k in ("nnodes", "n_gpus_per_node"):
-            if not (c.int(f"{pool}.{k}") or 0) > 0:
+            if not (c.as_int(f"{pool}.{k}") or 0) > 0:
                 out.append(Problem(f"{pool}.{k}", "its own resource pool needs this > 0"))
     legacy = [k for k in ("custom_reward_function", "reward_model", "sandbox_fusion")
               if _any_set(c.get(k))]
@@ -456,11 +454,12 @@ def _any_set(node: Any) -> bool:
 
 def _extra_pool_gpus(c: _Cfg) -> int:
     total = 0
-    if c.bool("reward.reward_model.enable_resource_pool"):
-        total += (c.int("reward.reward_model.nnodes") or 0) * \
-            (c.int("reward.reward_model.n_gpus_per_node") or 0)
-    if c.bool("distillation.enabled"):
-        total += (c.int("distillation.nnodes") or 0) * (c.int("distillation.n_gpus_per_node") or 0)
+    if c.as_bool("reward.reward_model.enable_resource_pool"):
+        total += (c.as_int("reward.reward_model.nnodes") or 0) * \
+            (c.as_int("reward.reward_model.n_gpus_per_node") or 0)
+    if c.as_bool("distillation.enabled"):
+        total += (c.as_int("distillation.nnodes") or 0) * \
+            (c.as_int("distillation.n_gpus_per_node") or 0)
     return total
 
 
@@ -473,8 +472,9 @@ def _cluster_rules(c: _Cfg, out: list[Problem], cluster: ClusterResources, nnode
     have = cluster.total_gpus
     if have < need:
         out.append(Problem("trainer.nnodes",
-                           f"needs {need} GPUs but Ray sees {have:g} on {len(cluster.nodes)} "
-                           f"nodes: lower trainer.nnodes / n_gpus_per_node or bring nodes up"))
+                           f"needs {need} GPUs but Ray sees {have:g} on "
+                           f"{_n(len(cluster.nodes), 'node')}: lower trainer.nnodes / "
+                           "n_gpus_per_node or bring nodes up"))
         return
     # One STRICT_PACK placement group per node: n_gpus_per_node bundles of {CPU: 3, GPU: 1}.
     fits = 0
@@ -488,16 +488,21 @@ def _cluster_rules(c: _Cfg, out: list[Problem], cluster: ClusterResources, nnode
     if fits < nnodes:
         need_cpu = CPUS_PER_GPU * per_node
         out.append(Problem("trainer.n_gpus_per_node",
-                           f"needs {nnodes} nodes with ≥ {per_node} GPUs and ≥ {need_cpu} CPUs "
-                           f"each, {fits} have them" + (f"; short: {', '.join(short)}"
-                                                       if short else "")))
+                           f"needs {_n(nnodes, 'node')} with ≥ {per_node} GPUs and ≥ {need_cpu} "
+                           f"CPUs each (verl packs {CPUS_PER_GPU} CPUs per GPU), {fits} "
+                           f"{'has' if fits == 1 else 'have'} them"
+                           + (f"; short: {', '.join(short)}" if short else "")))
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _dir_rules(c: _Cfg, out: list[Problem]) -> None:
-    path = c.str("trainer.default_local_dir")
+    path = c.as_str("trainer.default_local_dir")
     if path is None or os.path.isabs(path):
         return
-    saves = (c.int("trainer.save_freq") or -1) > 0
+    saves = (c.as_int("trainer.save_freq") or -1) > 0
     why = "~ is not expanded by verl" if path.startswith("~") else "a relative path"
     out.append(Problem("trainer.default_local_dir",
                        f"{why}: checkpoints land in Ray's per-job working_dir copy on each node; "
@@ -525,7 +530,7 @@ def check_rules(cfg: Mapping[str, Any], cluster: ClusterResources | None = None,
     cluster when given. Errors first, then warnings; each names its key."""
     out: list[Problem] = []
     c = _Cfg(cfg, out)
-    nnodes, per_node = c.int("trainer.nnodes"), c.int("trainer.n_gpus_per_node")
+    nnodes, per_node = c.as_int("trainer.nnodes"), c.as_int("trainer.n_gpus_per_node")
     if nnodes is not None and nnodes < 1:
         out.append(Problem("trainer.nnodes", "must be ≥ 1"))
     if per_node is not None and per_node < 1:

@@ -26,7 +26,7 @@ CONFIG_NAME = "ppo_trainer"
 MISSING = "???"  # OmegaConf's marker for a value that must be set
 
 # Keys verl moved; an override of the old name fails composition ("Could not override").
-# Each pair is proven by verl 0.9.1's own files (see the note).
+# Each is proven by verl 0.9.1's own files (the third field says where).
 RENAMED: tuple[tuple[str, str, str], ...] = (
     ("critic.model.fsdp_config", "critic.fsdp",
      "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp"),
@@ -62,6 +62,7 @@ class KeyInfo:
     help: str = ""  # the comment above the key in verl's YAML (and a trailing one)
     required: bool = False  # "???" in verl: must be set
     follows: str | None = None  # the raw "${…}" default when it follows another key
+    choices: tuple[str, ...] = ()  # the values verl accepts, where its code has a fixed set
 
 
 @dataclass
@@ -503,6 +504,8 @@ def key_catalog() -> dict[str, KeyInfo]:
         plain = flat_keys(_base_plain().config)
         raw = _raw_flat()
         helps = _help_by_key()
+    from tui.jobs.rules import CHOICES  # plain constants; no cycle at import time
+
     fields = _dataclass_fields()
     out: dict[str, KeyInfo] = {}
     for key, value in plain.items():
@@ -517,7 +520,8 @@ def key_catalog() -> dict[str, KeyInfo]:
                 kind = typed
         kind = _NULL_TYPES.get(key, kind) if kind == "any" else kind
         out[key] = KeyInfo(key=key, type=kind, default=value,
-                           help=helps.get(key, ""), required=value == MISSING, follows=follows)
+                           help=helps.get(key, ""), required=value == MISSING, follows=follows,
+                           choices=CHOICES.get(key, ()))
     return out
 
 
