@@ -155,6 +155,9 @@ async def shoot(scenario: Scenario) -> list[Path]:
         save(app, "doctor")
         await pilot.press("escape")
         await pilot.pause(0.3)
+        await shoot_job_form(app, pilot, save)
+        await pilot.press("1")
+        await pilot.pause(0.3)
         await pilot.press("D")
         await pilot.pause(0.3)
         save(app, "confirm_ray_down")
@@ -175,6 +178,41 @@ async def shoot(scenario: Scenario) -> list[Path]:
         await pilot.pause(0.5)
         save(app, "host_problems")
     return shots
+
+
+async def shoot_job_form(app: VerlTuiApp, pilot, save) -> None:
+    """Jobs → n → the gsm8k preset → a batch size the cluster cannot divide: inline error."""
+    from textual.widgets import Input, OptionList
+
+    from tui.screens.job_form import JobFormScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.profile_picker import ProfilePickerScreen
+
+    await pilot.press("2")
+    await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+    await pilot.press("n")
+    await until(pilot, lambda: isinstance(app.screen, ProfilePickerScreen)
+                and bool(app.screen.entries), 10)
+    picker = app.screen
+    picker.query_one(OptionList).highlighted = next(
+        i for i, e in enumerate(picker.entries) if e.name == "grpo-gsm8k-qwen2.5-0.5b")
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, JobFormScreen), 10)
+    form = app.screen
+    await until(pilot, lambda: form.validated and bool(form.fields)
+                and form.cluster_note is None, 60)
+    field = form.fields["data.train_batch_size"]
+    inp = field.query_one(Input)
+    inp.focus()
+    inp.value = ""
+    await pilot.press("7")
+    await until(pilot, lambda: "divisible" in field.problem_text, 10)
+    await pilot.pause(0.5)
+    save(app, "job_form")
+    await pilot.press("ctrl+d")  # leave no draft behind in the user's state dir
+    await pilot.pause(0.5)
+    await pilot.press("escape")
+    await pilot.pause(0.3)
 
 
 def to_png(svg: Path) -> Path:

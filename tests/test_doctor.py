@@ -234,7 +234,8 @@ async def test_probe_reports_each_host(env):
         assert f.python_version == platform.python_version()
         assert f.python_executable == sys.executable
         assert Path(f.python_realpath).resolve() == Path(sys.executable).resolve()
-        assert f.ray_version == "2.60.0" and f.verl_version is None
+        assert f.ray_version == "2.60.0"
+        assert f.verl_version == _installed_version("verl")  # read by the probe on the host
         assert f.nvml_py_version is not None
         assert f.cpu_count and f.cpu_count >= 1 and f.ray_cpu_count
         assert 0 < f.mem_available_bytes <= f.mem_total_bytes
@@ -719,3 +720,12 @@ def test_facts_tolerate_junk():
     assert facts.listeners == {6379: Listener(pid=None, name="n")}
     assert facts.interfaces == ()
     assert NetInterface("eth0", ipv4=("1.2.3.4",)).has_address
+
+
+def _installed_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None

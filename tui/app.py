@@ -163,6 +163,15 @@ class VerlTuiApp(App):
         self.action_show_cluster()
         self.push_screen(JobsScreen(self.ray, JobHistory(self.inventory.cluster)))
 
+    def action_new_job(self) -> None:
+        """The Jobs screen, then the profile picker (→ the job form)."""
+        from tui.screens.jobs import JobsScreen
+
+        self.action_show_jobs()
+        screen = self.screen
+        if isinstance(screen, JobsScreen):
+            screen.action_new_job()
+
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen
 

@@ -24,6 +24,12 @@ class CockpitCommands(Provider):
                 ("Fold or unfold all hosts", screen.table.action_toggle_all, "Cluster screen"),
                 ("Reconnect every host now", partial(app.reconnect, None), "Fleet"),
             ]
+        if hasattr(app, "action_new_job"):
+            cmds += [
+                ("Jobs", app.action_show_jobs, "Jobs on the cluster (2)"),
+                ("New job from profile", app.action_new_job,
+                 "Pick a profile, edit it in the job form, submit"),
+            ]
         cmds.append(("Show key bindings", app.action_help, "Help"))
         return cmds
 

@@ -396,3 +396,9 @@ def list_profiles(dirs: Iterable[Path | str]) -> list[ProfileEntry]:
             except ConfigError as exc:
                 out.append(ProfileEntry(path, path.stem, None, str(exc)))
     return sorted(out, key=lambda e: (e.name, str(e.path)))
+
+
+def profile_dirs() -> list[Path]:
+    """Where profiles are looked up: the presets shipped in the repo, then the user's own."""
+    return [Path(__file__).resolve().parents[2] / "profiles",
+            Path("~/.config/verl-tui/profiles").expanduser()]

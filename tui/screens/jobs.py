@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
@@ -18,6 +20,8 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.job_form import JobFormScreen
+from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
 
 POLL_S = 3.0
@@ -45,6 +49,8 @@ def _age(row: JobRow) -> str:
 
 class JobsScreen(Screen):
     BINDINGS = [
+        Binding("n", "new_job", "New job"),
+        Binding("e", "edit_job", "Resubmit with edits"),
         Binding("s", "stop", "Stop job"),
         Binding("x", "delete", "Delete job"),
         Binding("r", "refresh", "Refresh"),
@@ -97,7 +103,10 @@ class JobsScreen(Screen):
         self._fill()
 
     def _fill(self) -> None:
-        table = self.query_one(DataTable)
+        try:
+            table = self.query_one(DataTable)
+        except NoMatches:  # the screen is going away (app closing): nothing to show
+            return
         current = self.current
         table.clear()
         for r in self.rows:
@@ -156,6 +165,40 @@ class JobsScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    # -- new job / resubmit with edits -----------------------------------------------------
+
+    def open_form(self, profile_path: Path, initial_sets: list[str] | None = None) -> None:
+        def done(sid: str | None) -> None:
+            if sid:
+                self.action_refresh()
+
+        self.app.push_screen(JobFormScreen(self.cluster, self.history, profile_path,
+                                           initial_sets=initial_sets), done)
+
+    def action_new_job(self) -> None:
+        def picked(path: Path | None) -> None:
+            if path is not None:
+                self.open_form(path)
+
+        self.app.push_screen(ProfilePickerScreen(), picked)
+
+    def action_edit_job(self) -> None:
+        row = self.current
+        if row is None:
+            self.notify("no job selected", timeout=2)
+            return
+        rec = row.record
+        if rec is None or rec.kind != "profile" or not rec.profile_path:
+            self.notify(f"{row.submission_id} has no profile (a raw command): nothing to edit; "
+                        "n starts a new job from a profile", severity="warning", timeout=5)
+            return
+        path = Path(rec.profile_path)
+        if not path.is_file():
+            self.notify(f"{row.submission_id}: its profile {path} is gone", severity="error",
+                        timeout=5)
+            return
+        self.open_form(path, list(rec.overrides))
 
     def action_stop(self) -> None:
         row = self.current

@@ -1,0 +1,172 @@
+"""The job form's state as data: field text ↔ profile values (Hydra's syntax, verl's command
+line habit), and drafts autosaved to the XDG state dir so nothing typed is lost.
+
+A field's text is what the user typed; an empty text means "verl's default" (no override).
+`parse_text` reads it like Hydra reads `key=text` and returns the value a profile holds, so
+`to_hydra_overrides` quotes it safely on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui.jobs.importer import _hydra_value, read_hydra_value
+from tui.jobs.profiles import Profile, hydra_value
+from tui.state import atomic_write_json, state_dir
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_NOT_A_VALUE = type(read_hydra_value("a,b"))  # importer's sentinel is a bare object()
+
+
+def _unread(value: Any) -> bool:
+    return type(value) is _NOT_A_VALUE
+
+
+def parse_text(key: str, text: str) -> tuple[Any, str | None]:
+    """(value, problem) for what was typed at `key`. problem is one line when Hydra would
+    refuse the text or the profile model would not hold the value."""
+    value, problem = _hydra_value(text)
+    if problem or _unread(value):
+        why = (problem or "Hydra cannot parse this value").removesuffix(
+            ": imported as literal text")
+        return None, f"{why} (quote text with '…', write a list as [a,b])"
+    try:
+        Profile._overrides({key: value})
+    except ValueError as exc:
+        return None, str(exc)
+    return value, None
+
+
+def value_text(value: Any) -> str:
+    """The shortest text that `parse_text` reads back as exactly `value`."""
+    if isinstance(value, str):
+        if value and value.strip() == value:
+            back = read_hydra_value(value)
+            if isinstance(back, str) and back == value:
+                return value
+        return hydra_value(value)
+    if isinstance(value, list):
+        plain = "[" + ",".join(value_text(v) for v in value) + "]"
+        back = read_hydra_value(plain)
+        if not _unread(back) and back == value:
+            return plain
+    return hydra_value(value)
+
+
+def default_text(value: Any) -> str:
+    """verl's default as a placeholder."""
+    if value == "???":
+        return "required (??? in verl)"
+    try:
+        return value_text(value)
+    except ValueError:
+        return str(value)
+
+
+def texts_from_sets(sets: Iterable[str]) -> dict[str, str]:
+    """`key=value` Hydra overrides (a job's recorded ones) → key → field text."""
+    out: dict[str, str] = {}
+    for line in sets:
+        key, sep, raw = line.partition("=")
+        key = key.strip()
+        if not key:
+            continue
+        if not sep:  # `~key`: a deletion; kept as an extra key holding null
+            out[key] = "null"
+            continue
+        value = read_hydra_value(raw)
+        out[key] = raw if _unread(value) else value_text(value)
+    return out
+
+
+def texts_from_profile(profile: Profile) -> dict[str, str]:
+    return {k: value_text(v) for k, v in profile.overrides.items()}
+
+
+# -- drafts ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Toggles:
+    post_mortem: bool = False
+    legacy_debug: bool = False
+    print_config: bool = False
+
+
+@dataclass
+class Draft:
+    profile_path: str
+    profile: str
+    texts: dict[str, str]  # every overridden key → its text as typed (order kept)
+    values: dict[str, Any] = field(default_factory=dict)  # the parsed ones, for reading
+    toggles: Toggles = field(default_factory=Toggles)
+    saved_at: float = 0.0
+
+    @property
+    def extra_keys(self) -> list[str]:
+        from tui.jobs.catalog import CATALOG_KEYS
+
+        return [k for k in self.texts if k not in CATALOG_KEYS]
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["extra_keys"] = self.extra_keys
+        return doc
+
+
+def draft_path(cluster: str, profile_name: str) -> Path:
+    return state_dir() / "drafts" / _SAFE.sub("_", cluster) / f"{_SAFE.sub('_', profile_name)}.json"
+
+
+def save_draft(cluster: str, draft: Draft) -> Path:
+    draft.saved_at = time.time()
+    path = draft_path(cluster, draft.profile)
+    doc = draft.to_json()
+    try:
+        json.dumps(doc, allow_nan=True)
+    except (TypeError, ValueError):
+        doc["values"] = {}
+    atomic_write_json(path, doc)
+    return path
+
+
+def load_draft(cluster: str, profile_name: str) -> Draft | None:
+    path = draft_path(cluster, profile_name)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        texts = doc["texts"]
+        if not isinstance(texts, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
+            return None
+        toggles = Toggles(**{k: bool(v) for k, v in (doc.get("toggles") or {}).items()
+                             if k in Toggles.__dataclass_fields__})
+        return Draft(profile_path=str(doc.get("profile_path", "")), profile=profile_name,
+                     texts=dict(texts), values=doc.get("values") or {}, toggles=toggles,
+                     saved_at=float(doc.get("saved_at") or 0.0))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # no draft, or a damaged one: start from the profile
+
+
+def clear_draft(cluster: str, profile_name: str) -> None:
+    draft_path(cluster, profile_name).unlink(missing_ok=True)
+
+
+def overrides_from_texts(texts: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(overrides, key → problem) for the non-empty texts."""
+    values: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for key, text in texts.items():
+        if not text.strip():
+            continue
+        value, problem = parse_text(key, text)
+        if problem:
+            problems[key] = problem
+        else:
+            values[key] = value
+    return values, problems
