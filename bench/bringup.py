@@ -570,16 +570,35 @@ def wait_for_product(timeout: float) -> bool:
         time.sleep(120)
 
 
+NOISY_PCT = 5.0  # a run during which other processes used this much of the machine is flagged
+
+
+def _noisy(r: dict) -> bool:
+    return (r.get("foreign") or {}).get("pct_of_machine", 0) >= NOISY_PCT
+
+
+def _usable(runs: list[dict], method: str, k: int) -> list[dict]:
+    """The successful runs of (method, k) that other processes left alone; all successful
+    ones when none was left alone."""
+    ok = [r for r in runs if r["method"] == method and r["workers"] == k and r.get("ok")]
+    return [r for r in ok if not _noisy(r)] or ok
+
+
 def summarize(runs: list[dict], counts: list[int]) -> dict:
     methods = ("verl-tui", "serial+sleeps", "serial")
     table: dict = {}
+    flagged_used = dict.fromkeys(methods, 0)
     for meth in methods:
         for k in counts:
-            walls = [r["wall_s"] for r in runs
+            used = _usable(runs, meth, k)
+            flagged_used[meth] += sum(1 for r in used if _noisy(r))
+            walls = [r["wall_s"] for r in used]
+            every = [r["wall_s"] for r in runs
                      if r["method"] == meth and r["workers"] == k and r.get("ok")]
-            table.setdefault(meth, {})[k] = {"median_s": _median(walls), "runs_s": walls}
-    to_alive = {k: _median([r["wall_to_alive_s"] for r in runs if r["method"] == "serial"
-                            and r["workers"] == k and r.get("wall_to_alive_s")])
+            table.setdefault(meth, {})[k] = {"median_s": _median(walls), "used_s": walls,
+                                             "runs_s": every}
+    to_alive = {k: _median([r["wall_to_alive_s"] for r in _usable(runs, "serial", k)
+                            if r.get("wall_to_alive_s")])
                 for k in counts}
     ratios = {}
     lo, hi = min(counts), max(counts)
@@ -591,7 +610,8 @@ def summarize(runs: list[dict], counts: list[int]) -> dict:
         a, b = table[meth][lo]["runs_s"], table[meth][hi]["runs_s"]
         ratios_of_min[meth] = min(b) / min(a) if a and b else None
     return {"table": table, "serial_to_alive_s": to_alive, "ratios": ratios,
-            "ratios_of_min": ratios_of_min, "ratio_label": f"T({hi})/T({lo})"}
+            "ratios_of_min": ratios_of_min, "ratio_label": f"T({hi})/T({lo})",
+            "flagged_runs_in_medians": flagged_used}
 
 
 def analysis(runs: list[dict], counts: list[int], cpus: int) -> dict:
@@ -599,7 +619,7 @@ def analysis(runs: list[dict], counts: list[int], cpus: int) -> dict:
     out: dict = {"phases_s": {}, "join_s": {}, "cpu": {}, "serial_join_s": {},
                  "cpu_by_process_workers_phase": {}, "cpu_by_process_after_up": {}}
     for k in counts:
-        vt = [r for r in runs if r["method"] == "verl-tui" and r["workers"] == k and r["ok"]]
+        vt = _usable(runs, "verl-tui", k)
         if not vt:
             continue
         names = vt[0]["phases_s"].keys()
@@ -622,8 +642,7 @@ def analysis(runs: list[dict], counts: list[int], cpus: int) -> dict:
                                           if r.get("cpu_after_up")]),
         }
         # "Alone": the seeds' way with sleeps, one start at a time after the others settled.
-        ser = [r for r in runs if r["method"] == "serial+sleeps" and r["workers"] == k
-               and r.get("ok")]
+        ser = _usable(runs, "serial+sleeps", k)
         sj = [v for r in ser for v in r["joined_s"].values()]
         scpu = [c["ours_cpu_s"] for r in ser for c in r["cpu_per_worker_start"].values() if c]
         out["serial_join_s"][k] = {"mean": statistics.fmean(sj) if sj else None,
@@ -644,7 +663,7 @@ def analysis(runs: list[dict], counts: list[int], cpus: int) -> dict:
     # workers phase with `lo` workers, / lo); k starts on `cpus` cores cannot take less than
     # k*C/cpus, nor less than the workers phase with `lo` workers (W_lo).
     lo, hi = min(counts), max(counts)
-    vt = [r for r in runs if r["method"] == "verl-tui" and r.get("ok") and r.get("phases_s")]
+    vt = [r for k in counts for r in _usable(runs, "verl-tui", k) if r.get("phases_s")]
     fixed = [r["wall_s"] - r["phases_s"]["workers"] for r in vt
              if r["phases_s"].get("workers") is not None]
     per_start = [r["cpu_workers_phase"]["ours_cpu_s"] / lo for r in vt
@@ -671,8 +690,8 @@ def report(runs: list[dict], counts: list[int], cpus: int,
     summ = summarize(runs, counts)
     ana = analysis(runs, counts, cpus)
     tab = summ["table"]
-    print(f"\nwall time, median of {args.repeat} ({args.sleeps_repeat} with sleeps), s; "
-          "serial = the seeds' scripts over the real ssh client")
+    print(f"\nwall time, median of {args.repeat} ({args.sleeps_repeat} with sleeps) less runs"
+          " that other processes slowed, s; serial = the seeds' scripts over the real ssh client")
     print(f"  {'workers':>7} | {'verl-tui up':>11} | {'serial with sleeps':>18} | "
           f"{'serial without sleeps':>21} | {'(… until ALIVE)':>15}")
     for k in counts:
@@ -682,14 +701,15 @@ def report(runs: list[dict], counts: list[int], cpus: int,
               f"{_fmt(summ['serial_to_alive_s'][k]):>15}")
     label = summ["ratio_label"]
     rv, rs, rn = (summ["ratios"][m] for m in ("verl-tui", "serial+sleeps", "serial"))
-    busy_runs = [r for r in runs if (r.get("foreign") or {}).get("pct_of_machine", 0) >= 5]
+    busy_runs = [r for r in runs if _noisy(r)]
     fo_cpu = sum((r.get("foreign") or {}).get("cpu_s", 0) for r in runs)
     fo_wall = sum(r.get("wall_s") or 0 for r in runs)
     summ["foreign_pct_of_machine"] = fo = 100 * fo_cpu / (fo_wall * cpus) if fo_wall else None
     # Another session's load makes single runs slower at random: then a verdict means little.
-    noisy = fo is not None and fo >= 5
+    noisy = summ["flagged_runs_in_medians"]["verl-tui"] > 0
     verdict = "-" if rv is None else ("PASS" if rv <= GOAL_RATIO else "FAIL")
-    summ["verdict"] = verdict + (" (unreliable: machine shared)" if noisy else "")
+    summ["verdict"] = verdict + (" (unreliable: other processes slowed a verl-tui run in it)"
+                                 if noisy else "")
     print(f"\n{label}: verl-tui up {_fmt(rv, 2)} (goal ≤ {GOAL_RATIO}: {summ['verdict']}), "
           f"serial with sleeps {_fmt(rs, 2)}, serial without sleeps {_fmt(rn, 2)}; machine: "
           f"{cpus} CPU cores shared by all {max(counts) + 1} Ray nodes")
@@ -698,8 +718,9 @@ def report(runs: list[dict], counts: list[int], cpus: int,
         print(f"  verl-tui up, best run of each: {label} {rmin:.2f}")
     print(f"  other processes on this machine (not this bench) used {_fmt(fo, 0)} % of it "
           "during the timed runs"
-          + (f"; {len(busy_runs)} runs had ≥ 5 %: their times are inflated, re-run on a quiet "
-             "machine" if busy_runs else ""))
+          + (f"; {len(busy_runs)} runs had ≥ {NOISY_PCT:g} % and are left out of the medians "
+             f"where a quieter run of the same kind exists "
+             f"({sum(summ['flagged_runs_in_medians'].values())} stayed in)" if busy_runs else ""))
 
     print("\nwhere verl-tui up's time goes (medians, s; phases from its progress lines):")
     names = next(iter(ana["phases_s"].values()), {}).keys()
@@ -744,8 +765,8 @@ def report(runs: list[dict], counts: list[int], cpus: int,
         f_lo, f_hi = model["fixed_range_s"]
         print(f"\n  CPU model: everything but the workers phase takes {f:.1f} s at every k (runs:"
               f" {f_lo:.1f}–{f_hi:.1f} s, mostly the head); one "
-              f"worker start costs {c:.1f} CPU-s of our processes (k={lo}), so k parallel starts "
-              f"on {cpus} cores need ≥ k·{c:.1f}/{cpus} s: workers phase floor "
+              f"worker start costs ≈ {c:.1f} CPU-s of our processes (k={lo}), so k parallel starts "
+              f"on {cpus} cores need ≈ k·{c:.1f}/{cpus} s or more: workers phase floor "
               + ", ".join(f"k={k} {fl[k]:.1f} s (measured {_fmt(me[k])})" for k in counts))
         print(f"  {label} ≤ {GOAL_RATIO} needs the k={hi} workers phase ≤ "
               f"{model['goal_workers_phase_max_s']:.1f} s; with perfect overlap on this machine "
@@ -769,7 +790,22 @@ def main() -> int:
                         "of the machine (a shared machine: another session's tests)")
     p.add_argument("--wait-product", type=float, default=1200.0,
                    help="seconds to wait for tui.cluster.probe to become importable")
+    p.add_argument("--report-from", metavar="JSON",
+                   help="print the report of a saved bench/results/bringup.json again (and "
+                        "recompute its summary); runs nothing")
     args = p.parse_args()
+    if args.report_from:
+        path = Path(args.report_from)
+        doc = json.loads(path.read_text())
+        prm = doc["params"]
+        ns = argparse.Namespace(repeat=prm["repeat"], sleeps_repeat=prm["sleeps_repeat"],
+                                after_up=prm.get("after_up_s", 2.0))
+        print(f"report of {path} (code {doc['machine']['code']}, "
+              f"{doc['machine']['cpu_count']} CPUs)")
+        doc["summary"], doc["analysis"] = report(doc["runs"], prm["workers"],
+                                                 doc["machine"]["cpu_count"], ns)
+        path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        return 0
     counts = sorted({int(x) for x in args.workers.split(",") if x.strip()})
     if not counts or min(counts) < 1 or max(counts) > HOSTS - 1:
         p.error(f"--workers: counts between 1 and {HOSTS - 1}")
@@ -777,10 +813,11 @@ def main() -> int:
         print("bringup.py needs root (network namespaces)", file=sys.stderr)
         return 2
     cpus = os.cpu_count() or 1
+    code = code_version()  # at the start: other people may commit while this runs
     print(f"bring-up: verl-tui up vs the seeds' serial scripts, {', '.join(map(str, counts))} "
           f"workers x {args.repeat}, {HOSTS} namespace hosts; {cpus} CPUs, "
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
-          f"code {code_version()}", flush=True)
+          f"code {code}", flush=True)
     if not wait_for_product(args.wait_product):
         return 1
 
@@ -844,9 +881,11 @@ def main() -> int:
     out = RESULTS / "bringup.json"
     out.write_text(json.dumps({
         "machine": {"cpu_count": cpus, "python": platform.python_version(),
-                    "platform": platform.platform(), "code": code_version()},
+                    "platform": platform.platform(), "code": code,
+                    "code_at_end": code_version()},
         "params": {"workers": counts, "repeat": args.repeat,
-                   "sleeps_repeat": args.sleeps_repeat, "hosts": HOSTS,
+                   "sleeps_repeat": args.sleeps_repeat, "after_up_s": args.after_up,
+                   "quiet_wait_s": args.quiet_wait, "hosts": HOSTS,
                    "memory": MEMORY, "object_store_memory": OBJECT_STORE,
                    "head_sleep_s": HEAD_SLEEP, "worker_sleep_s": WORKER_SLEEP,
                    "goal_ratio": GOAL_RATIO},
