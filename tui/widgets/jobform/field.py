@@ -30,7 +30,7 @@ class FormField(Vertical):
     FormField .field-key { width: 1fr; color: $text-muted; padding-left: 2; }
     FormField .field-remove { min-width: 5; width: 5; height: 1; border: none; margin: 0; }
     FormField Input { width: 100%; height: 1; border: none; padding: 0 1; background: $boost; }
-    FormField Input:focus { background: $primary 30%; }
+    FormField Input:focus { background: $primary 30%; border: none; }
     FormField Select { width: 60; }
     FormField .field-switch { height: auto; }
     FormField .field-switch Static { width: 1fr; padding: 1 0 0 1; color: $text-muted; }
