@@ -53,6 +53,7 @@ VENV_PY = str(ROOT / ".venv" / "bin" / "python")
 RAY = [VENV_PY, "-m", "ray.scripts.scripts"]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from benchlib import code_version  # noqa: E402
 from harness.nshosts import NsCluster  # noqa: E402
 
 GOAL_RATIO = 1.3
@@ -84,15 +85,6 @@ NODES_PY = (
 # helpers
 
 
-def code_version() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tui"], cwd=ROOT,
-                               text=True, capture_output=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if dirty else "")
 
 
 def _median(values: list[float]) -> float | None:

@@ -31,6 +31,8 @@ import termios
 import time
 from pathlib import Path
 
+from benchlib import code_version
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -149,15 +151,6 @@ def loaded_modules(python: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def code_version() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tui"], cwd=ROOT,
-                               text=True, capture_output=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if dirty else "")
 
 
 def main() -> int:

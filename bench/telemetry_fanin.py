@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import code_version
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 GPUS = 8
@@ -322,16 +324,6 @@ def _round(x: float | None) -> float | None:
 # orchestrator
 
 
-def code_version() -> str:
-    """HEAD's short hash, with '+dirty' when tui/ has uncommitted changes."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tui"], cwd=ROOT,
-                               text=True, capture_output=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if dirty else "")
 
 
 def _cpus() -> tuple[int, list[int]]:
