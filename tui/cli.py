@@ -13,7 +13,7 @@ from pathlib import Path
 from tui import __version__
 
 SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop",
-               "profile")
+               "logs", "debug", "profile")
 EXIT_BAD_INPUT = 2
 
 
@@ -136,6 +136,26 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
         p.add_argument("job", metavar="SUBMISSION_ID")
         return p
+    if name == "logs":
+        p = _Parser(prog="verl-tui logs",
+                    usage="verl-tui logs HOSTS.yaml JOB [--follow]\n"
+                    "       verl-tui logs HOSTS.yaml --node HOST [FILE] [--follow]",
+                    description="Print a job's driver log (through the head's Jobs API), or list "
+                    "and print a host's Ray session log files (over SSH). With --follow and a "
+                    "job: exit 0 when it SUCCEEDED, 1 otherwise.")
+        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
+        p.add_argument("job", nargs="?", metavar="JOB",
+                       help="submission id (or, with --node, a log file name)")
+        p.add_argument("--node", metavar="HOST", help="a host's Ray logs instead of a job's")
+        p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+        return p
+    if name == "debug":
+        p = _Parser(prog="verl-tui debug",
+                    description="Workers paused by post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
+                    "and legacy pdb breakpoints (RAY_DEBUG=legacy) of running jobs.")
+        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
+        p.add_argument("--json", action="store_true", help="JSON output")
+        return p
     if name == "profile":
         p = _Parser(prog="verl-tui profile",
                     description="Hyperparameter profiles: check, import from a shell script, "
@@ -201,6 +221,18 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
             submission_id=args.submission_id, post_mortem=args.post_mortem,
             legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json,
             print_config=args.print_config)
+    if name == "logs":
+        from tui.commands.logs import run_job_logs, run_node_logs
+
+        if args.node:
+            return run_node_logs(inventory, args.node, args.job, follow=args.follow)
+        if not args.job:
+            raise ConfigError("give a JOB (verl-tui jobs lists them) or --node HOST")
+        return run_job_logs(inventory, args.job, follow=args.follow)
+    if name == "debug":
+        from tui.commands.debug import run_debug
+
+        return run_debug(inventory, as_json=args.json)
     from tui.commands import ray
 
     if name == "up":
@@ -237,7 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name == "submit" and "--" in rest:  # everything after -- is the job's command
                 cut = rest.index("--")
                 rest, command = rest[:cut], rest[cut + 1:]
-            args = build_subparser(name).parse_args(rest)
+            sub = build_subparser(name)
+            # `logs HOSTS --node HOST FILE`: a positional may come after an option.
+            args = sub.parse_intermixed_args(rest) if name == "logs" else sub.parse_args(rest)
             args.command = command
             if name == "profile":
                 return _profile(args)

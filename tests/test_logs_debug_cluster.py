@@ -1,0 +1,248 @@
+"""Logs and the debugger on a real Ray cluster over namespace sshd hosts: a job's log followed
+through the Jobs API tail (every line once, in order), a host's Ray log files over SSH, a task
+that raises under post-mortem debugging found, attached over an SSH forward with the DAP
+client, inspected and continued; a legacy pdb breakpoint driven from the console."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import textwrap
+import time
+
+import pytest
+from test_ray_lifecycle import VENV_PY, hosts_yaml
+
+from tui.config.hosts import load_inventory
+
+
+@pytest.fixture(scope="module")
+def ray2(tmp_path_factory):
+    """Two hosts with Ray up for the module."""
+    from harness.nshosts import NsCluster
+
+    work = tmp_path_factory.mktemp("logsdebug")
+    cluster = NsCluster(2, work / "hosts")
+    cluster.start()
+    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra="num_cpus: 4")
+    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+    try:
+        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
+                            text=True, timeout=240, env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield cluster, path, env
+    finally:
+        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
+                       timeout=120, env=env)
+        cluster.stop()
+
+
+def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def submit(env, path, sid: str, script: str, *extra: str) -> None:
+    out = cli(env, "submit", str(path), "--submission-id", sid, *extra, "--",
+              VENV_PY, "-c", textwrap.dedent(script))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def job_status(env, path, sid: str) -> str:
+    doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
+    return next(j["status"] for j in doc["jobs"] if j["submission_id"] == sid)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+METRIC_JOB = """
+    import sys, time
+    for i in range(600):
+        print(f"line {i:05d} of the first part")
+    sys.stdout.flush()
+    time.sleep(4)
+    print("Total training steps: 5")
+    for step in range(1, 6):
+        print(f"step:{step} - critic/score/mean:{0.1 * step:.3f} - actor/entropy:{1.0 / step:.3f}"
+              f" - timing_s/step:{0.5 + step / 10:.3f}")
+        for i in range(200):
+            print(f"line {600 + (step - 1) * 200 + i:05d} after step {step}")
+        sys.stdout.flush()
+        time.sleep(0.3)
+    print("done")
+"""
+
+
+def test_job_log_follow_gets_every_line_once(ray2):
+    cluster, path, env = ray2
+    submit(env, path, "log-follow-1", METRIC_JOB)
+    # Start following while the job runs, after its first part is written: the snapshot and
+    # the websocket tail must join without a gap or a repeat.
+    wait_for(lambda: job_status(env, path, "log-follow-1") == "RUNNING", 60, "RUNNING")
+    time.sleep(1.5)
+    out = cli(env, "logs", str(path), "log-follow-1", "--follow", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "log-follow-1: SUCCEEDED" in out.stderr
+    numbered = [ln for ln in out.stdout.splitlines() if ln.startswith("line ")]
+    assert [int(ln.split()[1]) for ln in numbered] == list(range(1600))
+    assert out.stdout.count("step:3 - critic/score/mean:0.300") == 1
+    assert out.stdout.rstrip().endswith("done")
+
+    # A finished job's log comes at once, identical.
+    again = cli(env, "logs", str(path), "log-follow-1")
+    assert again.returncode == 0 and again.stdout == out.stdout
+
+    missing = cli(env, "logs", str(path), "no-such-job")
+    assert missing.returncode == 1 and "no job 'no-such-job'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_node_logs_list_and_print(ray2):
+    _, path, env = ray2
+    listing = cli(env, "logs", str(path), "--node", "node2")
+    assert listing.returncode == 0, listing.stderr
+    names = [ln.split()[-1] for ln in listing.stdout.splitlines()]
+    assert "raylet.out" in names and "gcs_server.out" not in names  # a worker has no GCS
+    raylet = cli(env, "logs", str(path), "--node", "node2", "raylet.out")
+    assert raylet.returncode == 0 and "raylet" in raylet.stdout.lower()
+    head = cli(env, "logs", str(path), "--node", "node1")
+    assert "gcs_server.out" in head.stdout
+    bad = cli(env, "logs", str(path), "--node", "node2", "../../etc/passwd")
+    assert bad.returncode != 0 and "root:" not in bad.stdout
+    unknown = cli(env, "logs", str(path), "--node", "node9")
+    assert unknown.returncode == 2 and "not a host" in unknown.stderr
+
+
+POST_MORTEM_JOB = """
+    import ray
+    ray.init()
+
+    @ray.remote
+    def failing_task(n):
+        secret = n * 7
+        raise ValueError(f"boom {secret}")
+
+    ray.get(failing_task.remote(6))
+"""
+
+LEGACY_JOB = """
+    import ray
+    ray.init()
+
+    @ray.remote
+    def stops_at_breakpoint():
+        x = 42
+        breakpoint()
+        return x + 1
+
+    print("result", ray.get(stops_at_breakpoint.remote()))
+"""
+
+
+async def _with_ray_cluster(path, body):
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.transport.fleet import Fleet
+
+    inv = load_inventory(path)
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv)
+        try:
+            return await body(cluster)
+        finally:
+            await cluster.close()
+
+
+def test_post_mortem_worker_listed_attached_and_continued(ray2):
+    from tui.cluster.debug_targets import open_forward, paused_workers
+    from tui.debug.dap import DapClient
+
+    _, path, env = ray2
+    submit(env, path, "post-mortem-1", POST_MORTEM_JOB, "--env", "RAY_DEBUG_POST_MORTEM=1")
+    t0 = time.monotonic()
+
+    def listed():
+        out = cli(env, "debug", str(path), "--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        return [p for p in doc["paused"] if p["job"] == "post-mortem-1"]
+
+    paused = wait_for(listed, 60, "the paused worker in `verl-tui debug`", interval=1)
+    took = time.monotonic() - t0
+    assert took < 20 + 10, took  # the issue's 20 s, plus the job's own start on this machine
+    p = paused[0]
+    assert p["host"] in ("node1", "node2") and p["port"] > 0 and p["pid"] > 0
+    assert "failing_task" in p["task"]
+    assert set(p) >= {"host", "pid", "port", "task", "job"}
+
+    async def attach(cluster):
+        [target] = [w for w in await paused_workers(cluster) if w.job == "post-mortem-1"]
+        forward = await open_forward(cluster, target)
+        try:
+            dap = await DapClient.connect("127.0.0.1", forward.local_port)
+            try:
+                stopped = await dap.attach_post_mortem(timeout=20)
+                info = await dap.exception_info(stopped.thread_id)
+                frames = await dap.stack_trace(stopped.thread_id)
+                frame = next(f for f in frames if f.name == "failing_task")
+                value = await dap.evaluate("secret", frame.id)
+                scopes = await dap.scopes(frame.id)
+                local_vars = await dap.variables(scopes[0].reference)
+                await dap.continue_(stopped.thread_id)
+            finally:
+                await dap.close()
+        finally:
+            forward.close()
+        return info, value, {v.name: v.value for v in local_vars}
+
+    info, value, local_vars = asyncio.run(_with_ray_cluster(path, attach))
+    assert "ValueError" in (info.exception_id + info.description)
+    assert value.result == "42"
+    assert local_vars.get("n") == "6" and local_vars.get("secret") == "42"
+    wait_for(lambda: job_status(env, path, "post-mortem-1") == "FAILED", 60, "job FAILED")
+    log = cli(env, "logs", str(path), "post-mortem-1").stdout
+    assert "ValueError: boom 42" in log
+
+
+def test_legacy_breakpoint_console(ray2):
+    from tui.cluster.debug_targets import legacy_breakpoints, open_forward
+    from tui.debug.pdb_console import PdbConsole
+
+    _, path, env = ray2
+    submit(env, path, "legacy-1", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
+
+    def listed():
+        out = cli(env, "debug", str(path), "--json")
+        assert out.returncode == 0, out.stderr
+        return [b for b in json.loads(out.stdout)["breakpoints"] if b["job"] == "legacy-1"]
+
+    [bp] = wait_for(listed, 60, "the breakpoint in `verl-tui debug`", interval=1)
+    assert bp["port"] > 0 and bp["host"] in ("node1", "node2")
+
+    async def drive(cluster):
+        [target] = [b for b in await legacy_breakpoints(cluster) if b.job == "legacy-1"]
+        forward = await open_forward(cluster, target)
+        try:
+            console = await PdbConsole.connect("127.0.0.1", forward.local_port)
+            x = await console.send("p x")
+            where = await console.send("where")
+            await console.send("c")
+            return x, where, console.closed
+        finally:
+            forward.close()
+
+    x, where, closed = asyncio.run(_with_ray_cluster(path, drive))
+    assert x.strip() == "42"
+    assert "stops_at_breakpoint" in where
+    assert closed
+    wait_for(lambda: job_status(env, path, "legacy-1") == "SUCCEEDED", 60, "job SUCCEEDED")
+    assert "result 43" in cli(env, "logs", str(path), "legacy-1").stdout

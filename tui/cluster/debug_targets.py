@@ -1,0 +1,217 @@
+"""What waits for a debugger on the cluster: workers paused by post-mortem debugging (debugpy,
+found through the state API over the tunnel) and legacy pdb breakpoints (records in the GCS
+internal KV, read by a small script run with the head's interpreter over SSH).
+
+Both lists leave out what belongs to jobs that are no longer running: Ray keeps KV records
+of dead jobs, and a paused worker of a stopped job is about to go away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.ray_cluster import RayCluster
+from tui.transport.types import Forward, TransportError
+
+_PAUSED = ("/api/v0/workers?detail=true&limit=10000&filter_keys=num_paused_threads"
+           "&filter_predicates=!%3D&filter_values=0")
+_RUNNING_TASKS = ("/api/v0/tasks?detail=true&limit=10000&filter_keys=state"
+                  "&filter_predicates=%3D&filter_values=RUNNING")
+
+# Run with the head's interpreter: Ray's own GCS client, no ray.init (which would register a
+# driver job and take seconds). Prints one JSON object. Keys of dead jobs are deleted, as
+# `ray debug` does, so they do not pile up.
+_KV_SCRIPT = r"""
+import json, sys
+from ray._raylet import GcsClient
+gcs = GcsClient(address=sys.argv[1])
+ns = b"ray_pdb"
+jobs = {}
+for info in gcs.get_all_job_info(skip_submission_job_info_field=True,
+                                 skip_is_running_tasks_field=True).values():
+    meta = dict(info.config.metadata)
+    jobs[info.job_id.hex()] = {"alive": not info.is_dead,
+                               "submission_id": meta.get("job_submission_id")}
+out = []
+for key in gcs.internal_kv_keys(b"RAY_PDB_", namespace=ns):
+    raw = gcs.internal_kv_get(key, namespace=ns)
+    if raw is None:
+        continue
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        continue
+    job = jobs.get(rec.get("job_id"))
+    if job is None or not job["alive"]:
+        gcs.internal_kv_del(key, False, namespace=ns)
+        continue
+    rec["key"] = key.decode()
+    rec["submission_id"] = job["submission_id"]
+    out.append(rec)
+print(json.dumps({"breakpoints": out}))
+"""
+
+
+@dataclass(frozen=True)
+class PausedWorker:
+    """A worker whose task raised under RAY_DEBUG_POST_MORTEM: debugpy listens on node_ip:port."""
+
+    host: str
+    node_ip: str
+    pid: int
+    port: int
+    worker_id: str
+    task: str
+    task_id: str
+    job: str  # submission id when the job has one, else Ray's job id
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A legacy (RAY_DEBUG=legacy) pdb session waiting on node_ip's 127.0.0.1:port."""
+
+    key: str
+    host: str
+    node_ip: str
+    port: int
+    pdb_host: str
+    filename: str
+    lineno: int
+    task: str
+    task_id: str
+    job: str
+    traceback: str | None
+    timestamp: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DebugTargets:
+    paused: list[PausedWorker]
+    breakpoints: list[Breakpoint]
+    problems: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"paused": [p.to_json() for p in self.paused],
+                "breakpoints": [b.to_json() for b in self.breakpoints],
+                "problems": self.problems}
+
+
+def _rows(data: Any) -> list[dict[str, Any]]:
+    result = (data or {}).get("data", {}).get("result", {}) if isinstance(data, dict) else {}
+    rows = result.get("result", []) if isinstance(result, dict) else result
+    return [r for r in rows if isinstance(r, dict)]
+
+
+async def _job_names(cluster: RayCluster) -> dict[str, tuple[str, str]]:
+    """Ray job id (hex) -> (name to show: submission id or job id, status)."""
+    client = await cluster.dashboard()
+    jobs = await client.get("/api/jobs/") or []
+    out: dict[str, tuple[str, str]] = {}
+    for j in jobs:
+        if isinstance(j, dict) and j.get("job_id"):
+            out[j["job_id"]] = (j.get("submission_id") or j["job_id"], j.get("status", "?"))
+    return out
+
+
+async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
+    client = await cluster.dashboard()
+    workers, tasks, jobs = await asyncio.gather(
+        client.get(_PAUSED), client.get(_RUNNING_TASKS), _job_names(cluster))
+    task_by_worker = {t.get("worker_id"): t for t in _rows(tasks)}
+    host_by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
+    out = []
+    for w in _rows(workers):
+        port = w.get("debugger_port") or 0
+        if not port or not w.get("is_alive", True):
+            continue
+        task = task_by_worker.get(w.get("worker_id"), {})
+        job_hex = task.get("job_id") or w.get("job_id") or ""
+        name, status = jobs.get(job_hex, (job_hex, "?"))
+        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            continue
+        ip = w.get("ip", "")
+        task_name = task.get("name") or task.get("func_or_class_name") or "?"
+        out.append(PausedWorker(
+            host=host_by_ip.get(ip, ip), node_ip=ip, pid=int(w.get("pid") or 0), port=int(port),
+            worker_id=w.get("worker_id", ""), task=task_name, task_id=task.get("task_id", ""),
+            job=name))
+    return sorted(out, key=lambda p: (p.job, p.host, p.pid))
+
+
+async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
+    inv = cluster.inv
+    head = inv.head
+    transport = await cluster.fleet.wait_up(head.name, 15)
+    res = await transport.run([head.python, "-c", _KV_SCRIPT, f"{head.node_ip}:{inv.ray.port}"],
+                              timeout=30)
+    if not res.ok:
+        tail = (res.stderr or res.stdout).strip().splitlines()
+        raise TransportError(f"reading breakpoints on {head.name} failed: "
+                             f"{tail[-1] if tail else f'exit {res.exit_status}'}")
+    try:
+        data = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TransportError(f"reading breakpoints on {head.name}: unexpected output") from None
+    host_by_ip = {h.node_ip: h.name for h in inv.hosts}
+    node_ip_by_id = await _node_ips(cluster)
+    out = []
+    for rec in data.get("breakpoints", []):
+        addr = str(rec.get("pdb_address", ""))
+        pdb_host, _, port = addr.rpartition(":")
+        if not port.isdigit():
+            continue
+        ip = node_ip_by_id.get(rec.get("node_id", ""), "")
+        out.append(Breakpoint(
+            key=rec["key"], host=host_by_ip.get(ip, ip or "?"), node_ip=ip, port=int(port),
+            pdb_host=pdb_host or "localhost", filename=str(rec.get("filename", "")),
+            lineno=int(rec.get("lineno") or 0), task=str(rec.get("proctitle", "")),
+            task_id=str(rec.get("task_id", "")),
+            job=rec.get("submission_id") or str(rec.get("job_id", "")),
+            traceback=rec.get("traceback"), timestamp=float(rec.get("timestamp") or 0)))
+    return sorted(out, key=lambda b: -b.timestamp)
+
+
+async def _node_ips(cluster: RayCluster) -> dict[str, str]:
+    client = await cluster.dashboard()
+    data = await client.get("/api/v0/nodes?limit=10000&detail=true")
+    return {n.get("node_id", ""): n.get("node_ip", "") for n in _rows(data)}
+
+
+async def debug_targets(cluster: RayCluster) -> DebugTargets:
+    """Both lists; a failure of one is reported in `problems` and does not hide the other."""
+    paused, bps = await asyncio.gather(paused_workers(cluster), legacy_breakpoints(cluster),
+                                       return_exceptions=True)
+    problems = []
+    for what, value in (("paused workers", paused), ("breakpoints", bps)):
+        if isinstance(value, (DashboardError, TransportError)):
+            problems.append(f"{what}: {value}")
+        elif isinstance(value, BaseException):
+            raise value
+    return DebugTargets(paused if isinstance(paused, list) else [],
+                        bps if isinstance(bps, list) else [], problems)
+
+
+async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -> Forward:
+    """A local port forwarded over the SSH connection of the target's host to where its
+    debugger listens: debugpy on the node's IP, legacy pdb on the node's loopback (unless Ray
+    ran with --ray-debugger-external)."""
+    if target.host not in {h.name for h in cluster.inv.hosts}:
+        raise TransportError(f"the debugger is on {target.node_ip or target.host}, which is not "
+                             f"a host of {cluster.inv.cluster}: add it to the hosts file")
+    transport = await cluster.fleet.wait_up(target.host, 15)
+    if isinstance(target, PausedWorker):
+        remote = target.node_ip
+    else:
+        remote = "127.0.0.1" if target.pdb_host in ("localhost", "127.0.0.1", "") \
+            else target.pdb_host
+    return await transport.forward_local_port(remote, target.port)

@@ -1,0 +1,49 @@
+"""`verl-tui debug`: what waits for a debugger on the cluster (paused post-mortem workers and
+legacy pdb breakpoints), for scripts and for a quick look without the cockpit."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.debug_targets import DebugTargets, debug_targets
+from tui.cluster.ray_cluster import RayCluster
+from tui.commands.ray import _run, _with_cluster
+from tui.config.hosts import Inventory
+from tui.transport.types import TransportError
+
+
+def targets_text(t: DebugTargets) -> str:
+    out = []
+    if t.paused:
+        out.append(f"{'PAUSED WORKER':<14} {'HOST':<12} {'PID':>7} {'PORT':>6}  {'JOB':<32} TASK")
+        out += [f"{'post-mortem':<14} {p.host:<12} {p.pid:>7} {p.port:>6}  {p.job:<32} {p.task}"
+                for p in t.paused]
+    else:
+        out.append("no paused workers")
+    if t.breakpoints:
+        out.append("")
+        out.append(f"{'BREAKPOINT':<14} {'HOST':<12} {'PORT':>6}  {'JOB':<32} WHERE")
+        for b in t.breakpoints:
+            age = f"{time.time() - b.timestamp:.0f}s ago" if b.timestamp else ""
+            out.append(f"{'legacy pdb':<14} {b.host:<12} {b.port:>6}  {b.job:<32} "
+                       f"{b.filename}:{b.lineno}  {b.task} {age}".rstrip())
+    else:
+        out.append("no legacy breakpoints")
+    out += [f"problem: {p}" for p in t.problems]
+    return "\n".join(out)
+
+
+def run_debug(inv: Inventory, *, as_json: bool) -> int:
+    async def body(cluster: RayCluster) -> int:
+        try:
+            targets = await debug_targets(cluster)
+        except (DashboardError, TransportError) as exc:
+            print(f"verl-tui debug: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps(targets.to_json()) if as_json else targets_text(targets))
+        return 1 if targets.problems else 0
+
+    return _run(_with_cluster(inv, body))

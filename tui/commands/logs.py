@@ -1,0 +1,90 @@
+"""`verl-tui logs`: a job's log (or a host's Ray log file) printed here, optionally followed.
+
+Exit status with --follow: 0 when the job SUCCEEDED, 1 when it failed or was stopped, so
+scripts can wait on a job with it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.node_logs import follow_log, list_logs, log_path
+from tui.cluster.ray_cluster import RayCluster
+from tui.commands.ray import _run, _with_cluster
+from tui.config.hosts import Inventory
+from tui.config.yamlfile import ConfigError
+from tui.jobs.logs import JobLogEnd, job_log_chunks
+from tui.transport.types import TransportError
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
+    async def body(cluster: RayCluster) -> int:
+        ends: list[JobLogEnd] = []
+        try:
+            client = await cluster.dashboard()
+            async for chunk in job_log_chunks(client, job, follow=follow, ends=ends):
+                _write(chunk)
+        except (DashboardError, TransportError) as exc:
+            msg = str(exc)
+            if "HTTP 404" in msg:
+                msg = f"no job {job!r} on the head (verl-tui jobs lists them)"
+            print(f"verl-tui logs: {msg}", file=sys.stderr)
+            return 1
+        end = ends[-1] if ends else JobLogEnd(None)
+        if follow:
+            print(f"--- {job}: {end.status}" + (f" ({end.message})" if end.message else ""),
+                  file=sys.stderr)
+            return 0 if end.status == "SUCCEEDED" else 1
+        return 0
+
+    return _run(_with_cluster(inv, body))
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024 or unit == "G":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{size}B"
+
+
+def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) -> int:
+    if host not in {h.name for h in inv.hosts}:
+        raise ConfigError(f"--node {host!r}: not a host of {inv.cluster} "
+                          f"({', '.join(h.name for h in inv.hosts)})")
+
+    async def body(cluster: RayCluster) -> int:
+        try:
+            transport = await cluster.fleet.wait_up(host, 20)
+            if name is None:
+                for f in await list_logs(transport):
+                    print(f"{_human(f.size):>8}  {f.kind:<10} {f.name}")
+                return 0
+            files = {f.name for f in await list_logs(transport)}
+            if name not in files:
+                print(f"verl-tui logs: {host} has no log file {name!r} "
+                      f"(verl-tui logs HOSTS --node {host} lists them)", file=sys.stderr)
+                return 1
+            if not follow:
+                res = await transport.run(["cat", "--", log_path(name)], timeout=300)
+                _write(res.stdout)
+                return 0 if res.ok else 1
+            proc = await follow_log(transport, name)
+            try:
+                async for line in proc.lines():
+                    _write(line + "\n")
+            finally:
+                await proc.close()
+        except (TransportError, ValueError) as exc:
+            print(f"verl-tui logs: {exc}", file=sys.stderr)
+            return 1
+        return 0
+
+    return _run(_with_cluster(inv, body))
