@@ -84,7 +84,7 @@ METRIC_JOB = """
 
 
 def test_job_log_follow_gets_every_line_once(ray2):
-    cluster, path, env = ray2
+    _, path, env = ray2
     submit(env, path, "log-follow-1", METRIC_JOB)
     # Start following while the job runs, after its first part is written: the snapshot and
     # the websocket tail must join without a gap or a repeat.

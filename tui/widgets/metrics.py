@@ -1,0 +1,433 @@
+"""Training metrics: charts of the metrics users watch, a step progress bar with ETA.
+
+Charts are textual-plotext ``PlotextPlot`` widgets. The panel is fed raw job-log text; the
+tracker parses it cheaply and charts redraw on a timer, at most twice a second, and only when
+something new arrived.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Input, OptionList, ProgressBar, Static
+from textual.widgets.option_list import Option
+from textual_plotext import PlotextPlot
+
+from tui.metrics import MetricsTracker
+
+REDRAW_EVERY_S = 0.5  # at most 2 Hz: plotext rebuilds every chart's whole canvas
+# More points than this many per column of the chart are thinned: the terminal cannot show
+# them, and plotext's cost grows with the points.
+POINTS_PER_CELL = 2
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """One chart: a title, its keys, and whether only the first key with data is plotted."""
+
+    title: str
+    keys: tuple[str, ...]
+    short: str = ""  # the label in the latest-values line
+    first_only: bool = False
+
+
+DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("score / reward mean", ("critic/score/mean", "critic/rewards/mean"), "score"),
+    # GRPO with use_kl_loss logs actor/kl_loss; PPO without it only the policy's actor/ppo_kl.
+    ChartSpec("KL", ("actor/kl_loss", "actor/ppo_kl"), "KL", first_only=True),
+    ChartSpec("entropy", ("actor/entropy",), "entropy"),
+    ChartSpec("response length mean", ("response_length/mean",), "resp len"),
+    ChartSpec("throughput (tokens/s/GPU)", ("perf/throughput",), "tok/s/GPU"),
+    ChartSpec("step time (s)", ("timing_s/step",), "s/step"),
+)
+
+
+def fmt_value(v: float) -> str:
+    """A metric value in a few characters: 0.6231, 0.0012, 512, 12.3k, nan."""
+    if not math.isfinite(v):
+        return str(v)
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:.1f}G"
+    if a >= 1e6:
+        return f"{v / 1e6:.1f}M"
+    if a >= 1e5:
+        return f"{v / 1e3:.0f}k"
+    if a >= 100 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.4g}" if a >= 1e-3 else f"{v:.1e}"
+
+
+def fmt_duration(seconds: float) -> str:
+    """ETA style: 42s, 5m03s, 1h12m, 3d04h."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def progress_text(tracker: MetricsTracker) -> str:
+    """``step 37/200 · ETA 1h12m · 45.2 s/step``."""
+    last, total = tracker.last_step, tracker.total_steps
+    if last is None:
+        return "waiting for verl's step lines" + (f" · {total} steps" if total else "")
+    parts = [f"step {last}/{total}" if total else f"step {last} (total unknown)"]
+    if total and last >= total:
+        parts.append("done")
+    elif total:
+        eta = tracker.eta_seconds()
+        parts.append("ETA –" if eta is None else f"ETA {fmt_duration(eta)}")
+    per_step = tracker.step_seconds()
+    if per_step is not None:
+        parts.append(f"{per_step:.1f} s/step")
+    return " · ".join(parts)
+
+
+def chart_keys(spec: ChartSpec, tracker: MetricsTracker) -> list[str]:
+    """The keys of a chart that have data (the first one only for a first_only chart)."""
+    seen = [k for k in spec.keys if tracker.latest_step(k) is not None]
+    return seen[:1] if spec.first_only else seen
+
+
+def short_labels(keys: Sequence[str]) -> list[str]:
+    """Keys without the path segments they all share: critic/score/mean and
+    critic/rewards/mean become score and rewards."""
+    if len(keys) < 2:
+        return list(keys)
+    parts = [k.split("/") for k in keys]
+    head = 0
+    while all(len(p) > head + 1 and p[head] == parts[0][head] for p in parts):
+        head += 1
+    tail = 0
+    while all(len(p) > head + tail + 1 and p[-1 - tail] == parts[0][-1 - tail] for p in parts):
+        tail += 1
+    return ["/".join(p[head:len(p) - tail]) for p in parts]
+
+
+def thin(points: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """At most about `limit` points, evenly spread, always keeping the newest."""
+    if limit <= 0 or len(points) <= limit:
+        return list(points)
+    stride = math.ceil(len(points) / limit)
+    kept = list(points[::stride])
+    if kept[-1] != points[-1]:
+        kept.append(points[-1])
+    return kept
+
+
+class MetricChart(Vertical, can_focus=True):
+    """A bordered chart of one ChartSpec, or a dim note while its keys have no data."""
+
+    DEFAULT_CSS = """
+    MetricChart {
+        border: round $panel; height: 1fr; width: 1fr; padding: 0;
+        border-title-color: $text; border-subtitle-color: $text;
+    }
+    MetricChart:focus { border: round $accent; }
+    MetricChart > .empty {
+        color: $text-muted; width: 1fr; height: 1fr; content-align: center middle;
+        text-align: center;
+    }
+    MetricChart PlotextPlot { display: none; }
+    MetricChart.has-data PlotextPlot { display: block; }
+    MetricChart.has-data > .empty { display: none; }
+    """
+
+    def __init__(self, spec: ChartSpec, **kw) -> None:
+        super().__init__(**kw)
+        self.spec = spec
+        # What was handed to plotext last, per key: for tests and the picker, not pixels.
+        self.plotted: dict[str, list[tuple[int, float]]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="empty")
+        yield PlotextPlot()
+
+    @property
+    def plot(self) -> PlotextPlot:
+        return self.query_one(PlotextPlot)
+
+    def draw(self, tracker: MetricsTracker) -> None:
+        spec = self.spec
+        self.border_title = spec.title
+        keys = chart_keys(spec, tracker)
+        if not keys:
+            self.plotted = {}
+            self.border_subtitle = ""
+            self.query_one(".empty", Static).update(f"no data yet ({', '.join(spec.keys)})")
+            self.remove_class("has-data")
+            return
+        latest = tracker.latest()
+        labels = short_labels(keys)
+        self.border_subtitle = "  ".join(
+            (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
+            for key, label in zip(keys, labels, strict=True))
+        limit = max(self.size.width, 40) * POINTS_PER_CELL
+        plotted: dict[str, list[tuple[int, float]]] = {}
+        for key in keys:
+            # plotext fails on inf ("cannot convert float NaN to integer") and nan: a gap instead.
+            points = [(s, v) for s, v in tracker.series(key) if math.isfinite(v)]
+            plotted[key] = thin(points, limit)
+        plt = self.plot.plt
+        plt.clear_data()
+        for key, points in plotted.items():
+            if points:
+                xs, ys = zip(*points, strict=True)
+                plt.plot(list(xs), list(ys), marker="braille",
+                         label=labels[keys.index(key)] if len(keys) > 1 else None)
+        plt.xaxes(True, False)  # left and bottom axes only: the border already frames it
+        plt.yaxes(True, False)
+        self.plotted = plotted
+        self.add_class("has-data")
+        self.plot.refresh()
+
+
+class MetricPicker(ModalScreen[str | None]):
+    """Pick any metric key seen so far for one chart: type to filter, enter picks."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("down", "move(1)", "Next", show=False),
+        Binding("up", "move(-1)", "Previous", show=False),
+        Binding("pagedown", "move(10)", "Page down", show=False),
+        Binding("pageup", "move(-10)", "Page up", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    MetricPicker { align: center middle; }
+    MetricPicker > Vertical {
+        width: 90; max-width: 95%; height: auto; max-height: 80%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    MetricPicker #picker-title { text-style: bold; height: 1; }
+    MetricPicker OptionList { height: auto; max-height: 24; border: none; }
+    """
+
+    def __init__(self, keys: Sequence[str], latest: dict[str, float], chart: str,
+                 current: str | None = None) -> None:
+        super().__init__()
+        self.all_keys = sorted(keys)
+        self.latest = latest
+        self.chart = chart
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Chart “{self.chart}” shows…  [dim](type to filter, enter picks, "
+                         "esc cancels)[/dim]", id="picker-title")
+            yield Input(placeholder="filter, e.g. val-core or actor kl", id="picker-filter")
+            yield OptionList(id="picker-keys")
+
+    def on_mount(self) -> None:
+        self._fill("")
+        self.query_one(Input).focus()
+
+    def matches(self, text: str) -> list[str]:
+        """Keys holding every space-separated word of `text`, case-insensitively."""
+        words = text.lower().split()
+        return [k for k in self.all_keys if all(w in k.lower() for w in words)]
+
+    def _fill(self, text: str) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        keys = self.matches(text)
+        width = min(max((len(k) for k in keys), default=0), 60)  # values in one column
+        for key in keys:
+            label = Text(key.ljust(width))
+            value = self.latest.get(key)
+            if value is not None:
+                label.append(f"  {fmt_value(value)}", "dim")
+            options.add_option(Option(label, id=key))
+        if keys:
+            options.highlighted = keys.index(self.current) if self.current in keys else 0
+        else:
+            options.add_option(Option(f"no key matches “{text}”", disabled=True))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        options = self.query_one(OptionList)
+        if options.highlighted is not None:
+            option = options.get_option_at_index(options.highlighted)
+            if option.id is not None:
+                self.dismiss(option.id)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id is not None:
+            self.dismiss(event.option.id)
+
+    def action_move(self, delta: int) -> None:
+        options = self.query_one(OptionList)
+        count = options.option_count
+        if count:
+            at = options.highlighted if options.highlighted is not None else 0
+            options.highlighted = min(max(at + delta, 0), count - 1)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MetricsPanel(Widget, can_focus=True):
+    """Progress bar with ETA, the latest values, and a grid of metric charts.
+
+    Call ``feed_text`` with every chunk of the job log, from the app's thread."""
+
+    BINDINGS = [
+        Binding("m", "pick_metric", "Chart metric"),
+        Binding("0", "reset_layout", "Reset charts"),
+    ]
+
+    DEFAULT_CSS = """
+    MetricsPanel { height: 1fr; layout: vertical; }
+    MetricsPanel #metrics-progress { height: 1; }
+    MetricsPanel #metrics-progress ProgressBar { width: auto; margin-right: 2; }
+    MetricsPanel #metrics-progress ProgressBar.-hidden { display: none; }
+    MetricsPanel #metrics-step { width: 1fr; }
+    MetricsPanel #metrics-latest { height: 1; color: $text-muted; }
+    MetricsPanel #metrics-charts { grid-size: 3 2; grid-gutter: 0 1; height: 1fr; }
+    MetricsPanel #metrics-charts.narrow { grid-size: 2 3; }
+    """
+
+    def __init__(self, *, tracker: MetricsTracker | None = None, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.tracker = tracker if tracker is not None else MetricsTracker()
+        self.specs: list[ChartSpec] = list(DEFAULT_CHARTS)
+        self.redraws = 0  # how many times the charts were rebuilt (tests watch the coalescing)
+        self._drawn_version = -1
+        self._drawn_at = 0.0
+        self._pending = False
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="metrics-progress"):
+            yield ProgressBar(total=None, show_eta=False, id="metrics-bar", classes="-hidden")
+            yield Static(id="metrics-step")
+        yield Static(id="metrics-latest")
+        with Grid(id="metrics-charts"):
+            for i, spec in enumerate(self.specs):
+                yield MetricChart(spec, id=f"metrics-chart-{i}")
+
+    def on_mount(self) -> None:
+        self._redraw(force=True)
+
+    def on_resize(self) -> None:
+        self.query_one("#metrics-charts").set_class(self.size.width < 120, "narrow")
+
+    @property
+    def charts(self) -> list[MetricChart]:
+        return list(self.query(MetricChart))
+
+    # --- feeding ---------------------------------------------------------------------------
+
+    def feed_text(self, text: str) -> None:
+        """Take the next chunk of the job log (cheap: a chart redraw is only scheduled)."""
+        if self.tracker.feed_text(text):
+            self._schedule()
+
+    def set_total_steps(self, n: int | None) -> None:
+        """The total from the job's config; verl's own "Total training steps" line wins."""
+        self.tracker.total_steps = n
+        self._schedule()
+
+    def clear(self) -> None:
+        """Forget the metrics (another job is about to be shown)."""
+        self.tracker.clear()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._pending or not self.is_mounted:  # not mounted: on_mount draws
+            return
+        self._pending = True
+        # Trailing, never dropped: the last chunk's data is drawn at most 0.5 s later.
+        wait = self._drawn_at + REDRAW_EVERY_S - time.monotonic()
+        self.set_timer(max(wait, 0.0), self._redraw)
+
+    def _redraw(self, force: bool = False) -> None:
+        self._pending = False
+        tracker = self.tracker
+        if not force and tracker.version == self._drawn_version:
+            return
+        self._drawn_version = tracker.version
+        self._drawn_at = time.monotonic()
+        self.redraws += 1
+        self._draw_progress()
+        for chart in self.charts:
+            chart.draw(tracker)
+
+    def _draw_progress(self) -> None:
+        tracker = self.tracker
+        bar = self.query_one(ProgressBar)
+        total, last = tracker.total_steps, tracker.last_step
+        bar.set_class(not total, "-hidden")
+        if total:
+            bar.update(total=total, progress=min(max(last or 0, 0), total))
+        self.query_one("#metrics-step", Static).update(progress_text(tracker))
+        self.query_one("#metrics-latest", Static).update(self.latest_text())
+
+    def latest_text(self) -> str:
+        """The charts' newest values, then the newest validation scores, on one line."""
+        tracker = self.tracker
+        latest = tracker.latest()
+        parts = []
+        for spec in self.specs:
+            keys = chart_keys(spec, tracker)
+            if keys:
+                parts.append(f"{spec.short or spec.title} {fmt_value(latest[keys[0]])}")
+        for key, value in latest.items():
+            if key.startswith("val-core/"):
+                parts.append(f"{key.removeprefix('val-core/')} {fmt_value(value)}"
+                             f" @{tracker.latest_step(key)}")
+        return " · ".join(parts)
+
+    # --- keys ------------------------------------------------------------------------------
+
+    def _target_chart(self) -> int:
+        focused, charts = self.app.focused, self.charts
+        return charts.index(focused) if focused in charts else 0
+
+    def action_pick_metric(self) -> None:
+        keys = self.tracker.keys()
+        if not keys:
+            self.notify("no metrics in the log yet", severity="warning")
+            return
+        index = self._target_chart()
+        spec = self.specs[index]
+        shown = chart_keys(spec, self.tracker)
+
+        def picked(key: str | None) -> None:
+            if key is not None:
+                self.set_chart(index, ChartSpec(key, (key,), key.rsplit("/", 1)[-1]))
+
+        self.app.push_screen(MetricPicker(keys, self.tracker.latest(), spec.title,
+                                          shown[0] if shown else None), picked)
+
+    def set_chart(self, index: int, spec: ChartSpec) -> None:
+        """Show `spec` in chart `index` (0 is top left, row by row)."""
+        self.specs[index] = spec
+        chart = self.charts[index]
+        chart.spec = spec
+        chart.draw(self.tracker)
+        self._draw_progress()
+
+    def action_reset_layout(self) -> None:
+        self.specs = list(DEFAULT_CHARTS)
+        for chart, spec in zip(self.charts, self.specs, strict=True):
+            chart.spec = spec
+        self._redraw(force=True)
