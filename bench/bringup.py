@@ -54,7 +54,7 @@ RAY = [VENV_PY, "-m", "ray.scripts.scripts"]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from benchlib import code_version  # noqa: E402
-from harness.nshosts import NsCluster  # noqa: E402
+from harness.nshosts import SSHD, NsCluster  # noqa: E402
 
 GOAL_RATIO = 1.3
 HOSTS = 5
@@ -782,6 +782,8 @@ def main() -> int:
                         "of the machine (a shared machine: another session's tests)")
     p.add_argument("--wait-product", type=float, default=1200.0,
                    help="seconds to wait for tui.cluster.probe to become importable")
+    p.add_argument("--sshd", default=SSHD,
+                   help="the hosts' OpenSSH sshd (absolute path; default %(default)s)")
     p.add_argument("--report-from", metavar="JSON",
                    help="print the report of a saved bench/results/bringup.json again (and "
                         "recompute its summary); runs nothing")
@@ -805,7 +807,9 @@ def main() -> int:
         print("bringup.py needs root (network namespaces)", file=sys.stderr)
         return 2
     cpus = os.cpu_count() or 1
-    code = code_version()  # at the start: other people may commit while this runs
+    # At the start: other people may commit while this runs. BENCH_CODE_VERSION names it where
+    # the tree has no .git (a copy on another machine: bench/device_bringup.sh).
+    code = os.environ.get("BENCH_CODE_VERSION") or code_version()
     print(f"bring-up: verl-tui up vs the seeds' serial scripts, {', '.join(map(str, counts))} "
           f"workers x {args.repeat}, {HOSTS} namespace hosts; {cpus} CPUs, "
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
@@ -816,7 +820,7 @@ def main() -> int:
     runs: list[dict] = []
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vt-bringup-") as tmp, CpuSampler() as sampler:
-        cluster = NsCluster(HOSTS, Path(tmp) / "hosts")
+        cluster = NsCluster(HOSTS, Path(tmp) / "hosts", sshd=args.sshd)
         try:
             cluster.start()
             bench = Bench(cluster, Path(tmp))
@@ -874,7 +878,7 @@ def main() -> int:
     out.write_text(json.dumps({
         "machine": {"cpu_count": cpus, "python": platform.python_version(),
                     "platform": platform.platform(), "code": code,
-                    "code_at_end": code_version()},
+                    "code_at_end": os.environ.get("BENCH_CODE_VERSION") or code_version()},
         "params": {"workers": counts, "repeat": args.repeat,
                    "sleeps_repeat": args.sleeps_repeat, "after_up_s": args.after_up,
                    "quiet_wait_s": args.quiet_wait, "hosts": HOSTS,
