@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -156,6 +157,7 @@ async def shoot(scenario: Scenario) -> list[Path]:
         await pilot.press("escape")
         await pilot.pause(0.3)
         await shoot_job_form(app, pilot, save)
+        await shoot_logs_and_debugger(app, pilot, save, scenario.work / "a.yaml")
         await pilot.press("1")
         await pilot.pause(0.3)
         await pilot.press("D")
@@ -215,6 +217,118 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save) -> None:
     await pilot.pause(0.3)
 
 
+PM_JOB = """
+import ray
+ray.init()
+
+@ray.remote
+def compute_advantages(batch_size):
+    scores = [0.25] * batch_size
+    secret = batch_size * 7
+    return sum(scores) / (batch_size - 64)
+
+ray.get(compute_advantages.remote(64))
+"""
+
+LEGACY_JOB = """
+import ray
+ray.init()
+
+@ray.remote
+def reward_fn(x):
+    breakpoint()
+    return x + 1
+
+print("result", ray.get(reward_fn.remote(41)))
+"""
+
+
+def submit(hosts: Path, sid: str, *command: str, env: list[str] = ()) -> None:
+    argv = [sys.executable, "-m", "tui", "submit", str(hosts), "--submission-id", sid]
+    for e in env:
+        argv += ["--env", e]
+    out = subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=120)
+    if out.returncode:
+        raise RuntimeError(f"submit {sid}: {out.stderr.strip()}")
+
+
+async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> None:
+    """A job's log (hint under an OOM), its metrics, the Debugger with a post-mortem worker and
+    a legacy breakpoint, a DAP session, a pdb console, and a host's Ray logs."""
+    from tui.screens.dap_session import DapSessionScreen
+    from tui.screens.debugger import DebuggerScreen
+    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.node_logs import NodeLogsScreen
+    from tui.screens.pdb_console import PdbConsoleScreen
+
+    submit(hosts, "grpo-gsm8k-1122", sys.executable, str(ROOT / "scripts" /
+                                                        "demo_training_job.py"), "60")
+    submit(hosts, "grpo-adv-debug", sys.executable, "-c", PM_JOB,
+           env=["RAY_DEBUG_POST_MORTEM=1"])
+    submit(hosts, "grpo-reward-bp", sys.executable, "-c", LEGACY_JOB, env=["RAY_DEBUG=legacy"])
+
+    await pilot.press("2")
+    await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+    jobs = app.screen
+    await until(pilot, lambda: any(r.submission_id == "grpo-gsm8k-1122" for r in jobs.rows), 30)
+    table = jobs.query_one("DataTable")
+    table.move_cursor(row=table.get_row_index("grpo-gsm8k-1122"))
+    await pilot.press("l")
+    await until(pilot, lambda: isinstance(app.screen, JobLogsScreen), 10)
+    logs = app.screen
+    await until(pilot, lambda: logs.status is not None, 90)
+    await pilot.pause(1.0)
+    save(app, "job_log")
+    await pilot.press("t")
+    await pilot.pause(1.5)
+    save(app, "job_metrics")
+    await pilot.press("escape", "escape")
+
+    await pilot.press("4")
+    await until(pilot, lambda: isinstance(app.screen, DebuggerScreen), 10)
+    dbg = app.screen
+    await until(pilot, lambda: bool(dbg.paused) and bool(dbg.breakpoints), 90)
+    await pilot.pause(0.5)
+    save(app, "debugger")
+    table = dbg.query_one("DataTable")
+    table.move_cursor(row=table.get_row_index(f"pm:{dbg.paused[0].worker_id}"))
+    await pilot.press("a")
+    await until(pilot, lambda: isinstance(app.screen, DapSessionScreen), 10)
+    session = app.screen
+    await until(pilot, lambda: session.state == "paused", 30)
+    await pilot.press("e", *"secret", "space", "asterisk", "space", "2", "enter")
+    await pilot.pause(1.0)
+    save(app, "dap_session")
+    await pilot.press("escape", "c")
+    await pilot.pause(1.0)
+    await pilot.press("escape")
+    await pilot.pause(0.5)
+    table.move_cursor(row=table.get_row_index(f"bp:{dbg.breakpoints[0].key}"))
+    await pilot.press("a")
+    await until(pilot, lambda: isinstance(app.screen, PdbConsoleScreen), 10)
+    console = app.screen
+    await until(pilot, lambda: console.console is not None, 30)
+    for line in ("p x", "where"):
+        await pilot.press(*[("space" if c == " " else c) for c in line], "enter")
+        await pilot.pause(0.8)
+    save(app, "pdb_console")
+    await pilot.press("c", "enter")
+    await until(pilot, lambda: console.console is None, 20)
+    await pilot.press("escape", "escape")
+
+    await pilot.press("3")
+    await until(pilot, lambda: isinstance(app.screen, NodeLogsScreen), 10)
+    nodes = app.screen
+    table = nodes.query_one("DataTable")
+    await until(pilot, lambda: table.row_count > 0, 30)
+    table.move_cursor(row=table.get_row_index("gpu-a02\traylet.out"))
+    await pilot.press("enter")
+    await pilot.pause(2.0)
+    save(app, "node_logs")
+    await pilot.press("escape")
+
+
 def to_png(svg: Path) -> Path:
     # rsvg collapses runs of spaces unless told to keep them (Textual's SVG relies on them).
     text = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
@@ -232,6 +346,8 @@ def main() -> int:
         return 2
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        # Jobs submitted for the pictures go into a throwaway history, not the user's.
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         scenario = Scenario(Path(tmp))
         try:
             scenario.start()

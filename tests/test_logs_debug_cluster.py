@@ -246,3 +246,124 @@ def test_legacy_breakpoint_console(ray2):
     assert closed
     wait_for(lambda: job_status(env, path, "legacy-1") == "SUCCEEDED", 60, "job SUCCEEDED")
     assert "result 43" in cli(env, "logs", str(path), "legacy-1").stdout
+
+
+# ----------------------------------------------------------------------------- the cockpit
+
+
+async def _until(pilot, predicate, timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        await pilot.pause(0.2)
+
+
+def _store_text(pane) -> str:
+    store = pane.store
+    return "\n".join(store.plain(i) for i in range(len(store)))
+
+
+def _select_row(table, key: str) -> None:
+    table.move_cursor(row=table.get_row_index(key))
+
+
+async def test_cockpit_log_metrics_debugger_and_node_logs(ray2):
+    """Pilot over the real cluster: Jobs → l (log follows, status at the end) → t (charts and
+    progress from verl lines); 4 → Debugger → a (DAP: exception, stack, evaluate, c); a
+    legacy breakpoint's console (p x, c); 3 → a host's raylet.out followed."""
+    from tui.app import VerlTuiApp
+    from tui.screens.dap_session import DapSessionScreen
+    from tui.screens.debugger import DebuggerScreen
+    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.node_logs import NodeLogsScreen
+    from tui.screens.pdb_console import PdbConsoleScreen
+
+    _, path, env = ray2
+    submit(env, path, "pilot-metrics", METRIC_JOB)
+    submit(env, path, "pilot-pm", POST_MORTEM_JOB, "--env", "RAY_DEBUG_POST_MORTEM=1")
+    submit(env, path, "pilot-legacy", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
+    os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
+    app = VerlTuiApp(load_inventory(path), interval=1.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await _until(pilot, lambda: any(r.submission_id == "pilot-metrics" for r in jobs.rows),
+                     30, "the job listed")
+        _select_row(jobs.query_one("DataTable"), "pilot-metrics")
+        await pilot.press("l")
+        logs = app.screen
+        assert isinstance(logs, JobLogsScreen)
+        await _until(pilot, lambda: logs.status == "SUCCEEDED", 90, "the log followed to the end")
+        text = _store_text(logs.pane)
+        assert [int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("line ")] \
+            == list(range(1600))
+        await pilot.press("t")
+        metrics = logs.metrics
+        await _until(pilot, lambda: len(metrics.tracker.series("critic/score/mean")) == 5, 10,
+                     "metric series")
+        assert metrics.tracker.total_steps == 5
+        assert metrics.tracker.series("critic/score/mean")[-1] == (5, 0.5)
+        await pilot.press("escape")
+        await pilot.press("escape")
+
+        await pilot.press("4")
+        dbg = app.screen
+        assert isinstance(dbg, DebuggerScreen)
+        await _until(pilot, lambda: any(getattr(t, "job", "") == "pilot-pm"
+                                        for t in dbg.paused), 60, "paused worker listed")
+        await _until(pilot, lambda: any(t.job == "pilot-legacy" for t in dbg.breakpoints), 60,
+                     "breakpoint listed")
+        pm = next(t for t in dbg.paused if t.job == "pilot-pm")
+        _select_row(dbg.query_one("DataTable"), f"pm:{pm.worker_id}")
+        await pilot.press("a")
+        session = app.screen
+        assert isinstance(session, DapSessionScreen)
+        await _until(pilot, lambda: session.state == "paused", 30, "attached and paused")
+        assert "ValueError" in str(session.query_one("#dap-exception").render())
+        assert session.frame is not None and session.frame.name == "failing_task"
+        await pilot.press("e")
+        for ch in "secret * 2":
+            await pilot.press("space" if ch == " " else ("asterisk" if ch == "*" else ch))
+        await pilot.press("enter")
+        log = session.query_one("#dap-eval-log")
+        await _until(pilot, lambda: any("84" in str(line.text) for line in log.lines), 10,
+                     "evaluation shown")
+        await pilot.press("escape")  # out of the prompt
+        await pilot.press("c")
+        await _until(pilot, lambda: session.state.startswith("continued"), 10, "continued")
+        await pilot.press("escape")
+
+        bp = next(t for t in dbg.breakpoints if t.job == "pilot-legacy")
+        _select_row(dbg.query_one("DataTable"), f"bp:{bp.key}")
+        await pilot.press("a")
+        console = app.screen
+        assert isinstance(console, PdbConsoleScreen)
+        await _until(pilot, lambda: console.console is not None, 20, "pdb connected")
+        for keys in (["p", "space", "x", "enter"], ["c", "enter"]):
+            for k in keys:
+                await pilot.press(k)
+            await pilot.pause(0.5)
+        transcript = console.query_one("#pdb-log")
+        await _until(pilot, lambda: console.console is None, 15, "session ended by c")
+        lines = [str(line.text) for line in transcript.lines]
+        assert "42" in [ln.strip() for ln in lines]
+        await pilot.press("escape")
+        await pilot.press("escape")
+
+        await pilot.press("3")
+        nodes = app.screen
+        assert isinstance(nodes, NodeLogsScreen)
+        table = nodes.query_one("DataTable")
+        await _until(pilot, lambda: table.row_count > 0, 20, "log files listed")
+        _select_row(table, "node2\traylet.out")
+        await pilot.press("enter")
+        await _until(pilot, lambda: len(nodes.query_one("LogPane").store) > 0, 20,
+                     "raylet.out followed")
+    assert job_status(env, path, "pilot-pm") in ("FAILED", "RUNNING")
+    wait_for(lambda: job_status(env, path, "pilot-pm") == "FAILED", 60, "pilot-pm FAILED")
+    wait_for(lambda: job_status(env, path, "pilot-legacy") == "SUCCEEDED", 60,
+             "pilot-legacy SUCCEEDED")

@@ -21,6 +21,7 @@ from tui.screens.error import ErrorScreen
 from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RayProgressScreen
 from tui.transport.fleet import Fleet
+from tui.transport.types import Forward
 
 FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
 
@@ -33,6 +34,8 @@ class VerlTuiApp(App):
         Binding("question_mark", "help", "Help"),
         Binding("1", "show_cluster", "Cluster"),
         Binding("2", "show_jobs", "Jobs"),
+        Binding("3", "node_logs", "Node logs"),
+        Binding("4", "debugger", "Debugger"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
     ]
 
@@ -45,6 +48,8 @@ class VerlTuiApp(App):
         self._dirty: set[str] = set()
         # Benchmarks watch when samples reach the screen; nothing in normal use sets this.
         self.frame_observer: Callable[[set[str], float], None] | None = None
+        # SSH forwards handed to other programs (VS Code's debugger): open until we exit.
+        self.kept_forwards: list[Forward] = []
 
     def get_default_screen(self) -> ClusterScreen:
         # The Cluster screen is the base of the stack, so nothing pushed early lands under it.
@@ -74,6 +79,8 @@ class VerlTuiApp(App):
 
     async def on_unmount(self) -> None:
         self._frame_timer.stop()  # no frame may touch widgets that are being torn down
+        for forward in self.kept_forwards:
+            forward.close()
         await self.ray_monitor.close()
         await self.ray.close()
         if self.monitor is not None:
@@ -171,6 +178,28 @@ class VerlTuiApp(App):
         screen = self.screen
         if isinstance(screen, JobsScreen):
             screen.action_new_job()
+
+    def _push_on_cluster(self, screen_type: type, make: Callable[[], object]) -> None:
+        """Show a top-level screen (the Cluster screen under it), not a stack of copies."""
+        if isinstance(self.screen, screen_type):
+            return
+        self.action_show_cluster()
+        self.push_screen(make())
+
+    def action_node_logs(self, host: str | None = None) -> None:
+        from tui.screens.node_logs import NodeLogsScreen
+
+        hosts = [h.name for h in self.inventory.hosts]
+        self._push_on_cluster(NodeLogsScreen,
+                              lambda: NodeLogsScreen(self.fleet, hosts, host=host))
+
+    def action_debugger(self) -> None:
+        from tui.screens.debugger import DebuggerScreen
+
+        self._push_on_cluster(DebuggerScreen, lambda: DebuggerScreen(self.ray))
+
+    def keep_forward(self, forward: Forward) -> None:
+        self.kept_forwards.append(forward)
 
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen

@@ -30,6 +30,12 @@ class CockpitCommands(Provider):
                 ("New job from profile", app.action_new_job,
                  "Pick a profile, edit it in the job form, submit"),
             ]
+        if hasattr(app, "action_debugger"):
+            cmds += [
+                ("Node logs", app.action_node_logs, "Every host's Ray log files (3)"),
+                ("Debugger", app.action_debugger,
+                 "Paused post-mortem workers and legacy breakpoints (4)"),
+            ]
         cmds.append(("Show key bindings", app.action_help, "Help"))
         return cmds
 

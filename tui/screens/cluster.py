@@ -42,6 +42,7 @@ class ClusterScreen(Screen):
         Binding("D", "app.ray_down", "Ray down"),
         Binding("R", "app.ray_restart", "Ray restart", show=False),
         Binding("d", "app.doctor", "Doctor"),
+        Binding("l", "node_logs", "Host's Ray logs"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -195,6 +196,10 @@ class ClusterScreen(Screen):
 
     def action_reverse_sort(self) -> None:
         self.set_sort(self.table.sort_key, not self.table.sort_reverse)
+
+    def action_node_logs(self) -> None:
+        row = self.table.current_row
+        self.app.action_node_logs(row.host if row is not None else None)
 
     def action_reconnect(self) -> None:
         row = self.table.current_row

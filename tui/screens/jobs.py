@@ -49,6 +49,8 @@ def _age(row: JobRow) -> str:
 
 class JobsScreen(Screen):
     BINDINGS = [
+        Binding("l", "logs", "Log"),
+        Binding("m", "metrics", "Metrics"),
         Binding("n", "new_job", "New job"),
         Binding("e", "edit_job", "Resubmit with edits"),
         Binding("s", "stop", "Stop job"),
@@ -159,6 +161,26 @@ class JobsScreen(Screen):
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         self._show_detail()
+
+    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+        self.action_logs()
+
+    def _open_logs(self, metrics: bool) -> None:
+        from tui.screens.job_logs import JobLogsScreen, total_steps_from
+
+        row = self.current
+        if row is None:
+            self.notify("no job selected", timeout=2)
+            return
+        steps = total_steps_from(row.record.overrides) if row.record else None
+        self.app.push_screen(JobLogsScreen(self.cluster, row.submission_id, metrics=metrics,
+                                           total_steps=steps))
+
+    def action_logs(self) -> None:
+        self._open_logs(metrics=False)
+
+    def action_metrics(self) -> None:
+        self._open_logs(metrics=True)
 
     def action_refresh(self) -> None:
         self.run_worker(self.refresh_rows(), exclusive=True, group="jobs-refresh")
