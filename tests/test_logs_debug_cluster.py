@@ -269,7 +269,7 @@ def _select_row(table, key: str) -> None:
     table.move_cursor(row=table.get_row_index(key))
 
 
-async def test_cockpit_log_metrics_debugger_and_node_logs(ray2):
+async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
     """Pilot over the real cluster: Jobs → l (log follows, status at the end) → t (charts and
     progress from verl lines); 4 → Debugger → a (DAP: exception, stack, evaluate, c); a
     legacy breakpoint's console (p x, c); 3 → a host's raylet.out followed."""
@@ -285,7 +285,7 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2):
     submit(env, path, "pilot-metrics", METRIC_JOB)
     submit(env, path, "pilot-pm", POST_MORTEM_JOB, "--env", "RAY_DEBUG_POST_MORTEM=1")
     submit(env, path, "pilot-legacy", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
-    os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
     app = VerlTuiApp(load_inventory(path), interval=1.0)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
@@ -367,3 +367,58 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2):
     wait_for(lambda: job_status(env, path, "pilot-pm") == "FAILED", 60, "pilot-pm FAILED")
     wait_for(lambda: job_status(env, path, "pilot-legacy") == "SUCCEEDED", 60,
              "pilot-legacy SUCCEEDED")
+
+
+def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeypatch):
+    """`v` in the Debugger: a kept forward and a launch.json whose pathMappings turn the frame
+    paths (Ray's copy of the working_dir on the node) into the user's folder. A DAP client on
+    the forwarded port, as VS Code would attach, sees frames under the mapped remote root."""
+    from tui.cluster.debug_attach import attach_in_vscode
+    from tui.cluster.debug_targets import paused_workers
+    from tui.debug.dap import DapClient
+
+    _, path, env = ray2
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(textwrap.dedent(POST_MORTEM_JOB))
+    out = cli(env, "submit", str(path), "--submission-id", "vscode-1", "--env",
+              "RAY_DEBUG_POST_MORTEM=1", "--working-dir", str(project), "--", VENV_PY,
+              "train.py")
+    assert out.returncode == 0, out.stderr
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])  # the submit's history
+
+    async def body(cluster):
+        deadline = time.monotonic() + 60
+        while True:
+            found = [w for w in await paused_workers(cluster) if w.job == "vscode-1"]
+            if found or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(1)
+        assert found, "vscode-1 never paused"
+        launch, forward = await attach_in_vscode(cluster, found[0], workspace)
+        try:
+            dap = await DapClient.connect("127.0.0.1", forward.local_port)
+            try:
+                stopped = await dap.attach_post_mortem(timeout=20)
+                frames = await dap.stack_trace(stopped.thread_id)
+                await dap.continue_(stopped.thread_id)
+            finally:
+                await dap.close()
+        finally:
+            forward.close()
+        return launch, forward.local_port, frames
+
+    launch, port, frames = asyncio.run(_with_ray_cluster(path, body))
+    doc = json.loads(launch.read_text())
+    [conf] = doc["configurations"]
+    assert conf["type"] == "debugpy" and conf["request"] == "attach"
+    assert conf["connect"] == {"host": "127.0.0.1", "port": port}
+    [mapping] = conf["pathMappings"]
+    assert mapping["localRoot"] == str(project)
+    remote = mapping["remoteRoot"]
+    assert "/runtime_resources/working_dir_files/_ray_pkg_" in remote
+    failing = next(f for f in frames if f.name == "failing_task")
+    assert failing.path == f"{remote}/train.py"
+    wait_for(lambda: job_status(env, path, "vscode-1") == "FAILED", 60, "vscode-1 FAILED")
