@@ -178,6 +178,7 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
 
     paused = wait_for(listed, 60, "the paused worker in `verl-tui debug`", interval=1)
     took = time.monotonic() - t0
+    print(f"post-mortem worker listed {took:.1f} s after submit")
     assert took < 20 + 10, took  # the 20 s, plus the job's own start on this machine
     p = paused[0]
     assert p["host"] in ("node1", "node2") and p["port"] > 0 and p["pid"] > 0

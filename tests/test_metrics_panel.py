@@ -274,3 +274,23 @@ def test_progress_text_without_steps():
     t.feed_text("step:50 - a:1\n")
     assert progress_text(t) == "step 50/50 · done"
     assert math.isclose(t.progress(), 1.0)
+
+
+async def test_chunk_long_after_the_last_redraw_is_drawn():
+    """A chunk arriving ≥ 0.5 s after the last redraw is due at once: that must not become a
+    zero-delay Textual timer (it divides by the delay, crashes, and no redraw ever follows)."""
+    import time
+
+    app = PanelApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        panel = app.query_one(MetricsPanel)
+        await pilot.pause(0.2)
+        panel._drawn_at = time.monotonic() - 5.0
+        before = panel.redraws
+        panel.feed_text(step_line(1) + "\n" + step_line(2) + "\n")
+        await pilot.pause(0.3)
+        assert panel.redraws > before
+        assert [s for s, _ in panel.tracker.series("critic/score/mean")] == [1, 2]
+        panel.feed_text(step_line(3) + "\n")  # and later chunks still schedule redraws
+        await pilot.pause(0.8)
+        assert panel.redraws > before + 1

@@ -124,7 +124,8 @@ class JobLogsScreen(Screen):
             self.status = end.status
             self.pane.finish(end.status or "ended")
             self.metrics.feed_text("\n")  # a last line without newline counts too
-            self._title(end.message or "")
+            # Ray's message goes on with ", last available logs (truncated …):": the log is here.
+            self._title((end.message or "").split(", last available logs")[0][:100])
             return
 
     def _focus_tab(self) -> None:

@@ -357,7 +357,7 @@ class MetricsPanel(Widget, can_focus=True):
         self._pending = True
         # Trailing, never dropped: the last chunk's data is drawn at most 0.5 s later.
         wait = self._drawn_at + REDRAW_EVERY_S - time.monotonic()
-        self.set_timer(max(wait, 0.0), self._redraw)
+        self.set_timer(max(wait, 0.01), self._redraw)  # Textual divides by the delay
 
     def _redraw(self, force: bool = False) -> None:
         self._pending = False
