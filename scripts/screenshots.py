@@ -264,9 +264,13 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
 
     submit(hosts, "grpo-gsm8k-1122", sys.executable, str(ROOT / "scripts" /
                                                         "demo_training_job.py"), "60")
-    submit(hosts, "grpo-adv-debug", sys.executable, "-c", PM_JOB,
+    # As files (the hosts share this machine's filesystem), so the debugger can show source.
+    (hosts.parent / "advantages.py").write_text(PM_JOB)
+    (hosts.parent / "reward.py").write_text(LEGACY_JOB)
+    submit(hosts, "grpo-adv-debug", sys.executable, str(hosts.parent / "advantages.py"),
            env=["RAY_DEBUG_POST_MORTEM=1"])
-    submit(hosts, "grpo-reward-bp", sys.executable, "-c", LEGACY_JOB, env=["RAY_DEBUG=legacy"])
+    submit(hosts, "grpo-reward-bp", sys.executable, str(hosts.parent / "reward.py"),
+           env=["RAY_DEBUG=legacy"])
 
     await pilot.press("2")
     await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
