@@ -13,7 +13,7 @@ from pathlib import Path
 from tui import __version__
 
 SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop",
-               "logs", "debug", "profile")
+               "logs", "debug", "profile", "ckpt")
 EXIT_BAD_INPUT = 2
 
 
@@ -156,6 +156,35 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
         p.add_argument("--json", action="store_true", help="JSON output")
         return p
+    if name == "ckpt":
+        p = _Parser(prog="verl-tui ckpt",
+                    usage="verl-tui ckpt HOSTS.yaml (--dir DIR | --profile PROFILE.yaml) [--json]\n"
+                    "       verl-tui ckpt HOSTS.yaml --dir DIR --collect STEP --to HOST "
+                    "[--role ROLE]\n"
+                    "       verl-tui ckpt HOSTS.yaml --dir DIR --merge STEP --on HOST "
+                    "--target DIR [--backend fsdp|megatron] [--role actor]",
+                    description="A job's checkpoints (trainer.default_local_dir) on every host: "
+                    "each global_step_N, its world size, which ranks each host holds, whether "
+                    "all exist somewhere. --collect copies a step's missing files onto one host "
+                    "(relayed over SSH, sha256-checked, never overwriting); --merge runs verl's "
+                    "model merger there.")
+        _hosts_arg(p)
+        p.add_argument("--dir", metavar="DIR", help="the checkpoint folder (absolute)")
+        p.add_argument("--profile", type=Path, metavar="PROFILE.yaml",
+                       help="take the folder from the profile's trainer.default_local_dir")
+        p.add_argument("--collect", type=int, metavar="STEP", help="copy this step's missing "
+                       "files onto --to HOST")
+        p.add_argument("--to", metavar="HOST")
+        p.add_argument("--role", metavar="ROLE", help="only this role's folder (collect: "
+                       "default the whole step; merge: default actor)")
+        p.add_argument("--merge", type=int, metavar="STEP", help="merge this step into a "
+                       "Hugging Face model on --on HOST, written to --target DIR")
+        p.add_argument("--on", metavar="HOST")
+        p.add_argument("--target", metavar="DIR")
+        p.add_argument("--backend", choices=("fsdp", "megatron"),
+                       help="merger backend (default: the checkpoint's layout)")
+        p.add_argument("--json", action="store_true", help="JSON output")
+        return p
     if name == "profile":
         p = _Parser(prog="verl-tui profile",
                     description="Hyperparameter profiles: check, import from a shell script, "
@@ -233,6 +262,13 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
         from tui.commands.debug import run_debug
 
         return run_debug(inventory, as_json=args.json)
+    if name == "ckpt":
+        from tui.commands.ckpt import run_ckpt
+
+        return run_ckpt(inventory, directory=args.dir, profile=args.profile, as_json=args.json,
+                        collect_step=args.collect, to=args.to, role=args.role,
+                        merge_step=args.merge, on=args.on, target=args.target,
+                        backend=args.backend)
     from tui.commands import ray
 
     if name == "up":
