@@ -36,6 +36,7 @@ class VerlTuiApp(App):
         Binding("2", "show_jobs", "Jobs"),
         Binding("3", "node_logs", "Node logs"),
         Binding("4", "debugger", "Debugger"),
+        Binding("5", "checkpoints", "Checkpoints"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
     ]
 
@@ -197,6 +198,12 @@ class VerlTuiApp(App):
         from tui.screens.debugger import DebuggerScreen
 
         self._push_on_cluster(DebuggerScreen, lambda: DebuggerScreen(self.ray))
+
+    def action_checkpoints(self, root: str | None = None) -> None:
+        from tui.screens.checkpoints import CheckpointsScreen
+
+        self._push_on_cluster(CheckpointsScreen,
+                              lambda: CheckpointsScreen(self.fleet, self.inventory, root))
 
     def keep_forward(self, forward: Forward) -> None:
         self.kept_forwards.append(forward)

@@ -70,3 +70,31 @@ def world_size_warning(step_world_size: int | None, nnodes: int, gpus_per_node: 
     return (f"saved by {step_world_size} ranks, this job runs {nnodes}×{gpus_per_node} = {job}: "
             f"each rank loads model_world_size_{job}_rank_R.pt, which this checkpoint lacks — "
             "verl will fail to resume (use the same trainer.nnodes × n_gpus_per_node)")
+
+
+_ROOT_KEYS = ("trainer.default_local_dir", "+trainer.default_local_dir",
+              "++trainer.default_local_dir")
+
+
+def default_local_dir_of(record: object) -> str | None:
+    """A job's checkpoint root from what it was submitted with: its recorded overrides, else
+    its profile file's value. None when neither names an absolute path."""
+    for item in getattr(record, "overrides", None) or []:
+        key, _, value = item.partition("=")
+        value = value.strip().strip("'\"")
+        if key in _ROOT_KEYS and value.startswith("/"):
+            return value
+    path = getattr(record, "profile_path", None)
+    if path:
+        from pathlib import Path
+
+        from tui.config.yamlfile import ConfigError
+        from tui.jobs.profiles import load_profile
+
+        try:
+            profile = load_profile(Path(path))
+        except (ConfigError, OSError):  # a profile that no longer loads names no root
+            return None
+        value = str((profile.overrides or {}).get("trainer.default_local_dir", "")).strip()
+        return value if value.startswith("/") else None
+    return None

@@ -51,6 +51,7 @@ class JobsScreen(Screen):
     BINDINGS = [
         Binding("l", "logs", "Log"),
         Binding("m", "metrics", "Metrics"),
+        Binding("k", "checkpoints", "Checkpoints"),
         Binding("n", "new_job", "New job"),
         Binding("e", "edit_job", "Resubmit with edits"),
         Binding("s", "stop", "Stop job"),
@@ -181,6 +182,19 @@ class JobsScreen(Screen):
 
     def action_metrics(self) -> None:
         self._open_logs(metrics=True)
+
+    def action_checkpoints(self) -> None:
+        """The selected job's trainer.default_local_dir across the hosts."""
+        from tui.ckpt.resume import default_local_dir_of
+
+        row = self.current
+        root = default_local_dir_of(row.record) if row is not None and row.record else None
+        if row is not None and root is None:
+            self.notify(f"{row.submission_id}: no absolute trainer.default_local_dir recorded; "
+                        "type the folder", timeout=5)
+        from tui.screens.checkpoints import CheckpointsScreen
+
+        self.app.push_screen(CheckpointsScreen(self.cluster.fleet, self.cluster.inv, root))
 
     def action_refresh(self) -> None:
         self.run_worker(self.refresh_rows(), exclusive=True, group="jobs-refresh")
