@@ -158,6 +158,7 @@ async def shoot(scenario: Scenario) -> list[Path]:
         await pilot.pause(0.3)
         await shoot_job_form(app, pilot, save)
         await shoot_logs_and_debugger(app, pilot, save, scenario.work / "a.yaml")
+        await shoot_checkpoints(app, pilot, save, scenario)
         await pilot.press("1")
         await pilot.pause(0.3)
         await pilot.press("D")
@@ -330,6 +331,50 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     await pilot.press("enter")
     await pilot.pause(2.0)
     save(app, "node_logs")
+    await pilot.press("escape")
+
+
+async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) -> None:
+    """verl's real FSDP checkpoint (tests/ckpt: a tiny random Qwen2, world size 2, saved by
+    verl's own checkpoint manager), rank 0's files on gpu-a01 and rank 1's on gpu-a02 behind
+    one path: the Checkpoints screen lists it spread, collects it onto gpu-a01, merges it."""
+    from ckpt.make_fsdp_checkpoint import files_by_writer, make_fsdp_checkpoint
+    from textual.widgets import Input
+
+    from tui.screens.checkpoints import CheckpointsScreen
+
+    work = scenario.work / "ckpt"
+    made = await asyncio.to_thread(make_fsdp_checkpoint, work / "made" / "run", 120)
+    root = work / "mnt" / "grpo-qwen" / "checkpoints"
+    root.mkdir(parents=True)
+    writers = files_by_writer(120)
+    layout = {"node1": writers["rank0"] + writers["driver"], "node2": writers["rank1"]}
+    for name, rels in layout.items():
+        disk = work / "disks" / name
+        for rel in rels:
+            src, dst = made["out_dir"] / rel.rstrip("/"), disk / rel.rstrip("/")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if rel.endswith("/") else shutil.copy2)(src, dst)
+        scenario.cluster.exec_in(name, ["mount", "--bind", str(disk), str(root)])
+
+    await pilot.press("5")
+    await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen), 10)
+    screen = app.screen
+    screen.query_one("#ckpt-prompt", Input).value = str(root)
+    await pilot.press("enter")
+    await until(pilot, lambda: screen.current is not None, 60)
+    await pilot.pause(0.5)
+    save(app, "checkpoints")
+    await pilot.press("c")
+    await until(pilot, lambda: screen.current is not None and bool(screen.current.complete_on),
+                120)
+    await pilot.press("m")
+    screen.query_one("#ckpt-prompt", Input).value = str(work / "merged" / "global_step_120_hf")
+    await pilot.press("enter")
+    await until(pilot, lambda: any("merged into" in str(line.text)
+                                   for line in screen.query_one("#ckpt-output").lines), 180)
+    await pilot.pause(0.5)
+    save(app, "checkpoints_merged")
     await pilot.press("escape")
 
 
