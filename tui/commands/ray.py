@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -74,13 +76,52 @@ async def _with_cluster(inv: Inventory, body: Callable[[RayCluster], Awaitable[i
             await cluster.close()
 
 
+EXIT_GRACE_S = 15.0
+
+
+def _finish_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does after the main coroutine: cancel what is left, close async
+    generators, join the default executor's threads."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(loop.shutdown_default_executor())
+
+
 def _run(coro: Awaitable[int]) -> int:
+    """Run a command's coroutine; once it has its answer (and printed it), the process exits
+    within EXIT_GRACE_S even if closing connections or joining worker threads stalls (seen
+    once under heavy load: output complete, then no exit for 120 s)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    code = 1
     try:
-        return asyncio.run(coro)
+        code = loop.run_until_complete(coro)
     except KeyboardInterrupt:
-        return 130
+        code = 130
     except asyncio.CancelledError:
-        return 143
+        code = 143
+    finally:
+        def give_up() -> None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+        watchdog = threading.Timer(EXIT_GRACE_S, give_up)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            _finish_loop(loop)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+            watchdog.cancel()
+    return code
 
 
 def run_up(inv: Inventory, *, restart: bool) -> int:
