@@ -344,6 +344,7 @@ async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) ->
     from tui.screens.checkpoints import CheckpointsScreen
 
     work = scenario.work / "ckpt"
+    # In a thread so the app keeps drawing.
     made = await asyncio.to_thread(make_fsdp_checkpoint, work / "made" / "run", 120)
     root = work / "mnt" / "grpo-qwen" / "checkpoints"
     root.mkdir(parents=True)

@@ -264,9 +264,11 @@ def _write_driver_files(out_dir: Path, step: int) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchdata: "'set_vital' is deprecated"
+        # Mid-epoch after `step` batches (a run of many steps has gone through several epochs
+        # of a small dataset: only the position within the epoch is kept).
         loader = StatefulDataLoader(list(range(16)), batch_size=2, shuffle=False)
         it = iter(loader)
-        for _ in range(step):
+        for _ in range(step % len(loader) or len(loader) - 1):
             next(it)
     step_dir = out_dir / f"global_step_{step}"
     step_dir.mkdir(parents=True, exist_ok=True)
