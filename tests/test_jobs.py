@@ -10,33 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-from test_ray_lifecycle import VENV_PY, hosts_yaml
+from test_ray_lifecycle import VENV_PY, running_ray
 
 
 @pytest.fixture(scope="module")
 def ray_up(tmp_path_factory):
-    """Two hosts with Ray up for the whole module (bring-up costs ~15 s)."""
-    from harness.nshosts import NsCluster
-
-    work = tmp_path_factory.mktemp("jobs")
-    cluster = NsCluster(2, work / "hosts")
-    cluster.start()
-    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra="num_cpus: 12")
-    # Ray is told 4 GPUs and 12 CPUs per node, so verl's sizing rules can pass on this machine.
-    text = path.read_text()
-    for h in cluster.hosts:
-        text = text.replace(f"address: {h.address}\n", f"address: {h.address}\n    num_gpus: 4\n")
-    path.write_text(text)
-    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
-    try:
-        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
-                            text=True, timeout=240, env=env)
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield cluster, path, env
-    finally:
-        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                       timeout=120, env=env)
-        cluster.stop()
+    """Two hosts with Ray up for the whole module (bring-up costs ~15 s); Ray is told 4 GPUs
+    and 12 CPUs per node, so verl's sizing rules can pass on this machine."""
+    with running_ray(tmp_path_factory.mktemp("jobs"), 2, ray_extra="num_cpus: 12",
+                     num_gpus=4) as up:
+        yield up
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import textwrap
 import time
 
 import pytest
-from test_ray_lifecycle import VENV_PY, hosts_yaml
+from test_jobs import cli
+from test_ray_lifecycle import VENV_PY, running_ray
 
 from tui.config.hosts import load_inventory
 
@@ -21,27 +20,8 @@ from tui.config.hosts import load_inventory
 @pytest.fixture(scope="module")
 def ray2(tmp_path_factory):
     """Two hosts with Ray up for the module."""
-    from harness.nshosts import NsCluster
-
-    work = tmp_path_factory.mktemp("logsdebug")
-    cluster = NsCluster(2, work / "hosts")
-    cluster.start()
-    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra="num_cpus: 4")
-    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
-    try:
-        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
-                            text=True, timeout=240, env=env)
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield cluster, path, env
-    finally:
-        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                       timeout=120, env=env)
-        cluster.stop()
-
-
-def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    with running_ray(tmp_path_factory.mktemp("logsdebug"), 2, ray_extra="num_cpus: 4") as up:
+        yield up
 
 
 def submit(env, path, sid: str, script: str, *extra: str) -> None:

@@ -4,7 +4,9 @@ and the ways bring-up must refuse or fail cleanly, leaving no Ray process behind
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -56,6 +58,33 @@ def ray_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
     for h in cluster.hosts:
         if cluster.is_running(h.name):
             cluster.exec_in(h.name, [VENV_PY, "-m", "ray.scripts.scripts", "stop", "--force"])
+
+
+@contextlib.contextmanager
+def running_ray(work: Path, count: int, *, ray_extra: str = "", num_gpus: int | None = None):
+    """`count` namespace hosts with Ray up (`verl-tui up`), for a test module; yields
+    (cluster, hosts.yaml, env with a private XDG_STATE_HOME); Ray down and hosts gone after."""
+    from harness.nshosts import NsCluster
+
+    cluster = NsCluster(count, work / "hosts")
+    cluster.start()
+    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra=ray_extra)
+    if num_gpus is not None:  # what Ray is told, so verl's sizing rules can pass here
+        text = path.read_text()
+        for h in cluster.hosts:
+            text = text.replace(f"address: {h.address}\n",
+                                f"address: {h.address}\n    num_gpus: {num_gpus}\n")
+        path.write_text(text)
+    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+    try:
+        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
+                            text=True, timeout=240, env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield cluster, path, env
+    finally:
+        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
+                       timeout=120, env=env)
+        cluster.stop()
 
 
 def ray_processes(cluster) -> dict[str, list[str]]:

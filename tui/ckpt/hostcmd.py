@@ -5,11 +5,10 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
-import time
 from typing import Any
 
 from tui.transport.fleet import Fleet
-from tui.transport.types import HostState, HostUnavailable, RunResult, Transport, TransportError
+from tui.transport.types import RunResult, Transport, TransportError
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -64,21 +63,7 @@ def answer(res: RunResult, host: str, python: str) -> dict[str, Any]:
 
 async def host_transport(fleet: Fleet, name: str, timeout: float = 20.0) -> Transport:
     """The host's transport once it is up; a host that already failed to connect fails now."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = fleet.status(name)
-        transport = fleet.transport(name)
-        if status.state == HostState.UP and transport is not None:
-            return transport
-        if status.state.is_problem or status.state == HostState.CLOSED:
-            raise HostUnavailable(status)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise HostUnavailable(status)
-        try:
-            return await fleet.wait_up(name, min(remaining, 0.2))
-        except HostUnavailable:
-            continue
+    return await fleet.ready(name, timeout)
 
 
 async def run_op(fleet: Fleet, host: str, op: str, *args: str,

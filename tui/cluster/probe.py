@@ -56,7 +56,7 @@ from typing import Any
 
 from tui.config.hosts import Host, Inventory
 from tui.transport.fleet import Fleet
-from tui.transport.types import HostState, HostUnavailable, Transport, TransportError
+from tui.transport.types import HostUnavailable, Transport, TransportError
 
 DEFAULT_TIMEOUT = 30.0
 MAX_PARALLEL = 64  # probes in flight at once; each is one channel on an existing connection
@@ -309,22 +309,7 @@ def _first_line(text: str) -> str:
 
 
 async def _transport(fleet: Fleet, name: str, timeout: float) -> Transport:
-    """The host's transport once it is up; a host that failed to connect fails at once."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = fleet.status(name)
-        transport = fleet.transport(name)
-        if status.state == HostState.UP and transport is not None:
-            return transport
-        if status.state.is_problem or status.state == HostState.CLOSED:
-            raise HostUnavailable(status)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise HostUnavailable(status)
-        try:
-            return await fleet.wait_up(name, min(remaining, 0.2))
-        except HostUnavailable:
-            continue
+    return await fleet.ready(name, timeout)
 
 
 async def probe_host(

@@ -14,6 +14,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.fmt import duration
 from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
 from tui.jobs.submit import Submission, raw_submission, shell_command
@@ -32,18 +33,11 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _fmt_duration(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
 def jobs_table(rows: list[JobRow]) -> str:
     out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
     for r in rows:
         profile = (r.record.profile if r.record and r.record.profile else "-")
-        out.append(f"{r.submission_id:<40} {r.status:<20} {_fmt_duration(r.duration_s):>9} "
+        out.append(f"{r.submission_id:<40} {r.status:<20} {duration(r.duration_s):>9} "
                    f"{profile:<24} {r.driver_node or '-'}")
     return "\n".join(out)
 

@@ -14,6 +14,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.fmt import human_size
 from tui.jobs.logs import JobLogEnd, job_log_chunks
 from tui.transport.types import TransportError
 
@@ -46,15 +47,6 @@ def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
     return _run(_with_cluster(inv, body))
 
 
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "K", "M", "G"):
-        if value < 1024 or unit == "G":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{size}B"
-
-
 def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) -> int:
     if host not in {h.name for h in inv.hosts}:
         raise ConfigError(f"--node {host!r}: not a host of {inv.cluster} "
@@ -65,7 +57,7 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
             transport = await cluster.fleet.wait_up(host, 20)
             if name is None:
                 for f in await list_logs(transport):
-                    print(f"{_human(f.size):>8}  {f.kind:<10} {f.name}")
+                    print(f"{human_size(f.size):>8}  {f.kind:<10} {f.name}")
                 return 0
             files = {f.name for f in await list_logs(transport)}
             if name not in files:

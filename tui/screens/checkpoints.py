@@ -19,15 +19,9 @@ from tui.ckpt.collect import CopyProgress, collect
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import merge
 from tui.ckpt.scan import CheckpointIndex, StepState, check_root, scan_fleet
+from tui.fmt import human_size
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
-
-
-def _size(n: int) -> str:
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n}B"
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:
@@ -182,7 +176,7 @@ class CheckpointsScreen(Screen):
                 cells.append(Text(_ranks(ranks) if ranks is not None else "", style))
             latest = "◀ latest" if s.latest_on else ""
             table.add_row(str(s.step), str(s.world_size or "?"), complete, *cells,
-                          _size(s.size_bytes), latest, key=str(s.step))
+                          human_size(s.size_bytes), latest, key=str(s.step))
         if current is not None and index.step(current.step) is not None:
             table.move_cursor(row=table.get_row_index(str(current.step)))
         down = [h for h, scan in index.hosts.items() if not scan.ok]
@@ -262,7 +256,7 @@ class CheckpointsScreen(Screen):
         def progress(p: CopyProgress) -> None:
             now = time.monotonic()
             if p.finished:
-                out.write(f"  {p.path}  ← {p.source}  {_size(p.total)}")
+                out.write(f"  {p.path}  ← {p.source}  {human_size(p.total)}")
             if now - last[0] < 0.1 and not p.finished:
                 return  # coalesced: at most ~10 updates a second
             last[0] = now
@@ -323,7 +317,7 @@ class CheckpointsScreen(Screen):
         if result.ok:
             out.write(Text(f"merged into {target} on {host}:", "green"))
             for path, size in result.files:
-                out.write(f"  {path}  {_size(size)}")
+                out.write(f"  {path}  {human_size(size)}")
         else:
             out.write(Text(f"merge failed (exit {result.exit_status}): {result.error}", "red"))
 

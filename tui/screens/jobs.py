@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from rich.text import Text
@@ -17,6 +16,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
+from tui.fmt import age, duration
 from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.screens.confirm import ConfirmScreen
@@ -27,24 +27,6 @@ from tui.transport.types import TransportError
 POLL_S = 3.0
 _STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "bold red", "STOPPED": "yellow",
                  "RUNNING": "bold cyan", "PENDING": "cyan"}
-
-
-def _duration(row: JobRow) -> str:
-    s = row.duration_s
-    if s is None:
-        return "-"
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
-def _age(row: JobRow) -> str:
-    if not row.start_time:
-        return "-"
-    s = int(time.time() - row.start_time)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
-    return f"{s}s"
 
 
 class JobsScreen(Screen):
@@ -115,8 +97,9 @@ class JobsScreen(Screen):
         for r in self.rows:
             status = Text(r.status, style=_STATUS_STYLE.get(r.status.split()[0], ""))
             profile = r.record.profile if r.record and r.record.profile else "-"
-            table.add_row(r.submission_id, status, _age(r), _duration(r), profile,
-                          r.driver_node or "-", (r.message or "")[:60], key=r.submission_id)
+            table.add_row(r.submission_id, status, age(r.start_time), duration(r.duration_s),
+                          profile, r.driver_node or "-", (r.message or "")[:60],
+                          key=r.submission_id)
         if current is not None and any(r.submission_id == current.submission_id
                                        for r in self.rows):
             table.move_cursor(row=table.get_row_index(current.submission_id))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from pathlib import Path
 
 from rich.text import Text
@@ -16,27 +15,13 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.node_logs import LogFile, batched, follow_log, list_logs
+from tui.fmt import age, human_size
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 
 _KIND_STYLE = {"raylet": "cyan", "gcs": "magenta", "worker": "", "driver": "green",
                "dashboard": "dim", "agent": "dim", "autoscaler": "dim", "other": "dim"}
-
-
-def _size(n: int) -> str:
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n}B"
-
-
-def _age(mtime: float) -> str:
-    s = max(0, int(time.time() - mtime))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
-    return f"{s}s"
 
 
 class NodeLogsScreen(Screen):
@@ -97,7 +82,7 @@ class NodeLogsScreen(Screen):
         for host in hosts:
             for f in self.files.get(host, []):
                 table.add_row(host, f.name, Text(f.kind, style=_KIND_STYLE.get(f.kind, "")),
-                              _size(f.size), _age(f.mtime), key=f"{host}\t{f.name}")
+                              human_size(f.size), age(f.mtime), key=f"{host}\t{f.name}")
         if current is not None:
             # The file may be gone (rotated, a new session).
             with contextlib.suppress(Exception):

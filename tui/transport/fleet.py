@@ -85,6 +85,25 @@ class Fleet:
         assert link.transport is not None
         return link.transport
 
+    async def ready(self, name: str, timeout: float) -> Transport:
+        """The host's transport once it is up; a host that already failed to connect (or a
+        closed fleet) fails at once instead of waiting out the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(name)
+            transport = self.transport(name)
+            if status.state == HostState.UP and transport is not None:
+                return transport
+            if status.state.is_problem or status.state == HostState.CLOSED:
+                raise HostUnavailable(status)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise HostUnavailable(status)
+            try:
+                return await self.wait_up(name, min(remaining, 0.2))
+            except HostUnavailable:
+                continue
+
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Until every host has connected or failed at least once."""
         waits = [link.settled.wait() for link in self._links.values()]
