@@ -283,3 +283,37 @@ async def test_jump_host_shared_by_hosts_behind_it(gpu_cluster, tmp_path):
         await fleet.wait_settled(20)
         st = fleet.status("node2")
         assert st.state == HostState.UNREACHABLE and "via jump host" in st.error
+
+
+async def test_close_while_a_connect_swallows_its_cancellation(ns_cluster3, tmp_path,
+                                                               monkeypatch):
+    """asyncio.wait_for before 3.12 (inside asyncssh's connect) can return a finished
+    connection instead of raising the cancellation it was given. Fleet.close must still end,
+    and close that late connection, instead of waiting on it forever (a CLI that had printed
+    its answer hung at exit this way under load)."""
+    import tui.transport.ssh as ssh_mod
+
+    real = ssh_mod.open_connection
+    late: list = []
+
+    async def swallowing(host, tunnel=None):
+        inner = asyncio.ensure_future(real(host, tunnel))
+        while True:
+            try:
+                conn, client = await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                continue  # what wait_for does when the inner finished as it was cancelled
+            late.append(conn)
+            return conn, client
+
+    monkeypatch.setattr(ssh_mod, "open_connection", swallowing)
+    inv = load_inventory(hosts_yaml(ns_cluster3, tmp_path / "hosts.yaml"))
+    fleet = Fleet(inv)
+    fleet.start()
+    await asyncio.sleep(0.05)  # every host is connecting now
+    t0 = time.monotonic()
+    await asyncio.wait_for(fleet.close(), 15)
+    assert time.monotonic() - t0 < 12
+    await asyncio.sleep(0.5)
+    assert late and all(conn.is_closed() for conn in late)
+    assert {s.state for s in fleet.statuses()} == {HostState.CLOSED}

@@ -130,12 +130,24 @@ class Fleet:
         tasks = [link.task for link in self._links.values() if link.task]
         for task in tasks:
             task.cancel()
-        for link in self._links.values():
-            if link.conn is not None:
-                link.conn.close()
         for conn in self._jumps.values():
             conn.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # A connect that completes as it is cancelled can swallow the cancellation (asyncio's
+        # wait_for before 3.12, used inside asyncssh); its supervisor then holds a fresh
+        # connection. Close whatever connections exist, again, until every task has ended.
+        pending = set(tasks)
+        for _ in range(50):
+            for link in self._links.values():
+                if link.conn is not None:
+                    link.conn.close()
+            if not pending:
+                break
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+            for task in pending:
+                task.cancel()
+        for task in tasks:  # mark their outcomes retrieved (no "never retrieved" noise)
+            if task.done() and not task.cancelled():
+                task.exception()
         for link in self._links.values():
             self._set(link, HostState.CLOSED)
 
@@ -218,6 +230,9 @@ class Fleet:
                     delay = min(0.5 * 2 ** (attempts - 1), self._reconnect_max_delay)
                 await self._sleep(link, delay * random.uniform(0.8, 1.0))
                 continue
+            if self._closing:  # closed while connecting (see close())
+                conn.close()
+                return
             attempts = 0
             was_up = True
             link.conn = conn
