@@ -18,3 +18,13 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def pct(values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) of values, linearly interpolated; None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)

@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import code_version
+from benchlib import code_version, pct
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -54,15 +54,6 @@ SMI_ARGV = ["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,no
 
 # ------------------------------------------------------------------------------------------
 # helpers
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def _proc_cpu_s(pid: int) -> float | None:
@@ -279,17 +270,17 @@ async def run_worker(args: argparse.Namespace) -> dict:
             "samples_per_s": round(len(lat_ms) / wall, 1),
             "frames_per_s": round(rec.frames / wall, 1),
             "latency_ms": {
-                "p50": _round(_pct(lat_ms, 0.50)), "p95": _round(_pct(lat_ms, 0.95)),
-                "p99": _round(_pct(lat_ms, 0.99)), "max": _round(max(lat_ms, default=None)),
+                "p50": _round(pct(lat_ms, 0.50)), "p95": _round(pct(lat_ms, 0.95)),
+                "p99": _round(pct(lat_ms, 0.99)), "max": _round(max(lat_ms, default=None)),
                 "mean": _round(statistics.fmean(lat_ms) if lat_ms else None),
             },
             "breakdown_ms": {
-                name: {"p50": _round(_pct([x * 1000 for x in xs], 0.5)),
-                       "p95": _round(_pct([x * 1000 for x in xs], 0.95))}
+                name: {"p50": _round(pct([x * 1000 for x in xs], 0.5)),
+                       "p95": _round(pct([x * 1000 for x in xs], 0.95))}
                 for name, xs in (("sample_to_ingest", rec.transit),
                                  ("ingest_to_flush", rec.coalesce),
                                  ("flush_to_drawn", rec.render_lags))},
-            "loop_lag_ms": {"p95": _round(_pct([x * 1000 for x in rec.loop_lags], 0.95)),
+            "loop_lag_ms": {"p95": _round(pct([x * 1000 for x in rec.loop_lags], 0.95)),
                             "max": _round(max((x * 1000 for x in rec.loop_lags), default=None))},
             "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         })
@@ -297,8 +288,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
             rtts = [x * 1000 for x in naive_cls.poll_rtts]
             result["naive"] = {"polls_per_s": round(naive_cls.polls / wall, 1),
                                "poll_errors": naive_cls.poll_errors,
-                               "poll_rtt_ms_p50": _round(_pct(rtts, 0.5)),
-                               "poll_rtt_ms_p95": _round(_pct(rtts, 0.95))}
+                               "poll_rtt_ms_p50": _round(pct(rtts, 0.5)),
+                               "poll_rtt_ms_p95": _round(pct(rtts, 0.95))}
         if profiler:
             import io
             import pstats

@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from tui.jobs.profiles import hydra_value
+from tui.jobs.profiles import hydra_value, override_text
 
 _STEP_DIR_RE = re.compile(r"^global_step_(\d+)$")
 
@@ -72,18 +72,21 @@ def world_size_warning(step_world_size: int | None, nnodes: int, gpus_per_node: 
             "verl will fail to resume (use the same trainer.nnodes × n_gpus_per_node)")
 
 
-_ROOT_KEYS = ("trainer.default_local_dir", "+trainer.default_local_dir",
-              "++trainer.default_local_dir")
+ROOT_KEYS = ("trainer.default_local_dir", "+trainer.default_local_dir",
+             "++trainer.default_local_dir")
+
+
+def profile_root(overrides: dict) -> object | None:
+    """A profile's trainer.default_local_dir as written (under any +/++ form), or None."""
+    return next((overrides[k] for k in ROOT_KEYS if k in overrides), None)
 
 
 def default_local_dir_of(record: object) -> str | None:
     """A job's checkpoint root from what it was submitted with: its recorded overrides, else
     its profile file's value. None when neither names an absolute path."""
-    for item in getattr(record, "overrides", None) or []:
-        key, _, value = item.partition("=")
-        value = value.strip().strip("'\"")
-        if key in _ROOT_KEYS and value.startswith("/"):
-            return value
+    value = override_text(getattr(record, "overrides", None) or [], "trainer.default_local_dir")
+    if value and value.startswith("/"):
+        return value
     path = getattr(record, "profile_path", None)
     if path:
         from pathlib import Path
@@ -95,6 +98,6 @@ def default_local_dir_of(record: object) -> str | None:
             profile = load_profile(Path(path))
         except (ConfigError, OSError):  # a profile that no longer loads names no root
             return None
-        value = str((profile.overrides or {}).get("trainer.default_local_dir", "")).strip()
+        value = str(profile_root(profile.overrides or {}) or "").strip()
         return value if value.startswith("/") else None
     return None

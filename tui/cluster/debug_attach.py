@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
-from urllib.parse import quote
 
 from tui.cluster.debug_targets import PausedWorker, open_forward
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.vscode import write_launch_json
 from tui.jobs.history import JobHistory
+from tui.jobs.logs import job_info
 from tui.transport.types import Forward
 
 
 async def remote_working_dir(cluster: RayCluster, target: PausedWorker) -> str | None:
     """Where Ray unpacked the job's working_dir on the worker's node, or None without one."""
     client = await cluster.dashboard()
-    info = await client.get(f"/api/jobs/{quote(target.job, safe='')}")
-    uri = ((info or {}).get("runtime_env") or {}).get("working_dir") if isinstance(info, dict) \
-        else None
+    info = await job_info(client, target.job)
+    uri = (info.get("runtime_env") or {}).get("working_dir")
     if not uri or "://" not in uri:
         return None
     pkg = posixpath.basename(uri.split("://", 1)[1])

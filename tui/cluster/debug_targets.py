@@ -15,6 +15,7 @@ from typing import Any
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
+from tui.jobs.service import TERMINAL
 from tui.transport.types import Forward, TransportError
 
 _PAUSED = ("/api/v0/workers?detail=true&limit=10000&filter_keys=num_paused_threads"
@@ -137,7 +138,7 @@ async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
         task = task_by_worker.get(w.get("worker_id"), {})
         job_hex = task.get("job_id") or w.get("job_id") or ""
         name, status = jobs.get(job_hex, (job_hex, "?"))
-        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if status in TERMINAL:
             continue
         ip = w.get("ip", "")
         task_name = task.get("name") or task.get("func_or_class_name") or "?"
@@ -187,10 +188,17 @@ async def _node_ips(cluster: RayCluster) -> dict[str, str]:
     return {n.get("node_id", ""): n.get("node_ip", "") for n in _rows(data)}
 
 
-async def debug_targets(cluster: RayCluster) -> DebugTargets:
-    """Both lists; a failure of one is reported in `problems` and does not hide the other."""
-    paused, bps = await asyncio.gather(paused_workers(cluster), legacy_breakpoints(cluster),
-                                       return_exceptions=True)
+async def _none() -> None:
+    return None
+
+
+async def debug_targets(cluster: RayCluster, *, breakpoints: bool = True) -> DebugTargets:
+    """Both lists; a failure of one is reported in `problems` and does not hide the other.
+    Without `breakpoints` the GCS KV is not read (a Python start on the head) and the
+    breakpoint list comes back empty."""
+    paused, bps = await asyncio.gather(
+        paused_workers(cluster), legacy_breakpoints(cluster) if breakpoints else _none(),
+        return_exceptions=True)
     problems = []
     for what, value in (("paused workers", paused), ("breakpoints", bps)):
         if isinstance(value, (DashboardError, TransportError)):

@@ -19,6 +19,7 @@ from pathlib import Path
 from tui.ckpt.collect import CollectReport, CopyProgress, collect
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import MergeRefused, merge
+from tui.ckpt.resume import profile_root
 from tui.ckpt.scan import CheckpointIndex, check_root, scan_fleet
 from tui.commands.ray import _run
 from tui.config.hosts import Inventory
@@ -26,8 +27,6 @@ from tui.config.yamlfile import ConfigError
 from tui.transport.fleet import Fleet
 
 _ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
-_ROOT_KEYS = ("trainer.default_local_dir", "+trainer.default_local_dir",
-              "++trainer.default_local_dir")
 
 
 def resolve_root(directory: str | None, profile: Path | None) -> str:
@@ -43,7 +42,7 @@ def resolve_root(directory: str | None, profile: Path | None) -> str:
         from tui.jobs.profiles import load_profile
 
         prof = load_profile(profile)
-        value = next((prof.overrides[k] for k in _ROOT_KEYS if k in prof.overrides), None)
+        value = profile_root(prof.overrides)
         if value is None:
             raise ConfigError(f"{profile}: no trainer.default_local_dir (verl's default is "
                               "relative to the job's working directory): give --dir")

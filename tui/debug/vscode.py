@@ -32,6 +32,14 @@ def ray_working_dir_root(path: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _string_end(text: str, start: int) -> int:
+    """The index just past the JSON string that opens at text[start] (a quote)."""
+    end, n = start + 1, len(text)
+    while end < n and text[end] != '"':
+        end += 2 if text[end] == "\\" else 1
+    return end + 1
+
+
 def _strip_jsonc(text: str) -> str:
     """JSON from JSONC: comments become spaces (newlines kept, so a json error's line number is
     the file's) and trailing commas go. Strings are left exactly as they are."""
@@ -40,11 +48,9 @@ def _strip_jsonc(text: str) -> str:
     while i < n:
         char = text[i]
         if char == '"':
-            end = i + 1
-            while end < n and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            out.append(text[i : end + 1])
-            i = end + 1
+            end = _string_end(text, i)
+            out.append(text[i:end])
+            i = end
         elif text.startswith("//", i):
             end = text.find("\n", i)
             end = n if end < 0 else end
@@ -68,11 +74,9 @@ def _drop_trailing_commas(text: str) -> str:
     while i < n:
         char = text[i]
         if char == '"':
-            end = i + 1
-            while end < n and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            out.append(text[i : end + 1])
-            i = end + 1
+            end = _string_end(text, i)
+            out.append(text[i:end])
+            i = end
             continue
         if char == ",":
             after = i + 1

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from tui.cluster.dashboard import DashboardClient, DashboardError
-
-TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+from tui.jobs.service import TERMINAL
 
 
 @dataclass
@@ -31,10 +30,15 @@ def _job_path(sid: str) -> str:
     return f"/api/jobs/{quote(sid, safe='')}"
 
 
-async def job_status(client: DashboardClient, sid: str) -> tuple[str, str | None]:
+async def job_info(client: DashboardClient, sid: str) -> dict:
     info = await client.get(_job_path(sid))
     if not isinstance(info, dict):
         raise DashboardError(f"job {sid}: unexpected answer from the Jobs API")
+    return info
+
+
+async def job_status(client: DashboardClient, sid: str) -> tuple[str, str | None]:
+    info = await job_info(client, sid)
     return str(info.get("status", "?")), info.get("message")
 
 

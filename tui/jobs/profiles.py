@@ -191,6 +191,16 @@ def override_key(line: str) -> str:
     return line.split("=", 1)[0].strip().lstrip("+~")
 
 
+def override_text(lines: list[str], key: str) -> str | None:
+    """The value text of the last `key=value` override for `key` (any +, ++ prefix), quotes
+    removed; None when there is none."""
+    value = None
+    for line in lines:
+        if "=" in line and not line.lstrip().startswith("~") and override_key(line) == key:
+            value = line.split("=", 1)[1].strip().strip("'\"")
+    return value
+
+
 def check_set(line: str) -> str:
     """A --set value: `key=value` in Hydra's override syntax (the value as on verl's command
     line). Returns it unchanged; ConfigError (one line) when it is not one override."""

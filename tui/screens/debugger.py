@@ -21,6 +21,9 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.transport.types import TransportError
 
 POLL_S = 2.0
+# Legacy breakpoints are read by starting Ray's GCS client in a Python on the head: every
+# 5th look (10 s), not every 2 s; `r` reads both at once.
+BREAKPOINTS_EVERY = 5
 
 Target = PausedWorker | Breakpoint
 
@@ -65,13 +68,17 @@ class DebuggerScreen(Screen):
     @work(exclusive=True, group="debug-poll", exit_on_error=False)
     async def poll(self) -> None:
         # Never overlapping: the next look only after this one finished.
+        looks = 0
         while True:
-            await self.refresh_targets()
+            await self.refresh_targets(breakpoints=looks % BREAKPOINTS_EVERY == 0)
+            looks += 1
             await asyncio.sleep(POLL_S)
 
-    async def refresh_targets(self) -> None:
+    async def refresh_targets(self, *, breakpoints: bool = True) -> None:
         try:
-            found = await debug_targets(self.cluster)
+            found = await debug_targets(self.cluster, breakpoints=breakpoints)
+            if not breakpoints:
+                found.breakpoints = list(self.breakpoints)
             self.error = "; ".join(found.problems) or None
         except (DashboardError, TransportError) as exc:
             found = DebugTargets(list(self.paused), list(self.breakpoints), [])

@@ -452,15 +452,21 @@ class JobFormScreen(Screen[str | None]):
         return Draft(profile_path=str(self.profile_path.resolve()), profile=self.profile.name,
                      texts=texts, values=values, toggles=self.toggles)
 
-    def save_draft(self) -> None:
+    def _take_draft(self) -> Draft | None:
+        """The form's state to write, once per change (None when nothing is pending)."""
         if not self._draft_dirty:
-            return
+            return None
         draft = self._draft()
         if draft is None:
-            return
+            return None
         self._draft_dirty = False
         self._draft_seq += 1
-        self._write_draft(draft, self._draft_seq)
+        return draft
+
+    def save_draft(self) -> None:
+        draft = self._take_draft()
+        if draft is not None:
+            self._write_draft(draft, self._draft_seq)
 
     @work(thread=True, group="draft", exit_on_error=False)
     def _write_draft(self, draft: Draft, seq: int) -> None:
@@ -474,15 +480,10 @@ class JobFormScreen(Screen[str | None]):
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None
-        if not self._draft_dirty:
-            return
-        draft = self._draft()
-        if draft is None:
-            return
-        self._draft_dirty = False
-        self._draft_seq += 1
-        with self._draft_lock:
-            save_draft(self.cluster_name, draft)
+        draft = self._take_draft()
+        if draft is not None:
+            with self._draft_lock:
+                save_draft(self.cluster_name, draft)
 
     async def action_discard_draft(self) -> None:
         if self.profile is None:

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.logs import JobLogEnd, job_log_chunks
+from tui.jobs.profiles import override_text
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
@@ -29,11 +30,8 @@ def default_save_path(sid: str) -> Path:
 
 def total_steps_from(overrides: list[str]) -> int | None:
     """trainer.total_training_steps when the job was submitted with it (else verl prints it)."""
-    for item in overrides:
-        key, _, value = item.lstrip("+~").partition("=")
-        if key == "trainer.total_training_steps" and value.isdigit():
-            return int(value)
-    return None
+    value = override_text(overrides, "trainer.total_training_steps")
+    return int(value) if value and value.isdigit() else None
 
 
 class JobLogsScreen(Screen):
