@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from tui.config.yamlfile import ConfigError
+from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
 from tui.jobs.importer import ImportResult, import_script
 from tui.jobs.profiles import Profile, load_profile, save_profile
@@ -58,18 +58,11 @@ def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
-        text = script.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        print(f"{script}: file not found", file=stderr)
-        return EXIT_BAD_INPUT
-    except IsADirectoryError:
-        print(f"{script}: is a directory, expected a shell script", file=stderr)
-        return EXIT_BAD_INPUT
-    except UnicodeDecodeError:
-        print(f"{script}: not a UTF-8 text file", file=stderr)
-        return EXIT_BAD_INPUT
-    except OSError as exc:
-        print(f"{script}: cannot read: {exc.strerror or exc}", file=stderr)
+        # The one safe reader: a FIFO/device/folder, a huge file, non-UTF-8 or control
+        # characters end in one line naming the file (and line), never a hang.
+        text = read_text(script)
+    except ConfigError as exc:
+        print(str(exc), file=stderr)
         return EXIT_BAD_INPUT
     with contextlib.suppress(OSError):
         if output.exists() and output.resolve() == script.resolve():

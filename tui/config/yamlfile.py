@@ -1,15 +1,48 @@
-"""YAML loading that remembers where every value came from, so errors can name file:line."""
+"""The one loader for our YAML files (hosts.yaml, profiles) and the one safe reader for every
+config/state file (drafts too): data plus the line every value came from, so errors name
+file:line.
+
+Every file is untrusted. The reader takes regular files only (a FIFO or a device would block or
+never end: the file is opened non-blocking and checked with fstat), at most MAX_BYTES, UTF-8,
+and no control characters. The YAML composer is our own, over the parser's events (libyaml's when
+present): it is iterative, so nesting cannot overflow Python's stack; it refuses nesting deeper
+than MAX_DEPTH, aliases that expand to more than MAX_ALIAS_VALUES values (a "billion laughs" is
+refused before anything is expanded), and an alias inside its own anchor (a cycle). Every hostile
+file ends in a ConfigError naming file:line, in milliseconds.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.resolver
+
+from tui.sanitize import one_line
 
 Loc = tuple[str | int, ...]
-_SCALARS = yaml.constructor.SafeConstructor()
+
+MAX_BYTES = 1 << 20  # 1 MiB: a hosts file for thousands of hosts is ~100 KiB
+MAX_DEPTH = 100  # our files nest 4 levels; verl's deepest config path is ~8
+MAX_ALIAS_VALUES = 10_000  # values that aliases (*name) may add when expanded
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser: 5x faster
+# Not allowed anywhere in a file: C0 controls except TAB/LF/CR, DEL, C1 controls, the Unicode line
+# and paragraph separators and bidi embeddings/overrides/isolates (they reorder what is shown).
+_BAD_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                          "\u2066-\u2069\ufffe\uffff]")
+# Values are held to the same rule after YAML's escapes ("\e", "\0", "\x1b" …) are decoded; CR,
+# LF and TAB may stay (a multi-line description; display sanitizes them).
+_BAD_VALUE_RE = _BAD_CHAR_RE
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
 
 
 class ConfigError(Exception):
@@ -25,7 +58,8 @@ class ConfigError(Exception):
         where = ""
         if self.path is not None:
             where = f"{self.path}:{self.line}: " if self.line else f"{self.path}: "
-        return f"{where}{self.message}"
+        # File names and quoted values come from outside: one sanitized line, always.
+        return one_line(f"{where}{self.message}")
 
 
 @dataclass
@@ -35,6 +69,9 @@ class LocatedDoc:
     data: Any
     path: Path
     lines: dict[Loc, int] = field(default_factory=dict)
+    # Where the file has an unquoted (plain) scalar that YAML read as a string: a caller may
+    # want YAML 1.2's reading of some of them (profiles: `1e-6` is a float there).
+    plain_strings: set[Loc] = field(default_factory=set)
 
     def line_of(self, loc: Loc) -> int | None:
         # Walk up until a located ancestor: a missing key is reported at its parent mapping.
@@ -46,63 +83,306 @@ class LocatedDoc:
             loc = loc[:-1]
 
 
-def _build(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path) -> Any:
-    lines.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = _build(key_node, (*loc, "<key>"), {}, path)
-            if not isinstance(key, (str, int, float, bool)) or key is None:
-                raise ConfigError("mapping keys must be plain scalars", path,
-                                  key_node.start_mark.line + 1)
-            if key in out:
-                raise ConfigError(f"duplicate key {key!r}", path, key_node.start_mark.line + 1)
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            out[key] = _build(value_node, (*loc, key), lines, path)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            lines[(*loc, i)] = item.start_mark.line + 1
-            items.append(_build(item, (*loc, i), lines, path))
-        return items
-    # Scalars: let PyYAML's safe constructor resolve the tag (int, bool, null, …).
-    return _SCALARS.construct_object(node, deep=True)
+# -- reading ---------------------------------------------------------------------------------
 
 
-def load_yaml(path: Path) -> LocatedDoc:
-    """Parse a YAML file into data with line numbers; raise ConfigError (never a traceback)."""
+def _line_at(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _char_name(c: str) -> str:
+    return f"U+{ord(c):04X}"
+
+
+def unsafe_char(text: str) -> str | None:
+    """The first character our files may not hold (see _BAD_CHAR_RE), or None."""
+    m = _BAD_CHAR_RE.search(text)
+    return m.group() if m else None
+
+
+def check_text(text: str, path: Path | str) -> str:
+    """`text` without a leading BOM; ConfigError at the first character not allowed."""
+    text = text.removeprefix("\ufeff")
+    m = _BAD_CHAR_RE.search(text)
+    if m:
+        raise ConfigError(f"control character {_char_name(m.group())} not allowed", path,
+                          _line_at(text, m.start()))
+    return text
+
+
+def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
+    """A regular file's bytes, at most `max_bytes`; ConfigError (one line) otherwise. Never
+    blocks: opened with O_NONBLOCK, then checked with fstat on the open descriptor (no race
+    between a check and the open)."""
+    path = Path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, flags)
     except FileNotFoundError:
+        parent = path.parent
+        if str(parent) not in ("", ".") and not parent.is_dir():
+            raise ConfigError(f"file not found (no folder {parent})", path) from None
         raise ConfigError("file not found", path) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, expected a YAML file", path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}", path) from None
-    return parse_yaml(text, path)
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise ConfigError("file not found (a part of the path is not a folder)",
+                              path) from None
+        raise ConfigError(f"cannot open: {exc.strerror or exc}", path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)),
+                        "not a regular file")
+            raise ConfigError(f"is {kind}, expected a regular file", path)
+        if st.st_size > max_bytes:
+            raise ConfigError(f"file is {st.st_size} bytes, over the {_size(max_bytes)} limit "
+                              "for config files", path)
+        chunks: list[bytes] = []
+        total = 0
+        while total <= max_bytes:  # the file may grow after fstat: read at most one byte more
+            chunk = os.read(fd, min(1 << 16, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:
+            raise ConfigError(f"file is over the {_size(max_bytes)} limit for config files",
+                              path)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path) from None
+    finally:
+        os.close(fd)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def decode(data: bytes, path: Path | str) -> str:
+    """UTF-8 text with no control characters, or ConfigError naming the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", path, line) from None
+    return check_text(text, path)
+
+
+def read_text(path: Path | str, *, max_bytes: int = MAX_BYTES) -> str:
+    """The safe read of any config or state file we parse: regular file, size cap, UTF-8,
+    no control characters. ConfigError names the file (and line) otherwise."""
+    return decode(read_bytes(path, max_bytes=max_bytes), path)
+
+
+# -- composing: parser events → nodes, bounded --------------------------------------------------
+
+
+class _Tree:
+    """Facts about one composed node: values it expands to, and its height."""
+
+    __slots__ = ("height", "size")
+
+    def __init__(self, size: int, height: int) -> None:
+        self.size = size
+        self.height = height
+
+
+def _mark_line(mark: Any) -> int | None:
+    return mark.line + 1 if mark is not None else None
+
+
+def _compose(text: str, path: Path) -> yaml.Node | None:
+    """One document's node graph, built without recursion and within the limits."""
+    resolver = yaml.resolver.Resolver()
+    anchors: dict[str, yaml.Node] = {}
+    facts: dict[int, _Tree] = {}  # id(node) → facts, for nodes that are closed
+    open_anchors: set[str] = set()
+    # Stack of open collections: (node, anchor, children facts).
+    stack: list[tuple[yaml.Node, str | None, list[_Tree]]] = []
+    root: yaml.Node | None = None
+    documents = 0
+    alias_values = 0
+
+    def fail(msg: str, mark: Any) -> ConfigError:
+        return ConfigError(msg, path, _mark_line(mark))
+
+    def add(node: yaml.Node, tree: _Tree, mark: Any) -> None:
+        nonlocal root
+        if stack:
+            stack[-1][2].append(tree)
+            parent = stack[-1][0]
+            if isinstance(parent, yaml.MappingNode):
+                items = parent.value
+                if items and items[-1][1] is None:
+                    items[-1] = (items[-1][0], node)
+                else:
+                    items.append((node, None))
+            else:
+                parent.value.append(node)
+        else:
+            root = node
+
+    def check_tag(tag: str | None, default: str, mark: Any) -> str:
+        if tag in (None, "!", default):
+            return default
+        short = tag.replace("tag:yaml.org,2002:", "!!")
+        raise fail(f"tag {short} is not supported here", mark)
+
+    events = yaml.parse(text, Loader=_LOADER)
+    for ev in events:
+        if isinstance(ev, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise fail("expected one YAML document, found a second one (---)",
+                           ev.start_mark)
+        elif isinstance(ev, yaml.AliasEvent):
+            target = anchors.get(ev.anchor)
+            if ev.anchor in open_anchors:
+                raise fail(f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
+                           "(a recursive structure)", ev.start_mark)
+            if target is None:
+                raise fail(f"alias *{ev.anchor} has no anchor &{ev.anchor} before it",
+                           ev.start_mark)
+            tree = facts[id(target)]
+            alias_values += tree.size
+            if alias_values > MAX_ALIAS_VALUES:
+                raise fail(f"aliases expand to more than {MAX_ALIAS_VALUES} values "
+                           f"(at *{ev.anchor})", ev.start_mark)
+            if len(stack) + tree.height > MAX_DEPTH:
+                raise fail(f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels",
+                           ev.start_mark)
+            add(target, tree, ev.start_mark)
+        elif isinstance(ev, yaml.ScalarEvent):
+            tag = ev.tag
+            if tag is None or tag == "!":
+                tag = resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
+            node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, style=ev.style)
+            tree = _Tree(1, 1)
+            facts[id(node)] = tree
+            if ev.anchor is not None:
+                anchors[ev.anchor] = node
+            add(node, tree, ev.start_mark)
+        elif isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(stack) >= MAX_DEPTH:
+                raise fail(f"nested deeper than {MAX_DEPTH} levels", ev.start_mark)
+            node: yaml.Node
+            if isinstance(ev, yaml.SequenceStartEvent):
+                tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                                ev.start_mark)
+                node = yaml.SequenceNode(tag, [], ev.start_mark, None,
+                                         flow_style=ev.flow_style)
+            else:
+                tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                ev.start_mark)
+                node = yaml.MappingNode(tag, [], ev.start_mark, None, flow_style=ev.flow_style)
+            if ev.anchor is not None:
+                anchors[ev.anchor] = node
+                open_anchors.add(ev.anchor)
+            stack.append((node, ev.anchor, []))
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            node, anchor, children = stack.pop()
+            node.end_mark = ev.end_mark
+            tree = _Tree(1 + sum(c.size for c in children),
+                         1 + max((c.height for c in children), default=0))
+            facts[id(node)] = tree
+            if anchor is not None:
+                open_anchors.discard(anchor)
+            add(node, tree, node.start_mark)
+    return root
+
+
+# -- building: nodes → plain data with lines -------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: dict[Loc, int] = {}
+        self.plain: set[Loc] = set()
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def fail(self, msg: str, node: yaml.Node) -> ConfigError:
+        return ConfigError(msg, self.path, _mark_line(node.start_mark))
+
+    def build(self, node: yaml.Node, loc: Loc, record: bool = True) -> Any:
+        # Depth is bounded by the composer (MAX_DEPTH, aliases included): recursion is safe.
+        if record:
+            self.lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.build(key_node, (*loc, "<key>"), record=False)
+                if not isinstance(key, (str, int, float, bool)) or key is None:
+                    raise self.fail("mapping keys must be plain scalars", key_node)
+                if key in out:
+                    raise self.fail(f"duplicate key {key!r}", key_node)
+                if record:
+                    self.lines[(*loc, key)] = key_node.start_mark.line + 1
+                out[key] = self.build(value_node, (*loc, key), record)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                if record:
+                    self.lines[(*loc, i)] = item.start_mark.line + 1
+                items.append(self.build(item, (*loc, i), record))
+            return items
+        return self.scalar(node, loc, record)
+
+    def scalar(self, node: yaml.Node, loc: Loc, record: bool) -> Any:
+        if node.tag == "tag:yaml.org,2002:merge":
+            raise self.fail("merge keys (<<) are not supported: write the keys out", node)
+        # PyYAML's safe constructor resolves the value (int, bool, null, …); a few of its
+        # conversions raise plain Python errors (a 5000-digit int, a 13th month): catch them.
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            raise self.fail(f"invalid value: {exc.problem}", node) from None
+        except (ValueError, OverflowError, TypeError, ArithmeticError) as exc:
+            reason = str(exc).split(":")[0].split(";")[0]  # not Python's advice on limits
+            raise self.fail(f"invalid value {one_line(node.value, 40)!r}: {reason}",
+                            node) from None
+        finally:
+            self.constructor.constructed_objects.clear()
+        if isinstance(value, str):
+            m = _BAD_VALUE_RE.search(value)
+            if m:
+                raise self.fail(f"control character {_char_name(m.group())} not allowed", node)
+            if record and not node.style:
+                self.plain.add(loc)
+        elif isinstance(value, (bytes, bytearray)):
+            raise self.fail("binary values are not supported", node)
+        return value
 
 
 def parse_yaml(text: str, path: Path) -> LocatedDoc:
+    """Parse YAML text into data with line numbers; raise ConfigError (never a traceback)."""
+    path = Path(path)
+    if len(text) > MAX_BYTES:
+        raise ConfigError(f"text is over the {_size(MAX_BYTES)} limit for config files", path)
+    text = check_text(text, path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = _compose(text, path)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # An unclosed bracket is found at end of file; where it opened is more useful.
         if mark is exc.problem_mark and exc.context_mark is not None and (
                 mark.line >= len(text.splitlines())):
             mark = exc.context_mark
-        line = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"invalid YAML: {problem}", path, line) from None
+        raise ConfigError(f"invalid YAML: {problem}", path, _mark_line(mark)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", path) from None
     if node is None:
         return LocatedDoc(None, path, {(): 1})
-    lines: dict[Loc, int] = {}
-    try:
-        data = _build(node, (), lines, path)
-    except yaml.constructor.ConstructorError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise ConfigError(f"invalid value: {exc.problem}", path, line) from None
-    return LocatedDoc(data, path, lines)
+    builder = _Builder(path)
+    data = builder.build(node, ())
+    return LocatedDoc(data, path, builder.lines, builder.plain)
+
+
+def load_yaml(path: Path | str) -> LocatedDoc:
+    """Read (safely, see read_text) and parse a YAML file; every problem is a ConfigError
+    naming file:line."""
+    path = Path(path)
+    return parse_yaml(read_text(path), path)

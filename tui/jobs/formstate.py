@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.config.yamlfile import ConfigError, read_text, unsafe_char
 from tui.jobs.importer import _hydra_value, read_hydra_value
 from tui.jobs.profiles import Profile, hydra_value
 from tui.state import atomic_write_json, state_dir
@@ -137,20 +138,33 @@ def save_draft(cluster: str, draft: Draft) -> Path:
 
 
 def load_draft(cluster: str, profile_name: str) -> Draft | None:
+    """The saved draft, or None when there is none or it is damaged (start from the profile).
+    Read like any config file (regular file, size cap, no control characters): a FIFO or a
+    huge or hostile file in the state dir neither blocks nor breaks the form."""
     path = draft_path(cluster, profile_name)
+    if not path.exists():
+        return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_text(path))
+        if not isinstance(doc, dict):
+            return None
         texts = doc["texts"]
         if not isinstance(texts, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
+                isinstance(k, str) and isinstance(v, str) and not unsafe_char(k + v)
+                for k, v in texts.items()):
             return None
-        toggles = Toggles(**{k: bool(v) for k, v in (doc.get("toggles") or {}).items()
+        toggles = doc.get("toggles") or {}
+        values = doc.get("values") or {}
+        if not isinstance(toggles, dict) or not isinstance(values, dict):
+            return None
+        toggles = Toggles(**{k: bool(v) for k, v in toggles.items()
                              if k in Toggles.__dataclass_fields__})
         return Draft(profile_path=str(doc.get("profile_path", "")), profile=profile_name,
-                     texts=dict(texts), values=doc.get("values") or {}, toggles=toggles,
+                     texts=dict(texts), values=values, toggles=toggles,
                      saved_at=float(doc.get("saved_at") or 0.0))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # no draft, or a damaged one: start from the profile
+    except (ConfigError, OSError, ValueError, TypeError, KeyError, RecursionError):
+        # RecursionError: json's decoder on a deeply nested document.
+        return None
 
 
 def clear_draft(cluster: str, profile_name: str) -> None:

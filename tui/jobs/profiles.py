@@ -237,29 +237,22 @@ def _describe(err: dict) -> str:
     return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
-def _plain_exponent_floats(text: str) -> set[tuple[Any, ...]]:
+def _plain_exponent_floats(doc: LocatedDoc) -> set[tuple[Any, ...]]:
     """Where the file has an unquoted `1e-6`: YAML 1.2 and verl's command line read a float,
     PyYAML (YAML 1.1) a string. A quoted '1e-6' stays a string."""
-    try:
-        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return set()
     out: set[tuple[Any, ...]] = set()
-
-    def walk(node: Any, loc: tuple[Any, ...]) -> None:
-        if isinstance(node, yaml.ScalarNode):
-            if not node.style and node.tag.endswith(":str") and _EXP_FLOAT_RE.match(
-                    node.value):
-                out.add(loc)
-        elif isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                walk(v, (*loc, k.value))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                walk(v, (*loc, i))
-
-    walk(root, ())
-    return {loc for loc in out if loc[:1] == ("overrides",)}
+    for loc in doc.plain_strings:
+        if loc[:1] != ("overrides",):
+            continue
+        node: Any = doc.data
+        try:
+            for part in loc:
+                node = node[part]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(node, str) and _EXP_FLOAT_RE.match(node):
+            out.add(loc)
+    return out
 
 
 def _set_floats(data: Any, locs: set[tuple[Any, ...]]) -> Any:
@@ -318,15 +311,19 @@ def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Pro
 def load_profile(path: Path | str) -> Profile:
     """Read and check a profile; every problem is a ConfigError naming file:line."""
     path = Path(path).expanduser()
-    doc = load_yaml(path)  # read errors and bad YAML, with file:line
-    return parse_profile(path.read_text(encoding="utf-8"), path, doc=doc)
+    # One safe read (regular file, size cap, no control characters) and one parse.
+    doc = load_yaml(path)
+    return _profile_from_yaml(doc, path)
 
 
 def parse_profile(text: str, path: Path | str = "<profile.yaml>", *,
                   doc: LocatedDoc | None = None) -> Profile:
-    doc = doc or parse_yaml(text, Path(path))
-    _set_floats(doc.data, _plain_exponent_floats(text))
-    return profile_from_doc(doc, default_name=_stem_name(Path(path)))
+    return _profile_from_yaml(doc or parse_yaml(text, Path(path)), Path(path))
+
+
+def _profile_from_yaml(doc: LocatedDoc, path: Path) -> Profile:
+    _set_floats(doc.data, _plain_exponent_floats(doc))
+    return profile_from_doc(doc, default_name=_stem_name(path))
 
 
 def _stem_name(path: Path) -> str | None:
