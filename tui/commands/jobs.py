@@ -19,6 +19,7 @@ from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
 from tui.jobs.submit import Submission, raw_submission, shell_command
 from tui.jobs.workdir import WorkdirError
+from tui.sanitize import one_line
 from tui.transport.types import TransportError
 
 
@@ -121,7 +122,7 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
     from tui.jobs.rules import ClusterResources, NodeResources
     from tui.jobs.submit import merged_env, verl_submission
     from tui.jobs.validate import check_profile
-    from tui.jobs.workdir import measure
+    from tui.jobs.workdir import scan
 
     profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
     rt = profile.runtime_env
@@ -131,11 +132,20 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
                          legacy_debug=legacy_debug, extra=env)
     address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
 
+    def wd_bytes() -> int | None:
+        if not wd:
+            return None
+        found = scan(Path(wd), excl)
+        for path, why in found.skipped:  # left out of the upload: say which and why
+            print(one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"),
+                  file=sys.stderr)
+        return found.total
+
     def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
         # nnodes / n_gpus_per_node follow the live cluster unless pinned (check_profile adds
         # them to report.overrides), so what is validated is exactly what is submitted.
         report = check_profile(profile, sets=sets, cluster=cluster,
-                               working_dir_bytes=measure(Path(wd), excl) if wd else None,
+                               working_dir_bytes=wd_bytes(),
                                post_mortem=post_mortem)
         if not report.ok:
             return None, report.problems

@@ -7,8 +7,9 @@ import fnmatch
 import hashlib
 import io
 import os
+import stat
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Ray refuses larger uploads (its GCS package limit); say so before zipping gigabytes.
@@ -26,6 +27,7 @@ class Package:
     name: str  # _ray_pkg_<hash>.zip
     data: bytes
     files: int
+    skipped: tuple[tuple[Path, str], ...] = ()  # (path, why) left out, see scan()
 
 
 def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
@@ -37,46 +39,97 @@ def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
     return False
 
 
-def walk(root: Path, excludes: tuple[str, ...]) -> list[tuple[str, Path]]:
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
+@dataclass
+class Scan:
+    """The files a working_dir upload holds, and what was left out and why (by path)."""
+
+    files: list[tuple[str, Path, int]] = field(default_factory=list)  # (name in zip, path, size)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(size for _, _, size in self.files)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def scan(root: Path, excludes: list[str] | tuple[str, ...] = ()) -> Scan:
+    """Regular files under `root` (symlinks to files followed) minus the excludes. A dangling
+    symlink, an unreadable entry, a FIFO/socket/device is skipped and listed in `skipped`:
+    uploading it would fail (or block) half-way through."""
+    patterns = (*DEFAULT_EXCLUDES, *excludes)
+    out = Scan()
+
+    def walk_error(exc: OSError) -> None:
+        out.skipped.append((Path(exc.filename or root), exc.strerror or str(exc)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not _excluded(rel_dir + d, excludes))
+        dirnames[:] = sorted(d for d in dirnames if not _excluded(rel_dir + d, patterns))
         for name in sorted(filenames):
             rel = rel_dir + name
-            if not _excluded(rel, excludes):
-                files.append((rel, Path(dirpath) / name))
-    return files
+            if _excluded(rel, patterns):
+                continue
+            path = Path(dirpath) / name
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                out.skipped.append((path, "dangling symlink" if path.is_symlink()
+                                    else "vanished"))
+                continue
+            except OSError as exc:
+                out.skipped.append((path, exc.strerror or str(exc)))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                out.skipped.append((path, _kind(st.st_mode)))
+                continue
+            out.files.append((rel, path, st.st_size))
+    return out
+
+
+def walk(root: Path, excludes: tuple[str, ...]) -> list[tuple[str, Path]]:
+    return [(rel, path) for rel, path, _ in scan(root, excludes).files]
 
 
 def measure(root: Path, excludes: list[str] | tuple[str, ...] = ()) -> int:
     """Bytes that would be uploaded (before compression)."""
-    patterns = (*DEFAULT_EXCLUDES, *excludes)
-    return sum(p.stat().st_size for _, p in walk(root, patterns))
+    return scan(root, excludes).total
 
 
 def package(root: Path, excludes: list[str] | tuple[str, ...] = ()) -> Package:
     root = Path(root).expanduser()
     if not root.is_dir():
         raise WorkdirError(f"working_dir {root} is not a directory")
-    patterns = (*DEFAULT_EXCLUDES, *excludes)
-    files = walk(root, patterns)
-    total = sum(p.stat().st_size for _, p in files)
+    found = scan(root, excludes)
+    total = found.total
     if total > MAX_UPLOAD_BYTES:
-        biggest = sorted(files, key=lambda f: f[1].stat().st_size, reverse=True)[:3]
-        names = ", ".join(rel.split("/")[0] for rel, _ in biggest)
+        biggest = sorted(found.files, key=lambda f: f[2], reverse=True)[:3]
+        names = ", ".join(rel.split("/")[0] for rel, _, _ in biggest)
         raise WorkdirError(f"working_dir {root} is {total / 2**20:.0f} MiB, over Ray's "
                            f"{MAX_UPLOAD_BYTES // 2**20} MiB upload limit: add excludes "
                            f"(largest: {names})")
     digest = hashlib.sha1()
     buf = io.BytesIO()
+    files = 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for rel, path in files:
-            data = path.read_bytes()
+        for rel, path, _ in found.files:
+            try:
+                data = path.read_bytes()
+                mode = path.stat().st_mode
+            except OSError as exc:  # removed or changed since the scan
+                found.skipped.append((path, exc.strerror or str(exc)))
+                continue
             digest.update(rel.encode() + b"\0" + data)
             info = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))  # content-only hash
-            info.external_attr = (path.stat().st_mode & 0o777) << 16
+            info.external_attr = (mode & 0o777) << 16
             zf.writestr(info, data, zipfile.ZIP_DEFLATED)
+            files += 1
     name = f"_ray_pkg_{digest.hexdigest()[:32]}.zip"
-    return Package(f"gcs://{name}", name, buf.getvalue(), len(files))
+    return Package(f"gcs://{name}", name, buf.getvalue(), files, tuple(found.skipped))
