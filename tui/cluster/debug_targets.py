@@ -13,15 +13,17 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tui.cluster.dashboard import DashboardError
+from tui.cluster.dashboard import DashboardError, api_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.service import TERMINAL
 from tui.transport.types import Forward, TransportError
 
-_PAUSED = ("/api/v0/workers?detail=true&limit=10000&filter_keys=num_paused_threads"
-           "&filter_predicates=!%3D&filter_values=0")
-_RUNNING_TASKS = ("/api/v0/tasks?detail=true&limit=10000&filter_keys=state"
-                  "&filter_predicates=%3D&filter_values=RUNNING")
+_PAUSED = api_path("api", "v0", "workers", query={
+    "detail": "true", "limit": 10000, "filter_keys": "num_paused_threads",
+    "filter_predicates": "!=", "filter_values": 0})
+_RUNNING_TASKS = api_path("api", "v0", "tasks", query={
+    "detail": "true", "limit": 10000, "filter_keys": "state", "filter_predicates": "=",
+    "filter_values": "RUNNING"})
 
 # Run with the head's interpreter: Ray's own GCS client, no ray.init (which would register a
 # driver job and take seconds). Prints one JSON object. Keys of dead jobs are deleted, as
@@ -116,7 +118,7 @@ def _rows(data: Any) -> list[dict[str, Any]]:
 async def _job_names(cluster: RayCluster) -> dict[str, tuple[str, str]]:
     """Ray job id (hex) -> (name to show: submission id or job id, status)."""
     client = await cluster.dashboard()
-    jobs = await client.get("/api/jobs/") or []
+    jobs = await client.get(api_path("api", "jobs", trailing_slash=True)) or []
     out: dict[str, tuple[str, str]] = {}
     for j in jobs:
         if isinstance(j, dict) and j.get("job_id"):
@@ -184,7 +186,8 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
 
 async def _node_ips(cluster: RayCluster) -> dict[str, str]:
     client = await cluster.dashboard()
-    data = await client.get("/api/v0/nodes?limit=10000&detail=true")
+    data = await client.get(api_path("api", "v0", "nodes",
+                                       query={"limit": 10000, "detail": "true"}))
     return {n.get("node_id", ""): n.get("node_ip", "") for n in _rows(data)}
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tui.cluster.dashboard import DashboardError
+from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
@@ -55,6 +55,8 @@ def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool) -> None
 def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str],
                    working_dir: str | None, excludes: list[str], submission_id: str | None,
                    dry_run: bool, as_json: bool) -> int:
+    if submission_id is not None:
+        check_job_id(submission_id, "--submission-id")
     try:
         sub = raw_submission(command, env={**inv.ray.env, **env}, working_dir=working_dir,
                              excludes=excludes, submission_id=submission_id)
@@ -92,6 +94,8 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
 
 
 def run_stop(inv: Inventory, job: str, *, wait: float = 30.0) -> int:
+    check_job_id(job, "SUBMISSION_ID")  # before anything is sent: bad id → exit 2
+
     async def body(cluster: RayCluster) -> int:
         try:
             status = await stop_job(cluster, job, JobHistory(inv.cluster), wait=wait)
@@ -124,6 +128,8 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
     from tui.jobs.validate import check_profile
     from tui.jobs.workdir import scan
 
+    if submission_id is not None:
+        check_job_id(submission_id, "--submission-id")
     profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
     rt = profile.runtime_env
     wd = working_dir or (str(Path(rt.working_dir).expanduser()) if rt.working_dir else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tui.cluster.dashboard import DashboardError
+from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.node_logs import follow_log, list_logs, log_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands.ray import _run, _with_cluster
@@ -25,6 +25,8 @@ def _write(text: str) -> None:
 
 
 def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
+    check_job_id(job, "JOB")  # before anything is sent: bad id → exit 2
+
     async def body(cluster: RayCluster) -> int:
         ends: list[JobLogEnd] = []
         try:

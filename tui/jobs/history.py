@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.cluster.dashboard import is_job_id
 from tui.state import atomic_write_json, state_dir
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -46,19 +47,25 @@ class JobHistory:
         atomic_write_json(self._path(record.submission_id), record.to_json())
 
     def get(self, submission_id: str) -> JobRecord | None:
+        if not is_job_id(submission_id):
+            return None
         path = self._path(submission_id)
         try:
-            return JobRecord(**json.loads(path.read_text()))
+            rec = JobRecord(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             return None
+        return rec if rec.submission_id == submission_id else None
 
     def all(self) -> list[JobRecord]:
         out = []
         for path in self.dir.glob("*.json"):
             try:
-                out.append(JobRecord(**json.loads(path.read_text())))
+                rec = JobRecord(**json.loads(path.read_text()))
             except (OSError, ValueError, TypeError):
                 continue  # a foreign or damaged file: skip it, never crash the list
+            # An id that is not a submission id (an edited file) would reach URLs: skip it.
+            if is_job_id(rec.submission_id) and isinstance(rec.submitted_at, (int, float)):
+                out.append(rec)
         return sorted(out, key=lambda r: r.submitted_at, reverse=True)
 
     def set_status(self, submission_id: str, status: str) -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import quote
 
-from tui.cluster.dashboard import DashboardClient, DashboardError
+from tui.cluster.dashboard import DashboardClient, DashboardError, job_path
 from tui.jobs.service import TERMINAL
 
 
@@ -26,12 +25,8 @@ class JobLogEnd:
     message: str | None = None
 
 
-def _job_path(sid: str) -> str:
-    return f"/api/jobs/{quote(sid, safe='')}"
-
-
 async def job_info(client: DashboardClient, sid: str) -> dict:
-    info = await client.get(_job_path(sid))
+    info = await client.get(job_path(sid))
     if not isinstance(info, dict):
         raise DashboardError(f"job {sid}: unexpected answer from the Jobs API")
     return info
@@ -43,7 +38,7 @@ async def job_status(client: DashboardClient, sid: str) -> tuple[str, str | None
 
 
 async def job_log_snapshot(client: DashboardClient, sid: str) -> str:
-    data = await client.get(_job_path(sid) + "/logs")
+    data = await client.get(job_path(sid, "logs"))
     if isinstance(data, dict):
         return str(data.get("logs", ""))
     return "" if data is None else str(data)
@@ -52,7 +47,7 @@ async def job_log_snapshot(client: DashboardClient, sid: str) -> str:
 async def _tail(client: DashboardClient, sid: str) -> AsyncIterator[str]:
     import websockets  # imported here: only a followed log needs it
 
-    url = client.base_url.replace("http://", "ws://", 1) + _job_path(sid) + "/logs/tail"
+    url = client.base_url.replace("http://", "ws://", 1) + job_path(sid, "logs", "tail")
     try:
         # No permessage-deflate: Ray 2.60's dashboard accepts it, then its proxy to the job
         # module fails on the first compressed frame and closes the tail with no message.

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tui.cluster.dashboard import api_path, check_job_id, job_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import JobHistory, JobRecord
@@ -54,7 +55,8 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     """The head's jobs joined with our history; jobs only in history (a head since restarted)
     are listed too, with their last known status."""
     client = await cluster.dashboard()
-    jobs, nodes = await asyncio.gather(client.get("/api/jobs/"), client.alive_nodes())
+    jobs, nodes = await asyncio.gather(client.get(api_path("api", "jobs", trailing_slash=True)),
+                                       client.alive_nodes())
     jobs = jobs or []
     by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
     # Jobs name their driver's node by id; the hosts file knows IPs.
@@ -99,13 +101,15 @@ async def submit_and_record(cluster: RayCluster, sub: Submission, history: JobHi
 
 async def stop_job(cluster: RayCluster, job: str, history: JobHistory, *,
                    wait: float = 30.0) -> str:
-    """Ask the head to stop `job`; wait until it is in a final state (or `wait` passes)."""
+    """Ask the head to stop `job`; wait until it is in a final state (or `wait` passes).
+    BadJobId (before anything is sent) when `job` is not a valid submission id."""
+    check_job_id(job)
     client = await cluster.dashboard()
-    await client.post(f"/api/jobs/{job}/stop")
+    await client.post(job_path(job, "stop"))
     deadline = time.monotonic() + wait
     status = "?"
     while time.monotonic() < deadline:
-        status = (await client.get(f"/api/jobs/{job}") or {}).get("status", "?")
+        status = (await client.get(job_path(job)) or {}).get("status", "?")
         if status in TERMINAL:
             break
         await asyncio.sleep(0.5)
@@ -114,7 +118,8 @@ async def stop_job(cluster: RayCluster, job: str, history: JobHistory, *,
 
 
 async def delete_job(cluster: RayCluster, job: str, history: JobHistory) -> None:
-    """Forget a finished job on the head and here."""
+    """Forget a finished job on the head and here (BadJobId first for an invalid id)."""
+    check_job_id(job)
     client = await cluster.dashboard()
-    await client.delete(f"/api/jobs/{job}")
+    await client.delete(job_path(job))
     history.forget(job)

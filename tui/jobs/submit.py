@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tui import __version__
-from tui.cluster.dashboard import DashboardClient
+from tui.cluster.dashboard import DashboardClient, api_path, check_job_id
 from tui.config.hosts import Inventory
 from tui.jobs.workdir import package
 
@@ -84,7 +84,7 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
                     print_config: bool = False) -> Submission:
     py = python or inv.head.python  # absolute: `python` on PATH may not be the hosts' one
     digest = config_hash(composed if composed is not None else overrides)
-    sid = submission_id or readable_id(name)
+    sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(name)
     # --cfg job: the cluster's own verl composes and prints the config, then exits (no GPU).
     flags = ["--cfg", "job"] if print_config else []
     return Submission(
@@ -99,7 +99,8 @@ def raw_submission(command: Sequence[str], *, env: Mapping[str, str] | None = No
                    submission_id: str | None = None) -> Submission:
     if not command:
         raise ValueError("no command after --")
-    sid = submission_id or readable_id(Path(command[0]).name)
+    sid = (check_job_id(submission_id, "--submission-id") if submission_id
+           else readable_id(Path(command[0]).name))
     return Submission(submission_id=sid, entrypoint_argv=list(command),
                       env_vars=dict(env or {}), working_dir=working_dir,
                       excludes=list(excludes), metadata={"verl_tui": __version__})
@@ -122,7 +123,7 @@ async def submit(client: DashboardClient, sub: Submission) -> str:
     uri = None
     if sub.working_dir:
         pkg = package(Path(sub.working_dir), sub.excludes)
-        path = f"/api/packages/gcs/{pkg.name}"
+        path = api_path("api", "packages", "gcs", pkg.name)
         if not await client.exists(path):
             await client.put_bytes(path, pkg.data)
         uri = pkg.uri
@@ -131,5 +132,6 @@ async def submit(client: DashboardClient, sub: Submission) -> str:
     env = sub.runtime_env(uri)
     if env:
         body["runtime_env"] = env
-    reply = await client.post("/api/jobs/", body)
+    check_job_id(sub.submission_id, "submission id")
+    reply = await client.post(api_path("api", "jobs", trailing_slash=True), body)
     return (reply or {}).get("submission_id", sub.submission_id)

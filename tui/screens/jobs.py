@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
 
-from tui.cluster.dashboard import DashboardError
+from tui.cluster.dashboard import DashboardError, is_job_id
 from tui.cluster.ray_cluster import RayCluster
 from tui.fmt import age, duration
 from tui.jobs.history import JobHistory
@@ -156,6 +156,8 @@ class JobsScreen(Screen):
         if row is None:
             self.notify("no job selected", timeout=2)
             return
+        if not self._addressable(row):
+            return
         steps = total_steps_from(row.record.overrides) if row.record else None
         self.app.push_screen(JobLogsScreen(self.cluster, row.submission_id, metrics=metrics,
                                            total_steps=steps))
@@ -219,10 +221,20 @@ class JobsScreen(Screen):
             return
         self.open_form(path, list(rec.overrides))
 
+    def _addressable(self, row: JobRow) -> bool:
+        """A job whose id is not a valid submission id cannot be named in a URL safely."""
+        if is_job_id(row.submission_id):
+            return True
+        self.notify("this job's id is not a Ray submission id: verl-tui will not address it",
+                    severity="error", timeout=5)
+        return False
+
     def action_stop(self) -> None:
         row = self.current
         if row is None or row.status in TERMINAL:
             self.notify("no running job selected", timeout=2)
+            return
+        if not self._addressable(row):
             return
 
         def answered(yes: bool | None) -> None:
@@ -234,7 +246,11 @@ class JobsScreen(Screen):
 
     @work(group="jobs-action", exit_on_error=False)
     async def _stop(self, sid: str) -> None:
-        status = await stop_job(self.cluster, sid, self.history)
+        try:
+            status = await stop_job(self.cluster, sid, self.history)
+        except (DashboardError, TransportError) as exc:  # BadJobId is a DashboardError
+            self.notify(f"not stopped: {exc}", severity="error", timeout=6)
+            return
         self.notify(f"{sid}: {status}", timeout=4)
         await self.refresh_rows()
 
@@ -244,6 +260,8 @@ class JobsScreen(Screen):
             return
         if row.status.split()[0] not in TERMINAL:
             self.notify("stop it first: only finished jobs can be deleted", timeout=3)
+            return
+        if not self._addressable(row):
             return
 
         def answered(yes: bool | None) -> None:
@@ -258,9 +276,10 @@ class JobsScreen(Screen):
     async def _delete(self, sid: str) -> None:
         try:
             await delete_job(self.cluster, sid, self.history)
-        except DashboardError as exc:
-            if "404" not in str(exc):  # gone from the head already: forget it here too
-                raise
+        except (DashboardError, TransportError) as exc:
+            if "HTTP 404" not in str(exc):  # gone from the head already: forget it here too
+                self.notify(f"not deleted: {exc}", severity="error", timeout=6)
+                return
             self.history.forget(sid)
         self.notify(f"{sid} deleted", timeout=3)
         await self.refresh_rows()
