@@ -294,25 +294,47 @@ def _profile(args: argparse.Namespace) -> int:
                                  gpus_per_node=args.gpus_per_node)
 
 
+def _headless(args_list: list[str]) -> int:
+    from tui.config.yamlfile import ConfigError
+    from tui.interrupts import exit_code, report_crash
+    from tui.jobs.schema import SchemaError
+
+    try:
+        name = args_list[0]
+        rest, command = args_list[1:], []
+        if name == "submit" and "--" in rest:  # everything after -- is the job's command
+            cut = rest.index("--")
+            rest, command = rest[:cut], rest[cut + 1:]
+        sub = build_subparser(name)
+        # `logs HOSTS --node HOST FILE`: a positional may come after an option.
+        args = sub.parse_intermixed_args(rest) if name == "logs" else sub.parse_args(rest)
+        args.command = command
+        if name == "profile":
+            return _profile(args)
+        inventory = _load(args.hosts)
+        return _dispatch(name, args, inventory)
+    except (ConfigError, SchemaError) as exc:  # bad input, or verl/Hydra missing here
+        print(f"verl-tui: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return exit_code() or 130
+    except Exception as exc:  # last resort: a bug gets one line (traceback saved), exit 1
+        print(report_crash(exc), file=sys.stderr)
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     from tui.config.yamlfile import ConfigError
 
+    if args_list and args_list[0] in SUBCOMMANDS:
+        from tui.interrupts import exit_code, headless_signals
+
+        # SIGINT/SIGTERM: exit 130/143, nothing else printed (tui/interrupts.py).
+        with headless_signals():
+            code = _headless(args_list)
+            return exit_code() or code
     try:
-        if args_list and args_list[0] in SUBCOMMANDS:
-            name = args_list[0]
-            rest, command = args_list[1:], []
-            if name == "submit" and "--" in rest:  # everything after -- is the job's command
-                cut = rest.index("--")
-                rest, command = rest[:cut], rest[cut + 1:]
-            sub = build_subparser(name)
-            # `logs HOSTS --node HOST FILE`: a positional may come after an option.
-            args = sub.parse_intermixed_args(rest) if name == "logs" else sub.parse_args(rest)
-            args.command = command
-            if name == "profile":
-                return _profile(args)
-            inventory = _load(args.hosts)
-            return _dispatch(name, args, inventory)
         args = build_parser().parse_args(args_list)
         inventory = _load(args.hosts)
     except ConfigError as exc:

@@ -4,6 +4,8 @@
 name: grpo-gsm8k
 description: GRPO on GSM8K
 python: /opt/venv/bin/python      # optional: the entrypoint's interpreter on the hosts
+config_name: ppo_trainer          # optional: main_ppo's --config-name (default ppo_trainer)
+config_path: /abs/my_configs      # optional: main_ppo's --config-path (default verl's own)
 overrides:                        # verl's dotted Hydra keys → values (typed by YAML)
   data.train_batch_size: 256
   actor_rollout_ref.rollout.name: vllm
@@ -41,6 +43,7 @@ _KEY_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*([./@][A-Za-z0-9_][A-
 _DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONFIG_NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$")
 # PyYAML reads YAML 1.1, where `1e-6` (no dot) is a string; verl's command-line habit means float.
 _EXP_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
@@ -102,8 +105,36 @@ class Profile(_Strict):
     name: str
     description: str = ""
     python: str | None = None
+    # main_ppo's --config-name / --config-path: which Hydra config the overrides apply to.
+    config_name: str | None = None
+    config_path: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     runtime_env: RuntimeEnv = Field(default_factory=RuntimeEnv)
+
+    @field_validator("config_name")
+    @classmethod
+    def _config_name(cls, v: str | None) -> str | None:
+        if v is not None and not _CONFIG_NAME_RE.match(v):
+            raise ValueError("a config name: letters, digits, '_', '-', '.', '/' (e.g. "
+                             "ppo_trainer)")
+        return v
+
+    @field_validator("config_path")
+    @classmethod
+    def _config_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v or any(c in v for c in "\n\0")):
+            raise ValueError("must be one line naming a folder")
+        return v
+
+    def hydra_args(self) -> list[str]:
+        """main_ppo's `--config-path=… --config-name=…` for this profile (before the
+        overrides on its command line); empty for verl's default ppo_trainer."""
+        out = []
+        if self.config_path:
+            out.append(f"--config-path={self.config_path}")
+        if self.config_name:
+            out.append(f"--config-name={self.config_name}")
+        return out
 
     @field_validator("name")
     @classmethod
@@ -204,14 +235,20 @@ def override_text(lines: list[str], key: str) -> str | None:
 def check_set(line: str) -> str:
     """A --set value: `key=value` in Hydra's override syntax (the value as on verl's command
     line). Returns it unchanged; ConfigError (one line) when it is not one override."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+    from tui.jobs.schema import SchemaError, verl_config_dir
 
     key = line.split("=", 1)[0]
     if "=" not in line and not line.startswith("~"):
         raise ConfigError(f"--set {line!r}: expected key=value")
     if not _KEY_RE.match(key):
         raise ConfigError(f"--set {line!r}: {key!r} is not a dotted verl key")
+    try:
+        verl_config_dir()  # Hydra's parser comes with verl
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     try:
         OverridesParser.create().parse_override(line)
     except HydraException as exc:
@@ -226,7 +263,8 @@ def check_set(line: str) -> str:
 def _describe(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        known = ("name", "description", "python", "overrides", "runtime_env", "env_vars",
+        known = ("name", "description", "python", "config_name", "config_path", "overrides",
+                 "runtime_env", "env_vars",
                  "working_dir", "excludes")
         near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
         return "unknown key" + (f" (did you mean {near[0]!r}?)" if near else
@@ -336,6 +374,10 @@ def profile_to_yaml(profile: Profile) -> str:
         data["description"] = profile.description
     if profile.python:
         data["python"] = profile.python
+    if profile.config_name:
+        data["config_name"] = profile.config_name
+    if profile.config_path:
+        data["config_path"] = profile.config_path
     data["overrides"] = dict(profile.overrides)
     rt = profile.runtime_env.model_dump(exclude_defaults=True)
     if rt:

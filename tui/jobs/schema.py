@@ -15,7 +15,9 @@ import copy
 import difflib
 import functools
 import importlib.util
+import os
 import re
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,39 +84,142 @@ def verl_config_dir() -> Path:
     except (ImportError, ValueError):
         spec = None
     locations = list(spec.submodule_search_locations or []) if spec else []
+    where = sys.executable or "this interpreter"
     for loc in locations:
         path = Path(loc) / "trainer" / "config"
         if (path / f"{CONFIG_NAME}.yaml").is_file():
+            # verl's config needs Hydra and OmegaConf (verl's own dependencies): a verl
+            # installed without them (--no-deps) cannot compose either.
+            lacking = [m for m in ("hydra", "omegaconf") if not _importable(m)]
+            if lacking:
+                raise SchemaError(f"verl is not installed in this Python ({where}: verl found "
+                                  f"but {' and '.join(lacking)} missing; pip install verl): "
+                                  "profiles are checked against verl's own config")
             return path
-    raise SchemaError("verl is not installed in this Python (pip install verl): "
+    raise SchemaError(f"verl is not installed in this Python ({where}; pip install verl): "
                       "profiles are checked against verl's own config")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 # -- composition ---------------------------------------------------------------------------
 
 
-def _hydra_compose(overrides: list[str]) -> Any:
+def _hydra_compose(overrides: list[str], name: str = CONFIG_NAME, custom_dir: str = "") -> Any:
+    config_dir = verl_config_dir()  # first: SchemaError, not ImportError, without Hydra
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with _lock, initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        return hydra_compose(CONFIG_NAME, overrides=list(overrides))
+    where = custom_dir or str(config_dir)
+    extra = _searchpath_override(custom_dir) if custom_dir else []
+    with _lock, initialize_config_dir(config_dir=where, version_base=None):
+        return hydra_compose(name, overrides=[*extra, *overrides])
 
 
 @functools.cache
-def _base_cfg() -> Any:
+def _base_cfg(name: str = CONFIG_NAME, custom_dir: str = "") -> Any:
     try:
-        return _hydra_compose([])
-    except Exception as exc:  # a broken verl install: say so in one line
-        raise SchemaError(f"verl's {CONFIG_NAME}.yaml does not compose: {_first_line(exc)}"
+        return _hydra_compose([], name, custom_dir)
+    except Exception as exc:  # a broken verl install or custom config: one line
+        if custom_dir:
+            raise ComposeError("config_name", f"{name} in {custom_dir} does not compose: "
+                                              f"{_first_line(exc)}") from None
+        raise SchemaError(f"verl's {name}.yaml does not compose: {_first_line(exc)}"
                           ) from None
 
 
-def _needs_full_compose(override: Any) -> bool:
+def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
     # Config-group overrides change the defaults list; only a full Hydra compose applies them.
     key = override.key_or_group
     return (override.package is not None or override.is_sweep_override()
-            or key.split(".")[0] == "hydra" or (verl_config_dir() / key).is_dir())
+            or key.split(".")[0] == "hydra" or (verl_config_dir() / key).is_dir()
+            or (bool(custom_dir) and (Path(custom_dir) / key).is_dir()))
+
+
+# -- which config: --config-name / --config-path as main_ppo takes them ----------------------
+
+_VERL_CONFIG_TAIL = ("verl", "trainer", "config")
+
+
+def resolve_config(config_name: str | None = None, config_path: str | None = None
+                   ) -> tuple[str, str]:
+    """(config name, custom config folder or "" for verl's own), as Hydra resolves main_ppo's
+    `--config-name` / `--config-path`: a relative path is relative to verl/trainer (the folder
+    of main_ppo.py), so `config` is verl's own. ComposeError (key config_name / config_path)
+    when the folder or the file is not on this machine."""
+    name = (config_name or CONFIG_NAME).removesuffix(".yaml")
+    own = verl_config_dir()
+    if not config_path:
+        folder = own
+    else:
+        path = Path(config_path).expanduser()
+        folder = Path(os.path.normpath(path if path.is_absolute() else own.parent / path))
+    if folder == own:
+        if not (own / f"{name}.yaml").is_file():
+            raise ComposeError("config_name", f"verl has no config {name!r} (its own: "
+                                              f"{', '.join(builtin_configs())})")
+        return name, ""
+    if not folder.is_dir():
+        raise ComposeError("config_path", f"{config_path}: no such folder on this machine, so "
+                                          "the custom config cannot be checked")
+    if not (folder / f"{name}.yaml").is_file():
+        raise ComposeError("config_name", f"no {name}.yaml in {folder}")
+    return name, str(folder)
+
+
+@functools.cache
+def builtin_configs() -> tuple[str, ...]:
+    """verl's own top-level configs main_ppo can be pointed at (generated ones left out)."""
+    return tuple(sorted(p.stem for p in verl_config_dir().glob("*.yaml")
+                        if not p.stem.startswith("_")))
+
+
+@functools.cache
+def custom_searchpath(custom_dir: str, name: str = "") -> tuple[tuple[str, str], ...]:
+    """(entry as written, entry as composed here) for a custom config's `hydra.searchpath`.
+    A relative `file://…verl/trainer/config` is read from the job's working directory (a verl
+    checkout in verl's examples): composed here with the installed verl's config."""
+    import yaml
+
+    out = []
+    files = [Path(custom_dir) / f"{name}.yaml"] if name else sorted(Path(custom_dir).glob(
+        "*.yaml"))
+    for f in files:
+        try:
+            data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, ValueError):
+            continue
+        hydra = data.get("hydra") if isinstance(data, dict) else None
+        entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            text = str(entry)
+            rel = text.removeprefix("file://")
+            if text.startswith("file://") and not os.path.isabs(rel) and tuple(
+                    Path(os.path.normpath(rel)).parts[-3:]) == _VERL_CONFIG_TAIL:
+                out.append((text, f"file://{verl_config_dir()}"))
+            else:
+                out.append((text, text))
+        if name:
+            break
+    return tuple(out)
+
+
+def _searchpath_override(custom_dir: str) -> list[str]:
+    entries = [new for _, new in custom_searchpath(custom_dir)]
+    if not entries:  # verl's own config is where a custom one's `defaults` find ppo_trainer
+        entries = [f"file://{verl_config_dir()}"]
+    elif f"file://{verl_config_dir()}" not in entries:
+        entries.append(f"file://{verl_config_dir()}")
+    return ["hydra.searchpath=[" + ",".join(_quote_entry(e) for e in entries) + "]"]
+
+
+def _quote_entry(entry: str) -> str:
+    return "'" + entry.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _parse(overrides: list[str]) -> list[Any]:
@@ -133,43 +238,59 @@ def _parse(overrides: list[str]) -> list[Any]:
     return parsed
 
 
-def compose_cfg(overrides: list[str]) -> Any:
-    """The composed OmegaConf DictConfig (struct mode); ComposeError on a bad override."""
-    base = _base_cfg()
+def compose_cfg(overrides: list[str], config_name: str | None = None,
+                config_path: str | None = None) -> Any:
+    """The composed OmegaConf DictConfig (struct mode); ComposeError on a bad override.
+    config_name / config_path as main_ppo's --config-name / --config-path (None: verl's
+    ppo_trainer)."""
+    name, custom = resolve_config(config_name, config_path)
+    base = _base_cfg(name, custom)
     parsed = _parse(overrides)
     for o in parsed:
         if o.is_sweep_override():
             raise ComposeError(o.key_or_group, "a comma in an unquoted value makes Hydra sweep: "
                                "quote the value ('a,b') or write a list ([a,b])")
-    if any(_needs_full_compose(o) for o in parsed):
+    keys = None if (name, custom) == (CONFIG_NAME, "") else config_keys(name, custom)
+    if any(_needs_full_compose(o, custom) for o in parsed):
         try:
-            return _hydra_compose(overrides)
+            return _hydra_compose(overrides, name, custom)
         except Exception as exc:  # Hydra, OmegaConf and ValueError alike
-            raise _compose_error(exc, None) from None
+            raise _compose_error(exc, None, keys) from None
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
     except ImportError:  # a Hydra without it: the slow path is still exact
-        return _hydra_compose(overrides)
+        return _hydra_compose(overrides, name, custom)
     cfg = copy.deepcopy(base)
     for o in parsed:  # one at a time, as Hydra does, so a failure names its override
         try:
             ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
         except Exception as exc:  # Hydra, OmegaConf and ValueError alike
-            raise _compose_error(exc, o.key_or_group) from None
+            raise _compose_error(exc, o.key_or_group, keys) from None
     return cfg
 
 
-def compose_detailed(overrides: list[str]) -> Composed:
-    cfg = compose_cfg(overrides)
+@functools.cache
+def config_keys(name: str, custom_dir: str = "") -> frozenset[str]:
+    """Every dotted key of one config as composed (the did-you-mean pool for it)."""
+    from omegaconf import OmegaConf
+
+    return frozenset(flat_keys(OmegaConf.to_container(_base_cfg(name, custom_dir),
+                                                      resolve=False)))
+
+
+def compose_detailed(overrides: list[str], config_name: str | None = None,
+                     config_path: str | None = None) -> Composed:
+    cfg = compose_cfg(overrides, config_name, config_path)
     return Composed(*_to_plain(cfg))
 
 
-def compose(overrides: list[str]) -> dict[str, Any]:
+def compose(overrides: list[str], config_name: str | None = None,
+            config_path: str | None = None) -> dict[str, Any]:
     """verl's composed config with `overrides` as plain dicts/lists; interpolations resolved
     (one that cannot be resolved stays its raw "${…}" string)."""
-    if not overrides:
+    if not overrides and not config_name and not config_path:
         return copy.deepcopy(_base_plain().config)
-    return compose_detailed(overrides).config
+    return compose_detailed(overrides, config_name, config_path).config
 
 
 @functools.cache
@@ -238,20 +359,21 @@ def _full_key(exc: BaseException) -> str | None:
     return None
 
 
-def _compose_error(exc: BaseException, key: str | None) -> ComposeError:
+def _compose_error(exc: BaseException, key: str | None,
+                   keys: Iterable[str] | None = None) -> ComposeError:
     text = _chain_text(exc)
     inner = _full_key(exc)
     if inner and key and key.lstrip("+~").startswith(inner + "."):
         inner = key.lstrip("+~")  # the override names the missing key more precisely
     if inner and "not in struct" in text:
-        return ComposeError(inner, unknown_key_message(inner))
+        return ComposeError(inner, unknown_key_message(inner, keys))
     for pattern, kind in _PATTERNS:
         m = pattern.search(text)
         if not m:
             continue
         found = next(g for g in m.groups() if g)
         if kind == "unknown":
-            return ComposeError(found, unknown_key_message(found))
+            return ComposeError(found, unknown_key_message(found, keys))
         if kind == "exists":
             return ComposeError(found, "already a key in verl's config: drop the leading '+'")
         if kind == "option":
@@ -295,7 +417,9 @@ def closest_key(key: str, keys: Iterable[str] | None = None) -> str | None:
     return close[0] if close else None
 
 
-def unknown_key_message(key: str) -> str:
+def unknown_key_message(key: str, keys: Iterable[str] | None = None) -> str:
+    """Why `key` is not in the config, and the nearest real key (from `keys`, the composed
+    config's keys when it is not ppo_trainer; verl's ppo_trainer catalog otherwise)."""
     catalog = key_catalog()
     moved = renamed_to(key)
     if moved:
@@ -306,7 +430,7 @@ def unknown_key_message(key: str) -> str:
     parent = key.lstrip("+~").rpartition(".")[0]
     if parent in catalog and catalog[parent].type == "dict" and catalog[parent].default == {}:
         return f"not a key in verl's config: {parent} is an open mapping, add to it with +{key}"
-    near = closest_key(key, catalog)
+    near = closest_key(key, keys if keys is not None else catalog)
     return "not a key in verl's config" + (f" (did you mean {near}?)" if near else "")
 
 
@@ -407,6 +531,7 @@ def _type_name(value: Any) -> str:
 
 
 def _raw_flat() -> dict[str, Any]:
+    verl_config_dir()  # first: SchemaError, not ImportError, without OmegaConf
     from omegaconf import OmegaConf
 
     return flat_keys(OmegaConf.to_container(_base_cfg(), resolve=False))
@@ -414,11 +539,12 @@ def _raw_flat() -> dict[str, Any]:
 
 def _defaults_list() -> list[tuple[str, str]]:
     """(config file relative to the config dir, package) in Hydra's merge order."""
+    config_dir = verl_config_dir()  # first: SchemaError, not ImportError, without Hydra
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    with _lock, initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+    with _lock, initialize_config_dir(config_dir=str(config_dir), version_base=None):
         loader = GlobalHydra.instance().hydra.config_loader  # type: ignore[union-attr]
         dl = loader.compute_defaults_list(CONFIG_NAME, [], RunMode.RUN)
     out = []
