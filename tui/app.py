@@ -15,6 +15,7 @@ from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
 from tui.palette import CockpitCommands
+from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ErrorScreen
@@ -22,6 +23,8 @@ from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RayProgressScreen
 from tui.transport.fleet import Fleet
 from tui.transport.types import Forward
+from tui.widgets import terminal_guard
+from tui.widgets.banner import InsecureBanner
 
 FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
 
@@ -41,6 +44,7 @@ class VerlTuiApp(App):
     ]
 
     def __init__(self, inventory: Inventory, *, interval: float | None = None):
+        terminal_guard.install()  # before anything is drawn
         super().__init__()
         self.inventory = inventory
         self.fleet: Fleet | None = None
@@ -68,7 +72,15 @@ class VerlTuiApp(App):
 
     def on_mount(self) -> None:
         self._frame_timer = self.set_interval(FRAME_S, self._flush_telemetry)
+        if self.inventory.insecure_hosts:
+            # One red line on every screen, whichever pushes it: installed here, not per screen.
+            self.screen_change_signal.subscribe(self, self._add_banner)
+            self._add_banner(self.screen)
         self.start_telemetry()
+
+    def _add_banner(self, screen) -> None:
+        if not screen.query(InsecureBanner):
+            screen.mount(InsecureBanner(self.inventory.insecure_hosts))
 
     def start_telemetry(self) -> None:
         # Fleet and monitor are asyncio tasks that never block the loop; they live as long
@@ -139,21 +151,25 @@ class VerlTuiApp(App):
         self.ray.set_progress(progress)
         try:
             if kind == "down":
-                report = await self.ray.tear_down()
-                bad = {**report.failures, **report.leftover}
-                message = ("Ray stopped; no Ray process left" if not bad else
-                           "; ".join(f"{h}: {why}" for h, why in bad.items()))
-                ok = not bad
+                try:
+                    report = await self.ray.tear_down()
+                    bad = {**report.failures, **report.leftover}
+                    message = ("Ray stopped; no Ray process left" if not bad else
+                               "; ".join(f"{h}: {why}" for h, why in bad.items()))
+                    ok = not bad
+                except BringUpError as exc:  # ClusterBusy: another up/down/restart runs
+                    ok, message = False, one_line(exc)
             else:
                 try:
                     status = await self.ray.bring_up(restart=kind == "restart")
                     ok, message = True, f"{status.nodes_alive} nodes alive"
                 except BringUpError as exc:
-                    ok, message = False, str(exc)
+                    ok, message = False, one_line(exc)
             if screen.is_mounted:
                 screen.finish(ok, message)
             else:
-                self.notify(message, severity="information" if ok else "error", timeout=8)
+                self.notify(markup(message), severity="information" if ok else "error",
+                            timeout=8)
         finally:
             self.ray.set_progress(None)
             self.ray_monitor.resume()
@@ -227,4 +243,4 @@ class VerlTuiApp(App):
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
             self.push_screen(ErrorScreen(f"{event.worker.group or event.worker.name} failed",
-                                         f"{type(err).__name__}: {err}"))
+                                         f"{type(err).__name__}: {clean(err)}"))

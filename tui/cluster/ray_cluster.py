@@ -13,12 +13,20 @@ import ipaddress
 import posixpath
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tui.cluster.dashboard import DashboardClient, DashboardError, Tunnel, open_tunnel
 from tui.cluster.dashboard import wait_for_dashboard as _wait_for_dashboard
+from tui.cluster.lock import (
+    HeadLock,
+    LocalLock,
+    LockHeld,
+    LockOwner,
+    acquire_head_lock,
+    local_lock_path,
+)
 from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, probe_all
 from tui.config.hosts import Host, Inventory
@@ -49,6 +57,10 @@ class BringUpError(Exception):
     def __str__(self) -> str:
         lines = [self.message, *(f"  {h}: {why}" for h, why in self.failures.items())]
         return "\n".join(lines)
+
+
+class ClusterBusy(BringUpError):
+    """Another up/down/restart holds the cluster's lock (here or on the head)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +200,7 @@ class RayCluster:
         self._progress = progress
         self.tunnel: Tunnel | None = None
         self.facts: dict[str, HostFacts] = {}
+        self._lock_depth = 0  # nested actions (up --restart tears down) take the lock once
 
     def set_progress(self, progress: Callable[[StepEvent], None] | None) -> None:
         self._progress = progress
@@ -208,6 +221,49 @@ class RayCluster:
         if self.tunnel is not None:
             self.tunnel.close()
             self.tunnel = None
+
+    # -- the lock ----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lock(self, action: str) -> AsyncIterator[None]:
+        """Hold the cluster for a changing action: here first (no SSH needed to refuse), then
+        on the head. ClusterBusy at once, naming the holder, when someone else has either."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        owner = LockOwner.here(action)
+        local = LocalLock(local_lock_path(self.inv.cluster))
+        try:
+            local.acquire(owner)
+        except LockHeld as exc:
+            raise ClusterBusy(str(exc)) from None
+        except OSError as exc:
+            raise ClusterBusy(f"cannot take the lock {local.path}: {exc}") from None
+        head_lock: HeadLock | None = None
+        try:
+            head = self.inv.head
+            try:
+                transport = await self.fleet.wait_up(head.name, 10)
+                head_lock = await acquire_head_lock(transport, head.python, owner)
+            except LockHeld as exc:
+                raise ClusterBusy(str(exc)) from None
+            except TransportError as exc:
+                # The head cannot be reached: up fails at its probe anyway; down still stops
+                # the workers. Only this machine's lock holds meanwhile.
+                self._emit(head.name, "lock", "fail", f"no lock on the head: {exc}")
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
+        finally:
+            if head_lock is not None:
+                await head_lock.release()
+            local.release()
 
     # -- status ------------------------------------------------------------------------------
 
@@ -251,7 +307,13 @@ class RayCluster:
 
     async def bring_up(self, *, restart: bool = False,
                        facts: dict[str, HostFacts] | None = None) -> ClusterStatus:
-        """Start what is not running yet; `facts` from a probe just made, if any."""
+        """Start what is not running yet; `facts` from a probe just made, if any. Holds the
+        cluster's lock (ClusterBusy when another action has it)."""
+        async with self.lock("restart" if restart else "up"):
+            return await self._bring_up(restart=restart, facts=facts)
+
+    async def _bring_up(self, *, restart: bool,
+                        facts: dict[str, HostFacts] | None) -> ClusterStatus:
         inv = self.inv
         facts = facts or await self.probe()
         down = {h: f.error or "unreachable" for h, f in facts.items() if not f.ok}
@@ -276,7 +338,7 @@ class RayCluster:
                    f"ray {facts[inv.head.name].ray_version}, "
                    f"Python {facts[inv.head.name].python_version} on every host")
         if restart:
-            await self.tear_down(quiet=True)
+            await self._tear_down(quiet=True)
             facts = await self.probe()
 
         started: list[str] = []
@@ -421,6 +483,11 @@ class RayCluster:
         return f"still running: {left}" if left else None
 
     async def tear_down(self, *, quiet: bool = False) -> TeardownReport:
+        """Stop Ray everywhere, holding the cluster's lock (ClusterBusy when taken)."""
+        async with self.lock("down"):
+            return await self._tear_down(quiet=quiet)
+
+    async def _tear_down(self, *, quiet: bool = False) -> TeardownReport:
         inv = self.inv
         workers = [h for h in inv.hosts if not h.is_head]
         stopped: list[str] = []

@@ -13,8 +13,15 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tui.cluster.dashboard import DashboardError
+from tui.cluster.lock import EXIT_BUSY
 from tui.cluster.probe import HostFacts
-from tui.cluster.ray_cluster import BringUpError, ClusterStatus, RayCluster, StepEvent
+from tui.cluster.ray_cluster import (
+    BringUpError,
+    ClusterBusy,
+    ClusterStatus,
+    RayCluster,
+    StepEvent,
+)
 from tui.config.hosts import Inventory
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -128,10 +135,15 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
-        facts = await cluster.probe()
-        print(facts_table(inv, facts), "\n", flush=True)
         try:
-            status = await cluster.bring_up(restart=restart, facts=facts)
+            # The lock first: a second up/down/restart is refused before it probes anything.
+            async with cluster.lock("restart" if restart else "up"):
+                facts = await cluster.probe()
+                print(facts_table(inv, facts), "\n", flush=True)
+                status = await cluster.bring_up(restart=restart, facts=facts)
+        except ClusterBusy as exc:
+            print(f"verl-tui up: {exc}", file=sys.stderr)
+            return EXIT_BUSY
         except BringUpError as exc:
             print(f"\nverl-tui up: {exc}", file=sys.stderr)
             return 1
@@ -147,7 +159,11 @@ def run_down(inv: Inventory) -> int:
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
-        report = await cluster.tear_down()
+        try:
+            report = await cluster.tear_down()
+        except ClusterBusy as exc:
+            print(f"verl-tui down: {exc}", file=sys.stderr)
+            return EXIT_BUSY
         bad = {**report.failures, **report.leftover}
         if bad:
             for host, why in bad.items():

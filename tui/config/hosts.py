@@ -112,7 +112,18 @@ class HostsFileModel(_Strict):
     ssh: SshOptions = SshOptions()
     telemetry: TelemetryOptions = TelemetryOptions()
     ray: RayOptions = RayOptions()
+    # Extra environment variable names whose values are secrets (masked, never stored),
+    # beyond the names that say so themselves (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIAL).
+    secret_env: list[str] = Field(default_factory=list, max_length=1000)
     hosts: list[HostEntry] = Field(min_length=1)
+
+    @field_validator("secret_env")
+    @classmethod
+    def _check_secret_env(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
 
 
 class Host(BaseModel):
@@ -141,6 +152,7 @@ class Inventory(BaseModel):
     hosts: tuple[Host, ...]
     telemetry: TelemetryOptions = TelemetryOptions()
     ray: RayOptions = RayOptions()
+    secret_env: tuple[str, ...] = ()
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -228,7 +240,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
             )
         )
     return Inventory(cluster=model.cluster, hosts=tuple(hosts), telemetry=model.telemetry,
-                     ray=model.ray, source=source)
+                     ray=model.ray, secret_env=tuple(model.secret_env), source=source)
 
 
 def inventory_from_doc(doc: LocatedDoc) -> Inventory:

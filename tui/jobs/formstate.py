@@ -184,3 +184,130 @@ def overrides_from_texts(texts: Mapping[str, str]) -> tuple[dict[str, Any], dict
         else:
             values[key] = value
     return values, problems
+
+
+# -- who has a draft open -------------------------------------------------------------------
+# A form that writes a draft holds `<draft>.lock`: JSON {user, host, pid, since, token}. The
+# token says which form may write; every write checks it first, so a form whose draft was taken
+# over stops writing at once instead of overwriting the other's work.
+
+DRAFT_LOCK_MAX_AGE_S = 7 * 86400.0  # an owner on another host (shared home) we cannot ask
+
+
+@dataclass(frozen=True)
+class DraftOwner:
+    user: str
+    host: str
+    pid: int
+    since: float
+    token: str
+
+    def describe(self) -> str:
+        from tui.sanitize import one_line
+
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+        return one_line(f"pid {self.pid} ({self.user}@{self.host}) since {stamp}", 160)
+
+
+def _pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _owner_alive(owner: DraftOwner) -> bool:
+    import socket
+
+    if owner.host == socket.gethostname():
+        return _pid_alive(owner.pid)
+    return time.time() - owner.since < DRAFT_LOCK_MAX_AGE_S
+
+
+def _read_owner(path: Path) -> DraftOwner | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return DraftOwner(str(doc["user"]), str(doc["host"]), int(doc["pid"]),
+                          float(doc["since"]), str(doc["token"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+class DraftLock:
+    """This form's claim on a draft. `other` is the live owner found at open (None: ours)."""
+
+    def __init__(self, cluster: str, profile_name: str):
+        import getpass
+        import os
+        import secrets
+        import socket
+
+        self.path = draft_path(cluster, profile_name).with_suffix(".lock")
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = str(os.getuid())
+        self.me = DraftOwner(user, socket.gethostname(), os.getpid(), time.time(),
+                             secrets.token_hex(8))
+        self.other: DraftOwner | None = None
+        self.held = False
+
+    def _write(self, *, exclusive: bool) -> bool:
+        """Publish our owner record: exclusive = only if no file is there (link is atomic)."""
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{self.me.token}")
+        tmp.write_text(json.dumps(asdict(self.me)), encoding="utf-8")
+        try:
+            if exclusive:
+                try:
+                    os.link(tmp, self.path)
+                except FileExistsError:
+                    return False
+            else:
+                os.replace(tmp, self.path)
+                tmp = None
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+        return self.still_mine()
+
+    def acquire(self) -> bool:
+        """True when this form may write the draft; else `other` names who has it open."""
+        for _ in range(3):
+            if self._write(exclusive=True):
+                self.held, self.other = True, None
+                return True
+            owner = _read_owner(self.path)
+            if owner is not None and owner.token != self.me.token and _owner_alive(owner):
+                self.other = owner
+                return False
+            # Stale (its process is gone) or unreadable: take it over, then check we won.
+            if self._write(exclusive=False):
+                self.held, self.other = True, None
+                return True
+        self.other = _read_owner(self.path)
+        return False
+
+    def take_over(self) -> None:
+        """The user chose to write here: the other form stops at its next write."""
+        self.held = self._write(exclusive=False)
+        self.other = None
+
+    def still_mine(self) -> bool:
+        owner = _read_owner(self.path)
+        return owner is not None and owner.token == self.me.token
+
+    def owner(self) -> DraftOwner | None:
+        return _read_owner(self.path)
+
+    def release(self) -> None:
+        if self.held and self.still_mine():
+            self.path.unlink(missing_ok=True)
+        self.held = False

@@ -19,7 +19,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Static
 
@@ -29,6 +29,8 @@ from tui.config.yamlfile import ConfigError
 from tui.jobs.catalog import GROUPS, CatalogItem, catalog
 from tui.jobs.formstate import (
     Draft,
+    DraftLock,
+    DraftOwner,
     Toggles,
     clear_draft,
     load_draft,
@@ -119,6 +121,8 @@ class JobFormScreen(Screen[str | None]):
         self._extra_order: list[str] = []
         self._items: list[CatalogItem] = []
         self._submitting = False
+        self.draft_lock: DraftLock | None = None
+        self.read_only = False  # a copy of a draft open elsewhere: never written from here
 
     # -- layout --------------------------------------------------------------------------
 
@@ -172,6 +176,8 @@ class JobFormScreen(Screen[str | None]):
             self.query_one("#form-summary", Static).update(Text("not submittable", "red"))
             return
         profile = loaded.profile
+        if not await self._claim_draft(profile.name):
+            return
         self._base_texts = texts_from_profile(profile)
         texts = dict(self._base_texts)
         texts.update(texts_from_sets(self.initial_sets))
@@ -181,13 +187,55 @@ class JobFormScreen(Screen[str | None]):
         if loaded.draft is not None:
             texts, toggles = dict(loaded.draft.texts), loaded.draft.toggles
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(loaded.draft.saved_at))
-            self.draft_note = f"draft restored (saved {stamp}) — ctrl+d discards it"
-            self.notify(self.draft_note, timeout=6)
+            if not self.read_only:
+                self.draft_note = f"draft restored (saved {stamp}) — ctrl+d discards it"
+            self.notify(self.draft_note or "", timeout=6)
         self._items = loaded.items
         await self._build(texts, toggles)
         self._show_header()
         self.fetch_cluster()
         self.validate()
+
+    async def _claim_draft(self, name: str) -> bool:
+        """This form's claim on the profile's draft; when another form has it open, the user
+        chooses: take over, a read-only copy, or cancel (False: the form closes)."""
+        lock = DraftLock(self.cluster_name, name)
+        if await asyncio.to_thread(lock.acquire):
+            self.draft_lock = lock
+            return True
+        other = lock.other
+        choice = await self.app.push_screen_wait(DraftBusyScreen(other))
+        if choice == "take":
+            await asyncio.to_thread(lock.take_over)
+            self.draft_lock = lock
+            self.notify("draft taken over: the other form stops saving it", timeout=6)
+            return True
+        if choice == "copy":
+            self.read_only = True
+            self.draft_note = (f"read-only copy: the draft is open in another form "
+                               f"({other.describe() if other else 'unknown'}); nothing typed "
+                               "here is saved as a draft")
+            return True
+        self.dismiss(None)
+        return False
+
+    def _may_write_draft(self) -> bool:
+        """Still this form's draft? A form whose draft was taken over turns read-only."""
+        if self.read_only:
+            return False
+        if self.draft_lock is None or self.draft_lock.still_mine():
+            return True
+        owner = self.draft_lock.owner()
+        self.read_only = True
+        self.draft_note = (f"read-only: the draft was taken over by another form "
+                           f"({owner.describe() if owner else 'unknown'})")
+        return False
+
+    def _draft_lost(self) -> None:
+        if self.is_mounted:
+            self._show_header()
+            self.notify(self.draft_note or "draft taken over elsewhere", severity="warning",
+                        timeout=8)
 
     async def _build(self, texts: dict[str, str], toggles: Toggles) -> None:
         body = self.query_one("#form-body", VerticalScroll)
@@ -473,6 +521,11 @@ class JobFormScreen(Screen[str | None]):
         with self._draft_lock:
             if seq != self._draft_seq:  # a newer state is queued behind this one
                 return
+            was = self.read_only
+            if not self._may_write_draft():
+                if not was:
+                    self.app.call_from_thread(self._draft_lost)
+                return
             save_draft(self.cluster_name, draft)
 
     def flush_draft(self) -> None:
@@ -483,12 +536,14 @@ class JobFormScreen(Screen[str | None]):
         draft = self._take_draft()
         if draft is not None:
             with self._draft_lock:
-                save_draft(self.cluster_name, draft)
+                if self._may_write_draft():
+                    save_draft(self.cluster_name, draft)
 
     async def action_discard_draft(self) -> None:
         if self.profile is None:
             return
-        clear_draft(self.cluster_name, self.profile.name)
+        if self._may_write_draft():
+            clear_draft(self.cluster_name, self.profile.name)
         self._draft_dirty = False
         self._draft_seq += 1  # a write still queued must not bring it back
         self.draft_note = None
@@ -504,6 +559,8 @@ class JobFormScreen(Screen[str | None]):
 
     def on_unmount(self) -> None:
         self.flush_draft()
+        if self.draft_lock is not None:
+            self.draft_lock.release()
 
     def _int_text(self, key: str) -> int | None:
         f = self.fields.get(key)
@@ -633,9 +690,53 @@ class JobFormScreen(Screen[str | None]):
             return
         self._draft_dirty = False
         self._draft_seq += 1
-        clear_draft(self.cluster_name, profile.name)
+        if self._may_write_draft():
+            clear_draft(self.cluster_name, profile.name)
         self.notify(f"submitted {sid}", timeout=6)
         self.dismiss(sid)
+
+
+class DraftBusyScreen(ModalScreen[str]):
+    """The profile's draft is open in another form: take over, read-only copy, or cancel."""
+
+    BINDINGS = [
+        Binding("t", "choose('take')", "Take over"),
+        Binding("r", "choose('copy')", "Read-only copy"),
+        Binding("c,escape", "choose('cancel')", "Cancel"),
+    ]
+
+    DEFAULT_CSS = """
+    DraftBusyScreen { align: center middle; }
+    DraftBusyScreen > Vertical {
+        width: 76; height: auto; border: thick $warning; background: $surface; padding: 1 2;
+    }
+    DraftBusyScreen #draft-busy-question { text-style: bold; }
+    DraftBusyScreen Horizontal { height: auto; margin-top: 1; }
+    DraftBusyScreen Button { margin-right: 1; }
+    """
+
+    def __init__(self, other: DraftOwner | None) -> None:
+        super().__init__()
+        self.other = other
+
+    def compose(self) -> ComposeResult:
+        who = self.other.describe() if self.other else "another form (owner unknown)"
+        with Vertical():
+            yield Static(Text(f"this draft is open in another form: {who}"),
+                         id="draft-busy-question")
+            yield Static(Text("Take over: this form saves the draft, the other stops saving. "
+                              "Read-only copy: edit and submit here, nothing is saved."))
+            with Horizontal():
+                yield Button("Take over (t)", id="take", variant="warning")
+                yield Button("Read-only copy (r)", id="copy")
+                yield Button("Cancel (c)", id="cancel")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, what: str) -> None:
+        self.dismiss(what)
 
 
 class FormToggles(Vertical):
