@@ -190,11 +190,19 @@ CASES = [
     Case("types are checked", "data.train_batch_size",
          ["data.train_batch_size=lots"], ["data.train_batch_size=64"]),
     # runtime rules
-    Case("checkpoint dir absolute", "trainer.default_local_dir",
-         ["trainer.default_local_dir=checkpoints/run"],
-         ["trainer.default_local_dir=/data/ckpt/run"]),
+    # A relative checkpoint dir is an error only where it lands in Ray's working_dir copy
+    # (deleted with it) and checkpoints are saved; elsewhere a warning saying where it lands.
+    Case("checkpoint dir in the working_dir copy", "trainer.default_local_dir",
+         ["trainer.default_local_dir=checkpoints/run", "trainer.save_freq=10"],
+         ["trainer.default_local_dir=/data/ckpt/run", "trainer.save_freq=10"],
+         kwargs_fail={"working_dir": "~/proj"}, kwargs_ok={"working_dir": "~/proj"}),
     Case("checkpoint dir ~ is relative to verl", "trainer.default_local_dir",
-         ["trainer.default_local_dir='~/ckpt/run'"], ["trainer.default_local_dir=/root/ckpt/run"]),
+         ["trainer.default_local_dir='~/ckpt/run'", "trainer.save_freq=10"],
+         ["trainer.default_local_dir=/root/ckpt/run", "trainer.save_freq=10"],
+         kwargs_fail={"working_dir": "~/proj"}, kwargs_ok={"working_dir": "~/proj"}),
+    Case("checkpoint dir relative without working_dir", "trainer.default_local_dir",
+         ["trainer.default_local_dir=checkpoints/run", "trainer.save_freq=10"],
+         ["trainer.default_local_dir=/data/ckpt/run", "trainer.save_freq=10"], "warn"),
     Case("Ray-visible GPUs", "trainer.nnodes", ["trainer.nnodes=3"], ["trainer.nnodes=2"],
          kwargs_fail={"cluster": GOOD_CLUSTER}, kwargs_ok={"cluster": GOOD_CLUSTER}),
     Case("reward pool GPUs count too", "trainer.nnodes",
@@ -253,6 +261,21 @@ def test_messages_say_how_to_fix() -> None:
     big = _problems([], {"working_dir_bytes": 150 * MIB, "excludes": [".git"]})
     msg = next(p.message for p in big if p.key == "runtime_env.working_dir")
     assert "150 MiB" in msg and ".venv" in msg and ".git," not in msg
+
+
+def test_relative_checkpoint_dir_says_where_it_lands() -> None:
+    rel = ["trainer.default_local_dir=checkpoints/run", "trainer.save_freq=10"]
+    (home,) = [p for p in _problems(rel, {}) if p.key == "trainer.default_local_dir"]
+    assert home.level == "warn" and "~/checkpoints/run" in home.message
+    (copy,) = [p for p in _problems(rel, {"working_dir": "/src"})
+               if p.key == "trainer.default_local_dir"]
+    assert copy.level == "error" and f"{rules.RAY_WORKING_DIR_COPY}/checkpoints/run" in \
+        copy.message and "deleted" in copy.message
+    # verl's own default (relative) with no saving: a 4-key profile is not refused
+    (default,) = [p for p in _problems(["trainer.default_local_dir=checkpoints/p/e",
+                                        "trainer.save_freq=-1"], {"working_dir": "/src"})
+                  if p.key == "trainer.default_local_dir"]
+    assert default.level == "warn"
 
 
 def test_errors_come_before_warnings() -> None:

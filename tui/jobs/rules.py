@@ -498,16 +498,41 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _dir_rules(c: _Cfg, out: list[Problem]) -> None:
+# Where a job's relative paths resolve: Ray runs the entrypoint and every worker in the
+# working_dir package it unpacked on that node, else in the directory Ray was started in.
+RAY_WORKING_DIR_COPY = "/tmp/ray/session_*/runtime_resources/working_dir_files/_ray_pkg_*"
+
+
+def checkpoint_location(path: str, working_dir: str | None) -> tuple[str, bool]:
+    """(where a relative trainer.default_local_dir lands for this submission, whether that
+    place disappears). verl passes the path to the driver and every worker unchanged (no ~
+    expansion), and each resolves it against its own working directory."""
+    if working_dir:
+        return f"{RAY_WORKING_DIR_COPY}/{path}", True
+    return f"<where `ray start` ran>/{path} (for `verl-tui up`: ~/{path})", False
+
+
+def _dir_rules(c: _Cfg, out: list[Problem], working_dir: str | None) -> None:
     path = c.as_str("trainer.default_local_dir")
     if path is None or os.path.isabs(path):
         return
     saves = (c.as_int("trainer.save_freq") or -1) > 0
-    why = "~ is not expanded by verl" if path.startswith("~") else "a relative path"
+    where, vanishes = checkpoint_location(path, working_dir)
+    tilde = "; ~ is not expanded by verl: it is a folder named '~'" if path.startswith("~") \
+        else ""
+    if vanishes:
+        # The working_dir copy is Ray's: deleted with the package, so saved steps are lost and
+        # a later run cannot resume from them.
+        out.append(Problem("trainer.default_local_dir",
+                           f"relative: with a working_dir it lands in Ray's copy on each node "
+                           f"({where}), deleted with it{tilde}; use an absolute path (e.g. "
+                           "/data/checkpoints/…)" + ("" if saves else
+                                                     " (nothing is saved while save_freq ≤ 0)"),
+                           "error" if saves else "warn"))
+        return
     out.append(Problem("trainer.default_local_dir",
-                       f"{why}: checkpoints land in Ray's per-job working_dir copy on each node; "
-                       f"use an absolute path (e.g. /data/checkpoints/…)",
-                       "error" if saves or c.get("trainer.resume_mode") == "auto" else "warn"))
+                       f"relative: lands in the job's working directory on each node, {where}"
+                       f"{tilde}; each node keeps its own ranks' shards there", "warn"))
 
 
 def _working_dir_rules(out: list[Problem], size: int, excludes: Sequence[str]) -> None:
@@ -525,7 +550,7 @@ def _working_dir_rules(out: list[Problem], size: int, excludes: Sequence[str]) -
 
 def check_rules(cfg: Mapping[str, Any], cluster: ClusterResources | None = None, *,
                 working_dir_bytes: int | None = None, post_mortem: bool = False,
-                excludes: Sequence[str] = ()) -> list[Problem]:
+                excludes: Sequence[str] = (), working_dir: str | None = None) -> list[Problem]:
     """verl's rules on a composed config (plain dicts), and the runtime ones against the
     cluster when given. Errors first, then warnings; each names its key."""
     out: list[Problem] = []
@@ -545,7 +570,7 @@ def check_rules(cfg: Mapping[str, Any], cluster: ClusterResources | None = None,
     _critic_rules(c, out)
     _algorithm_rules(c, out)
     _trainer_rules(c, out)
-    _dir_rules(c, out)
+    _dir_rules(c, out, working_dir)
     if working_dir_bytes is not None:
         _working_dir_rules(out, working_dir_bytes, excludes)
     if post_mortem and cluster is not None and cluster.hosts_without_debugpy:

@@ -17,7 +17,7 @@ from tui.jobs.rules import (
     check_runtime_env,
     is_truthy,
 )
-from tui.jobs.schema import ComposeError, compose_detailed
+from tui.jobs.schema import ComposeError, compose_detailed, custom_searchpath, resolve_config
 
 MAX_COMPOSE_RETRIES = 8  # bad keys dropped one by one so one typo does not hide the rest
 
@@ -51,15 +51,19 @@ def cluster_shape(cluster: ClusterResources) -> tuple[int, int]:
     return (len(gpus), min(gpus)) if gpus else (0, 0)
 
 
-def _compose(overrides: list[str]) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
+def _compose(overrides: list[str], config_name: str | None = None,
+             config_path: str | None = None
+             ) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
     """Compose, dropping an override that fails and retrying, so every bad key is reported."""
     problems: list[Problem] = []
     current = list(overrides)
     for _ in range(MAX_COMPOSE_RETRIES):
         try:
-            result = compose_detailed(current)
+            result = compose_detailed(current, config_name, config_path)
         except ComposeError as exc:
             problems.append(Problem(exc.key, exc.message))
+            if exc.key in ("config_name", "config_path"):
+                return None, current, problems
             drop = [o for o in current if exc.key and override_key(o) == exc.key.lstrip("+~")]
             if not drop:  # the failing key is inside a value (a mapping): find its override
                 drop = [o for o in current if exc.key and exc.key.startswith(override_key(o) + ".")]
@@ -95,17 +99,40 @@ def check_profile(profile: Profile, *, sets: Sequence[str] = (),
             if key not in pinned and value:
                 from_cluster[key] = value
     all_overrides = [*overrides, *sets, *(f"{k}={v}" for k, v in from_cluster.items())]
-    config, used, compose_problems = _compose(all_overrides)  # SchemaError: verl missing
-    problems += compose_problems
+    config, used, compose_problems = _compose(  # SchemaError: verl missing
+        all_overrides, profile.config_name, profile.config_path)
+    problems += compose_problems + _config_notes(profile)
     env = profile.runtime_env.env_vars
     if post_mortem is None:
         post_mortem = is_truthy(env.get("RAY_DEBUG_POST_MORTEM"))
     if config is not None:
         problems += check_rules(config, cluster, working_dir_bytes=working_dir_bytes,
-                                post_mortem=post_mortem, excludes=profile.runtime_env.excludes)
+                                post_mortem=post_mortem, excludes=profile.runtime_env.excludes,
+                                working_dir=profile.runtime_env.working_dir)
         problems += check_runtime_env(env, config)
     elif post_mortem and cluster is not None and cluster.hosts_without_debugpy:
         problems.append(Problem(POST_MORTEM_KEY, "debugpy>=1.8 missing on "
                                 + ", ".join(cluster.hosts_without_debugpy)))
     problems.sort(key=lambda p: p.level != "error")
-    return Report(problems, config, used, from_cluster)
+    # main_ppo's --config-path/--config-name lead the command line: what is submitted.
+    return Report(problems, config, [*profile.hydra_args(), *used], from_cluster)
+
+
+def _config_notes(profile: Profile) -> list[Problem]:
+    """A custom config whose Hydra search path is relative: it is read from the job's working
+    directory when the job runs, not from where the check ran."""
+    if not profile.config_path:
+        return []
+    try:
+        name, custom = resolve_config(profile.config_name, profile.config_path)
+    except ComposeError:
+        return []  # _compose reported it
+    out = []
+    for written, _ in custom_searchpath(custom, name) if custom else ():
+        rel = written.removeprefix("file://")
+        if written.startswith("file://") and not rel.startswith("/"):
+            out.append(Problem("config_path", f"{name}.yaml searches {written}, relative to the "
+                                              "job's working directory: the job must run from a "
+                                              "verl checkout (runtime_env.working_dir), or write "
+                                              "pkg://verl.trainer.config there", "warn"))
+    return out
