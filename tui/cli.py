@@ -115,6 +115,9 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
                        help="working_dir exclude pattern (repeatable)")
         p.add_argument("--submission-id", metavar="ID")
+        p.add_argument("--resubmit", metavar="SUBMISSION_ID",
+                       help="submit a job from the local history again (its secrets from "
+                       "this environment)")
         p.add_argument("--post-mortem", action="store_true",
                        help="RAY_DEBUG_POST_MORTEM=1: failing tasks wait for a debugger")
         p.add_argument("--legacy-debug", action="store_true", help="RAY_DEBUG=legacy")
@@ -235,6 +238,11 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
             return jobs.run_jobs(inventory, as_json=args.json)
         if name == "stop":
             return jobs.run_stop(inventory, args.job)
+        if args.resubmit:
+            if args.command or args.profile is not None:
+                raise ConfigError("give --resubmit ID alone, not with a PROFILE or a command")
+            return jobs.run_resubmit(inventory, args.resubmit, submission_id=args.submission_id,
+                                     dry_run=args.dry_run, as_json=args.json)
         if args.command:
             if args.profile is not None:
                 raise ConfigError("give either a PROFILE or a command after --, not both")

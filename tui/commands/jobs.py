@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,20 +18,27 @@ from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.fmt import duration
 from tui.jobs.history import JobHistory
+from tui.jobs.secrets import MissingSecret, resolve
 from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
-from tui.jobs.submit import Submission, raw_submission, shell_command
+from tui.jobs.submit import Submission, env_sources, raw_submission, shell_command
 from tui.jobs.workdir import WorkdirError
 from tui.sanitize import one_line
 from tui.transport.types import TransportError
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
+    """--env NAME=VALUE, or --env NAME: the value of $NAME here (a secret then never appears
+    on a command line)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key or not (key[0].isalpha() or key[0] == "_") \
+        if not key or not (key[0].isalpha() or key[0] == "_") \
                 or not key.replace("_", "a").isalnum():
-            raise ConfigError(f"--env {pair!r}: expected NAME=VALUE")
+            raise ConfigError(f"--env {pair!r}: expected NAME=VALUE or NAME")
+        if not sep:
+            if key not in os.environ:
+                raise ConfigError(f"--env {key}: ${key} is not set in this environment")
+            value = os.environ[key]
         out[key] = value
     return out
 
@@ -46,7 +55,7 @@ def jobs_table(rows: list[JobRow]) -> str:
 def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"submission_id": sid, "entrypoint": sub.entrypoint,
-                          "runtime_env": sub.runtime_env(), "metadata": sub.metadata,
+                          "runtime_env": sub.runtime_env(mask=True), "metadata": sub.metadata,
                           "dashboard": url}))
     else:
         print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
@@ -59,7 +68,9 @@ def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str]
         check_job_id(submission_id, "--submission-id")
     try:
         sub = raw_submission(command, env={**inv.ray.env, **env}, working_dir=working_dir,
-                             excludes=excludes, submission_id=submission_id)
+                             excludes=excludes, submission_id=submission_id,
+                             secret_extra=inv.secret_env,
+                             env_sources=env_sources(inv, None, env))
     except ValueError as exc:
         print(f"verl-tui submit: {exc}", file=sys.stderr)
         return 2
@@ -158,7 +169,8 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
         sub = verl_submission(
             inv, name=profile.name, overrides=report.overrides, python=profile.python,
             env=job_env, working_dir=wd, excludes=excl, composed=report.config,
-            submission_id=submission_id, print_config=print_config)
+            submission_id=submission_id, print_config=print_config,
+            env_sources=env_sources(inv, rt.env_vars, env))
         return sub, report.problems
 
     def show_problems(problems: list[Any]) -> None:
@@ -194,6 +206,83 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
         try:
             sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
                                           profile_path=str(profile_path.resolve()))
+        except (DashboardError, TransportError, WorkdirError) as exc:
+            print(f"verl-tui submit: {exc}", file=sys.stderr)
+            return 1
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        return 0
+
+    return _run(_with_cluster(inv, body))
+
+
+def resubmission(inv: Inventory, job: str, *, submission_id: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> tuple[Submission, str | None]:
+    """A recorded job again, as (Submission, profile_path): its exact entrypoint and env, each
+    secret taken from the current environment (or the file it came from); ConfigError (one
+    line, naming the variable) when a secret is set nowhere."""
+    from tui.jobs.submit import readable_id
+
+    check_job_id(job, "--resubmit")
+    rec = JobHistory(inv.cluster).get(job)
+    if rec is None:
+        raise ConfigError(f"--resubmit {job}: not in this machine's job history of "
+                          f"{inv.cluster} (verl-tui jobs lists them)")
+    rt = rec.runtime_env if isinstance(rec.runtime_env, dict) else {}
+    fallback = dict(inv.ray.env)
+    if rec.profile_path:
+        try:
+            from tui.jobs.profiles import load_profile
+
+            fallback.update({k: str(v) for k, v in
+                             load_profile(Path(rec.profile_path)).runtime_env.env_vars.items()})
+        except ConfigError:
+            pass  # the profile is gone or broken: the environment must hold its secrets
+    recorded = rt.get("env_vars") if isinstance(rt.get("env_vars"), dict) else {}
+    try:
+        env = resolve(recorded, environ, fallback)
+    except MissingSecret as exc:
+        names = ", ".join(f"${n}" for n in exc.names)
+        raise ConfigError(f"--resubmit {job}: secret {names} is not set in this environment "
+                          "(export it and run again)") from None
+    try:
+        argv = shlex.split(rec.entrypoint)
+    except ValueError:
+        raise ConfigError(f"--resubmit {job}: its recorded entrypoint cannot be read") from None
+    wd = rt.get("working_dir")
+    if wd is not None and not (isinstance(wd, str) and Path(wd).is_dir()):
+        raise ConfigError(f"--resubmit {job}: its working_dir {one_line(str(wd), 200)} is not "
+                          "a directory here")
+    excludes = [str(x) for x in rt.get("excludes") or []]
+    sources = {r["name"]: r["from"] for r in recorded.values() if isinstance(r, dict)
+               and isinstance(r.get("name"), str)}
+    stem = rec.profile or (Path(argv[0]).name if argv else "job")
+    sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(stem)
+    sub = Submission(submission_id=sid, entrypoint_argv=argv, env_vars=env, working_dir=wd,
+                     excludes=excludes,
+                     metadata={k: str(v) for k, v in {"verl_tui": None, "profile": rec.profile,
+                                                       "config_hash": rec.config_hash,
+                                                       "resubmit_of": job}.items()
+                               if v is not None},
+                     profile=rec.profile, overrides=list(rec.overrides),
+                     config_hash=rec.config_hash, secret_extra=tuple(inv.secret_env),
+                     env_sources={k: sources.get(k, "env") for k in env})
+    from tui import __version__
+
+    sub.metadata["verl_tui"] = __version__
+    return sub, rec.profile_path
+
+
+def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run: bool,
+                 as_json: bool) -> int:
+    sub, profile_path = resubmission(inv, job, submission_id=submission_id)
+    if dry_run:
+        print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
+        return 0
+
+    async def body(cluster: RayCluster) -> int:
+        try:
+            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
+                                          profile_path=profile_path)
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1

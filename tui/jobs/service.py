@@ -12,6 +12,7 @@ from tui.cluster.dashboard import api_path, check_job_id, job_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import JobHistory, JobRecord
+from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, submit
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
@@ -83,11 +84,16 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
 
 
 def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = None) -> JobRecord:
+    """The history entry: secrets only as references ({name, from}), never their values."""
+    runtime_env = sub.runtime_env()
+    if "env_vars" in runtime_env:
+        runtime_env["env_vars"] = env_for_record(sub.env_vars, sub.env_sources,
+                                                 (*sub.secret_extra, *inv.secret_env))
     return JobRecord(
         submission_id=sub.submission_id, cluster=inv.cluster, submitted_at=time.time(),
         entrypoint=sub.entrypoint, kind="profile" if sub.profile else "raw",
         profile=sub.profile, profile_path=profile_path, overrides=sub.overrides,
-        config_hash=sub.config_hash, runtime_env=sub.runtime_env(),
+        config_hash=sub.config_hash, runtime_env=runtime_env,
         hosts_file=str(inv.source) if inv.source else None, status="PENDING")
 
 

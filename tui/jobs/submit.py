@@ -17,6 +17,7 @@ from typing import Any
 from tui import __version__
 from tui.cluster.dashboard import DashboardClient, api_path, check_job_id
 from tui.config.hosts import Inventory
+from tui.jobs.secrets import MASK, masked, secret_names
 from tui.jobs.workdir import package
 
 VERL_MAIN = ("-m", "verl.trainer.main_ppo")
@@ -33,6 +34,10 @@ class Submission:
     profile: str | None = None
     overrides: list[str] = field(default_factory=list)
     config_hash: str | None = None
+    # Secret handling: names hosts.yaml adds (secret_env), and where each env value came
+    # from ("env": command line / environment, "profile", "hosts") for the history's refs.
+    secret_extra: tuple[str, ...] = ()
+    env_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def entrypoint(self) -> str:
@@ -40,10 +45,18 @@ class Submission:
         # quoted here and no value can become code.
         return shlex.join(self.entrypoint_argv)
 
-    def runtime_env(self, working_dir_uri: str | None = None) -> dict[str, Any]:
+    @property
+    def secrets(self) -> list[str]:
+        return secret_names(self.env_vars, self.secret_extra)
+
+    def runtime_env(self, working_dir_uri: str | None = None, *,
+                    mask: bool = False) -> dict[str, Any]:
+        """What Ray gets (values in clear: the job needs them), or with `mask` what may be
+        shown or written anywhere else."""
         env: dict[str, Any] = {}
         if self.env_vars:
-            env["env_vars"] = dict(self.env_vars)
+            env["env_vars"] = (masked(self.env_vars, self.secret_extra) if mask
+                               else dict(self.env_vars))
         wd = working_dir_uri or self.working_dir
         if wd:
             env["working_dir"] = wd
@@ -60,6 +73,15 @@ def readable_id(stem: str) -> str:
 def config_hash(config: Mapping[str, Any] | Sequence[str]) -> str:
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def env_sources(inv: Inventory, profile_env: Mapping[str, Any] | None = None,
+                extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each variable of merged_env's result came from (the last one that set it)."""
+    out = {k: "hosts" for k in inv.ray.env}
+    out.update({k: "profile" for k in profile_env or {}})
+    out.update({k: "env" for k in extra or {}})
+    return out
 
 
 def merged_env(inv: Inventory, profile_env: Mapping[str, str] | None = None, *,
@@ -81,7 +103,8 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
                     working_dir: str | None = None, excludes: Sequence[str] = (),
                     composed: Mapping[str, Any] | None = None,
                     submission_id: str | None = None,
-                    print_config: bool = False) -> Submission:
+                    print_config: bool = False,
+                    env_sources: Mapping[str, str] | None = None) -> Submission:
     py = python or inv.head.python  # absolute: `python` on PATH may not be the hosts' one
     digest = config_hash(composed if composed is not None else overrides)
     sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(name)
@@ -91,30 +114,36 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
         submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
         env_vars=dict(env or {}), working_dir=working_dir, excludes=list(excludes),
         metadata={"verl_tui": __version__, "profile": name, "config_hash": digest},
-        profile=name, overrides=list(overrides), config_hash=digest)
+        profile=name, overrides=list(overrides), config_hash=digest,
+        secret_extra=tuple(inv.secret_env), env_sources=dict(env_sources or {}))
 
 
 def raw_submission(command: Sequence[str], *, env: Mapping[str, str] | None = None,
                    working_dir: str | None = None, excludes: Sequence[str] = (),
-                   submission_id: str | None = None) -> Submission:
+                   submission_id: str | None = None, secret_extra: Sequence[str] = (),
+                   env_sources: Mapping[str, str] | None = None) -> Submission:
     if not command:
         raise ValueError("no command after --")
     sid = (check_job_id(submission_id, "--submission-id") if submission_id
            else readable_id(Path(command[0]).name))
     return Submission(submission_id=sid, entrypoint_argv=list(command),
                       env_vars=dict(env or {}), working_dir=working_dir,
-                      excludes=list(excludes), metadata={"verl_tui": __version__})
+                      excludes=list(excludes), metadata={"verl_tui": __version__},
+                      secret_extra=tuple(secret_extra), env_sources=dict(env_sources or {}))
 
 
 def shell_command(sub: Submission, address: str) -> str:
-    """The exact `ray job submit` equivalent, every word quoted."""
+    """The `ray job submit` equivalent, every word quoted; secret values masked (a comment
+    line names them: put their values in before running it)."""
     options = [f"--address={address}", f"--submission-id={sub.submission_id}"]
-    env = sub.runtime_env()
+    env = sub.runtime_env(mask=True)
     if env:
         options.append(f"--runtime-env-json={json.dumps(env, sort_keys=True)}")
     if sub.metadata:
         options.append(f"--metadata-json={json.dumps(sub.metadata, sort_keys=True)}")
-    return ("ray job submit \\\n    " + " \\\n    ".join(shlex.quote(o) for o in options)
+    note = (f"# secret values shown as {MASK}: {', '.join(sub.secrets)}\n" if sub.secrets
+            else "")
+    return (note + "ray job submit \\\n    " + " \\\n    ".join(shlex.quote(o) for o in options)
             + " \\\n    -- " + shlex.join(sub.entrypoint_argv))
 
 

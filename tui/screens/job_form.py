@@ -8,6 +8,7 @@ exclusive grouped workers), Ray is reached only through RayCluster / the jobs se
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, Footer, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Static
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
@@ -96,8 +97,14 @@ class JobFormScreen(Screen[str | None]):
     """
 
     def __init__(self, cluster: RayCluster, history: JobHistory, profile_path: Path, *,
-                 initial_sets: list[str] | None = None) -> None:
+                 initial_sets: list[str] | None = None,
+                 secret_refs: list[dict[str, str]] | None = None) -> None:
         super().__init__()
+        # A resubmitted job's secrets given on its command line: names only (the history keeps
+        # no values); each is taken from this environment or typed into its field.
+        self.secret_refs = [r for r in secret_refs or [] if isinstance(r, dict)
+                            and isinstance(r.get("name"), str)
+                            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])]
         self.cluster = cluster
         self.history = history
         self.profile_path = Path(profile_path).expanduser()
@@ -196,6 +203,26 @@ class JobFormScreen(Screen[str | None]):
         self.fetch_cluster()
         self.validate()
 
+    def _secret_values(self) -> dict[str, str] | None:
+        """The resubmitted job's secrets: typed here, else from this environment; None (and
+        a message naming it) when one is in neither."""
+        import os
+
+        values: dict[str, str] = {}
+        for r in self.secret_refs:
+            name = r["name"]
+            try:
+                typed = self.query_one(f"#secret-{name}", Input).value
+            except Exception:  # not built
+                typed = ""
+            value = typed or os.environ.get(name)
+            if not value:
+                self.notify(f"not submitted: secret ${name} is not set here: fill its field",
+                            severity="error", timeout=8)
+                return None
+            values[name] = value
+        return values
+
     async def _claim_draft(self, name: str) -> bool:
         """This form's claim on the profile's draft; when another form has it open, the user
         chooses: take over, a read-only copy, or cancel (False: the form closes)."""
@@ -244,6 +271,18 @@ class JobFormScreen(Screen[str | None]):
         widgets: list[Any] = []
         widgets.append(Static("Run", classes="group-title"))
         widgets.append(FormToggles(toggles))
+        if self.secret_refs:
+            import os
+
+            widgets.append(Static("Secrets", classes="group-title"))
+            for r in self.secret_refs:
+                name = r["name"]
+                state = "set here" if name in os.environ else "not set here"
+                widgets.append(Static(Text(f"secret: from ${name} — {state}"),
+                                      classes="secret-label"))
+                widgets.append(Input(password=True, id=f"secret-{name}",
+                                     placeholder=(f"${name} is used" if name in os.environ
+                                                  else f"type {name} (required)")))
         by_group: dict[str, list[CatalogItem]] = {g: [] for g in GROUPS}
         for item in self._items:
             by_group.setdefault(item.group, []).append(item)
@@ -640,7 +679,7 @@ class JobFormScreen(Screen[str | None]):
 
     async def _submit(self) -> None:
         from tui.jobs.service import submit_and_record
-        from tui.jobs.submit import merged_env, verl_submission
+        from tui.jobs.submit import env_sources, merged_env, verl_submission
 
         assert self.profile is not None
         self._update_submit()
@@ -675,12 +714,17 @@ class JobFormScreen(Screen[str | None]):
             return
         rt = profile.runtime_env
         wd = str(Path(rt.working_dir).expanduser()) if rt.working_dir else None
+        secrets = self._secret_values()
+        if secrets is None:
+            self._update_submit()
+            return
         env = merged_env(inv, rt.env_vars, post_mortem=toggles.post_mortem,
-                         legacy_debug=toggles.legacy_debug)
+                         legacy_debug=toggles.legacy_debug, extra=secrets)
         sub = verl_submission(inv, name=profile.name, overrides=report.overrides,
                               python=profile.python, env=env, working_dir=wd,
                               excludes=list(rt.excludes), composed=report.config,
-                              print_config=toggles.print_config)
+                              print_config=toggles.print_config,
+                              env_sources=env_sources(inv, rt.env_vars, secrets))
         try:
             sid = await submit_and_record(self.cluster, sub, self.history,
                                           profile_path=str(self.profile_path.resolve()))
