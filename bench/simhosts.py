@@ -155,6 +155,9 @@ async def _agent(process: asyncssh.SSHServerProcess, host: int, ngpus: int,
 def _handler(host: int, ngpus: int, interval: float):
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         command = process.command or ""
+        # The cockpit wraps every command in a process-group prologue (tui/transport/pgroup.py):
+        # the command itself follows the wrapper's " verl-tui " argv[0].
+        command = command.split(" verl-tui ", 1)[-1]
         if " -u -c " in command:
             await _agent(process, host, ngpus, _interval_arg(command, interval))
         elif command.startswith("nvidia-smi"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,24 +40,12 @@ class GpuSample:
         return self.memory_used_bytes / self.memory_total_bytes
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> GpuSample:
-        procs = d.get("processes")
-        return cls(
-            index=int(d["index"]),
-            name=d.get("name"),
-            uuid=d.get("uuid"),
-            util_percent=d.get("util_percent"),
-            mem_util_percent=d.get("mem_util_percent"),
-            memory_used_bytes=d.get("memory_used_bytes"),
-            memory_total_bytes=d.get("memory_total_bytes"),
-            temperature_c=d.get("temperature_c"),
-            power_w=d.get("power_w"),
-            power_limit_w=d.get("power_limit_w"),
-            processes=None if procs is None else tuple(
-                GpuProcess(int(p["pid"]), p.get("name"), p.get("memory_bytes")) for p in procs
-            ),
-            error=d.get("error"),
-        )
+    def from_json(cls, d: Any) -> GpuSample | None:
+        """A validated GPU entry (see tui.cluster.agent_schema); None if it has no valid index."""
+        from tui.cluster.agent_schema import parse_message
+
+        line = parse_message({"type": "sample", "gpus": [d]}, 0.0)
+        return line.sample.gpus[0] if line.sample and line.sample.gpus else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,21 +82,15 @@ class HostSample:
     gpus: tuple[GpuSample, ...]
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], received: float) -> HostSample:
-        host = d.get("host") or {}
-        return cls(
-            seq=int(d.get("seq", 0)),
-            t=float(d.get("t", received)),
-            received=received,
-            source=str(d.get("source", "none")),
-            error=d.get("error"),
-            cpu_percent=host.get("cpu_percent"),
-            load1=host.get("load1"),
-            mem_used_bytes=host.get("mem_used_bytes"),
-            mem_total_bytes=host.get("mem_total_bytes"),
-            ncpu=host.get("ncpu"),
-            gpus=tuple(GpuSample.from_json(g) for g in d.get("gpus") or ()),
-        )
+    def from_json(cls, d: Any, received: float) -> HostSample:
+        """A validated sample (see tui.cluster.agent_schema): bad fields become None."""
+        from tui.cluster.agent_schema import parse_message
+
+        line = parse_message({**d, "type": "sample"} if isinstance(d, dict) else d, received)
+        if line.sample is None:
+            return cls(0, received, received, "none", line.message, None, None, None, None,
+                       None, ())
+        return line.sample
 
 
 class TelemetryState(str, enum.Enum):
@@ -116,6 +99,11 @@ class TelemetryState(str, enum.Enum):
     NO_NVML = "no NVML"  # the agent runs, but this host has no usable NVIDIA driver
     STALE = "stale"  # streaming stopped without the link noticing yet
     AGENT_FAILED = "agent failed"  # e.g. the configured python does not exist
+    ERROR = "error"  # the agent reported an error, or reading it failed unexpectedly
+
+
+PROBLEM_TTL_S = 60.0  # a problem not seen again for this long is dropped
+MAX_HOST_PROBLEMS = 16  # distinct problems kept per host (the oldest go first)
 
 
 @dataclass
@@ -133,6 +121,26 @@ class HostTelemetry:
     samples: int = 0  # recorded so far: keeps sparkline buckets aligned as history rolls
     util_history: dict[int, deque[float]] = field(default_factory=dict)
     mem_history: dict[int, deque[float]] = field(default_factory=dict)
+    # Bad data from the agent, by field path: (last seen, time.time(); message). Recent only.
+    problems: dict[str, tuple[float, str]] = field(default_factory=dict)
+    bad_lines: int = 0  # lines of this agent run that were not JSON objects
+    oversize_lines: int = 0  # lines of this agent run dropped for their length
+    error_from_agent: bool = False  # `error` came from the agent's own error line
+
+    def note_problem(self, key: str, message: str, now: float) -> None:
+        problems = self.problems
+        if key in problems:
+            del problems[key]  # re-inserted last: the dict stays ordered by last seen
+        elif len(problems) >= MAX_HOST_PROBLEMS:
+            del problems[next(iter(problems))]
+        problems[key] = (now, message)
+
+    def current_problems(self, now: float) -> list[str]:
+        """Problems seen within PROBLEM_TTL_S, oldest first; older ones are forgotten."""
+        problems = self.problems
+        for key in [k for k, (seen, _) in problems.items() if now - seen > PROBLEM_TTL_S]:
+            del problems[key]
+        return [message for _, message in problems.values()]
 
     def record(self, sample: HostSample) -> None:
         self.latest = sample
@@ -152,7 +160,7 @@ class HostTelemetry:
         if self.link.state != HostState.UP:
             return self.link.state.value
         if self.state in (TelemetryState.NO_NVML, TelemetryState.AGENT_FAILED,
-                          TelemetryState.STALE):
+                          TelemetryState.STALE, TelemetryState.ERROR):
             return self.state.value
         if self.state == TelemetryState.WAITING:
             return "starting"
@@ -169,8 +177,9 @@ class HostTelemetry:
         return self.link.state == HostState.UP and self.latest is not None and self.state in (
             TelemetryState.OK, TelemetryState.NO_NVML)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
         s = self.latest if self.link.state == HostState.UP else None
+        problems = self.current_problems(time.time() if now is None else now)
         return {
             "name": self.name,
             "state": self.display_state,
@@ -185,4 +194,5 @@ class HostTelemetry:
             "mem_total_bytes": s.mem_total_bytes if s else None,
             "ncpu": s.ncpu if s else None,
             "gpus": [g.to_json() for g in s.gpus] if s else [],
+            "problems": problems,
         }

@@ -7,15 +7,15 @@ get the host name on every change; the UI coalesces those into ~10 frames per se
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
 
 from tui.agent import agent_argv
-from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
+from tui.cluster.agent_schema import parse_line
+from tui.cluster.models import HostTelemetry, TelemetryState
 from tui.config.hosts import Host, Inventory
+from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState, LinkStatus, TransportError
 
@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 ChangeListener = Callable[[str], None]
 
 _AGENT_RETRY_S = 5.0
+_AGENT_RETRY_MAX_S = 60.0  # backoff cap for an agent that keeps failing
+# Longest agent line kept: 64 GPUs × 256 processes fit; a longer line is dropped and counted.
+MAX_AGENT_LINE = 1 << 20
 _STALE_AFTER_INTERVALS = 3.0
 
 
@@ -33,13 +36,15 @@ def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:
     if exit_status == 127 or "not found" in last or "No such file" in last:
         return f"interpreter {python!r} not found on the host (set python: in hosts.yaml)"
     if last:
-        return f"agent exited ({exit_status}): {last[:200]}"
+        return f"agent exited ({exit_status}): {one_line(last, 200)}"
     return f"agent exited with status {exit_status}"
 
 
 class TelemetryMonitor:
-    def __init__(self, fleet: Fleet, inventory: Inventory, *, interval: float | None = None):
+    def __init__(self, fleet: Fleet, inventory: Inventory, *, interval: float | None = None,
+                 retry: float = _AGENT_RETRY_S):
         self.fleet = fleet
+        self.retry = retry  # first wait before restarting a failed agent (doubles, capped)
         self.inventory = inventory
         self.interval = interval or inventory.telemetry.interval
         self.hosts: dict[str, HostTelemetry] = {
@@ -84,67 +89,116 @@ class TelemetryMonitor:
 
     async def wait_first(self, timeout: float) -> None:
         """Until every host has produced a sample or a failure (or the timeout passes)."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(e.wait() for e in self._first.values())), timeout
-            )
+        waiters = [asyncio.ensure_future(e.wait()) for e in self._first.values()]
+        if not waiters:
+            return
+        try:
+            await asyncio.wait(waiters, timeout=timeout)
+        finally:  # also when cancelled (SIGTERM): no waiter is left behind unretrieved
+            for waiter in waiters:
+                waiter.cancel()
 
     async def _follow(self, host: Host) -> None:
+        """Run the host's agent forever. Nothing ends this task but cancellation: whatever
+        goes wrong becomes the host's state and error, and the agent is started again with
+        backoff (the host recovers when its agent behaves again)."""
         ht = self.hosts[host.name]
-        argv = agent_argv(host.python, self.interval)
+        delay = self.retry
         while True:
-            transport = await self.fleet.wait_up(host.name)
             try:
-                stream = await transport.stream(argv)
-            except TransportError as exc:
-                ht.state, ht.error = TelemetryState.AGENT_FAILED, str(exc)
+                good = await self._run_agent(host, ht)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug or an input nobody foresaw: report, never die
+                log.exception("%s: telemetry failed", host.name)
+                ht.state = TelemetryState.ERROR
+                ht.error = one_line(f"telemetry failed: {type(exc).__name__}: {exc}", 300)
                 self._first[host.name].set()
                 self._changed(host.name)
-                await asyncio.sleep(_AGENT_RETRY_S)
-                continue
-            try:
-                async for line in stream.lines():
-                    self._ingest(ht, line)
-            finally:
-                await stream.close()
-            if self.fleet.status(host.name).state != HostState.UP:
-                continue  # the link died; the fleet reconnects and we restart the agent
-            ht.state = TelemetryState.AGENT_FAILED
-            ht.error = _agent_failure(stream.exit_status, await stream.stderr_tail(), host.python)
-            self._first[host.name].set()
-            self._changed(host.name)
-            await asyncio.sleep(_AGENT_RETRY_S)
+                good = False
+            if good is None:
+                continue  # the link died; the fleet reconnects and we restart the agent at once
+            if good:
+                delay = self.retry
+            await asyncio.sleep(delay)
+            if not good:
+                delay = min(delay * 2, max(self.retry, _AGENT_RETRY_MAX_S))
+
+    async def _run_agent(self, host: Host, ht: HostTelemetry) -> bool | None:
+        """One agent run. True: it sent valid samples before ending; False: it failed
+        (reported in ht); None: the link went down under it."""
+        argv = agent_argv(host.python, self.interval)
+        transport = await self.fleet.wait_up(host.name)
+        try:
+            stream = await transport.stream(argv, max_line=MAX_AGENT_LINE)
+        except TransportError as exc:
+            self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
+            return False
+        ht.bad_lines = ht.oversize_lines = 0
+        samples_before = ht.samples
+        try:
+            async for line in stream.lines():
+                self._ingest(ht, line)
+                if stream.oversize_lines != ht.oversize_lines:
+                    ht.oversize_lines = stream.oversize_lines
+                    ht.note_problem("oversize", f"{ht.oversize_lines} lines over "
+                                    f"{MAX_AGENT_LINE >> 20} MiB dropped", time.time())
+                    self._changed(ht.name)
+        finally:
+            await stream.close()
+        good = ht.samples > samples_before
+        if self.fleet.status(host.name).state != HostState.UP:
+            return None
+        if ht.state == TelemetryState.ERROR and ht.error_from_agent:
+            return good  # the agent said why it stopped (an error line): keep that message
+        self._fail(ht, TelemetryState.AGENT_FAILED,
+                   _agent_failure(stream.exit_status, await stream.stderr_tail(), host.python))
+        return good
+
+    def _fail(self, ht: HostTelemetry, state: TelemetryState, error: str) -> None:
+        ht.state, ht.error = state, one_line(error, 300)
+        self._first[ht.name].set()
+        self._changed(ht.name)
 
     def ingest_line(self, name: str, line: str) -> None:
         """Feed one agent output line for host `name` (what the stream tasks do)."""
         self._ingest(self.hosts[name], line)
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
-        try:
-            msg = json.loads(line)
-            kind = msg.get("type")
-        except (ValueError, AttributeError):
-            log.debug("%s: not an agent line: %.120s", ht.name, line)
-            return
-        if kind == "hello":
-            ht.hostname = msg.get("hostname")
-            ht.driver = msg.get("driver")
-            return
-        if kind != "sample":
-            return
-        try:
-            sample = HostSample.from_json(msg, time.time())
-        except (KeyError, TypeError, ValueError) as exc:
-            log.debug("%s: bad sample: %s", ht.name, exc)
-            return
-        ht.record(sample)
-        if msg.get("driver"):
-            ht.driver = msg["driver"]
-        if sample.source == "none":
-            ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
+        now = time.time()
+        msg = parse_line(line, now)
+        if msg.problems:
+            for key, problem in msg.problems:
+                ht.note_problem(key, problem, now)
+            if msg.dropped_problems:
+                ht.note_problem("more", f"bad data: {msg.dropped_problems} more fields in one "
+                                "line", now)
+        kind = msg.kind
+        if kind == "sample":
+            sample = msg.sample
+            assert sample is not None
+            ht.record(sample)
+            if msg.driver:
+                ht.driver = msg.driver
+            ht.error_from_agent = False
+            if sample.source == "none":
+                ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
+            else:
+                ht.state, ht.error = TelemetryState.OK, sample.error
+            self._first[ht.name].set()
+        elif kind == "hello":
+            hello = msg.hello
+            assert hello is not None
+            ht.hostname, ht.driver = hello.hostname, hello.driver
+        elif kind == "error":
+            ht.state, ht.error, ht.error_from_agent = TelemetryState.ERROR, msg.message, True
+            self._first[ht.name].set()
+        elif kind == "invalid":
+            ht.bad_lines += 1
+            ht.note_problem("lines", f"{ht.bad_lines} lines not JSON (last: {msg.message}: "
+                            f"{one_line(line[:40], 40)})", now)
         else:
-            ht.state, ht.error = TelemetryState.OK, sample.error
-        self._first[ht.name].set()
+            return
         self._changed(ht.name)
 
     async def _watch_stale(self) -> None:

@@ -12,6 +12,7 @@ import time
 from tui.cluster.models import HostTelemetry
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
+from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 
 GIB = 1024**3
@@ -21,7 +22,7 @@ def snapshot(monitor: TelemetryMonitor) -> dict:
     return {
         "cluster": monitor.inventory.cluster,
         "time": time.time(),
-        "hosts": [ht.to_json() for ht in monitor.hosts.values()],
+        "hosts": [ht.to_json() for ht in monitor.hosts.values()],  # problems: list of str
     }
 
 
@@ -30,22 +31,25 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 
 
 def format_text(hosts: list[HostTelemetry]) -> str:
+    """Every host and GPU, one line each; everything from outside goes through one_line."""
     out = []
+    now = time.time()
     for ht in hosts:
         head = f"{ht.name}  [{ht.display_state}]"
         if ht.display_error:
             head += f"  {ht.display_error}"
-        out.append(head)
+        out.append(one_line(head))
+        out += [f"  problem: {one_line(p)}" for p in ht.current_problems(now)]
         if ht.latest is None or ht.display_state not in ("up", "no NVML", "stale"):
             continue
         for g in ht.latest.gpus:
             if g.error:
-                out.append(f"  gpu{g.index}  {g.error}")
+                out.append(f"  gpu{g.index}  {one_line(g.error)}")
                 continue
             used = None if g.memory_used_bytes is None else g.memory_used_bytes / GIB
             total = None if g.memory_total_bytes is None else g.memory_total_bytes / GIB
             out.append(
-                f"  gpu{g.index:<2} {(g.name or '?')[:24]:<24}"
+                f"  gpu{g.index:<2} {one_line(g.name or '?', 24):<24}"
                 f" util {_num(g.util_percent, '3.0f', '%')}"
                 f"  mem {_num(used, '5.1f')}/{_num(total, '.1f')} GiB"
                 f"  {_num(g.temperature_c, '3.0f', '°C')}  {_num(g.power_w, '4.0f', ' W')}"
@@ -57,10 +61,12 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
                timeout: float) -> int:
     fleet = Fleet(inventory)
     monitor = TelemetryMonitor(fleet, inventory, interval=interval)
-    # SIGTERM (a script stopping us) ends like Ctrl-C: agents are told to exit, links closed.
+    # SIGTERM (a script stopping us) and SIGHUP (its terminal closed) end like Ctrl-C: the
+    # agents are stopped (their process groups killed if they hang), links closed.
     main_task = asyncio.current_task()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signum, main_task.cancel)
     fleet.start()
     monitor.start()
     try:

@@ -1,57 +1,105 @@
-"""The local transport: this machine, through subprocesses — no SSH server needed."""
+"""The local transport: this machine, through subprocesses — no SSH server needed.
+
+Every command runs in a session (and process group) of its own, like the SSH transport's remote
+commands, so giving up on one (timeout, cancel, close) ends it and everything it started.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import signal
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from tui.transport.lines import DEFAULT_MAX_LINE, LineSplitter, read_lines
 from tui.transport.types import RunResult, TransportError
+
+EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
+TERM_GRACE_S = 2.0  # then this long after SIGTERM before SIGKILL
 
 
 def _env(env: Mapping[str, str] | None) -> dict[str, str] | None:
     return None if not env else {**os.environ, **env}
 
 
+def _killpg(pgid: int, sig: int) -> bool:
+    """Signal a process group; False if it is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def end_group(proc: asyncio.subprocess.Process, term_grace: float = TERM_GRACE_S) -> None:
+    """TERM the process's group, KILL it after `term_grace`, reap the process."""
+    pgid = proc.pid  # start_new_session: the process leads its own group
+    if _killpg(pgid, signal.SIGTERM):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + term_grace
+        while loop.time() < deadline:
+            if proc.returncode is not None and not _killpg(pgid, 0):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            _killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(proc.wait(), 5.0)
+
+
 class LocalStream:
-    def __init__(self, proc: asyncio.subprocess.Process):
+    def __init__(self, proc: asyncio.subprocess.Process, max_line: int = DEFAULT_MAX_LINE):
         self._proc = proc
+        self._splitter = LineSplitter(max_line)
+        self._stderr: deque[str] = deque(maxlen=50)
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._closed = False
+
+    async def _drain_stderr(self) -> None:
+        # Read continuously (bounded lines, last 50 kept) so a chatty command never blocks.
+        assert self._proc.stderr is not None
+        with contextlib.suppress(Exception):
+            async for line in read_lines(self._proc.stderr.read, LineSplitter(64 << 10)):
+                self._stderr.append(line)
 
     async def lines(self) -> AsyncIterator[str]:
         assert self._proc.stdout is not None
-        while True:
-            raw = await self._proc.stdout.readline()
-            if not raw:
-                return
-            yield raw.decode("utf-8", "replace").rstrip("\r\n")
+        async for line in read_lines(self._proc.stdout.read, self._splitter):
+            yield line
+
+    @property
+    def oversize_lines(self) -> int:
+        return self._splitter.oversize
 
     async def stderr_tail(self) -> str:
-        assert self._proc.stderr is not None
-        with contextlib.suppress(asyncio.TimeoutError):
-            data = await asyncio.wait_for(self._proc.stderr.read(65536), 1.0)
-            return data.decode("utf-8", "replace")[-2000:]
-        return ""
+        # asyncio.wait: never raises, even if close() already cancelled the reader.
+        await asyncio.wait([self._stderr_task], timeout=1.0)
+        return "\n".join(self._stderr)[-2000:]
 
     @property
     def exit_status(self) -> int | None:
         return self._proc.returncode
 
     async def close(self) -> None:
-        proc = self._proc
-        if proc.returncode is not None:
+        """EOF on stdin (the polite stop); if the command has not exited after a short grace,
+        TERM then KILL its whole process group."""
+        if self._closed:
             return
-        # Closing stdin is the agent's signal to exit; kill only if it does not.
+        self._closed = True
+        proc = self._proc
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 2.0)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        if proc.returncode is None:
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), EOF_GRACE_S)
+            except asyncio.TimeoutError:
+                await asyncio.shield(asyncio.ensure_future(end_group(proc)))
+        await asyncio.wait([self._stderr_task], timeout=0.5)  # stderr's last lines
+        self._stderr_task.cancel()
 
 
 @dataclass
@@ -83,6 +131,7 @@ class LocalTransport:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=_env(env),
+                start_new_session=True,
             )
         except OSError as exc:
             return RunResult(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror or exc}")
@@ -90,17 +139,23 @@ class LocalTransport:
             out, err = await asyncio.wait_for(
                 proc.communicate(input.encode() if input is not None else None), timeout
             )
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+        except BaseException as exc:
+            # Timed out or cancelled: nothing it started may outlive the call.
+            _killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.wait_for(proc.wait(), 5.0))
+            if isinstance(exc, asyncio.TimeoutError):
+                raise TransportError(
+                    f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+            raise
         return RunResult(
             tuple(argv), proc.returncode, out.decode("utf-8", "replace"),
             err.decode("utf-8", "replace"),
         )
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> LocalStream:
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -109,11 +164,11 @@ class LocalTransport:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=_env(env),
-                limit=1 << 22,
+                start_new_session=True,
             )
         except OSError as exc:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        return LocalStream(proc)
+        return LocalStream(proc, max_line)
 
     async def forward_local_port(self, remote_host: str, remote_port: int,
                                  local_port: int = 0) -> LocalForward:

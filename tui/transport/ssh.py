@@ -16,11 +16,15 @@ from typing import Any
 import asyncssh
 
 from tui.config.hosts import Host, SshOptions
+from tui.transport.lines import CHUNK, DEFAULT_MAX_LINE, LineSplitter, decode, read_lines
+from tui.transport.pgroup import MARK, group_command, kill_command, parse_mark
 from tui.transport.types import HostState, RunResult, TransportError, command_line
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE_INTERVAL = 1.0
 DEFAULT_KEEPALIVE_COUNT_MAX = 3
+EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
+KILL_TIMEOUT_S = 5.0
 
 
 class ConnectFailure(Exception):
@@ -158,41 +162,121 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
 
 
 class SshStream:
-    def __init__(self, proc: asyncssh.SSHClientProcess):
+    """A remote command's output as lines. The command leads its own process group on the host
+    (pgroup.group_command), so close() can end all of it even if it ignores EOF on stdin."""
+
+    def __init__(self, proc: asyncssh.SSHClientProcess, conn: asyncssh.SSHClientConnection,
+                 max_line: int = DEFAULT_MAX_LINE):
         self._proc = proc
+        self._conn = conn
+        self._splitter = LineSplitter(max_line)
         self._stderr: deque[str] = deque(maxlen=50)
+        self._group: tuple[str, int] | None = None
+        self._group_known = asyncio.Event()
+        self._closed = False
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
-        # Read stderr continuously so a chatty command never stalls on a full window.
-        with contextlib.suppress(Exception):
-            async for line in self._proc.stderr:
-                self._stderr.append(line.rstrip("\n"))
+        # Read stderr continuously so a chatty command never stalls on a full window. The
+        # wrapper's group marker comes first (after whatever a login shell's rc files print).
+        splitter = LineSplitter(64 << 10)
+        seen = 0
+        try:
+            while True:
+                data = await self._proc.stderr.read(CHUNK)
+                if not data:
+                    break
+                for raw in splitter.feed(data):
+                    if not self._group_known.is_set():
+                        mark = parse_mark(raw)
+                        seen += 1
+                        if mark is not None or seen > 20:
+                            self._group = mark
+                            self._group_known.set()
+                            if mark is not None:
+                                continue
+                    self._stderr.append(decode(raw))
+        except Exception:  # the channel died: what we have is all there is
+            pass
+        finally:
+            self._group_known.set()
 
     async def lines(self) -> AsyncIterator[str]:
         try:
-            async for line in self._proc.stdout:
-                yield line.rstrip("\r\n")
+            async for line in read_lines(self._proc.stdout.read, self._splitter):
+                yield line
         except (asyncssh.Error, OSError):
             return
 
+    @property
+    def oversize_lines(self) -> int:
+        return self._splitter.oversize
+
     async def stderr_tail(self) -> str:
-        with contextlib.suppress(asyncio.TimeoutError, Exception):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        # asyncio.wait: never raises, even if close() already cancelled the reader.
+        await asyncio.wait([self._stderr_task], timeout=1.0)
         return "\n".join(self._stderr)
 
     @property
     def exit_status(self) -> int | None:
         return self._proc.exit_status
 
+    def _exited(self) -> bool:
+        proc = self._proc
+        return proc.exit_status is not None or proc.exit_signal is not None
+
     async def close(self) -> None:
-        # asyncssh does not kill a remote process without a PTY: EOF on stdin is the signal.
+        """EOF on stdin (the polite stop); if the command is still running after a short
+        grace, kill its process group on the host (TERM, then KILL)."""
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(Exception):
             self._proc.stdin.write_eof()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + EOF_GRACE_S
+        while not self._exited() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if not self._exited():
+            # Shielded: a second cancel of the caller must not leave the group running.
+            await asyncio.shield(asyncio.ensure_future(self._kill_group()))
+        else:  # let stderr's last lines in (the failure message is usually there)
+            await asyncio.wait([self._stderr_task], timeout=0.5)
         self._proc.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._proc.wait_closed(), 2.0)
         self._stderr_task.cancel()
+
+    async def _kill_group(self) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._group_known.wait(), 2.0)
+        if self._group is not None:
+            await _kill_remote(self._conn, self._group)
+
+
+async def _kill_remote(conn: asyncssh.SSHClientConnection, group: tuple[str, int]) -> None:
+    """TERM then KILL a process group on the host, through a separate exec (the command's own
+    channel may be gone). Best effort: a dead connection cannot kill anything."""
+    with contextlib.suppress(Exception):
+        await conn.run(kill_command(*group), check=False, timeout=KILL_TIMEOUT_S)
+
+
+def _take_mark(err: bytes) -> tuple[tuple[str, int] | None, bytes]:
+    """Split the wrapper's group marker line out of a command's collected stderr."""
+    at = err.find(MARK)
+    if at < 0 or (at > 0 and err[at - 1:at] != b"\n"):
+        return None, err
+    nl = err.find(b"\n", at)
+    end = len(err) if nl < 0 else nl + 1
+    return parse_mark(err[at:end]), err[:at] + err[end:]
+
+
+async def _collect(reader: asyncssh.SSHReader, buf: bytearray) -> None:
+    while True:
+        data = await reader.read(CHUNK)
+        if not data:
+            return
+        buf += data
 
 
 class SshForward:
@@ -220,25 +304,59 @@ class SshTransport:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> RunResult:
-        cmd = command_line(argv, env)
+        """Run to completion. stdin gets `input` then EOF. On timeout or cancellation the
+        command's whole process group on the host is killed: nothing is left behind."""
+        cmd = group_command(command_line(argv, env))
         try:
-            res = await self._conn.run(cmd, input=input, check=False, timeout=timeout)
-        except asyncssh.TimeoutError:
-            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+            proc = await self._start(cmd)
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: {exc}") from None
-        out = res.stdout if isinstance(res.stdout, str) else (res.stdout or b"").decode()
-        err = res.stderr if isinstance(res.stderr, str) else (res.stderr or b"").decode()
-        return RunResult(tuple(argv), res.exit_status, out, err)
+        out, err = bytearray(), bytearray()
+        try:
+            with contextlib.suppress(Exception):
+                if input is not None:
+                    proc.stdin.write(input.encode())
+                proc.stdin.write_eof()
+            await asyncio.wait_for(asyncio.gather(
+                _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()),
+                timeout)
+        except BaseException as exc:
+            # Timed out, cancelled, or the channel failed: end the command's group, then report.
+            group, _ = _take_mark(bytes(err))
+            if group is not None:
+                await asyncio.shield(asyncio.ensure_future(_kill_remote(self._conn, group)))
+            proc.close()
+            if isinstance(exc, asyncio.TimeoutError):
+                raise TransportError(
+                    f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+            if isinstance(exc, (asyncssh.Error, OSError)):
+                raise TransportError(f"{self.host}: {exc}") from None
+            raise
+        _, err_bytes = _take_mark(bytes(err))
+        return RunResult(tuple(argv), proc.exit_status, out.decode("utf-8", "replace"),
+                         err_bytes.decode("utf-8", "replace"))
+
+    async def _start(self, cmd: str) -> asyncssh.SSHClientProcess:
+        """create_process, bytes in and out; if the caller is cancelled while the channel
+        opens, the command may already run on the host: end it before giving up."""
+        task = asyncio.ensure_future(self._conn.create_process(cmd, encoding=None))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                proc = await asyncio.wait_for(task, KILL_TIMEOUT_S)
+                await SshStream(proc, self._conn).close()
+            raise
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> SshStream:
         try:
-            proc = await self._conn.create_process(command_line(argv, env))
+            proc = await self._start(group_command(command_line(argv, env)))
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        return SshStream(proc)
+        return SshStream(proc, self._conn, max_line)
 
     async def forward_local_port(self, remote_host: str, remote_port: int,
                                  local_port: int = 0) -> SshForward:

@@ -58,9 +58,14 @@ class HostUnavailable(TransportError):
 
 
 class StreamProcess(Protocol):
-    """A long-lived command whose stdout is read line by line; closing its stdin ends it."""
+    """A long-lived command whose stdout is read line by line (any bytes; a line longer than
+    the stream's cap is dropped and counted). close() sends EOF on stdin and, if the command
+    has not exited after a short grace, kills its whole process group: nothing outlives it."""
 
     def lines(self) -> AsyncIterator[str]: ...
+
+    @property
+    def oversize_lines(self) -> int: ...
 
     async def stderr_tail(self) -> str: ...
 
@@ -92,7 +97,8 @@ class Transport(Protocol):
     ) -> RunResult: ...
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        max_line: int = ...,
     ) -> StreamProcess: ...
 
     async def forward_local_port(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.widgets import Static
 
 from tui.cluster.models import HostTelemetry
+from tui.sanitize import one_line
 from tui.widgets.gauges import gib
+
+MAX_PROBLEMS_SHOWN = 2  # the pane is a few lines high; --json lists every problem
 
 
 def host_details(ht: HostTelemetry) -> Text:
@@ -25,7 +30,13 @@ def host_details(ht: HostTelemetry) -> Text:
     error = ht.display_error
     if error:
         t.append("\n")
-        t.append(error, "bold red")
+        t.append(one_line(error, 300), "bold red")
+    problems = ht.current_problems(time.time())
+    for problem in problems[-MAX_PROBLEMS_SHOWN:]:  # the most recent ones
+        t.append("\n")
+        t.append(one_line(problem, 200), "yellow")
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        t.append(f"  (+{len(problems) - MAX_PROBLEMS_SHOWN} more: verl-tui gpus --json)", "dim")
     if ht.link.attempts:
         t.append(f"\nreconnect attempts: {ht.link.attempts}", "dim")
     return t

@@ -1,0 +1,291 @@
+"""The boundary for GPU agent output: one schema for hello / sample / error lines.
+
+An agent's stdout is untrusted input (a broken, half-upgraded or hostile host writes what it
+likes). Every field is coerced to its documented type here, before anything else sees it:
+
+- numbers: int/float only (a bool is not a number), finite, within sane bounds;
+- strings: str only, sanitized for a terminal (`tui.sanitize.one_line`) and length-capped;
+- lists: bounded (`MAX_GPUS` GPUs, `MAX_PROCESSES` processes per GPU); GPU indexes unique and
+  non-negative.
+
+A bad field becomes None (a bad GPU or process entry is left out) and is named in the result's
+`problems` as ``(field path, "bad data: field X (got …)")``; nothing here raises on any input.
+Hand-written checks rather than a pydantic model: this runs for every host every second
+(bench/agent_parse.py measures it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.cluster.models import GpuProcess, GpuSample, HostSample
+from tui.sanitize import one_line
+
+MAX_GPUS = 64
+MAX_PROCESSES = 256  # per GPU
+MAX_PROBLEMS = 8  # per line; the rest are counted
+SOURCES = frozenset({"nvml", "nvidia-smi", "none"})
+
+# Length caps for strings (characters, after sanitizing).
+NAME_LEN = 96
+UUID_LEN = 96
+ERROR_LEN = 300
+SHORT_LEN = 64
+HOSTNAME_LEN = 253
+
+# (lo, hi) bounds: values outside are bad data, not clamped (a 1e300 W GPU is a broken agent).
+PERCENT = (0.0, 100.0)
+BYTES = (0, 1 << 60)  # 1 EiB
+TEMP_C = (-100.0, 300.0)
+WATTS = (0.0, 100_000.0)
+LOAD = (0.0, 1e6)
+COUNT = (0, 1 << 20)
+PID = (0, (1 << 31) - 1)
+INDEX = (0, 65535)
+SEQ = (0, 1 << 62)
+EPOCH = (0.0, 1e10)  # seconds since 1970, up to the year 2286
+
+
+@dataclass(slots=True)
+class Hello:
+    """The agent's first line: who and what it is."""
+
+    hostname: str | None = None
+    driver: str | None = None
+    nvml_version: str | None = None
+    python: str | None = None
+    source: str | None = None
+    error: str | None = None
+    ncpu: int | None = None
+    pid: int | None = None
+    agent: int | None = None  # protocol version
+
+
+@dataclass(slots=True)
+class AgentLine:
+    """One parsed line. kind: "hello" | "sample" | "error" | "other" (an unknown message type,
+    ignored) | "invalid" (not JSON, not an object: `message` says why)."""
+
+    kind: str
+    hello: Hello | None = None
+    sample: HostSample | None = None
+    driver: str | None = None  # a sample's driver field (NVML may come up after the hello)
+    message: str | None = None  # an error line's text, or why the line is invalid
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    dropped_problems: int = 0  # problems past MAX_PROBLEMS, counted only
+
+
+def describe(value: object) -> str:
+    """A short, safe rendering of a bad value for a problem message (never the whole of it)."""
+    if isinstance(value, str):
+        text = repr(value[:40] + ("…" if len(value) > 40 else ""))
+    elif isinstance(value, bool) or value is None:
+        text = json.dumps(value)
+    elif isinstance(value, (int, float)):
+        text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge int"
+    elif isinstance(value, list):
+        text = f"a list of {len(value)}"
+    elif isinstance(value, dict):
+        text = f"an object of {len(value)} keys"
+    else:
+        text = type(value).__name__
+    return one_line(text, 60)
+
+
+class _Checker:
+    """Collects problems for one line; the coercions return None for a bad value."""
+
+    __slots__ = ("dropped", "problems")
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+        self.dropped = 0
+
+    def bad(self, path: str, value: object, why: str = "") -> None:
+        if len(self.problems) >= MAX_PROBLEMS:
+            self.dropped += 1
+            return
+        detail = f"{why}, got " if why else "got "
+        self.problems.append((path, f"bad data: field {path} ({detail}{describe(value)})"))
+
+    def num(self, d: dict, key: str, bounds: tuple[float, float], path: str) -> float | None:
+        v = d.get(key)
+        if v is None:
+            return None
+        t = type(v)
+        # type() not isinstance(): a bool is not a number. NaN fails both comparisons.
+        if (t is float or t is int) and bounds[0] <= v <= bounds[1]:
+            return v
+        self.bad(path + key, v)
+        return None
+
+    def int_(self, d: dict, key: str, bounds: tuple[int, int], path: str) -> int | None:
+        v = d.get(key)
+        if v is None:
+            return None
+        t = type(v)
+        if t is int:
+            if bounds[0] <= v <= bounds[1]:
+                return v
+        elif t is float and bounds[0] <= v <= bounds[1] and v.is_integer():
+            return int(v)
+        self.bad(path + key, v)
+        return None
+
+    def str_(self, d: dict, key: str, limit: int, path: str) -> str | None:
+        v = d.get(key)
+        if v is None:
+            return None
+        if type(v) is str:
+            return one_line(v, limit)
+        self.bad(path + key, v)
+        return None
+
+
+def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
+    path = f"gpus[{i}]."
+    if type(g) is not dict:
+        c.bad(f"gpus[{i}]", g, "not an object")
+        return None
+    index = c.int_(g, "index", INDEX, path)
+    if index is None:
+        if g.get("index") is None:
+            c.bad(path + "index", None, "missing")
+        return None
+    if index in seen:
+        c.bad(path + "index", index, "duplicate")
+        return None
+    seen.add(index)
+    procs = g.get("processes")
+    processes: tuple[GpuProcess, ...] | None = None
+    if procs is not None:
+        if type(procs) is list:
+            if len(procs) > MAX_PROCESSES:
+                c.bad(path + "processes", procs, f"more than {MAX_PROCESSES}, kept the first")
+                procs = procs[:MAX_PROCESSES]
+            out = []
+            for j, p in enumerate(procs):
+                ppath = f"{path}processes[{j}]."
+                if type(p) is not dict:
+                    c.bad(ppath[:-1], p, "not an object")
+                    continue
+                pid = c.int_(p, "pid", PID, ppath)
+                if pid is None:
+                    if p.get("pid") is None:
+                        c.bad(ppath + "pid", None, "missing")
+                    continue
+                out.append(GpuProcess(pid, c.str_(p, "name", NAME_LEN, ppath),
+                                      c.int_(p, "memory_bytes", BYTES, ppath)))
+            processes = tuple(out)
+        else:
+            c.bad(path + "processes", procs, "not a list")
+    return GpuSample(
+        index=index,
+        name=c.str_(g, "name", NAME_LEN, path),
+        uuid=c.str_(g, "uuid", UUID_LEN, path),
+        util_percent=c.num(g, "util_percent", PERCENT, path),
+        mem_util_percent=c.num(g, "mem_util_percent", PERCENT, path),
+        memory_used_bytes=c.int_(g, "memory_used_bytes", BYTES, path),
+        memory_total_bytes=c.int_(g, "memory_total_bytes", BYTES, path),
+        temperature_c=c.num(g, "temperature_c", TEMP_C, path),
+        power_w=c.num(g, "power_w", WATTS, path),
+        power_limit_w=c.num(g, "power_limit_w", WATTS, path),
+        processes=processes,
+        error=c.str_(g, "error", ERROR_LEN, path),
+    )
+
+
+def _source(c: _Checker, d: dict) -> str | None:
+    v = d.get("source")
+    if v is None or (type(v) is str and v in SOURCES):
+        return v
+    c.bad("source", v, "not one of nvml, nvidia-smi, none")
+    return None
+
+
+def _sample(c: _Checker, d: dict, received: float) -> HostSample:
+    host = d.get("host")
+    if host is None:
+        host = {}
+    elif type(host) is not dict:
+        c.bad("host", host, "not an object")
+        host = {}
+    gpus_in = d.get("gpus")
+    gpus: list[GpuSample] = []
+    if gpus_in is not None:
+        if type(gpus_in) is not list:
+            c.bad("gpus", gpus_in, "not a list")
+        else:
+            if len(gpus_in) > MAX_GPUS:
+                c.bad("gpus", gpus_in, f"more than {MAX_GPUS}, kept the first")
+                gpus_in = gpus_in[:MAX_GPUS]
+            seen: set[int] = set()
+            for i, g in enumerate(gpus_in):
+                gpu = _gpu(c, g, i, seen)
+                if gpu is not None:
+                    gpus.append(gpu)
+    t = c.num(d, "t", EPOCH, "")
+    source = _source(c, d)
+    return HostSample(
+        seq=c.int_(d, "seq", SEQ, "") or 0,
+        t=float(t) if t is not None else received,
+        received=received,
+        source="none" if source is None and not gpus else (source or "nvml"),
+        error=c.str_(d, "error", ERROR_LEN, ""),
+        cpu_percent=c.num(host, "cpu_percent", PERCENT, "host."),
+        load1=c.num(host, "load1", LOAD, "host."),
+        mem_used_bytes=c.int_(host, "mem_used_bytes", BYTES, "host."),
+        mem_total_bytes=c.int_(host, "mem_total_bytes", BYTES, "host."),
+        ncpu=c.int_(host, "ncpu", COUNT, "host."),
+        gpus=tuple(gpus),
+    )
+
+
+def _hello(c: _Checker, d: dict) -> Hello:
+    return Hello(
+        hostname=c.str_(d, "hostname", HOSTNAME_LEN, ""),
+        driver=c.str_(d, "driver", SHORT_LEN, ""),
+        nvml_version=c.str_(d, "nvml_version", SHORT_LEN, ""),
+        python=c.str_(d, "python", SHORT_LEN, ""),
+        source=_source(c, d),
+        error=c.str_(d, "error", ERROR_LEN, ""),
+        ncpu=c.int_(d, "ncpu", COUNT, ""),
+        pid=c.int_(d, "pid", PID, ""),
+        agent=c.int_(d, "agent", COUNT, ""),
+    )
+
+
+def parse_message(msg: Any, received: float) -> AgentLine:
+    """One decoded JSON value from an agent → AgentLine. Never raises."""
+    if type(msg) is not dict:
+        return AgentLine("invalid", message=f"{describe(msg)}, not an object")
+    kind = msg.get("type")
+    c = _Checker()
+    if kind == "sample":
+        line = AgentLine("sample", sample=_sample(c, msg, received),
+                         driver=c.str_(msg, "driver", SHORT_LEN, ""))
+    elif kind == "hello":
+        line = AgentLine("hello", hello=_hello(c, msg))
+    elif kind == "error":
+        line = AgentLine("error", message=c.str_(msg, "error", ERROR_LEN, "") or "agent error")
+    elif type(kind) is str:
+        return AgentLine("other")  # a newer agent's message: ignored, not an error
+    else:
+        return AgentLine("invalid", message=f"message type {describe(kind)}")
+    line.problems, line.dropped_problems = c.problems, c.dropped
+    return line
+
+
+def parse_line(line: str | bytes, received: float) -> AgentLine:
+    """One line of agent output → AgentLine. Never raises, whatever the line holds."""
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError, TypeError) as exc:
+        # ValueError covers JSONDecodeError, UnicodeDecodeError and the int-digits limit.
+        return AgentLine("invalid", message=type(exc).__name__)
+    try:
+        return parse_message(msg, received)
+    except RecursionError:  # a deeply nested value inside a field being described
+        return AgentLine("invalid", message="nested too deeply")
