@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -12,6 +13,7 @@ from textual.widgets import Footer, Input, Static
 
 from tui.cluster.models import HostTelemetry
 from tui.cluster.ray_monitor import RayState, RayView
+from tui.sanitize import markup, text
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
@@ -80,7 +82,6 @@ class ClusterScreen(Screen):
         return self._table
 
     def on_mount(self) -> None:
-        self.query_one(ClusterSummary).styles.height = 2 if self.insecure else 1
         self.table.set_hosts(self.hosts)
         self.table.focus()
         if self.ray_view is not None:
@@ -135,20 +136,22 @@ class ClusterScreen(Screen):
         self._summary_at = time.monotonic()
         self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
-        self.query_one(ClusterSummary).update(summary_text(
-            self.cluster, self.hosts, self.insecure, t.sort_key, t.sort_reverse, t.filter_text,
-            self._ray_summary()), layout=False)
+        # (Insecure host keys: the app's banner on every screen says it, not the summary.)
+        self.query_one(ClusterSummary).update(text(summary_text(
+            self.cluster, self.hosts, t.sort_key, t.sort_reverse, t.filter_text,
+            self._ray_summary())), layout=False)
 
     def _refresh_details(self) -> None:
         row = self.table.current_row
         pane = self.query_one(DetailsPane)
         if row is None:
-            text = "no host matches the filter" if self.table.filter_text else ""
+            shown = Text("no host matches the filter" if self.table.filter_text else "")
         elif row.gpu is None:
-            text = host_details(self.hosts[row.host])
+            shown = host_details(self.hosts[row.host])
         else:
-            text = gpu_details(self.hosts[row.host], row.gpu)
-        pane.update(text, layout=False)
+            shown = gpu_details(self.hosts[row.host], row.gpu)
+        # Host names, GPU names, process names and errors come from the agent.
+        pane.update(text(shown), layout=False)
 
     def on_gpu_table_selected(self, _: GpuTable.Selected) -> None:
         self._refresh_details()
@@ -192,7 +195,7 @@ class ClusterScreen(Screen):
     def action_sort(self) -> None:
         keys = SORT_KEYS
         self.set_sort(keys[(keys.index(self.table.sort_key) + 1) % len(keys)])
-        self.notify(f"sorted by {self.table.sort_key}", timeout=1.5)
+        self.notify(f"sorted by {markup(self.table.sort_key)}", timeout=1.5)
 
     def action_reverse_sort(self) -> None:
         self.set_sort(self.table.sort_key, not self.table.sort_reverse)
@@ -205,4 +208,4 @@ class ClusterScreen(Screen):
         row = self.table.current_row
         if row is not None:
             self.app.reconnect(row.host)
-            self.notify(f"reconnecting {row.host}", timeout=1.5)
+            self.notify(f"reconnecting {markup(row.host)}", timeout=1.5)

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.sanitize import clean
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
@@ -30,9 +32,10 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, id="question", markup=False)
+            # Questions name jobs and hosts: outside text, cleaned where it is drawn.
+            yield Static(clean(self.question), id="question", markup=False)
             if self.detail:
-                yield Static(self.detail, markup=False)
+                yield Static(clean(self.detail), markup=False)
             yield Static("[b]y[/b] yes   [b]n[/b] / esc no")
 
     def action_answer(self, yes: bool) -> None:

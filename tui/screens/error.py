@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.sanitize import clean
+
 
 class ErrorScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
@@ -27,6 +29,7 @@ class ErrorScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, id="title", markup=False)
-            yield Static(self.message, markup=False)
+            # Error text comes from hosts, Ray and SSH: cleaned where it is drawn.
+            yield Static(clean(self.title_text), id="title", markup=False)
+            yield Static(clean(self.message), markup=False)
             yield Static("[dim]esc closes[/dim]")

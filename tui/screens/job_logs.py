@@ -16,6 +16,7 @@ from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.logs import JobLogEnd, job_log_chunks
 from tui.jobs.profiles import override_text
+from tui.sanitize import markup
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
@@ -56,7 +57,7 @@ class JobLogsScreen(Screen):
         self.status: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(f" Job {self.sid}", id="joblog-title")
+        yield Static(f" Job {markup(self.sid)}", id="joblog-title")
         with TabbedContent(initial="tab-metrics" if self.start_on_metrics else "tab-log"):
             with TabPane("Log", id="tab-log"):
                 yield LogPane(title=self.sid, save_path=default_save_path(self.sid),
@@ -80,11 +81,11 @@ class JobLogsScreen(Screen):
         self.follow()
 
     def _title(self, note: str = "") -> None:
-        text = f" Job {self.sid}"
+        text = f" Job {markup(self.sid)}"
         if self.status:
-            text += f"   {self.status}"
+            text += f"   {markup(self.status)}"
         if note:
-            text += f"   {note}"
+            text += f"   {markup(note)}"
         self.query_one("#joblog-title", Static).update(text)
 
     @work(exclusive=True, group="job-log", exit_on_error=False)

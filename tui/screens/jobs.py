@@ -19,6 +19,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.fmt import age, duration
 from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
+from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.job_form import JobFormScreen
 from tui.screens.profile_picker import ProfilePickerScreen
@@ -27,6 +28,15 @@ from tui.transport.types import TransportError
 POLL_S = 3.0
 _STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "bold red", "STOPPED": "yellow",
                  "RUNNING": "bold cyan", "PENDING": "cyan"}
+
+
+def _env_entry(name: str, value: object) -> str:
+    """A recorded env var for the details pane: secrets by reference, never a value."""
+    from tui.jobs.secrets import MASK, describe, is_ref, is_secret_name
+
+    if not is_ref(value) and is_secret_name(name):  # a record from before references
+        return f"{name}={MASK}"
+    return describe(name, value)
 
 
 class JobsScreen(Screen):
@@ -57,7 +67,7 @@ class JobsScreen(Screen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Static(f" Jobs — {self.cluster.inv.cluster}", id="jobs-title")
+        yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
         table = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
         table.add_columns("submission id", "status", "age", "duration", "profile", "driver",
                           "message")
@@ -95,17 +105,19 @@ class JobsScreen(Screen):
         current = self.current
         table.clear()
         for r in self.rows:
-            status = Text(r.status, style=_STATUS_STYLE.get(r.status.split()[0], ""))
+            # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
+            # cell would be Rich markup).
+            status = cell(r.status, style=_STATUS_STYLE.get(r.status.split()[0], ""))
             profile = r.record.profile if r.record and r.record.profile else "-"
-            table.add_row(r.submission_id, status, age(r.start_time), duration(r.duration_s),
-                          profile, r.driver_node or "-", (r.message or "")[:60],
-                          key=r.submission_id)
+            table.add_row(cell(r.submission_id), status, age(r.start_time),
+                          duration(r.duration_s), cell(profile), cell(r.driver_node or "-"),
+                          cell(r.message or "", 60), key=r.submission_id)
         if current is not None and any(r.submission_id == current.submission_id
                                        for r in self.rows):
             table.move_cursor(row=table.get_row_index(current.submission_id))
-        title = f" Jobs — {self.cluster.inv.cluster}   {len(self.rows)} jobs"
+        title = f" Jobs — {markup(self.cluster.inv.cluster)}   {len(self.rows)} jobs"
         if self.error:
-            title += f"   {self.error}"
+            title += f"   {markup(self.error)}"
         self.query_one("#jobs-title", Static).update(title)
         self._show_detail()
 
@@ -127,20 +139,27 @@ class JobsScreen(Screen):
             pane.update("no jobs yet" if self.loaded else "loading…")
             return
         t = Text()
-        t.append(row.submission_id, "bold")
-        t.append(f"  {row.status}\n")
+        t.append(one_line(row.submission_id), "bold")
+        t.append(f"  {one_line(row.status)}\n")
         t.append("entrypoint: ", "dim")
-        t.append(row.entrypoint[:400] + "\n")
+        t.append(one_line(row.entrypoint, 400) + "\n")
         rec = row.record
         if rec is not None:
             if rec.profile:
                 t.append("profile: ", "dim")
-                t.append(f"{rec.profile}  config {rec.config_hash}  ({rec.profile_path})\n")
+                t.append(f"{one_line(rec.profile)}  config {one_line(rec.config_hash)}  "
+                         f"({one_line(rec.profile_path)})\n")
             if rec.overrides:
                 t.append("overrides: ", "dim")
-                t.append(" ".join(rec.overrides)[:500] + "\n")
+                t.append(one_line(" ".join(rec.overrides), 500) + "\n")
+            env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env,
+                                                                         dict) else None
+            if isinstance(env, dict) and env:
+                t.append("env: ", "dim")
+                t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400)
+                         + "\n")
         if row.message:
-            t.append(row.message[:300], "italic")
+            t.append(clean(row.message[:300]), "italic")
         pane.update(t)
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
@@ -175,8 +194,8 @@ class JobsScreen(Screen):
         row = self.current
         root = default_local_dir_of(row.record) if row is not None and row.record else None
         if row is not None and root is None:
-            self.notify(f"{row.submission_id}: no absolute trainer.default_local_dir recorded; "
-                        "type the folder", timeout=5)
+            self.notify(f"{markup(row.submission_id)}: no absolute trainer.default_local_dir "
+                        "recorded; type the folder", timeout=5)
         from tui.screens.checkpoints import CheckpointsScreen
 
         self.app.push_screen(CheckpointsScreen(self.cluster.fleet, self.cluster.inv, root))
@@ -189,13 +208,15 @@ class JobsScreen(Screen):
 
     # -- new job / resubmit with edits -----------------------------------------------------
 
-    def open_form(self, profile_path: Path, initial_sets: list[str] | None = None) -> None:
+    def open_form(self, profile_path: Path, initial_sets: list[str] | None = None,
+                  secret_refs: list[dict[str, str]] | None = None) -> None:
         def done(sid: str | None) -> None:
             if sid:
                 self.action_refresh()
 
         self.app.push_screen(JobFormScreen(self.cluster, self.history, profile_path,
-                                           initial_sets=initial_sets), done)
+                                           initial_sets=initial_sets,
+                                           secret_refs=secret_refs), done)
 
     def action_new_job(self) -> None:
         def picked(path: Path | None) -> None:
@@ -211,15 +232,21 @@ class JobsScreen(Screen):
             return
         rec = row.record
         if rec is None or rec.kind != "profile" or not rec.profile_path:
-            self.notify(f"{row.submission_id} has no profile (a raw command): nothing to edit; "
+            self.notify(f"{markup(row.submission_id)} has no profile (a raw command): nothing "
+                        "to edit; "
                         "n starts a new job from a profile", severity="warning", timeout=5)
             return
         path = Path(rec.profile_path)
         if not path.is_file():
-            self.notify(f"{row.submission_id}: its profile {path} is gone", severity="error",
+            self.notify(f"{markup(row.submission_id)}: its profile {markup(path)} is gone",
+                        severity="error",
                         timeout=5)
             return
-        self.open_form(path, list(rec.overrides))
+        env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env,
+                                                                     dict) else None
+        refs = [v for v in (env or {}).values()
+                if isinstance(v, dict) and v.get("from") == "env"]
+        self.open_form(path, list(rec.overrides), refs)
 
     def _addressable(self, row: JobRow) -> bool:
         """A job whose id is not a valid submission id cannot be named in a URL safely."""
@@ -241,7 +268,7 @@ class JobsScreen(Screen):
             if yes:
                 self._stop(row.submission_id)
 
-        self.app.push_screen(ConfirmScreen(f"Stop job {row.submission_id}?",
+        self.app.push_screen(ConfirmScreen(f"Stop job {one_line(row.submission_id)}?",
                                            "Ray stops its driver and its tasks."), answered)
 
     @work(group="jobs-action", exit_on_error=False)
@@ -249,9 +276,9 @@ class JobsScreen(Screen):
         try:
             status = await stop_job(self.cluster, sid, self.history)
         except (DashboardError, TransportError) as exc:  # BadJobId is a DashboardError
-            self.notify(f"not stopped: {exc}", severity="error", timeout=6)
+            self.notify(f"not stopped: {markup(exc)}", severity="error", timeout=6)
             return
-        self.notify(f"{sid}: {status}", timeout=4)
+        self.notify(f"{markup(sid)}: {markup(status)}", timeout=4)
         await self.refresh_rows()
 
     def action_delete(self) -> None:
@@ -268,7 +295,7 @@ class JobsScreen(Screen):
             if yes:
                 self._delete(row.submission_id)
 
-        self.app.push_screen(ConfirmScreen(f"Delete job {row.submission_id}?",
+        self.app.push_screen(ConfirmScreen(f"Delete job {one_line(row.submission_id)}?",
                                            "Its record and logs on the head, and its local "
                                            "history entry."), answered)
 
@@ -278,8 +305,8 @@ class JobsScreen(Screen):
             await delete_job(self.cluster, sid, self.history)
         except (DashboardError, TransportError) as exc:
             if "HTTP 404" not in str(exc):  # gone from the head already: forget it here too
-                self.notify(f"not deleted: {exc}", severity="error", timeout=6)
+                self.notify(f"not deleted: {markup(exc)}", severity="error", timeout=6)
                 return
             self.history.forget(sid)
-        self.notify(f"{sid} deleted", timeout=3)
+        self.notify(f"{markup(sid)} deleted", timeout=3)
         await self.refresh_rows()

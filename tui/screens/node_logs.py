@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +15,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.node_logs import LogFile, batched, follow_log, list_logs
 from tui.fmt import age, human_size
+from tui.sanitize import cell, markup, one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
@@ -81,16 +81,18 @@ class NodeLogsScreen(Screen):
         table.clear()
         for host in hosts:
             for f in self.files.get(host, []):
-                table.add_row(host, f.name, Text(f.kind, style=_KIND_STYLE.get(f.kind, "")),
+                table.add_row(cell(host), cell(f.name),
+                              cell(f.kind, style=_KIND_STYLE.get(f.kind, "")),
                               human_size(f.size), age(f.mtime), key=f"{host}\t{f.name}")
         if current is not None:
             # The file may be gone (rotated, a new session).
             with contextlib.suppress(Exception):
                 table.move_cursor(row=table.get_row_index(current))
-        title = " Node logs" + (f" — {self.only}" if self.only else " — all hosts")
-        title += f"   {table.row_count} files"
+        title = " Node logs" + (f" — {markup(self.only)}" if self.only else " — all hosts")
+        title += f"   {table.row_count:d} files"
         if self.errors:
-            title += "   " + "; ".join(f"{h}: {e}" for h, e in sorted(self.errors.items()))
+            title += "   " + "; ".join(f"{markup(h)}: {markup(e)}"
+                                       for h, e in sorted(self.errors.items()))
         self.query_one("#nodelogs-title", Static).update(title)
 
     def _current_key(self) -> str | None:
@@ -111,7 +113,7 @@ class NodeLogsScreen(Screen):
         pane = self.query_one(LogPane)
         pane.clear()
         pane.save_path = Path.cwd() / f"{host}-{name}"
-        pane.title = f"{host}:{name}"
+        pane.title = one_line(f"{host}:{name}")
         self.follow(host, name)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

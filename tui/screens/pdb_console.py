@@ -16,8 +16,13 @@ from tui.cluster.dashboard import DashboardError
 from tui.cluster.debug_targets import Breakpoint, open_forward
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.pdb_console import PdbConsole, PdbConsoleError
+from tui.sanitize import clean, markup, one_line
 from tui.transport.types import Forward, TransportError
 
+
+def _shown(reply: str) -> str:
+    """pdb's CRLF text as lines, every control sequence dropped or shown escaped."""
+    return clean(reply.replace("\r\n", "\n"))
 
 class PdbConsoleScreen(Screen):
     BINDINGS = [Binding("escape", "back", "Back")]
@@ -38,7 +43,8 @@ class PdbConsoleScreen(Screen):
 
     def compose(self) -> ComposeResult:
         t = self.target
-        yield Static(f" pdb — {t.filename}:{t.lineno} on {t.host}   connecting…", id="pdb-title")
+        yield Static(f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   "
+                     "connecting…", id="pdb-title")
         yield RichLog(id="pdb-log", wrap=True, markup=False, highlight=False)
         yield Input(placeholder="pdb command (p x, where, list, n, s, c …; Up/Down: history)",
                     id="pdb-input", disabled=True)
@@ -50,7 +56,8 @@ class PdbConsoleScreen(Screen):
     def _title(self, state: str) -> None:
         t = self.target
         self.query_one("#pdb-title", Static).update(
-            f" pdb — {t.filename}:{t.lineno} on {t.host}   {state}")
+            f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   "
+            f"{markup(state)}")
 
     @property
     def transcript(self) -> RichLog:
@@ -65,7 +72,8 @@ class PdbConsoleScreen(Screen):
             self._title(f"connect failed: {exc}")
             self._close()
             return
-        self.transcript.write(Text(self.console.banner.rstrip()))
+        # Everything the pdb socket sends is the remote program's text: cleaned.
+        self.transcript.write(Text(_shown(self.console.banner.rstrip())))
         self._title("connected")
         box = self.query_one("#pdb-input", Input)
         box.disabled = False
@@ -84,14 +92,14 @@ class PdbConsoleScreen(Screen):
     async def send(self, line: str) -> None:
         if self.console is None:
             return
-        self.transcript.write(Text(f"(Pdb) {line}", "bold"))
+        self.transcript.write(Text(f"(Pdb) {one_line(line)}", "bold"))
         try:
             reply = await self.console.send(line)
         except PdbConsoleError as exc:
-            self.transcript.write(Text(str(exc), "red"))
+            self.transcript.write(Text(clean(exc), "red"))
             return
         if reply.strip():
-            self.transcript.write(Text(reply.rstrip("\n")))
+            self.transcript.write(Text(_shown(reply.rstrip("\n"))))
         if self.console.closed:
             self._title("session ended: the task goes on")
             self.query_one("#pdb-input", Input).disabled = True

@@ -16,6 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui.jobs.profiles import ProfileEntry, list_profiles, profile_dirs
+from tui.sanitize import markup, one_line
 
 
 class ProfilePickerScreen(ModalScreen[Path | None]):
@@ -41,7 +42,7 @@ class ProfilePickerScreen(ModalScreen[Path | None]):
             yield Static("New job from a profile  [dim](enter picks, esc cancels)[/dim]",
                          id="picker-title")
             yield OptionList(id="profiles")
-            yield Static("[dim]" + "   ".join(str(d) for d in self.dirs) + "[/dim]",
+            yield Static("[dim]" + "   ".join(markup(d) for d in self.dirs) + "[/dim]",
                          id="picker-dirs")
 
     def on_mount(self) -> None:
@@ -54,17 +55,18 @@ class ProfilePickerScreen(ModalScreen[Path | None]):
         options = self.query_one(OptionList)
         options.clear_options()
         if not self.entries:
-            options.add_option(Option("no profiles found in " + ", ".join(map(str, self.dirs)),
-                                      disabled=True))
+            options.add_option(Option("no profiles found in "
+                                      + ", ".join(markup(d) for d in self.dirs), disabled=True))
             return
         for i, e in enumerate(self.entries):
             t = Text()
-            t.append(e.name, "bold" if e.profile else "bold red")
+            t.append(one_line(e.name), "bold" if e.profile else "bold red")
             if e.profile is not None:
                 if e.profile.description:
-                    t.append("\n  " + " ".join(e.profile.description.split())[:200], "dim")
+                    t.append("\n  " + one_line(" ".join(e.profile.description.split()), 200),
+                             "dim")
             else:
-                t.append("\n  " + (e.error or "cannot be read"), "red")
+                t.append("\n  " + one_line(e.error or "cannot be read"), "red")
             options.add_option(Option(t, id=str(i), disabled=e.profile is None))
         first = next((i for i, e in enumerate(self.entries) if e.profile is not None), None)
         if first is not None:
@@ -75,7 +77,7 @@ class ProfilePickerScreen(ModalScreen[Path | None]):
             return
         entry = self.entries[int(event.option.id)]
         if entry.profile is None:
-            self.notify(entry.error or "this profile cannot be read", severity="error")
+            self.notify(markup(entry.error or "this profile cannot be read"), severity="error")
             return
         self.dismiss(entry.path)
 

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
 from tui.cluster.ray_cluster import StepEvent
+from tui.sanitize import clean, one_line
 
 _STYLE = {"ok": ("✓", "green"), "skip": ("·", "dim"), "fail": ("✗", "bold red"),
           "running": ("…", "cyan")}
@@ -38,7 +39,7 @@ class RayProgressScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, id="title", markup=False)
+            yield Static(one_line(self.title_text), id="title", markup=False)
             yield RichLog(id="steps", wrap=True, markup=False)
             yield Static("running… (the cockpit stays usable; esc closes once finished)",
                          id="outcome")
@@ -47,14 +48,15 @@ class RayProgressScreen(ModalScreen[None]):
         mark, style = _STYLE.get(ev.status, (" ", ""))
         line = Text(f"{ev.at - self.started:6.1f}s ", style="dim")
         line.append(f"{mark} ", style=style)
-        line.append(f"{ev.host or 'cluster':<16} {ev.phase:<8} ")
-        line.append(ev.message, style=style if ev.status == "fail" else "")
+        line.append(f"{one_line(ev.host or 'cluster'):<16} {one_line(ev.phase):<8} ")
+        line.append(clean(ev.message), style=style if ev.status == "fail" else "")
         self.query_one(RichLog).write(line)
 
     def finish(self, ok: bool, message: str) -> None:
         self.finished = True
         out = self.query_one("#outcome", Static)
-        out.update(Text(message + "   (esc closes)", style="bold green" if ok else "bold red"))
+        out.update(Text(clean(message) + "   (esc closes)",
+                        style="bold green" if ok else "bold red"))
 
     def action_close(self) -> None:
         if self.finished:

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.cluster.models import GpuSample, HostTelemetry
+from tui.sanitize import one_line
 from tui.widgets.gauges import bar, gib, sparkline
 
 SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
@@ -311,7 +312,7 @@ class GpuTable(ScrollView, can_focus=True):
         out: list[Segment] = []
         used = 0
         for seg in segments:
-            text = seg.text
+            text = one_line(seg.text)  # every cell's text, whatever built it (fast path)
             cells = cell_len(text)
             if used + cells > width:
                 text, cells = set_cell_size(text, max(0, width - used)), max(0, width - used)
@@ -327,10 +328,10 @@ class GpuTable(ScrollView, can_focus=True):
         fold = "▸" if ht.name in self.collapsed else "▾"
         state_style = st["ok"] if state == "up" else (
             st["dim"] if state in ("connecting", "starting") else st["bad"])
-        segs = [Segment(f"{fold} {ht.name}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
-                Segment(f"{state:<17} ", state_style)]
+        segs = [Segment(f"{fold} {one_line(ht.name)}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
+                Segment(f"{one_line(state):<17} ", state_style)]
         if self.ray_label is not None:
-            label = self.ray_label(ht.name)
+            label = one_line(self.ray_label(ht.name))
             ray_style = st["ok"] if label.endswith("alive") else (
                 st["bad"] if label.endswith(("dead", "absent")) else st["dim"])
             segs.append(Segment(f"ray {label:<18} ", ray_style))
@@ -350,7 +351,7 @@ class GpuTable(ScrollView, can_focus=True):
             segs.append(Segment("  ".join(info) + "  ", st["dim"]))
         error = ht.display_error
         if error:
-            segs.append(Segment(error, st["bad"] if state != "up" else st["warn"]))
+            segs.append(Segment(one_line(error), st["bad"] if state != "up" else st["warn"]))
         return segs
 
     def _gpu_segments(self, ht: HostTelemetry, index: int, st: dict[str, Style],
@@ -358,12 +359,12 @@ class GpuTable(ScrollView, can_focus=True):
         s = ht.latest
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
         if gpu is None:
-            return [Segment(f"   gpu{index} (gone)", st["dim"])]
-        label = f"  {gpu.index:>2} {(gpu.name or '—').removeprefix('NVIDIA ')}"
+            return [Segment(f"   gpu{index:d} (gone)", st["dim"])]
+        label = f"  {gpu.index:>2d} {one_line(gpu.name or '—').removeprefix('NVIDIA ')}"
         label_style = st["bad"] if gpu.error else st["dim"]
         segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
         if gpu.error:
-            segs.append(Segment(gpu.error, st["bad"]))
+            segs.append(Segment(one_line(gpu.error), st["bad"]))
             return segs
         stale = ht.display_state != "up"
         # Utilization: bar + number; an idle GPU among busy peers is called out.
@@ -388,7 +389,7 @@ class GpuTable(ScrollView, can_focus=True):
         power = "-" if gpu.power_w is None else f"{gpu.power_w:.0f}"
         limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
         segs.append(Segment(f"{power}{limit}W"[: W_POWER - 1].ljust(W_POWER), st["host"]))
-        nproc = "-" if gpu.processes is None else str(len(gpu.processes))
+        nproc = "-" if gpu.processes is None else f"{len(gpu.processes):d}"
         tag = " IDLE" if idle else ""
         segs.append(Segment(f"{nproc}{tag}".ljust(W_PROCS), st["warn"] if idle else st["dim"]))
         # The whole kept history (default 300 samples) squeezed into the column.
@@ -398,5 +399,5 @@ class GpuTable(ScrollView, can_focus=True):
                                       per_cell=per_cell, newest=ht.samples % per_cell),
                             st["spark"]))
         if stale:  # last known values of a host we cannot reach: keep them, greyed out
-            segs = [Segment(seg.text, st["dim"]) for seg in segs]
+            segs = [Segment(one_line(seg.text), st["dim"]) for seg in segs]
         return segs

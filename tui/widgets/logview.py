@@ -40,13 +40,13 @@ from textual.widgets import Input, Label, Static
 
 from tui.logs.signatures import ERROR, TRACEBACK, WARNING
 from tui.logs.store import LogStore, Query
+from tui.sanitize import log_line, one_line
 
 TICK_S = 1 / 16  # how often appended lines reach the screen
 SCAN_LINES = 50_000  # lines a tick scans for matches (a few MB: keeps each tick short)
 MAX_RENDER = 10_000  # characters of a line that are drawn (the rest of a huge line is cut)
 CONTEXT = 3  # rows kept above a line jumped to
 LOAD_SLICE = 256 << 10  # characters per step when loading a whole log at once
-CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")  # everything but \t, \n, ESC
 
 SGR_RE = re.compile(r"\x1b\[([0-9;]*)m")
 
@@ -614,9 +614,11 @@ class LogView(ScrollView, can_focus=True):
             raw = raw[:MAX_RENDER] + "…"
         if "\t" in raw:
             raw = raw.expandtabs(8)
-        raw = CONTROL_RE.sub("", raw)
+        # A job's colours stay; OSC (title, clipboard, links), cursor moves, clears, DCS, C1,
+        # CR/BS and bidi controls are dropped or shown escaped (fast path: nothing to do).
+        line = log_line(raw)
         st = self._styles()
-        text = ansi_text(raw, st["base"]) if "\x1b" in raw else Text(raw, style=st["base"])
+        text = ansi_text(line, st["base"]) if "\x1b" in line else Text(line, style=st["base"])
         if current:
             text.stylize(st["current"])
         if flags & ERROR:
@@ -644,7 +646,8 @@ class LogView(ScrollView, can_focus=True):
             hint = store.hint(line)
             st = self._styles()
             text = Text.assemble(("  ↳ hint: ", st["hint-label"]),
-                                 (hint.text if hint else "", st["hint"]), style=st["base"])
+                                 (one_line(hint.text) if hint else "", st["hint"]),
+                                 style=st["base"])
         elif kind == PENDING:
             text = self._text(store.pending, 0, False)
         else:
@@ -777,7 +780,7 @@ class LogPane(Widget):
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._title = title
-        self._title_bar = Static(title, classes="log-title", markup=False)
+        self._title_bar = Static(one_line(title), classes="log-title", markup=False)
         self._title_bar.display = bool(title)
         self.save_path = save_path
         self.log_view = LogView()
@@ -803,7 +806,7 @@ class LogPane(Widget):
     def title(self, value: str) -> None:
         """Shown on the pane's first row; an empty title hides the row."""
         self._title = value
-        self._title_bar.update(value)
+        self._title_bar.update(one_line(value))  # a host's file name, a job id: outside text
         self._title_bar.display = bool(value)
 
     def compose(self) -> ComposeResult:

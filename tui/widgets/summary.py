@@ -1,4 +1,4 @@
-"""The strip above the table: cluster totals, and loud warnings (insecure host keys)."""
+"""The strip above the table: cluster totals (insecure host keys: tui.widgets.banner)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tui.cluster.models import HostTelemetry
+from tui.sanitize import one_line
 from tui.widgets.gauges import GIB
 
 
-def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str],
+def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry],
                  sort_key: str, sort_reverse: bool, filter_text: str,
                  ray: tuple[str, str] | None = None) -> Text:
     up = sum(1 for h in hosts.values() if h.display_state in ("up", "no NVML", "stale"))
@@ -26,7 +27,7 @@ def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: lis
 
     t = Text()
     t.append(" verl-tui ", "bold reverse")
-    t.append(f"  {cluster}  ", "bold")
+    t.append(f"  {one_line(cluster)}  ", "bold")
     t.append(f"hosts {up}/{len(hosts)} up", "bold green" if up == len(hosts) else "bold yellow")
     if problems:
         t.append(f"  {problems} with problems", "bold red")
@@ -39,15 +40,11 @@ def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry], insecure: lis
         t.append(f"   power {power / 1000:.1f} kW" if power >= 1000 else f"   power {power:.0f} W")
     if ray is not None:
         text, style = ray
-        t.append(f"   Ray {text}", style)
+        t.append(f"   Ray {one_line(text)}", style)
     arrow = "↑" if sort_reverse else "↓"
-    t.append(f"   sort {sort_key}{arrow}", "dim")
+    t.append(f"   sort {one_line(sort_key)}{arrow}", "dim")
     if filter_text:
-        t.append(f"   filter “{filter_text}”", "bold cyan")
-    if insecure:
-        t.append("\n")
-        t.append(f" HOST KEY CHECK OFF: {', '.join(insecure)} (insecure_skip_host_key_check) ",
-                 "bold white on red")
+        t.append(f"   filter “{one_line(filter_text)}”", "bold cyan")
     return t
 
 
