@@ -154,20 +154,20 @@ def test_exports_dollar_at_tee_defaults_and_command_substitution():
     assert p.runtime_env.env_vars == {
         "VLLM_ATTENTION_BACKEND": "XFORMERS",
         "WANDB_PROJECT": "verl-ppo",
-        # Taken from the caller's environment when the script runs: kept as written.
-        "NCCL_SOCKET_IFNAME": "${NCCL_SOCKET_IFNAME:-eth0}",
+        # Not set in the script: its default is used, and the import says so.
+        "NCCL_SOCKET_IFNAME": "eth0",
         "PYTHONUNBUFFERED": "1",
     }
     o = p.overrides
     assert o["data.train_files"] == "/data/gsm8k/train.parquet"  # $DATA_DIR/…
     assert o["data.val_files"] == "/data/gsm8k/test.parquet"  # ${DATA_DIR}/…
-    assert o["data.train_batch_size"] == "${BATCH_SIZE:-1024}"  # never the default
+    assert o["data.train_batch_size"] == 1024  # ${BATCH_SIZE:-1024}: the default, said so
     assert o["actor_rollout_ref.model.path"] == "deepseek-ai/deepseek-llm-7b-chat"
     assert o["critic.model.path"] == "deepseek-ai/deepseek-llm-7b-chat"
     assert o["trainer.project_name"] == "verl-ppo"  # an exported variable, used later
     assert o["trainer.experiment_name"] == "$EXP_NAME"
     assert o["trainer.default_local_dir"] == "/checkpoints/run_$TIMESTAMP"
-    assert o["trainer.nnodes"] == "$NNODES"
+    assert o["trainer.nnodes"] == 1  # NNODES=${NNODES:-1}
     assert o["trainer.logger"] == ["console", "wandb"]
     assert len(o) == 24
     assert unmapped(r) == [
@@ -178,12 +178,13 @@ def test_exports_dollar_at_tee_defaults_and_command_substitution():
         (42, "| tee $LOG_DIR/${EXP_NAME}.log"),
     ]
     assert "script's own arguments" in r.unmapped[2].reason
-    assert r.unresolved_vars == ["NCCL_SOCKET_IFNAME", "BATCH_SIZE", "EXP_NAME", "TIMESTAMP",
-                                 "NNODES"]
+    assert r.unresolved_vars == ["EXP_NAME", "TIMESTAMP"]
+    assert [(a.line, a.text, a.value) for a in r.assumed] == [
+        (8, "${NCCL_SOCKET_IFNAME:-eth0}", "eth0"), (10, "${NNODES:-1}", "1"),
+        (22, "${BATCH_SIZE:-1024}", "1024")]
+    assert all("default is used" in a.why for a in r.assumed)
     assert "$(date +%s)" in r.var_notes["TIMESTAMP"]
     assert "TIMESTAMP" in r.var_notes["EXP_NAME"]
-    assert "'1024'" in r.var_notes["BATCH_SIZE"]
-    assert "else '1'" in r.var_notes["NNODES"]
 
 
 def test_ray_on_slurm_script_launcher_prefix_loops_and_slurm_variables():
@@ -258,9 +259,10 @@ def test_variables_resolve_only_from_plain_literals():
         'a.h=$HOME/x a.n=${NOPE:-/f} a.c="$(hostname)"\n')
     o = r.profile.overrides
     assert o == {"a.d": "/d", "a.m": "/m/qwen", "a.o": "/d/out", "a.h": "$HOME/x",
-                 "a.n": "${NOPE:-/f}", "a.c": "$(hostname)"}
+                 "a.n": "/f", "a.c": "$(hostname)"}
     assert r.profile.runtime_env.env_vars == {"MODEL": "/m/qwen"}
-    assert r.unresolved_vars == ["HOME", "NOPE", "$(hostname)"]
+    assert r.unresolved_vars == ["HOME", "$(hostname)"]
+    assert [(a.text, a.value) for a in r.assumed] == [("${NOPE:-/f}", "/f")]
 
 
 def test_other_commands_loops_second_commands_and_heredocs():

@@ -38,6 +38,12 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
             out.append(f"  working_dir: {rt.working_dir}{excl}")
         if p.python:
             out.append(f"  python: {p.python}")
+        if p.config_name or p.config_path:
+            out.append(f"  config: {p.config_name or 'ppo_trainer'}"
+                       + (f" in {p.config_path}" if p.config_path else ""))
+    if result.assumed:
+        out.append(f"assumed ({len(result.assumed)}):")
+        out += [f"  {script}:{a.line}: {a.text} → {a.value} — {a.why}" for a in result.assumed]
     if result.unmapped:
         out.append(f"not imported ({len(result.unmapped)}):")
         out += [f"  {script}:{u.line}: {u.text} — {u.reason}" for u in result.unmapped]
@@ -69,7 +75,8 @@ def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
             print(f"{output}: is the script being imported; choose another output",
                   file=stderr)
             return EXIT_BAD_INPUT
-    result = import_script(text, source=str(script))
+    # $(pwd) in a script is where it runs: taken as where the import runs (said in the report).
+    result = import_script(text, source=str(script), cwd=os.getcwd())
     if result.command_line is None:
         print(format_report(result, script, None), file=stderr)
         return EXIT_NO_COMMAND

@@ -115,8 +115,8 @@ def _submit_lines(profile: Profile, *, address: str, python: str, indent: str,
     if env:
         words.append(f"--runtime-env-json {_q(json.dumps(env, sort_keys=True))}")
     words.append(f"-- {_q(python)} -m {VERL_MODULE}")
-    items = [*words, *(_q(o) for o in _overrides(profile, drop=_TOPOLOGY if tail else ())),
-             *tail]
+    items = [*words, *(_q(a) for a in profile.hydra_args()),
+             *(_q(o) for o in _overrides(profile, drop=_TOPOLOGY if tail else ())), *tail]
     return [(indent if i == 0 else indent + "    ") + item
             + (_CONT.rstrip("\n") if i < len(items) - 1 else "") for i, item in enumerate(items)]
 

@@ -76,7 +76,7 @@ def texts_from_sets(sets: Iterable[str]) -> dict[str, str]:
     for line in sets:
         key, sep, raw = line.partition("=")
         key = key.strip()
-        if not key:
+        if not key or key.startswith("-"):  # main_ppo's --config-name/-path: in the profile
             continue
         if not sep:  # `~key`: a deletion; kept as an extra key holding null
             out[key] = "null"

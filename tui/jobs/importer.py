@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,17 @@ class Mapped:
     target: str
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """A value the import took on the script's own terms, and says so: a `${X:-default}`
+    whose X the script does not set, `$(pwd)` read as a known directory."""
+
+    line: int
+    text: str  # as written, e.g. "${MODEL:-Qwen/Qwen2.5-7B}"
+    value: str
+    why: str
+
+
 @dataclass
 class ImportResult:
     profile: Profile
@@ -57,6 +69,7 @@ class ImportResult:
     var_notes: dict[str, str] = field(default_factory=dict)
     # Line of the verl command; None when the script has none (nothing to import).
     command_line: int | None = None
+    assumed: list[Assumed] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,12 +79,13 @@ class ImportResult:
 
 @dataclass
 class Piece:
-    kind: str  # "lit" | "var" | "special" | "subst"
+    kind: str  # "lit" | "var" | "special" | "subst" | "arith"
     text: str  # lit: the text after quote removal; others: the raw source, e.g. "${X:-a}"
     quoted: bool = False
     name: str | None = None  # var/special: the name ("HOME", "@", "1")
-    op: str | None = None  # var: ":-", "-", ":=", "=", ":+", "+", ":?", "?", or "complex"
-    arg: str | None = None  # var: the raw word after op
+    # var: ":-", "-", ":=", "=", ":+", "+", ":?", "?", "index" (${A[i]}), or "complex"
+    op: str | None = None
+    arg: str | None = None  # var: the raw word after op; index: what is in the brackets
 
 
 @dataclass
@@ -121,6 +135,7 @@ _OPS = ("&&", "||", ";;", "|&", "&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<
 _REDIR_OPS = {"&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?", re.S)
+_INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
 _ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
            "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -414,16 +429,22 @@ class _Lexer:
             self.i = j + 1
             self.line += raw.count("\n")
             m = _PARAM.fullmatch(raw[2:-1])
+            idx = _INDEXED.fullmatch(raw[2:-1])
+            if idx:  # ${ARR[@]}, ${ARR[*]}, ${ARR[0]}
+                return Piece("var", raw, quoted, idx.group(1), "index", idx.group(2))
             if m:
                 kind = "var" if _NAME.fullmatch(m.group(1)) else "special"
                 return Piece(kind, raw, quoted, m.group(1), m.group(2), m.group(3))
             lead = _NAME.match(raw[2:-1].lstrip("#!"))
             return Piece("var", raw, quoted, lead.group(0) if lead else raw, "complex")
         if nxt == "(":
-            if t.startswith("((", i + 1):
-                j = t.find("))", i + 3)
-                j = self.n - 2 if j < 0 else j
-                end = j + 2
+            if t.startswith("((", i + 1):  # $(( … )): integer arithmetic
+                j = self._matching(i + 1, "(", ")")
+                end = self.n if j < 0 else j + 1
+                raw = t[i:end]
+                self.i = end
+                self.line += raw.count("\n")
+                return Piece("arith", raw, quoted)
             else:
                 j = self._matching(i + 1, "(", ")")
                 end = self.n if j < 0 else j + 1
@@ -482,7 +503,8 @@ class Cmd:
     sep: str = ""  # "\n", ";", "&", "&&", "||", "|", "|&", "" at end of file
     enclosing: tuple[tuple[str, int], ...] = ()  # (keyword, line) of loops/conditionals
     notes: list[Unmapped] = field(default_factory=list)
-    array_assign: bool = False  # NAME=( … ): never resolvable
+    array_assign: bool = False  # NAME=( … )
+    arrays: list[tuple[Word, list[Word]]] = field(default_factory=list)  # (NAME=, elements)
 
 
 _OPENERS = {"if": "fi", "for": "done", "while": "done", "until": "done", "select": "done",
@@ -510,6 +532,16 @@ def _parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         cmd = Cmd(words, redirs, first.line, _end_line(last), first.start, last.end, sep,
                   tuple(s for s in stack if s[0] != "{"))
         cmd.array_assign = any(isinstance(t, Op) and t.text == "(" for t in cur)
+        for k, t in enumerate(cur[:-1]):
+            nxt = cur[k + 1]
+            if isinstance(t, Word) and isinstance(nxt, Op) and nxt.text == "(":
+                items: list[Word] = []
+                for e in cur[k + 2:]:
+                    if isinstance(e, Op) and e.text == ")":
+                        break
+                    if isinstance(e, Word):
+                        items.append(e)
+                cmd.arrays.append((t, items))
         while cmd.words and cmd.words[0].literal in _PREFIX_KEYWORDS | {"{"}:
             if cmd.words[0].literal == "{":
                 stack.append(("{", cmd.words[0].line))
@@ -531,7 +563,8 @@ def _parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                 prev_word = bool(cur) and isinstance(cur[-1], Word)
                 nxt = tokens[k + 1] if k + 1 < len(tokens) else None
                 if prev_word and isinstance(nxt, Op) and nxt.text == ")":
-                    stack.append(("function", tok.line))  # name() { … }
+                    if not (stack and stack[-1] == ("function", tok.line)):  # `function f()`
+                        stack.append(("function", tok.line))  # name() { … }
                     cur.clear()
                     continue
                 if prev_word and cur[-1].raw.endswith("="):
@@ -548,6 +581,8 @@ def _parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                 if stack and stack[-1][0] == "(":
                     stack.pop()
                 continue
+            if tok.text == "\n" and _open_array(cur):
+                continue  # NAME=( one element a line )
             close(tok.text)
             continue
         if isinstance(tok, Word) and tok.literal == "function" and not cur:
@@ -556,6 +591,12 @@ def _parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         cur.append(tok)
     close("")
     return cmds
+
+
+def _open_array(cur: list[Token]) -> bool:
+    opens = [k for k, t in enumerate(cur) if isinstance(t, Op) and t.text == "("]
+    return bool(opens) and not any(isinstance(t, Op) and t.text == ")"
+                                   for t in cur[opens[-1]:])
 
 
 def _pipelines(cmds: list[Cmd]) -> list[list[Cmd]]:
@@ -588,6 +629,7 @@ def _end_line(tok: Token) -> int:
 class _Var:
     value: str | None  # None: not resolvable
     note: str  # where it was set, and why it is not resolvable
+    items: list[Word] | None = None  # an array's elements, expanded where they are used
 
 
 @dataclass
@@ -601,6 +643,8 @@ _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _OVERRIDE = re.compile(r"(~|\+\+|\+)?([A-Za-z_][\w.\-@/]*)(?:=(.*))?", re.S)
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 _PY_ARG_FLAGS = {"-X", "-W", "-Q"}
+_CONFIG_FLAGS = {"--config-path", "-cp", "--config-name", "-cn"}
+MEGATRON_ALIAS = "ppo_megatron_trainer"
 _HYDRA_VALUE_FLAGS = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
                       "--package", "-p", "--cfg", "-c", "--info", "-i", "--experimental-rerun"}
 _HYDRA_BARE_FLAGS = {"--multirun", "-m", "--resolve", "--run", "-r", "--help", "-h",
@@ -631,7 +675,7 @@ _OTHER_REASONS = {
 
 
 class _Importer:
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
         self.text = text
         self.source = source
         self.vars: dict[str, _Var] = {}
@@ -649,6 +693,12 @@ class _Importer:
         self.var_notes: dict[str, str] = {}
         self.command_line: int | None = None
         self._record = True
+        self.cwd = cwd
+        self.assumed: list[Assumed] = []
+        self.config_name: str | None = None
+        self.config_path: str | None = None
+        self.config_lines: dict[str, int] = {}
+        self._from_pwd = False  # config_path built on $(pwd) / $PWD
 
     # -- reporting ----------------------------------------------------------------------------
     def _src(self, start: int, end: int) -> str:
@@ -692,7 +742,33 @@ class _Importer:
         out.text = "".join(parts)
         return out
 
+    def _assume(self, line: int, text: str, value: str, why: str) -> None:
+        if not any(a.text == text and a.line == line for a in self.assumed):
+            self.assumed.append(Assumed(line, text, value, why))
+
+    def _pwd(self, p: Piece, line: int) -> str | None:
+        """`$(pwd)`, `` `pwd` ``, `$PWD`: the directory the import was told the script runs
+        from (the CLI: where `profile import` ran)."""
+        if self.cwd is None:
+            return None
+        self._from_pwd = True
+        self._assume(line, p.text, self.cwd, "the directory the script runs from, taken as "
+                                             "the one `profile import` ran in")
+        return self.cwd
+
     def _piece(self, p: Piece, line: int, out: _Expanded) -> str | None:
+        if p.kind == "arith":
+            value = self._arith(p, line, out)
+            if value is not None:
+                return value
+            out.unresolved.append(p.text)
+            self._unresolved(p.text, "arithmetic on values known only when the script runs "
+                                     "(integers, + - * / % and known variables are evaluated)")
+            return None
+        if p.kind == "subst" and re.fullmatch(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`", p.text):
+            value = self._pwd(p, line)
+            if value is not None:
+                return value
         if p.kind == "subst":
             out.unresolved.append(p.text)
             self._unresolved(p.text, "command output: known only when the script runs")
@@ -705,6 +781,26 @@ class _Importer:
             return None
         name = p.name or p.text
         var = self.vars.get(name)
+        if p.op == "index":
+            return self._indexed(p, var, line, out)
+        if var is not None and var.items:  # $ARR is its first element
+            sub = self._expand(var.items[0])
+            out.unresolved.extend(sub.unresolved)
+            return sub.text if not sub.unresolved else None
+        if var is None and name == "PWD" and p.op is None and self.cwd is not None:
+            return self._pwd(p, line)
+        if var is None and p.op is not None and p.op.lstrip(":") in ("-", "="):
+            # Not set in the script: bash uses the default (unless the environment sets it).
+            sub = self._expand(_fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            if sub.unresolved:
+                return None
+            self._assume(line, p.text, sub.text, f"{name} is not set in the script: its default "
+                                                 f"is used (when the script runs, {name} from "
+                                                 "the environment would win)")
+            if p.op.lstrip(":") == "=":
+                self.vars[name] = _Var(sub.text, f"set by {p.text} at line {line}")
+            return sub.text
         if p.op == "complex" or (var is None and p.op is None):
             return self._unknown(name, var, out, p)
         if var is None or var.value is None:
@@ -727,6 +823,56 @@ class _Importer:
             out.unresolved.extend(sub.unresolved)
             return sub.text if not sub.unresolved else None
         return value if not empty else None  # ":?": fails at run time when empty
+
+    def _words_of(self, var: _Var) -> list[Word]:
+        return list(var.items or [])
+
+    def _indexed(self, p: Piece, var: _Var | None, line: int, out: _Expanded) -> str | None:
+        """`${A[@]}` / `${A[*]}` joined by spaces (a whole argument list is split by
+        `_arg_words`), `${A[N]}` one element; a plain variable is its own element 0."""
+        idx = (p.arg or "").strip()
+        if var is not None and var.items is None and var.value is not None and idx in (
+                "0", "@", "*"):
+            return var.value
+        if var is None or var.items is None:
+            return self._unknown(p.name or p.text, var, out, p)
+        words = self._words_of(var)
+        if idx not in ("@", "*"):
+            if not idx.isdigit() or int(idx) >= len(words):
+                return self._unknown(p.name or p.text, var, out, p)
+            words = [words[int(idx)]]
+        texts = []
+        for w in words:
+            sub = self._expand(w)
+            out.unresolved.extend(sub.unresolved)
+            texts.append(sub.text)
+        return " ".join(texts)
+
+    def _arith(self, p: Piece, line: int, out: _Expanded) -> str | None:
+        """`$(( … ))` on integers and variables holding integers: + - * / % and parentheses,
+        evaluated by a small parser (never eval), bash's truncating division."""
+        body = p.text[3:-2]
+        tokens: list[str | int] = []
+        for m in _ARITH_TOKEN.finditer(body):
+            if m.group(0).strip() == "":
+                continue
+            num, name, op = m.group(1), m.group(2) or m.group(3), m.group(4)
+            if m.group(5):
+                return None  # anything else (**, <<, ?:, ++, a command): not evaluated
+            if num is not None:
+                tokens.append(int(num))
+            elif name is not None:
+                var = self.vars.get(name)
+                text = var.value.strip() if var is not None and var.value is not None else None
+                if text is None or not re.fullmatch(r"[-+]?\d+", text):
+                    if var is None:
+                        self._unresolved(name, "not set in the script (comes from the "
+                                               "environment when it runs)")
+                    return None
+                tokens.append(int(text))
+            else:
+                tokens.append(op)
+        return _eval_int(tokens)
 
     def _unknown(self, name: str, var: _Var | None, out: _Expanded, p: Piece) -> None:
         out.unresolved.append(name)
@@ -920,9 +1066,22 @@ class _Importer:
 
     def _assignments(self, cmd: Cmd, assigns: list[Word]) -> None:
         if cmd.array_assign:
-            for w in assigns[:1]:
-                name = _ASSIGN.match(w.unquoted_prefix).group(1)  # type: ignore[union-attr]
-                self.vars[name] = _Var(None, f"an array assigned at line {cmd.line}")
+            for w, items in cmd.arrays:
+                m = _ASSIGN.match(w.unquoted_prefix)
+                if m is None:
+                    continue
+                name = m.group(1)
+                if cmd.enclosing:
+                    kw, line = cmd.enclosing[-1]
+                    self.vars[name] = _Var(None, f"an array assigned at line {cmd.line} inside "
+                                                 f"the {_COMPOUND_NAMES.get(kw, kw)} at line "
+                                                 f"{line}: known only when the script runs")
+                    continue
+                prev = self.vars.get(name)
+                if m.group(2) == "+" and prev is not None and prev.items is not None:
+                    items = [*prev.items, *items]
+                # Elements are expanded where the array is used (their lines are reported).
+                self.vars[name] = _Var(None, f"an array assigned at line {cmd.line}", items)
             return
         for w in assigns:
             name, var = self._assign_one(cmd, w)
@@ -1044,8 +1203,24 @@ class _Importer:
             prefix = self._ray_submit(cmd, prefix[3:])
         self._wrappers(cmd, prefix)
         self._interpreter(cmd, words, k, args_at)
-        for w in words[args_at:]:
+        args = self._arg_words(words[args_at:])
+        j = 0
+        while j < len(args):
+            w = args[j]
+            flag = self.expand(w, record=False).text
+            if flag in _CONFIG_FLAGS and j + 1 < len(args):  # `--config-name NAME`
+                self._config_flag(flag, args[j + 1])
+                j += 2
+                continue
+            name, eq, _ = flag.partition("=")
+            if eq and name in _CONFIG_FLAGS:
+                self._config_flag(name, _strip_prefix(w, len(name) + 1)
+                                  if w.unquoted_prefix.startswith(name + "=") else w)
+                j += 1
+                continue
             self._argument(w)
+            j += 1
+        self._finish_config()
         for r in cmd.redirs:
             self.skip(r.line, self._src(r.start, r.end),
                       "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)")
@@ -1205,6 +1380,63 @@ class _Importer:
             self.skip(flag.line, f, "python option: not kept (the profile runs "
                                     "`python -m verl.trainer.main_ppo`)")
 
+    def _arg_words(self, words: list[Word]) -> list[Word]:
+        """The command's argument words with `"${ARR[@]}"` spread into one word per element
+        (as bash passes them)."""
+        out: list[Word] = []
+        for w in words:
+            ps = [p for p in w.pieces if p.kind != "lit" or p.text]
+            if len(ps) == 1 and ps[0].kind == "var" and ps[0].op == "index" and (
+                    ps[0].arg or "").strip() in ("@", "*"):
+                var = self.vars.get(ps[0].name or "")
+                if var is not None and var.items is not None and not (
+                        ps[0].quoted and ps[0].arg.strip() == "*"):
+                    out.extend(var.items)
+                    self.mapped.append(Mapped(w.line, w.raw, f"{len(var.items)} arguments from "
+                                                             f"the array {ps[0].name}"))
+                    continue
+            out.append(w)
+        return out
+
+    def _config_flag(self, flag: str, value_word: Word) -> None:
+        exp = self.expand(value_word)
+        which = "config_name" if flag in ("--config-name", "-cn") else "config_path"
+        value = exp.text
+        if which == "config_name":
+            value = value.removesuffix(".yaml")
+        setattr(self, which, value)
+        self.config_lines[which] = value_word.line
+        self.mapped.append(Mapped(value_word.line, f"{flag}={exp.text}", which))
+
+    def _finish_config(self) -> None:
+        """Hydra resolves a relative --config-path against verl/trainer (main_ppo.py's folder),
+        so `config` is verl's own; ppo_megatron_trainer is verl 0.9.1's deprecated alias."""
+        path = self.config_path
+        if path is not None and not path.startswith("/") and "$" not in path and \
+                os.path.normpath(path) == "config":
+            self.config_path = path = None
+        if path is not None and self._from_pwd and not Path(path).is_dir():
+            found = _beside_script(path, self.cwd, self.source)
+            if found is not None:
+                self._assume(self.config_lines.get("config_path", 0), path, found,
+                             "the script's project root is the folder holding it: $(pwd) "
+                             "taken as that folder")
+                self.config_path = path = found
+        if path is None and self.config_name == "ppo_trainer":
+            self.config_name = None
+        if path is None and self.config_name == MEGATRON_ALIAS:
+            # verl 0.9.1 trainer/config/ppo_megatron_trainer.yaml: "[Deprecated] … please use
+            # ppo_trainer.yaml instead. python3 -m verl.trainer.main_ppo model_engine=megatron"
+            line = self.config_lines.get("config_name", self.command_line or 0)
+            self.config_name = None
+            if not any(k.lstrip("+~") == "model_engine" for k in self.overrides):
+                self.overrides = {"model_engine": "megatron", **self.overrides}
+                self.override_lines["model_engine"] = line
+            self.mapped.append(Mapped(line, f"--config-name={MEGATRON_ALIAS}",
+                                      "overrides model_engine=megatron (verl 0.9.1 deprecates "
+                                      "ppo_megatron_trainer for ppo_trainer with "
+                                      "model_engine=megatron)"))
+
     def _argument(self, w: Word) -> None:
         if len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in "@*":
             self.skip(w.line, w.raw, "passes the script's own arguments through: overrides "
@@ -1249,6 +1481,63 @@ class _Importer:
         self.overrides[full] = parsed
         self.override_lines[full] = w.line
         self.mapped.append(Mapped(w.line, a, "overrides"))
+
+
+_ARITH_TOKEN = re.compile(r"\s+|(\d+)|\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\$([A-Za-z_][A-Za-z0-9_]*)"
+                          r"|(\*\*|[-+*/%()])|(.)", re.S)
+
+
+def _eval_int(tokens: list[str | int]) -> str | None:
+    """Integer expression: + - * / % ( ) and unary +/-; None for anything else or / by 0."""
+    pos = 0
+
+    def peek() -> str | int | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str | int | None:
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1] if pos <= len(tokens) else None
+
+    def expr() -> int:
+        value = term()
+        while peek() in ("+", "-"):
+            value = value + term() if take() == "+" else value - term()
+        return value
+
+    def term() -> int:
+        value = unary()
+        while peek() in ("*", "/", "%"):
+            op, rhs = take(), unary()
+            if op == "*":
+                value *= rhs
+            else:
+                if rhs == 0:
+                    raise ValueError("division by zero")
+                q = abs(value) // abs(rhs) * (1 if (value >= 0) == (rhs >= 0) else -1)
+                value = q if op == "/" else value - rhs * q  # bash truncates toward zero
+        return value
+
+    def unary() -> int:
+        if peek() in ("+", "-"):
+            return unary() if take() == "+" else -unary()
+        tok = take()
+        if tok == "(":
+            value = expr()
+            if take() != ")":
+                raise ValueError("unbalanced")
+            return value
+        if isinstance(tok, int):
+            return tok
+        raise ValueError(f"unexpected {tok!r}")
+
+    try:
+        if not tokens or "**" in tokens:
+            return None
+        value = expr()
+        return str(value) if pos == len(tokens) else None
+    except (ValueError, RecursionError):
+        return None
 
 
 def _strip_prefix(w: Word, n: int) -> Word:
@@ -1353,16 +1642,31 @@ def _profile_name(source: str) -> str:
     return safe or "imported"
 
 
-def import_script(text: str, *, source: str = "<script>") -> ImportResult:
-    """Read a verl launch script into a profile; report everything that did not map."""
-    imp = _Importer(text, source)
+def _beside_script(path: str, cwd: str | None, source: str) -> str | None:
+    """`$(pwd)/examples/x/config` with cwd elsewhere: the same tail under a folder holding the
+    script (verl's examples run from the repository root that holds them)."""
+    if not cwd or source.startswith("<") or not path.startswith(cwd.rstrip("/") + "/"):
+        return None
+    tail = path[len(cwd.rstrip("/")) + 1:]
+    for folder in Path(source).resolve().parents:
+        if (folder / tail).is_dir():
+            return str(folder / tail)
+    return None
+
+
+def import_script(text: str, *, source: str = "<script>", cwd: str | None = None
+                  ) -> ImportResult:
+    """Read a verl launch script into a profile; report everything that did not map. With
+    `cwd`, `$(pwd)` and `$PWD` are that directory (and said so in `assumed`)."""
+    imp = _Importer(text, source, cwd)
     imp.run()
     profile = _make_profile(imp, source)
     return ImportResult(profile=profile, unmapped=imp.unmapped,
                         unresolved_vars=list(imp.unresolved), mapped=imp.mapped,
                         var_notes={k: v for k, v in imp.var_notes.items()
                                    if k in imp.unresolved},
-                        command_line=imp.command_line)
+                        command_line=imp.command_line,
+                        assumed=sorted(imp.assumed, key=lambda a: a.line))
 
 
 def _make_profile(imp: _Importer, source: str) -> Profile:
@@ -1375,4 +1679,6 @@ def _make_profile(imp: _Importer, source: str) -> Profile:
         runtime_env={"env_vars": dict(imp.env), "working_dir": imp.working_dir,
                      "excludes": list(imp.excludes)},
         python=imp.python,
+        config_name=imp.config_name,
+        config_path=imp.config_path,
     )
