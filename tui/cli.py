@@ -214,9 +214,14 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
 
 
 def _load(path: Path | None):
+    from tui.commands.output import insecure_warning
     from tui.config.hosts import load_inventory, local_inventory
 
-    return local_inventory() if path is None else load_inventory(path)
+    inventory = local_inventory() if path is None else load_inventory(path)
+    warning = insecure_warning(inventory)
+    if warning:  # every command that reads a hosts file says it, before anything else
+        print(warning, file=sys.stderr, flush=True)
+    return inventory
 
 
 def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
@@ -339,7 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.interrupts import exit_code, headless_signals
 
         # SIGINT/SIGTERM: exit 130/143, nothing else printed (tui/interrupts.py).
-        with headless_signals():
+        from tui.sanitize import safe_output
+
+        # Text output is cleaned in one place: whatever a host, a file or Ray sent, nothing
+        # printed acts on the terminal (tui/sanitize.py SafeWriter).
+        with headless_signals(), safe_output():
             code = _headless(args_list)
             return exit_code() or code
     try:

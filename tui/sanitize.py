@@ -9,7 +9,7 @@ one through. Escape sequences are dropped whole; any other control character is 
 
 Textual markup is a second channel: a `[@click=app.quit]` in a host name would be a live link.
 Text shown through markup goes through `markup()` (sanitized, then markup-escaped); text given to
-widgets as `rich.text.Text` or `Content` needs only `clean()`/`one_line()`; `text()` cleans a
+widgets as `rich.text.Text` or `Content` needs only `clean()`/`one_line()`; `styled()` cleans a
 styled Text already built, `cell()` makes a DataTable cell (str cells are Rich markup there).
 
 The CLI's text output gets the same treatment in one place: `SafeWriter` wraps stdout/stderr
@@ -20,7 +20,10 @@ outside parts itself.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -114,7 +117,7 @@ def log_line(text: str) -> str:
     return clean(text, keep_sgr=True, keep_newlines=False)
 
 
-def text(value: Text) -> Text:
+def styled(value: Text) -> Text:
     """A Rich Text whose characters are cleaned, its styles kept: for Text built from outside
     strings (Rich strips only BEL/BS/CR/VT/FF; ESC, C1 and bidi overrides stay otherwise)."""
     plain = value.plain
@@ -186,11 +189,15 @@ def raw(stream: TextIO) -> TextIO:
     return stream.raw_stream if isinstance(stream, SafeWriter) else stream
 
 
-def install_writers() -> None:
-    """Wrap sys.stdout and sys.stderr in SafeWriters (idempotent)."""
-    import sys
-
-    if not isinstance(sys.stdout, SafeWriter):
-        sys.stdout = SafeWriter(sys.stdout)  # type: ignore[assignment]
-    if not isinstance(sys.stderr, SafeWriter):
-        sys.stderr = SafeWriter(sys.stderr)  # type: ignore[assignment]
+@contextlib.contextmanager
+def safe_output() -> Iterator[None]:
+    """sys.stdout and sys.stderr wrapped in SafeWriters for the block (nested: no-op)."""
+    out, err = sys.stdout, sys.stderr
+    if not isinstance(out, SafeWriter):
+        sys.stdout = SafeWriter(out)  # type: ignore[assignment]
+    if not isinstance(err, SafeWriter):
+        sys.stderr = SafeWriter(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

@@ -76,6 +76,7 @@ LISTENER_LIFETIME_S = 120  # the temporary GCS-port listener exits by itself aft
 
 CHECKS: dict[str, str] = {
     "ssh-reach": "SSH reach",
+    "host-keys": "Host keys checked",
     "python-interpreter": "Interpreter runs",
     "python-version": "Python version equal",
     "ray-version": "Ray version equal",
@@ -160,6 +161,26 @@ def reach_findings(inventory: Inventory, statuses: Mapping[str, LinkStatus],
         else:
             out.append(_f("ssh-reach", "fail", host.name,
                           f"{st.state.value}: {st.error or 'no detail'}", _reach_fix(host, st)))
+    return out
+
+
+def host_key_findings(inventory: Inventory) -> list[Finding]:
+    """warn for every host whose SSH host key is not checked (insecure_skip_host_key_check);
+    otherwise one ok row for the cluster (a config fact: it names no host that is fine)."""
+    out = []
+    for host in inventory.hosts:
+        if host.transport != "local" and host.ssh.insecure_skip_host_key_check:
+            out.append(_f(
+                "host-keys", "warn", host.name,
+                "host key NOT checked (insecure_skip_host_key_check: true): anyone on the path "
+                "can pose as this host",
+                f"ssh-keyscan -p {host.ssh.port or 22} {host.address} >> ~/.ssh/known_hosts "
+                "(compare the fingerprint with the host's), then remove "
+                "insecure_skip_host_key_check from hosts.yaml"))
+    if not out:
+        out.append(_f("host-keys", "ok", None, "every SSH host's key is checked against "
+                      "known_hosts" if any(h.transport != "local" for h in inventory.hosts)
+                      else "local transport only (no SSH)"))
     return out
 
 
@@ -903,6 +924,7 @@ async def run_doctor(
     await fleet.wait_settled(connect_wait)
     findings = reach_findings(inventory, {n: fleet.status(n) for n in names},
                               time.monotonic() - start)
+    findings += host_key_findings(inventory)
     up = [n for n in names if fleet.status(n).state == HostState.UP]
     say(f"probing {len(up)} host(s)")
     facts = await probe_all(fleet, inventory, timeout=left(30.0))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
+from dataclasses import replace
 from typing import TextIO
 
 from tui.cluster.doctor import Finding, run_doctor, summarize
+from tui.commands.output import json_text
 from tui.config.hosts import Inventory
+from tui.sanitize import one_line, raw
 from tui.transport.fleet import Fleet
 
 SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -21,7 +23,11 @@ def to_json(findings: list[Finding]) -> dict:
 
 
 def format_table(findings: list[Finding], *, color: bool = False) -> str:
-    """One line per finding (symbol, check, host, finding), its fix indented below it."""
+    """One line per finding (symbol, check, host, finding), its fix indented below it. Hosts'
+    answers are cleaned here: with colour this goes to the terminal past the SafeWriter."""
+    findings = [replace(f, check=one_line(f.check), host=f.host and one_line(f.host),
+                        finding=one_line(f.finding), fix=f.fix and one_line(f.fix))
+                for f in findings]
     check_w = max((len(f.check) for f in findings), default=5)
     host_w = max((len(f.host or "-") for f in findings), default=4)
     lines = []
@@ -42,7 +48,7 @@ async def _doctor(inventory: Inventory, timeout: float, progress_to: TextIO | No
                   ) -> list[Finding]:
     def progress(msg: str) -> None:
         if progress_to is not None:
-            progress_to.write(f"\r\x1b[K{msg}…")
+            progress_to.write(f"\r\x1b[K{one_line(msg)}…")
             progress_to.flush()
 
     async with Fleet(inventory) as fleet:
@@ -57,16 +63,19 @@ async def _doctor(inventory: Inventory, timeout: float, progress_to: TextIO | No
 def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> int:
     """Run the doctor and print its findings; 0 when nothing failed, 1 otherwise."""
     # Progress goes to stderr, and only to a terminal: stdout stays the table or the JSON.
-    progress_to = sys.stderr if sys.stderr.isatty() else None
+    progress_to = raw(sys.stderr) if sys.stderr.isatty() else None
     try:
         findings = asyncio.run(_doctor(inventory, timeout, progress_to))
     except KeyboardInterrupt:
         return 130
     try:
         if as_json:
-            print(json.dumps(to_json(findings), indent=2, ensure_ascii=False))
+            print(json_text(to_json(findings), inventory, indent=2))
         else:
-            print(format_table(findings, color=sys.stdout.isatty()))
+            color = sys.stdout.isatty()
+            # Our own colours pass (raw stream); format_table cleaned the findings' text.
+            print(format_table(findings, color=color),
+                  file=raw(sys.stdout) if color else sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui check | head`: the reader left

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import signal
 import sys
@@ -21,9 +20,11 @@ from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import MergeRefused, merge
 from tui.ckpt.resume import profile_root
 from tui.ckpt.scan import CheckpointIndex, check_root, scan_fleet
+from tui.commands.output import json_text
 from tui.commands.ray import _run
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.sanitize import one_line, raw
 from tui.transport.fleet import Fleet
 
 _ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
@@ -188,9 +189,12 @@ class _Bar:
         frac = p.bytes_done / p.bytes_total if p.bytes_total else 1.0
         filled = int(frac * 30)
         rate = p.bytes_done / max(now - self.t0, 1e-6) / 1e6
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}% "
-                         f"{p.files_done}/{p.files_total} {rate:6.1f} MB/s  {p.path[-40:]:<40}")
-        sys.stderr.flush()
+        # The \r redraw is ours (raw stream, past the SafeWriter); the path is cleaned here.
+        err = raw(sys.stderr)
+        err.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}% "
+                  f"{p.files_done}/{p.files_total} {rate:6.1f} MB/s  "
+                  f"{one_line(p.path)[-40:]:<40}")
+        err.flush()
 
     def end(self) -> None:
         if self.tty:
@@ -231,7 +235,7 @@ def run_ckpt_list(inv: Inventory, root: str, *, as_json: bool) -> int:
     async def body(fleet: Fleet) -> int:
         index = await scan_fleet(fleet, inv, root)
         if as_json:
-            print(json.dumps(index.to_json()))
+            print(json_text(index.to_json(), inv))
         else:
             print(index_table(index))
         return 1 if index.down else 0
@@ -259,7 +263,7 @@ def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role:
         state = after.step(step)
         whole = state is not None and target in state.complete_on
         if as_json:
-            print(json.dumps({**report.to_json(), "complete_on_target": whole}))
+            print(json_text({**report.to_json(), "complete_on_target": whole}, inv))
         else:
             print(_report_text(report, after))
         return 0 if report.ok and whole else 1
@@ -281,7 +285,7 @@ def run_ckpt_merge(inv: Inventory, root: str, step: int, host: str, target_dir: 
         except CkptError as exc:
             return _fail(str(exc))
         if as_json:
-            print(json.dumps(result.to_json()))
+            print(json_text(result.to_json(), inv))
         elif result.ok:
             print(f"\n{host}:{result.target_dir}:")
             for path, size in result.files:

@@ -3,13 +3,13 @@ legacy pdb breakpoints), for scripts and for a quick look without the cockpit.""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.debug_targets import DebugTargets, debug_targets
 from tui.cluster.ray_cluster import RayCluster
+from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.transport.types import TransportError
@@ -43,7 +43,7 @@ def run_debug(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui debug: {exc}", file=sys.stderr)
             return 1
-        print(json.dumps(targets.to_json()) if as_json else targets_text(targets))
+        print(json_text(targets.to_json(), inv) if as_json else targets_text(targets))
         return 1 if targets.problems else 0
 
     return _run(_with_cluster(inv, body))

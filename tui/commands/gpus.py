@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 import time
 
 from tui.cluster.models import HostTelemetry
 from tui.cluster.telemetry import TelemetryMonitor
+from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
@@ -74,7 +74,8 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
         while True:
             hosts = list(monitor.hosts.values())
             if as_json:
-                print(json.dumps(snapshot(monitor), separators=(",", ":")), flush=True)
+                print(json_text(snapshot(monitor), inventory, separators=(",", ":")),
+                      flush=True)
             else:
                 print(format_text(hosts) + ("" if once else "\n"), flush=True)
             if once:

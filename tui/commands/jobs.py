@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shlex
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.ray_cluster import RayCluster
+from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
@@ -52,11 +52,12 @@ def jobs_table(rows: list[JobRow]) -> str:
     return "\n".join(out)
 
 
-def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool) -> None:
+def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool,
+                     inv: Inventory | None = None) -> None:
     if as_json:
-        print(json.dumps({"submission_id": sid, "entrypoint": sub.entrypoint,
-                          "runtime_env": sub.runtime_env(mask=True), "metadata": sub.metadata,
-                          "dashboard": url}))
+        print(json_text({"submission_id": sid, "entrypoint": sub.entrypoint,
+                         "runtime_env": sub.runtime_env(mask=True), "metadata": sub.metadata,
+                         "dashboard": url}, inv))
     else:
         print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
 
@@ -85,7 +86,7 @@ def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str]
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -98,7 +99,8 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui jobs: {exc}", file=sys.stderr)
             return 1
-        print(json.dumps({"jobs": [r.to_json() for r in rows]}) if as_json else jobs_table(rows))
+        print(json_text({"jobs": [r.to_json() for r in rows]}, inv) if as_json
+              else jobs_table(rows))
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -209,7 +211,7 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -286,7 +288,7 @@ def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json)
+        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
         return 0
 
     return _run(_with_cluster(inv, body))

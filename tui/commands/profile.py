@@ -8,10 +8,10 @@ a probe of every host when post-mortem debugging is on).
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 
+from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.rules import ClusterResources, NodeResources, Problem, is_truthy
@@ -38,10 +38,10 @@ async def _live_cluster(inv: Inventory, *, want_debugpy: bool) -> ClusterResourc
     return ClusterResources(nodes=nodes, hosts_without_debugpy=without)
 
 
-def _fail(message: str, as_json: bool) -> int:
+def _fail(message: str, as_json: bool, hosts: Inventory | None = None) -> int:
     print(f"verl-tui profile check: {message}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"ok": False, "error": message, "problems": []}))
+        print(json_text({"ok": False, "error": message, "problems": []}, hosts))
     return 2
 
 
@@ -59,7 +59,7 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
         for line in sets:
             check_set(line)
     except ConfigError as exc:
-        return _fail(str(exc), as_json)
+        return _fail(str(exc), as_json, hosts)
 
     cluster: ClusterResources | None = None
     extra: list[Problem] = []
@@ -79,12 +79,12 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
     try:
         report = check_profile(profile, sets=sets, cluster=cluster)
     except (ConfigError, SchemaError) as exc:
-        return _fail(str(exc), as_json)
+        return _fail(str(exc), as_json, hosts)
 
     problems = [*extra, *report.problems]
     ok = report.ok
     if as_json:
-        print(json.dumps({"ok": ok, "problems": [p.to_json() for p in problems]}))
+        print(json_text({"ok": ok, "problems": [p.to_json() for p in problems]}, hosts))
         return 0 if ok else 1
     for p in report.problems:
         tag = "" if p.level == "error" else "warning: "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from tui.cluster.ray_cluster import (
     RayCluster,
     StepEvent,
 )
+from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -183,13 +183,13 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             msg = f"Ray is not reachable on the head ({inv.head.name}): {exc}"
             if as_json:
-                print(json.dumps({"nodes_alive": 0, "nodes": [], "dashboard": None,
-                                  "error": msg}))
+                print(json_text({"nodes_alive": 0, "nodes": [], "dashboard": None,
+                                 "error": msg}, inv))
             else:
                 print(f"verl-tui status: {msg}", file=sys.stderr)
             return 1
         if as_json:
-            print(json.dumps(st.to_json()))
+            print(json_text(st.to_json(), inv))
         else:
             print(status_text(st))
         return 0 if not st.missing else 1

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Input, Static
 
 from tui.cluster.models import HostTelemetry
 from tui.cluster.ray_monitor import RayState, RayView
-from tui.sanitize import markup, text
+from tui.sanitize import markup, styled
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
@@ -137,7 +137,7 @@ class ClusterScreen(Screen):
         self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
         # (Insecure host keys: the app's banner on every screen says it, not the summary.)
-        self.query_one(ClusterSummary).update(text(summary_text(
+        self.query_one(ClusterSummary).update(styled(summary_text(
             self.cluster, self.hosts, t.sort_key, t.sort_reverse, t.filter_text,
             self._ray_summary())), layout=False)
 
@@ -151,7 +151,7 @@ class ClusterScreen(Screen):
         else:
             shown = gpu_details(self.hosts[row.host], row.gpu)
         # Host names, GPU names, process names and errors come from the agent.
-        pane.update(text(shown), layout=False)
+        pane.update(styled(shown), layout=False)
 
     def on_gpu_table_selected(self, _: GpuTable.Selected) -> None:
         self._refresh_details()

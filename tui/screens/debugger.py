@@ -18,6 +18,7 @@ from textual.widgets.data_table import CellDoesNotExist
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.debug_targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
 from tui.cluster.ray_cluster import RayCluster
+from tui.sanitize import cell, markup, styled
 from tui.transport.types import TransportError
 
 POLL_S = 2.0
@@ -101,18 +102,19 @@ class DebuggerScreen(Screen):
         table.clear()
         for key, t in self.targets.items():
             if isinstance(t, PausedWorker):
-                table.add_row(Text("post-mortem", "bold red"), t.host, str(t.pid), str(t.port),
-                              t.job, t.task, "", key=key)
+                table.add_row(Text("post-mortem", "bold red"), cell(t.host), cell(t.pid),
+                              cell(t.port), cell(t.job), cell(t.task), "", key=key)
             else:
                 age = f"{int(time.time() - t.timestamp)}s" if t.timestamp else ""
-                table.add_row(Text("breakpoint", "bold yellow"), t.host, "", str(t.port), t.job,
-                              f"{Path(t.filename).name}:{t.lineno}  {t.task}", age, key=key)
+                table.add_row(Text("breakpoint", "bold yellow"), cell(t.host), "", cell(t.port),
+                              cell(t.job), cell(f"{Path(t.filename).name}:{t.lineno}  {t.task}"),
+                              age, key=key)
         if current is not None and _key(current) in self.targets:
             table.move_cursor(row=table.get_row_index(_key(current)))
-        title = (f" Debugger — {self.cluster.inv.cluster}   {len(self.paused)} paused, "
+        title = (f" Debugger — {markup(self.cluster.inv.cluster)}   {len(self.paused)} paused, "
                  f"{len(self.breakpoints)} breakpoints")
         if self.error:
-            title += f"   {self.error}"
+            title += f"   {markup(self.error)}"
         self.query_one("#debug-title", Static).update(title)
         self._show_detail()
 
@@ -151,7 +153,7 @@ class DebuggerScreen(Screen):
             if t.traceback:
                 text.append(t.traceback.strip().splitlines()[-1] + "\n", "red")
             text.append("a: pdb console (type commands; c continues)")
-        detail.update(text)
+        detail.update(styled(text))  # worker, task, file names and tracebacks: from Ray
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -186,13 +188,13 @@ class DebuggerScreen(Screen):
         try:
             path, forward = await attach_in_vscode(self.cluster, target, Path.cwd())
         except (DashboardError, TransportError, OSError, ValueError) as exc:
-            self.notify(f"VS Code attach: {exc}", severity="error", timeout=10)
+            self.notify(f"VS Code attach: {markup(exc)}", severity="error", timeout=10)
             return
         keep = getattr(self.app, "keep_forward", None)
         if keep is not None:
             keep(forward)
-        self.notify(f"wrote {path}: attach configuration for {target.task} on "
-                    f"127.0.0.1:{forward.local_port}; the forward stays open while verl-tui "
+        self.notify(f"wrote {markup(path)}: attach configuration for {markup(target.task)} on "
+                    f"127.0.0.1:{forward.local_port:d}; the forward stays open while verl-tui "
                     "runs", timeout=12)
 
     def action_refresh(self) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.cluster.doctor import Finding, run_doctor, summarize
 from tui.config.hosts import Inventory
+from tui.sanitize import cell, one_line, styled
 from tui.transport.fleet import Fleet
 
 STATUS_CELLS = {
@@ -54,7 +55,8 @@ class DoctorScreen(Screen):
         self._shown: list[Finding] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Doctor — {self.inventory.cluster} ({len(self.inventory.hosts)} hosts)",
+        yield Static(f"Doctor — {one_line(self.inventory.cluster)} "
+                     f"({len(self.inventory.hosts)} hosts)",
                      id="doctor-title", markup=False)
         yield Static("", id="doctor-progress", markup=False)
         table: DataTable = DataTable(id="findings", cursor_type="row")
@@ -104,16 +106,16 @@ class DoctorScreen(Screen):
         if self.running:
             spent = time.monotonic() - self._started
             frame = _SPINNER[int(spent * 4) % len(_SPINNER)]
-            line.update(f"{frame} {self.progress_text}… {spent:.1f} s")
+            line.update(f"{frame} {one_line(self.progress_text)}… {spent:.1f} s")
         elif self.error:
-            line.update(self.error)
+            line.update(one_line(self.error))
         elif self.findings:
             counts = summarize(self.findings)
             shown = " (showing warn/fail only)" if self.only_problems else ""
-            line.update(f"{counts['ok']} ok · {counts['warn']} warn · {counts['fail']} fail"
+            line.update(f"{counts['ok']:d} ok · {counts['warn']:d} warn · {counts['fail']:d} fail"
                         f" in {self._elapsed:.1f} s{shown} — c re-runs, f filters")
         else:
-            line.update(self.progress_text)
+            line.update(one_line(self.progress_text))
 
     # -- table ---------------------------------------------------------------------------
 
@@ -124,8 +126,9 @@ class DoctorScreen(Screen):
         self._shown = [f for f in self.findings
                        if not self.only_problems or f.status != "ok"]
         for i, f in enumerate(self._shown):
-            table.add_row(STATUS_CELLS[f.status], f.title, f.host or "(cluster)", f.finding,
-                          key=str(i))
+            # Findings quote hosts' answers (versions, errors): Text cells, cleaned.
+            table.add_row(STATUS_CELLS[f.status], cell(f.title), cell(f.host or "(cluster)"),
+                          cell(f.finding), key=str(i))
         if previous in self._shown:
             table.move_cursor(row=self._shown.index(previous))
         self._show_progress()
@@ -152,7 +155,7 @@ class DoctorScreen(Screen):
             text.append(f.fix)
         else:
             text.append("nothing to fix", style="dim")
-        pane.update(text)
+        pane.update(styled(text))
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         self._show_fix()
