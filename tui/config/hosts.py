@@ -6,6 +6,7 @@ Pydantic does the type checking; `yamlfile` maps each error back to the file's l
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 import sys
 from pathlib import Path
@@ -16,8 +17,55 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-# Hostnames, IPv4 and IPv6 literals; nothing a shell or ssh option parser could misread.
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:%-]{0,252}$")
+# Host names and IPv4 literals; nothing a shell or ssh option parser could misread.
+_HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # an IPv6 zone: an interface name or number
+_JUMP_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")
+
+
+def normalize_address(text: str) -> str | None:
+    """A host name, an IPv4 literal or an IPv6 literal (`::1`, `fd00::5`, `fe80::1%eth0`, also
+    in brackets as ssh writes them) → the bare form to connect to; None when it is none of
+    these."""
+    if _HOSTNAME_RE.match(text):
+        return text
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if ":" not in bare:
+        return None
+    addr, _, scope = bare.partition("%")
+    if scope and not _SCOPE_RE.match(scope):
+        return None
+    try:
+        ipaddress.IPv6Address(addr)
+    except ValueError:
+        return None
+    return bare
+
+
+def split_jump(spec: str) -> tuple[str | None, str, int | None]:
+    """'user@host:port' → (user, host, port); `[v6]:port`, a bare IPv6 literal and a Host
+    alias work too. ValueError when a part is not valid."""
+    user, _, rest = spec.rpartition("@")
+    host, port_text = rest, ""
+    if rest.startswith("["):
+        close = rest.find("]")
+        after = rest[close + 1:] if close >= 0 else ""
+        if close < 0 or (after and not after.startswith(":")):
+            raise ValueError("unbalanced '[' in the address")
+        host, port_text = rest[1:close], rest[close + 2:]
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+    if user and not _JUMP_USER_RE.match(user):
+        raise ValueError(f"{user!r} is not a user name")
+    address = normalize_address(host)
+    if address is None:
+        raise ValueError(f"{host!r} is not a host name or IP address")
+    port = None
+    if port_text:
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ValueError(f"{port_text!r} is not a port")
+        port = int(port_text)
+    return (user or None), address, port
 
 
 class _Strict(BaseModel):
@@ -101,9 +149,12 @@ class HostEntry(_Strict):
     @field_validator("address", "node_ip")
     @classmethod
     def _check_address(cls, v: str | None) -> str | None:
-        if v is not None and not _ADDRESS_RE.match(v):
+        if v is None:
+            return None
+        address = normalize_address(v)
+        if address is None:
             raise ValueError(f"{v!r} is not a host name or IP address")
-        return v
+        return address
 
 
 class HostsFileModel(_Strict):
@@ -225,8 +276,12 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
         if h.transport == "local" and h.address is None:
             address = "localhost"
         ssh = model.ssh.merged(h.ssh)
-        if ssh.jump is not None and not _ADDRESS_RE.match(ssh.jump.replace("@", "_")):
-            raise fail(f"ssh.jump {ssh.jump!r} is not [user@]host[:port]", ("hosts", i))
+        if ssh.jump is not None:
+            try:
+                split_jump(ssh.jump)
+            except ValueError as exc:
+                raise fail(f"ssh.jump {ssh.jump!r} is not [user@]host[:port]: {exc}",
+                           ("hosts", i)) from None
         hosts.append(
             Host(
                 name=h.name,

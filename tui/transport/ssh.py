@@ -16,6 +16,8 @@ from typing import Any
 import asyncssh
 
 from tui.config.hosts import Host, SshOptions
+from tui.config.hosts import split_jump as config_split_jump
+from tui.transport import sshfiles
 from tui.transport.lines import CHUNK, DEFAULT_MAX_LINE, LineSplitter, decode, read_lines
 from tui.transport.pgroup import MARK, group_command, kill_command, parse_mark
 from tui.transport.types import HostState, RunResult, TransportError, command_line
@@ -49,20 +51,33 @@ def _expand(path: str | None) -> str | None:
 
 
 def known_hosts_path(ssh: SshOptions) -> Path:
-    return Path(_expand(ssh.known_hosts) or "~/.ssh/known_hosts").expanduser()
+    return sshfiles.known_hosts_path(ssh)
 
 
 def split_jump(spec: str) -> tuple[str | None, str, int | None]:
-    """'user@host:port' → (user, host, port); bare 'host' works, as does a Host alias."""
-    user, _, rest = spec.rpartition("@")
-    host, port = rest, None
-    if rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
-        port = int(port_text) if port_text.isdigit() else None
-    return (user or None), host, port
+    """'user@host:port' → (user, host, port); `[v6]:port`, a bare 'host' and a Host alias
+    work too (hosts.yaml validation has already refused anything else)."""
+    try:
+        return config_split_jump(spec)
+    except ValueError as exc:
+        raise ConnectFailure(HostState.UNREACHABLE, f"jump host {spec!r}: {exc}") from None
 
 
-def _options(ssh: SshOptions, *, host: str) -> dict[str, Any]:
+def _known_hosts_name(address: str, port: int | None) -> str:
+    """How OpenSSH names the host in known_hosts: `addr`, or `[addr]:port` off port 22."""
+    return address if port in (None, 22) else f"[{address}]:{port}"
+
+
+def _preflight(ssh: SshOptions) -> sshfiles.Checked:
+    """The local files checked before connecting (once per distinct file, see sshfiles)."""
+    try:
+        return sshfiles.check_files(ssh)
+    except sshfiles.FileProblem as exc:
+        raise ConnectFailure(exc.state, exc.reason) from None
+
+
+def _options(ssh: SshOptions, *, host: str,
+             checked: sshfiles.Checked | None = None) -> dict[str, Any]:
     opts: dict[str, Any] = {
         "connect_timeout": ssh.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
         "login_timeout": ssh.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
@@ -76,33 +91,39 @@ def _options(ssh: SshOptions, *, host: str) -> dict[str, Any]:
         opts["port"] = ssh.port
     if ssh.identity_file:
         opts["client_keys"] = [_expand(ssh.identity_file)]
+        if checked is not None and checked.ignore_encrypted:
+            opts["ignore_encrypted"] = True  # encrypted: the ssh-agent signs with it
     if ssh.config is not None:
         opts["config"] = [_expand(ssh.config)] if ssh.config else []
     if ssh.insecure_skip_host_key_check:
         opts["known_hosts"] = None
+    elif checked is not None and checked.known_hosts is not None:
+        opts["known_hosts"] = checked.known_hosts  # parsed once per file, not per host
     else:
         # Strict always: a missing file means every key is unknown, never "accept".
         path = known_hosts_path(ssh)
-        opts["known_hosts"] = str(path) if path.exists() else ([], [], [])
+        opts["known_hosts"] = str(path) if path.is_file() else ([], [], [])
     return opts
 
 
 def _key_problem(ssh: SshOptions, address: str, port: int | None) -> ConnectFailure:
     path = known_hosts_path(ssh)
     listed = False
-    if path.exists():
-        with contextlib.suppress(Exception):
-            keys = asyncssh.read_known_hosts(str(path)).match(address, "", port or 22)
-            listed = bool(keys[0])
+    with contextlib.suppress(Exception):  # sshfiles.FileProblem, or a file changed meanwhile
+        keys = sshfiles.known_hosts(path).match(address, "", port or 22)
+        listed = bool(keys[0])
+    name = _known_hosts_name(address, port)
     if listed:
         return ConnectFailure(
             HostState.HOST_KEY_MISMATCH,
-            f"host key of {address} differs from {path} — possible impersonation; "
-            f"if the host was reinstalled: ssh-keygen -f {path} -R {address}",
+            f"host key of {name} differs from {path} — possible impersonation; "
+            f"if the host was reinstalled: ssh-keygen -f {path} -R '{name}'",
         )
+    scan = f"ssh-keyscan -p {port} {address}" if port not in (None, 22) else \
+        f"ssh-keyscan {address}"
     return ConnectFailure(
         HostState.HOST_KEY_UNKNOWN,
-        f"{address} is not in {path} — verify its key, then add it (ssh-keyscan {address})",
+        f"{name} is not in {path} — verify its key, then add it ({scan})",
     )
 
 
@@ -118,8 +139,15 @@ def classify(exc: BaseException, ssh: SshOptions, address: str) -> ConnectFailur
         )
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return ConnectFailure(HostState.UNREACHABLE, f"no answer from {address} (timed out)")
+    if isinstance(exc, asyncssh.KeyImportError):  # a key named by the ssh config
+        return ConnectFailure(HostState.AUTH_FAILED, f"cannot load a private key: {exc}")
+    if isinstance(exc, asyncssh.ConfigParseError):
+        return ConnectFailure(HostState.UNREACHABLE, f"ssh config: {exc}")
     if isinstance(exc, FileNotFoundError):
-        return ConnectFailure(HostState.AUTH_FAILED, f"identity file not found: {exc.filename}")
+        # The files hosts.yaml names were checked before connecting (sshfiles): this one
+        # came from elsewhere (an IdentityFile in the ssh config); name it, blame nothing.
+        what = "identity file" if exc.filename == _expand(ssh.identity_file) else "file"
+        return ConnectFailure(HostState.AUTH_FAILED, f"{what} not found: {exc.filename}")
     if isinstance(exc, ConnectionRefusedError):
         port = ssh.port or 22
         return ConnectFailure(HostState.UNREACHABLE, f"{address}:{port} refused the connection")
@@ -136,9 +164,11 @@ async def open_connection(
 ) -> tuple[asyncssh.SSHClientConnection, _Client]:
     """Connect to one host; raise ConnectFailure with a classified state."""
     client = _Client()
+    checked = _preflight(host.ssh)
     try:
         conn, _ = await asyncssh.create_connection(
-            lambda: client, host.address, tunnel=tunnel, **_options(host.ssh, host=host.name)
+            lambda: client, host.address, tunnel=tunnel,
+            **_options(host.ssh, host=host.name, checked=checked)
         )
     except Exception as exc:
         raise classify(exc, host.ssh, host.address) from None
@@ -147,7 +177,11 @@ async def open_connection(
 
 async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
     user, address, port = split_jump(spec)
-    opts = _options(ssh, host=address)
+    try:
+        checked = _preflight(ssh)
+    except ConnectFailure as failure:
+        raise ConnectFailure(failure.state, f"via jump host {spec}: {failure.reason}") from None
+    opts = _options(ssh, host=address, checked=checked)
     if user:
         opts["username"] = user
     if port:
