@@ -127,12 +127,17 @@ def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
         if exc.errno == errno.ENOTDIR:
             raise ConfigError("file not found (a part of the path is not a folder)",
                               path) from None
+        try:  # a socket cannot be opened (ENXIO): say what it is
+            kind = _kind(os.stat(path).st_mode)
+        except OSError:
+            kind = None
+        if kind:
+            raise ConfigError(f"is {kind}, expected a regular file", path) from None
         raise ConfigError(f"cannot open: {exc.strerror or exc}", path) from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)),
-                        "not a regular file")
+        kind = _kind(st.st_mode)
+        if kind:
             raise ConfigError(f"is {kind}, expected a regular file", path)
         if st.st_size > max_bytes:
             raise ConfigError(f"file is {st.st_size} bytes, over the {_size(max_bytes)} limit "
@@ -153,6 +158,13 @@ def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", path) from None
     finally:
         os.close(fd)
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what it is."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
 
 
 def _size(n: int) -> str:
