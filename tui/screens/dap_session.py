@@ -20,6 +20,7 @@ from tui.cluster.dashboard import DashboardError
 from tui.cluster.debug_targets import PausedWorker, open_forward
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.dap import DapClient, DapError, Frame, Stopped, Variable
+from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.transport.types import Forward, TransportError
 
 CONTEXT_LINES = 12
@@ -58,7 +59,9 @@ class DapSessionScreen(Screen):
 
     def compose(self) -> ComposeResult:
         t = self.target
-        yield Static(f" post-mortem — {t.task} on {t.host} pid {t.pid}   connecting…",
+        # Task, host, frames, variables and source come from the paused worker: all cleaned.
+        yield Static(f" post-mortem — {markup(t.task)} on {markup(t.host)} pid {markup(t.pid)}"
+                     "   connecting…",
                      id="dap-title")
         yield Static("", id="dap-exception")
         with Horizontal():
@@ -82,7 +85,8 @@ class DapSessionScreen(Screen):
         self.state = state
         t = self.target
         self.query_one("#dap-title", Static).update(
-            f" post-mortem — {t.task} on {t.host} pid {t.pid}   {state}")
+            f" post-mortem — {markup(t.task)} on {markup(t.host)} pid {markup(t.pid)}   "
+            f"{markup(state)}")
 
     @work(exclusive=True, group="dap", exit_on_error=False)
     async def connect(self) -> None:
@@ -97,13 +101,13 @@ class DapSessionScreen(Screen):
             await self._close()
             return
         text = Text()
-        text.append(f"{info.exception_id}: ", "bold")
-        text.append(info.description or self.stopped.description or "")
+        text.append(f"{one_line(info.exception_id)}: ", "bold")
+        text.append(clean(info.description or self.stopped.description or ""))
         self.query_one("#dap-exception", Static).update(text)
         stack = self.query_one("#dap-stack", DataTable)
         for f in self.frames:
             where = f"{f.path.rsplit('/', 1)[-1]}:{f.line}" if f.path else "-"
-            stack.add_row(f.name, where, key=str(f.id))
+            stack.add_row(cell(f.name), cell(where), key=str(f.id))
         self._title("paused")
         if self.frames:
             # The innermost frame is the function that raised.
@@ -119,7 +123,8 @@ class DapSessionScreen(Screen):
     async def _show_source(self, frame: Frame) -> None:
         box = self.query_one("#dap-source", Static)
         if not frame.path:
-            box.update(Text(f"{frame.name}: no source (native or generated code)", style="dim"))
+            box.update(Text(f"{one_line(frame.name)}: no source (native or generated code)",
+                            style="dim"))
             return
         lines = self._sources.get(frame.path)
         if lines is None:
@@ -131,30 +136,30 @@ class DapSessionScreen(Screen):
                 lines = []
             self._sources[frame.path] = lines
         if not lines:
-            box.update(Text(f"{frame.path}:{frame.line}\n(source not readable on "
-                            f"{self.target.host})", style="dim"))
+            box.update(Text(f"{one_line(frame.path)}:{one_line(frame.line)}\n(source not "
+                            f"readable on {one_line(self.target.host)})", style="dim"))
             return
         start = max(1, frame.line - CONTEXT_LINES)
         end = min(len(lines), frame.line + CONTEXT_LINES)
-        code = "\n".join(lines[start - 1:end])
+        code = clean("\n".join(lines[start - 1:end]))
         box.update(Syntax(code, "python", line_numbers=True, start_line=start,
                           highlight_lines={frame.line}, word_wrap=False))
-        box.border_title = f"{frame.path}:{frame.line}"
+        box.border_title = markup(f"{frame.path}:{frame.line}")
 
     async def _show_variables(self, frame: Frame) -> None:
         tree = self.query_one("#dap-vars", Tree)
         tree.clear()
-        tree.root.label = f"variables of {frame.name}"
+        tree.root.label = Text(f"variables of {one_line(frame.name)}")  # str labels are markup
         if self.dap is None:
             return
         try:
             for scope in await self.dap.scopes(frame.id):
-                node = tree.root.add(Text(scope.name, "bold"), data=scope.reference,
+                node = tree.root.add(Text(one_line(scope.name), "bold"), data=scope.reference,
                                      expand=scope.name.lower().startswith("local"))
                 if node.is_expanded:
                     await self._fill_node(node, scope.reference)
         except DapError as exc:
-            tree.root.add_leaf(Text(str(exc), "red"))
+            tree.root.add_leaf(Text(one_line(exc), "red"))
         tree.root.expand()
 
     async def _fill_node(self, node: TreeNode, reference: int) -> None:
@@ -170,11 +175,11 @@ class DapSessionScreen(Screen):
     @staticmethod
     def _label(var: Variable) -> Text:
         t = Text()
-        t.append(var.name, "bold")
+        t.append(one_line(var.name), "bold")
         if var.type:
-            t.append(f": {var.type}", "dim")
-        t.append(f" = {var.value[:200]}")
-        return t
+            t.append(f": {one_line(var.type)}", "dim")
+        t.append(f" = {one_line(var.value, 200)}")
+        return styled(t)
 
     @on(Tree.NodeExpanded, "#dap-vars")
     async def _expand(self, event: Tree.NodeExpanded) -> None:
@@ -199,14 +204,14 @@ class DapSessionScreen(Screen):
         if not expr:
             return
         if self.dap is None or self.state != "paused":
-            log.write(Text(f"not paused ({self.state})", "yellow"))
+            log.write(Text(f"not paused ({one_line(self.state)})", "yellow"))
             return
-        log.write(Text(f">>> {expr}", "bold"))
+        log.write(Text(f">>> {one_line(expr)}", "bold"))
         try:
             result = await self.dap.evaluate(expr, self.frame.id if self.frame else None)
-            log.write(Text(result.result))
+            log.write(Text(clean(result.result)))
         except DapError as exc:
-            log.write(Text(str(exc), "red"))
+            log.write(Text(clean(exc), "red"))
         event.input.value = ""
 
     def on_key(self, event) -> None:

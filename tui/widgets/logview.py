@@ -40,7 +40,7 @@ from textual.widgets import Input, Label, Static
 
 from tui.logs.signatures import ERROR, TRACEBACK, WARNING
 from tui.logs.store import LogStore, Query
-from tui.sanitize import log_line, one_line
+from tui.sanitize import log_line, one_line, styled
 
 TICK_S = 1 / 16  # how often appended lines reach the screen
 SCAN_LINES = 50_000  # lines a tick scans for matches (a few MB: keeps each tick short)
@@ -51,6 +51,7 @@ LOAD_SLICE = 256 << 10  # characters per step when loading a whole log at once
 SGR_RE = re.compile(r"\x1b\[([0-9;]*)m")
 
 LINE, HINT, PENDING, NONE = range(4)
+PROMPT_LABELS = {"search": "/", "filter": "filter /", "save": "save to"}
 
 _sgr_steps: dict[tuple[Style, str], Style] = {}
 
@@ -844,8 +845,7 @@ class LogPane(Widget):
 
     def _open_prompt(self, mode: str) -> None:
         self._mode = mode
-        labels = {"search": "/", "filter": "filter /", "save": "save to"}
-        self._prompt_label.update(labels[mode])
+        self._prompt_label.update(PROMPT_LABELS[mode])
         if mode == "save":
             default = self._save_text or str(self.save_path or "verl-tui-job.log")
             self._prompt.placeholder = "file path (enter: save, esc: cancel)"
@@ -944,4 +944,5 @@ class LogPane(Widget):
                 text.append("  ·  ")
             text.append(part, style)
         self._status_text = text.plain
-        self._status.update(text, layout=False)  # one fixed row: no layout pass per tick
+        # (a job's end status and messages come from Ray: cleaned, styles kept)
+        self._status.update(styled(text), layout=False)  # one fixed row: no layout pass

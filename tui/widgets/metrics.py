@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
 
 from tui.metrics import MetricsTracker
+from tui.sanitize import markup, one_line
 
 REDRAW_EVERY_S = 0.5  # at most 2 Hz: plotext rebuilds every chart's whole canvas
 # More points than this many per column of the chart are thinned: the terminal cannot show
@@ -165,19 +166,20 @@ class MetricChart(Vertical, can_focus=True):
 
     def draw(self, tracker: MetricsTracker) -> None:
         spec = self.spec
-        self.border_title = spec.title
+        self.border_title = markup(spec.title)
         keys = chart_keys(spec, tracker)
         if not keys:
             self.plotted = {}
             self.border_subtitle = ""
-            self.query_one(".empty", Static).update(f"no data yet ({', '.join(spec.keys)})")
+            self.query_one(".empty", Static).update(markup(f"no data yet ({', '.join(spec.keys)})"))
             self.remove_class("has-data")
             return
         latest = tracker.latest()
         labels = short_labels(keys)
-        self.border_subtitle = "  ".join(
+        # Metric keys come from the job's log lines: markup-escaped (titles are markup).
+        self.border_subtitle = markup("  ".join(
             (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
-            for key, label in zip(keys, labels, strict=True))
+            for key, label in zip(keys, labels, strict=True)))
         limit = max(self.size.width, 40) * POINTS_PER_CELL
         plotted: dict[str, list[tuple[int, float]]] = {}
         for key in keys:
@@ -229,7 +231,7 @@ class MetricPicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"Chart “{self.chart}” shows…  [dim](type to filter, enter picks, "
+            yield Static(f"Chart “{markup(self.chart)}” shows…  [dim](type to filter, enter picks, "
                          "esc cancels)[/dim]", id="picker-title")
             yield Input(placeholder="filter, e.g. val-core or actor kl", id="picker-filter")
             yield OptionList(id="picker-keys")
@@ -249,15 +251,15 @@ class MetricPicker(ModalScreen[str | None]):
         keys = self.matches(text)
         width = min(max((len(k) for k in keys), default=0), 60)  # values in one column
         for key in keys:
-            label = Text(key.ljust(width))
+            label = Text(one_line(key).ljust(width))
             value = self.latest.get(key)
             if value is not None:
-                label.append(f"  {fmt_value(value)}", "dim")
+                label.append(f"  {one_line(fmt_value(value))}", "dim")
             options.add_option(Option(label, id=key))
         if keys:
             options.highlighted = keys.index(self.current) if self.current in keys else 0
         else:
-            options.add_option(Option(f"no key matches “{text}”", disabled=True))
+            options.add_option(Option(f"no key matches “{markup(text)}”", disabled=True))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._fill(event.value)
@@ -378,8 +380,9 @@ class MetricsPanel(Widget, can_focus=True):
         bar.set_class(not total, "-hidden")
         if total:
             bar.update(total=total, progress=min(max(last or 0, 0), total))
-        self.query_one("#metrics-step", Static).update(progress_text(tracker))
-        self.query_one("#metrics-latest", Static).update(self.latest_text())
+        self.query_one("#metrics-step", Static).update(markup(progress_text(tracker)))
+        # Keys (val-core/…) come from the job's log: markup-escaped.
+        self.query_one("#metrics-latest", Static).update(markup(self.latest_text()))
 
     def latest_text(self) -> str:
         """The charts' newest values, then the newest validation scores, on one line."""
