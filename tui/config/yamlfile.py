@@ -13,10 +13,13 @@ file ends in a ConfigError naming file:line, in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import gc
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,9 @@ Loc = tuple[str | int, ...]
 MAX_BYTES = 1 << 20  # 1 MiB: a hosts file for thousands of hosts is ~100 KiB
 MAX_DEPTH = 100  # our files nest 4 levels; verl's deepest config path is ~8
 MAX_ALIAS_VALUES = 10_000  # values that aliases (*name) may add when expanded
+# Values in all (aliases expanded): a hosts file of 3000 hosts has ~15000. Bounds the time a
+# 1 MiB file of `[1,1,1,…]` takes (~10 µs a value in Python) as the byte cap alone does not.
+MAX_VALUES = 25_000
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser: 5x faster
 # Not allowed anywhere in a file: C0 controls except TAB/LF/CR, DEL, C1 controls, the Unicode line
@@ -190,16 +196,6 @@ def read_text(path: Path | str, *, max_bytes: int = MAX_BYTES) -> str:
 # -- composing: parser events → nodes, bounded --------------------------------------------------
 
 
-class _Tree:
-    """Facts about one composed node: values it expands to, and its height."""
-
-    __slots__ = ("height", "size")
-
-    def __init__(self, size: int, height: int) -> None:
-        self.size = size
-        self.height = height
-
-
 def _mark_line(mark: Any) -> int | None:
     return mark.line + 1 if mark is not None else None
 
@@ -207,33 +203,41 @@ def _mark_line(mark: Any) -> int | None:
 def _compose(text: str, path: Path) -> yaml.Node | None:
     """One document's node graph, built without recursion and within the limits."""
     resolver = yaml.resolver.Resolver()
-    anchors: dict[str, yaml.Node] = {}
-    facts: dict[int, _Tree] = {}  # id(node) → facts, for nodes that are closed
+    # anchor → (node, values it expands to, height); set when the anchored node is complete.
+    anchors: dict[str, tuple[yaml.Node, int, int]] = {}
     open_anchors: set[str] = set()
-    # Stack of open collections: (node, anchor, children facts).
-    stack: list[tuple[yaml.Node, str | None, list[_Tree]]] = []
+    # Open collections: [node, anchor, values so far, height of the tallest child].
+    stack: list[list[Any]] = []
     root: yaml.Node | None = None
     documents = 0
     alias_values = 0
+    values = 0  # scalars so far, aliases expanded (collections counted when they close)
 
     def fail(msg: str, mark: Any) -> ConfigError:
         return ConfigError(msg, path, _mark_line(mark))
 
-    def add(node: yaml.Node, tree: _Tree, mark: Any) -> None:
-        nonlocal root
-        if stack:
-            stack[-1][2].append(tree)
-            parent = stack[-1][0]
-            if isinstance(parent, yaml.MappingNode):
-                items = parent.value
-                if items and items[-1][1] is None:
-                    items[-1] = (items[-1][0], node)
-                else:
-                    items.append((node, None))
-            else:
-                parent.value.append(node)
-        else:
+    def add(node: yaml.Node, size: int, height: int, new: int) -> None:
+        # new: values not counted before (a closing collection's children already were)
+        nonlocal root, values
+        values += new
+        if values > MAX_VALUES:
+            raise fail(f"more than {MAX_VALUES} values in one file", node.start_mark)
+        if not stack:
             root = node
+            return
+        top = stack[-1]
+        top[2] += size
+        if height > top[3]:
+            top[3] = height
+        parent = top[0]
+        if isinstance(parent, yaml.MappingNode):
+            items = parent.value
+            if items and items[-1][1] is None:
+                items[-1] = (items[-1][0], node)
+            else:
+                items.append((node, None))
+        else:
+            parent.value.append(node)
 
     def check_tag(tag: str | None, default: str, mark: Any) -> str:
         if tag in (None, "!", default):
@@ -241,45 +245,21 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
         short = tag.replace("tag:yaml.org,2002:", "!!")
         raise fail(f"tag {short} is not supported here", mark)
 
-    events = yaml.parse(text, Loader=_LOADER)
-    for ev in events:
-        if isinstance(ev, yaml.DocumentStartEvent):
-            documents += 1
-            if documents > 1:
-                raise fail("expected one YAML document, found a second one (---)",
-                           ev.start_mark)
-        elif isinstance(ev, yaml.AliasEvent):
-            target = anchors.get(ev.anchor)
-            if ev.anchor in open_anchors:
-                raise fail(f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
-                           "(a recursive structure)", ev.start_mark)
-            if target is None:
-                raise fail(f"alias *{ev.anchor} has no anchor &{ev.anchor} before it",
-                           ev.start_mark)
-            tree = facts[id(target)]
-            alias_values += tree.size
-            if alias_values > MAX_ALIAS_VALUES:
-                raise fail(f"aliases expand to more than {MAX_ALIAS_VALUES} values "
-                           f"(at *{ev.anchor})", ev.start_mark)
-            if len(stack) + tree.height > MAX_DEPTH:
-                raise fail(f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels",
-                           ev.start_mark)
-            add(target, tree, ev.start_mark)
-        elif isinstance(ev, yaml.ScalarEvent):
+    for ev in yaml.parse(text, Loader=_LOADER):
+        kind = type(ev)
+        if kind is yaml.ScalarEvent:
             tag = ev.tag
             if tag is None or tag == "!":
                 tag = resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
             node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, style=ev.style)
-            tree = _Tree(1, 1)
-            facts[id(node)] = tree
             if ev.anchor is not None:
-                anchors[ev.anchor] = node
-            add(node, tree, ev.start_mark)
-        elif isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                anchors[ev.anchor] = (node, 1, 1)
+            add(node, 1, 1, 1)
+        elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
             if len(stack) >= MAX_DEPTH:
                 raise fail(f"nested deeper than {MAX_DEPTH} levels", ev.start_mark)
             node: yaml.Node
-            if isinstance(ev, yaml.SequenceStartEvent):
+            if kind is yaml.SequenceStartEvent:
                 tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
                                 ev.start_mark)
                 node = yaml.SequenceNode(tag, [], ev.start_mark, None,
@@ -289,18 +269,36 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
                                 ev.start_mark)
                 node = yaml.MappingNode(tag, [], ev.start_mark, None, flow_style=ev.flow_style)
             if ev.anchor is not None:
-                anchors[ev.anchor] = node
                 open_anchors.add(ev.anchor)
-            stack.append((node, ev.anchor, []))
-        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            node, anchor, children = stack.pop()
+            stack.append([node, ev.anchor, 1, 0])
+        elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+            node, anchor, size, height = stack.pop()
             node.end_mark = ev.end_mark
-            tree = _Tree(1 + sum(c.size for c in children),
-                         1 + max((c.height for c in children), default=0))
-            facts[id(node)] = tree
             if anchor is not None:
                 open_anchors.discard(anchor)
-            add(node, tree, node.start_mark)
+                anchors[anchor] = (node, size, height + 1)
+            add(node, size, height + 1, 1)
+        elif kind is yaml.AliasEvent:
+            if ev.anchor in open_anchors:
+                raise fail(f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
+                           "(a recursive structure)", ev.start_mark)
+            if ev.anchor not in anchors:
+                raise fail(f"alias *{ev.anchor} has no anchor &{ev.anchor} before it",
+                           ev.start_mark)
+            target, size, height = anchors[ev.anchor]
+            alias_values += size
+            if alias_values > MAX_ALIAS_VALUES:
+                raise fail(f"aliases expand to more than {MAX_ALIAS_VALUES} values "
+                           f"(at *{ev.anchor})", ev.start_mark)
+            if len(stack) + height > MAX_DEPTH:
+                raise fail(f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels",
+                           ev.start_mark)
+            add(target, size, height, size)
+        elif kind is yaml.DocumentStartEvent:
+            documents += 1
+            if documents > 1:
+                raise fail("expected one YAML document, found a second one (---)",
+                           ev.start_mark)
     return root
 
 
@@ -375,7 +373,8 @@ def parse_yaml(text: str, path: Path) -> LocatedDoc:
         raise ConfigError(f"text is over the {_size(MAX_BYTES)} limit for config files", path)
     text = check_text(text, path)
     try:
-        node = _compose(text, path)
+        with _no_gc():
+            node = _compose(text, path)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # An unclosed bracket is found at end of file; where it opened is more useful.
@@ -389,8 +388,22 @@ def parse_yaml(text: str, path: Path) -> LocatedDoc:
     if node is None:
         return LocatedDoc(None, path, {(): 1})
     builder = _Builder(path)
-    data = builder.build(node, ())
+    with _no_gc():
+        data = builder.build(node, ())
     return LocatedDoc(data, path, builder.lines, builder.plain)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    # Composing allocates one object per value and no cycles (aliases are checked): the
+    # cyclic collector would only rescan the growing graph, 2-3x the parse time of a big file.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def load_yaml(path: Path | str) -> LocatedDoc:
