@@ -20,6 +20,7 @@ from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import merge
 from tui.ckpt.scan import CheckpointIndex, StepState, check_root, scan_fleet
 from tui.fmt import human_size
+from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -95,7 +96,7 @@ class CheckpointsScreen(Screen):
 
     def _ask(self, what: str, label: str, value: str) -> None:
         self._prompt_for = what
-        self.query_one("#ckpt-prompt-label", Label).update(label)
+        self.query_one("#ckpt-prompt-label", Label).update(markup(label))
         row = self.query_one("#ckpt-prompt-row")
         row.add_class("-active")
         box = self.query_one("#ckpt-prompt", Input)
@@ -117,7 +118,7 @@ class CheckpointsScreen(Screen):
             try:
                 self.root = check_root(value)
             except ValueError as exc:
-                self.notify(str(exc), severity="error", timeout=6)
+                self.notify(markup(exc), severity="error", timeout=6)
                 return
             self._close_prompt()
             self.rescan()
@@ -150,11 +151,11 @@ class CheckpointsScreen(Screen):
         self._fill()
 
     def _title(self, note: str = "") -> None:
-        text = f" Checkpoints — {self.root or '(no folder: press /)'}"
+        text = f" Checkpoints — {markup(self.root or '(no folder: press /)')}"
         target = self.host_names[self.host_i] if self.host_names else "-"
-        text += f"   target host: {target} (←/→)"
+        text += f"   target host: {markup(target)} (←/→)"
         if note:
-            text += f"   {note}"
+            text += f"   {markup(note)}"
         self.query_one("#ckpt-title", Static).update(text)
 
     def _fill(self) -> None:
@@ -173,9 +174,9 @@ class CheckpointsScreen(Screen):
             for host in self.host_names:
                 ranks = s.hosts.get(host)
                 style = "green" if host in on else ""
-                cells.append(Text(_ranks(ranks) if ranks is not None else "", style))
+                cells.append(cell(_ranks(ranks) if ranks is not None else "", style=style))
             latest = "◀ latest" if s.latest_on else ""
-            table.add_row(str(s.step), str(s.world_size or "?"), complete, *cells,
+            table.add_row(cell(s.step), cell(s.world_size or "?"), complete, *cells,
                           human_size(s.size_bytes), latest, key=str(s.step))
         if current is not None and index.step(current.step) is not None:
             table.move_cursor(row=table.get_row_index(str(current.step)))
@@ -202,7 +203,7 @@ class CheckpointsScreen(Screen):
         box = self.query_one("#ckpt-detail", Static)
         if s is None:
             box.update("" if self.index is None else
-                       f"no global_step_N under {self.root} on any host")
+                       f"no global_step_N under {markup(self.root)} on any host")
             return
         t = Text()
         t.append(f"global_step_{s.step}", "bold")
@@ -217,7 +218,7 @@ class CheckpointsScreen(Screen):
         elif s.complete_on:
             t.append(f"complete on {', '.join(s.complete_on)}: m merges there; resume from "
                      f"it in the job form\n", "green")
-        box.update(t)
+        box.update(styled(t))  # roles and host names come from the hosts' folders
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         self._detail()
@@ -237,7 +238,7 @@ class CheckpointsScreen(Screen):
         if s is None or self.index is None:
             return
         if self.busy:
-            self.notify(f"{self.busy} is running", timeout=3)
+            self.notify(f"{markup(self.busy)} is running", timeout=3)
             return
         self.run_collect(s.step, self.host_names[self.host_i])
 
@@ -249,29 +250,32 @@ class CheckpointsScreen(Screen):
         bar = self.query_one("#ckpt-progress", ProgressBar)
         label = self.query_one("#ckpt-progress-label", Label)
         self.busy = f"collect step {step} onto {host}"
-        out.write(Text(f"collect global_step_{step} onto {host}", "bold"))
+        out.write(Text(f"collect global_step_{step:d} onto {one_line(host)}", "bold"))
         row.add_class("-active")
         last = [0.0]
 
         def progress(p: CopyProgress) -> None:
             now = time.monotonic()
             if p.finished:
-                out.write(f"  {p.path}  ← {p.source}  {human_size(p.total)}")
+                out.write(Text(f"  {one_line(p.path)}  ← {one_line(p.source)}  "
+                               f"{human_size(p.total)}"))
             if now - last[0] < 0.1 and not p.finished:
                 return  # coalesced: at most ~10 updates a second
             last[0] = now
             bar.update(total=max(p.bytes_total, 1), progress=p.bytes_done)
-            label.update(f" {p.files_done}/{p.files_total} files ")
+            label.update(f" {p.files_done:d}/{p.files_total:d} files ")
 
         try:
             report = await collect(self.fleet, self.index, step, None, host, progress=progress)
         except (CkptError, TransportError) as exc:
-            out.write(Text(f"collect failed: {exc}", "red"))
+            out.write(Text(f"collect failed: {clean(exc)}", "red"))
         else:
             for c in report.conflicts:
-                out.write(Text(f"  conflict, left untouched: {c.path}: {c.reason}", "bold red"))
+                out.write(Text(f"  conflict, left untouched: {one_line(c.path)}: "
+                               f"{one_line(c.reason)}", "bold red"))
             for f in report.failed:
-                out.write(Text(f"  failed: {f.path} from {f.source}: {f.error}", "red"))
+                out.write(Text(f"  failed: {one_line(f.path)} from {one_line(f.source)}: "
+                               f"{one_line(f.error)}", "red"))
             verdict = ("done" if report.ok else "NOT complete")
             out.write(Text(f"{verdict}: {len(report.copied)} copied, {len(report.present)} "
                            f"already there, sha256 checked, {report.mb_per_s:.0f} MB/s",
@@ -288,12 +292,12 @@ class CheckpointsScreen(Screen):
         if s is None or not self.root:
             return
         if self.busy:
-            self.notify(f"{self.busy} is running", timeout=3)
+            self.notify(f"{markup(self.busy)} is running", timeout=3)
             return
         host = self.host_names[self.host_i]
         if host not in s.complete_on:
-            self.notify(f"global_step_{s.step} is not complete on {host}: collect it there "
-                        "first (c)", severity="warning", timeout=6)
+            self.notify(f"global_step_{s.step:d} is not complete on {markup(host)}: collect it "
+                        "there first (c)", severity="warning", timeout=6)
             return
         self._merge_args = (s.step, host)
         default = f"{self.root.rstrip('/')}/merged/global_step_{s.step}_hf"
@@ -305,21 +309,22 @@ class CheckpointsScreen(Screen):
         out = self.query_one("#ckpt-output", RichLog)
         local_dir = f"{self.root.rstrip('/')}/global_step_{step}/actor"
         self.busy = f"merge of step {step} on {host}"
-        out.write(Text(f"merge {local_dir} → {target} on {host}", "bold"))
+        out.write(Text(one_line(f"merge {local_dir} → {target} on {host}"), "bold"))
         try:
             result = await merge(self.fleet, host, local_dir, target, backend=None,
-                                 on_line=lambda line: out.write(line))
+                                 on_line=lambda line: out.write(Text(clean(line))))
         except (CkptError, TransportError) as exc:
-            out.write(Text(f"merge refused: {exc}", "red"))
+            out.write(Text(f"merge refused: {clean(exc)}", "red"))
             return
         finally:
             self.busy = None
         if result.ok:
-            out.write(Text(f"merged into {target} on {host}:", "green"))
+            out.write(Text(f"merged into {one_line(target)} on {one_line(host)}:", "green"))
             for path, size in result.files:
-                out.write(f"  {path}  {human_size(size)}")
+                out.write(Text(f"  {one_line(path)}  {human_size(size)}"))
         else:
-            out.write(Text(f"merge failed (exit {result.exit_status}): {result.error}", "red"))
+            out.write(Text(f"merge failed (exit {result.exit_status:d}): {clean(result.error)}",
+                           "red"))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.resume import world_size_warning
 from tui.ckpt.scan import CheckpointIndex, StepState, scan_fleet
+from tui.sanitize import cell, markup
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -41,7 +42,7 @@ class CheckpointPickerScreen(ModalScreen[StepState | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"[b]Resume from[/b] {self.root}   scanning every host…",
+            yield Static(f"[b]Resume from[/b] {markup(self.root)}   scanning every host…",
                          id="picker-title")
             table = DataTable(id="picker-steps", cursor_type="row")
             table.add_columns("step", "W", "complete", "where", "note")
@@ -58,16 +59,16 @@ class CheckpointPickerScreen(ModalScreen[StepState | None]):
         try:
             self.index = await scan_fleet(self.fleet, self.inv, self.root)
         except (CkptError, TransportError) as exc:
-            title.update(f"[b]Resume from[/b] {self.root}   scan failed: {exc}")
+            title.update(f"[b]Resume from[/b] {markup(self.root)}   scan failed: {markup(exc)}")
             return
         table = self.query_one(DataTable)
         for s in sorted(self.index.steps, key=lambda s: -s.step):
             warn = world_size_warning(s.world_size, self.nnodes, self.gpus_per_node)
             where = ", ".join(s.complete_on) or ("spread over hosts" if s.complete else "-")
-            table.add_row(str(s.step), str(s.world_size or "?"),
-                          Text("yes", "green") if s.complete else Text("no", "red"), where,
-                          Text(warn or "", "yellow"), key=str(s.step))
-        title.update(f"[b]Resume from[/b] {self.root}   {len(self.index.steps)} steps "
+            table.add_row(cell(s.step), cell(s.world_size or "?"),
+                          Text("yes", "green") if s.complete else Text("no", "red"), cell(where),
+                          cell(warn or "", style="yellow"), key=str(s.step))
+        title.update(f"[b]Resume from[/b] {markup(self.root)}   {len(self.index.steps)} steps "
                      f"(enter picks a complete one)")
         if not self.index.steps:
             self.query_one("#picker-note", Static).update(

@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Select, Static, Switch
 from tui.jobs.formstate import default_text
 from tui.jobs.rules import Problem
 from tui.jobs.schema import KeyInfo
+from tui.sanitize import clean, one_line
 
 _BOOL_TEXT = {True: "true", False: "false"}
 
@@ -81,8 +82,8 @@ class FormField(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="field-head"):
             if self.label:
-                yield Static(self.label, classes="field-label", markup=False)
-            yield Static(self.key, classes="field-key", markup=False)
+                yield Static(one_line(self.label), classes="field-label", markup=False)
+            yield Static(one_line(self.key), classes="field-key", markup=False)
             if self.removable:
                 yield Button("✕", classes="field-remove", tooltip="remove this key")
         info = self.info
@@ -102,13 +103,13 @@ class FormField(Vertical):
             on = self._text == "true" if self._text else bool(info.default)
             with Horizontal(classes="field-switch"):
                 yield Switch(value=on)
-                yield Static(self._switch_note(), classes="switch-note", markup=False)
+                yield Static(one_line(self._switch_note()), classes="switch-note", markup=False)
         else:
             yield Input(value=self._text, placeholder=default or "not in verl's config")
         if info is not None and info.help:
             lines = info.help.splitlines()
             text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
-            yield Static(text, classes="field-help", markup=False)
+            yield Static(clean(text), classes="field-help", markup=False)
         yield Static("", classes="field-problem", markup=False)
 
     def _switch_note(self) -> str:
@@ -135,7 +136,7 @@ class FormField(Vertical):
             else:
                 self.query_one(Switch).value = (text == "true" if text else
                                                 bool(self.info and self.info.default))
-                self.query_one(".switch-note", Static).update(self._switch_note())
+                self.query_one(".switch-note", Static).update(one_line(self._switch_note()))
 
     def _set_from_editor(self, text: str) -> None:
         if text == self._text:
@@ -159,7 +160,7 @@ class FormField(Vertical):
         event.stop()
         text = _BOOL_TEXT[bool(event.value)]
         self._set_from_editor(text)
-        self.query_one(".switch-note", Static).update(self._switch_note())
+        self.query_one(".switch-note", Static).update(one_line(self._switch_note()))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -180,7 +181,7 @@ class FormField(Vertical):
             if i:
                 line.append("\n")
             line.append("✗ " if lv == "error" else "! ", "bold")
-            line.append(msg)
+            line.append(clean(msg))  # validation text quotes the profile's values
         self.query_one(".field-problem", Static).update(line)
 
     @property

@@ -1,0 +1,234 @@
+"""Structural check: every string a screen, widget or CLI formatter draws from a variable goes
+through tui.sanitize.
+
+What it enforces, by reading the source (ast), in tui/screens, tui/widgets, tui/app.py,
+tui/palette.py and the CLI's text formatters (tui/commands): every argument given to a display
+sink (Static/Label/notify/update/DataTable.add_row/Text/Text.append/Text.assemble/Segment/
+RichLog.write/Log.write_line/ErrorScreen/ConfirmScreen/…, and title assignments) must be safe:
+
+- a literal, or an f-string whose every interpolation is safe or formatted as a number (`:.1f`);
+- a call of a tui.sanitize function (clean, one_line, markup, log_line, styled, cell,
+  escape_markup) or of a formatter of numbers (age, duration, human_size, gib, bar, …);
+- a local variable whose every assignment in the function is safe (parameters, loop variables
+  and attributes are outside values until cleaned);
+- a Text built in the function may take anything if the function draws it through
+  `styled(t)` (which cleans its characters, keeping its styles).
+
+A new path that puts `host.name`, `str(exc)` or a parameter on screen without a sanitize call
+makes this test fail with file:line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "tui"
+# terminal_guard.py is the cockpit's last-resort filter itself (it rebuilds segments).
+UI_FILES = sorted(p for p in [*ROOT.glob("screens/*.py"), *ROOT.glob("widgets/*.py"),
+                              *ROOT.glob("widgets/jobform/*.py"), ROOT / "app.py",
+                              ROOT / "palette.py"] if p.name != "terminal_guard.py")
+
+SANITIZERS = {"clean", "one_line", "markup", "log_line", "styled", "cell", "escape_markup",
+              "insecure_text"}
+# Functions that return text made only of numbers, fixed words or bar glyphs.
+SAFE_FUNCS = {"age", "duration", "human_size", "gib", "bar", "sparkline", "len", "int", "float",
+              "round", "abs", "min", "max", "sum", "history_label", "column_header", "strftime",
+              "fmt_bytes", "human_bytes", "ctime", "time_label"}
+NUMERIC_SPEC = set("dfgeEFGn%xXob")
+# Functions whose result is as safe as their first argument.
+TRANSFORMS = {"set_cell_size", "ljust", "rjust", "center", "strip", "rstrip", "lstrip", "upper",
+              "lower", "removeprefix", "removesuffix", "expandtabs"}
+# Display sinks: the call's name (function or method) → which positional args are shown.
+# (ErrorScreen, ConfirmScreen, RayProgressScreen clean their arguments where they draw them.)
+SINKS = {"notify", "Static", "Label", "update", "add_row", "Text", "Segment", "write", "append",
+         "write_line", "Button", "Option", "assemble", "from_markup", "Content", "Syntax",
+         "add_leaf"}
+TITLE_ATTRS = {"title", "sub_title", "border_title", "border_subtitle", "label"}
+
+
+def _name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+class _Checker:
+    def __init__(self, path: Path, tree: ast.Module) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.module_consts = {t.id for n in tree.body if isinstance(n, ast.Assign)
+                              for t in n.targets if isinstance(t, ast.Name)}
+        # A module's own helper whose every return is a sanitize call counts as one.
+        self.sanitizers = set(SANITIZERS)
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                returns = [r.value for r in ast.walk(n) if isinstance(r, ast.Return)]
+                if returns and all(isinstance(v, ast.Call) and _name(v.func) in SANITIZERS
+                                   for v in returns):
+                    self.sanitizers.add(n.name)
+
+    def check_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        params = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs]}
+        if fn.args.vararg:
+            params.add(fn.args.vararg.arg)
+        assigns: dict[str, list[ast.expr | None]] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and \
+                            len(t.elts) == len(node.value.elts):
+                        for te, ve in zip(t.elts, node.value.elts):
+                            if isinstance(te, ast.Name):
+                                assigns.setdefault(te.id, []).append(ve)
+                        continue
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            # Unpacking: each part is as safe as the whole value.
+                            value = node.value if isinstance(t, (ast.Name, ast.Tuple)) else None
+                            assigns.setdefault(n.id, []).append(value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                assigns.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                assigns.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
+                                   ast.NamedExpr)):
+                target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
+                for n in ast.walk(target) if target is not None else ():
+                    if isinstance(n, ast.Name):
+                        assigns.setdefault(n.id, []).append(None)
+        self.params, self.assigns = params, assigns
+        # Texts this function hands to a sanitizer: what is appended to them is cleaned there.
+        self.cleaned_texts = {a.id for n in ast.walk(fn) if isinstance(n, ast.Call)
+                              and _name(n.func) in self.sanitizers
+                              for a in n.args if isinstance(a, ast.Name)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call):
+                self.check_call(node)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and t.attr in TITLE_ATTRS and not (
+                            t.attr == "label" and _name(t.value) == "self"):  # a field
+                        self.need(node.value, f"{t.attr} =")
+
+    def check_call(self, call: ast.Call) -> None:
+        name = _name(call.func)
+        if name not in SINKS:
+            return
+        owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if name == "append" and isinstance(owner, ast.Name) and owner.id in self.cleaned_texts:
+            return
+        if name == "append":
+            # Text.append on a Text built in this function (t = Text()); list.append,
+            # LogPane.append (cleaned where it renders) and the like are not drawing.
+            if not (isinstance(owner, ast.Name) and any(
+                    isinstance(v, ast.Call) and _name(v.func) in ("Text", "assemble")
+                    for v in self.assigns.get(owner.id, []) if v is not None)):
+                return
+        if name in ("update", "write") and isinstance(owner, ast.Name) and any(
+                isinstance(v, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp))
+                or (isinstance(v, ast.Call) and _name(v.func) in ("list", "dict", "set", "open"))
+                for v in self.assigns.get(owner.id, []) if v is not None):
+            return  # dict.update, file.write
+        if name == "append":
+            args = call.args[:1]  # (text, style)
+        else:
+            args = list(call.args)
+        if name == "assemble":  # Text.assemble(("text", style), …)
+            args = [a.elts[0] if isinstance(a, ast.Tuple) and a.elts else a for a in args]
+        if name in ("Segment",):
+            args = args[:1]
+        if name == "notify" or name in ("ErrorScreen", "ConfirmScreen"):
+            args = args[:2]
+        for kw in call.keywords:
+            if kw.arg in ("title", "message", "placeholder", "label"):
+                args.append(kw.value)
+        for arg in args:
+            self.need(arg, name)
+
+    def need(self, expr: ast.expr, where: str) -> None:
+        if not self.safe(expr, set()):
+            src = ast.unparse(expr)
+            self.problems.append(f"{self.path.relative_to(ROOT.parent)}:{expr.lineno}: "
+                                 f"{where}({src[:70]}) shows a value not passed through "
+                                 "tui.sanitize")
+
+    def safe(self, e: ast.expr, seen: set[str]) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.JoinedStr):
+            return all(self.safe(v, seen) for v in e.values)
+        if isinstance(e, ast.FormattedValue):
+            spec = e.format_spec
+            if isinstance(spec, ast.JoinedStr) and spec.values and isinstance(
+                    spec.values[-1], ast.Constant) and str(spec.values[-1].value)[-1:] in \
+                    NUMERIC_SPEC:
+                return True
+            return self.safe(e.value, seen)
+        if isinstance(e, ast.Call):
+            name = _name(e.func)
+            if name in self.sanitizers or name in SAFE_FUNCS:
+                return True
+            if name == "get" and isinstance(e.func, ast.Attribute) and isinstance(
+                    e.func.value, ast.Name) and e.func.value.id in self.module_consts and \
+                    e.func.value.id.isupper():
+                return all(self.safe(a, seen) for a in e.args[1:])  # a module table's entry
+            if name in ("Text", "Content", "cell", "Syntax"):  # its text is checked as a sink
+                return not e.args or self.safe(e.args[0], seen)
+            if name == "join" and isinstance(e.func, ast.Attribute):
+                return self.safe(e.func.value, seen) and all(self.safe(a, seen) for a in e.args)
+            if name in TRANSFORMS:
+                if isinstance(e.func, ast.Attribute) and _name(e.func.value) not in ("Text",):
+                    return self.safe(e.func.value, seen)
+                return bool(e.args) and self.safe(e.args[0], seen)
+            return False
+        if isinstance(e, ast.Name):
+            if e.id in seen:
+                return True
+            if e.id in self.params:
+                return False
+            if e.id in self.assigns:
+                values = self.assigns[e.id]
+                return all(v is not None and self.safe(v, seen | {e.id}) for v in values)
+            return e.id.isupper() and e.id in self.module_consts
+        if isinstance(e, ast.BinOp):
+            if isinstance(e.op, ast.Mult) and (isinstance(e.left, ast.Constant) or
+                                               isinstance(e.right, ast.Constant)):
+                return True  # " " * width: a repeated literal
+            return self.safe(e.left, seen) and self.safe(e.right, seen)
+        if isinstance(e, ast.BoolOp):
+            return all(self.safe(v, seen) for v in e.values)
+        if isinstance(e, ast.IfExp):
+            return self.safe(e.body, seen) and self.safe(e.orelse, seen)
+        if isinstance(e, (ast.List, ast.Tuple)):
+            return all(self.safe(v, seen) for v in e.elts)
+        if isinstance(e, ast.Subscript):  # a slice of a safe string, or a module table's entry
+            if isinstance(e.value, ast.Name) and e.value.id.isupper() and \
+                    e.value.id in self.module_consts:
+                return True
+            return isinstance(e.slice, ast.Slice) and self.safe(e.value, seen)
+        if isinstance(e, ast.Starred):
+            return self.safe(e.value, seen)
+        if isinstance(e, (ast.GeneratorExp, ast.ListComp)):
+            # The loop variables are outside values: the element must be cleaned itself.
+            return self.safe(e.elt, seen)
+        return False
+
+
+def problems_in(paths: list[Path]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+        checker = _Checker(path, tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                checker.check_function(node)
+        out += checker.problems
+    return out
+
+
+def test_ui_modules_draw_only_sanitized_text() -> None:
+    problems = problems_in(UI_FILES)
+    assert not problems, "\n".join(problems)
