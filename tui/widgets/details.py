@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tui.cluster.models import HostTelemetry
-from tui.sanitize import one_line
+from tui.sanitize import one_line, styled
 from tui.widgets.gauges import gib
 
 MAX_PROBLEMS_SHOWN = 2  # the pane is a few lines high; --json lists every problem
@@ -39,7 +39,7 @@ def host_details(ht: HostTelemetry) -> Text:
         t.append(f"  (+{len(problems) - MAX_PROBLEMS_SHOWN} more: verl-tui gpus --json)", "dim")
     if ht.link.attempts:
         t.append(f"\nreconnect attempts: {ht.link.attempts}", "dim")
-    return t
+    return styled(t)  # agent text (names, errors): cleaned, styles kept
 
 
 def gpu_details(ht: HostTelemetry, index: int) -> Text:
@@ -47,13 +47,13 @@ def gpu_details(ht: HostTelemetry, index: int) -> Text:
     s = ht.latest
     gpu = next((g for g in s.gpus if g.index == index), None) if s else None
     if gpu is None:
-        return Text(f"{ht.name} gpu{index}: no data")
+        return Text(f"{one_line(ht.name)} gpu{index:d}: no data")
     t.append(f"{ht.name} gpu{gpu.index}", "bold")
     t.append(f"  {gpu.name or '?'}  {gpu.uuid or ''}")
     if gpu.error:
         t.append("\n")
         t.append(gpu.error, "bold red")
-        return t
+        return styled(t)
     parts = []
     if gpu.mem_util_percent is not None:
         parts.append(f"memory bandwidth {gpu.mem_util_percent:.0f}%")
@@ -73,7 +73,7 @@ def gpu_details(ht: HostTelemetry, index: int) -> Text:
             t.append(f"\n  pid {p.pid:<8} {(p.name or '?'):<24} {gib(p.memory_bytes, 2)} GiB")
         if len(gpu.processes) > 4:
             t.append(f"\n  … {len(gpu.processes) - 4} more", "dim")
-    return t
+    return styled(t)  # agent text (names, errors): cleaned, styles kept
 
 
 class DetailsPane(Static):
