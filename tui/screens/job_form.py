@@ -46,6 +46,7 @@ from tui.jobs.rules import ClusterResources, NodeResources, Problem, is_truthy
 from tui.jobs.schema import KeyInfo, SchemaError, key_catalog, unknown_key_message
 from tui.jobs.validate import Report, check_profile, cluster_shape
 from tui.jobs.workdir import WorkdirError, measure
+from tui.sanitize import clean, markup, one_line, styled
 from tui.transport.types import TransportError
 from tui.widgets.jobform import AddKey, FormField
 
@@ -134,7 +135,8 @@ class JobFormScreen(Screen[str | None]):
     # -- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f" New job — {self.profile_path.name}", "bold"), id="form-title")
+        yield Static(Text(f" New job — {one_line(self.profile_path.name)}", "bold"),
+                     id="form-title")
         yield Static("", id="form-problems")
         with VerticalScroll(id="form-body"):
             yield Static("loading verl's config…", id="form-loading")
@@ -179,7 +181,7 @@ class JobFormScreen(Screen[str | None]):
         if loaded.profile is None or loaded.error:
             self._show_header()
             self.query_one("#form-loading", Static).update(
-                Text(f"cannot open this profile: {loaded.error}", "bold red"))
+                Text(f"cannot open this profile: {clean(loaded.error)}", "bold red"))
             self.query_one("#form-summary", Static).update(Text("not submittable", "red"))
             return
         profile = loaded.profile
@@ -196,7 +198,7 @@ class JobFormScreen(Screen[str | None]):
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(loaded.draft.saved_at))
             if not self.read_only:
                 self.draft_note = f"draft restored (saved {stamp}) — ctrl+d discards it"
-            self.notify(self.draft_note or "", timeout=6)
+            self.notify(markup(self.draft_note or ""), timeout=6)
         self._items = loaded.items
         await self._build(texts, toggles)
         self._show_header()
@@ -217,7 +219,8 @@ class JobFormScreen(Screen[str | None]):
                 typed = ""
             value = typed or os.environ.get(name)
             if not value:
-                self.notify(f"not submitted: secret ${name} is not set here: fill its field",
+                self.notify(f"not submitted: secret ${markup(name)} is not set here: fill its "
+                            "field",
                             severity="error", timeout=8)
                 return None
             values[name] = value
@@ -261,7 +264,8 @@ class JobFormScreen(Screen[str | None]):
     def _draft_lost(self) -> None:
         if self.is_mounted:
             self._show_header()
-            self.notify(self.draft_note or "draft taken over elsewhere", severity="warning",
+            self.notify(markup(self.draft_note or "draft taken over elsewhere"),
+                        severity="warning",
                         timeout=8)
 
     async def _build(self, texts: dict[str, str], toggles: Toggles) -> None:
@@ -278,7 +282,7 @@ class JobFormScreen(Screen[str | None]):
             for r in self.secret_refs:
                 name = r["name"]
                 state = "set here" if name in os.environ else "not set here"
-                widgets.append(Static(Text(f"secret: from ${name} — {state}"),
+                widgets.append(Static(Text(f"secret: from ${one_line(name)} — {one_line(state)}"),
                                       classes="secret-label"))
                 widgets.append(Input(password=True, id=f"secret-{name}",
                                      placeholder=(f"${name} is used" if name in os.environ
@@ -287,7 +291,8 @@ class JobFormScreen(Screen[str | None]):
         for item in self._items:
             by_group.setdefault(item.group, []).append(item)
         for group, items in by_group.items():
-            widgets.append(Static(_GROUP_TITLES.get(group, group), classes="group-title"))
+            widgets.append(Static(markup(_GROUP_TITLES.get(group, group)),
+                                  classes="group-title"))
             for item in items:
                 f = FormField(item.key, item.label, item.info, texts.get(item.key, ""))
                 self.fields[item.key] = f
@@ -316,7 +321,8 @@ class JobFormScreen(Screen[str | None]):
             t.append(f"\n ! {self.cluster_note}", "yellow")
         if self.draft_note:
             t.append(f"\n {self.draft_note}", "cyan")
-        self.query_one("#form-title", Static).update(t)
+        # Profile names, paths, descriptions and notes come from files: cleaned, styles kept.
+        self.query_one("#form-title", Static).update(styled(t))
 
     # -- the cluster ---------------------------------------------------------------------
 
@@ -466,8 +472,8 @@ class JobFormScreen(Screen[str | None]):
         for p in loose[:8]:
             t.append("✗ " if p.level == "error" else "! ",
                      "bold red" if p.level == "error" else "bold yellow")
-            t.append(f"{p.key or 'profile'}: ", "bold")
-            t.append(p.message + "\n")
+            t.append(f"{one_line(p.key or 'profile')}: ", "bold")
+            t.append(clean(p.message) + "\n")
         if len(loose) > 8:
             t.append(f"… {len(loose) - 8} more\n", "dim")
         self.query_one("#form-problems", Static).update(t.rstrip() or "")
@@ -505,7 +511,7 @@ class JobFormScreen(Screen[str | None]):
         errors, warns = self.error_count, len(self.report.warnings)
         t = Text()
         if errors:
-            t.append(f"{errors} error{'s' * (errors != 1)}", "bold red")
+            t.append(f"{errors:d} error{'s' * (errors != 1)}", "bold red")
             t.append(" — submit is off until they are fixed", "red")
             if warns:
                 t.append(f", {warns} warning{'s' * (warns != 1)}", "yellow")
@@ -632,7 +638,7 @@ class JobFormScreen(Screen[str | None]):
             for key, text in resume_values(path).items():
                 self.post_message(AddKey.Add(key, text))
             warn = world_size_warning(step.world_size, nnodes, per_node)
-            self.notify(warn or f"resuming from global_step_{step.step}",
+            self.notify(markup(warn or f"resuming from global_step_{step.step}"),
                         severity="warning" if warn else "information", timeout=10)
 
         self.app.push_screen(CheckpointPickerScreen(
@@ -658,7 +664,7 @@ class JobFormScreen(Screen[str | None]):
         if self.report is None or (self.validated and not self.can_submit):
             what = (f"{self.error_count} error(s) to fix first" if self.report is not None
                     else "still checking")
-            self.notify(f"not submitted: {what}", severity="warning", timeout=4)
+            self.notify(f"not submitted: {markup(what)}", severity="warning", timeout=4)
             return
         self.submit()
 
@@ -689,7 +695,7 @@ class JobFormScreen(Screen[str | None]):
         try:
             st = await self.cluster.status()
         except (DashboardError, TransportError, OSError) as exc:
-            self.notify(f"not submitted: Ray is not reachable: {exc}", severity="error",
+            self.notify(f"not submitted: Ray is not reachable: {markup(exc)}", severity="error",
                         timeout=8)
             self._update_submit()
             return
@@ -729,14 +735,14 @@ class JobFormScreen(Screen[str | None]):
             sid = await submit_and_record(self.cluster, sub, self.history,
                                           profile_path=str(self.profile_path.resolve()))
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
-            self.notify(f"not submitted: {exc}", severity="error", timeout=8)
+            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
             self._update_submit()
             return
         self._draft_dirty = False
         self._draft_seq += 1
         if self._may_write_draft():
             clear_draft(self.cluster_name, profile.name)
-        self.notify(f"submitted {sid}", timeout=6)
+        self.notify(f"submitted {markup(sid)}", timeout=6)
         self.dismiss(sid)
 
 
@@ -766,7 +772,7 @@ class DraftBusyScreen(ModalScreen[str]):
     def compose(self) -> ComposeResult:
         who = self.other.describe() if self.other else "another form (owner unknown)"
         with Vertical():
-            yield Static(Text(f"this draft is open in another form: {who}"),
+            yield Static(Text(f"this draft is open in another form: {one_line(who)}"),
                          id="draft-busy-question")
             yield Static(Text("Take over: this form saves the draft, the other stops saving. "
                               "Read-only copy: edit and submit here, nothing is saved."))
