@@ -773,6 +773,15 @@ class _Importer:
             out.unresolved.append(p.text)
             self._unresolved(p.text, "command output: known only when the script runs")
             return None
+        if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
+            # `${1:-vllm}`: a script argument; imported as run without arguments.
+            sub = self._expand(_fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            if sub.unresolved:
+                return None
+            self._assume(line, p.text, sub.text, f"script argument ${p.name} not given: its "
+                                                 "default is used")
+            return sub.text
         if p.kind == "special":
             label = p.text
             out.unresolved.append(label)
@@ -1404,6 +1413,11 @@ class _Importer:
         value = exp.text
         if which == "config_name":
             value = value.removesuffix(".yaml")
+        problem = _rejected(lambda: Profile(name="x", **{which: value}))
+        if problem:
+            self.skip(value_word.line, f"{flag}={exp.text}", f"{which} not imported: {problem}"
+                      + (" (set it in the profile)" if exp.unresolved else ""))
+            return
         setattr(self, which, value)
         self.config_lines[which] = value_word.line
         self.mapped.append(Mapped(value_word.line, f"{flag}={exp.text}", which))

@@ -122,15 +122,25 @@ def _hydra_compose(overrides: list[str], name: str = CONFIG_NAME, custom_dir: st
 
 
 @functools.cache
-def _base_cfg(name: str = CONFIG_NAME, custom_dir: str = "") -> Any:
+def _base_cfg(name: str = CONFIG_NAME, custom_dir: str = "", groups: tuple[str, ...] = ()
+              ) -> Any:
     try:
-        return _hydra_compose([], name, custom_dir)
+        return _hydra_compose(list(groups), name, custom_dir)
     except Exception as exc:  # a broken verl install or custom config: one line
         if custom_dir:
             raise ComposeError("config_name", f"{name} in {custom_dir} does not compose: "
                                               f"{_first_line(exc)}") from None
         raise SchemaError(f"verl's {name}.yaml does not compose: {_first_line(exc)}"
                           ) from None
+
+
+def _is_group(override: Any, custom_dir: str = "") -> bool:
+    """A plain config-group choice (`model_engine=megatron`), nothing else Hydra-special."""
+    key = override.key_or_group
+    return (override.package is None and not override.is_sweep_override()
+            and key.split(".")[0] != "hydra" and "." not in key
+            and ((verl_config_dir() / key).is_dir()
+                 or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())))
 
 
 def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
@@ -251,11 +261,30 @@ def compose_cfg(overrides: list[str], config_name: str | None = None,
             raise ComposeError(o.key_or_group, "a comma in an unquoted value makes Hydra sweep: "
                                "quote the value ('a,b') or write a list ([a,b])")
     keys = None if (name, custom) == (CONFIG_NAME, "") else config_keys(name, custom)
-    if any(_needs_full_compose(o, custom) for o in parsed):
+    full = [k for k, o in enumerate(parsed) if _needs_full_compose(o, custom)]
+    if full and all(_is_group(parsed[k], custom) for k in full):
+        # Plain group choices (model_engine=megatron): Hydra builds the defaults list from
+        # them, then applies the value overrides, so a cached base per choice is exact.
+        groups = tuple(overrides[k] for k in full)
+        try:
+            base = _base_cfg(name, custom, groups)
+        except Exception:  # the full compose below names the problem
+            pass
+        else:
+            keys = config_keys(name, custom, groups)
+            parsed = [o for k, o in enumerate(parsed) if k not in full]
+            full = []
+    if full:
         try:
             return _hydra_compose(overrides, name, custom)
         except Exception as exc:  # Hydra, OmegaConf and ValueError alike
-            raise _compose_error(exc, None, keys) from None
+            err = _compose_error(exc, None, keys)
+        # Hydra names the first missing parent; the override names the key the user wrote.
+        longer = [o.key_or_group.lstrip("+~") for o in parsed
+                  if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")]
+        if len(longer) == 1 and err.message.startswith("not a key"):
+            err = ComposeError(longer[0], unknown_key_message(longer[0], keys))
+        raise err
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
     except ImportError:  # a Hydra without it: the slow path is still exact
@@ -270,11 +299,12 @@ def compose_cfg(overrides: list[str], config_name: str | None = None,
 
 
 @functools.cache
-def config_keys(name: str, custom_dir: str = "") -> frozenset[str]:
+def config_keys(name: str, custom_dir: str = "", groups: tuple[str, ...] = ()
+                ) -> frozenset[str]:
     """Every dotted key of one config as composed (the did-you-mean pool for it)."""
     from omegaconf import OmegaConf
 
-    return frozenset(flat_keys(OmegaConf.to_container(_base_cfg(name, custom_dir),
+    return frozenset(flat_keys(OmegaConf.to_container(_base_cfg(name, custom_dir, groups),
                                                       resolve=False)))
 
 
