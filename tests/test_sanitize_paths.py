@@ -21,6 +21,7 @@ makes this test fail with file:line.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "tui"
@@ -80,7 +81,7 @@ class _Checker:
                 for t in node.targets:
                     if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and \
                             len(t.elts) == len(node.value.elts):
-                        for te, ve in zip(t.elts, node.value.elts):
+                        for te, ve in zip(t.elts, node.value.elts, strict=True):
                             if isinstance(te, ast.Name):
                                 assigns.setdefault(te.id, []).append(ve)
                         continue
@@ -89,9 +90,8 @@ class _Checker:
                             # Unpacking: each part is as safe as the whole value.
                             value = node.value if isinstance(t, (ast.Name, ast.Tuple)) else None
                             assigns.setdefault(n.id, []).append(value)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                assigns.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target,
+                                                                               ast.Name):
                 assigns.setdefault(node.target.id, []).append(node.value)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
                                    ast.NamedExpr)):
@@ -120,22 +120,18 @@ class _Checker:
         owner = call.func.value if isinstance(call.func, ast.Attribute) else None
         if name == "append" and isinstance(owner, ast.Name) and owner.id in self.cleaned_texts:
             return
-        if name == "append":
-            # Text.append on a Text built in this function (t = Text()); list.append,
-            # LogPane.append (cleaned where it renders) and the like are not drawing.
-            if not (isinstance(owner, ast.Name) and any(
-                    isinstance(v, ast.Call) and _name(v.func) in ("Text", "assemble")
-                    for v in self.assigns.get(owner.id, []) if v is not None)):
-                return
+        # Text.append on a Text built in this function (t = Text()); list.append,
+        # LogPane.append (cleaned where it renders) and the like are not drawing.
+        if name == "append" and not (isinstance(owner, ast.Name) and any(
+                isinstance(v, ast.Call) and _name(v.func) in ("Text", "assemble")
+                for v in self.assigns.get(owner.id, []) if v is not None)):
+            return
         if name in ("update", "write") and isinstance(owner, ast.Name) and any(
                 isinstance(v, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp))
                 or (isinstance(v, ast.Call) and _name(v.func) in ("list", "dict", "set", "open"))
                 for v in self.assigns.get(owner.id, []) if v is not None):
             return  # dict.update, file.write
-        if name == "append":
-            args = call.args[:1]  # (text, style)
-        else:
-            args = list(call.args)
+        args = call.args[:1] if name == "append" else list(call.args)  # append: (text, style)
         if name == "assemble":  # Text.assemble(("text", style), …)
             args = [a.elts[0] if isinstance(a, ast.Tuple) and a.elts else a for a in args]
         if name in ("Segment",):
@@ -232,3 +228,51 @@ def problems_in(paths: list[Path]) -> list[str]:
 def test_ui_modules_draw_only_sanitized_text() -> None:
     problems = problems_in(UI_FILES)
     assert not problems, "\n".join(problems)
+
+
+def test_the_check_catches_an_unsanitized_path(tmp_path: Path) -> None:
+    bad = tmp_path / "screens" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text(
+        "from tui.sanitize import markup, one_line\n"
+        "class S:\n"
+        "    def show(self, row, exc):\n"
+        "        self.notify(f'stopped {row.submission_id}')\n"  # attribute in an f-string
+        "        self.query_one('#t').update(str(exc))\n"  # an exception's text
+        "        t = Text()\n"
+        "        t.append(row.message)\n"  # Text.append of an outside value
+        "        table.add_row(row.host, key='x')\n"  # a str cell is Rich markup
+        "    def fine(self, row):\n"
+        "        self.notify(f'stopped {markup(row.submission_id)} in {row.took:.1f} s')\n"
+        "        t = Text()\n"
+        "        t.append(one_line(row.message))\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        problems = problems_in([bad])
+    finally:
+        ROOT = saved
+    assert [p.split(":")[1] for p in problems] == ["4", "5", "7", "8"], problems
+
+
+CLI_FILES = sorted([*ROOT.glob("commands/*.py"), ROOT / "cli.py"])
+
+
+def test_cli_output_only_through_the_cleaning_writer() -> None:
+    """Headless commands print to sys.stdout/sys.stderr, which the entry point wraps in a
+    SafeWriter; nothing may write around it (bytes buffers, raw fds, the original streams),
+    and the raw stream (our own colours/progress) only where the outside text is cleaned."""
+    bypass = re.compile(r"sys\.__std(out|err)__|\.buffer\b|os\.write\(\s*[12]\b|"
+                        r"open\(\s*['\"]/dev/tty")
+    problems = [f"{p.relative_to(ROOT.parent)}:{i}: {line.strip()}"
+                for p in CLI_FILES for i, line in enumerate(p.read_text().splitlines(), 1)
+                if bypass.search(line)]
+    assert not problems, "\n".join(problems)
+    raw_users = {p.name for p in CLI_FILES if re.search(r"\braw\(", p.read_text())}
+    assert raw_users <= {"check.py", "ckpt.py"}, raw_users  # each cleans what it writes there
+    cli = (ROOT / "cli.py").read_text()
+    assert "safe_output()" in cli and "with headless_signals(), safe_output():" in cli
+    # JSON documents come from one writer (ensure_ascii, insecure_host_keys).
+    dumps = [f"{p.name}:{i}" for p in CLI_FILES if p.name != "output.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if "json.dumps(" in line]
+    assert not dumps, dumps
