@@ -861,6 +861,8 @@ class _Importer:
         """`$(( … ))` on integers and variables holding integers: + - * / % and parentheses,
         evaluated by a small parser (never eval), bash's truncating division."""
         body = p.text[3:-2]
+        if "++" in body or "--" in body:  # bash's increments change variables: not evaluated
+            return None
         tokens: list[str | int] = []
         for m in _ARITH_TOKEN.finditer(body):
             if m.group(0).strip() == "":

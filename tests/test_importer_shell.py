@@ -1,0 +1,131 @@
+"""The shell the importer reads: arrays, ${X:-d} defaults, $((…)) arithmetic, Hydra's
+--config-name / --config-path. Each expectation is what bash itself does with the script."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tui.jobs.exporter import to_ray_job_submit
+from tui.jobs.importer import import_script
+from tui.jobs.profiles import parse_profile, profile_to_yaml
+from tui.jobs.validate import check_profile
+
+RUN = "python3 -m verl.trainer.main_ppo"
+
+
+def _bash_args(script: str) -> list[str]:
+    """The arguments bash passes to main_ppo (python3 replaced by a printer)."""
+    prog = "python3() { shift 2; printf '%s\\0' \"$@\"; }\n" + script
+    out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin"})
+    return out.stdout.split("\0")[:-1]
+
+
+def test_arrays_spread_into_one_override_per_element() -> None:
+    script = ("ACTOR=(\n"
+              "    actor_rollout_ref.actor.optim.lr=1e-6\n"
+              "    # a comment inside the array\n"
+              "    actor_rollout_ref.actor.ppo_mini_batch_size=16\n"
+              ")\n"
+              "ACTOR+=(actor_rollout_ref.actor.use_kl_loss=True)\n"
+              "DATA=(data.train_batch_size=32 'data.truncation=error')\n"
+              f'{RUN} "${{ACTOR[@]}}" ${{DATA[@]}} trainer.nnodes=${{DATA[0]#*=}}x "$@"\n')
+    r = import_script(script)
+    o = r.profile.overrides
+    assert o["actor_rollout_ref.actor.optim.lr"] == 1e-6
+    assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == 16
+    assert o["actor_rollout_ref.actor.use_kl_loss"] is True
+    assert o["data.train_batch_size"] == 32 and o["data.truncation"] == "error"
+    assert len([k for k in o if k != "trainer.nnodes"]) == len(_bash_args(script)) - 1
+    assert any("3 arguments from the array ACTOR" in m.target for m in r.mapped)
+
+
+@pytest.mark.parametrize(("expr", "env"), [
+    ("$((1024*2))", ""), ("$(( A * 2 ))", "A=8"), ("$(($A*2+1))", "A=8"),
+    ("$(( (A + B) * 3 ))", "A=1024 B=512"), ("$((-7 / 2))", ""), ("$((-7 % 3))", ""),
+    ("$((2 - 3 - 4))", ""), ("$(( ${A} / 3 ))", "A=10"), ("$((- -A))", "A=5"),
+])
+def test_integer_arithmetic_matches_bash(expr: str, env: str) -> None:
+    script = (f"{env}\n" if env else "") + f"{RUN} data.train_batch_size={expr}\n"
+    (expected,) = _bash_args(script)
+    r = import_script(script)
+    assert r.profile.overrides["data.train_batch_size"] == int(expected.split("=", 1)[1])
+    assert r.unresolved_vars == []
+
+
+@pytest.mark.parametrize("expr", ["$((A * 2))", "$((2 ** 3))", "$((1 / 0))", "$((--B))",
+                                  "$((__import__('os')))", "$(( $(nproc) * 2 ))"])
+def test_arithmetic_it_cannot_know_stays_as_written(expr: str) -> None:
+    r = import_script(f"{RUN} data.train_batch_size={expr}\n")
+    assert r.profile.overrides["data.train_batch_size"] == expr
+    assert r.unresolved_vars
+
+
+def test_defaults_are_used_and_said() -> None:
+    script = ('M=${MODEL:-Qwen/Qwen2.5-7B}\n'
+              f'{RUN} actor_rollout_ref.model.path=$M data.train_batch_size=${{BS:=64}} '
+              'data.max_prompt_length=${LEN-512} trainer.project_name=${BS} '
+              'trainer.experiment_name=${1:-exp}\n')
+    r = import_script(script)
+    o = r.profile.overrides
+    assert o["actor_rollout_ref.model.path"] == "Qwen/Qwen2.5-7B"
+    assert o["data.train_batch_size"] == 64 and o["data.max_prompt_length"] == 512
+    assert o["trainer.project_name"] == 64  # ${BS:=64} assigned BS
+    assert o["trainer.experiment_name"] == "exp"
+    assert {a.text for a in r.assumed} == {"${MODEL:-Qwen/Qwen2.5-7B}", "${BS:=64}",
+                                           "${LEN-512}", "${1:-exp}"}
+    assert r.unresolved_vars == []
+
+
+def test_default_depending_on_the_environment_stays_unresolved() -> None:
+    r = import_script(f'D=${{D:-$HOME/ckpt}}\n{RUN} trainer.default_local_dir=$D\n')
+    assert r.profile.overrides["trainer.default_local_dir"] == "$D"
+    assert "HOME" in r.unresolved_vars or "D" in r.unresolved_vars
+
+
+@pytest.mark.parametrize("flags", [
+    "--config-path=config --config-name='ppo_megatron_trainer.yaml'",
+    "--config-name ppo_megatron_trainer",
+    "-cn ppo_megatron_trainer",
+])
+def test_ppo_megatron_trainer_becomes_model_engine_megatron(flags: str) -> None:
+    r = import_script(f"{RUN} {flags} actor_rollout_ref.actor.megatron.param_offload=True\n")
+    p = r.profile
+    assert p.config_name is None and p.config_path is None
+    assert next(iter(p.overrides)) == "model_engine" and p.overrides["model_engine"] == "megatron"
+    report = check_profile(p)
+    assert report.config is not None
+    assert report.config["actor_rollout_ref"]["actor"]["strategy"] == "megatron"
+    assert not [e for e in report.errors if "megatron" in (e.key or "")]
+
+
+def test_custom_config_is_kept_and_round_trips(tmp_path) -> None:
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    (cfg / "mine.yaml").write_text("hydra:\n  searchpath:\n    - file://verl/trainer/config\n"
+                                   "defaults:\n  - ppo_trainer\n  - _self_\n"
+                                   "actor_rollout_ref:\n  rollout:\n    name: sglang\n"
+                                   "    multi_turn:\n      enable: True\n")
+    r = import_script(f'P="$(pwd)/config"\n{RUN} --config-path="$P" --config-name=mine '
+                      "data.train_batch_size=64\n", cwd=str(tmp_path))
+    p = r.profile
+    assert (p.config_name, p.config_path) == ("mine", str(cfg))
+    assert any(a.text == "$(pwd)" for a in r.assumed)
+    again = parse_profile(profile_to_yaml(p))
+    assert (again.config_name, again.config_path) == ("mine", str(cfg))
+    report = check_profile(again)
+    assert report.config["actor_rollout_ref"]["rollout"]["multi_turn"]["enable"] is True
+    assert report.overrides[:2] == [f"--config-path={cfg}", "--config-name=mine"]
+    exported = to_ray_job_submit(again)
+    assert f"--config-path={cfg}" in exported and "--config-name=mine" in exported
+    back = import_script(exported).profile
+    assert (back.config_name, back.config_path) == ("mine", str(cfg))
+
+
+def test_missing_custom_config_is_one_problem_naming_the_field() -> None:
+    p = import_script(f"{RUN} --config-path=/nowhere/config --config-name=x a.b=1\n").profile
+    report = check_profile(p)
+    assert report.config is None
+    assert [e.key for e in report.errors] == ["config_path"]
