@@ -550,7 +550,8 @@ def test_check_command_json_and_exit_status(env, capsys):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no progress noise when stderr is not a terminal
     out = json.loads(proc.stdout)
-    assert set(out) == {"checks", "summary"}
+    assert set(out) == {"checks", "summary", "insecure_host_keys"}
+    assert out["insecure_host_keys"] is False  # (true: tests/test_insecure_visible.py)
     assert all(set(c) == {"check", "title", "status", "host", "finding", "fix"}
                for c in out["checks"])
     statuses = [c["status"] for c in out["checks"]]
