@@ -51,7 +51,7 @@ _TOOLS = ("date", "dirname", "basename", "realpath", "readlink", "expr", "seq", 
 def verl_dir() -> Path:
     spec = importlib.util.find_spec("verl")
     assert spec and spec.submodule_search_locations, "verl is not installed"
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 # -- bash: the command line the script really runs --------------------------------------------
@@ -77,6 +77,10 @@ def _shims(where: Path, record: Path) -> Path:
         path = bin_dir / name
         path.write_text("#!/bin/bash\n" + ("exec /bin/cat\n" if name == "tee" else "exit 0\n"))
         path.chmod(0o755)
+    # A fixed clock: names built from `date` stay the same from one derivation to the next.
+    clock = bin_dir / "date"
+    clock.write_text(f"#!/bin/bash\nexec {shutil.which('date')} -u -d @1767225600 \"$@\"\n")
+    clock.chmod(0o755)
     for tool in _TOOLS:
         found = shutil.which(tool)
         if found and not (bin_dir / tool).exists():
@@ -118,7 +122,9 @@ def script_argv(script: Path, root: Path = ROOT, *, timeout: float = 20.0) -> li
         if ENTRY in argv:
             i = argv.index(ENTRY)
             if i > 0 and argv[i - 1] == "-m":
-                return [a.replace(str(repo), "$REPO") for a in argv[i + 1:]]
+                # Temporary paths written as names, so the manifest is reproducible.
+                return [a.replace(str(home), "$HOME").replace(str(repo), "$REPO")
+                        for a in argv[i + 1:]]
     return None
 
 
@@ -129,11 +135,11 @@ def classify(argv: list[str]) -> dict[str, Any]:
     """{"valid": bool, "key": str|None, "reason": str, "config_name", "config_path"} for
     ``main_ppo ARGV``; argv paths under the repository copy are written ``$REPO/…`` and mean
     this corpus folder."""
-    from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
     from omegaconf import OmegaConf
 
     args = get_args_parser().parse_args([a.replace("$REPO", str(ROOT)) for a in argv])
+    # ($HOME stays a name: a plain string to Hydra, as the real home would be)
     trainer_dir = verl_dir() / "trainer"
     config_path = args.config_path or "config"
     # hydra/_internal/utils.py::compute_search_path_dir: absolute as is, else relative to the
@@ -144,35 +150,67 @@ def classify(argv: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"config_name": config_name,
                            "config_path": None if config_dir == trainer_dir / "config"
                            else str(config_dir).replace(str(ROOT), "$REPO")}
-    cwd = os.getcwd()
-    try:
-        # A custom config's `file://verl/trainer/config` search path is relative to the
-        # working directory: a verl repository root is where the scripts run from.
-        os.chdir(verl_dir().parent)
-        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            cfg = compose(config_name, overrides=list(args.overrides))
-        OmegaConf.resolve(cfg)
-    except Exception as exc:  # Hydra's and OmegaConf's errors alike: the script is invalid
-        text = str(exc)
-        m = (re.search(r"Could not override '([^']+)'", text)
-             or re.search(r"Key '([^']+)' is not in struct", text)
-             or re.search(r"full_key: (\S+)", text)
-             or re.search(r"Could not delete from config\. '([^']+)'", text)
-             or re.search(r"An item is already at '([^']+)'", text)
-             or re.search(r"LexerNoViableAltException: ([A-Za-z_][\w.]*)=", text))
-        return {**out, "valid": False, "key": m.group(1) if m else None,
-                "reason": text.strip().splitlines()[0][:300]}
-    finally:
-        os.chdir(cwd)
+    overrides = list(args.overrides)
+    keys: list[str | None] = []
+    reasons: list[str] = []
+    cfg = None
+    for _ in range(12):  # every bad override, each dropped in turn (the first fails Hydra)
+        try:
+            cfg = _compose(config_dir, config_name, overrides)
+            break
+        except Exception as exc:  # Hydra's and OmegaConf's errors alike: the script is invalid
+            key, reason = _failing_key(exc)
+            keys.append(key)
+            reasons.append(reason)
+            left = [o for o in overrides if key is None or _key(o) != key]
+            if key is None or len(left) == len(overrides):
+                break
+            overrides = left
+    if keys:
+        return {**out, "valid": False, "key": keys[0], "keys": keys, "reason": reasons[0]}
+    assert cfg is not None
     missing = OmegaConf.missing_keys(cfg)
     needed = ["actor_rollout_ref.rollout.name"]
     if OmegaConf.select(cfg, "reward.reward_model.enable"):
         needed.append("reward.reward_model.rollout.name")
     for key in needed:
         if key in missing:
-            return {**out, "valid": False, "key": key,
+            return {**out, "valid": False, "key": key, "keys": [key],
                     "reason": f"mandatory value {key} is not set (???)"}
-    return {**out, "valid": True, "key": None, "reason": "composes"}
+    return {**out, "valid": True, "key": None, "keys": [], "reason": "composes"}
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].strip().lstrip("+~")
+
+
+def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> Any:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    cwd = os.getcwd()
+    try:
+        # A custom config's `file://verl/trainer/config` search path is relative to the
+        # working directory: a verl repository root is where the scripts run from.
+        os.chdir(verl_dir().parent)
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            cfg = compose(config_name, overrides=overrides)
+        OmegaConf.resolve(cfg)  # main_ppo resolves the config before anything else
+        return cfg
+    finally:
+        os.chdir(cwd)
+
+
+def _failing_key(exc: BaseException) -> tuple[str | None, str]:
+    text = str(exc)
+    m = (re.search(r"Could not override '([^']+)'", text)
+         or re.search(r"Key '([^']+)' is not in struct", text)
+         or re.search(r"full_key: (\S+)", text)
+         or re.search(r"Could not delete from config\. '([^']+)'", text)
+         or re.search(r"An item is already at '([^']+)'", text)
+         or re.search(r"Error parsing override '([A-Za-z_+~][\w.]*)=", text)
+         or re.search(r"LexerNoViableAltException: ([A-Za-z_+~][\w.]*)=", text))
+    return (m.group(1).lstrip("+~") if m else None), text.strip().splitlines()[0][:300]
 
 
 # -- the corpus -------------------------------------------------------------------------------
