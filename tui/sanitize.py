@@ -52,6 +52,13 @@ _NEEDS_RE = _CTRL_RE
 _NEEDS_NL_RE = _CTRL_NL_RE
 
 
+def _only_sgr(s: str, ctrl: re.Pattern[str]) -> bool:
+    """Every control character in `s` starts an SGR sequence (coloured log lines, the usual
+    case in Ray's logs: kept as they are, no rebuilding)."""
+    match = _SGR_RE.match
+    return all(m.group() == "\x1b" and match(s, m.start()) for m in ctrl.finditer(s))
+
+
 def _escaped(m: re.Match[str]) -> str:
     c = m.group()
     return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
@@ -75,6 +82,8 @@ def clean(text: object, *, keep_sgr: bool = False, keep_newlines: bool = True) -
         return s
     if not keep_sgr:
         return ctrl.sub(_escaped, _drop_sequences(s))
+    if _only_sgr(s, ctrl):
+        return s
     # SGR sequences survive; the text between them is cleaned like any other.
     out: list[str] = []
     pos = 0
