@@ -25,10 +25,10 @@ from pathlib import Path
 from tui.logs.signatures import (
     ANSI_RE_B,
     ERROR,
-    NEEDLES,
     TRACEBACK,
     Hint,
     LineClassifier,
+    scan_block,
     strip_ansi,
 )
 
@@ -38,7 +38,6 @@ INDEX_EVERY = 64 << 10  # bytes of plain text between entries of its sparse line
 MAX_PENDING = 1 << 20  # a "line" this long without a newline is cut into a line of its own
 MAX_LINE_READ = 64 << 10  # longer lines are read (and shown) truncated
 CACHE_LINES = 2048
-_NEEDLES_B = tuple(n.encode() for n in NEEDLES)
 
 
 def _temp_dir() -> str | None:
@@ -175,34 +174,10 @@ class LogStore:
         return len(sizes)
 
     def _classify(self, data: bytes, first: int) -> None:
-        """Feed the classifier only lines holding a needle (found by C-level scans of the whole
-        chunk), or every line while a traceback is open."""
-        low = data.lower()
-        starts: set[int] = set()
-        for needle in _NEEDLES_B:
-            p = low.find(needle)
-            while p >= 0:
-                starts.add(low.rfind(b"\n", 0, p) + 1)
-                p = low.find(needle, low.find(b"\n", p) + 1)
-        clf = self._classifier
-        if not starts and not clf.active:
-            return
-        cands = sorted(starts)
-        ci, nc = 0, len(cands)
-        pos, line_no, end = 0, first, len(data)
-        while pos < end:
-            if not clf.active:
-                while ci < nc and cands[ci] < pos:
-                    ci += 1
-                if ci == nc:
-                    break
-                line_no += data.count(b"\n", pos, cands[ci])
-                pos = cands[ci]
-            eol = data.find(b"\n", pos)
-            flags, hint = clf.feed(line_no, data[pos:eol].decode("utf-8", "replace"))
-            if flags:
-                self._mark(line_no, flags, hint)
-            pos, line_no = eol + 1, line_no + 1
+        """Every line goes to the signatures; `scan_block` skips, by C-level scans of the whole
+        block, the lines no rule can fire on (the same path `verl-tui explain` takes)."""
+        for line_no, flags, hint, _text in scan_block(self._classifier, data, first):
+            self._mark(line_no, flags, hint)
 
     def _mark(self, line: int, flags: int, hint: Hint | None) -> None:
         self._flags[line] = flags
