@@ -197,11 +197,11 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
     )
 
 
-def _source(c: _Checker, d: dict) -> str | None:
+def _source(c: _Checker, d: dict, path: str = "") -> str | None:
     v = d.get("source")
     if v is None or (type(v) is str and v in SOURCES):
         return v
-    c.bad("source", v, "not one of nvml, nvidia-smi, none")
+    c.bad(path + "source", v, "not one of nvml, nvidia-smi, none")
     return None
 
 
@@ -245,15 +245,15 @@ def _sample(c: _Checker, d: dict, received: float) -> HostSample:
 
 def _hello(c: _Checker, d: dict) -> Hello:
     return Hello(
-        hostname=c.str_(d, "hostname", HOSTNAME_LEN, ""),
-        driver=c.str_(d, "driver", SHORT_LEN, ""),
-        nvml_version=c.str_(d, "nvml_version", SHORT_LEN, ""),
-        python=c.str_(d, "python", SHORT_LEN, ""),
-        source=_source(c, d),
-        error=c.str_(d, "error", ERROR_LEN, ""),
-        ncpu=c.int_(d, "ncpu", COUNT, ""),
-        pid=c.int_(d, "pid", PID, ""),
-        agent=c.int_(d, "agent", COUNT, ""),
+        hostname=c.str_(d, "hostname", HOSTNAME_LEN, "hello."),
+        driver=c.str_(d, "driver", SHORT_LEN, "hello."),
+        nvml_version=c.str_(d, "nvml_version", SHORT_LEN, "hello."),
+        python=c.str_(d, "python", SHORT_LEN, "hello."),
+        source=_source(c, d, "hello."),
+        error=c.str_(d, "error", ERROR_LEN, "hello."),
+        ncpu=c.int_(d, "ncpu", COUNT, "hello."),
+        pid=c.int_(d, "pid", PID, "hello."),
+        agent=c.int_(d, "agent", COUNT, "hello."),
     )
 
 

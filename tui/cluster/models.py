@@ -103,7 +103,7 @@ class TelemetryState(str, enum.Enum):
 
 
 PROBLEM_TTL_S = 60.0  # a problem not seen again for this long is dropped
-MAX_HOST_PROBLEMS = 16  # distinct problems kept per host (the oldest go first)
+MAX_HOST_PROBLEMS = 32  # distinct problems kept per host (the oldest go first)
 
 
 @dataclass

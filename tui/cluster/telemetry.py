@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ _AGENT_RETRY_S = 5.0
 _AGENT_RETRY_MAX_S = 60.0  # backoff cap for an agent that keeps failing
 # Longest agent line kept: 64 GPUs × 256 processes fit; a longer line is dropped and counted.
 MAX_AGENT_LINE = 1 << 20
+_INDEX_RE = re.compile(r"\[\d+\]")
 _STALE_AFTER_INTERVALS = 3.0
 
 
@@ -38,6 +40,10 @@ def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:
     if last:
         return f"agent exited ({exit_status}): {one_line(last, 200)}"
     return f"agent exited with status {exit_status}"
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 class TelemetryMonitor:
@@ -141,7 +147,7 @@ class TelemetryMonitor:
                 self._ingest(ht, line)
                 if stream.oversize_lines != ht.oversize_lines:
                     ht.oversize_lines = stream.oversize_lines
-                    ht.note_problem("oversize", f"{ht.oversize_lines} lines over "
+                    ht.note_problem("oversize", f"{_lines(ht.oversize_lines)} over "
                                     f"{MAX_AGENT_LINE >> 20} MiB dropped", time.time())
                     self._changed(ht.name)
         finally:
@@ -168,8 +174,9 @@ class TelemetryMonitor:
         now = time.time()
         msg = parse_line(line, now)
         if msg.problems:
-            for key, problem in msg.problems:
-                ht.note_problem(key, problem, now)
+            for path, problem in msg.problems:
+                # One entry per field whatever the GPU/process: gpus[3].x and gpus[5].x share.
+                ht.note_problem(_INDEX_RE.sub("[]", path), problem, now)
             if msg.dropped_problems:
                 ht.note_problem("more", f"bad data: {msg.dropped_problems} more fields in one "
                                 "line", now)
@@ -194,8 +201,10 @@ class TelemetryMonitor:
             ht.state, ht.error, ht.error_from_agent = TelemetryState.ERROR, msg.message, True
             self._first[ht.name].set()
         elif kind == "invalid":
+            if not line.strip():
+                return  # a blank line is harmless
             ht.bad_lines += 1
-            ht.note_problem("lines", f"{ht.bad_lines} lines not JSON (last: {msg.message}: "
+            ht.note_problem("lines", f"{_lines(ht.bad_lines)} not JSON (last: {msg.message}: "
                             f"{one_line(line[:40], 40)})", now)
         else:
             return
