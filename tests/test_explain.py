@@ -1,0 +1,163 @@
+"""`verl-tui explain` through the real CLI (the installed console script, in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tui.logs import LogStore
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = ROOT / ".venv" / "bin" / "verl-tui"
+DRIVER = ROOT / "tests" / "fixtures" / "failure_logs" / "driver.log"
+
+
+def explain(*args: str, stdin: bytes | None = None, timeout: float = 120
+            ) -> subprocess.CompletedProcess[bytes]:
+    exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
+    return subprocess.run([*exe, "explain", *args], input=stdin, capture_output=True,
+                          timeout=timeout, check=False)
+
+
+def no_traceback(p: subprocess.CompletedProcess[bytes]) -> None:
+    # stdout may quote a log's own traceback; stderr is ours alone
+    assert b"Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_driver_log_findings_and_exit_code():
+    p = explain(str(DRIVER))
+    no_traceback(p)
+    assert p.returncode == 1 and p.stderr == b""
+    out = p.stdout.decode()
+    lines = out.splitlines()
+    heads = [ln.split(": ", 2)[0].rsplit(":", 1)[1] + " " + ln.split(": ", 2)[1]
+             for ln in lines if not ln.startswith("    ") and ": error: " in ln]
+    assert heads == ["6 error", "10 error", "13 error", "16 error", "17 error"]
+    hints = [ln.split("hint (", 1)[1].split(")", 1)[0] for ln in lines if "hint (" in ln]
+    assert hints == ["host_oom", "actor_died", "hydra_failed"]
+    assert lines[-1].endswith("17 lines, 5 errors, 0 warnings, 3 with a known cause")
+
+
+def test_json_shape_and_the_pane_agrees():
+    p = explain(str(DRIVER), "--json")
+    no_traceback(p)
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    assert list(doc) == ["findings"]
+    for f in doc["findings"]:
+        assert list(f) == ["line", "text", "severity", "hint"]
+        assert f["severity"] in ("error", "warning")
+    hinted = {f["line"]: f["hint"] for f in doc["findings"] if f["hint"]}
+    # One matcher: the log pane's store gives the same lines the same hints.
+    store = LogStore()
+    try:
+        store.append(DRIVER.read_text(encoding="utf-8"))
+        assert {i + 1: store.hint(i).text for i in store.hint_lines()} == hinted
+    finally:
+        store.close()
+    assert [f["line"] for f in doc["findings"]] == [6, 10, 13, 16, 17]
+
+
+def test_stdin_dash():
+    p = explain("-", stdin=DRIVER.read_bytes())
+    assert p.returncode == 1
+    assert p.stdout.decode().splitlines()[0].startswith("<stdin>:6: error: ")
+
+
+def test_benign_log_exits_0_with_no_findings(tmp_path):
+    lines = [ln for ln in (ROOT / "tests/fixtures/failure_logs/lines.txt").read_text().split(
+        "[benign]", 1)[1].splitlines() if ln and not ln.startswith("# ")]
+    log = tmp_path / "ok.log"
+    log.write_text("\n".join(lines) + "\n")
+    p = explain(str(log), "--json")
+    assert p.returncode == 0, p.stdout
+    assert json.loads(p.stdout) == {"findings": []}
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "fifo", "unreadable"])
+def test_bad_input_is_one_line_exit_2(tmp_path, kind):
+    target = tmp_path / "x.log"
+    if kind == "directory":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "unreadable":
+        if os.geteuid() == 0:
+            target = Path("/proc/self/mem")  # root reads any mode; this one refuses read()
+        else:
+            target.write_text("x\n")
+            target.chmod(0)
+    p = explain(str(target), timeout=30)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stdout == b""
+    err = p.stderr.decode()
+    assert err.count("\n") == 1 and err.startswith("verl-tui explain: ") and str(target) in err
+
+
+def test_empty_file_and_usage_errors(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    p = explain(str(empty))
+    assert p.returncode == 0 and p.stdout.decode().endswith("0 lines, 0 errors, 0 warnings, "
+                                                            "0 with a known cause\n")
+    p = explain()
+    assert p.returncode == 2 and p.stderr.count(b"\n") == 1
+    help_text = " ".join(explain("--help").stdout.decode().split())  # argparse wraps lines
+    assert "Exit 0: no error found; 1: errors found; 2: bad input" in help_text
+
+
+def test_huge_lines_binary_and_escapes(tmp_path):
+    log = tmp_path / "mixed.log"
+    log.write_bytes(b"x" * 3_000_000 + b" tail\n"
+                    + b"\xff\xfe\x00 \x1b]0;pwned\x07\x1b[2J RuntimeError: CUDA error: out of memory\n"
+                    + b"y" * 2_500_000  # a last line without a newline, longer than a block
+                    + b"\nModuleNotFoundError: No module named 'sglang'")
+    p = explain(str(log))
+    no_traceback(p)
+    assert p.returncode == 1
+    out = p.stdout.decode()
+    assert "mixed.log:2: error: " in out and "hint (cuda_oom)" in out
+    assert "mixed.log:4: error: ModuleNotFoundError" in out and "'sglang'" in out
+    assert "\x1b" not in out and "\x07" not in out  # sanitized: nothing acts on the terminal
+    assert out.rstrip().endswith("4 lines, 2 errors, 0 warnings, 2 with a known cause")
+
+
+def test_streams_a_large_file_in_bounded_memory(tmp_path):
+    block = DRIVER.read_bytes() * 200
+    log = tmp_path / "big.log"
+    with open(log, "wb") as f:
+        for _ in range(50):  # ~50 MB
+            f.write(block * 3)
+    size = log.stat().st_size
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    p = explain(str(log), "--json", timeout=300)
+    assert p.returncode == 1
+    rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert rss_kb < max(before, 1) + size // 1024 // 2, (rss_kb, size)
+    assert len(json.loads(p.stdout)["findings"]) > 1000
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=4000), st.booleans())
+def test_random_bytes_never_traceback(data, via_stdin):
+    import tempfile
+
+    if via_stdin:
+        p = explain("-", stdin=data, timeout=60)
+    else:
+        with tempfile.NamedTemporaryFile(suffix=".log") as f:
+            f.write(data)
+            f.flush()
+            p = explain(f.name, timeout=60)
+    no_traceback(p)
+    assert p.returncode in (0, 1), p.stderr
+    assert p.stderr == b""
+    assert b"lines, " in p.stdout
