@@ -13,7 +13,7 @@ from pathlib import Path
 from tui import __version__
 
 SUBCOMMANDS = ("gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs", "stop",
-               "logs", "debug", "profile", "ckpt")
+               "logs", "debug", "profile", "ckpt", "explain")
 EXIT_BAD_INPUT = 2
 
 
@@ -210,6 +210,17 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         e.add_argument("--nodes", type=int, default=1)
         e.add_argument("--gpus-per-node", type=int, default=8)
         return p
+    if name == "explain":
+        p = _Parser(prog="verl-tui explain",
+                    description="Known failures in a saved log (a driver log, a worker's .err, a "
+                    "Slurm output file): each finding with its line number, severity and hint, "
+                    "from the same signatures as the log pane. Exit 0: no error found; 1: "
+                    "errors found; 2: bad input (missing or unreadable file, a directory, a "
+                    "FIFO).")
+        p.add_argument("logfile", metavar="LOGFILE", help="the log file, or - for stdin")
+        p.add_argument("--json", action="store_true",
+                       help='JSON output: {"findings": [{"line", "text", "severity", "hint"}]}')
+        return p
     raise KeyError(name)
 
 
@@ -324,6 +335,10 @@ def _headless(args_list: list[str]) -> int:
         args.command = command
         if name == "profile":
             return _profile(args)
+        if name == "explain":  # a local file: no inventory
+            from tui.commands.explain import run_explain
+
+            return run_explain(args.logfile, as_json=args.json)
         inventory = _load(args.hosts)
         return _dispatch(name, args, inventory)
     except (ConfigError, SchemaError) as exc:  # bad input, or verl/Hydra missing here
