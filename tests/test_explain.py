@@ -161,3 +161,19 @@ def test_random_bytes_never_traceback(data, via_stdin):
     assert p.returncode in (0, 1), p.stderr
     assert p.stderr == b""
     assert b"lines, " in p.stdout
+
+
+def test_reader_leaving_early_is_not_an_error(tmp_path):
+    """`verl-tui explain big.log | head -1`: no traceback, no message, the log's own exit code."""
+    log = tmp_path / "big.log"
+    log.write_bytes(DRIVER.read_bytes() * 3000)
+    exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
+    proc = subprocess.Popen([*exe, "explain", str(log)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1
+    assert first.startswith(str(log).encode() + b":6: error: ")
+    assert err == b""

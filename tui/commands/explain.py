@@ -176,7 +176,9 @@ def run_explain(path: str, *, as_json: bool) -> int:
                         kept.append(item)
                 elif counts["error"] + counts["warning"] <= MAX_FINDINGS:
                     _print_finding(shown, item)
-        except OSError as exc:  # e.g. EIO, or a file that turned into a directory
+        except BrokenPipeError:
+            raise  # our stdout closed, not the log: handled below
+        except OSError as exc:  # reading the log failed: EIO, a file turned into a directory…
             print(f"verl-tui explain: {shown}: {one_line(exc.strerror or exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         finally:
