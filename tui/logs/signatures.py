@@ -215,7 +215,8 @@ SIGNATURES: tuple[Signature, ...] = (
          "Ray cannot place the job's placement group, so the job waits forever: every node needs "
          "trainer.n_gpus_per_node free GPUs and 3 × n_gpus_per_node free CPUs (verl reserves 3 "
          "CPUs per GPU); `ray status` (verl-tui status) shows the node short of GPUs/CPUs or a job "
-         "still holding them; else lower trainer.nnodes / n_gpus_per_node"),
+         "still holding them; else lower trainer.nnodes / n_gpus_per_node",
+         WARNING),  # Ray's own level: it may pass while a runtime_env installs
     _sig("gcs_connect",
          r"Failed to connect to (?:the )?GCS|Unable to connect to GCS"
          r"|Failed to get cluster ID from GCS|Timed out while waiting for GCS"
