@@ -177,3 +177,22 @@ def test_reader_leaving_early_is_not_an_error(tmp_path):
     assert proc.wait(timeout=120) == 1
     assert first.startswith(str(log).encode() + b":6: error: ")
     assert err == b""
+
+
+def test_progress_bars_crlf_and_colours_read_as_the_pane_reads_them(tmp_path):
+    text = ("\x1b[36m(TaskRunner pid=1, ip=10.0.0.2)\x1b[0m start\r\n"
+            "Processed prompts: 10%|█| 1/10\rProcessed prompts: 100%|██████████| 10/10\r\n"
+            "Loading: 50%\rRuntimeError: CUDA error: out of memory\n"
+            "\x1b[31m[2025-02-16 16:06:26,552 W 1 1] gcs_client.cc:178: Failed to get cluster ID "
+            "from GCS server: TimedOut\x1b[0m\n")
+    log = tmp_path / "bars.log"
+    log.write_bytes(text.encode())
+    doc = json.loads(explain(str(log), "--json").stdout)
+    store = LogStore()
+    try:
+        store.append(text)
+        pane = {i + 1: (store.plain(i), store.hint(i).text) for i in store.hint_lines()}
+    finally:
+        store.close()
+    assert {f["line"]: (f["text"], f["hint"]) for f in doc["findings"] if f["hint"]} == pane
+    assert sorted(pane) == [3, 4]

@@ -112,8 +112,13 @@ def _blocks(f: BinaryIO) -> Iterator[tuple[int, bytes]]:
 
 
 def _plain(data: bytes) -> bytes:
+    """Whole lines as the log pane's store keeps them: CRLF as LF, a progress bar's line (\r
+    redraws) as its last state, ANSI escape sequences dropped."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            data = b"\n".join(next((s for s in reversed(line.split(b"\r")) if s), b"")
+                              if b"\r" in line else line for line in data.split(b"\n"))
     return ANSI_RE_B.sub(b"", data) if b"\x1b" in data else data
 
 

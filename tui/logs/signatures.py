@@ -4,8 +4,8 @@ Every line of a log goes to the matcher, yet a job log is mostly metrics and pro
 a line that no rule can fire on must cost next to nothing. Each signature's regex is parsed once
 and the literal text every match must contain is derived from it (`required_literals`); from
 those, a few short anchor words are chosen (`Prefilter`) such that every signature literal
-contains one. A log block is scanned for the anchors with C-level `bytes.find` (a handful of
-passes over the lowercased block); only lines holding an anchor, plus every line while a
+contains one. A log block is scanned for the anchors with C-level `bytes.find` (one pass per
+anchor over the lowercased block, ~25); only lines holding an anchor, plus every line while a
 traceback is open, reach `LineClassifier.feed`. No line a signature would match is skipped:
 the literals come from the patterns themselves (compiled with re.ASCII, so case-insensitive
 parts fold ASCII only, exactly as `bytes.lower` does). `scan_block` is the one code path
