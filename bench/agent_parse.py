@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchlib import code_version  # noqa: E402
-from simhosts import agent_sample  # noqa: E402
+from benchlib import code_version
+from simhosts import agent_sample
 
 
 def parser_fn():

@@ -3,7 +3,9 @@
 
 Shipped to cluster hosts as ``python3 -u -c SOURCE --interval 1.0``, so it must stay one
 self-contained file: stdlib + pynvml (optional), Python 3.8+, no imports from ``tui``.
-Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval.
+Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval;
+on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
+The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
 It exits (status 0) when stdin reaches EOF -- the SSH channel closing is how the cockpit stops
 it, since a remote process without a PTY gets no signal -- and on SIGTERM, SIGHUP or a broken pipe.
 """
@@ -455,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     except KeyboardInterrupt:  # Ctrl-C when run by hand
         pass
+    except Exception as err:  # a bug or a host we did not foresee: say why, in the protocol
+        with contextlib.suppress(Exception):
+            emit({"type": "error", "error": f"agent failed: {type(err).__name__}: {err}"})
+        return 1
     finally:
         backend.close()
         done.set()

@@ -144,56 +144,117 @@ class _Checker:
         return None
 
 
+# A GPU's numeric fields in GpuSample's order: (key, lo, hi, integral).
+_GPU_NUMBERS = (
+    ("util_percent", *PERCENT, False),
+    ("mem_util_percent", *PERCENT, False),
+    ("memory_used_bytes", *BYTES, True),
+    ("memory_total_bytes", *BYTES, True),
+    ("temperature_c", *TEMP_C, False),
+    ("power_w", *WATTS, False),
+    ("power_limit_w", *WATTS, False),
+)
+# Sanitized short strings by their raw text: names and uuids repeat in every sample, so the
+# sanitizer runs once per distinct string, not once per sample (bounded: cleared when full).
+_TEXT_CACHE: dict[str, str] = {}
+_TEXT_CACHE_MAX = 8192
+
+
+def _short_text(c: _Checker, v: object, path: str, key: str) -> str | None:
+    """A name/uuid-like string (NAME_LEN cap), sanitized, through the cache."""
+    if v is None:
+        return None
+    if type(v) is str:
+        text = _TEXT_CACHE.get(v)
+        if text is None:
+            text = one_line(v, NAME_LEN)
+            if len(_TEXT_CACHE) >= _TEXT_CACHE_MAX:
+                _TEXT_CACHE.clear()
+            _TEXT_CACHE[v] = text
+        return text
+    c.bad(path + key, v)
+    return None
+
+
+def _number(c: _Checker, v: object, lo: float, hi: float, integral: bool,
+            path: str, key: str) -> float | None:
+    """The slow path of a numeric field: a float holding an integer, or bad data."""
+    if type(v) is float and integral and lo <= v <= hi and v.is_integer():
+        return int(v)
+    c.bad(path + key, v)
+    return None
+
+
+def _processes(c: _Checker, procs: list, path: str) -> tuple[GpuProcess, ...]:
+    if len(procs) > MAX_PROCESSES:
+        c.bad(path + "processes", procs, f"more than {MAX_PROCESSES}, kept the first")
+        procs = procs[:MAX_PROCESSES]
+    out = []
+    pid_lo, pid_hi = PID
+    mem_lo, mem_hi = BYTES
+    for j, p in enumerate(procs):
+        if type(p) is not dict:
+            c.bad(f"{path}processes[{j}]", p, "not an object")
+            continue
+        pid = p.get("pid")
+        if type(pid) is not int or not pid_lo <= pid <= pid_hi:
+            pid = _number(c, pid, pid_lo, pid_hi, True, f"{path}processes[{j}].", "pid") \
+                if pid is not None else c.bad(f"{path}processes[{j}].pid", None, "missing")
+            if pid is None:
+                continue
+        mem = p.get("memory_bytes")
+        if mem is not None and (type(mem) is not int or not mem_lo <= mem <= mem_hi):
+            mem = _number(c, mem, mem_lo, mem_hi, True, f"{path}processes[{j}].", "memory_bytes")
+        name = p.get("name")
+        if name is not None:
+            name = _short_text(c, name, f"{path}processes[{j}].", "name")
+        out.append(GpuProcess(pid, name, mem))
+    return tuple(out)
+
+
 def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
+    # Written for speed (every GPU of every host, every second): locals, one pass over a
+    # table, and paths for problem messages built only when something is wrong.
     path = f"gpus[{i}]."
     if type(g) is not dict:
         c.bad(f"gpus[{i}]", g, "not an object")
         return None
-    index = c.int_(g, "index", INDEX, path)
-    if index is None:
-        if g.get("index") is None:
+    get = g.get
+    index = get("index")
+    if type(index) is not int or not INDEX[0] <= index <= INDEX[1]:
+        if index is None:
             c.bad(path + "index", None, "missing")
-        return None
+            return None
+        index = _number(c, index, INDEX[0], INDEX[1], True, path, "index")
+        if index is None:
+            return None
     if index in seen:
         c.bad(path + "index", index, "duplicate")
         return None
     seen.add(index)
-    procs = g.get("processes")
+    values: list[float | int | None] = []
+    for key, lo, hi, integral in _GPU_NUMBERS:
+        v = get(key)
+        if v is not None:
+            t = type(v)
+            if not (((t is float and not integral) or t is int) and lo <= v <= hi):
+                v = _number(c, v, lo, hi, integral, path, key)
+        values.append(v)
+    procs = get("processes")
     processes: tuple[GpuProcess, ...] | None = None
     if procs is not None:
         if type(procs) is list:
-            if len(procs) > MAX_PROCESSES:
-                c.bad(path + "processes", procs, f"more than {MAX_PROCESSES}, kept the first")
-                procs = procs[:MAX_PROCESSES]
-            out = []
-            for j, p in enumerate(procs):
-                ppath = f"{path}processes[{j}]."
-                if type(p) is not dict:
-                    c.bad(ppath[:-1], p, "not an object")
-                    continue
-                pid = c.int_(p, "pid", PID, ppath)
-                if pid is None:
-                    if p.get("pid") is None:
-                        c.bad(ppath + "pid", None, "missing")
-                    continue
-                out.append(GpuProcess(pid, c.str_(p, "name", NAME_LEN, ppath),
-                                      c.int_(p, "memory_bytes", BYTES, ppath)))
-            processes = tuple(out)
+            processes = _processes(c, procs, path)
         else:
             c.bad(path + "processes", procs, "not a list")
+    error = get("error")
     return GpuSample(
-        index=index,
-        name=c.str_(g, "name", NAME_LEN, path),
-        uuid=c.str_(g, "uuid", UUID_LEN, path),
-        util_percent=c.num(g, "util_percent", PERCENT, path),
-        mem_util_percent=c.num(g, "mem_util_percent", PERCENT, path),
-        memory_used_bytes=c.int_(g, "memory_used_bytes", BYTES, path),
-        memory_total_bytes=c.int_(g, "memory_total_bytes", BYTES, path),
-        temperature_c=c.num(g, "temperature_c", TEMP_C, path),
-        power_w=c.num(g, "power_w", WATTS, path),
-        power_limit_w=c.num(g, "power_limit_w", WATTS, path),
-        processes=processes,
-        error=c.str_(g, "error", ERROR_LEN, path),
+        index,
+        _short_text(c, get("name"), path, "name"),
+        _short_text(c, get("uuid"), path, "uuid"),
+        *values,
+        processes,
+        None if error is None else c.str_(g, "error", ERROR_LEN, path),
     )
 
 

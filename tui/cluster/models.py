@@ -11,14 +11,16 @@ from typing import Any
 from tui.transport.types import HostState, LinkStatus
 
 
-@dataclass(frozen=True, slots=True)
+# Samples are read-only by convention, not frozen: a frozen dataclass's __init__ costs ~5x more,
+# and these are built for every GPU of every host every second (bench/agent_parse.py).
+@dataclass(slots=True)
 class GpuProcess:
     pid: int
     name: str | None
     memory_bytes: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GpuSample:
     index: int
     name: str | None = None
@@ -67,7 +69,7 @@ class GpuSample:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostSample:
     seq: int
     t: float  # the agent's clock, seconds since the epoch, at the start of the sweep
