@@ -526,3 +526,40 @@ def test_forged_agent_prints_what_it_was_given(tmp_path) -> None:
         proc.wait(10)
     assert proc.returncode == 0
     assert os.access(agent, os.X_OK)
+
+
+# --- a 100 MB line without a newline does not blow memory ---------------------------------------
+
+HUGE_LINE = ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo ok; "
+             "printf 'no newline at the end'"]
+
+
+async def read_all_traced(stream) -> tuple[list[str], int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        got = [line async for line in stream.lines()]
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        await stream.close()
+
+
+async def test_local_stream_drops_a_100mb_line_in_bounded_memory() -> None:
+    from tui.transport.local import LocalTransport
+
+    stream = await LocalTransport().stream(HUGE_LINE, max_line=1 << 20)
+    got, peak = await read_all_traced(stream)
+    assert got == ["ok", "no newline at the end"] and stream.oversize_lines == 1
+    assert peak < 8 << 20, peak
+
+
+async def test_ssh_stream_drops_a_100mb_line_in_bounded_memory(ns_one, tmp_path) -> None:
+    inv = load_inventory(hosts_yaml(ns_one, tmp_path / "hosts.yaml", sys.executable))
+    async with Fleet(inv) as fleet:
+        transport = await fleet.ready("node1", 20)
+        stream = await transport.stream(HUGE_LINE, max_line=1 << 20)
+        got, peak = await read_all_traced(stream)
+    assert got == ["ok", "no newline at the end"] and stream.oversize_lines == 1
+    assert peak < 16 << 20, peak
