@@ -269,9 +269,10 @@ class SshStream:
             self._proc.stdin.write_eof()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + EOF_GRACE_S
-        while not self._exited() and loop.time() < deadline:
+        gone = self._conn.is_closed  # a dead connection: no exit status will come, no kill either
+        while not self._exited() and not gone() and loop.time() < deadline:
             await asyncio.sleep(0.05)
-        if not self._exited():
+        if not self._exited() and not gone():
             # Shielded: a second cancel of the caller must not leave the group running.
             await asyncio.shield(asyncio.ensure_future(self._kill_group()))
         else:  # let stderr's last lines in (the failure message is usually there)
