@@ -41,11 +41,6 @@ from benchlib import code_version, pct
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from textual import events  # noqa: E402
-from textual.app import App, ComposeResult  # noqa: E402
-
-from tui.widgets.logview import LINE, LogPane, LogView  # noqa: E402
-
 RESULTS = ROOT / "bench" / "results"
 GOAL_LINES_S, GOAL_KEY_MS, GOAL_MB_PER_M = 100_000, 100.0, 50.0
 KEYS = ("n", "g", "G", "w", "w", "e", "N", "F", "h", "f", "f", "F")
@@ -137,15 +132,20 @@ def rss_mb() -> float:
     return 0.0
 
 
-class BenchApp(App):
-    def compose(self) -> ComposeResult:
-        yield LogPane("bench job", save_path="/dev/null")
-
-    def on_mount(self) -> None:
-        self.query_one(LogView).focus()
-
-
 async def run(chunks: list[str], n_lines: int, key_interval: float) -> dict:
+    # Textual only here: make_log/chunked also serve bench/log_classify.py, which needs no UI.
+    from textual import events
+    from textual.app import App, ComposeResult
+
+    from tui.widgets.logview import LINE, LogPane, LogView
+
+    class BenchApp(App):
+        def compose(self) -> ComposeResult:
+            yield LogPane("bench job", save_path="/dev/null")
+
+        def on_mount(self) -> None:
+            self.query_one(LogView).focus()
+
     app = BenchApp()
     result: dict = {}
     async with app.run_test(size=(160, 50)) as pilot:
