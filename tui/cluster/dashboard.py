@@ -175,7 +175,7 @@ async def open_tunnel(fleet: Fleet, *, timeout: float = 15.0) -> Tunnel:
     number when free here, so the URL is the one people expect)."""
     inv = fleet.inventory
     head = inv.head
-    transport = await fleet.wait_up(head.name, timeout)
+    transport = await fleet.ready(head.name, timeout)
     remote = inv.ray.dashboard_port
     try:
         forward = await transport.forward_local_port(

@@ -24,7 +24,7 @@ async def remote_working_dir(cluster: RayCluster, target: PausedWorker) -> str |
         return None
     pkg = posixpath.basename(uri.split("://", 1)[1])
     pkg = pkg[:-4] if pkg.endswith(".zip") else pkg
-    transport = await cluster.fleet.wait_up(target.host, 15)
+    transport = await cluster.fleet.ready(target.host, 15)
     res = await transport.run(["readlink", "-f", "/tmp/ray/session_latest"], timeout=10)
     session = res.stdout.strip() if res.ok and res.stdout.strip() else "/tmp/ray/session_latest"
     return posixpath.join(session, "runtime_resources", "working_dir_files", pkg)

@@ -154,7 +154,7 @@ async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
 async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
     inv = cluster.inv
     head = inv.head
-    transport = await cluster.fleet.wait_up(head.name, 15)
+    transport = await cluster.fleet.ready(head.name, 15)
     res = await transport.run([head.python, "-c", _KV_SCRIPT, f"{head.node_ip}:{inv.ray.port}"],
                               timeout=30)
     if not res.ok:
@@ -219,7 +219,7 @@ async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -
     if target.host not in {h.name for h in cluster.inv.hosts}:
         raise TransportError(f"the debugger is on {target.node_ip or target.host}, which is not "
                              f"a host of {cluster.inv.cluster}: add it to the hosts file")
-    transport = await cluster.fleet.wait_up(target.host, 15)
+    transport = await cluster.fleet.ready(target.host, 15)
     if isinstance(target, PausedWorker):
         remote = target.node_ip
     else:

@@ -56,7 +56,7 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
 
     async def body(cluster: RayCluster) -> int:
         try:
-            transport = await cluster.fleet.wait_up(host, 20)
+            transport = await cluster.fleet.ready(host, 20)
             if name is None:
                 for f in await list_logs(transport):
                     print(f"{human_size(f.size):>8}  {f.kind:<10} {f.name}")
