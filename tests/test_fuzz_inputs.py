@@ -202,3 +202,46 @@ def test_cli_arguments_never_trace_back(cli_env: dict, argv: list[str]) -> None:
         assert proc.stderr.strip(), argv
     assert not any(c in out for c in "\x1b\x07\x9b"), (argv, repr(out[-500:]))
     assert took < 60, (argv, took)
+
+
+# ---- a host's checkpoint scan answer (the helper runs on a host that may be hostile) ---------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=16,
+)
+_STEP_BODY = st.fixed_dictionaries({}, optional={
+    "files": st.lists(st.tuples(st.sampled_from([
+        "actor/model_world_size_2_rank_0.pt", "actor/model_world_size_2_rank_1.pt",
+        "actor/optim_world_size_2_rank_9.pt", "actor/fsdp_config.json", "../../etc/passwd",
+        "actor/huggingface/config.json", "/abs", "", "actor/__0_0.distcp", "actor/.metadata",
+        "\x1b]0;x\x07"]) | st.text(max_size=10),
+        st.integers() | st.floats() | st.text(max_size=3),
+        st.integers() | st.floats() | st.none()).map(list) | _JSON, max_size=6) | _JSON,
+    "meta": st.dictionaries(st.sampled_from(["actor/fsdp_config.json",
+                                             "actor/ckpt_contents.json"]) | st.text(max_size=5),
+                            st.dictionaries(st.sampled_from(["world_size", "x"]), _JSON,
+                                            max_size=2) | _JSON, max_size=3) | _JSON,
+    "truncated": _JSON,
+})
+_SCAN = st.fixed_dictionaries({}, optional={
+    "exists": _JSON, "latest": _JSON, "errors": _JSON,
+    "steps": st.dictionaries(st.sampled_from(["global_step_1", "global_step_20", "global_step_",
+                                              "global_step_-1", "global_step_99999999999999999999",
+                                              "other"]) | st.text(max_size=8),
+                             _STEP_BODY | _JSON, max_size=3) | _JSON,
+}) | _JSON
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_SCAN, _SCAN)
+def test_checkpoint_scan_answers_never_raise(a: object, b: object) -> None:
+    import json
+
+    from tui.ckpt.scan import build_index, host_scan_from_json
+
+    scans = [host_scan_from_json("node1", a), host_scan_from_json("node2", b)]  # type: ignore[arg-type]
+    index = build_index("/ckpt", scans)
+    json.dumps(index.to_json())  # what `ckpt --json` prints: always serializable

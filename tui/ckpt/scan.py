@@ -74,30 +74,43 @@ class HostScan:
     errors: tuple[str, ...] = ()
 
 
+def _as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list | tuple:
+    return value if isinstance(value, (list, tuple)) else ()
+
+
 def host_scan_from_json(host: str, data: Mapping[str, Any]) -> HostScan:
+    """A host's scan answer, checked field by field: the helper runs on a host that may be
+    broken or hostile, so a field of the wrong type is ignored, never an exception."""
+    data = _as_dict(data)
     steps: dict[int, tuple[CkptFile, ...]] = {}
     meta: dict[int, dict[str, Mapping[str, Any]]] = {}
     partials: list[str] = []
     truncated: list[int] = []
-    for name, body in (data.get("steps") or {}).items():
+    for name, body in _as_dict(data.get("steps")).items():
         if not isinstance(body, dict) or not str(name).startswith("global_step_"):
             continue
-        try:
-            step = int(str(name).removeprefix("global_step_"))
-        except ValueError:
+        digits = str(name).removeprefix("global_step_")
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
             continue
+        step = int(digits)
         files = []
-        for item in body.get("files") or ():
+        for item in _as_list(body.get("files")):
             try:
-                rel, size, mtime = str(item[0]), int(item[1]), float(item[2])
-            except (TypeError, ValueError, IndexError):
+                rel, size, mtime = item[0], int(item[1]), float(item[2])
+            except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+                continue
+            if not isinstance(rel, str) or size < 0:
                 continue
             if posixpath.basename(rel).startswith(PARTIAL_PREFIX):
                 partials.append(f"{name}/{rel}")
                 continue
             files.append(CkptFile(rel, size, mtime))
         steps[step] = tuple(files)
-        meta[step] = {str(k): v for k, v in (body.get("meta") or {}).items()
+        meta[step] = {str(k): v for k, v in _as_dict(body.get("meta")).items()
                       if isinstance(v, dict)}
         if body.get("truncated"):
             truncated.append(step)
@@ -105,9 +118,9 @@ def host_scan_from_json(host: str, data: Mapping[str, Any]) -> HostScan:
     raw = raw if isinstance(raw, str) else None
     return HostScan(
         host=host, ok=True, exists=bool(data.get("exists")),
-        latest=int(raw) if raw and raw.isdigit() else None, latest_raw=raw,
-        steps=steps, meta=meta, partials=tuple(partials), truncated=tuple(truncated),
-        errors=tuple(str(e) for e in data.get("errors") or ()))
+        latest=int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18 else None,
+        latest_raw=raw, steps=steps, meta=meta, partials=tuple(partials),
+        truncated=tuple(truncated), errors=tuple(str(e) for e in _as_list(data.get("errors"))))
 
 
 # -- the model -------------------------------------------------------------------------------
