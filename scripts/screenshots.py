@@ -162,7 +162,7 @@ async def shoot(scenario: Scenario) -> list[Path]:
         await pilot.press("1")
         await pilot.pause(0.3)
         await pilot.press("D")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 15)
         save(app, "confirm_ray_down")
         await pilot.press("y")
         await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)

@@ -54,14 +54,15 @@ async def test_u_brings_ray_up_and_D_tears_it_down(ns_cluster_factory, tmp_path)
         assert "ray head alive" in host_row_text(app, "node1")
         assert "ray worker alive" in host_row_text(app, "node2")
 
-        await pilot.press("D")
-        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("D")  # asks only after checking that Ray runs somewhere
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "question")
         await pilot.press("n")  # no: nothing happens
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.pause(0.5)
         assert app.ray_monitor.view.state == RayState.UP
 
         await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "question")
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, RayProgressScreen), 5,
                        "progress view")

@@ -14,11 +14,12 @@ from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
 from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
+from tui.fmt import plural
 from tui.palette import CockpitCommands
 from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.error import ErrorScreen
+from tui.screens.error import ErrorScreen, failure_title
 from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RayProgressScreen
 from tui.transport.fleet import Fleet
@@ -127,8 +128,23 @@ class VerlTuiApp(App):
                            "restart")
 
     def action_ray_down(self) -> None:
-        self._confirm_then("Stop Ray on every host?",
-                           "Workers first, then the head; running jobs are killed.", "down")
+        self._ray_down_if_running()
+
+    @work(exclusive=True, group="ray-check", exit_on_error=False)
+    async def _ray_down_if_running(self) -> None:
+        # Ask only when there is something to stop: Ray never started (or already stopped)
+        # on every host answers at once, without a question and a "stopped" that did nothing.
+        running = await self.ray.ray_processes()
+        unknown = sorted(h for h, procs in running.items() if procs is None)
+        if not unknown and not any(running.values()):
+            n = len(running)
+            self.notify(f"Ray is not running on {'the host' if n == 1 else f'any of {n} hosts'}:"
+                        " nothing to stop", timeout=5)
+            return
+        detail = "Workers first, then the head; running jobs are killed."
+        if unknown:
+            detail += f" Not reachable (cannot tell): {one_line(', '.join(unknown))}."
+        self._confirm_then("Stop Ray on every host?", detail, "down")
 
     def _confirm_then(self, question: str, detail: str, kind: str) -> None:
         def answered(yes: bool | None) -> None:
@@ -162,7 +178,7 @@ class VerlTuiApp(App):
             else:
                 try:
                     status = await self.ray.bring_up(restart=kind == "restart")
-                    ok, message = True, f"{status.nodes_alive} nodes alive"
+                    ok, message = True, f"{plural(status.nodes_alive, 'node')} alive"
                 except BringUpError as exc:
                     ok, message = False, one_line(exc)
             if screen.is_mounted:
@@ -242,5 +258,5 @@ class VerlTuiApp(App):
         # One place turns any background failure into a readable modal, never a traceback.
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
-            self.push_screen(ErrorScreen(f"{event.worker.group or event.worker.name} failed",
+            self.push_screen(ErrorScreen(failure_title(event.worker.group, event.worker.name),
                                          f"{type(err).__name__}: {clean(err)}"))

@@ -30,3 +30,8 @@ def duration(seconds: float | None) -> str:
         return "-"
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """"1 host", "3 hosts" (`many` for irregular plurals)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"

@@ -1,51 +1,98 @@
-"""Command palette entries: every cockpit action by name (ctrl+p)."""
+"""Command palette entries (ctrl+p), built from the key bindings themselves so the palette lists
+every action a key reaches and cannot drift from them; plus a few parameterised actions that
+have no key of their own (sort by a given column, reconnect every host)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 
+from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
 
+from tui.sanitize import one_line
+from tui.screens.help import key_label, node_title
 from tui.widgets.gpu_table import SORT_KEYS
+
+# The palette's own key: listing it inside the palette is noise.
+_SKIP_ACTIONS = {"command_palette"}
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    callback: Callable[[], object]
+    help: str
+
+
+def binding_commands(node: DOMNode, where: str) -> Iterator[tuple[Binding, Command]]:
+    """One command per binding of `node` that has a description (its action run on `node`)."""
+    for b in node.BINDINGS:
+        binding = b if isinstance(b, Binding) else Binding(*b)
+        if not binding.description or binding.action in _SKIP_ACTIONS:
+            continue
+        run = partial(node.app.run_action, binding.action, node)
+        yield binding, Command(binding.description, run,
+                               f"{where} ({key_label(binding.key)})")
+
+
+def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
+    """Where commands come from: the app, the screen the palette was opened on, our widgets on
+    it, and — for its Ray/Doctor/host-log keys — the Cluster screen at the base of the stack."""
+    app = screen.app
+    sources: list[tuple[str, DOMNode]] = [("Everywhere", app), (node_title(screen), screen)]
+    sources += [(node_title(w), w) for w in screen.query("*")
+                if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
+    base = getattr(app, "cluster_screen", None)
+    if base is not None and base is not screen:
+        sources.append((node_title(base), base))
+    return sources
+
+
+def commands_for(screen: DOMNode) -> list[Command]:
+    app = screen.app
+    cmds: list[Command] = []
+    seen: set[str] = set()
+
+    def add(cmd: Command) -> None:
+        if cmd.name not in seen:
+            seen.add(cmd.name)
+            cmds.append(cmd)
+
+    base = getattr(app, "cluster_screen", None)
+    for where, node in palette_sources(screen):
+        for binding, cmd in binding_commands(node, where):
+            # Off the Cluster screen, only its keys that act on the whole cluster (app.*
+            # actions, the host's logs) make sense: filter/sort act on a hidden table.
+            if node is base and node is not screen and not (
+                    binding.action.startswith("app.") or binding.action == "node_logs"):
+                continue
+            add(cmd)
+    if base is not None and base is screen:
+        for key in SORT_KEYS:
+            add(Command(f"Sort by {key}", partial(base.set_sort, key), "Cluster screen"))
+    if hasattr(app, "reconnect"):
+        add(Command("Reconnect every host now", partial(app.reconnect, None), "Fleet"))
+    if hasattr(app, "action_new_job"):
+        add(Command("New job from profile", app.action_new_job,
+                    "Pick a profile, edit it in the job form, submit"))
+    return cmds
 
 
 class CockpitCommands(Provider):
-    def _commands(self) -> list[tuple[str, object, str]]:
-        app = self.app
-        screen = getattr(app, "cluster_screen", None)
-        cmds: list[tuple[str, object, str]] = []
-        if screen is not None:
-            for key in SORT_KEYS:
-                cmds.append((f"Sort by {key}", partial(screen.set_sort, key), "Cluster screen"))
-            cmds += [
-                ("Reverse sort order", screen.action_reverse_sort, "Cluster screen"),
-                ("Filter hosts and GPUs", screen.action_filter, "Cluster screen"),
-                ("Clear filter", screen.action_clear_filter, "Cluster screen"),
-                ("Fold or unfold all hosts", screen.table.action_toggle_all, "Cluster screen"),
-                ("Reconnect every host now", partial(app.reconnect, None), "Fleet"),
-            ]
-        if hasattr(app, "action_new_job"):
-            cmds += [
-                ("Jobs", app.action_show_jobs, "Jobs on the cluster (2)"),
-                ("New job from profile", app.action_new_job,
-                 "Pick a profile, edit it in the job form, submit"),
-            ]
-        if hasattr(app, "action_debugger"):
-            cmds += [
-                ("Node logs", app.action_node_logs, "Every host's Ray log files (3)"),
-                ("Debugger", app.action_debugger,
-                 "Paused post-mortem workers and legacy breakpoints (4)"),
-            ]
-        cmds.append(("Show key bindings", app.action_help, "Help"))
-        return cmds
+    def _commands(self) -> list[Command]:
+        return commands_for(self.screen)
 
     async def discover(self) -> Hits:
-        for name, callback, help_text in self._commands():
-            yield DiscoveryHit(name, callback, help=help_text)
+        for cmd in self._commands():
+            yield DiscoveryHit(one_line(cmd.name), cmd.callback, help=one_line(cmd.help))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for name, callback, help_text in self._commands():
-            score = matcher.match(name)
+        for cmd in self._commands():
+            score = matcher.match(cmd.name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+                yield Hit(score, matcher.highlight(one_line(cmd.name)), cmd.callback,
+                          help=one_line(cmd.help))

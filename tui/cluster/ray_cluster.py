@@ -30,6 +30,7 @@ from tui.cluster.lock import (
 from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, probe_all
 from tui.config.hosts import Host, Inventory
+from tui.fmt import plural
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
@@ -247,7 +248,7 @@ class RayCluster:
         try:
             head = self.inv.head
             try:
-                transport = await self.fleet.wait_up(head.name, 10)
+                transport = await self.fleet.ready(head.name, 10)
                 head_lock = await acquire_head_lock(transport, head.python, owner)
             except LockHeld as exc:
                 raise ClusterBusy(str(exc)) from None
@@ -294,7 +295,7 @@ class RayCluster:
     # -- bring-up ----------------------------------------------------------------------------
 
     async def probe(self) -> dict[str, HostFacts]:
-        self._emit(None, "probe", "running", f"probing {len(self.inv.hosts)} hosts")
+        self._emit(None, "probe", "running", f"probing {plural(len(self.inv.hosts), 'host')}")
         self.facts = await probe_all(self.fleet, self.inv)
         for name, f in self.facts.items():
             if f.ok:
@@ -355,13 +356,13 @@ class RayCluster:
                 raise BringUpError(f"bring-up failed: {exc}") from None
             raise
         status = await self.status()
-        self._emit(None, "done", "ok", f"{status.nodes_alive} nodes alive")
+        self._emit(None, "done", "ok", f"{plural(status.nodes_alive, 'node')} alive")
         return status
 
     async def _run_start(self, host: Host, argv: list[str], env: dict[str, str],
                          phase: str) -> None:
         try:
-            transport = await self.fleet.wait_up(host.name, 5)
+            transport = await self.fleet.ready(host.name, 5)
             res = await transport.run(argv, env=env, timeout=self.inv.ray.start_timeout)
         except (HostUnavailable, TransportError) as exc:
             self._emit(host.name, phase, "fail", str(exc))
@@ -411,7 +412,7 @@ class RayCluster:
             async with slots:
                 # Ray retries an unreachable GCS for minutes: ask the network first, fast.
                 try:
-                    transport = await self.fleet.wait_up(host.name, 5)
+                    transport = await self.fleet.ready(host.name, 5)
                 except HostUnavailable as exc:
                     failures[host.name] = str(exc)
                     self._emit(host.name, "worker", "fail", str(exc))
@@ -441,14 +442,14 @@ class RayCluster:
 
     async def _wait_alive(self) -> None:
         want = {h.node_ip: h.name for h in self.inv.hosts}
-        self._emit(None, "wait", "running", f"waiting for {len(want)} nodes ALIVE")
+        self._emit(None, "wait", "running", f"waiting for {plural(len(want), 'node')} ALIVE")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.inv.ray.start_timeout
         while True:
             alive = await self._alive_ips()
             missing = [name for ip, name in want.items() if ip not in alive]
             if not missing:
-                self._emit(None, "wait", "ok", f"{len(want)} nodes ALIVE")
+                self._emit(None, "wait", "ok", f"{plural(len(want), 'node')} ALIVE")
                 return
             if loop.time() > deadline:
                 raise BringUpError("nodes did not come up",
@@ -469,7 +470,7 @@ class RayCluster:
     async def _stop_host(self, host: Host) -> str | None:
         """`ray stop` (then --force if anything is left); None when the host is clean."""
         try:
-            transport = await self.fleet.wait_up(host.name, 5)
+            transport = await self.fleet.ready(host.name, 5)
         except HostUnavailable as exc:
             return str(exc)
         argv = [host.python, *_RAY, "stop"]
@@ -481,6 +482,18 @@ class RayCluster:
                 await transport.run([*argv, "--force"], timeout=60)
             left = await _ray_processes(transport, host.python)
         return f"still running: {left}" if left else None
+
+    async def ray_processes(self) -> dict[str, str | None]:
+        """Each host's running Ray processes by name ("" when none, None when the host cannot
+        be asked): what `down` would stop, checked before asking the user to confirm it."""
+        async def one(host: Host) -> tuple[str, str | None]:
+            try:
+                transport = await self.fleet.ready(host.name, 5)
+                return host.name, await _ray_processes(transport, host.python)
+            except TransportError:
+                return host.name, None
+
+        return dict(await asyncio.gather(*(one(h) for h in self.inv.hosts)))
 
     async def tear_down(self, *, quiet: bool = False) -> TeardownReport:
         """Stop Ray everywhere, holding the cluster's lock (ClusterBusy when taken)."""

@@ -23,6 +23,7 @@ from tui.cluster.ray_cluster import (
 )
 from tui.commands.output import json_text
 from tui.config.hosts import Inventory
+from tui.fmt import plural
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -57,7 +58,8 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
 
 
 def status_text(st: ClusterStatus) -> str:
-    out = [f"{st.nodes_alive} nodes alive   ray {st.ray_version}   Python {st.python_version}",
+    out = [f"{plural(st.nodes_alive, 'node')} alive   ray {st.ray_version}   "
+           f"Python {st.python_version}",
            f"dashboard: {st.dashboard}", "",
            f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
            f"{'MEM GiB':>8}"]
@@ -169,7 +171,8 @@ def run_down(inv: Inventory) -> int:
             for host, why in bad.items():
                 print(f"verl-tui down: {host}: {why}", file=sys.stderr)
             return 1
-        print(f"Ray stopped on {len(report.stopped)} hosts in {time.monotonic() - t0:.1f} s; "
+        print(f"Ray stopped on {plural(len(report.stopped), 'host')} in "
+              f"{time.monotonic() - t0:.1f} s; "
               "no Ray process left")
         return 0
 

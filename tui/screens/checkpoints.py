@@ -19,7 +19,7 @@ from tui.ckpt.collect import CopyProgress, collect
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import merge
 from tui.ckpt.scan import CheckpointIndex, StepState, check_root, scan_fleet
-from tui.fmt import human_size
+from tui.fmt import human_size, plural
 from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -86,11 +86,12 @@ class CheckpointsScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#ckpt-steps", DataTable).focus()
         if self.root:
             self.rescan()
         else:
+            # No folder yet: the prompt is open for one, but keys go to the table (/ types it).
             self.action_root()
+        self.query_one("#ckpt-steps", DataTable).focus()
 
     # -- the root folder -----------------------------------------------------------------------
 
@@ -181,7 +182,7 @@ class CheckpointsScreen(Screen):
         if current is not None and index.step(current.step) is not None:
             table.move_cursor(row=table.get_row_index(str(current.step)))
         down = [h for h, scan in index.hosts.items() if not scan.ok]
-        note = f"{len(index.steps)} steps"
+        note = plural(len(index.steps), "step")
         if down:
             note += "   unreachable: " + ", ".join(down)
         self._title(note)

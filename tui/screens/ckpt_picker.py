@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.resume import world_size_warning
 from tui.ckpt.scan import CheckpointIndex, StepState, scan_fleet
+from tui.fmt import plural
 from tui.sanitize import cell, markup
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -68,7 +69,8 @@ class CheckpointPickerScreen(ModalScreen[StepState | None]):
             table.add_row(cell(s.step), cell(s.world_size or "?"),
                           Text("yes", "green") if s.complete else Text("no", "red"), cell(where),
                           cell(warn or "", style="yellow"), key=str(s.step))
-        title.update(f"[b]Resume from[/b] {markup(self.root)}   {len(self.index.steps)} steps "
+        title.update(f"[b]Resume from[/b] {markup(self.root)}   "
+                     f"{plural(len(self.index.steps), 'step')} "
                      f"(enter picks a complete one)")
         if not self.index.steps:
             self.query_one("#picker-note", Static).update(

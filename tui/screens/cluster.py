@@ -39,12 +39,13 @@ class ClusterScreen(Screen):
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
-        Binding("r", "reconnect", "Reconnect host"),
+        # Kept out of the footer so 1-5 fit at 160 columns; help (?) and ctrl+p list them.
+        Binding("r", "reconnect", "Reconnect host", show=False),
         Binding("u", "app.ray_up", "Ray up"),
-        Binding("D", "app.ray_down", "Ray down"),
+        Binding("D", "app.ray_down", "Ray down", show=False),
         Binding("R", "app.ray_restart", "Ray restart", show=False),
         Binding("d", "app.doctor", "Doctor"),
-        Binding("l", "node_logs", "Host's Ray logs"),
+        Binding("l", "node_logs", "Host's Ray logs", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 

@@ -18,6 +18,7 @@ from textual.widgets.data_table import CellDoesNotExist
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.debug_targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
 from tui.cluster.ray_cluster import RayCluster
+from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
 from tui.transport.types import TransportError
 
@@ -112,7 +113,7 @@ class DebuggerScreen(Screen):
         if current is not None and _key(current) in self.targets:
             table.move_cursor(row=table.get_row_index(_key(current)))
         title = (f" Debugger — {markup(self.cluster.inv.cluster)}   {len(self.paused)} paused, "
-                 f"{len(self.breakpoints)} breakpoints")
+                 f"{plural(len(self.breakpoints), 'breakpoint')}")
         if self.error:
             title += f"   {markup(self.error)}"
         self.query_one("#debug-title", Static).update(title)

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.cluster.doctor import Finding, run_doctor, summarize
 from tui.config.hosts import Inventory
+from tui.fmt import plural
 from tui.sanitize import cell, one_line, styled
 from tui.transport.fleet import Fleet
 
@@ -56,7 +57,7 @@ class DoctorScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(f"Doctor — {one_line(self.inventory.cluster)} "
-                     f"({len(self.inventory.hosts)} hosts)",
+                     f"({plural(len(self.inventory.hosts), 'host')})",
                      id="doctor-title", markup=False)
         yield Static("", id="doctor-progress", markup=False)
         table: DataTable = DataTable(id="findings", cursor_type="row")

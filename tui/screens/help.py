@@ -17,7 +17,8 @@ def key_label(keys: str) -> str:
     return ", ".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
-def _title(node) -> str:
+def node_title(node) -> str:
+    """The section a node's keys are listed under (help and the command palette)."""
     if getattr(node, "HELP_TITLE", None):
         return node.HELP_TITLE
     name = type(node).__name__
@@ -28,9 +29,9 @@ def collect_bindings(screen) -> list[tuple[str, str, str]]:
     """(where, keys, description) for the app, the screen and every widget on it."""
     rows: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str]] = set()
-    sources = [("Everywhere", screen.app), (_title(screen), screen)]
+    sources = [("Everywhere", screen.app), (node_title(screen), screen)]
     # Our own widgets only: Textual's Input editing keys are standard and would drown ours.
-    sources += [(_title(w), w) for w in screen.query("*")
+    sources += [(node_title(w), w) for w in screen.query("*")
                 if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
     for where, node in sources:
         for b in node.BINDINGS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from pathlib import Path
 
 from textual import work
@@ -14,7 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.node_logs import LogFile, batched, follow_log, list_logs
-from tui.fmt import age, human_size
+from tui.fmt import age, human_size, plural
 from tui.sanitize import cell, markup, one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -89,9 +90,9 @@ class NodeLogsScreen(Screen):
             with contextlib.suppress(Exception):
                 table.move_cursor(row=table.get_row_index(current))
         title = " Node logs" + (f" — {markup(self.only)}" if self.only else " — all hosts")
-        title += f"   {table.row_count:d} files"
+        title += f"   {plural(table.row_count, 'file')}"
         if self.errors:
-            title += "   " + "; ".join(f"{markup(h)}: {markup(e)}"
+            title += "   " + "; ".join(f"{markup(h)}: {markup(e.removeprefix(f'{h}: '))}"
                                        for h, e in sorted(self.errors.items()))
         self.query_one("#nodelogs-title", Static).update(title)
 
@@ -112,7 +113,8 @@ class NodeLogsScreen(Screen):
         self.opened = (host, name)
         pane = self.query_one(LogPane)
         pane.clear()
-        pane.save_path = Path.cwd() / f"{host}-{name}"
+        # The file name comes from the host: keep the default save path one plain file here.
+        pane.save_path = Path.cwd() / re.sub(r"[^\w.-]+", "_", f"{host}-{name}").lstrip(".")
         pane.title = one_line(f"{host}:{name}")
         self.follow(host, name)
 

@@ -19,6 +19,16 @@ from tui.jobs.profiles import ProfileEntry, list_profiles, profile_dirs
 from tui.sanitize import markup, one_line
 
 
+def clip_words(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary and marked with … when cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:-") + "…"
+
+
 class ProfilePickerScreen(ModalScreen[Path | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -63,8 +73,7 @@ class ProfilePickerScreen(ModalScreen[Path | None]):
             t.append(one_line(e.name), "bold" if e.profile else "bold red")
             if e.profile is not None:
                 if e.profile.description:
-                    t.append("\n  " + one_line(" ".join(e.profile.description.split()), 200),
-                             "dim")
+                    t.append("\n  " + clip_words(one_line(e.profile.description), 200), "dim")
             else:
                 t.append("\n  " + one_line(e.error or "cannot be read"), "red")
             options.add_option(Option(t, id=str(i), disabled=e.profile is None))

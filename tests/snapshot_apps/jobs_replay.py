@@ -1,0 +1,7 @@
+"""The Jobs screen over the recorded run's Jobs API answers and job history."""
+
+from snapshot_apps.replay import ScreenApp
+
+from tui.screens.jobs import JobsScreen
+
+app = ScreenApp(lambda app: JobsScreen(app.ray, app.history))
