@@ -139,7 +139,7 @@ async def test_draft_survives_an_app_restart_and_ctrl_d_discards(local_app):
     app = local_app()
     async with app.run_test(size=(160, 50)) as pilot:
         form = await _open_form(app, pilot)
-        assert "Ray is not reachable" in form.cluster_note  # validated without the cluster
+        assert "Ray is not running (u starts it)" in form.cluster_note  # checked without Ray
         assert form.draft_note is None
         await type_into(pilot, form.fields["trainer.experiment_name"].query_one(Input),
                         "from-draft")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,23 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from tui.config.yamlfile import ConfigError, read_text, unsafe_char
-from tui.jobs.importer import _hydra_value, read_hydra_value
-from tui.jobs.profiles import Profile, hydra_value
+from tui.jobs.hydra_values import NOT_A_VALUE, parse_value, read_value, short_text
+from tui.jobs.profiles import Profile
 from tui.state import atomic_write_json, state_dir
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-_NOT_A_VALUE = type(read_hydra_value("a,b"))  # importer's sentinel is a bare object()
-
-
-def _unread(value: Any) -> bool:
-    return type(value) is _NOT_A_VALUE
 
 
 def parse_text(key: str, text: str) -> tuple[Any, str | None]:
     """(value, problem) for what was typed at `key`. problem is one line when Hydra would
     refuse the text or the profile model would not hold the value."""
-    value, problem = _hydra_value(text)
-    if problem or _unread(value):
+    value, problem = parse_value(text)
+    if problem or value is NOT_A_VALUE:
         why = (problem or "Hydra cannot parse this value").removesuffix(
             ": imported as literal text")
         return None, f"{why} (quote text with '…', write a list as [a,b])"
@@ -46,18 +42,7 @@ def parse_text(key: str, text: str) -> tuple[Any, str | None]:
 
 def value_text(value: Any) -> str:
     """The shortest text that `parse_text` reads back as exactly `value`."""
-    if isinstance(value, str):
-        if value and value.strip() == value:
-            back = read_hydra_value(value)
-            if isinstance(back, str) and back == value:
-                return value
-        return hydra_value(value)
-    if isinstance(value, list):
-        plain = "[" + ",".join(value_text(v) for v in value) + "]"
-        back = read_hydra_value(plain)
-        if not _unread(back) and back == value:
-            return plain
-    return hydra_value(value)
+    return short_text(value)
 
 
 def default_text(value: Any) -> str:
@@ -81,8 +66,8 @@ def texts_from_sets(sets: Iterable[str]) -> dict[str, str]:
         if not sep:  # `~key`: a deletion; kept as an extra key holding null
             out[key] = "null"
             continue
-        value = read_hydra_value(raw)
-        out[key] = raw if _unread(value) else value_text(value)
+        value = read_value(raw)
+        out[key] = raw if value is NOT_A_VALUE else value_text(value)
     return out
 
 
@@ -311,3 +296,98 @@ class DraftLock:
         if self.held and self.still_mine():
             self.path.unlink(missing_ok=True)
         self.held = False
+
+
+# -- the form's draft writer ------------------------------------------------------------------
+
+
+class DraftSaver:
+    """Writes one form's draft: at most once per change, the newest state only, never over a
+    draft another form took over. `take` runs on the UI loop (cheap: the texts as typed);
+    `write` parses and writes, in a worker thread (it may import Hydra)."""
+
+    def __init__(self, cluster: str, profile_name: str, profile_path: str) -> None:
+        self.cluster = cluster
+        self.profile_name = profile_name
+        self.profile_path = profile_path
+        self.lock: DraftLock | None = None
+        self.read_only = False  # a copy of a draft open elsewhere: never written from here
+        self.note: str | None = None  # why it is read-only, for the form's header
+        self._dirty = False
+        self._seq = 0
+        self._io = threading.Lock()
+
+    # The claim: acquire() in a thread; on False the form asks, then take_over() or copy().
+    def acquire(self) -> bool:
+        lock = DraftLock(self.cluster, self.profile_name)
+        self.lock = lock
+        return lock.acquire()
+
+    @property
+    def other(self) -> DraftOwner | None:
+        return self.lock.other if self.lock is not None else None
+
+    def take_over(self) -> None:
+        assert self.lock is not None
+        self.lock.take_over()
+
+    def copy(self) -> None:
+        other = self.other
+        self.lock = None
+        self.read_only = True
+        self.note = (f"read-only copy: the draft is open in another form "
+                     f"({other.describe() if other else 'unknown'}); nothing typed here is "
+                     "saved as a draft")
+
+    def may_write(self) -> bool:
+        """Still this form's draft? A form whose draft was taken over turns read-only."""
+        if self.read_only:
+            return False
+        if self.lock is None or self.lock.still_mine():
+            return True
+        owner = self.lock.owner()
+        self.read_only = True
+        self.note = (f"read-only: the draft was taken over by another form "
+                     f"({owner.describe() if owner else 'unknown'})")
+        return False
+
+    def changed(self) -> None:
+        self._dirty = True
+
+    def take(self, texts: dict[str, str], toggles: Toggles) -> tuple[Draft, int] | None:
+        """The state to write, once per change (None when nothing is pending)."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        self._seq += 1
+        return Draft(profile_path=self.profile_path, profile=self.profile_name,
+                     texts=dict(texts), toggles=toggles), self._seq
+
+    def write(self, draft: Draft, seq: int | None = None) -> bool:
+        """Write `draft` unless a newer one is queued (seq) or the draft is no longer ours.
+        False when this write found the draft taken over (the form says so once)."""
+        with self._io:
+            if seq is not None and seq != self._seq:
+                return True
+            was = self.read_only
+            if not self.may_write():
+                return was
+            draft.values, _ = overrides_from_texts(draft.texts)
+            save_draft(self.cluster, draft)
+            return True
+
+    def forget(self) -> None:
+        """Nothing pending any more; a write still queued must not bring the draft back."""
+        self._dirty = False
+        self._seq += 1
+
+    def discard(self) -> None:
+        """The draft is gone (discarded, or its job submitted)."""
+        self.forget()
+        with self._io:
+            if self.may_write():
+                clear_draft(self.cluster, self.profile_name)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()

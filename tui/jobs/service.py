@@ -8,14 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tui.cluster.dashboard import api_path, check_job_id, job_path
+from tui.cluster.dashboard import TERMINAL, api_path, check_job_id, job_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import JobHistory, JobRecord
 from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, submit
 
-TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
 @dataclass
@@ -28,6 +27,13 @@ class JobRow:
     driver_node: str | None
     message: str | None
     record: JobRecord | None
+    # False: only in our history (the head forgot it, e.g. restarted). `status` is then the
+    # last one known; the views say "(history)", the status stays a status.
+    on_head: bool = True
+
+    @property
+    def status_text(self) -> str:
+        return self.status if self.on_head else f"{self.status} (history)"
 
     @property
     def duration_s(self) -> float | None:
@@ -44,7 +50,7 @@ class JobRow:
             "end_time": self.end_time, "duration_s": self.duration_s,
             "driver_node": self.driver_node, "message": self.message,
             "profile": r.profile if r else None, "config_hash": r.config_hash if r else None,
-            "in_history": r is not None,
+            "in_history": r is not None, "on_head": self.on_head,
         }
 
 
@@ -76,10 +82,10 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
                            _ms(j.get("end_time")), driver, j.get("message"), rec)
     for rec in history.all():
         if rec.submission_id not in rows:
-            rows[rec.submission_id] = JobRow(rec.submission_id,
-                                             f"{rec.status or 'UNKNOWN'} (history)",
+            rows[rec.submission_id] = JobRow(rec.submission_id, rec.status or "UNKNOWN",
                                              rec.entrypoint, rec.submitted_at, None, None,
-                                             "not on the head (restarted?)", rec)
+                                             "not on the head (restarted?)", rec,
+                                             on_head=False)
     return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
 
 

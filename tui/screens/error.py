@@ -10,6 +10,42 @@ from textual.widgets import Static
 
 from tui.sanitize import clean
 
+# What failed, in words, for each background worker group (the modal's title).
+_WHAT_FAILED = {
+    "ray": "Ray up/down failed",
+    "ray-check": "Checking whether Ray is running failed",
+    "jobs-poll": "Listing the jobs failed",
+    "jobs-stop": "Stopping the job failed",
+    "jobs-delete": "Deleting the job failed",
+    "form-load": "Opening the job form failed",
+    "form-cluster": "Asking Ray for the cluster's shape failed",
+    "form-probe": "Looking for debugpy on the hosts failed",
+    "validate": "Checking the job failed",
+    "draft": "Saving the draft failed",
+    "form-submit": "Submitting the job failed",
+    "job-log": "Following the job's log failed",
+    "node-logs-list": "Listing the node's logs failed",
+    "node-log-follow": "Following the node log failed",
+    "debug-poll": "Looking for paused workers failed",
+    "debug-vscode": "Preparing the VS Code attach failed",
+    "dap": "The debugger session failed",
+    "pdb": "The pdb session failed",
+    "pdb-send": "Sending to pdb failed",
+    "doctor": "The doctor's checks failed",
+    "ckpt-scan": "Scanning for checkpoints failed",
+    "ckpt-op": "The checkpoint operation failed",
+    "ckpt-picker": "Listing checkpoints failed",
+    "profiles-list": "Listing the profiles failed",
+}
+
+
+def failure_title(group: str | None, name: str | None = None) -> str:
+    """The modal's title for a failed background worker: what failed, in words."""
+    if group and group in _WHAT_FAILED:
+        return _WHAT_FAILED[group]
+    what = (group if group and group != "default" else name) or "background task"
+    return f"{what.replace('-', ' ').replace('_', ' ').strip().capitalize()} failed"
+
 
 class ErrorScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]

@@ -1,15 +1,16 @@
 """The job form: a profile's overrides as fields grouped like verl's config, checked against the
-live cluster as you type (debounced), autosaved as a draft, submitted like `verl-tui submit`.
+cluster as you type (debounced), autosaved as a draft, submitted like `verl-tui submit`.
 
-Nothing here blocks the loop: verl's config is composed in a thread (`asyncio.to_thread` inside
-exclusive grouped workers), Ray is reached only through RayCluster / the jobs service.
+A screen only: the check and the submission are tui/jobs/pipeline.py's (the same as the CLI's),
+the draft writer is formstate.DraftSaver, the widgets live in tui/widgets/jobform/. Nothing
+here blocks the loop: verl's config is composed and Hydra values are parsed in threads; Ray is
+reached only through RayCluster / the jobs service.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,38 +20,52 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, Footer, Input, Static
+from textual.widgets import Button, Checkbox, Footer, Static
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.ray_cluster import RayCluster
+from tui.cluster.ray_cluster import ClusterStatus, RayCluster
 from tui.config.yamlfile import ConfigError
 from tui.jobs.catalog import GROUPS, CatalogItem, catalog
 from tui.jobs.formstate import (
     Draft,
     DraftLock,
-    DraftOwner,
+    DraftSaver,
     Toggles,
-    clear_draft,
     load_draft,
     overrides_from_texts,
-    save_draft,
     texts_from_profile,
     texts_from_sets,
 )
 from tui.jobs.history import JobHistory
+from tui.jobs.pipeline import (
+    JobSpec,
+    debug_toggles,
+    live_resources,
+    planned_resources,
+    prepare_submission,
+    resources_from_status,
+    working_dir_size,
+)
 from tui.jobs.profiles import Profile, load_profile
-from tui.jobs.rules import ClusterResources, NodeResources, Problem, is_truthy
+from tui.jobs.rules import ClusterResources, Problem
 from tui.jobs.schema import KeyInfo, SchemaError, key_catalog, unknown_key_message
-from tui.jobs.validate import Report, check_profile, cluster_shape
-from tui.jobs.workdir import WorkdirError, measure
+from tui.jobs.submit import Submission
+from tui.jobs.validate import Report, cluster_shape
+from tui.jobs.workdir import WorkdirError
 from tui.sanitize import clean, markup, one_line, styled
+from tui.screens.draft_busy import DraftBusyScreen
 from tui.transport.types import TransportError
-from tui.widgets.jobform import AddKey, FormField
+from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
+
+__all__ = ["DraftBusyScreen", "JobFormScreen"]
 
 DEBOUNCE_S = 0.3  # re-validate / autosave this long after the last keystroke
+RAY_WATCH_S = 1.0  # how often the form looks at the app's Ray monitor (no request)
+RAY_NOT_RUNNING = "Ray is not running (u starts it)"
+ASKING = "asking Ray for the cluster's shape…"
 
 _GROUP_TITLES = {"data": "Data", "actor": "Actor & model", "rollout": "Rollout",
                  "ref": "Reference policy", "critic": "Critic", "algorithm": "Algorithm",
@@ -65,6 +80,7 @@ class _Loaded:
     infos: dict[str, KeyInfo] = field(default_factory=dict)
     draft: Draft | None = None
     wd_bytes: int | None = None
+    texts: dict[str, str] = field(default_factory=dict)  # the profile's, then initial_sets
 
 
 def _norm(key: str | None) -> str | None:
@@ -88,13 +104,9 @@ class JobFormScreen(Screen[str | None]):
         height: 1; margin: 1 0 0 0; padding: 0 1; background: $boost; text-style: bold;
         color: $accent;
     }
-    JobFormScreen #toggles { height: auto; padding: 0 1; }
-    JobFormScreen #toggles Checkbox { width: 100%; border: none; height: 1; }
-    JobFormScreen #add-key-box { height: auto; padding: 0 1; margin-bottom: 1; }
     JobFormScreen #form-bar { height: 4; border-top: solid $primary 50%; }
     JobFormScreen #form-summary { width: 1fr; padding: 1 1 0 1; }
     JobFormScreen #submit { margin: 0 1; }
-    JobFormScreen .-ok { color: $success; }
     """
 
     def __init__(self, cluster: RayCluster, history: JobHistory, profile_path: Path, *,
@@ -103,9 +115,9 @@ class JobFormScreen(Screen[str | None]):
         super().__init__()
         # A resubmitted job's secrets given on its command line: names only (the history keeps
         # no values); each is taken from this environment or typed into its field.
-        self.secret_refs = [r for r in secret_refs or [] if isinstance(r, dict)
-                            and isinstance(r.get("name"), str)
-                            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])]
+        self.secret_names = [r["name"] for r in secret_refs or [] if isinstance(r, dict)
+                             and isinstance(r.get("name"), str)
+                             and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])]
         self.cluster = cluster
         self.history = history
         self.profile_path = Path(profile_path).expanduser()
@@ -114,23 +126,20 @@ class JobFormScreen(Screen[str | None]):
         self.fields: dict[str, FormField] = {}
         self.infos: dict[str, KeyInfo] = {}
         self.resources: ClusterResources | None = None
-        self.cluster_note: str | None = "asking Ray for the cluster's shape…"
+        self.resources_from: str | None = None  # "ray" | "hosts.yaml" | None
+        self.cluster_note: str | None = ASKING
         self.wd_bytes: int | None = None
         self.report: Report | None = None
         self.validated = False  # a report for the current texts is shown
-        self.draft_note: str | None = None
-        self.latencies: list[float] = []  # seconds per check_profile run (for benchmarks)
+        self.latencies: list[float] = []  # seconds per check run (for benchmarks)
+        self.drafts: DraftSaver | None = None
+        self._draft_restored: str | None = None
         self._debounce: Timer | None = None
-        self._draft_dirty = False
-        self._draft_seq = 0
-        self._draft_lock = threading.Lock()
         self._probed_debugpy = False
         self._base_texts: dict[str, str] = {}
-        self._extra_order: list[str] = []
         self._items: list[CatalogItem] = []
         self._submitting = False
-        self.draft_lock: DraftLock | None = None
-        self.read_only = False  # a copy of a draft open elsewhere: never written from here
+        self._ray_seen: object = None  # the app's Ray monitor state last acted on
 
     # -- layout --------------------------------------------------------------------------
 
@@ -146,13 +155,33 @@ class JobFormScreen(Screen[str | None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._cluster_from_monitor()  # at once: what the app already knows about Ray
+        self._show_header()
         self.load()
+        self.set_interval(RAY_WATCH_S, self._watch_ray)
 
     @property
     def cluster_name(self) -> str:
         return self.cluster.inv.cluster
 
+    @property
+    def read_only(self) -> bool:
+        return self.drafts is not None and self.drafts.read_only
+
+    @property
+    def draft_lock(self) -> DraftLock | None:
+        return self.drafts.lock if self.drafts is not None else None
+
+    @property
+    def draft_note(self) -> str | None:
+        if self.drafts is not None and self.drafts.note:
+            return self.drafts.note
+        return self._draft_restored
+
     def _load_sync(self) -> _Loaded:
+        from tui.jobs.hydra_values import warm_up
+
+        warm_up()  # Hydra's parser imported here, off the UI loop
         try:
             profile = load_profile(self.profile_path)
         except ConfigError as exc:
@@ -163,14 +192,13 @@ class JobFormScreen(Screen[str | None]):
         except SchemaError as exc:
             return _Loaded(profile, str(exc))
         draft = None if self.initial_sets else load_draft(self.cluster_name, profile.name)
-        rt = profile.runtime_env
-        wd_bytes = None
-        if rt.working_dir:
-            try:
-                wd_bytes = measure(Path(rt.working_dir).expanduser(), rt.excludes)
-            except OSError:
-                wd_bytes = None
-        return _Loaded(profile, None, items, infos, draft, wd_bytes)
+        try:
+            wd_bytes = working_dir_size(JobSpec(profile))[0]
+        except OSError:
+            wd_bytes = None
+        texts = texts_from_profile(profile)
+        texts.update(texts_from_sets(self.initial_sets))
+        return _Loaded(profile, None, items, infos, draft, wd_bytes, texts)
 
     @work(exclusive=True, group="form-load", exit_on_error=False)
     async def load(self) -> None:
@@ -185,19 +213,15 @@ class JobFormScreen(Screen[str | None]):
             self.query_one("#form-summary", Static).update(Text("not submittable", "red"))
             return
         profile = loaded.profile
-        if not await self._claim_draft(profile.name):
+        if not await self._claim_draft(profile):
             return
-        self._base_texts = texts_from_profile(profile)
-        texts = dict(self._base_texts)
-        texts.update(texts_from_sets(self.initial_sets))
-        env = profile.runtime_env.env_vars
-        toggles = Toggles(post_mortem=is_truthy(env.get("RAY_DEBUG_POST_MORTEM")),
-                          legacy_debug=env.get("RAY_DEBUG") == "legacy")
+        self._base_texts = loaded.texts
+        texts, toggles = dict(loaded.texts), self._profile_toggles()
         if loaded.draft is not None:
             texts, toggles = dict(loaded.draft.texts), loaded.draft.toggles
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(loaded.draft.saved_at))
             if not self.read_only:
-                self.draft_note = f"draft restored (saved {stamp}) — ctrl+d discards it"
+                self._draft_restored = f"draft restored (saved {stamp}) — ctrl+d discards it"
             self.notify(markup(self.draft_note or ""), timeout=6)
         self._items = loaded.items
         await self._build(texts, toggles)
@@ -205,88 +229,38 @@ class JobFormScreen(Screen[str | None]):
         self.fetch_cluster()
         self.validate()
 
-    def _secret_values(self) -> dict[str, str] | None:
-        """The resubmitted job's secrets: typed here, else from this environment; None (and
-        a message naming it) when one is in neither."""
-        import os
+    def _profile_toggles(self) -> Toggles:
+        assert self.profile is not None
+        post_mortem, legacy = debug_toggles(self.profile)
+        return Toggles(post_mortem=post_mortem, legacy_debug=legacy)
 
-        values: dict[str, str] = {}
-        for r in self.secret_refs:
-            name = r["name"]
-            try:
-                typed = self.query_one(f"#secret-{name}", Input).value
-            except Exception:  # not built
-                typed = ""
-            value = typed or os.environ.get(name)
-            if not value:
-                self.notify(f"not submitted: secret ${markup(name)} is not set here: fill its "
-                            "field",
-                            severity="error", timeout=8)
-                return None
-            values[name] = value
-        return values
-
-    async def _claim_draft(self, name: str) -> bool:
+    async def _claim_draft(self, profile: Profile) -> bool:
         """This form's claim on the profile's draft; when another form has it open, the user
         chooses: take over, a read-only copy, or cancel (False: the form closes)."""
-        lock = DraftLock(self.cluster_name, name)
-        if await asyncio.to_thread(lock.acquire):
-            self.draft_lock = lock
+        drafts = DraftSaver(self.cluster_name, profile.name, str(self.profile_path.resolve()))
+        self.drafts = drafts
+        if await asyncio.to_thread(drafts.acquire):
             return True
-        other = lock.other
-        choice = await self.app.push_screen_wait(DraftBusyScreen(other))
+        choice = await self.app.push_screen_wait(DraftBusyScreen(drafts.other))
         if choice == "take":
-            await asyncio.to_thread(lock.take_over)
-            self.draft_lock = lock
+            await asyncio.to_thread(drafts.take_over)
             self.notify("draft taken over: the other form stops saving it", timeout=6)
             return True
         if choice == "copy":
-            self.read_only = True
-            self.draft_note = (f"read-only copy: the draft is open in another form "
-                               f"({other.describe() if other else 'unknown'}); nothing typed "
-                               "here is saved as a draft")
+            drafts.copy()
             return True
+        self.drafts = None
         self.dismiss(None)
         return False
-
-    def _may_write_draft(self) -> bool:
-        """Still this form's draft? A form whose draft was taken over turns read-only."""
-        if self.read_only:
-            return False
-        if self.draft_lock is None or self.draft_lock.still_mine():
-            return True
-        owner = self.draft_lock.owner()
-        self.read_only = True
-        self.draft_note = (f"read-only: the draft was taken over by another form "
-                           f"({owner.describe() if owner else 'unknown'})")
-        return False
-
-    def _draft_lost(self) -> None:
-        if self.is_mounted:
-            self._show_header()
-            self.notify(markup(self.draft_note or "draft taken over elsewhere"),
-                        severity="warning",
-                        timeout=8)
 
     async def _build(self, texts: dict[str, str], toggles: Toggles) -> None:
         body = self.query_one("#form-body", VerticalScroll)
         await body.remove_children()
         self.fields = {}
-        widgets: list[Any] = []
-        widgets.append(Static("Run", classes="group-title"))
-        widgets.append(FormToggles(toggles))
-        if self.secret_refs:
-            import os
-
-            widgets.append(Static("Secrets", classes="group-title"))
-            for r in self.secret_refs:
-                name = r["name"]
-                state = "set here" if name in os.environ else "not set here"
-                widgets.append(Static(Text(f"secret: from ${one_line(name)} — {one_line(state)}"),
-                                      classes="secret-label"))
-                widgets.append(Input(password=True, id=f"secret-{name}",
-                                     placeholder=(f"${name} is used" if name in os.environ
-                                                  else f"type {name} (required)")))
+        widgets: list[Any] = [Static("Run", classes="group-title"), FormToggles(toggles)]
+        if self.secret_names:
+            widgets += [Static("Secrets", classes="group-title"),
+                        SecretFields(self.secret_names)]
         by_group: dict[str, list[CatalogItem]] = {g: [] for g in GROUPS}
         for item in self._items:
             by_group.setdefault(item.group, []).append(item)
@@ -298,13 +272,11 @@ class JobFormScreen(Screen[str | None]):
                 self.fields[item.key] = f
                 widgets.append(f)
         widgets.append(Static("Extra keys", classes="group-title", id="extra-title"))
-        self._extra_order = [k for k in texts if k not in self.fields]
-        for key in self._extra_order:
+        for key in (k for k in texts if k not in self.fields):
             f = FormField(key, "", self.infos.get(_norm(key) or key), texts[key], removable=True)
             self.fields[key] = f
             widgets.append(f)
-        box = AddKeyBox(AddKey(self.infos, id="add-key"))
-        widgets.append(box)
+        widgets.append(AddKeyBox(AddKey(self.infos, id="add-key")))
         await body.mount_all(widgets)
 
     def _show_header(self) -> None:
@@ -314,7 +286,9 @@ class JobFormScreen(Screen[str | None]):
         t.append(f"   {self.profile_path}", "dim")
         if self.resources is not None:
             nnodes, per_node = cluster_shape(self.resources)
-            t.append(f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs", "bold cyan")
+            source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
+            t.append(f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs{source}",
+                     "bold cyan")
         if p and p.description:
             t.append(f"\n {p.description}", "italic")
         if self.cluster_note:
@@ -326,21 +300,76 @@ class JobFormScreen(Screen[str | None]):
 
     # -- the cluster ---------------------------------------------------------------------
 
+    def _ray_view(self) -> Any:
+        monitor = getattr(self.app, "ray_monitor", None)
+        return monitor.view if monitor is not None else None
+
+    def _planned(self) -> ClusterResources | None:
+        """hosts.yaml's GPUs (or what each host's telemetry agent counted)."""
+        counted: dict[str, tuple[int, int | None]] = {}
+        telemetry = getattr(self.app, "monitor", None)
+        for name, ht in (getattr(telemetry, "hosts", None) or {}).items():
+            sample = ht.latest
+            if sample is not None and sample.source != "none":
+                counted[name] = (len(sample.gpus), sample.ncpu)
+        return planned_resources(self.cluster.inv, counted)
+
+    def _use_planned(self, note: str) -> None:
+        self.resources = self._planned()
+        self.resources_from = "hosts.yaml" if self.resources is not None else None
+        self.cluster_note = note + ("; checked against hosts.yaml's GPUs meanwhile"
+                                    if self.resources is not None
+                                    else "; checked without the cluster (hosts.yaml gives "
+                                         "no num_gpus)")
+
+    def _cluster_from_monitor(self) -> bool:
+        """Take what the app's Ray monitor already knows; False when it knows nothing yet."""
+        from tui.cluster.ray_monitor import RayState
+
+        view = self._ray_view()
+        state = view.state if view is not None else None
+        self._ray_seen = state
+        if state == RayState.UP and view.status is not None:
+            self._set_live(resources_from_status(view.status))
+            return True
+        if state == RayState.DOWN:
+            self._use_planned(RAY_NOT_RUNNING)
+            return True
+        self._use_planned(ASKING)
+        return False
+
+    def _set_live(self, resources: ClusterResources) -> None:
+        self.resources, self.resources_from, self.cluster_note = resources, "ray", None
+
+    def _watch_ray(self) -> None:
+        """Ray started or stopped while the form is open (u, D): ask again."""
+        view = self._ray_view()
+        if view is not None and view.state != self._ray_seen and self.profile is not None:
+            self.fetch_cluster()
+
     @work(exclusive=True, group="form-cluster", exit_on_error=False)
     async def fetch_cluster(self) -> None:
-        try:
-            st = await self.cluster.status()
-        except (DashboardError, TransportError, OSError) as exc:
-            self.resources = None
-            self.cluster_note = f"Ray is not reachable ({exc}): checked without the cluster"
+        from tui.cluster.ray_monitor import RayState
+
+        view = self._ray_view()
+        self._ray_seen = view.state if view is not None else None
+        status: ClusterStatus | None = None
+        if view is not None and view.state == RayState.DOWN:
+            self._use_planned(RAY_NOT_RUNNING)  # known: no request that would time out
         else:
-            self.resources = ClusterResources(
-                nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus)
-                       for n in st.nodes if n.alive])
-            self.cluster_note = None
-            self._probed_debugpy = False
-            if self.toggles.post_mortem:
-                await self._probe_debugpy()
+            if view is not None and view.state == RayState.UP:
+                status = view.status
+            try:
+                self._probed_debugpy = False
+                want = self.toggles.post_mortem
+                resources = await live_resources(self.cluster, want_debugpy=want,
+                                                 status=status)
+                self._probed_debugpy = want
+                self._set_live(resources)
+            except DashboardError:
+                self._use_planned(RAY_NOT_RUNNING)
+            except (TransportError, OSError) as exc:
+                self._use_planned(f"the head is not reachable ({one_line(exc, 200)})")
         self._show_header()
         self.validate()
 
@@ -375,18 +404,30 @@ class JobFormScreen(Screen[str | None]):
         order += [k for k in current if k not in order]
         return {k: current[k] for k in order}
 
-    def current_profile(self) -> tuple[Profile, dict[str, str]]:
+    def _spec(self, texts: dict[str, str], toggles: Toggles, removed_unknown: list[str],
+              env: dict[str, str] | None = None) -> tuple[JobSpec, dict[str, str]]:
+        """(the pipeline's input, key → problem of this form's own). Parses: call in a thread."""
         assert self.profile is not None
-        overrides, local = overrides_from_texts(self.texts())
-        for key, f in self.fields.items():
-            if f.removable and not f.text and key not in self.infos and \
-                    not key.startswith(("+", "~")):
-                local[key] = unknown_key_message(key)
-        return self.profile.model_copy(update={"overrides": overrides}), local
+        overrides, local = overrides_from_texts(texts)
+        for key in removed_unknown:
+            local[key] = unknown_key_message(key)
+        profile = self.profile.model_copy(update={"overrides": overrides})
+        return JobSpec(profile, env=env or {}, post_mortem=toggles.post_mortem,
+                       legacy_debug=toggles.legacy_debug,
+                       print_config=toggles.print_config), local
+
+    def _empty_unknown(self) -> list[str]:
+        return [k for k, f in self.fields.items() if f.removable and not f.text
+                and k not in self.infos and not k.startswith(("+", "~"))]
+
+    def current_profile(self) -> tuple[Profile, dict[str, str]]:
+        spec, local = self._spec(self.texts(), self.toggles, self._empty_unknown())
+        return spec.profile, local
 
     def _changed(self) -> None:
         self.validated = False
-        self._draft_dirty = True
+        if self.drafts is not None:
+            self.drafts.changed()
         self._update_submit()
         if self._debounce is not None:
             self._debounce.stop()
@@ -403,8 +444,7 @@ class JobFormScreen(Screen[str | None]):
 
     @on(FormField.Remove)
     async def _field_removed(self, event: FormField.Remove) -> None:
-        key = event.field.key
-        self.fields.pop(key, None)
+        self.fields.pop(event.field.key, None)
         await event.field.remove()
         self._changed()
 
@@ -435,25 +475,37 @@ class JobFormScreen(Screen[str | None]):
 
     # -- validation ----------------------------------------------------------------------
 
+    def _check_sync(self, texts: dict[str, str], toggles: Toggles, unknown: list[str],
+                    resources: ClusterResources | None, env: dict[str, str] | None = None
+                    ) -> tuple[Submission | None, Report, dict[str, str]]:
+        spec, local = self._spec(texts, toggles, unknown, env)
+        try:
+            sub, report = prepare_submission(self.cluster.inv, spec, resources,
+                                             working_dir_bytes=self.wd_bytes)
+        except (SchemaError, ConfigError, ValueError) as exc:
+            sub, report = None, Report([Problem(None, str(exc))], None)
+        return sub, report, local
+
+    async def check(self, env: dict[str, str] | None = None) -> Submission | None:
+        """The pipeline on what the form shows now (the CLI's `submit` runs the same); the
+        report lands on the fields. The Submission when there is no error."""
+        texts, toggles, unknown = self.texts(), self.toggles, self._empty_unknown()
+        t0 = time.perf_counter()
+        sub, report, local = await asyncio.to_thread(self._check_sync, texts, toggles,
+                                                     unknown, self.resources, env)
+        self.latencies.append(time.perf_counter() - t0)
+        for key, f in self.fields.items():
+            f.local_problem = local.get(key)
+        self.report = report
+        self.validated = True
+        self._apply(report, local)
+        return None if local else sub
+
     @work(exclusive=True, group="validate", exit_on_error=False)
     async def validate(self) -> None:
         if self.profile is None or not self.fields:
             return
-        profile, local = self.current_profile()
-        for key, f in self.fields.items():
-            f.local_problem = local.get(key)
-        toggles = self.toggles
-        t0 = time.perf_counter()
-        try:
-            report = await asyncio.to_thread(
-                check_profile, profile, cluster=self.resources, working_dir_bytes=self.wd_bytes,
-                post_mortem=toggles.post_mortem)
-        except (SchemaError, ConfigError, ValueError) as exc:
-            report = Report([Problem(None, str(exc))], None)
-        self.latencies.append(time.perf_counter() - t0)
-        self.report = report
-        self.validated = True
-        self._apply(report, local)
+        await self.check()
 
     def _apply(self, report: Report, local: dict[str, str]) -> None:
         placed: dict[str, list[Problem]] = {k: [] for k in self.fields}
@@ -476,7 +528,10 @@ class JobFormScreen(Screen[str | None]):
             t.append(clean(p.message) + "\n")
         if len(loose) > 8:
             t.append(f"… {len(loose) - 8} more\n", "dim")
-        self.query_one("#form-problems", Static).update(t.rstrip() or "")
+        t.rstrip()  # in place (returns None): no blank line under the last problem
+        box = self.query_one("#form-problems", Static)
+        box.update(t)
+        box.display = bool(t.plain)
         self._update_submit()
 
     @property
@@ -520,8 +575,8 @@ class JobFormScreen(Screen[str | None]):
             t.append(f" — {warns} warning{'s' * (warns != 1)}", "yellow")
         else:
             t.append("ready", "bold green")
-        if self.resources is None:
-            t.append("   (not checked against the cluster)", "yellow")
+        if self.resources_from != "ray":
+            t.append("   (not checked against Ray's nodes)", "yellow")
         if self.latencies:
             t.append(f"   checked in {self.latencies[-1] * 1000:.0f} ms", "dim")
         summary.update(t)
@@ -537,66 +592,43 @@ class JobFormScreen(Screen[str | None]):
 
     # -- drafts --------------------------------------------------------------------------
 
-    def _draft(self) -> Draft | None:
-        if self.profile is None or not self.fields:
-            return None
-        texts = self.texts()
-        values, _ = overrides_from_texts(texts)
-        return Draft(profile_path=str(self.profile_path.resolve()), profile=self.profile.name,
-                     texts=texts, values=values, toggles=self.toggles)
-
-    def _take_draft(self) -> Draft | None:
-        """The form's state to write, once per change (None when nothing is pending)."""
-        if not self._draft_dirty:
-            return None
-        draft = self._draft()
-        if draft is None:
-            return None
-        self._draft_dirty = False
-        self._draft_seq += 1
-        return draft
-
     def save_draft(self) -> None:
-        draft = self._take_draft()
-        if draft is not None:
-            self._write_draft(draft, self._draft_seq)
+        if self.drafts is None or self.profile is None or not self.fields:
+            return
+        pending = self.drafts.take(self.texts(), self.toggles)
+        if pending is not None:
+            self._write_draft(*pending)
 
     @work(thread=True, group="draft", exit_on_error=False)
     def _write_draft(self, draft: Draft, seq: int) -> None:
-        with self._draft_lock:
-            if seq != self._draft_seq:  # a newer state is queued behind this one
-                return
-            was = self.read_only
-            if not self._may_write_draft():
-                if not was:
-                    self.app.call_from_thread(self._draft_lost)
-                return
-            save_draft(self.cluster_name, draft)
+        assert self.drafts is not None
+        if not self.drafts.write(draft, seq):
+            self.app.call_from_thread(self._draft_lost)
+
+    def _draft_lost(self) -> None:
+        if self.is_mounted:
+            self._show_header()
+            self.notify(markup(self.draft_note or "draft taken over elsewhere"),
+                        severity="warning", timeout=8)
 
     def flush_draft(self) -> None:
         """Write a pending draft now (leaving the screen, the app closing)."""
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None
-        draft = self._take_draft()
-        if draft is not None:
-            with self._draft_lock:
-                if self._may_write_draft():
-                    save_draft(self.cluster_name, draft)
+        if self.drafts is None or self.profile is None or not self.fields:
+            return
+        pending = self.drafts.take(self.texts(), self.toggles)
+        if pending is not None:
+            self.drafts.write(pending[0])
 
     async def action_discard_draft(self) -> None:
-        if self.profile is None:
+        if self.profile is None or self.drafts is None:
             return
-        if self._may_write_draft():
-            clear_draft(self.cluster_name, self.profile.name)
-        self._draft_dirty = False
-        self._draft_seq += 1  # a write still queued must not bring it back
-        self.draft_note = None
+        await asyncio.to_thread(self.drafts.discard)
+        self._draft_restored = None
         texts = dict(self._base_texts)
-        texts.update(texts_from_sets(self.initial_sets))
-        env = self.profile.runtime_env.env_vars
-        await self._build(texts, Toggles(post_mortem=is_truthy(env.get("RAY_DEBUG_POST_MORTEM")),
-                                         legacy_debug=env.get("RAY_DEBUG") == "legacy"))
+        await self._build(texts, self._profile_toggles())
         self._show_header()
         self.notify("draft discarded: the form shows the profile again", timeout=4)
         self.validated = False
@@ -604,8 +636,8 @@ class JobFormScreen(Screen[str | None]):
 
     def on_unmount(self) -> None:
         self.flush_draft()
-        if self.draft_lock is not None:
-            self.draft_lock.release()
+        if self.drafts is not None:
+            self.drafts.release()
 
     def _int_text(self, key: str) -> int | None:
         f = self.fields.get(key)
@@ -631,7 +663,7 @@ class JobFormScreen(Screen[str | None]):
         nnodes = self._int_text("trainer.nnodes") or nnodes
         per_node = self._int_text("trainer.n_gpus_per_node") or per_node
 
-        def picked(step) -> None:
+        def picked(step: Any) -> None:
             if step is None:
                 return
             path = f"{root.rstrip('/')}/global_step_{step.step}"
@@ -647,8 +679,7 @@ class JobFormScreen(Screen[str | None]):
 
     def action_back(self) -> None:
         self.flush_draft()
-        if self.profile is not None and self.texts() != {**self._base_texts,
-                                                         **texts_from_sets(self.initial_sets)}:
+        if self.profile is not None and self.texts() != self._base_texts:
             self.notify("draft kept: open this profile again to continue", timeout=4)
         self.dismiss(None)
 
@@ -683,150 +714,53 @@ class JobFormScreen(Screen[str | None]):
             if self.is_mounted:
                 self._update_submit()
 
+    def _secret_values(self) -> dict[str, str] | None:
+        """The resubmitted job's secrets: typed here, else from this environment; None (and
+        a message naming it) when one is in neither."""
+        if not self.secret_names:
+            return {}
+        values, missing = self.query_one(SecretFields).values()
+        if missing:
+            self.notify(f"not submitted: secret ${markup(missing[0])} is not set here: fill "
+                        "its field", severity="error", timeout=8)
+            return None
+        return values
+
     async def _submit(self) -> None:
         from tui.jobs.service import submit_and_record
-        from tui.jobs.submit import env_sources, merged_env, verl_submission
 
-        assert self.profile is not None
+        assert self.profile is not None and self.drafts is not None
         self._update_submit()
         self.query_one("#form-summary", Static).update(Text("submitting…", "bold cyan"))
-        inv = self.cluster.inv
-        # What is validated is exactly what is submitted: a fresh check on the live cluster.
-        try:
-            st = await self.cluster.status()
-        except (DashboardError, TransportError, OSError) as exc:
-            self.notify(f"not submitted: Ray is not reachable: {markup(exc)}", severity="error",
-                        timeout=8)
-            self._update_submit()
-            return
-        self.resources = ClusterResources(nodes=[NodeResources(n.host or n.node_ip, n.gpus,
-                                                               n.cpus)
-                                                 for n in st.nodes if n.alive])
-        toggles = self.toggles
-        if toggles.post_mortem:
-            self._probed_debugpy = False
-            await self._probe_debugpy()
-        profile, local = self.current_profile()
-        report = await asyncio.to_thread(check_profile, profile, cluster=self.resources,
-                                         working_dir_bytes=self.wd_bytes,
-                                         post_mortem=toggles.post_mortem)
-        self.report = report
-        self.validated = True
-        for key, f in self.fields.items():
-            f.local_problem = local.get(key)
-        self._apply(report, local)
-        if local or not report.ok:
-            self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
-            return
-        rt = profile.runtime_env
-        wd = str(Path(rt.working_dir).expanduser()) if rt.working_dir else None
         secrets = self._secret_values()
         if secrets is None:
-            self._update_submit()
             return
-        env = merged_env(inv, rt.env_vars, post_mortem=toggles.post_mortem,
-                         legacy_debug=toggles.legacy_debug, extra=secrets)
-        sub = verl_submission(inv, name=profile.name, overrides=report.overrides,
-                              python=profile.python, env=env, working_dir=wd,
-                              excludes=list(rt.excludes), composed=report.config,
-                              print_config=toggles.print_config,
-                              env_sources=env_sources(inv, rt.env_vars, secrets))
+        # What is validated is exactly what is submitted: a fresh check on the live cluster.
+        try:
+            resources = await live_resources(self.cluster,
+                                             want_debugpy=self.toggles.post_mortem)
+        except DashboardError:
+            self._use_planned(RAY_NOT_RUNNING)
+            self._show_header()
+            self.notify(f"not submitted: {RAY_NOT_RUNNING}", severity="error", timeout=8)
+            return
+        except (TransportError, OSError) as exc:
+            self.notify(f"not submitted: the head is not reachable: {markup(exc)}",
+                        severity="error", timeout=8)
+            return
+        self._set_live(resources)
+        self._probed_debugpy = self.toggles.post_mortem
+        self._show_header()
+        sub = await self.check(secrets)
+        if sub is None:
+            self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
+            return
         try:
             sid = await submit_and_record(self.cluster, sub, self.history,
                                           profile_path=str(self.profile_path.resolve()))
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
             self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
-            self._update_submit()
             return
-        self._draft_dirty = False
-        self._draft_seq += 1
-        if self._may_write_draft():
-            clear_draft(self.cluster_name, profile.name)
+        await asyncio.to_thread(self.drafts.discard)
         self.notify(f"submitted {markup(sid)}", timeout=6)
         self.dismiss(sid)
-
-
-class DraftBusyScreen(ModalScreen[str]):
-    """The profile's draft is open in another form: take over, read-only copy, or cancel."""
-
-    BINDINGS = [
-        Binding("t", "choose('take')", "Take over"),
-        Binding("r", "choose('copy')", "Read-only copy"),
-        Binding("c,escape", "choose('cancel')", "Cancel"),
-    ]
-
-    DEFAULT_CSS = """
-    DraftBusyScreen { align: center middle; }
-    DraftBusyScreen > Vertical {
-        width: 76; height: auto; border: thick $warning; background: $surface; padding: 1 2;
-    }
-    DraftBusyScreen #draft-busy-question { text-style: bold; }
-    DraftBusyScreen Horizontal { height: auto; margin-top: 1; }
-    DraftBusyScreen Button { margin-right: 1; }
-    """
-
-    def __init__(self, other: DraftOwner | None) -> None:
-        super().__init__()
-        self.other = other
-
-    def compose(self) -> ComposeResult:
-        who = self.other.describe() if self.other else "another form (owner unknown)"
-        with Vertical():
-            yield Static(Text(f"this draft is open in another form: {one_line(who)}"),
-                         id="draft-busy-question")
-            yield Static(Text("Take over: this form saves the draft, the other stops saving. "
-                              "Read-only copy: edit and submit here, nothing is saved."))
-            with Horizontal():
-                yield Button("Take over (t)", id="take", variant="warning")
-                yield Button("Read-only copy (r)", id="copy")
-                yield Button("Cancel (c)", id="cancel")
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id or "cancel")
-
-    def action_choose(self, what: str) -> None:
-        self.dismiss(what)
-
-
-class FormToggles(Vertical):
-    """The run switches: debuggers and print-config-only."""
-
-    DEFAULT_CSS = """
-    FormToggles { height: auto; padding: 0 1; }
-    FormToggles Checkbox { width: 100%; border: none; height: 1; padding: 0; }
-    """
-
-    def __init__(self, toggles: Toggles) -> None:
-        super().__init__()
-        self._initial = toggles
-
-    def compose(self) -> ComposeResult:
-        t = self._initial
-        yield Checkbox("post-mortem debugging (RAY_DEBUG_POST_MORTEM=1)", t.post_mortem,
-                       id="toggle-post-mortem")
-        yield Checkbox("legacy ray debug (RAY_DEBUG=legacy)", t.legacy_debug,
-                       id="toggle-legacy-debug")
-        yield Checkbox("print config only (main_ppo --cfg job: verl composes and prints the "
-                       "config on the cluster, no GPU)", t.print_config,
-                       id="toggle-print-config")
-
-    @property
-    def value(self) -> Toggles:
-        return Toggles(
-            post_mortem=self.query_one("#toggle-post-mortem", Checkbox).value,
-            legacy_debug=self.query_one("#toggle-legacy-debug", Checkbox).value,
-            print_config=self.query_one("#toggle-print-config", Checkbox).value)
-
-
-class AddKeyBox(Vertical):
-    DEFAULT_CSS = """
-    AddKeyBox { height: auto; padding: 0 1; margin-bottom: 1; }
-    """
-
-    def __init__(self, add: AddKey) -> None:
-        super().__init__()
-        self._add = add
-
-    def compose(self) -> ComposeResult:
-        yield self._add

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
@@ -34,3 +36,18 @@ class AddKey(Input):
         key, _, text = line.partition("=")
         self.value = ""
         self.post_message(self.Add(key.strip(), text.strip()))
+
+
+class AddKeyBox(Vertical):
+    """The add-a-key input's place at the end of the form (new rows are mounted before it)."""
+
+    DEFAULT_CSS = """
+    AddKeyBox { height: auto; padding: 0 1; margin-bottom: 1; }
+    """
+
+    def __init__(self, add: AddKey) -> None:
+        super().__init__()
+        self._add = add
+
+    def compose(self) -> ComposeResult:
+        yield self._add
