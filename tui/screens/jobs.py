@@ -107,7 +107,7 @@ class JobsScreen(Screen):
         for r in self.rows:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
-            status = cell(r.status, style=_STATUS_STYLE.get(r.status.split()[0], ""))
+            status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
             profile = r.record.profile if r.record and r.record.profile else "-"
             table.add_row(cell(r.submission_id), status, age(r.start_time),
                           duration(r.duration_s), cell(profile), cell(r.driver_node or "-"),
@@ -140,7 +140,7 @@ class JobsScreen(Screen):
             return
         t = Text()
         t.append(one_line(row.submission_id), "bold")
-        t.append(f"  {one_line(row.status)}\n")
+        t.append(f"  {one_line(row.status_text)}\n")
         t.append("entrypoint: ", "dim")
         t.append(one_line(row.entrypoint, 400) + "\n")
         rec = row.record
@@ -201,7 +201,9 @@ class JobsScreen(Screen):
         self.app.push_screen(CheckpointsScreen(self.cluster.fleet, self.cluster.inv, root))
 
     def action_refresh(self) -> None:
-        self.run_worker(self.refresh_rows(), exclusive=True, group="jobs-refresh")
+        # The poll's own group, exclusive: a refresh restarts the poll (now, then every
+        # POLL_S) instead of a second request overlapping it.
+        self.poll()
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -261,6 +263,10 @@ class JobsScreen(Screen):
         if row is None or row.status in TERMINAL:
             self.notify("no running job selected", timeout=2)
             return
+        if not row.on_head:
+            self.notify(f"{markup(row.submission_id)} is not on the head (restarted?): "
+                        "nothing to stop; x forgets it here", severity="warning", timeout=5)
+            return
         if not self._addressable(row):
             return
 
@@ -271,7 +277,7 @@ class JobsScreen(Screen):
         self.app.push_screen(ConfirmScreen(f"Stop job {one_line(row.submission_id)}?",
                                            "Ray stops its driver and its tasks."), answered)
 
-    @work(group="jobs-action", exit_on_error=False)
+    @work(group="jobs-stop", exit_on_error=False)
     async def _stop(self, sid: str) -> None:
         try:
             status = await stop_job(self.cluster, sid, self.history)
@@ -279,13 +285,13 @@ class JobsScreen(Screen):
             self.notify(f"not stopped: {markup(exc)}", severity="error", timeout=6)
             return
         self.notify(f"{markup(sid)}: {markup(status)}", timeout=4)
-        await self.refresh_rows()
+        self.poll()
 
     def action_delete(self) -> None:
         row = self.current
         if row is None:
             return
-        if row.status.split()[0] not in TERMINAL:
+        if row.on_head and row.status not in TERMINAL:
             self.notify("stop it first: only finished jobs can be deleted", timeout=3)
             return
         if not self._addressable(row):
@@ -299,7 +305,7 @@ class JobsScreen(Screen):
                                            "Its record and logs on the head, and its local "
                                            "history entry."), answered)
 
-    @work(group="jobs-action", exit_on_error=False)
+    @work(group="jobs-delete", exit_on_error=False)
     async def _delete(self, sid: str) -> None:
         try:
             await delete_job(self.cluster, sid, self.history)
@@ -309,4 +315,4 @@ class JobsScreen(Screen):
                 return
             self.history.forget(sid)
         self.notify(f"{markup(sid)} deleted", timeout=3)
-        await self.refresh_rows()
+        self.poll()

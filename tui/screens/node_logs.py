@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from pathlib import Path
 
 from textual import work
@@ -112,7 +113,8 @@ class NodeLogsScreen(Screen):
         self.opened = (host, name)
         pane = self.query_one(LogPane)
         pane.clear()
-        pane.save_path = Path.cwd() / f"{host}-{name}"
+        # The file name comes from the host: keep the default save path one plain file here.
+        pane.save_path = Path.cwd() / re.sub(r"[^\w.-]+", "_", f"{host}-{name}").lstrip(".")
         pane.title = one_line(f"{host}:{name}")
         self.follow(host, name)
 
