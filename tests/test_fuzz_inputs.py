@@ -245,3 +245,92 @@ def test_checkpoint_scan_answers_never_raise(a: object, b: object) -> None:
     scans = [host_scan_from_json("node1", a), host_scan_from_json("node2", b)]  # type: ignore[arg-type]
     index = build_index("/ckpt", scans)
     json.dumps(index.to_json())  # what `ckpt --json` prints: always serializable
+
+
+# ---- the running cockpit under Pilot, fed mutated agent lines while keys are pressed ---------
+
+_GPU = {"index": 0, "name": "H100", "uuid": "GPU-1", "util_percent": 50.0,
+        "mem_util_percent": 10.0, "memory_used_bytes": 1 << 30, "memory_total_bytes": 80 << 30,
+        "temperature_c": 40.0, "power_w": 100.0, "power_limit_w": 700.0,
+        "processes": [{"pid": 1, "name": "python", "memory_bytes": 1 << 20}]}
+_SAMPLE = {"type": "sample", "seq": 1, "t": 0.0, "source": "nvml", "hostname": "h",
+           "driver": "580", "host": {"cpu_percent": 5.0, "ncpu": 8, "load1": 1.0,
+                                     "mem_used_bytes": 1, "mem_total_bytes": 2},
+           "gpus": [_GPU]}
+
+
+def _mutate(doc: object, rnd) -> object:
+    """One random hostile change somewhere in a JSON document."""
+    swaps = ["high", None, [], {}, -1, 10**30, float("inf"), "\x1b]0;PWNED\x07", True,
+             "[@click=app.quit]q[/]", "\x1b[2J" * 50, "x" * 10_000, [1] * 100, {"a": [1]}]
+    if isinstance(doc, dict) and doc and rnd.random() < 0.8:
+        key = rnd.choice(sorted(doc))
+        out = dict(doc)
+        out[key] = _mutate(doc[key], rnd)
+        return out
+    if isinstance(doc, list) and doc and rnd.random() < 0.8:
+        out = list(doc)
+        if rnd.random() < 0.3:
+            out = out * rnd.choice([2, 70])  # duplicated indexes, too many GPUs
+        i = rnd.randrange(len(out))
+        out[i] = _mutate(out[i], rnd)
+        return out
+    return rnd.choice(swaps)
+
+
+def _hostile_agent_lines(seed: int, n: int) -> list[str]:
+    import json
+    import random
+
+    rnd = random.Random(seed)
+    lines = []
+    for i in range(n):
+        kind = rnd.random()
+        if kind < 0.7:
+            doc = _mutate(_SAMPLE, rnd)
+            for _ in range(rnd.randrange(3)):
+                doc = _mutate(doc, rnd)
+            lines.append(json.dumps(doc, allow_nan=True))
+        elif kind < 0.8:
+            lines.append(json.dumps({"type": rnd.choice(["hello", "error", "x", None]),
+                                     "hostname": _mutate("h", rnd), "message": _mutate("m", rnd),
+                                     "driver": _mutate("d", rnd)}))
+        elif kind < 0.9:
+            lines.append(bytes(rnd.randrange(256) for _ in range(rnd.randrange(60)))
+                         .decode("utf-8", "replace"))
+        else:
+            lines.append(json.dumps(_SAMPLE)[: rnd.randrange(1, 200)])
+        if i % 10 == 9:  # a valid sample now and then: the host must recover each time
+            lines.append(json.dumps(_SAMPLE))
+    return lines
+
+
+async def test_cockpit_survives_hostile_agent_lines_under_pilot() -> None:
+    from tui.app import VerlTuiApp
+    from tui.cluster.models import TelemetryState
+
+    inv = parse_inventory(
+        "cluster: fuzz\nhosts:\n  - name: h\n    transport: local\n    python: /bin/false\n"
+        "  - name: g\n    transport: local\n    python: /bin/false\n")
+    app = VerlTuiApp(inv, interval=60)
+    lines = _hostile_agent_lines(seed=1234, n=400)
+    keys = ["j", "k", "g", "G", "s", "s", "f", "enter", "escape", "space", "question_mark",
+            "escape", "1"]
+    async with app.run_test(size=(120, 36)) as pilot:
+        for i, line in enumerate(lines):
+            app.monitor.ingest_line("h" if i % 2 else "g", line)
+            if i % 25 == 0:
+                await pilot.press(keys[(i // 25) % len(keys)])
+                await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        assert app.is_running
+        shot = app.export_screenshot()
+        assert "PWNED" not in shot and "\x1b]0;" not in shot
+        for name in ("h", "g"):
+            ht = app.monitor.hosts[name]
+            assert ht.state in (TelemetryState.OK, TelemetryState.NO_NVML), (ht.state, ht.error)
+            assert ht.latest is not None and ht.latest.gpus and \
+                ht.latest.gpus[0].util_percent == 50.0
+        problems = [p for ht in app.monitor.hosts.values() for p in ht.problems]
+        assert problems  # the bad lines were noticed and reported, not swallowed
+    assert app.return_code in (0, None)
