@@ -119,10 +119,10 @@ def test_hostile_ids_never_reach_another_job(ray_one):
     assert status_of(env, path, VICTIM) == "RUNNING"
 
     # The service functions the Jobs screen calls, in this process, over the real tunnel.
+    from tui.cluster.job_logs import job_log_chunks, job_status
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import load_inventory
     from tui.jobs.history import JobHistory
-    from tui.jobs.logs import job_log_chunks, job_status
     from tui.jobs.service import delete_job, stop_job
     from tui.transport.fleet import Fleet
 

@@ -143,8 +143,8 @@ async def _with_ray_cluster(path, body):
 
 
 def test_post_mortem_worker_listed_attached_and_continued(ray2):
-    from tui.cluster.debug_targets import open_forward, paused_workers
     from tui.debug.dap import DapClient
+    from tui.debug.targets import open_forward, paused_workers
 
     _, path, env = ray2
     submit(env, path, "post-mortem-1", POST_MORTEM_JOB, "--env", "RAY_DEBUG_POST_MORTEM=1")
@@ -195,8 +195,8 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
 
 
 def test_legacy_breakpoint_console(ray2):
-    from tui.cluster.debug_targets import legacy_breakpoints, open_forward
     from tui.debug.pdb_console import PdbConsole
+    from tui.debug.targets import legacy_breakpoints, open_forward
 
     _, path, env = ray2
     submit(env, path, "legacy-1", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
@@ -354,9 +354,9 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
     """`v` in the Debugger: a kept forward and a launch.json whose pathMappings turn the frame
     paths (Ray's copy of the working_dir on the node) into the user's folder. A DAP client on
     the forwarded port, as VS Code would attach, sees frames under the mapped remote root."""
-    from tui.cluster.debug_attach import attach_in_vscode
-    from tui.cluster.debug_targets import paused_workers
+    from tui.debug.attach import attach_in_vscode
     from tui.debug.dap import DapClient
+    from tui.debug.targets import paused_workers
 
     _, path, env = ray2
     project = tmp_path / "project"

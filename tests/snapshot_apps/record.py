@@ -31,10 +31,10 @@ from harness.nshosts import NsCluster  # noqa: E402
 from tui.ckpt.hostcmd import run_op  # noqa: E402
 from tui.cluster.dashboard import DashboardClient  # noqa: E402
 from tui.cluster.doctor import run_doctor  # noqa: E402
+from tui.cluster.job_logs import job_log_chunks  # noqa: E402
 from tui.cluster.node_logs import list_logs  # noqa: E402
 from tui.cluster.ray_cluster import RayCluster, StepEvent  # noqa: E402
 from tui.config.hosts import load_inventory  # noqa: E402
-from tui.jobs.logs import job_log_chunks  # noqa: E402
 from tui.jobs.service import TERMINAL, list_jobs  # noqa: E402
 from tui.transport.fleet import Fleet  # noqa: E402
 

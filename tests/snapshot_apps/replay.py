@@ -238,7 +238,7 @@ async def replay_doctor(fleet, inventory, *, progress=None, timeout: float = 60.
 
 
 def debug_data() -> SimpleNamespace:
-    from tui.cluster.debug_targets import Breakpoint, PausedWorker
+    from tui.debug.targets import Breakpoint, PausedWorker
 
     d = load("debugger.json")
     paused = [PausedWorker(**p) for p in d["paused"]]
@@ -248,7 +248,7 @@ def debug_data() -> SimpleNamespace:
 
 
 async def replay_debug_targets(cluster, *, breakpoints: bool = True):
-    from tui.cluster.debug_targets import DebugTargets
+    from tui.debug.targets import DebugTargets
 
     d = debug_data()
     return DebugTargets(d.paused, d.breakpoints if breakpoints else [], [])

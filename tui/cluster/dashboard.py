@@ -69,6 +69,10 @@ def api_path(*segments: str, query: Mapping[str, object] | None = None,
     return path
 
 
+# A Ray job's statuses that never change again (the Jobs API's JobStatus.is_terminal()).
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+
 def job_path(sid: str, *rest: str) -> str:
     """/api/jobs/{sid}[/rest…] for a checked id (BadJobId otherwise)."""
     return api_path("api", "jobs", check_job_id(sid), *rest)

@@ -7,11 +7,11 @@ import sys
 import time
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.debug_targets import DebugTargets, debug_targets
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
+from tui.debug.targets import DebugTargets, debug_targets
 from tui.transport.types import TransportError
 
 

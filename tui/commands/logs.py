@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 
 from tui.cluster.dashboard import DashboardError, check_job_id
+from tui.cluster.job_logs import JobLogEnd, job_log_chunks
 from tui.cluster.node_logs import follow_log, list_logs, log_path
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.fmt import human_size
-from tui.jobs.logs import JobLogEnd, job_log_chunks
 from tui.transport.types import TransportError
 
 

@@ -16,7 +16,6 @@ from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, submit
 
 
-
 @dataclass
 class JobRow:
     submission_id: str

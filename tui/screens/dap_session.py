@@ -17,9 +17,9 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.debug_targets import PausedWorker, open_forward
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.dap import DapClient, DapError, Frame, Stopped, Variable
+from tui.debug.targets import PausedWorker, open_forward
 from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.transport.types import Forward, TransportError
 

@@ -16,8 +16,8 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.debug_targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
 from tui.cluster.ray_cluster import RayCluster
+from tui.debug.targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
 from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
 from tui.transport.types import TransportError
@@ -184,7 +184,7 @@ class DebuggerScreen(Screen):
 
     @work(exclusive=True, group="debug-vscode", exit_on_error=False)
     async def open_in_vscode(self, target: PausedWorker) -> None:
-        from tui.cluster.debug_attach import attach_in_vscode
+        from tui.debug.attach import attach_in_vscode
 
         try:
             path, forward = await attach_in_vscode(self.cluster, target, Path.cwd())

@@ -13,8 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tui.cluster.dashboard import DashboardError
+from tui.cluster.job_logs import JobLogEnd, job_log_chunks
 from tui.cluster.ray_cluster import RayCluster
-from tui.jobs.logs import JobLogEnd, job_log_chunks
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
 from tui.transport.types import TransportError

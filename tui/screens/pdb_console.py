@@ -13,9 +13,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.debug_targets import Breakpoint, open_forward
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.pdb_console import PdbConsole, PdbConsoleError
+from tui.debug.targets import Breakpoint, open_forward
 from tui.sanitize import clean, markup, one_line
 from tui.transport.types import Forward, TransportError
 

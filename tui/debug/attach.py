@@ -7,11 +7,11 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 
-from tui.cluster.debug_targets import PausedWorker, open_forward
+from tui.cluster.job_logs import job_info
 from tui.cluster.ray_cluster import RayCluster
+from tui.debug.targets import PausedWorker, open_forward
 from tui.debug.vscode import write_launch_json
 from tui.jobs.history import JobHistory
-from tui.jobs.logs import job_info
 from tui.transport.types import Forward
 
 

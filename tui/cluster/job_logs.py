@@ -13,8 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from tui.cluster.dashboard import DashboardClient, DashboardError, job_path
-from tui.jobs.service import TERMINAL
+from tui.cluster.dashboard import TERMINAL, DashboardClient, DashboardError, job_path
 
 
 @dataclass

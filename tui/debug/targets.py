@@ -13,9 +13,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tui.cluster.dashboard import DashboardError, api_path
+from tui.cluster.dashboard import TERMINAL, DashboardError, api_path
 from tui.cluster.ray_cluster import RayCluster
-from tui.jobs.service import TERMINAL
 from tui.transport.types import Forward, TransportError
 
 _PAUSED = api_path("api", "v0", "workers", query={
