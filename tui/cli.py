@@ -106,7 +106,8 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
                     description="Submit a verl profile, or any command (after --), as a Ray job "
                     "through the head's Jobs API over SSH.")
         p.add_argument("hosts", type=Path, metavar="HOSTS.yaml")
-        p.add_argument("profile", nargs="?", type=Path, metavar="PROFILE.yaml")
+        p.add_argument("profile", nargs="?", type=Path, metavar="PROFILE.yaml",
+                       help="a profile file or a preset's name (verl-tui profile list)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a verl config key (repeatable)")
         p.add_argument("--env", action="append", default=[], metavar="K=V",
@@ -192,14 +193,18 @@ def build_subparser(name: str) -> argparse.ArgumentParser:
         p = _Parser(prog="verl-tui profile",
                     description="Hyperparameter profiles: check, import from a shell script, "
                     "export as a launch script.")
-        sub = p.add_subparsers(dest="action", required=True, metavar="check|import|export",
-                               parser_class=_Parser)
+        sub = p.add_subparsers(dest="action", required=True,
+                               metavar="check|list|import|export", parser_class=_Parser)
         c = sub.add_parser("check", help="validate against verl's config and rules (and the "
-                           "live cluster with --hosts)")
-        c.add_argument("profile", type=Path, metavar="PROFILE.yaml")
+                           "live cluster, with the cluster's verl, with --hosts)")
+        c.add_argument("profile", type=Path, metavar="PROFILE",
+                       help="a profile file or a preset's name (verl-tui profile list)")
         c.add_argument("--hosts", type=Path, metavar="HOSTS.yaml")
         c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         c.add_argument("--json", action="store_true")
+        lst = sub.add_parser("list", help="the presets and your profiles: name, algorithm, "
+                             "nodes×GPUs, description")
+        lst.add_argument("--json", action="store_true")
         i = sub.add_parser("import", help="read a shell script that runs main_ppo")
         i.add_argument("script", type=Path, metavar="SCRIPT.sh")
         i.add_argument("-o", "--output", type=Path, required=True, metavar="PROFILE.yaml")
@@ -305,6 +310,10 @@ def _dispatch(name: str, args: argparse.Namespace, inventory) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        from tui.commands.profile import run_profile_list
+
+        return run_profile_list(as_json=args.json)
     if args.action == "check":
         from tui.commands.profile import run_profile_check
 
