@@ -18,6 +18,7 @@ from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.fmt import duration
 from tui.jobs.history import JobHistory
+from tui.jobs.pipeline import submission_json
 from tui.jobs.secrets import MissingSecret, resolve
 from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
 from tui.jobs.submit import Submission, env_sources, raw_submission, shell_command
@@ -47,7 +48,7 @@ def jobs_table(rows: list[JobRow]) -> str:
     out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
     for r in rows:
         profile = (r.record.profile if r.record and r.record.profile else "-")
-        out.append(f"{r.submission_id:<40} {r.status:<20} {duration(r.duration_s):>9} "
+        out.append(f"{r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
                    f"{profile:<24} {r.driver_node or '-'}")
     return "\n".join(out)
 
@@ -55,9 +56,8 @@ def jobs_table(rows: list[JobRow]) -> str:
 def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool,
                      inv: Inventory | None = None) -> None:
     if as_json:
-        print(json_text({"submission_id": sid, "entrypoint": sub.entrypoint,
-                         "runtime_env": sub.runtime_env(mask=True), "metadata": sub.metadata,
-                         "dashboard": url}, inv))
+        print(json_text({**submission_json(sub), "submission_id": sid, "dashboard": url},
+                        inv))
     else:
         print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
 
@@ -130,49 +130,34 @@ def resolve_working_dir(value: str | None) -> str | None:
     return str(path.resolve())
 
 
+DRY_RUN_RAY_WAIT_S = 10.0
+
+
 def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
                        env: Mapping[str, str], working_dir: str | None, excludes: list[str],
                        submission_id: str | None, post_mortem: bool, legacy_debug: bool,
                        dry_run: bool, as_json: bool, print_config: bool = False) -> int:
-    from tui.cluster.probe import probe_all
+    """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
+    too, so what it prints carries the sizes the cluster gives; without Ray it says so and
+    checks without the cluster."""
+    from tui.jobs.pipeline import JobSpec, live_resources, prepare_submission, working_dir_size
     from tui.jobs.profiles import load_profile
-    from tui.jobs.rules import ClusterResources, NodeResources
-    from tui.jobs.submit import merged_env, verl_submission
-    from tui.jobs.validate import check_profile
-    from tui.jobs.workdir import scan
 
     if submission_id is not None:
         check_job_id(submission_id, "--submission-id")
     profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
-    rt = profile.runtime_env
-    wd = working_dir or (str(Path(rt.working_dir).expanduser()) if rt.working_dir else None)
-    excl = [*rt.excludes, *excludes]
-    job_env = merged_env(inv, rt.env_vars, post_mortem=post_mortem,
-                         legacy_debug=legacy_debug, extra=env)
+    spec = JobSpec(profile, sets=list(sets), env=dict(env), working_dir=working_dir,
+                   excludes=list(excludes), post_mortem=post_mortem or None,
+                   legacy_debug=legacy_debug or None, print_config=print_config,
+                   submission_id=submission_id)
     address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
 
-    def wd_bytes() -> int | None:
-        if not wd:
-            return None
-        found = scan(Path(wd), excl)
-        for path, why in found.skipped:  # left out of the upload: say which and why
+    def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
+        wd_bytes, skipped = working_dir_size(spec)
+        for path, why in skipped:  # left out of the upload: say which and why
             print(one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"),
                   file=sys.stderr)
-        return found.total
-
-    def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
-        # nnodes / n_gpus_per_node follow the live cluster unless pinned (check_profile adds
-        # them to report.overrides), so what is validated is exactly what is submitted.
-        report = check_profile(profile, sets=sets, cluster=cluster,
-                               working_dir_bytes=wd_bytes(),
-                               post_mortem=post_mortem)
-        if not report.ok:
-            return None, report.problems
-        sub = verl_submission(
-            inv, name=profile.name, overrides=report.overrides, python=profile.python,
-            env=job_env, working_dir=wd, excludes=excl, composed=report.config,
-            submission_id=submission_id, print_config=print_config,
-            env_sources=env_sources(inv, rt.env_vars, env))
+        sub, report = prepare_submission(inv, spec, cluster, working_dir_bytes=wd_bytes)
         return sub, report.problems
 
     def show_problems(problems: list[Any]) -> None:
@@ -180,31 +165,31 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
             where = p.key or "profile"
             print(f"{profile_path}: {where}: {p.message}", file=sys.stderr)
 
-    if dry_run:
-        sub, problems = build(None)
-        show_problems(problems)
-        if sub is None:
-            return 1
-        print(shell_command(sub, address))
-        return 0
-
     async def body(cluster: RayCluster) -> int:
         try:
-            st = await cluster.status()
-        except (DashboardError, TransportError) as exc:
-            print(f"verl-tui submit: Ray is not reachable: {exc}", file=sys.stderr)
-            return 1
-        resources = ClusterResources(nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus)
-                                            for n in st.nodes if n.alive])
-        if post_mortem:
-            facts = await probe_all(cluster.fleet, inv)
-            resources.hosts_without_debugpy = [h for h, f in facts.items()
-                                               if f.ok and not f.debugpy_version]
+            asking = live_resources(cluster, want_debugpy=spec.wants_post_mortem)
+            # A dry run does not wait long for a head that does not answer.
+            resources = await (asyncio.wait_for(asking, DRY_RUN_RAY_WAIT_S) if dry_run
+                               else asking)
+        except (DashboardError, TransportError, TimeoutError) as exc:
+            why = str(exc) or f"no answer within {DRY_RUN_RAY_WAIT_S:.0f} s"
+            if not dry_run:
+                print(f"verl-tui submit: Ray is not reachable: {why}", file=sys.stderr)
+                return 1
+            print(one_line(f"verl-tui submit: Ray is not reachable ({why}): checked without "
+                           "the cluster"), file=sys.stderr)
+            resources = None
         sub, problems = await asyncio.to_thread(build, resources)
         show_problems(problems)
         if sub is None:
-            print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
+            if not dry_run:
+                print("verl-tui submit: not submitted (fix the problems above)",
+                      file=sys.stderr)
             return 1
+        if dry_run:
+            print(json_text(submission_json(sub), inv) if as_json
+                  else shell_command(sub, address))
+            return 0
         try:
             sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
                                           profile_path=str(profile_path.resolve()))

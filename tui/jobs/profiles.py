@@ -23,7 +23,6 @@ and escaped, so a value stays one literal value whatever it holds.
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import tempfile
@@ -36,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
+from tui.jobs.hydra_values import format_value
 
 # A Hydra override key: optional +, ++ or ~, dotted segments (verl has a few with dashes), and
 # config-group forms like `model_engine` or `actor@actor_rollout_ref.actor`.
@@ -166,41 +166,8 @@ class Profile(_Strict):
 # -- Hydra override syntax -----------------------------------------------------------------
 
 
-def _quote(text: str) -> str:
-    # OmegaConf first: `${` starts an interpolation; escape it (and the backslashes before it)
-    # so the value stays literal text.
-    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
-    # Hydra's quoted string: backslashes are literal except before a quote or at the end.
-    text = re.sub(r"(\\+)(?='|\Z)", lambda m: m.group(1) * 2, text)
-    return "'" + text.replace("'", "\\'") + "'"
-
-
-def hydra_value(value: Any) -> str:
-    """One value in Hydra's override grammar; ValueError for what it cannot express."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _quote(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(hydra_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        parts = []
-        for k, v in value.items():
-            if not isinstance(k, str) or not _DICT_KEY_RE.match(k):
-                raise ValueError(f"mapping key {k!r} must be a plain name")
-            parts.append(f"{k}:{hydra_value(v)}")
-        return "{" + ",".join(parts) + "}"
-    raise ValueError(f"{type(value).__name__} values cannot be written as a Hydra override")
+# Values are written by tui/jobs/hydra_values.py (read there too); the name stays for callers.
+hydra_value = format_value
 
 
 def to_hydra_overrides(values: Mapping[str, Any]) -> list[str]:
