@@ -334,3 +334,39 @@ async def test_cockpit_survives_hostile_agent_lines_under_pilot() -> None:
         problems = [p for ht in app.monitor.hosts.values() for p in ht.problems]
         assert problems  # the bad lines were noticed and reported, not swallowed
     assert app.return_code in (0, None)
+
+
+# ---- a hostile debuggee: DAP framing from a port we attach to ---------------------------------
+
+@pytest.mark.parametrize("wire", [
+    b"Content-Length: 99999999999999\r\n\r\n",  # would be 100 TB of memory
+    b"Content-Length: -5\r\n\r\n",
+    b"Content-Length: banana\r\n\r\n",
+    b"Content-Length: 3\r\n\r\n[1]",
+    b"Content-Length: 4\r\n\r\nnull",
+    b"Content-Length: 2\r\n\r\n\xff\xfe",
+    b"X-Other: 1\r\n\r\n{}",
+    b'Content-Length: 61\r\n\r\n{"type":"response","request_seq":"x","success":true,"body":1}',
+])
+async def test_hostile_debuggee_ends_the_session_with_one_error(wire: bytes) -> None:
+    import asyncio
+
+    from tui.debug.dap import DapClient, DapError
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the client's first request
+        writer.write(wire)
+        await writer.drain()
+        await asyncio.sleep(5)
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        client = await DapClient.connect("127.0.0.1", port, timeout=5)
+        t0 = time.monotonic()
+        with pytest.raises(DapError) as err:
+            await client.threads(timeout=3)
+        assert time.monotonic() - t0 < 4.5
+        assert "\n" not in str(err.value)
+        await client.close()

@@ -30,6 +30,9 @@ DEBUGGEE_ENDED = "the debuggee has ended"
 OUTPUT_KEPT = 1000  # output events kept; a training job can print a lot
 
 
+MAX_MESSAGE_BYTES = 64 << 20  # far above any real variables/stackTrace answer
+
+
 class DapError(Exception):
     """A DAP request failed, timed out, or the connection was lost."""
 
@@ -205,7 +208,12 @@ class DapClient:
                 length = int(value.strip())
         if length is None:
             raise DapError("DAP message without Content-Length")
-        return json.loads(await self._reader.readexactly(length))
+        if not 0 <= length <= MAX_MESSAGE_BYTES:  # the debuggee is untrusted: bounded memory
+            raise DapError(f"DAP message of {length} bytes (limit {MAX_MESSAGE_BYTES})")
+        message = json.loads(await self._reader.readexactly(length))
+        if not isinstance(message, dict):
+            raise DapError("DAP message that is not a JSON object")
+        return message
 
     async def _read_loop(self) -> None:
         reason = CONNECTION_CLOSED
