@@ -53,6 +53,10 @@ class JobRow:
         }
 
 
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def _ms(v: Any) -> float | None:
     return v / 1000.0 if isinstance(v, (int, float)) and v else None
 
@@ -63,22 +67,28 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     client = await cluster.dashboard()
     jobs, nodes = await asyncio.gather(client.get(api_path("api", "jobs", trailing_slash=True)),
                                        client.alive_nodes())
-    jobs = jobs or []
+    # The dashboard's answer is checked like any outside input: entries of the wrong shape are
+    # skipped, texts are texts (shown sanitized), times are numbers.
+    jobs = [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+    nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
     by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
     # Jobs name their driver's node by id; the hosts file knows IPs.
-    node_host = {n.get("node_id"): by_ip.get(n.get("node_ip"), n.get("node_ip"))
-                 for n in nodes}
+    node_ips = {_text(n.get("node_id")): _text(n.get("node_ip")) for n in nodes}
+    node_host = {nid: by_ip.get(ip, ip) for nid, ip in node_ips.items()}
     rows: dict[str, JobRow] = {}
     for j in jobs:
-        sid = j.get("submission_id") or j.get("job_id") or "?"
+        sid = str(j.get("submission_id") or j.get("job_id") or "?")
         rec = history.get(sid)
-        status = j.get("status", "?")
+        status = str(j.get("status", "?"))
         if rec is not None:
             history.set_status(sid, status)
-        driver_ip = (j.get("driver_info") or {}).get("node_ip_address")
-        driver = node_host.get(j.get("driver_node_id")) or by_ip.get(driver_ip, driver_ip)
-        rows[sid] = JobRow(sid, status, j.get("entrypoint", ""), _ms(j.get("start_time")),
-                           _ms(j.get("end_time")), driver, j.get("message"), rec)
+        info = j.get("driver_info")
+        driver_ip = _text(info.get("node_ip_address")) if isinstance(info, dict) else None
+        driver = node_host.get(_text(j.get("driver_node_id"))) or by_ip.get(driver_ip, driver_ip)
+        message = j.get("message")
+        rows[sid] = JobRow(sid, status, str(j.get("entrypoint") or ""), _ms(j.get("start_time")),
+                           _ms(j.get("end_time")), None if driver is None else str(driver),
+                           None if message is None else str(message), rec)
     for rec in history.all():
         if rec.submission_id not in rows:
             rows[rec.submission_id] = JobRow(rec.submission_id, rec.status or "UNKNOWN",
