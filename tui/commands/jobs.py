@@ -141,11 +141,20 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
     checks without the cluster."""
     from tui.jobs.pipeline import JobSpec, live_resources, prepare_submission, working_dir_size
-    from tui.jobs.profiles import load_profile
+    from tui.jobs.profiles import load_profile, resolve_profile
+    from tui.jobs.verl_source import select_verl_sync
 
     if submission_id is not None:
         check_job_id(submission_id, "--submission-id")
+    profile_path, note = resolve_profile(profile_path)  # a file, or a preset's name
+    if note:
+        print(f"verl-tui submit: {note}", file=sys.stderr)
     profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
+    # The job composes with the cluster's own verl (read from the head, cached by version);
+    # SchemaError (exit 2) when neither the cluster nor this Python has verl.
+    source = select_verl_sync(inv)
+    if source.note:
+        print(f"verl-tui submit: warning: {source.note}", file=sys.stderr)
     spec = JobSpec(profile, sets=list(sets), env=dict(env), working_dir=working_dir,
                    excludes=list(excludes), post_mortem=post_mortem or None,
                    legacy_debug=legacy_debug or None, print_config=print_config,

@@ -1,8 +1,11 @@
-"""`verl-tui profile check PROFILE [--hosts HOSTS.yaml] [--set k=v …] [--json]`.
+"""`verl-tui profile check PROFILE [--hosts HOSTS.yaml] [--set k=v …] [--json]` and
+`verl-tui profile list [--json]`.
 
-Composes the profile with verl's config and checks verl's rules; with a hosts file, also the
-runtime rules against the live cluster (Ray's nodes through the dashboard tunnel, debugpy from
-a probe of every host when post-mortem debugging is on).
+Check composes the profile with verl's config and checks verl's rules; with a hosts file, the
+config is the cluster's own verl (read from the head, cached by version: jobs/verl_source.py)
+and the runtime rules run against the live cluster (Ray's nodes through the dashboard tunnel,
+debugpy from a probe of every host when post-mortem debugging is on). PROFILE is a file or a
+preset's name (`profile list`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.rules import ClusterResources, Problem
+from tui.sanitize import one_line
 
 
 async def _live_cluster(inv: Inventory, *, want_debugpy: bool) -> ClusterResources:
@@ -51,11 +55,15 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
         submission_json,
         working_dir_size,
     )
-    from tui.jobs.profiles import check_set, load_profile
-    from tui.jobs.schema import SchemaError
+    from tui.jobs.profiles import check_set, load_profile, resolve_profile
+    from tui.jobs.schema import SchemaError, current_source
+    from tui.jobs.verl_source import select_verl_sync
     from tui.transport.types import TransportError
 
     try:
+        path, note = resolve_profile(path)
+        if note:
+            print(f"verl-tui profile check: {note}", file=sys.stderr)
         profile = load_profile(path)
         for line in sets:
             check_set(line)
@@ -66,6 +74,17 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
     cluster: ClusterResources | None = None
     extra: list[Problem] = []
     if hosts is not None:
+        # The cluster's own verl is what the job composes with (this Python's: the fallback).
+        try:
+            source = select_verl_sync(hosts)
+        except SchemaError as exc:
+            return _fail(str(exc), as_json, hosts)
+        except KeyboardInterrupt:
+            return 130
+        if source.note:
+            extra.append(Problem(None, source.note, "warn"))
+            if not as_json:
+                print(f"verl-tui profile check: warning: {source.note}", file=sys.stderr)
         try:
             cluster = asyncio.run(_live_cluster(hosts, want_debugpy=spec.wants_post_mortem))
         except (DashboardError, TransportError, OSError) as exc:
@@ -88,8 +107,10 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
 
     problems = [*extra, *report.problems]
     ok = report.ok
+    used = current_source()  # composition succeeded, so there is one
     if as_json:
-        doc: dict[str, Any] = {"ok": ok, "problems": [p.to_json() for p in problems]}
+        doc: dict[str, Any] = {"ok": ok, "problems": [p.to_json() for p in problems],
+                               "verl": used.to_json()}
         if sub is not None:  # the submission `submit` would send (with a hosts file)
             doc["submission"] = submission_json(sub)
         print(json_text(doc, hosts))
@@ -103,5 +124,64 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
               f"{n_warn} warning{'s' * (n_warn != 1)}"
     if shape:
         summary += f" (from the cluster: {shape})"
-    print(summary)
+    print(f"{summary} — {used.label}")
     return 0 if ok else 1
+
+
+def _shape(nodes: Any, gpus: Any) -> str:
+    """nodes×GPUs as the profile pins them; "cluster" where it follows the live cluster."""
+    return (f"{nodes if nodes is not None else 'cluster'}×"
+            f"{gpus if gpus is not None else 'cluster'}")
+
+
+def _cut(text: str, width: int) -> str:
+    """One line of at most `width` characters, cut at a word boundary."""
+    text = one_line(" ".join(text.split()))
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;:.") + "…"
+
+
+def profile_rows() -> list[dict[str, Any]]:
+    """The presets, then the user's profiles, as plain rows (a broken file with its error)."""
+    from tui.jobs.profiles import list_profiles, preset_dir, user_profile_dir
+
+    rows = []
+    for kind, folder in (("preset", preset_dir()), ("user", user_profile_dir())):
+        for e in list_profiles([folder]) if folder is not None else []:
+            ov = e.profile.overrides if e.profile else {}
+            rows.append({"name": e.name, "kind": kind, "path": str(e.path),
+                         # verl's own default estimator is gae (PPO with a critic)
+                         "algorithm": str(ov.get("algorithm.adv_estimator", "gae"))
+                         if e.profile else None,
+                         "nodes": ov.get("trainer.nnodes"),
+                         "gpus_per_node": ov.get("trainer.n_gpus_per_node"),
+                         "description": e.profile.description if e.profile else "",
+                         "error": e.error})
+    return rows
+
+
+def run_profile_list(*, as_json: bool, width: int = 60) -> int:
+    """`verl-tui profile list`: name, algorithm, nodes×GPUs, description (one line). 0."""
+    from tui.jobs.profiles import user_profile_dir
+
+    rows = profile_rows()
+    if as_json:
+        print(json_text({"profiles": rows}, None))
+        return 0
+    if not rows:
+        print(f"no profiles (presets ship with verl-tui; yours go in {user_profile_dir()})")
+        return 0
+    name_w = max(len("NAME"), *(len(r["name"]) for r in rows))
+    print(f"{'NAME':<{name_w}}  {'ALGORITHM':<10}  {'NODES×GPUS':<10}  DESCRIPTION")
+    for r in rows:
+        if r["error"]:
+            algo, shape, text = "-", "-", f"error: {r['error']}"
+        else:
+            algo, shape = r["algorithm"], _shape(r["nodes"], r["gpus_per_node"])
+            text = ("" if r["kind"] == "preset" else "(yours) ") + r["description"]
+        print(f"{one_line(r['name']):<{name_w}}  {one_line(algo):<10}  {shape:<10}  "
+              f"{_cut(text, width)}")
+    return 0

@@ -202,7 +202,7 @@ def override_text(lines: list[str], key: str) -> str | None:
 def check_set(line: str) -> str:
     """A --set value: `key=value` in Hydra's override syntax (the value as on verl's command
     line). Returns it unchanged; ConfigError (one line) when it is not one override."""
-    from tui.jobs.schema import SchemaError, verl_config_dir
+    from tui.jobs.schema import SchemaError, require_hydra
 
     key = line.split("=", 1)[0]
     if "=" not in line and not line.startswith("~"):
@@ -210,7 +210,7 @@ def check_set(line: str) -> str:
     if not _KEY_RE.match(key):
         raise ConfigError(f"--set {line!r}: {key!r} is not a dotted verl key")
     try:
-        verl_config_dir()  # Hydra's parser comes with verl
+        require_hydra()  # Hydra's parser; verl itself may be the cluster's
     except SchemaError as exc:
         raise ConfigError(str(exc)) from None
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -414,7 +414,70 @@ def list_profiles(dirs: Iterable[Path | str]) -> list[ProfileEntry]:
     return sorted(out, key=lambda e: (e.name, str(e.path)))
 
 
+def preset_dir() -> Path | None:
+    """The presets shipped with verl-tui: tui/presets/ in a wheel (copied from profiles/ at
+    build time, see setup.py), the repository's profiles/ in a checkout or editable install."""
+    here = Path(__file__).resolve()
+    packaged = here.parents[1] / "presets"
+    if packaged.is_dir():
+        return packaged
+    repo = here.parents[2]
+    if (repo / "pyproject.toml").is_file() and (repo / "profiles").is_dir():
+        return repo / "profiles"
+    return None
+
+
+def user_profile_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "verl-tui" / "profiles"
+
+
 def profile_dirs() -> list[Path]:
-    """Where profiles are looked up: the presets shipped in the repo, then the user's own."""
-    return [Path(__file__).resolve().parents[2] / "profiles",
-            Path("~/.config/verl-tui/profiles").expanduser()]
+    """Where profiles are looked up: the shipped presets, then the user's own."""
+    presets = preset_dir()
+    return [*([presets] if presets else []), user_profile_dir()]
+
+
+def find_preset(name: str) -> ProfileEntry | None:
+    """The profile named `name` (its `name:` or its file name without .yaml) among the presets
+    and the user's profiles; the first by profile_dirs order."""
+    for entry in _entries_in_order():
+        if entry.profile is not None and name in (entry.name, entry.path.stem):
+            return entry
+    return None
+
+
+def _entries_in_order() -> list[ProfileEntry]:
+    out: list[ProfileEntry] = []
+    for d in profile_dirs():
+        out += list_profiles([d])
+    return out
+
+
+def resolve_profile(arg: str | Path) -> tuple[Path, str | None]:
+    """A PROFILE argument as a path: a file when one is there, else a preset of that name.
+    Returns (path, note); the note says when a file shadows a preset of the same name.
+    ConfigError (one line) when it is neither."""
+    text = str(arg)
+    path = Path(text).expanduser()
+    as_name = text.removesuffix(".yaml").removesuffix(".yml")
+    named = "/" not in text and bool(_NAME_RE.match(as_name))
+    if named and as_name == text and not path.exists():
+        path = next((Path(text + ext) for ext in (".yaml", ".yml")
+                     if Path(text + ext).exists()), path)  # `NAME` when NAME.yaml is here
+    if path.exists() or path.is_symlink():  # whatever it is, the loader says what is wrong
+        preset = find_preset(as_name) if named else None
+        note = None
+        if preset is not None and preset.path.resolve() != path.resolve():
+            note = (f"{text}: using the file {path}, not the preset {preset.name!r} "
+                    f"({preset.path})")
+        return path, note
+    preset = find_preset(as_name) if named else None
+    if preset is not None:
+        return preset.path, None
+    if not named:
+        return path, None  # a path: the loader's "file not found" names it
+    names = sorted({e.name for e in _entries_in_order() if e.profile is not None})
+    listed = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+    raise ConfigError(f"{text}: no such file, and no preset of that name"
+                      + (f" (presets: {listed}; verl-tui profile list)" if names else ""))
