@@ -53,8 +53,13 @@ _FLOAT_RE = re.compile(rf"[+-]?(?:{_POINT}|(?:{_UINT}|{_POINT})[eE][+-]?{_DIGITS
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_./+-]+")
 
 
+_PLAIN_LIST_RE = re.compile(r"\[(?:[A-Za-z0-9_./+-]+(?:,[A-Za-z0-9_./+-]+)*)?\]")
+
+
 def _fast(text: str) -> Any:
     """The value Hydra gives `text` when that needs no parser, else NOT_A_VALUE."""
+    if _PLAIN_LIST_RE.fullmatch(text):
+        return [_fast(t) for t in text[1:-1].split(",")] if len(text) > 2 else []
     if not _PLAIN_RE.fullmatch(text):
         return NOT_A_VALUE
     low = text.lower()
@@ -197,14 +202,12 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def short_text(value: Any) -> str:
-    """The shortest text `parse_value` reads back as exactly `value` (a plain string or list
-    unquoted where that reads back the same)."""
+    """A text `parse_value` reads back as exactly `value`: plain where Hydra reads the plain
+    text the same (decided without Hydra, so the same everywhere), else Hydra's quoted form."""
     if isinstance(value, str):
-        if value and value.strip() == value and _same(read_value(value), value):
-            return value
-        return format_value(value)
+        return value if _same(_fast(value), value) else format_value(value)
     if isinstance(value, list):
         plain = "[" + ",".join(short_text(v) for v in value) + "]"
-        if _same(read_value(plain), value):
+        if _same(_fast(plain), value):
             return plain
     return format_value(value)

@@ -11,7 +11,6 @@ with its line number and a reason.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -22,6 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+# Hydra values are read in one place; read_hydra_value stays importable from here.
+from tui.jobs.hydra_values import NOT_A_VALUE as _REFUSED
+from tui.jobs.hydra_values import parse_value as _hydra_value
+from tui.jobs.hydra_values import read_value as read_hydra_value  # noqa: F401
 from tui.jobs.profiles import Profile, RuntimeEnv
 
 VERL_MODULE = "verl.trainer.main_ppo"
@@ -1570,74 +1573,6 @@ def _unquote_hint(raw: str) -> str:
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
         return raw[1:-1]
     return raw
-
-
-_REFUSED = object()
-
-
-@functools.lru_cache(maxsize=1)
-def _parser() -> Any:
-    # Hydra comes with verl; imported on first use, never at start-up.
-    try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-    except ImportError:
-        return None
-    return OverridesParser.create()
-_INTERP = re.compile(r"(\\*)\$\{")
-
-
-def _hydra_value(text: str, *, shell_text: bool = False) -> tuple[Any, str | None]:
-    """The value verl would get for `key=text`, as a profile holds it (typed, and strings as
-    literal text): Hydra's own parser, then OmegaConf's `\\${` escapes undone. Returns
-    (value, problem); value is _REFUSED when the override cannot be imported at all."""
-    parser = _parser()
-    if parser is None:  # no Hydra here: keep the text as written
-        return text, None
-    try:
-        override = parser.parse_override(f"k={text}")
-    except Exception:
-        if shell_text:  # an unresolved `$(…)` kept as written: reported as unresolved
-            return text, None
-        return text, ("Hydra cannot parse this value (verl would refuse it): imported as "
-                      "literal text")
-    if override.is_sweep_override():
-        return _REFUSED, ("comma-separated value is a Hydra sweep: verl refuses it without "
-                          "--multirun; write [a,b] for a list or quote it for a string")
-    value = override.value()
-    found: list[str] = []
-    value = _literal(value, found)
-    if found and not shell_text:
-        return value, (f"OmegaConf interpolation {found[0]}: a profile holds literal values, "
-                       "so this text reaches verl unresolved; write the value itself")
-    return value, None
-
-
-_NOT_READ = object()
-
-
-def read_hydra_value(text: str) -> Any:
-    """The literal value a profile would hold for `key=text` (Hydra's parser, OmegaConf
-    escapes undone); a private sentinel when Hydra refuses it, sweeps it or interpolates."""
-    value, problem = _hydra_value(text)
-    return _NOT_READ if problem or value is _REFUSED else value
-
-
-def _literal(value: Any, found: list[str]) -> Any:
-    """Undo OmegaConf's escapes (`\\${` is a literal `${`); note real interpolations."""
-    if isinstance(value, str):
-        def fix(m: re.Match[str]) -> str:
-            n = len(m.group(1))
-            if n % 2 == 0:  # a real interpolation: kept as written, and reported
-                end = value.find("}", m.end())
-                found.append(value[m.end() - 2:end + 1] if end >= 0 else "${")
-                return m.group(0)
-            return "\\" * (n // 2) + "${"
-        return _INTERP.sub(fix, value)
-    if isinstance(value, list):
-        return [_literal(v, found) for v in value]
-    if isinstance(value, dict):
-        return {k: _literal(v, found) for k, v in value.items()}
-    return value
 
 
 def _rejected(build: Any) -> str | None:
