@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -147,6 +148,12 @@ class ReplayTransport:
             out = load("debugger.json")["dap"]["sources"].get(argv[-1], "")
         elif "scan" in argv:
             out = json.dumps(load("checkpoints.json")["scans"][self.host]) + "\n"
+        elif any('find_spec("verl")' in a for a in argv):
+            # The job form reads the head's verl config: the recorded head ran this venv's
+            # Python, so the same program runs here with it (verl 0.9.1).
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, *argv[1:], stdout=asyncio.subprocess.PIPE)
+            out = (await proc.communicate())[0].decode()
         return RunResult(tuple(argv), 0, out, "")
 
     async def stream(self, argv: list[str], **_: Any) -> ReplayStream:
