@@ -162,8 +162,9 @@ async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path
 
 
 def _comparable(doc: dict) -> dict:
-    """A submission as shown, less what differs by design (its id: a fresh one per call)."""
-    return {k: v for k, v in doc.items() if k != "submission_id"}
+    """A submission as shown, less what differs by design: its id (a fresh one per call) and
+    the --json document's own insecure_host_keys field."""
+    return {k: v for k, v in doc.items() if k not in ("submission_id", "insecure_host_keys")}
 
 
 async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, monkeypatch):
