@@ -54,7 +54,7 @@ def sweep_cost(n: int = 200) -> dict:
     """Median and p99 of one NVML sweep of every GPU, in-process, as the agent does it."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_agent", ROOT / "tui/agent/gpu_agent.py")
+    spec = importlib.util.spec_from_file_location("gpu_agent", ROOT / "tui/remote/gpu_agent.py")
     agent = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(agent)
     import pynvml

@@ -30,9 +30,10 @@ from fakenvml.fakenvml import (
     write_state,
 )
 
-from tui.agent import agent_argv, agent_source
+from tui.cluster.telemetry import agent_argv
+from tui.remote import source
 
-AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "agent" / "gpu_agent.py"
+AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "remote" / "gpu_agent.py"
 INTERVAL = 0.2
 GPU_KEYS = {"index", "name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
             "memory_total_bytes", "temperature_c", "power_w", "power_limit_w", "processes",
@@ -132,9 +133,9 @@ def check_sample_shape(sample: dict) -> None:
 
 
 def test_agent_is_self_contained_python38_source() -> None:
-    source = agent_source()
-    assert source == AGENT_FILE.read_text()
-    tree = ast.parse(source, feature_version=(3, 8))
+    text = source("gpu_agent")
+    assert text == AGENT_FILE.read_text()
+    tree = ast.parse(text, feature_version=(3, 8))
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -147,7 +148,7 @@ def test_agent_is_self_contained_python38_source() -> None:
 def test_agent_argv_shape() -> None:
     argv = agent_argv("/usr/bin/python3", 1, once=True)
     assert argv[:3] == ["/usr/bin/python3", "-u", "-c"]
-    assert argv[3] == agent_source()
+    assert argv[3] == source("gpu_agent")
     assert argv[4:] == ["--interval", "1.0", "--once"]
 
 

@@ -1,7 +1,7 @@
 """Collect: copy the files of a step that one host lacks onto it from the hosts that hold them.
 
 The bytes are relayed through the cockpit, over the SSH connections it already has, so the nodes
-need no SSH (or any network path) between them. Per file (remote_script.py has the details):
+need no SSH (or any network path) between them. Per file (remote/ckpt_helper.py has the details):
 
     source: ``send PATH``  — listens on its own 127.0.0.1; prints port, token, size
     target: ``recv PATH``  — listens on its own 127.0.0.1; writes a fresh temp file

@@ -1,12 +1,11 @@
-"""Running the checkpoint helper (remote_script.py) on a host with that host's interpreter."""
+"""Running the checkpoint helper (tui/remote/ckpt_helper.py) with a host's interpreter."""
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import json
 from typing import Any
 
+from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import RunResult, Transport, TransportError
 
@@ -17,15 +16,9 @@ class CkptError(Exception):
     """A checkpoint operation could not be done; the message is one line for the user."""
 
 
-@functools.cache
-def script_source() -> str:
-    return importlib.resources.files("tui.ckpt").joinpath("remote_script.py").read_text(
-        encoding="utf-8")
-
-
 def script_argv(python: str, op: str, *args: str) -> list[str]:
-    """``python -c SOURCE OP ARGS...``: the source travels inline, nothing is installed."""
-    return [python, "-c", script_source(), op, *args]
+    """``python -u -c SOURCE OP ARGS...``: tui/remote/ckpt_helper.py, inline."""
+    return python_argv(python, "ckpt_helper", op, *args)
 
 
 def first_line(text: str) -> str:

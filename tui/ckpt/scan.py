@@ -1,8 +1,8 @@
 """Where a job's checkpoints live: every ``global_step_N`` under ``trainer.default_local_dir`` on
 every host, and whether the hosts together hold all of a step's shards.
 
-Each host runs remote_script.py ``scan ROOT`` (its own interpreter, stdlib only) and answers with a
-plain file listing; what the files mean is decided here, against the layout verl 0.9 writes:
+Each host runs remote/ckpt_helper.py ``scan ROOT`` (its own interpreter, stdlib only), answering
+with a plain file listing; what the files mean is decided here, against the layout verl 0.9 writes:
 
 FSDP (utils/checkpoint/fsdp_checkpoint_manager.py), in ``global_step_N/{actor,critic}/``:
     ``{model,optim,extra_state}_world_size_W_rank_R.pt`` — one per rank, written where that rank

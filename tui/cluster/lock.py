@@ -8,11 +8,12 @@ its content is the holder's JSON {user, host, pid, since, action}, rewritten by 
 and shown to whoever is refused.
 
 - Here: `<state dir>/locks/<cluster>.lock`, held by this process's open descriptor.
-- On the head: `/tmp/ray/verl-tui-cluster.lock`, held by a small Python process started over
-  SSH with the head's interpreter. It prints one JSON line (held, or who holds it), then waits
-  for its stdin to close: the caller closes it when done; a caller that dies takes its SSH
-  channel with it, stdin ends, the process exits and the flock is gone. A holder whose caller
-  hangs with the connection open gives up after MAX_HOLD_S (the "older than a bound" rule).
+- On the head: `/tmp/ray/verl-tui-cluster.lock`, held by a small Python process started over SSH
+  with the head's interpreter (tui/remote/head_lock.py). It prints one JSON line (held, or who
+  holds it), then waits for its stdin to close: the caller closes it when done; a caller that dies
+  takes its SSH channel with it, stdin ends, the process exits and the flock is gone. A holder
+  whose caller hangs with the connection open gives up after MAX_HOLD_S (the "older than a bound"
+  rule).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.state import state_dir
 from tui.transport.types import StreamProcess, Transport, TransportError
@@ -135,50 +137,6 @@ class LocalLock:
             self._fd = None
 
 
-# Runs on the head (stdlib only). argv: directory, owner JSON, max hold seconds.
-HEAD_SCRIPT = r"""
-import fcntl, json, os, select, sys, time
-d, owner, max_hold = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
-try:
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    try:
-        os.fchmod(fd, 0o666)  # another user's verl-tui must be able to take it over
-    except OSError:
-        pass
-except OSError as exc:
-    print(json.dumps({"error": "%s: %s" % (d, exc.strerror or exc)}), flush=True)
-    sys.exit(0)
-try:
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-except BlockingIOError:
-    doc = {}
-    for _ in range(10):
-        raw = os.pread(fd, 65536, 0)
-        try:
-            doc = json.loads(raw)
-            break
-        except ValueError:
-            time.sleep(0.02)
-    print(json.dumps({"busy": doc}), flush=True)
-    sys.exit(0)
-owner["head_pid"] = os.getpid()
-os.ftruncate(fd, 0)
-os.pwrite(fd, json.dumps(owner).encode(), 0)
-print(json.dumps({"held": os.getpid()}), flush=True)
-deadline = time.monotonic() + max_hold
-while True:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        break
-    r, _, _ = select.select([0], [], [], left)
-    if r and not os.read(0, 4096):
-        break  # stdin closed: the caller is done or gone
-os.ftruncate(fd, 0)
-""".replace("NAME", repr(LOCK_NAME))
-
-
 class HeadLock:
     """The head's flock, held by a process on the head for as long as this object lives."""
 
@@ -194,7 +152,8 @@ async def acquire_head_lock(transport: Transport, python: str, owner: LockOwner,
                             directory: str = HEAD_LOCK_DIR,
                             max_hold: float = MAX_HOLD_S) -> HeadLock:
     """Take the head's lock or raise LockHeld at once (TransportError when it cannot run)."""
-    argv = [python, "-c", HEAD_SCRIPT, directory, json.dumps(owner.to_json()), str(max_hold)]
+    argv = python_argv(python, "head_lock", directory, LOCK_NAME, json.dumps(owner.to_json()),
+                       str(max_hold))
     proc = await transport.stream(argv)
     first = None
     try:

@@ -1,4 +1,4 @@
-"""Facts about each host — one SSH exec of probe_script.py per host, all hosts in parallel.
+"""Facts about each host — one SSH exec of tui/remote/probe.py per host, all hosts in parallel.
 
 The probe runs with the host's configured interpreter and with hosts.yaml ``ray.env`` exported
 (by default), so its answers are what ``ray start`` and Ray's workers will see: the packages of
@@ -32,7 +32,7 @@ ray_cpu_count             the CPUs Ray detects by itself (cpu_count, lowered by 
 mem_total_bytes, mem_available_bytes    /proc/meminfo; mem_cgroup_limit_bytes: cgroup limit
 interfaces                NetInterface per interface (name, ipv4, ipv6 non-link-local, up,
                           loopback)
-env                       the selected variables that are set (probe_script.ENV_KEYS)
+env                       the selected variables that are set (remote/probe.py ENV_KEYS)
 hf_cache                  HfCache: the hub cache dir, whether it exists / is readable / writable
 ib_source                 "ibstat" | "sysfs" | None (no InfiniBand tools or devices)
 ib_ports, ib_error        IbPort per HCA port (state "Active", physical_state "LinkUp", …)
@@ -46,8 +46,6 @@ probe_errors              section → one-line error, for sections that failed o
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib.resources
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -55,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.config.hosts import Host, Inventory
+from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
@@ -62,20 +61,10 @@ DEFAULT_TIMEOUT = 30.0
 MAX_PARALLEL = 64  # probes in flight at once; each is one channel on an existing connection
 
 
-@functools.cache
-def probe_source() -> str:
-    """The text of probe_script.py, read once from the installed package."""
-    return importlib.resources.files("tui.cluster").joinpath("probe_script.py").read_text(
-        encoding="utf-8")
-
-
 def probe_argv(python: str, ports: Iterable[int] = ()) -> list[str]:
-    """``python -c SOURCE --ports 6379,8265``: the source travels inline, nothing is installed."""
-    argv = [python, "-c", probe_source()]
+    """``python -u -c SOURCE --ports 6379,8265``: tui/remote/probe.py, inline."""
     ports = sorted(set(ports))
-    if ports:
-        argv += ["--ports", ",".join(str(p) for p in ports)]
-    return argv
+    return python_argv(python, "probe", *(["--ports", ",".join(map(str, ports))] if ports else []))
 
 
 @dataclass(frozen=True)

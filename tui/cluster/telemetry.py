@@ -12,10 +12,10 @@ import re
 import time
 from collections.abc import Callable
 
-from tui.agent import agent_argv
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import HostTelemetry, TelemetryState
 from tui.config.hosts import Host, Inventory
+from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState, LinkStatus, TransportError
@@ -30,6 +30,13 @@ _AGENT_RETRY_MAX_S = 60.0  # backoff cap for an agent that keeps failing
 MAX_AGENT_LINE = 1 << 20
 _INDEX_RE = re.compile(r"\[\d+\]")
 _STALE_AFTER_INTERVALS = 3.0
+
+
+def agent_argv(python: str, interval: float, once: bool = False) -> list[str]:
+    """The GPU agent (tui/remote/gpu_agent.py) run with the host's `python`, streaming a sample
+    every `interval` seconds (one sample with `once`)."""
+    return python_argv(python, "gpu_agent", "--interval", str(float(interval)),
+                       *(["--once"] if once else []))
 
 
 def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:

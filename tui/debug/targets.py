@@ -15,6 +15,7 @@ from typing import Any
 
 from tui.cluster.dashboard import TERMINAL, DashboardError, api_path
 from tui.cluster.ray_cluster import RayCluster
+from tui.remote import python_argv
 from tui.transport.types import Forward, TransportError
 
 _PAUSED = api_path("api", "v0", "workers", query={
@@ -23,39 +24,6 @@ _PAUSED = api_path("api", "v0", "workers", query={
 _RUNNING_TASKS = api_path("api", "v0", "tasks", query={
     "detail": "true", "limit": 10000, "filter_keys": "state", "filter_predicates": "=",
     "filter_values": "RUNNING"})
-
-# Run with the head's interpreter: Ray's own GCS client, no ray.init (which would register a
-# driver job and take seconds). Prints one JSON object. Keys of dead jobs are deleted, as
-# `ray debug` does, so they do not pile up.
-_KV_SCRIPT = r"""
-import json, sys
-from ray._raylet import GcsClient
-gcs = GcsClient(address=sys.argv[1])
-ns = b"ray_pdb"
-jobs = {}
-for info in gcs.get_all_job_info(skip_submission_job_info_field=True,
-                                 skip_is_running_tasks_field=True).values():
-    meta = dict(info.config.metadata)
-    jobs[info.job_id.hex()] = {"alive": not info.is_dead,
-                               "submission_id": meta.get("job_submission_id")}
-out = []
-for key in gcs.internal_kv_keys(b"RAY_PDB_", namespace=ns):
-    raw = gcs.internal_kv_get(key, namespace=ns)
-    if raw is None:
-        continue
-    try:
-        rec = json.loads(raw)
-    except ValueError:
-        continue
-    job = jobs.get(rec.get("job_id"))
-    if job is None or not job["alive"]:
-        gcs.internal_kv_del(key, False, namespace=ns)
-        continue
-    rec["key"] = key.decode()
-    rec["submission_id"] = job["submission_id"]
-    out.append(rec)
-print(json.dumps({"breakpoints": out}))
-"""
 
 
 @dataclass(frozen=True)
@@ -154,8 +122,9 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
     inv = cluster.inv
     head = inv.head
     transport = await cluster.fleet.ready(head.name, 15)
-    res = await transport.run([head.python, "-c", _KV_SCRIPT, f"{head.node_ip}:{inv.ray.port}"],
-                              timeout=30)
+    # tui/remote/ray_pdb_keys.py: Ray's GCS client with the head's interpreter, no ray.init.
+    argv = python_argv(head.python, "ray_pdb_keys", f"{head.node_ip}:{inv.ray.port}")
+    res = await transport.run(argv, timeout=30)
     if not res.ok:
         tail = (res.stderr or res.stdout).strip().splitlines()
         raise TransportError(f"reading breakpoints on {head.name} failed: "

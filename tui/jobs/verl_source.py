@@ -1,11 +1,11 @@
 """The verl a job will run, read from the cluster so the login node needs neither verl nor torch.
 
-The head's interpreter (hosts.yaml `python`) runs verl_remote.py over SSH: it finds verl's package
-folder without importing verl and answers with a manifest (version, files, sizes); only when
-that manifest is not in the local cache does a second exec send the files (a gzip tar, base64 in
-one JSON line, capped). The cache lives under $XDG_CACHE_HOME/verl-tui/verl/, one folder per
-verl version and file list, written atomically (a temp folder renamed into place), laid out like
-verl's package so schema.py composes from it as from an installed verl. This Python's verl is
+The head's interpreter (hosts.yaml `python`) runs tui/remote/verl_config.py over SSH: it finds
+verl's package folder without importing verl and answers with a manifest (version, files, sizes);
+only when that manifest is not in the local cache does a second exec send the files (a gzip tar,
+base64 in one JSON line, capped). The cache lives under $XDG_CACHE_HOME/verl-tui/verl/, one folder
+per verl version and file list, written atomically (a temp folder renamed into place), laid out
+like verl's package so schema.py composes from it as from an installed verl. This Python's verl is
 the fallback when the head has none; the error names the host asked and why it failed.
 """
 
@@ -15,9 +15,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import functools
 import hashlib
-import importlib.resources
 import io
 import json
 import os
@@ -32,6 +30,7 @@ from typing import Any
 from tui.config.hosts import Inventory
 from tui.jobs import schema
 from tui.jobs.schema import SchemaError, VerlSource
+from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
@@ -74,16 +73,9 @@ def cache_root() -> Path:
     return Path(base) / "verl-tui" / "verl"
 
 
-@functools.cache
-def remote_source() -> str:
-    """The text of verl_remote.py, read once from the installed package."""
-    return importlib.resources.files("tui.jobs").joinpath("verl_remote.py").read_text(
-        encoding="utf-8")
-
-
 def remote_argv(python: str, op: str) -> list[str]:
-    """``python -c SOURCE OP SPEC [MAX]``: the source travels inline, nothing is installed."""
-    argv = [python, "-c", remote_source(), op, json.dumps(SPEC)]
+    """``python -u -c SOURCE OP SPEC [MAX]``: tui/remote/verl_config.py, inline."""
+    argv = python_argv(python, "verl_config", op, json.dumps(SPEC))
     return [*argv, str(MAX_BYTES)] if op == "files" else argv
 
 
