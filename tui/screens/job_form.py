@@ -10,6 +10,7 @@ reached only through RayCluster / the jobs service.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from dataclasses import dataclass, field
@@ -49,11 +50,12 @@ from tui.jobs.pipeline import (
     resources_from_status,
     working_dir_size,
 )
-from tui.jobs.profiles import Profile, load_profile
+from tui.jobs.profiles import Profile, load_profile, resolve_profile
 from tui.jobs.rules import ClusterResources, Problem
-from tui.jobs.schema import KeyInfo, SchemaError, key_catalog, unknown_key_message
+from tui.jobs.schema import KeyInfo, SchemaError, VerlSource, key_catalog, unknown_key_message
 from tui.jobs.submit import Submission
 from tui.jobs.validate import Report, cluster_shape
+from tui.jobs.verl_source import select_verl
 from tui.jobs.workdir import WorkdirError
 from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
@@ -120,7 +122,11 @@ class JobFormScreen(Screen[str | None]):
                              and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])]
         self.cluster = cluster
         self.history = history
-        self.profile_path = Path(profile_path).expanduser()
+        try:  # a file, or a preset's name
+            self.profile_path, self.profile_note = resolve_profile(profile_path)
+        except ConfigError:  # neither: the load says so
+            self.profile_path, self.profile_note = Path(profile_path).expanduser(), None
+        self.verl: VerlSource | None = None  # the verl the form is built from (shown on top)
         self.initial_sets = list(initial_sets or [])
         self.profile: Profile | None = None
         self.fields: dict[str, FormField] = {}
@@ -202,6 +208,10 @@ class JobFormScreen(Screen[str | None]):
 
     @work(exclusive=True, group="form-load", exit_on_error=False)
     async def load(self) -> None:
+        # The head's own verl (read over SSH, cached by version); when neither the cluster
+        # nor this Python has verl, the load below shows the one-line SchemaError.
+        with contextlib.suppress(SchemaError):
+            self.verl = await select_verl(self.cluster.fleet, self.cluster.inv)
         loaded = await asyncio.to_thread(self._load_sync)
         self.profile = loaded.profile
         self.infos = loaded.infos
@@ -289,10 +299,15 @@ class JobFormScreen(Screen[str | None]):
             source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
             t.append(f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs{source}",
                      "bold cyan")
+        if self.verl is not None:
+            t.append(f"   {self.verl.label}", "bold green")
         if p and p.description:
             t.append(f"\n {p.description}", "italic")
         if self.cluster_note:
             t.append(f"\n ! {self.cluster_note}", "yellow")
+        for note in (self.verl.note if self.verl else None, self.profile_note):
+            if note:
+                t.append(f"\n ! {note}", "yellow")
         if self.draft_note:
             t.append(f"\n {self.draft_note}", "cyan")
         # Profile names, paths, descriptions and notes come from files: cleaned, styles kept.
