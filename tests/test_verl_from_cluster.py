@@ -111,7 +111,7 @@ def test_check_and_dry_run_compose_from_the_hosts_verl_then_from_the_cache(env) 
     folders = [p for p in env["cache"].iterdir() if not p.name.startswith(".")]
     assert [p.name.split("-")[0] for p in folders] == ["0.9.1"]
     before = _snapshot(folders[0])
-    assert "pkg/trainer/config/ppo_trainer.yaml" in before
+    assert "verl/trainer/config/ppo_trainer.yaml" in before
 
     again, doc2, t_again = _check_json(env, hosts)
     assert again.returncode == 0, again.stdout + again.stderr

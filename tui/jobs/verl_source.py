@@ -182,7 +182,7 @@ def cached_folder(manifest: Manifest) -> Path | None:
     if not isinstance(saved, dict) or saved.get("version") != manifest.version or [
             tuple(f) for f in saved.get("files") or []] != list(manifest.files):
         return None
-    pkg = folder / "pkg"
+    pkg = folder / "verl"  # laid out like the installed package
     return pkg if (pkg / "trainer" / "config" / "ppo_trainer.yaml").is_file() else None
 
 
@@ -194,7 +194,7 @@ def _store(manifest: Manifest, tar_b64: Any, where: str) -> Path:
     final = root / manifest.key
     tmp = Path(tempfile.mkdtemp(prefix=f".{manifest.key}.", dir=root))
     try:
-        _unpack(tar_b64, manifest, tmp / "pkg", where)
+        _unpack(tar_b64, manifest, tmp / "verl", where)
         (tmp / "manifest.json").write_text(json.dumps(manifest.to_json()), encoding="utf-8")
         if final.exists():  # an unusable leftover (same key, other content): replace it
             stale = Path(tempfile.mkdtemp(prefix=f".{manifest.key}.old.", dir=root))
@@ -209,7 +209,7 @@ def _store(manifest: Manifest, tar_b64: Any, where: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _prune(root, keep=final)
-    return final / "pkg"
+    return final / "verl"
 
 
 def _prune(root: Path, keep: Path) -> None:
