@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from dataclasses import replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from tui.cluster.doctor import Finding, run_doctor, summarize
+from tui.commands import Command, seconds
 from tui.commands.output import json_text
-from tui.config.hosts import Inventory
 from tui.sanitize import one_line, raw
-from tui.transport.fleet import Fleet
+
+if TYPE_CHECKING:  # imported where used: `verl-tui check --help` stays light
+    from tui.cluster.doctor import Finding
+    from tui.config.hosts import Inventory
 
 SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
 _COLORS = {"ok": "\x1b[32m", "warn": "\x1b[33m", "fail": "\x1b[31m"}
@@ -19,6 +22,8 @@ _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 
 
 def to_json(findings: list[Finding]) -> dict:
+    from tui.cluster.doctor import summarize
+
     return {"checks": [f.to_json() for f in findings], "summary": summarize(findings)}
 
 
@@ -39,6 +44,8 @@ def format_table(findings: list[Finding], *, color: bool = False) -> str:
         if f.fix:
             fix = f"{' ' * (check_w + 4)}fix: {f.fix}"
             lines.append(f"{_DIM}{fix}{_RESET}" if color else fix)
+    from tui.cluster.doctor import summarize
+
     counts = summarize(findings)
     lines.append(f"\n{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
     return "\n".join(lines)
@@ -50,6 +57,9 @@ async def _doctor(inventory: Inventory, timeout: float, progress_to: TextIO | No
         if progress_to is not None:
             progress_to.write(f"\r\x1b[K{one_line(msg)}…")
             progress_to.flush()
+
+    from tui.cluster.doctor import run_doctor
+    from tui.transport.fleet import Fleet
 
     async with Fleet(inventory) as fleet:
         try:
@@ -80,3 +90,20 @@ def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> in
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui check | head`: the reader left
     return 1 if any(f.status == "fail" for f in findings) else 0
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
+                   help="seconds for the whole check (default 60)")
+
+
+def _run_args(args: argparse.Namespace) -> int:
+    return run_check(args.inventory, as_json=args.json, timeout=args.timeout)
+
+
+CHECK = Command(_arguments, _run_args, hosts="optional",
+                description="Preflight checks that catch what makes multi-node verl hang. "
+                "Exit 0: nothing fails; 1: something fails; 2: bad input.")

@@ -6,6 +6,7 @@ target; merge: the merger succeeded); 1 — it did not; 2 — bad input.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import re
@@ -20,6 +21,7 @@ from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.merge import MergeRefused, merge
 from tui.ckpt.resume import profile_root
 from tui.ckpt.scan import CheckpointIndex, check_root, scan_fleet
+from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run
 from tui.config.hosts import Inventory
@@ -312,3 +314,44 @@ def run_ckpt(inv: Inventory, *, directory: str | None, profile: Path | None, as_
         return run_ckpt_merge(inv, root, merge_step, on, target, role=role or "actor",
                               backend=backend, as_json=as_json)
     return run_ckpt_list(inv, root, as_json=as_json)
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", metavar="DIR", help="the checkpoint folder (absolute)")
+    p.add_argument("--profile", type=Path, metavar="PROFILE.yaml",
+                   help="take the folder from the profile's trainer.default_local_dir")
+    p.add_argument("--collect", type=int, metavar="STEP",
+                   help="copy this step's missing files onto --to HOST")
+    p.add_argument("--to", metavar="HOST", help="the host --collect copies onto")
+    p.add_argument("--role", metavar="ROLE", help="only this role's folder (collect: default "
+                   "the whole step; merge: default actor)")
+    p.add_argument("--merge", type=int, metavar="STEP", help="merge this step into a Hugging "
+                   "Face model on --on HOST, written to --target DIR")
+    p.add_argument("--on", metavar="HOST", help="the host --merge runs verl's merger on")
+    p.add_argument("--target", metavar="DIR", help="the folder --merge writes the model to, "
+                   "on that host")
+    p.add_argument("--backend", choices=("fsdp", "megatron"),
+                   help="merger backend (default: the checkpoint's layout)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _run_args(a: argparse.Namespace) -> int:
+    return run_ckpt(a.inventory, directory=a.dir, profile=a.profile, as_json=a.json,
+                    collect_step=a.collect, to=a.to, role=a.role, merge_step=a.merge, on=a.on,
+                    target=a.target, backend=a.backend)
+
+
+CKPT = Command(
+    _arguments, _run_args, hosts="optional",
+    usage="verl-tui ckpt [-h] [HOSTS.yaml] (--dir DIR | --profile PROFILE.yaml) [--json]\n"
+    "       verl-tui ckpt [-h] [HOSTS.yaml] (--dir DIR | --profile PROFILE.yaml)\n"
+    "                --collect STEP --to HOST [--role ROLE] [--json]\n"
+    "       verl-tui ckpt [-h] [HOSTS.yaml] (--dir DIR | --profile PROFILE.yaml)\n"
+    "                --merge STEP --on HOST --target DIR [--backend {fsdp,megatron}]\n"
+    "                [--role ROLE] [--json]",
+    description="A job's checkpoints (trainer.default_local_dir) on every host: each "
+    "global_step_N, its world size, which ranks each host holds, whether all exist somewhere. "
+    "--collect copies a step's missing files onto one host (relayed over SSH, sha256-checked, "
+    "never overwriting); --merge runs verl's model merger there.")

@@ -3,11 +3,13 @@ legacy pdb breakpoints), for scripts and for a quick look without the cockpit.""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
+from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
@@ -47,3 +49,14 @@ def run_debug(inv: Inventory, *, as_json: bool) -> int:
         return 1 if targets.problems else 0
 
     return _run(_with_cluster(inv, body))
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+DEBUG = Command(_arguments, lambda a: run_debug(a.inventory, as_json=a.json), hosts="required",
+                description="Workers paused by post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
+                "and legacy pdb breakpoints (RAY_DEBUG=legacy) of running jobs.")

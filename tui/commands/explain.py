@@ -13,6 +13,7 @@ directory, a FIFO or other non-regular file).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from tui.commands import Command
 from tui.logs.signatures import (
     ANSI_RE_B,
     ERROR,
@@ -211,3 +213,19 @@ def _print_finding(name: str, item: Finding) -> None:
     print(f"{name}:{item.line}: {item.severity}: {one_line(item.text, SHOW_LIMIT)}")
     if item.hint is not None:
         print(f"    hint ({item.hint.key}): {one_line(item.hint.text)}")
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("logfile", metavar="LOGFILE", help="the log file, or - for stdin")
+    p.add_argument("--json", action="store_true",
+                   help='JSON output: {"findings": [{"line", "text", "severity", "hint"}]}')
+
+
+# A local file: no hosts file, no inventory.
+EXPLAIN = Command(_arguments, lambda a: run_explain(a.logfile, as_json=a.json),
+                  description="Known failures in a saved log (a driver log, a worker's .err, a "
+                  "Slurm output file): each finding with its line number, severity and hint, "
+                  "from the same signatures as the log pane. Exit 0: no error found; 1: errors "
+                  "found; 2: bad input (missing or unreadable file, a directory, a FIFO).")

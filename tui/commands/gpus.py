@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from tui.cluster.models import HostTelemetry
-from tui.cluster.telemetry import TelemetryMonitor
+from tui.commands import Command, seconds
 from tui.commands.output import json_text
-from tui.config.hosts import Inventory
 from tui.sanitize import one_line
-from tui.transport.fleet import Fleet
+
+if TYPE_CHECKING:  # imported where used: `verl-tui gpus --help` stays light
+    from tui.cluster.models import HostTelemetry
+    from tui.cluster.telemetry import TelemetryMonitor
+    from tui.config.hosts import Inventory
 
 GIB = 1024**3
 
@@ -59,6 +63,9 @@ def format_text(hosts: list[HostTelemetry]) -> str:
 
 async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float | None,
                timeout: float) -> int:
+    from tui.cluster.telemetry import TelemetryMonitor
+    from tui.transport.fleet import Fleet
+
     fleet = Fleet(inventory)
     monitor = TelemetryMonitor(fleet, inventory, interval=interval)
     # SIGTERM (a script stopping us) and SIGHUP (its terminal closed) end like Ctrl-C: the
@@ -97,3 +104,24 @@ def run_gpus(inventory: Inventory, *, once: bool, as_json: bool, interval: float
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui gpus | head`: the reader left; exit quietly
         return 0
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--json", action="store_true", help="JSON output (one object per line)")
+    p.add_argument("--interval", type=seconds, default=None, metavar="SECONDS",
+                   help="seconds between samples (default: hosts.yaml telemetry.interval)")
+    p.add_argument("--timeout", type=seconds, default=20.0, metavar="SECONDS",
+                   help="seconds to wait for every host's first sample (default 20)")
+
+
+def _run_args(args: argparse.Namespace) -> int:
+    return run_gpus(args.inventory, once=args.once, as_json=args.json, interval=args.interval,
+                    timeout=args.timeout)
+
+
+GPUS = Command(_arguments, _run_args, hosts="optional",
+               description="Print every host's GPUs: utilization, memory, temperature, power. "
+               "Exit 1 with --once when a host did not answer.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import shlex
@@ -12,6 +13,7 @@ from typing import Any
 
 from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.ray_cluster import RayCluster
+from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
@@ -286,3 +288,88 @@ def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run
         return 0
 
     return _run(_with_cluster(inv, body))
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _submit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", nargs="?", type=Path, metavar="PROFILE",
+                   help="a profile file or a preset's name (verl-tui profile list)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a verl config key (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="environment variable for the job (repeatable; K alone takes $K)")
+    p.add_argument("--working-dir", metavar="DIR", help="local directory to upload")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="working_dir exclude pattern (repeatable)")
+    p.add_argument("--submission-id", metavar="ID",
+                   help="the job's submission id (default: Ray picks one)")
+    p.add_argument("--resubmit", metavar="SUBMISSION_ID",
+                   help="submit a job from the local history again (its secrets from this "
+                   "environment)")
+    p.add_argument("--post-mortem", action="store_true",
+                   help="RAY_DEBUG_POST_MORTEM=1: failing tasks wait for a debugger")
+    p.add_argument("--legacy-debug", action="store_true",
+                   help="RAY_DEBUG=legacy: breakpoint() waits for `verl-tui debug`'s pdb")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the equivalent `ray job submit` command, submit nothing")
+    p.add_argument("--print-config", action="store_true",
+                   help="run main_ppo --cfg job: the cluster's verl prints the composed config "
+                   "and exits (no GPU needed)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _submit(args: argparse.Namespace) -> int:
+    inv = args.inventory
+    if args.resubmit:
+        if args.command or args.profile is not None:
+            raise ConfigError("give --resubmit ID alone, not with a PROFILE or a command")
+        return run_resubmit(inv, args.resubmit, submission_id=args.submission_id,
+                            dry_run=args.dry_run, as_json=args.json)
+    if args.command:
+        if args.profile is not None:
+            raise ConfigError("give either a PROFILE or a command after --, not both")
+        return run_submit_raw(
+            inv, args.command, env=parse_env(args.env),
+            working_dir=resolve_working_dir(args.working_dir), excludes=args.exclude,
+            submission_id=args.submission_id, dry_run=args.dry_run, as_json=args.json)
+    if args.profile is None:
+        raise ConfigError("nothing to submit: give a PROFILE or -- COMMAND ARGS...")
+    return run_submit_profile(
+        inv, args.profile, sets=args.set, env=parse_env(args.env),
+        working_dir=resolve_working_dir(args.working_dir), excludes=args.exclude,
+        submission_id=args.submission_id, post_mortem=args.post_mortem,
+        legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json,
+        print_config=args.print_config)
+
+
+SUBMIT = Command(
+    _submit_arguments, _submit, hosts="required", dashdash_command=True,
+    usage="verl-tui submit [-h] HOSTS.yaml PROFILE [--set KEY=VALUE ...] [--env K=V ...]\n"
+    "                [--working-dir DIR] [--exclude PATTERN ...] [--submission-id ID]\n"
+    "                [--post-mortem] [--legacy-debug] [--print-config] [--dry-run] [--json]\n"
+    "       verl-tui submit [-h] HOSTS.yaml [--env K=V ...] [--working-dir DIR]\n"
+    "                [--exclude PATTERN ...] [--submission-id ID] [--dry-run] [--json]\n"
+    "                -- COMMAND ARGS...\n"
+    "       verl-tui submit [-h] HOSTS.yaml --resubmit SUBMISSION_ID [--submission-id ID]\n"
+    "                [--dry-run] [--json]",
+    description="Submit a verl profile (a file or a preset's name), or any command given after "
+    "--, as a Ray job through the head's Jobs API over SSH; --resubmit sends a job of the "
+    "local history again. The profile is validated against verl's rules and the live cluster "
+    "first: exit 1 with the problems, nothing submitted.")
+
+
+def _jobs_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _stop_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", metavar="SUBMISSION_ID", help="the job to stop (verl-tui jobs lists "
+                   "them)")
+
+
+JOBS = Command(_jobs_arguments, lambda a: run_jobs(a.inventory, as_json=a.json), hosts="required",
+               description="Jobs on the cluster, with their profiles and configs from the local "
+               "history.")
+STOP = Command(_stop_arguments, lambda a: run_stop(a.inventory, a.job), hosts="required",
+               description="Stop a job and wait until it stopped.")

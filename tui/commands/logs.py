@@ -6,12 +6,14 @@ scripts can wait on a job with it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.job_logs import JobLogEnd, job_log_chunks
 from tui.cluster.node_logs import follow_log, list_logs, log_path
 from tui.cluster.ray_cluster import RayCluster
+from tui.commands import Command
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
@@ -82,3 +84,29 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
         return 0
 
     return _run(_with_cluster(inv, body))
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", nargs="?", metavar="JOB",
+                   help="submission id (or, with --node, a log file name; without one, the "
+                   "host's files are listed)")
+    p.add_argument("--node", metavar="HOST", help="a host's Ray logs instead of a job's")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+
+
+def _run_args(args: argparse.Namespace) -> int:
+    if args.node:
+        return run_node_logs(args.inventory, args.node, args.job, follow=args.follow)
+    if not args.job:
+        raise ConfigError("give a JOB (verl-tui jobs lists them) or --node HOST")
+    return run_job_logs(args.inventory, args.job, follow=args.follow)
+
+
+LOGS = Command(_arguments, _run_args, hosts="required", intermixed=True,
+               usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
+               "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
+               description="Print a job's driver log (through the head's Jobs API), or list and "
+               "print a host's Ray session log files (over SSH). With --follow and a job: exit "
+               "0 when it SUCCEEDED, 1 otherwise.")

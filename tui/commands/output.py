@@ -4,9 +4,10 @@ the insecure-host-keys warning."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.config.hosts import Inventory
+if TYPE_CHECKING:  # a type only: `verl-tui CMD --help` imports this module, not pydantic
+    from tui.config.hosts import Inventory
 
 
 def json_text(doc: dict[str, Any], inventory: Inventory | None, **dumps: Any) -> str:

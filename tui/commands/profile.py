@@ -10,11 +10,13 @@ preset's name (`profile list`).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from pathlib import Path
 from typing import Any
 
+from tui.commands import Command
 from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
@@ -185,3 +187,35 @@ def run_profile_list(*, as_json: bool, width: int = 60) -> int:
         print(f"{one_line(r['name']):<{name_w}}  {one_line(algo):<10}  {shape:<10}  "
               f"{_cut(text, width)}")
     return 0
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _check_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", type=Path, metavar="PROFILE",
+                   help="a profile file or a preset's name (verl-tui profile list)")
+    p.add_argument("--hosts", type=Path, metavar="HOSTS.yaml",
+                   help="also check against the live cluster, with the cluster's own verl")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a verl config key (repeatable)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _check(args: argparse.Namespace) -> int:
+    from tui.commands import load_hosts
+
+    hosts = load_hosts(args.hosts) if args.hosts else None
+    return run_profile_check(args.profile, hosts=hosts, sets=args.set, as_json=args.json)
+
+
+def _list_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+CHECK = Command(_check_arguments, _check,
+                description="Validate a profile against verl's config and rules; with --hosts, "
+                "also against the live cluster, with the cluster's verl. Exit 0: no errors "
+                "(warnings allowed); 1: errors; 2: bad input.")
+LIST = Command(_list_arguments, lambda a: run_profile_list(as_json=a.json),
+               description="The presets shipped with verl-tui, then your profiles: name, "
+               "algorithm, nodes×GPUs, description.")

@@ -3,12 +3,14 @@ script (ray job submit, Slurm, dstack). Headless, one report, plain exit codes."
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from tui.commands import Command
 from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
 from tui.jobs.importer import ImportResult, import_script
@@ -142,3 +144,36 @@ def run_export(profile_path: Path, kind: str, output: Path | None, *, nodes: int
         return EXIT_BAD_INPUT
     print(f"wrote {output} ({kind})", file=stderr)
     return EXIT_OK
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _import_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("script", type=Path, metavar="SCRIPT.sh",
+                   help="a shell script that runs verl's main_ppo")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="PROFILE.yaml",
+                   help="the profile to write (atomically)")
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", type=Path, metavar="PROFILE.yaml", help="the profile file")
+    p.add_argument("--format", choices=tuple(EXPORTERS), default="ray-job",
+                   help="the launcher to write (default ray-job)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE",
+                   help="where to write it (default: stdout)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="nodes to allocate (sbatch, dstack: trainer.nnodes follows; default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=8,
+                   help="GPUs per node to allocate (sbatch, dstack; default 8)")
+
+
+IMPORT = Command(_import_arguments, lambda a: run_import(a.script, a.output),
+                 description="Read a shell script that runs main_ppo into a profile: its "
+                 "overrides, environment and launcher settings, with a report of what was "
+                 "kept and what was not. Exit 0: written; 1: no verl command in the script; "
+                 "2: bad input.")
+EXPORT = Command(_export_arguments,
+                 lambda a: run_export(a.profile, a.format, a.output, nodes=a.nodes,
+                                      gpus_per_node=a.gpus_per_node),
+                 description="Write a profile as a launch script: `ray job submit`, a Slurm "
+                 "sbatch file, or a dstack task. Exit 0: written; 2: bad input.")

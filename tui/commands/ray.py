@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -21,6 +22,7 @@ from tui.cluster.ray_cluster import (
     RayCluster,
     StepEvent,
 )
+from tui.commands import Command
 from tui.commands.output import json_text
 from tui.config.hosts import Inventory
 from tui.fmt import plural
@@ -214,3 +216,34 @@ def run_tunnel(inv: Inventory) -> int:
         return 0
 
     return _run(_with_cluster(inv, body))
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+def _up_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--restart", action="store_true",
+                   help="stop Ray everywhere first, then start it")
+
+
+def _no_arguments(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _json_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+
+UP = Command(_up_arguments, lambda a: run_up(a.inventory, restart=a.restart), hosts="optional",
+             description="Probe every host, check versions, start the Ray head, then all workers "
+             "in parallel, and wait until every node is ALIVE. Exit 3 while another up/down "
+             "holds the cluster's lock.")
+DOWN = Command(_no_arguments, lambda a: run_down(a.inventory), hosts="optional",
+               description="Stop Ray on every worker, then the head; check nothing is left. "
+               "Exit 3 while another up/down holds the cluster's lock.")
+STATUS = Command(_json_argument, lambda a: run_status(a.inventory, as_json=a.json),
+                 hosts="optional",
+                 description="Nodes alive, their resources and versions (through the head's "
+                 "dashboard, over SSH). Exit 1 when a host's node is missing.")
+TUNNEL = Command(_no_arguments, lambda a: run_tunnel(a.inventory), hosts="optional",
+                 description="Forward the head's loopback dashboard and Jobs API here; print "
+                 "the URL and hold until Ctrl-C.")
