@@ -7,6 +7,11 @@ the script into commands with their lines; variables are resolved only from plai
 assignments earlier in the script. Everything else is reported, never guessed: an unresolved
 reference keeps its literal text in the value, and every line that does not map is listed
 with its line number and a reason.
+
+The shell is read in three steps, one module each: shell_lexer.py (tokens with lines and
+spans), shell_parse.py (simple commands), shell_expand.py (variables and expansion). This
+module maps the commands onto a profile; its public names (import_script, ImportResult,
+Unmapped, Mapped, Assumed, read_hydra_value, VERL_MODULE) stay importable from here.
 """
 
 from __future__ import annotations
@@ -26,20 +31,14 @@ from tui.jobs.hydra_values import NOT_A_VALUE as _REFUSED
 from tui.jobs.hydra_values import parse_value as _hydra_value
 from tui.jobs.hydra_values import read_value as read_hydra_value  # noqa: F401
 from tui.jobs.profiles import Profile, RuntimeEnv
+from tui.jobs.shell_expand import Assumed, Expanded, Expander, Var
+from tui.jobs.shell_lexer import Lexer, Piece, Unmapped, Word
+from tui.jobs.shell_parse import CLOSERS, COMPOUND_NAMES, OPENERS, Cmd, parse, pipelines
 
 VERL_MODULE = "verl.trainer.main_ppo"
 
 # --------------------------------------------------------------------------------------------
 # Results
-
-
-@dataclass(frozen=True)
-class Unmapped:
-    """A script line whose meaning did not make it into the profile, and why."""
-
-    line: int
-    text: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -49,17 +48,6 @@ class Mapped:
     line: int
     text: str
     target: str
-
-
-@dataclass(frozen=True)
-class Assumed:
-    """A value the import took on the script's own terms, and says so: a `${X:-default}`
-    whose X the script does not set, `$(pwd)` read as a known directory."""
-
-    line: int
-    text: str  # as written, e.g. "${MODEL:-Qwen/Qwen2.5-7B}"
-    value: str
-    why: str
 
 
 @dataclass
@@ -73,573 +61,6 @@ class ImportResult:
     # Line of the verl command; None when the script has none (nothing to import).
     command_line: int | None = None
     assumed: list[Assumed] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------------------------
-# Lexer: words made of pieces (literal text, variable references, substitutions), operators,
-# redirections; every token knows its line and its source span.
-
-
-@dataclass
-class Piece:
-    kind: str  # "lit" | "var" | "special" | "subst" | "arith"
-    text: str  # lit: the text after quote removal; others: the raw source, e.g. "${X:-a}"
-    quoted: bool = False
-    name: str | None = None  # var/special: the name ("HOME", "@", "1")
-    # var: ":-", "-", ":=", "=", ":+", "+", ":?", "?", "index" (${A[i]}), or "complex"
-    op: str | None = None
-    arg: str | None = None  # var: the raw word after op; index: what is in the brackets
-
-
-@dataclass
-class Word:
-    pieces: list[Piece]
-    raw: str
-    line: int
-    start: int
-    end: int
-
-    @property
-    def literal(self) -> str | None:
-        """The word's text when it has no expansions at all."""
-        if all(p.kind == "lit" for p in self.pieces):
-            return "".join(p.text for p in self.pieces)
-        return None
-
-    @property
-    def unquoted_prefix(self) -> str:
-        """Leading unquoted literal text (assignment detection: `NAME=` must be unquoted)."""
-        p = self.pieces[0] if self.pieces else None
-        return p.text if p is not None and p.kind == "lit" and not p.quoted else ""
-
-
-@dataclass
-class Op:
-    text: str
-    line: int
-    start: int
-    end: int
-
-
-@dataclass
-class Redir:
-    op: str
-    target: Word | None
-    line: int
-    start: int
-    end: int
-    heredoc: str | None = None
-
-
-Token = Word | Op | Redir
-
-_OPS = ("&&", "||", ";;", "|&", "&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>",
-        "|", "&", ";", "(", ")", "<", ">")
-_REDIR_OPS = {"&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?", re.S)
-_INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
-           "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
-
-
-class _Lexer:
-    def __init__(self, text: str, first_line: int = 1, *, fragment: bool = False) -> None:
-        self.text = text
-        self.n = len(text)
-        self.i = 0
-        self.line = first_line
-        self.fragment = fragment  # a `${X:-…}` default: whitespace is text, not a separator
-        self.tokens: list[Token] = []
-        self.notes: list[Unmapped] = []
-        self._heredocs: list[tuple[Redir, str, bool]] = []
-
-    # -- helpers ------------------------------------------------------------------------------
-    def _line_text(self, line_no_offset: int) -> str:
-        start = self.text.rfind("\n", 0, line_no_offset) + 1
-        end = self.text.find("\n", line_no_offset)
-        return self.text[start:end if end >= 0 else self.n].strip()
-
-    def _in_command(self) -> bool:
-        # True while a simple command is being built (its words have not been ended).
-        return bool(self.tokens) and not (
-            isinstance(self.tokens[-1], Op) and self.tokens[-1].text in ("\n", ";", "&", "&&",
-                                                                        "||", "|", "|&", ";;"))
-
-    def _skip_to_eol(self) -> int:
-        j = self.text.find("\n", self.i)
-        return self.n if j < 0 else j
-
-    def _matching(self, i: int, open_: str, close: str) -> int:
-        """Index of the `close` matching the `open_` at i (quotes and escapes skipped)."""
-        depth, j = 0, i
-        while j < self.n:
-            c = self.text[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "'" and open_ != "{":
-                k = self.text.find("'", j + 1)
-                j = self.n if k < 0 else k + 1
-                continue
-            if c == '"':
-                k = j + 1
-                while k < self.n and self.text[k] != '"':
-                    k += 2 if self.text[k] == "\\" else 1
-                j = k + 1
-                continue
-            if c == open_:
-                depth += 1
-            elif c == close:
-                depth -= 1
-                if depth == 0:
-                    return j
-            j += 1
-        return -1
-
-    # -- main loop ----------------------------------------------------------------------------
-    def run(self) -> list[Token]:
-        while self.i < self.n:
-            c = self.text[self.i]
-            if c in " \t\r":
-                self.i += 1
-                continue
-            if c == "\\" and self.text.startswith("\\\n", self.i):
-                self.i += 2
-                self.line += 1
-                continue
-            if c == "\\" and self._loose_continuation():
-                continue
-            if c == "#":
-                self._comment()
-                continue
-            if c == "\n":
-                self._newline()
-                continue
-            if self.text.startswith("((", self.i) and self._arith_allowed():
-                self._arith_command()
-                continue
-            m = re.match(r"[0-9]+(?=[<>])", self.text[self.i:self.i + 12])
-            fd = m.group(0) if m else ""
-            op = next((o for o in _OPS if self.text.startswith(o, self.i + len(fd))), None)
-            if op is not None and (fd == "" or op in _REDIR_OPS):
-                self._operator(fd, op)
-                continue
-            self.tokens.append(self._word())
-        for redir, _delim, _dash in self._heredocs:
-            redir.heredoc = ""
-        return self.tokens
-
-    def _arith_allowed(self) -> bool:
-        # `(( … ))` as a command or after `for`: one word, not two subshells.
-        if not self._in_command():
-            return True
-        last = self.tokens[-1]
-        return isinstance(last, Word) and last.literal == "for"
-
-    def _arith_command(self) -> None:
-        j = self.text.find("))", self.i + 2)
-        end = self.n if j < 0 else j + 2
-        raw = self.text[self.i:end]
-        self.tokens.append(Word([Piece("lit", raw)], raw, self.line, self.i, end))
-        self.line += raw.count("\n")
-        self.i = end
-
-    def _loose_continuation(self) -> bool:
-        """`\\` then only spaces or a comment before the newline: bash passes a space argument
-        and ends the command; scripts mean a continuation. Take the meaning and say so."""
-        eol = self._skip_to_eol()
-        rest = self.text[self.i + 1:eol]
-        # `\#x` is an escaped hash (text); only blanks, or blanks then a comment, qualify.
-        if rest.strip() and not (rest[:1] in " \t" and rest.strip().startswith("#")):
-            return False
-        if not rest.strip():
-            reason = ("spaces after the line-continuation backslash: read as a continuation "
-                      "(bash would end the command here)")
-        else:
-            reason = ("comment after the line-continuation backslash: read as a continuation "
-                      "(bash would end the command here)")
-        self.notes.append(Unmapped(self.line, self._line_text(self.i), reason))
-        self.i = min(eol + 1, self.n)
-        self.line += 1
-        return True
-
-    def _comment(self) -> None:
-        eol = self._skip_to_eol()
-        body = self.text[self.i:eol].rstrip()
-        if body.endswith("\\") and self._in_command():
-            # A commented-out override inside a continued command (`# key=v \`): bash ends the
-            # command here; the script's author meant to skip one line. Take the meaning.
-            self.notes.append(Unmapped(
-                self.line, self._line_text(self.i),
-                "commented out inside the command: skipped (bash would end the command at "
-                "this line)"))
-            self.i = min(eol + 1, self.n)
-            self.line += 1
-            return
-        self.i = eol
-
-    def _newline(self) -> None:
-        self.tokens.append(Op("\n", self.line, self.i, self.i + 1))
-        self.i += 1
-        self.line += 1
-        pending, self._heredocs = self._heredocs, []
-        for redir, delim, dash in pending:
-            body: list[str] = []
-            while self.i < self.n:
-                eol = self._skip_to_eol()
-                row = self.text[self.i:eol]
-                self.i = min(eol + 1, self.n)
-                self.line += 1
-                if (row.lstrip("\t") if dash else row) == delim:
-                    break
-                body.append(row)
-            redir.heredoc = "\n".join(body)  # its span stays the `<<EOF` (reports show that)
-
-    def _operator(self, fd: str, op: str) -> None:
-        start = self.i
-        self.i += len(fd) + len(op)
-        if op not in _REDIR_OPS:
-            self.tokens.append(Op(op, self.line, start, self.i))
-            return
-        line = self.line
-        while self.i < self.n and self.text[self.i] in " \t":
-            self.i += 1
-        target = None
-        if self.i < self.n and self.text[self.i] not in "\n|&;()<>":
-            target = self._word()
-        redir = Redir(fd + op, target, line, start, self.i)
-        if op in ("<<", "<<-") and target is not None:
-            delim = "".join(p.text for p in target.pieces)
-            self._heredocs.append((redir, delim, op == "<<-"))
-        self.tokens.append(redir)
-
-    # -- words --------------------------------------------------------------------------------
-    def _word(self) -> Word:
-        start, line = self.i, self.line
-        pieces: list[Piece] = []
-        buf: list[str] = []
-
-        def flush() -> None:
-            if buf:
-                pieces.append(Piece("lit", "".join(buf)))
-                buf.clear()
-
-        while self.i < self.n:
-            c = self.text[self.i]
-            if not self.fragment and (c in " \t\r\n" or c in "|&;<>()"):
-                break
-            if c == "\\":
-                if self.text.startswith("\\\n", self.i):
-                    self.i += 2
-                    self.line += 1
-                    continue
-                buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
-                self.i += 2
-                continue
-            if c == "'":
-                flush()
-                j = self.text.find("'", self.i + 1)
-                if j < 0:
-                    j = self.n
-                    self.notes.append(Unmapped(line, self._line_text(start),
-                                               "unterminated single quote"))
-                body = self.text[self.i + 1:j]
-                pieces.append(Piece("lit", body, quoted=True))
-                self.line += body.count("\n")
-                self.i = j + 1
-                continue
-            if c == '"':
-                flush()
-                self._double_quoted(pieces, start, line)
-                continue
-            if c == "$":
-                piece = self._dollar(quoted=False)
-                if piece is None:
-                    continue  # $"…": handled as a double-quoted string next
-                flush()
-                pieces.append(piece)
-                continue
-            if c == "`":
-                flush()
-                pieces.append(self._backtick(quoted=False))
-                continue
-            buf.append(c)
-            self.i += 1
-        flush()
-        return Word(pieces, self.text[start:self.i], line, start, self.i)
-
-    def _double_quoted(self, pieces: list[Piece], start: int, line: int) -> None:
-        self.i += 1
-        buf: list[str] = []
-
-        def flush() -> None:
-            if buf:
-                pieces.append(Piece("lit", "".join(buf), quoted=True))
-                buf.clear()
-
-        while self.i < self.n:
-            c = self.text[self.i]
-            if c == '"':
-                self.i += 1
-                flush()
-                return
-            if c == "\\" and self.i + 1 < self.n:
-                nxt = self.text[self.i + 1]
-                if nxt == "\n":
-                    self.line += 1
-                elif nxt in '$`"\\':
-                    buf.append(nxt)
-                else:
-                    buf.append("\\" + nxt)
-                self.i += 2
-                continue
-            if c == "$":
-                piece = self._dollar(quoted=True)
-                if piece is None or (piece.kind == "lit"):
-                    buf.append(piece.text if piece else "$")
-                    continue
-                flush()
-                pieces.append(piece)
-                continue
-            if c == "`":
-                flush()
-                pieces.append(self._backtick(quoted=True))
-                continue
-            if c == "\n":
-                self.line += 1
-            buf.append(c)
-            self.i += 1
-        self.notes.append(Unmapped(line, self._line_text(start), "unterminated double quote"))
-        flush()
-
-    def _backtick(self, quoted: bool) -> Piece:
-        j = self.i + 1
-        while j < self.n and self.text[j] != "`":
-            j += 2 if self.text[j] == "\\" else 1
-        raw = self.text[self.i:j + 1]
-        self.line += raw.count("\n")
-        self.i = min(j + 1, self.n)
-        return Piece("subst", raw, quoted=quoted)
-
-    def _dollar(self, quoted: bool) -> Piece | None:
-        i, t = self.i, self.text
-        nxt = t[i + 1] if i + 1 < self.n else ""
-        if nxt == "{":
-            j = self._matching(i + 1, "{", "}")
-            j = self.n - 1 if j < 0 else j
-            raw = t[i:j + 1]
-            self.i = j + 1
-            self.line += raw.count("\n")
-            m = _PARAM.fullmatch(raw[2:-1])
-            idx = _INDEXED.fullmatch(raw[2:-1])
-            if idx:  # ${ARR[@]}, ${ARR[*]}, ${ARR[0]}
-                return Piece("var", raw, quoted, idx.group(1), "index", idx.group(2))
-            if m:
-                kind = "var" if _NAME.fullmatch(m.group(1)) else "special"
-                return Piece(kind, raw, quoted, m.group(1), m.group(2), m.group(3))
-            lead = _NAME.match(raw[2:-1].lstrip("#!"))
-            return Piece("var", raw, quoted, lead.group(0) if lead else raw, "complex")
-        if nxt == "(":
-            if t.startswith("((", i + 1):  # $(( … )): integer arithmetic
-                j = self._matching(i + 1, "(", ")")
-                end = self.n if j < 0 else j + 1
-                raw = t[i:end]
-                self.i = end
-                self.line += raw.count("\n")
-                return Piece("arith", raw, quoted)
-            else:
-                j = self._matching(i + 1, "(", ")")
-                end = self.n if j < 0 else j + 1
-            raw = t[i:end]
-            self.i = end
-            self.line += raw.count("\n")
-            return Piece("subst", raw, quoted)
-        m = _NAME.match(t, i + 1)
-        if m:
-            self.i = m.end()
-            return Piece("var", t[i:m.end()], quoted, m.group(0))
-        if nxt and nxt in "@*#?$!-0123456789":
-            self.i = i + 2
-            return Piece("special", t[i:i + 2], quoted, nxt)
-        if nxt == "'" and not quoted:
-            return self._ansi_c()
-        if nxt == '"' and not quoted:
-            self.i = i + 1
-            return None
-        self.i = i + 1
-        return Piece("lit", "$", quoted)
-
-    def _ansi_c(self) -> Piece:
-        j, out = self.i + 2, []
-        while j < self.n and self.text[j] != "'":
-            c = self.text[j]
-            if c == "\\" and j + 1 < self.n:
-                out.append(_ANSI_C.get(self.text[j + 1], "\\" + self.text[j + 1]))
-                j += 2
-                continue
-            out.append(c)
-            j += 1
-        self.line += self.text[self.i:j].count("\n")
-        self.i = j + 1
-        return Piece("lit", "".join(out), quoted=True)
-
-
-def _fragment(text: str, line: int) -> Word:
-    """Lex the word inside `${X:-…}` (spaces are text there)."""
-    lx = _Lexer(text, line, fragment=True)
-    return lx._word() if text else Word([], "", line, 0, 0)
-
-
-# --------------------------------------------------------------------------------------------
-# Parser: tokens into simple commands, each with the operator that ended it.
-
-
-@dataclass
-class Cmd:
-    words: list[Word]
-    redirs: list[Redir]
-    line: int
-    end_line: int
-    start: int
-    end: int
-    sep: str = ""  # "\n", ";", "&", "&&", "||", "|", "|&", "" at end of file
-    enclosing: tuple[tuple[str, int], ...] = ()  # (keyword, line) of loops/conditionals
-    notes: list[Unmapped] = field(default_factory=list)
-    array_assign: bool = False  # NAME=( … )
-    arrays: list[tuple[Word, list[Word]]] = field(default_factory=list)  # (NAME=, elements)
-
-
-_OPENERS = {"if": "fi", "for": "done", "while": "done", "until": "done", "select": "done",
-            "case": "esac", "{": "}"}
-_CLOSERS = {"fi", "done", "esac", "}"}
-_PREFIX_KEYWORDS = {"then", "do", "else", "!", "time"}
-_COMPOUND_NAMES = {"if": "conditional", "for": "loop", "while": "loop", "until": "loop",
-                   "select": "loop", "case": "case statement", "{": "group", "(": "subshell",
-                   "function": "function"}
-
-
-def _parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
-    cmds: list[Cmd] = []
-    stack: list[tuple[str, int]] = []
-    cur: list[Token] = []
-
-    def close(sep: str) -> None:
-        if not cur:
-            return
-        words = [t for t in cur if isinstance(t, Word)]
-        redirs = [t for t in cur if isinstance(t, Redir)]
-        first, last = cur[0], cur[-1]
-        # Enclosing loops/conditionals as they were before this command's own keywords;
-        # a `{ …; }` group changes nothing and is left out.
-        cmd = Cmd(words, redirs, first.line, _end_line(last), first.start, last.end, sep,
-                  tuple(s for s in stack if s[0] != "{"))
-        cmd.array_assign = any(isinstance(t, Op) and t.text == "(" for t in cur)
-        for k, t in enumerate(cur[:-1]):
-            nxt = cur[k + 1]
-            if isinstance(t, Word) and isinstance(nxt, Op) and nxt.text == "(":
-                items: list[Word] = []
-                for e in cur[k + 2:]:
-                    if isinstance(e, Op) and e.text == ")":
-                        break
-                    if isinstance(e, Word):
-                        items.append(e)
-                cmd.arrays.append((t, items))
-        while cmd.words and cmd.words[0].literal in _PREFIX_KEYWORDS | {"{"}:
-            if cmd.words[0].literal == "{":
-                stack.append(("{", cmd.words[0].line))
-            cmd.words = cmd.words[1:]
-        head = cmd.words[0].literal if cmd.words else None
-        if head in _OPENERS:
-            stack.append((head, cmd.line))
-        elif head in _CLOSERS and stack:
-            stack.pop()
-            if head == "}" and stack and stack[-1][0] == "function":
-                stack.pop()
-        cmd.notes = [n for n in notes if cmd.line <= n.line <= cmd.end_line]
-        cmds.append(cmd)
-        cur.clear()
-
-    for k, tok in enumerate(tokens):
-        if isinstance(tok, Op):
-            if tok.text == "(":
-                prev_word = bool(cur) and isinstance(cur[-1], Word)
-                nxt = tokens[k + 1] if k + 1 < len(tokens) else None
-                if prev_word and isinstance(nxt, Op) and nxt.text == ")":
-                    if not (stack and stack[-1] == ("function", tok.line)):  # `function f()`
-                        stack.append(("function", tok.line))  # name() { … }
-                    cur.clear()
-                    continue
-                if prev_word and cur[-1].raw.endswith("="):
-                    cur.append(tok)  # NAME=( … ) array assignment
-                    continue
-                if not cur:
-                    stack.append(("(", tok.line))
-                    continue
-            if tok.text == ")":
-                if any(isinstance(t, Op) and t.text == "(" for t in cur):
-                    cur.append(tok)  # end of an array assignment
-                    continue
-                close(")")
-                if stack and stack[-1][0] == "(":
-                    stack.pop()
-                continue
-            if tok.text == "\n" and _open_array(cur):
-                continue  # NAME=( one element a line )
-            close(tok.text)
-            continue
-        if isinstance(tok, Word) and tok.literal == "function" and not cur:
-            stack.append(("function", tok.line))
-            continue
-        cur.append(tok)
-    close("")
-    return cmds
-
-
-def _open_array(cur: list[Token]) -> bool:
-    opens = [k for k, t in enumerate(cur) if isinstance(t, Op) and t.text == "("]
-    return bool(opens) and not any(isinstance(t, Op) and t.text == ")"
-                                   for t in cur[opens[-1]:])
-
-
-def _pipelines(cmds: list[Cmd]) -> list[list[Cmd]]:
-    out: list[list[Cmd]] = []
-    cur: list[Cmd] = []
-    for c in cmds:
-        cur.append(c)
-        if c.sep not in ("|", "|&"):
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append(cur)
-    return out
-
-
-def _end_line(tok: Token) -> int:
-    if isinstance(tok, Word):
-        return tok.line + tok.raw.count("\n")
-    if isinstance(tok, Redir):
-        extra = tok.target.raw.count("\n") if tok.target else 0
-        return tok.line + extra
-    return tok.line
-
-
-# --------------------------------------------------------------------------------------------
-# Interpretation
-
-
-@dataclass
-class _Var:
-    value: str | None  # None: not resolvable
-    note: str  # where it was set, and why it is not resolvable
-    items: list[Word] | None = None  # an array's elements, expanded where they are used
-
-
-@dataclass
-class _Expanded:
-    text: str
-    unresolved: list[str] = field(default_factory=list)
-    split: bool = False  # an unquoted expansion with spaces (bash would split the word)
 
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
@@ -677,11 +98,14 @@ _OTHER_REASONS = {
 }
 
 
-class _Importer:
+class _Importer(Expander):
+    """The script → profile mapping: walks the parsed commands, keeps the script's variables
+    and exports, and maps the verl command's arguments (and `ray job submit` options around it)
+    into overrides, env_vars and runtime_env."""
+
     def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
-        self.text = text
+        super().__init__(text, cwd)
         self.source = source
-        self.vars: dict[str, _Var] = {}
         self.exported: set[str] = set()
         self.env: dict[str, str] = {}
         self.env_lines: dict[str, int] = {}
@@ -690,221 +114,16 @@ class _Importer:
         self.python: str | None = None
         self.working_dir: str | None = None
         self.excludes: list[str] = []
-        self.unmapped: list[Unmapped] = []
         self.mapped: list[Mapped] = []
-        self.unresolved: list[str] = []
-        self.var_notes: dict[str, str] = {}
         self.command_line: int | None = None
-        self._record = True
-        self.cwd = cwd
-        self.assumed: list[Assumed] = []
         self.config_name: str | None = None
         self.config_path: str | None = None
         self.config_lines: dict[str, int] = {}
-        self._from_pwd = False  # config_path built on $(pwd) / $PWD
-
-    # -- reporting ----------------------------------------------------------------------------
-    def _src(self, start: int, end: int) -> str:
-        """A source span on one line: continuations folded, runs of blanks squeezed."""
-        s = re.sub(r"\\\n", " ", self.text[start:end])
-        s = " ".join(s.split())
-        return s if len(s) <= 160 else s[:157] + "…"
-
-    def skip(self, line: int, text: str, reason: str) -> None:
-        self.unmapped.append(Unmapped(line, text, reason))
-
-    def _unresolved(self, name: str, note: str) -> None:
-        if self._record and name not in self.unresolved:
-            self.unresolved.append(name)
-            self.var_notes[name] = note
-
-    # -- expansion ----------------------------------------------------------------------------
-    def expand(self, word: Word, *, record: bool = True) -> _Expanded:
-        """The word's value; unresolvable references keep their literal text. With record,
-        they are reported (only what lands in the profile is: not every assignment)."""
-        saved, self._record = self._record, record
-        try:
-            return self._expand(word)
-        finally:
-            self._record = saved
-
-    def _expand(self, word: Word) -> _Expanded:
-        out = _Expanded("")
-        parts: list[str] = []
-        for p in word.pieces:
-            if p.kind == "lit":
-                parts.append(p.text)
-                continue
-            value = self._piece(p, word.line, out)
-            if value is None:
-                parts.append(p.text)  # keep the literal reference: never guess
-            else:
-                if not p.quoted and any(c in value for c in " \t\n"):
-                    out.split = True
-                parts.append(value)
-        out.text = "".join(parts)
-        return out
-
-    def _assume(self, line: int, text: str, value: str, why: str) -> None:
-        if not any(a.text == text and a.line == line for a in self.assumed):
-            self.assumed.append(Assumed(line, text, value, why))
-
-    def _pwd(self, p: Piece, line: int) -> str | None:
-        """`$(pwd)`, `` `pwd` ``, `$PWD`: the directory the import was told the script runs
-        from (the CLI: where `profile import` ran)."""
-        if self.cwd is None:
-            return None
-        self._from_pwd = True
-        self._assume(line, p.text, self.cwd, "the directory the script runs from, taken as "
-                                             "the one `profile import` ran in")
-        return self.cwd
-
-    def _piece(self, p: Piece, line: int, out: _Expanded) -> str | None:
-        if p.kind == "arith":
-            value = self._arith(p, line, out)
-            if value is not None:
-                return value
-            out.unresolved.append(p.text)
-            self._unresolved(p.text, "arithmetic on values known only when the script runs "
-                                     "(integers, + - * / % and known variables are evaluated)")
-            return None
-        if p.kind == "subst" and re.fullmatch(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`", p.text):
-            value = self._pwd(p, line)
-            if value is not None:
-                return value
-        if p.kind == "subst":
-            out.unresolved.append(p.text)
-            self._unresolved(p.text, "command output: known only when the script runs")
-            return None
-        if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
-            # `${1:-vllm}`: a script argument; imported as run without arguments.
-            sub = self._expand(_fragment(p.arg or "", line))
-            out.unresolved.extend(sub.unresolved)
-            if sub.unresolved:
-                return None
-            self._assume(line, p.text, sub.text, f"script argument ${p.name} not given: its "
-                                                 "default is used")
-            return sub.text
-        if p.kind == "special":
-            label = p.text
-            out.unresolved.append(label)
-            what = "a script argument" if p.name and p.name.isdigit() else "a shell parameter"
-            self._unresolved(label, f"{what}: known only when the script runs")
-            return None
-        name = p.name or p.text
-        var = self.vars.get(name)
-        if p.op == "index":
-            return self._indexed(p, var, line, out)
-        if var is not None and var.items:  # $ARR is its first element
-            sub = self._expand(var.items[0])
-            out.unresolved.extend(sub.unresolved)
-            return sub.text if not sub.unresolved else None
-        if var is None and name == "PWD" and p.op is None and self.cwd is not None:
-            return self._pwd(p, line)
-        if var is None and p.op is not None and p.op.lstrip(":") in ("-", "="):
-            # Not set in the script: bash uses the default (unless the environment sets it).
-            sub = self._expand(_fragment(p.arg or "", line))
-            out.unresolved.extend(sub.unresolved)
-            if sub.unresolved:
-                return None
-            self._assume(line, p.text, sub.text, f"{name} is not set in the script: its default "
-                                                 f"is used (when the script runs, {name} from "
-                                                 "the environment would win)")
-            if p.op.lstrip(":") == "=":
-                self.vars[name] = _Var(sub.text, f"set by {p.text} at line {line}")
-            return sub.text
-        if p.op == "complex" or (var is None and p.op is None):
-            return self._unknown(name, var, out, p)
-        if var is None or var.value is None:
-            return self._unknown(name, var, out, p)
-        value = var.value
-        if p.op is None:
-            return value
-        op = p.op.lstrip(":")
-        empty = value == "" if p.op.startswith(":") else False
-        if op in "-=":
-            if not empty:
-                return value
-            sub = self._expand(_fragment(p.arg or "", line))
-            out.unresolved.extend(sub.unresolved)
-            return sub.text if not sub.unresolved else None
-        if op == "+":
-            if empty:
-                return ""
-            sub = self._expand(_fragment(p.arg or "", line))
-            out.unresolved.extend(sub.unresolved)
-            return sub.text if not sub.unresolved else None
-        return value if not empty else None  # ":?": fails at run time when empty
-
-    def _words_of(self, var: _Var) -> list[Word]:
-        return list(var.items or [])
-
-    def _indexed(self, p: Piece, var: _Var | None, line: int, out: _Expanded) -> str | None:
-        """`${A[@]}` / `${A[*]}` joined by spaces (a whole argument list is split by
-        `_arg_words`), `${A[N]}` one element; a plain variable is its own element 0."""
-        idx = (p.arg or "").strip()
-        if var is not None and var.items is None and var.value is not None and idx in (
-                "0", "@", "*"):
-            return var.value
-        if var is None or var.items is None:
-            return self._unknown(p.name or p.text, var, out, p)
-        words = self._words_of(var)
-        if idx not in ("@", "*"):
-            if not idx.isdigit() or int(idx) >= len(words):
-                return self._unknown(p.name or p.text, var, out, p)
-            words = [words[int(idx)]]
-        texts = []
-        for w in words:
-            sub = self._expand(w)
-            out.unresolved.extend(sub.unresolved)
-            texts.append(sub.text)
-        return " ".join(texts)
-
-    def _arith(self, p: Piece, line: int, out: _Expanded) -> str | None:
-        """`$(( … ))` on integers and variables holding integers: + - * / % and parentheses,
-        evaluated by a small parser (never eval), bash's truncating division."""
-        body = p.text[3:-2]
-        if "++" in body or "--" in body:  # bash's increments change variables: not evaluated
-            return None
-        tokens: list[str | int] = []
-        for m in _ARITH_TOKEN.finditer(body):
-            if m.group(0).strip() == "":
-                continue
-            num, name, op = m.group(1), m.group(2) or m.group(3), m.group(4)
-            if m.group(5):
-                return None  # anything else (**, <<, ?:, ++, a command): not evaluated
-            if num is not None:
-                tokens.append(int(num))
-            elif name is not None:
-                var = self.vars.get(name)
-                text = var.value.strip() if var is not None and var.value is not None else None
-                if text is None or not re.fullmatch(r"[-+]?\d+", text):
-                    if var is None:
-                        self._unresolved(name, "not set in the script (comes from the "
-                                               "environment when it runs)")
-                    return None
-                tokens.append(int(text))
-            else:
-                tokens.append(op)
-        return _eval_int(tokens)
-
-    def _unknown(self, name: str, var: _Var | None, out: _Expanded, p: Piece) -> None:
-        out.unresolved.append(name)
-        if var is not None:
-            note = var.note
-        else:
-            note = "not set in the script (comes from the environment when it runs)"
-            if p.op and p.op != "complex" and p.op.lstrip(":") == "-":
-                note += f"; the script's default is {p.arg!r}"
-        if p.op == "complex":
-            note = f"{p.text}: a shell expansion known only when the script runs"
-        self._unresolved(name, note)
-        return None
 
     # -- the script ---------------------------------------------------------------------------
     def run(self) -> None:
-        lexer = _Lexer(self.text)
-        for pipe in _pipelines(_parse(lexer.run(), lexer.notes)):
+        lexer = Lexer(self.text)
+        for pipe in pipelines(parse(lexer.run(), lexer.notes)):
             self._pipeline(pipe)
         self.unmapped.sort(key=lambda u: u.line)
 
@@ -939,10 +158,10 @@ class _Importer:
             self._assignments(cmd, assigns)
             return
         head = words[0].literal
-        if head in _OPENERS or head in ("elif", "function"):
+        if head in OPENERS or head in ("elif", "function"):
             self._compound_header(cmd, head)
             return
-        if head in _CLOSERS:
+        if head in CLOSERS:
             return
         if head in ("export", "declare", "typeset", "readonly", "local"):
             self._export(cmd, head, words[1:])
@@ -950,7 +169,7 @@ class _Importer:
         if head == "unset":
             for w in words[1:]:
                 name = w.literal or ""
-                self.vars[name] = _Var("", f"unset at line {cmd.line}")
+                self.vars[name] = Var("", f"unset at line {cmd.line}")
                 self.env.pop(name, None)
             return
         inner = self._shell_c(words)
@@ -1001,8 +220,8 @@ class _Importer:
         saved = self.text
         self.text = text
         try:
-            lexer = _Lexer(text, words[inner].line)
-            for pipe in _pipelines(_parse(lexer.run(), lexer.notes)):
+            lexer = Lexer(text, words[inner].line)
+            for pipe in pipelines(parse(lexer.run(), lexer.notes)):
                 self._pipeline(pipe)
         finally:
             self.text = saved
@@ -1011,10 +230,10 @@ class _Importer:
                       "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)")
 
     def _compound_header(self, cmd: Cmd, head: str | None) -> None:
-        kind = _COMPOUND_NAMES.get(head or "", "conditional")
+        kind = COMPOUND_NAMES.get(head or "", "conditional")
         if head in ("for", "select") and len(cmd.words) > 1 and cmd.words[1].literal:
             name = cmd.words[1].literal
-            self.vars[name] = _Var(None, f"the variable of the {head} loop at line {cmd.line}: "
+            self.vars[name] = Var(None, f"the variable of the {head} loop at line {cmd.line}: "
                                          "it takes several values")
         self.skip(cmd.line, self._src(cmd.start, cmd.end),
                   f"{kind}: not part of a profile (a verl command inside it is imported once)")
@@ -1036,36 +255,36 @@ class _Importer:
             reason = "other command: not part of a profile"
         if cmd.enclosing:
             kw, line = cmd.enclosing[-1]
-            reason += f" (inside the {_COMPOUND_NAMES.get(kw, kw)} at line {line})"
+            reason += f" (inside the {COMPOUND_NAMES.get(kw, kw)} at line {line})"
         self.skip(cmd.line, text, reason)
 
     # -- assignments and exports --------------------------------------------------------------
-    def _assign_one(self, cmd: Cmd, w: Word) -> tuple[str, _Var]:
+    def _assign_one(self, cmd: Cmd, w: Word) -> tuple[str, Var]:
         m = _ASSIGN.match(w.unquoted_prefix)
         assert m is not None
         name, append = m.group(1), m.group(2) == "+"
         value_word = _strip_prefix(w, m.end())
         rhs = w.raw[w.raw.index("=") + 1:]
         if cmd.array_assign:
-            return name, _Var(None, f"an array assigned at line {cmd.line}")
+            return name, Var(None, f"an array assigned at line {cmd.line}")
         if cmd.enclosing:
             kw, line = cmd.enclosing[-1]
-            return name, _Var(None, f"assigned at line {cmd.line} inside the "
-                                    f"{_COMPOUND_NAMES.get(kw, kw)} at line {line}: which "
+            return name, Var(None, f"assigned at line {cmd.line} inside the "
+                                    f"{COMPOUND_NAMES.get(kw, kw)} at line {line}: which "
                                     "value applies is known only when the script runs")
         exp = self.expand(value_word, record=False)
         if exp.unresolved:
-            return name, _Var(None, self._why(cmd.line, name, rhs, value_word, exp))
+            return name, Var(None, self._why(cmd.line, name, rhs, value_word, exp))
         value = exp.text
         if append:
             prev = self.vars.get(name)
             if prev is None or prev.value is None:
-                return name, _Var(None, f"appended to at line {cmd.line}")
+                return name, Var(None, f"appended to at line {cmd.line}")
             value = prev.value + value
-        return name, _Var(value, f"set at line {cmd.line}")
+        return name, Var(value, f"set at line {cmd.line}")
 
     @staticmethod
-    def _why(line: int, name: str, rhs: str, value: Word, exp: _Expanded) -> str:
+    def _why(line: int, name: str, rhs: str, value: Word, exp: Expanded) -> str:
         """Why an assignment is not a plain literal, in the user's terms."""
         ps = [p for p in value.pieces if p.kind != "lit" or p.text]
         if len(ps) == 1 and ps[0].kind == "var" and ps[0].name == name and ps[0].op in (
@@ -1087,15 +306,15 @@ class _Importer:
                 name = m.group(1)
                 if cmd.enclosing:
                     kw, line = cmd.enclosing[-1]
-                    self.vars[name] = _Var(None, f"an array assigned at line {cmd.line} inside "
-                                                 f"the {_COMPOUND_NAMES.get(kw, kw)} at line "
+                    self.vars[name] = Var(None, f"an array assigned at line {cmd.line} inside "
+                                                 f"the {COMPOUND_NAMES.get(kw, kw)} at line "
                                                  f"{line}: known only when the script runs")
                     continue
                 prev = self.vars.get(name)
                 if m.group(2) == "+" and prev is not None and prev.items is not None:
                     items = [*prev.items, *items]
                 # Elements are expanded where the array is used (their lines are reported).
-                self.vars[name] = _Var(None, f"an array assigned at line {cmd.line}", items)
+                self.vars[name] = Var(None, f"an array assigned at line {cmd.line}", items)
             return
         for w in assigns:
             name, var = self._assign_one(cmd, w)
@@ -1103,7 +322,7 @@ class _Importer:
             if name in self.exported:
                 self._set_env(name, var, cmd, w)
 
-    def _set_env(self, name: str, var: _Var, cmd: Cmd, w: Word | None) -> None:
+    def _set_env(self, name: str, var: Var, cmd: Cmd, w: Word | None) -> None:
         if var.value is None:
             # Keep the literal text (never guess) and report the variable.
             raw = w.raw.split("=", 1)[1] if w is not None and "=" in w.raw else f"${name}"
@@ -1245,7 +464,7 @@ class _Importer:
             kw, line = cmd.enclosing[-1]
             self.skip(cmd.line, self._src(words[0].start, words[min(len(words) - 1,
                                                                     args_at - 1)].end),
-                      f"inside the {_COMPOUND_NAMES.get(kw, kw)} at line {line}: imported as "
+                      f"inside the {COMPOUND_NAMES.get(kw, kw)} at line {line}: imported as "
                       "a single run")
         for n in cmd.notes:
             self.skip(n.line, n.text, n.reason)
@@ -1500,63 +719,6 @@ class _Importer:
         self.overrides[full] = parsed
         self.override_lines[full] = w.line
         self.mapped.append(Mapped(w.line, a, "overrides"))
-
-
-_ARITH_TOKEN = re.compile(r"\s+|(\d+)|\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\$([A-Za-z_][A-Za-z0-9_]*)"
-                          r"|(\*\*|[-+*/%()])|(.)", re.S)
-
-
-def _eval_int(tokens: list[str | int]) -> str | None:
-    """Integer expression: + - * / % ( ) and unary +/-; None for anything else or / by 0."""
-    pos = 0
-
-    def peek() -> str | int | None:
-        return tokens[pos] if pos < len(tokens) else None
-
-    def take() -> str | int | None:
-        nonlocal pos
-        pos += 1
-        return tokens[pos - 1] if pos <= len(tokens) else None
-
-    def expr() -> int:
-        value = term()
-        while peek() in ("+", "-"):
-            value = value + term() if take() == "+" else value - term()
-        return value
-
-    def term() -> int:
-        value = unary()
-        while peek() in ("*", "/", "%"):
-            op, rhs = take(), unary()
-            if op == "*":
-                value *= rhs
-            else:
-                if rhs == 0:
-                    raise ValueError("division by zero")
-                q = abs(value) // abs(rhs) * (1 if (value >= 0) == (rhs >= 0) else -1)
-                value = q if op == "/" else value - rhs * q  # bash truncates toward zero
-        return value
-
-    def unary() -> int:
-        if peek() in ("+", "-"):
-            return unary() if take() == "+" else -unary()
-        tok = take()
-        if tok == "(":
-            value = expr()
-            if take() != ")":
-                raise ValueError("unbalanced")
-            return value
-        if isinstance(tok, int):
-            return tok
-        raise ValueError(f"unexpected {tok!r}")
-
-    try:
-        if not tokens or "**" in tokens:
-            return None
-        value = expr()
-        return str(value) if pos == len(tokens) else None
-    except (ValueError, RecursionError):
-        return None
 
 
 def _strip_prefix(w: Word, n: int) -> Word:

@@ -1,0 +1,308 @@
+"""Shell expansion for the script importer: `$X`, `${X:-default}`, `${A[@]}`, `$((…))`,
+`$(pwd)` resolved from the script's own plain assignments. An unresolvable reference keeps its
+literal text and is reported with why; a value taken on the script's terms (a default, the
+directory it runs from) is reported as Assumed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tui.jobs.shell_lexer import Piece, Unmapped, Word, fragment
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """A value the import took on the script's own terms, and says so: a `${X:-default}`
+    whose X the script does not set, `$(pwd)` read as a known directory."""
+
+    line: int
+    text: str  # as written, e.g. "${MODEL:-Qwen/Qwen2.5-7B}"
+    value: str
+    why: str
+
+
+@dataclass
+class Var:
+    value: str | None  # None: not resolvable
+    note: str  # where it was set, and why it is not resolvable
+    items: list[Word] | None = None  # an array's elements, expanded where they are used
+
+
+@dataclass
+class Expanded:
+    text: str
+    unresolved: list[str] = field(default_factory=list)
+    split: bool = False  # an unquoted expansion with spaces (bash would split the word)
+
+
+class Expander:
+    """What the script's variables are, and what a word expands to; the reports it makes
+    (unmapped lines, unresolved names and why, assumptions)."""
+
+    def __init__(self, text: str, cwd: str | None = None) -> None:
+        self.text = text
+        self.cwd = cwd
+        self.vars: dict[str, Var] = {}
+        self.unmapped: list[Unmapped] = []
+        self.unresolved: list[str] = []
+        self.var_notes: dict[str, str] = {}
+        self.assumed: list[Assumed] = []
+        self._record = True
+        self._from_pwd = False  # a value was built on $(pwd) / $PWD
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _src(self, start: int, end: int) -> str:
+        """A source span on one line: continuations folded, runs of blanks squeezed."""
+        s = re.sub(r"\\\n", " ", self.text[start:end])
+        s = " ".join(s.split())
+        return s if len(s) <= 160 else s[:157] + "…"
+
+    def skip(self, line: int, text: str, reason: str) -> None:
+        self.unmapped.append(Unmapped(line, text, reason))
+
+    def _unresolved(self, name: str, note: str) -> None:
+        if self._record and name not in self.unresolved:
+            self.unresolved.append(name)
+            self.var_notes[name] = note
+
+    # -- expansion ----------------------------------------------------------------------------
+    def expand(self, word: Word, *, record: bool = True) -> Expanded:
+        """The word's value; unresolvable references keep their literal text. With record,
+        they are reported (only what lands in the profile is: not every assignment)."""
+        saved, self._record = self._record, record
+        try:
+            return self._expand(word)
+        finally:
+            self._record = saved
+
+    def _expand(self, word: Word) -> Expanded:
+        out = Expanded("")
+        parts: list[str] = []
+        for p in word.pieces:
+            if p.kind == "lit":
+                parts.append(p.text)
+                continue
+            value = self._piece(p, word.line, out)
+            if value is None:
+                parts.append(p.text)  # keep the literal reference: never guess
+            else:
+                if not p.quoted and any(c in value for c in " \t\n"):
+                    out.split = True
+                parts.append(value)
+        out.text = "".join(parts)
+        return out
+
+    def _assume(self, line: int, text: str, value: str, why: str) -> None:
+        if not any(a.text == text and a.line == line for a in self.assumed):
+            self.assumed.append(Assumed(line, text, value, why))
+
+    def _pwd(self, p: Piece, line: int) -> str | None:
+        """`$(pwd)`, `` `pwd` ``, `$PWD`: the directory the import was told the script runs
+        from (the CLI: where `profile import` ran)."""
+        if self.cwd is None:
+            return None
+        self._from_pwd = True
+        self._assume(line, p.text, self.cwd, "the directory the script runs from, taken as "
+                                             "the one `profile import` ran in")
+        return self.cwd
+
+    def _piece(self, p: Piece, line: int, out: Expanded) -> str | None:
+        if p.kind == "arith":
+            value = self._arith(p, line, out)
+            if value is not None:
+                return value
+            out.unresolved.append(p.text)
+            self._unresolved(p.text, "arithmetic on values known only when the script runs "
+                                     "(integers, + - * / % and known variables are evaluated)")
+            return None
+        if p.kind == "subst" and re.fullmatch(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`", p.text):
+            value = self._pwd(p, line)
+            if value is not None:
+                return value
+        if p.kind == "subst":
+            out.unresolved.append(p.text)
+            self._unresolved(p.text, "command output: known only when the script runs")
+            return None
+        if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
+            # `${1:-vllm}`: a script argument; imported as run without arguments.
+            sub = self._expand(fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            if sub.unresolved:
+                return None
+            self._assume(line, p.text, sub.text, f"script argument ${p.name} not given: its "
+                                                 "default is used")
+            return sub.text
+        if p.kind == "special":
+            label = p.text
+            out.unresolved.append(label)
+            what = "a script argument" if p.name and p.name.isdigit() else "a shell parameter"
+            self._unresolved(label, f"{what}: known only when the script runs")
+            return None
+        name = p.name or p.text
+        var = self.vars.get(name)
+        if p.op == "index":
+            return self._indexed(p, var, line, out)
+        if var is not None and var.items:  # $ARR is its first element
+            sub = self._expand(var.items[0])
+            out.unresolved.extend(sub.unresolved)
+            return sub.text if not sub.unresolved else None
+        if var is None and name == "PWD" and p.op is None and self.cwd is not None:
+            return self._pwd(p, line)
+        if var is None and p.op is not None and p.op.lstrip(":") in ("-", "="):
+            # Not set in the script: bash uses the default (unless the environment sets it).
+            sub = self._expand(fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            if sub.unresolved:
+                return None
+            self._assume(line, p.text, sub.text, f"{name} is not set in the script: its default "
+                                                 f"is used (when the script runs, {name} from "
+                                                 "the environment would win)")
+            if p.op.lstrip(":") == "=":
+                self.vars[name] = Var(sub.text, f"set by {p.text} at line {line}")
+            return sub.text
+        if p.op == "complex" or (var is None and p.op is None):
+            return self._unknown(name, var, out, p)
+        if var is None or var.value is None:
+            return self._unknown(name, var, out, p)
+        value = var.value
+        if p.op is None:
+            return value
+        op = p.op.lstrip(":")
+        empty = value == "" if p.op.startswith(":") else False
+        if op in "-=":
+            if not empty:
+                return value
+            sub = self._expand(fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            return sub.text if not sub.unresolved else None
+        if op == "+":
+            if empty:
+                return ""
+            sub = self._expand(fragment(p.arg or "", line))
+            out.unresolved.extend(sub.unresolved)
+            return sub.text if not sub.unresolved else None
+        return value if not empty else None  # ":?": fails at run time when empty
+
+    def _words_of(self, var: Var) -> list[Word]:
+        return list(var.items or [])
+
+    def _indexed(self, p: Piece, var: Var | None, line: int, out: Expanded) -> str | None:
+        """`${A[@]}` / `${A[*]}` joined by spaces (a whole argument list is split by
+        `_arg_words`), `${A[N]}` one element; a plain variable is its own element 0."""
+        idx = (p.arg or "").strip()
+        if var is not None and var.items is None and var.value is not None and idx in (
+                "0", "@", "*"):
+            return var.value
+        if var is None or var.items is None:
+            return self._unknown(p.name or p.text, var, out, p)
+        words = self._words_of(var)
+        if idx not in ("@", "*"):
+            if not idx.isdigit() or int(idx) >= len(words):
+                return self._unknown(p.name or p.text, var, out, p)
+            words = [words[int(idx)]]
+        texts = []
+        for w in words:
+            sub = self._expand(w)
+            out.unresolved.extend(sub.unresolved)
+            texts.append(sub.text)
+        return " ".join(texts)
+
+    def _arith(self, p: Piece, line: int, out: Expanded) -> str | None:
+        """`$(( … ))` on integers and variables holding integers: + - * / % and parentheses,
+        evaluated by a small parser (never eval), bash's truncating division."""
+        body = p.text[3:-2]
+        if "++" in body or "--" in body:  # bash's increments change variables: not evaluated
+            return None
+        tokens: list[str | int] = []
+        for m in _ARITH_TOKEN.finditer(body):
+            if m.group(0).strip() == "":
+                continue
+            num, name, op = m.group(1), m.group(2) or m.group(3), m.group(4)
+            if m.group(5):
+                return None  # anything else (**, <<, ?:, ++, a command): not evaluated
+            if num is not None:
+                tokens.append(int(num))
+            elif name is not None:
+                var = self.vars.get(name)
+                text = var.value.strip() if var is not None and var.value is not None else None
+                if text is None or not re.fullmatch(r"[-+]?\d+", text):
+                    if var is None:
+                        self._unresolved(name, "not set in the script (comes from the "
+                                               "environment when it runs)")
+                    return None
+                tokens.append(int(text))
+            else:
+                tokens.append(op)
+        return _eval_int(tokens)
+
+    def _unknown(self, name: str, var: Var | None, out: Expanded, p: Piece) -> None:
+        out.unresolved.append(name)
+        if var is not None:
+            note = var.note
+        else:
+            note = "not set in the script (comes from the environment when it runs)"
+            if p.op and p.op != "complex" and p.op.lstrip(":") == "-":
+                note += f"; the script's default is {p.arg!r}"
+        if p.op == "complex":
+            note = f"{p.text}: a shell expansion known only when the script runs"
+        self._unresolved(name, note)
+        return None
+
+
+_ARITH_TOKEN = re.compile(r"\s+|(\d+)|\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\$([A-Za-z_][A-Za-z0-9_]*)"
+                          r"|(\*\*|[-+*/%()])|(.)", re.S)
+
+
+def _eval_int(tokens: list[str | int]) -> str | None:
+    """Integer expression: + - * / % ( ) and unary +/-; None for anything else or / by 0."""
+    pos = 0
+
+    def peek() -> str | int | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str | int | None:
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1] if pos <= len(tokens) else None
+
+    def expr() -> int:
+        value = term()
+        while peek() in ("+", "-"):
+            value = value + term() if take() == "+" else value - term()
+        return value
+
+    def term() -> int:
+        value = unary()
+        while peek() in ("*", "/", "%"):
+            op, rhs = take(), unary()
+            if op == "*":
+                value *= rhs
+            else:
+                if rhs == 0:
+                    raise ValueError("division by zero")
+                q = abs(value) // abs(rhs) * (1 if (value >= 0) == (rhs >= 0) else -1)
+                value = q if op == "/" else value - rhs * q  # bash truncates toward zero
+        return value
+
+    def unary() -> int:
+        if peek() in ("+", "-"):
+            return unary() if take() == "+" else -unary()
+        tok = take()
+        if tok == "(":
+            value = expr()
+            if take() != ")":
+                raise ValueError("unbalanced")
+            return value
+        if isinstance(tok, int):
+            return tok
+        raise ValueError(f"unexpected {tok!r}")
+
+    try:
+        if not tokens or "**" in tokens:
+            return None
+        value = expr()
+        return str(value) if pos == len(tokens) else None
+    except (ValueError, RecursionError):
+        return None
