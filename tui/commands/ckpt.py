@@ -15,19 +15,19 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tui.ckpt.collect import CollectReport, CopyProgress, collect
-from tui.ckpt.hostcmd import CkptError
-from tui.ckpt.merge import MergeRefused, merge
-from tui.ckpt.resume import profile_root
-from tui.ckpt.scan import CheckpointIndex, check_root, scan_fleet
 from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run
-from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.sanitize import one_line, raw
-from tui.transport.fleet import Fleet
+
+if TYPE_CHECKING:  # the services are imported where used: `verl-tui ckpt --help` stays light
+    from tui.ckpt.collect import CollectReport, CopyProgress
+    from tui.ckpt.scan import CheckpointIndex
+    from tui.config.hosts import Inventory
+    from tui.transport.fleet import Fleet
 
 _ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 
@@ -35,6 +35,9 @@ _ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 def resolve_root(directory: str | None, profile: Path | None) -> str:
     """The checkpoint root from --dir, or the profile's trainer.default_local_dir (ConfigError,
     one line, when neither gives an absolute folder)."""
+    from tui.ckpt.resume import profile_root
+    from tui.ckpt.scan import check_root
+
     if directory is not None and profile is not None:
         raise ConfigError("give --dir or --profile, not both")
     if directory is None and profile is None:
@@ -62,6 +65,8 @@ def resolve_root(directory: str | None, profile: Path | None) -> str:
 def check_args(inv: Inventory, *, collect_step: int | None, to: str | None, role: str | None,
                merge_step: int | None, on: str | None, target: str | None) -> None:
     """ConfigError (one line) for a combination of options that cannot work."""
+    from tui.ckpt.scan import check_root
+
     names = [h.name for h in inv.hosts]
     if collect_step is not None and merge_step is not None:
         raise ConfigError("give --collect or --merge, not both")
@@ -224,6 +229,8 @@ async def _with_fleet(inv: Inventory, body: Callable[[Fleet], Awaitable[int]]) -
     task = asyncio.current_task()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    from tui.transport.fleet import Fleet
+
     async with Fleet(inv) as fleet:
         return await body(fleet)
 
@@ -234,6 +241,8 @@ def _fail(msg: str) -> int:
 
 
 def run_ckpt_list(inv: Inventory, root: str, *, as_json: bool) -> int:
+    from tui.ckpt.scan import scan_fleet
+
     async def body(fleet: Fleet) -> int:
         index = await scan_fleet(fleet, inv, root)
         if as_json:
@@ -247,6 +256,10 @@ def run_ckpt_list(inv: Inventory, root: str, *, as_json: bool) -> int:
 
 def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role: str | None,
                      as_json: bool) -> int:
+    from tui.ckpt.collect import collect
+    from tui.ckpt.hostcmd import CkptError
+    from tui.ckpt.scan import scan_fleet
+
     async def body(fleet: Fleet) -> int:
         index = await scan_fleet(fleet, inv, root)
         if index.step(step) is None:
@@ -275,6 +288,9 @@ def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role:
 
 def run_ckpt_merge(inv: Inventory, root: str, step: int, host: str, target_dir: str, *,
                    role: str, backend: str | None, as_json: bool) -> int:
+    from tui.ckpt.hostcmd import CkptError
+    from tui.ckpt.merge import MergeRefused, merge
+
     local_dir = f"{root.rstrip('/')}/global_step_{step}/{role}"
     out = sys.stderr if as_json else sys.stdout
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from tui.cluster.dashboard import DashboardError
-from tui.cluster.ray_cluster import RayCluster
 from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
-from tui.config.hosts import Inventory
-from tui.debug.targets import DebugTargets, debug_targets
 from tui.transport.types import TransportError
+
+if TYPE_CHECKING:  # the services are imported where used: `verl-tui debug --help` stays light
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import Inventory
+    from tui.debug.targets import DebugTargets
 
 
 def targets_text(t: DebugTargets) -> str:
@@ -39,6 +41,9 @@ def targets_text(t: DebugTargets) -> str:
 
 
 def run_debug(inv: Inventory, *, as_json: bool) -> int:
+    from tui.cluster.dashboard import DashboardError
+    from tui.debug.targets import debug_targets
+
     async def body(cluster: RayCluster) -> int:
         try:
             targets = await debug_targets(cluster)

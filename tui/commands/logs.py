@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from tui.cluster.dashboard import DashboardError, check_job_id
-from tui.cluster.job_logs import JobLogEnd, job_log_chunks
-from tui.cluster.node_logs import follow_log, list_logs, log_path
-from tui.cluster.ray_cluster import RayCluster
 from tui.commands import Command
 from tui.commands.ray import _run, _with_cluster
-from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.fmt import human_size
 from tui.transport.types import TransportError
+
+if TYPE_CHECKING:  # the services are imported where used: `verl-tui logs --help` stays light
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import Inventory
 
 
 def _write(text: str) -> None:
@@ -27,6 +27,9 @@ def _write(text: str) -> None:
 
 
 def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
+    from tui.cluster.dashboard import DashboardError, check_job_id
+    from tui.cluster.job_logs import JobLogEnd, job_log_chunks
+
     check_job_id(job, "JOB")  # before anything is sent: bad id → exit 2
 
     async def body(cluster: RayCluster) -> int:
@@ -52,6 +55,8 @@ def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
 
 
 def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) -> int:
+    from tui.cluster.node_logs import follow_log, list_logs, log_path
+
     if host not in {h.name for h in inv.hosts}:
         raise ConfigError(f"--node {host!r}: not a host of {inv.cluster} "
                           f"({', '.join(h.name for h in inv.hosts)})")

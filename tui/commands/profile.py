@@ -14,14 +14,16 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.commands import Command
 from tui.commands.output import json_text
-from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.rules import ClusterResources, Problem
 from tui.sanitize import one_line
+
+if TYPE_CHECKING:  # a type only: `verl-tui profile check --help` stays light
+    from tui.config.hosts import Inventory
 
 
 async def _live_cluster(inv: Inventory, *, want_debugpy: bool) -> ClusterResources:

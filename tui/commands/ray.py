@@ -11,23 +11,17 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from tui.cluster.dashboard import DashboardError
-from tui.cluster.lock import EXIT_BUSY
-from tui.cluster.probe import HostFacts
-from tui.cluster.ray_cluster import (
-    BringUpError,
-    ClusterBusy,
-    ClusterStatus,
-    RayCluster,
-    StepEvent,
-)
 from tui.commands import Command
 from tui.commands.output import json_text
-from tui.config.hosts import Inventory
 from tui.fmt import plural
-from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
+
+if TYPE_CHECKING:  # the services are imported where used: `verl-tui up --help` stays light
+    from tui.cluster.probe import HostFacts
+    from tui.cluster.ray_cluster import ClusterStatus, RayCluster, StepEvent
+    from tui.config.hosts import Inventory
 
 GIB = 1024**3
 _MARK = {"ok": "✓", "skip": "·", "fail": "✗", "running": "…"}
@@ -79,6 +73,9 @@ async def _with_cluster(inv: Inventory, body: Callable[[RayCluster], Awaitable[i
     task = asyncio.current_task()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.transport.fleet import Fleet
+
     async with Fleet(inv) as fleet:
         cluster = RayCluster(fleet, inv, progress)
         try:
@@ -136,6 +133,9 @@ def _run(coro: Awaitable[int]) -> int:
 
 
 def run_up(inv: Inventory, *, restart: bool) -> int:
+    from tui.cluster.lock import EXIT_BUSY
+    from tui.cluster.ray_cluster import BringUpError, ClusterBusy
+
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
@@ -160,6 +160,9 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
 
 
 def run_down(inv: Inventory) -> int:
+    from tui.cluster.lock import EXIT_BUSY
+    from tui.cluster.ray_cluster import ClusterBusy
+
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
@@ -182,6 +185,8 @@ def run_down(inv: Inventory) -> int:
 
 
 def run_status(inv: Inventory, *, as_json: bool) -> int:
+    from tui.cluster.dashboard import DashboardError
+
     async def body(cluster: RayCluster) -> int:
         try:
             st = await cluster.status()
@@ -203,6 +208,8 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
 
 
 def run_tunnel(inv: Inventory) -> int:
+    from tui.cluster.dashboard import DashboardError
+
     async def body(cluster: RayCluster) -> int:
         try:
             client = await cluster.dashboard()
