@@ -37,7 +37,7 @@ AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "remote" / "gpu_agent
 INTERVAL = 0.2
 GPU_KEYS = {"index", "name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
             "memory_total_bytes", "temperature_c", "power_w", "power_limit_w", "processes",
-            "error"}
+            "error", "util_window_s"}
 HOST_KEYS = {"cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "ncpu"}
 
 
@@ -177,7 +177,7 @@ def test_gpus_reported_with_units_converted(env, state) -> None:
                   "util_percent": 37.0, "mem_util_percent": 12.0,
                   "memory_used_bytes": 1234 * MIB, "memory_total_bytes": 81559 * MIB,
                   "temperature_c": 41.0, "power_w": 71.234, "power_limit_w": 700.0,
-                  "processes": [], "error": None}
+                  "processes": [], "error": None, "util_window_s": None}
     assert g1["name"] == "NVIDIA H200" and g1["uuid"] == gpus[1].uuid
     assert (g1["util_percent"], g1["mem_util_percent"]) == (100.0, 88.0)
     assert (g1["memory_used_bytes"], g1["memory_total_bytes"]) == (70_000 * MIB, 143_771 * MIB)
@@ -489,11 +489,13 @@ def test_nvidia_smi_fallback(no_pynvml_env, tmp_path, start_agent) -> None:
                   "util_percent": g0["util_percent"], "mem_util_percent": 12.0,
                   "memory_used_bytes": 40960 * MIB, "memory_total_bytes": 81559 * MIB,
                   "temperature_c": 45.0, "power_w": 312.45, "power_limit_w": 700.0,
-                  "processes": None, "error": None}
+                  "processes": None, "error": None,
+                  "util_window_s": None}
     assert g1 == {"index": 1, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb-2222",
                   "util_percent": None, "mem_util_percent": None, "memory_used_bytes": 0,
                   "memory_total_bytes": 81559 * MIB, "temperature_c": 31.0, "power_w": None,
-                  "power_limit_w": None, "processes": None, "error": None}
+                  "power_limit_w": None, "processes": None, "error": None,
+                  "util_window_s": None}
     utils = [s["gpus"][0]["util_percent"] for s in samples]
     assert utils == sorted(utils) and utils[-1] > utils[0]  # later sweeps reach the agent
     # The agent takes its nvidia-smi child down with it.

@@ -29,9 +29,20 @@
  *   power_mw MW               nvmlDeviceGetPowerUsage (milliwatts)
  *   power_limit_mw MW         nvmlDeviceGetEnforcedPowerLimit (milliwatts)
  *   proc PID BYTES|na         a compute process; "na" -> NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX)
+ *   samples_every_us US       nvmlDeviceGetSamples(GPU_UTILIZATION): a generated stream, one
+ *   samples_cycle V1 V2 ...   sample every US microseconds of CLOCK_REALTIME (timestamps are
+ *   samples_buffer N          multiples of US), values cycling through V1 V2 ... (up to 64);
+ *                             the newest N (default 120) are kept, like the driver's ring
+ *                             buffer. While a stream is set, nvmlDeviceGetUtilizationRates's
+ *                             gpu value is the newest sample's (an instant, as real NVML's is)
+ *   sample TS VALUE           an explicit sample (timestamp in µs, raw value; up to 256, served
+ *                             in file order, so a test can script disorder and garbage);
+ *                             explicit samples replace a generated stream
+ *   samples_type T            the nvmlValueType_t reported (default 1, unsigned int; 0 double,
+ *                             3 unsigned long long; anything else is served as given)
  *   error FUNC CODE           FUNC returns CODE for this GPU. FUNC is one of: handle name uuid
  *                             util mem (v1 and v2) mem_v2 (only _v2) temp power power_limit
- *                             procs (the _v2 and _v3 calls),
+ *                             samples (nvmlDeviceGetSamples) procs (the _v2 and _v3 calls),
  *                             procs_v3 (only _v3: an older driver, with 13 FUNCTION_NOT_FOUND),
  *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST)
  */
@@ -62,13 +73,26 @@ typedef struct {
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t;  /* also nvmlProcessInfo_v2_t: the _v2 and _v3 calls share it */
 typedef struct { unsigned int version; unsigned int sensorType; int temperature; } nvmlTemperature_t;
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    signed int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
 
 #define MAX_GPUS 64
 #define MAX_PROCS 64
+#define MAX_CYCLE 64
+#define MAX_SAMPLES 256
+#define NVML_GPU_UTILIZATION_SAMPLES 1
 enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_MEM_V2, F_TEMP, F_POWER, F_POWER_LIMIT,
-       F_PROCS, F_PROCS_V3, F_N };
+       F_SAMPLES, F_PROCS, F_PROCS_V3, F_N };
 static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "mem_v2", "temp",
-                                      "power", "power_limit", "procs", "procs_v3"};
+                                      "power", "power_limit", "samples", "procs", "procs_v3"};
 
 typedef struct {
     char name[96], uuid[96];
@@ -78,6 +102,11 @@ typedef struct {
     unsigned long long proc_mem[MAX_PROCS];
     int err[F_N];
     int err_all;
+    /* utilization samples: a generated stream (every_us > 0) or explicit ones (nsamples > 0) */
+    unsigned long long every_us;
+    unsigned int ncycle, buffer, nsamples, sample_type;
+    unsigned long long cycle[MAX_CYCLE];
+    unsigned long long sample_ts[MAX_SAMPLES], sample_val[MAX_SAMPLES];
 } fake_gpu;
 
 typedef struct {
@@ -120,6 +149,10 @@ static int load_state(fake_state *out) {
             copy_str(out->nvml_version, sizeof out->nvml_version, val);
         else if (!strcmp(key, "gpu")) {
             g = out->ngpus < MAX_GPUS ? &out->gpus[out->ngpus++] : NULL;
+            if (g) {
+                g->buffer = 120;
+                g->sample_type = 1;  /* NVML_VALUE_TYPE_UNSIGNED_INT */
+            }
         } else if (!g) {
             continue;  /* a per-GPU key before any "gpu" line, or too many GPUs */
         } else if (!strcmp(key, "name")) copy_str(g->name, sizeof g->name, val);
@@ -133,7 +166,23 @@ static int load_state(fake_state *out) {
         else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "power_limit_mw"))
             g->power_limit_mw = (unsigned)strtoul(val, NULL, 10);
-        else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
+        else if (!strcmp(key, "samples_every_us")) g->every_us = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "samples_buffer")) g->buffer = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "samples_type")) g->sample_type = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "samples_cycle")) {
+            char *p = val, *end;
+            g->ncycle = 0;
+            while (g->ncycle < MAX_CYCLE) {
+                unsigned long long v = strtoull(p, &end, 10);
+                if (end == p) break;
+                g->cycle[g->ncycle++] = v;
+                p = end;
+            }
+        } else if (!strcmp(key, "sample") && g->nsamples < MAX_SAMPLES) {
+            char *rest;
+            g->sample_ts[g->nsamples] = strtoull(val, &rest, 10);
+            g->sample_val[g->nsamples++] = strtoull(rest, NULL, 10);
+        } else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
             char *rest;
             g->proc_pid[g->nprocs] = (unsigned)strtoul(val, &rest, 10);
             while (*rest == ' ' || *rest == '\t') rest++;
@@ -259,12 +308,87 @@ nvmlReturn_t nvmlDeviceGetUUID(void *device, char *uuid, unsigned int length) {
     return r ? r : copy_out(uuid, length, g->uuid);
 }
 
+/* ---- utilization samples ---------------------------------------------------------------- */
+
+static unsigned long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL;
+}
+
+static int generated(const fake_gpu *g) {
+    return g->nsamples == 0 && g->every_us > 0 && g->ncycle > 0;
+}
+
+/* The samples newer than last_seen, oldest first, at most max of them (all when out is NULL);
+ * returns how many there are. Sample k of a generated stream: timestamp k*every_us, value
+ * cycle[k % ncycle]. */
+static unsigned int samples_since(const fake_gpu *g, unsigned long long last_seen,
+                                  nvmlSample_t *out, unsigned int max) {
+    unsigned int n = 0, i;
+    if (generated(g)) {
+        unsigned long long newest = now_us() / g->every_us, k;
+        unsigned long long oldest = newest >= g->buffer ? newest - g->buffer + 1 : 0;
+        if (g->buffer == 0) return 0;
+        if (last_seen / g->every_us + 1 > oldest) oldest = last_seen / g->every_us + 1;
+        for (k = oldest; k <= newest; k++) {
+            if (out && n < max) {
+                unsigned long long v = g->cycle[k % g->ncycle];
+                memset(&out[n], 0, sizeof out[n]);
+                out[n].timeStamp = k * g->every_us;
+                if (g->sample_type == 0) out[n].sampleValue.dVal = (double)v;
+                else if (g->sample_type == 1) out[n].sampleValue.uiVal = (unsigned int)v;
+                else out[n].sampleValue.ullVal = v;
+            }
+            n++;
+        }
+        return n;
+    }
+    for (i = 0; i < g->nsamples; i++) {
+        if (g->sample_ts[i] <= last_seen) continue;
+        if (out && n < max) {
+            memset(&out[n], 0, sizeof out[n]);
+            out[n].timeStamp = g->sample_ts[i];
+            if (g->sample_type == 0) out[n].sampleValue.dVal = (double)g->sample_val[i];
+            else if (g->sample_type == 1) out[n].sampleValue.uiVal = (unsigned int)g->sample_val[i];
+            else out[n].sampleValue.ullVal = g->sample_val[i];
+        }
+        n++;
+    }
+    return n;
+}
+
+/* nvml.h's two-call protocol: samples NULL -> *count = how many there are; otherwise up to
+ * *count of them, oldest first, and *count = how many were written. None newer than
+ * lastSeenTimeStamp -> NVML_ERROR_NOT_FOUND. Only GPU utilization is scripted. */
+nvmlReturn_t nvmlDeviceGetSamples(void *device, int type, unsigned long long lastSeenTimeStamp,
+                                  int *sampleValType, unsigned int *sampleCount,
+                                  nvmlSample_t *samples) {
+    fake_gpu *g;
+    unsigned int n;
+    nvmlReturn_t r = check(device, F_SAMPLES, &g);
+    if (r) return r;
+    if (!sampleValType || !sampleCount) return NVML_ERROR_INVALID_ARGUMENT;
+    if (type != NVML_GPU_UTILIZATION_SAMPLES) return NVML_ERROR_NOT_SUPPORTED;
+    n = samples_since(g, lastSeenTimeStamp, NULL, 0);
+    if (n == 0) return NVML_ERROR_NOT_FOUND;
+    *sampleValType = (int)g->sample_type;
+    if (!samples) {
+        *sampleCount = n;
+        return NVML_SUCCESS;
+    }
+    n = samples_since(g, lastSeenTimeStamp, samples, *sampleCount);  /* may have grown */
+    if (n < *sampleCount) *sampleCount = n;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetUtilizationRates(void *device, nvmlUtilization_t *util) {
     fake_gpu *g;
     nvmlReturn_t r = check(device, F_UTIL, &g);
     if (r) return r;
     if (!util) return NVML_ERROR_INVALID_ARGUMENT;
-    util->gpu = g->util;
+    util->gpu = generated(g) ? (unsigned int)g->cycle[(now_us() / g->every_us) % g->ncycle]
+                             : g->util;
     util->memory = g->mem_util;
     return NVML_SUCCESS;
 }

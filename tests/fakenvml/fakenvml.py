@@ -21,13 +21,14 @@ MIB = 1024 * 1024
 
 # NVML return codes the tests script (nvml.h values).
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 
 # Functions that `FakeGpu.errors` can make fail (see the C file's header).
 ERROR_FUNCS = ("handle", "name", "uuid", "util", "mem", "mem_v2", "temp", "power",
-               "power_limit", "procs", "procs_v3", "all")
+               "power_limit", "samples", "procs", "procs_v3", "all")
 
 
 def build_fake_nvml(outdir: Path) -> Path:
@@ -64,6 +65,15 @@ class FakeGpu:
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     # function name (ERROR_FUNCS) -> NVML return code, e.g. {"power": 3}, {"all": 15}
     errors: dict[str, int] = field(default_factory=dict)
+    # nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES). A generated stream: one sample every
+    # `samples_every_us` µs of the real-time clock, values cycling through `samples_cycle`, the
+    # newest `samples_buffer` kept; while it runs, the instantaneous util is the newest sample.
+    samples_every_us: int = 0
+    samples_cycle: list[int] = field(default_factory=list)
+    samples_buffer: int = 120
+    # Or explicit (timestamp µs, raw value) samples, served in this order (garbage allowed).
+    samples: list[tuple[int, int]] = field(default_factory=list)
+    samples_type: int = 1  # nvmlValueType_t reported: 0 double, 1 unsigned int, 3 u64, ...
 
 
 def default_uuid(index: int) -> str:
@@ -94,6 +104,12 @@ def render_state(gpus: list[FakeGpu], init_error: int | None = None,
             f"power_limit_mw {gpu.power_limit_mw}",
         ]
         lines += [f"proc {pid} {'na' if used is None else used}" for pid, used in gpu.processes]
+        if gpu.samples_every_us:
+            lines += [f"samples_every_us {gpu.samples_every_us}",
+                      f"samples_cycle {' '.join(str(v) for v in gpu.samples_cycle)}",
+                      f"samples_buffer {gpu.samples_buffer}"]
+        lines += [f"sample {ts} {value}" for ts, value in gpu.samples]
+        lines.append(f"samples_type {gpu.samples_type}")
         for func, code in gpu.errors.items():
             if func not in ERROR_FUNCS:
                 raise ValueError(f"unknown fake NVML function {func!r}; one of {ERROR_FUNCS}")

@@ -39,6 +39,12 @@ SMI_FIELDS = ("index,name,uuid,utilization.gpu,utilization.memory,memory.used,me
 TEMPERATURE = ("nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureV")
 PROCESSES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
              "nvmlDeviceGetComputeRunningProcesses")
+# nvmlDeviceGetSamples: GPU utilization (nvmlSamplingType_t), the nvmlValue_t member for each
+# nvmlValueType_t, and how many sweeps in a row may bring no new sample before NVML's whole
+# buffer is read again (its clock may have stepped back below the last timestamp seen).
+UTIL_SAMPLES = 1
+VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+UTIL_RESYNC = 3
 SMI_KEYS = ("name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
             "memory_total_bytes", "temperature_c", "power_w", "power_limit_w")
 
@@ -47,7 +53,7 @@ def _empty_gpu(index, error=None):
     return {"index": index, "name": None, "uuid": None, "util_percent": None,
             "mem_util_percent": None, "memory_used_bytes": None, "memory_total_bytes": None,
             "temperature_c": None, "power_w": None, "power_limit_w": None, "processes": None,
-            "error": error}
+            "error": error, "util_window_s": None}
 
 
 def _text(value):
@@ -120,8 +126,9 @@ class HostStats:
 class NvmlBackend:
     """pynvml sweeps. While nvmlInit fails it reports source "none" and retries."""
 
-    def __init__(self, pynvml):
+    def __init__(self, pynvml, interval=1.0):
         self.nv = pynvml
+        self.interval = interval  # what a first utilization reading averages over
         self.ok = False
         self.error = None
         self.driver = self.nvml_version = None
@@ -210,7 +217,8 @@ class NvmlBackend:
         try:
             if st is None:
                 st = {"handle": nv.nvmlDeviceGetHandleByIndex(index), "name": None,
-                      "uuid": None, "power_limit_w": None}
+                      "uuid": None, "power_limit_w": None,
+                      "util_ts": 0, "util_newest": None, "util_empty": 0, "util_ok": True}
                 self.static[index] = st
             h = st["handle"]
             # Static values: read until one read succeeds, then cached.
@@ -225,6 +233,9 @@ class NvmlBackend:
             util = self._call(nv.nvmlDeviceGetUtilizationRates, h)
             if util is not None:
                 gpu["util_percent"], gpu["mem_util_percent"] = float(util.gpu), float(util.memory)
+            window = self._util_window(st, h)
+            if window is not None:  # else the instantaneous value stands; util_window_s null
+                gpu["util_percent"], gpu["util_window_s"] = window
             mem = self._call(self._memory, h)
             if mem is not None:
                 gpu["memory_used_bytes"], gpu["memory_total_bytes"] = int(mem.used), int(mem.total)
@@ -244,10 +255,88 @@ class NvmlBackend:
             self.static.pop(index, None)
             return _empty_gpu(index, str(err) or type(err).__name__)
 
+    def _util_window(self, st, h):
+        """GPU utilization over the whole interval: (mean %, seconds covered) or None.
+
+        nvmlDeviceGetUtilizationRates covers only the driver's last sample period (1/6 s to
+        1 s by product), so a bursty load reads anywhere from 0 to 100 %. The driver keeps its
+        samples; this averages those stamped since the last sweep. None where the call is not
+        supported or no new sample arrived: the caller keeps the instantaneous value."""
+        if not st["util_ok"]:
+            return None
+        nv, last = self.nv, st["util_ts"]
+        try:
+            vtype, samples = nv.nvmlDeviceGetSamples(h, UTIL_SAMPLES, last)
+        except nv.NVMLError as err:
+            if err.value in self.lost_codes:
+                raise
+            if err.value in (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND):
+                st["util_ok"] = False  # old driver or GPU: stop asking until NVML re-inits
+            else:  # NOT_FOUND: nothing since `last`
+                self._util_nothing_new(st)
+            return None
+        except Exception:  # a pynvml without the call, ctypes trouble: instantaneous only
+            st["util_ok"] = False
+            return None
+        member = VALUE_FIELDS[vtype] if type(vtype) is int and 0 <= vtype < len(VALUE_FIELDS) \
+            else None
+        points, newest = [], last
+        for sample in samples:
+            ts = int(sample.timeStamp)
+            if ts <= last:  # the driver filters these; one that slips through is not trusted
+                continue
+            newest = max(newest, ts)
+            value = getattr(sample.sampleValue, member) if member else None
+            if value is not None and 0 <= value <= 100:  # NaN fails both
+                points.append((ts, float(value)))
+        st["util_ts"] = newest
+        points.sort()
+        prev = last
+        if last == 0 and points:  # first read (or a resync): the whole buffer came back
+            if points[-1][0] == st["util_newest"]:  # nothing newer than before the resync
+                points = []
+            else:
+                cut = points[-1][0] - int(self.interval * 1e6)
+                older = [ts for ts, _ in points if ts <= cut]
+                points = [p for p in points if p[0] > cut]
+                prev = older[-1] if older else None
+        if not points:
+            self._util_nothing_new(st)
+            return None
+        st["util_newest"], st["util_empty"] = points[-1][0], 0
+        return _mean_util(points, prev)
+
+    @staticmethod
+    def _util_nothing_new(st):
+        st["util_empty"] += 1
+        if st["util_empty"] >= UTIL_RESYNC:
+            st["util_ts"], st["util_empty"] = 0, 0
+
     def close(self):
         if self.ok:
             with contextlib.suppress(Exception):
                 self.nv.nvmlShutdown()
+
+
+def _mean_util(points, prev):
+    """Time-weighted mean of (timestamp µs, percent) samples sorted by time.
+
+    A sample's value is the busy share of the period that ends at its timestamp, so each one
+    weighs the time since the sample before it (``prev`` before the first; None: unknown). A
+    gap longer than twice the usual spacing (sampling paused) counts as twice the spacing."""
+    stamps = [ts for ts, _ in points]
+    gaps = [stamps[i] - stamps[i - 1] for i in range(1, len(stamps))]  # (no pairwise in 3.8)
+    usual = sorted(gaps)[len(gaps) // 2] if gaps else None
+    first = stamps[0] - prev if prev else usual
+    weights = [w if usual is None or w is None else min(w, 2 * usual)
+               for w in [first, *gaps]]
+    if any(w is None for w in weights) or sum(weights) <= 0:
+        weights = [1] * len(points)  # a lone sample, or duplicate stamps: equal weights
+        span = stamps[-1] - stamps[0]
+    else:
+        span = sum(weights)
+    mean = sum(weights[i] * points[i][1] for i in range(len(points))) / sum(weights)
+    return round(mean, 1), round(span / 1e6, 2)
 
 
 def _smi_value(text, kind):
