@@ -1,6 +1,6 @@
 """On a machine with an NVIDIA GPU: does the agent's utilization mean the whole interval?
 
-    python3 scripts/util_interval_check.py OUTDIR [--seconds 20] [--interval 1.0]
+    python3 scripts/util_interval_check.py OUTDIR [--seconds 20] [--interval 1.0] [--agent FILE]
 
 Puts a duty-cycle load on GPU 0 (a matmul loop busy for 100 ms, then 100 ms asleep; each
 burst's wall-clock span and CUDA-event time are logged), runs the agent file as a host runs it
@@ -136,6 +136,7 @@ def main() -> int:
     ap.add_argument("--busy", type=float, default=0.1)
     ap.add_argument("--idle", type=float, default=0.1)
     ap.add_argument("--once-runs", type=int, default=6)
+    ap.add_argument("--agent", type=Path, default=AGENT, help="the agent file to run")
     args = ap.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
     import pynvml as nv
@@ -154,7 +155,7 @@ def main() -> int:
         while not burst_log.exists() or burst_log.stat().st_size == 0:
             time.sleep(0.05)
         time.sleep(2.0)  # a few cycles in before the first reading
-        agent = subprocess.Popen([sys.executable, "-u", str(AGENT), "--interval",
+        agent = subprocess.Popen([sys.executable, "-u", str(args.agent), "--interval",
                                   str(args.interval)], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
         end = time.time() + args.seconds + args.interval
@@ -177,7 +178,7 @@ def main() -> int:
         agent.wait(10)
         for _ in range(args.once_runs):
             time.sleep(0.37)  # off the load's period: each run lands at another phase
-            proc = subprocess.run([sys.executable, "-u", str(AGENT), "--once"],
+            proc = subprocess.run([sys.executable, "-u", str(args.agent), "--once"],
                                   capture_output=True, text=True, timeout=60)
             now = time.time()
             sample = json.loads(proc.stdout.splitlines()[-1])
