@@ -26,7 +26,10 @@ from tui.sanitize import one_line
 MAX_GPUS = 64
 MAX_PROCESSES = 256  # per GPU
 MAX_PROBLEMS = 8  # per line; the rest are counted
-SOURCES = frozenset({"nvml", "nvidia-smi", "none"})
+# NVIDIA backends, AMD backends; a host with both vendors sends "nvml+amdgpu-sysfs".
+SOURCES = frozenset({"nvml", "nvidia-smi", "none", "amdgpu-sysfs", "amdsmi", "amd-smi",
+                     "rocm-smi"})
+VENDORS = frozenset({"nvidia", "amd"})
 
 # Length caps for strings (characters, after sanitizing).
 NAME_LEN = 96
@@ -249,6 +252,10 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         else:
             c.bad(path + "processes", procs, "not a list")
     error = get("error")
+    vendor = get("vendor")  # "amd" / "nvidia"; absent from NVIDIA-only agents
+    if vendor is not None and (type(vendor) is not str or vendor not in VENDORS):
+        c.bad(path + "vendor", vendor, "not nvidia or amd")
+        vendor = None
     window = get("util_window_s")
     if window is not None and not (type(window) in (int, float)
                                    and WINDOW_S[0] <= window <= WINDOW_S[1]):
@@ -261,14 +268,16 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         processes,
         None if error is None else c.str_(g, "error", ERROR_LEN, path),
         window,
+        vendor=vendor,
     )
 
 
 def _source(c: _Checker, d: dict, path: str = "") -> str | None:
     v = d.get("source")
-    if v is None or (type(v) is str and v in SOURCES):
+    if v is None or (type(v) is str and len(v) <= SHORT_LEN
+                     and all(part in SOURCES for part in v.split("+"))):
         return v
-    c.bad(path + "source", v, "not one of nvml, nvidia-smi, none")
+    c.bad(path + "source", v, "not a known backend")
     return None
 
 

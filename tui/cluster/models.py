@@ -37,6 +37,7 @@ class GpuSample:
     # Seconds util_percent averages over (NVML's samples since the previous sample); None: an
     # instantaneous reading (nvidia-smi, an old driver, or no new sample).
     util_window_s: float | None = None
+    vendor: str | None = None  # "nvidia" | "amd"; None: an NVIDIA-only agent's GPU
 
     @property
     def memory_fraction(self) -> float | None:
@@ -69,6 +70,7 @@ class GpuSample:
                 for p in self.processes
             ],
             "error": self.error,
+            "vendor": self.vendor,
         }
 
 
@@ -77,7 +79,7 @@ class HostSample:
     seq: int
     t: float  # the agent's clock, seconds since the epoch, at the start of the sweep
     received: float  # our clock (time.time()) when the line arrived
-    source: str  # "nvml" | "nvidia-smi" | "none"
+    source: str  # "nvml" | "nvidia-smi" | "none" | AMD's, "+"-joined on mixed hosts
     error: str | None
     cpu_percent: float | None
     load1: float | None
