@@ -211,3 +211,45 @@ def test_a_local_verl_is_the_fallback_with_a_warning(env) -> None:
     warn = [p for p in doc["problems"] if p["level"] == "warn" and p["key"] is None
             and "the cluster's verl was not read (node1 (" in p["message"]]
     assert warn and "verl is not installed there" in warn[0]["message"], doc["problems"]
+
+
+def test_config_name_and_path_compose_from_the_hosts_verl(env) -> None:
+    """A profile's config_name (one of verl's own configs) and config_path (a local folder of
+    custom configs whose defaults pull verl's ppo_trainer) compose from the cached copy of the
+    host's verl; `pkg://verl.trainer.config` in the custom search path is that copy too (this
+    Python has no verl to import)."""
+    hosts = _hosts(env, "hosts", sys.executable)
+    custom = env["root"] / "my_configs"
+    custom.mkdir(exist_ok=True)
+    (custom / "my_trainer.yaml").write_text(
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "my_block:\n  knob: 3\n")
+    preset = (Path(__file__).resolve().parents[1] / "profiles" / f"{PRESET}.yaml").read_text()
+    own = env["root"] / "own.yaml"  # verl's megatron config: the preset's FSDP keys differ
+    own.write_text(preset.replace(f"name: {PRESET}\n",
+                                  "name: own\nconfig_name: ppo_megatron_trainer\n", 1))
+    proc = _cli(env, "profile", "check", str(own), "--hosts", str(hosts), "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["verl"]["from"] == "node1" and proc.returncode == 1, doc
+    assert {p["key"]: p["message"] for p in _errors(doc)}[
+        "actor_rollout_ref.actor.fsdp_config.param_offload"] == (
+        "not a key in verl's config (did you mean actor_rollout_ref.actor.megatron."
+        "param_offload?)"), doc["problems"]
+
+    path = env["root"] / "custom.yaml"
+    path.write_text(preset.replace(
+        f"name: {PRESET}\n", f"name: custom\nconfig_name: my_trainer\nconfig_path: {custom}\n", 1))
+    proc = _cli(env, "profile", "check", str(path), "--hosts", str(hosts), "--json",
+                "--set", "my_block.knob=4")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and doc["ok"] and doc["verl"]["from"] == "node1", proc.stdout
+    # The custom config's own key and verl's keys through it: a typo is answered from both.
+    bad = _cli(env, "profile", "check", str(path), "--hosts", str(hosts), "--json",
+               "--set", "data.train_batch_siz=3", "--set", "my_block.knop=4")
+    assert bad.returncode == 1
+    assert _errors(json.loads(bad.stdout)) == [
+        {"key": "data.train_batch_siz", "level": "error",
+         "message": "not a key in verl's config (did you mean data.train_batch_size?)"},
+        {"key": "my_block.knop", "level": "error",
+         "message": "not a key in verl's config (did you mean my_block.knob?)"}], bad.stdout
