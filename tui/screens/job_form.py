@@ -61,6 +61,12 @@ from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
 from tui.transport.types import TransportError
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
+from tui.widgets.jobform.summary import (
+    loose_text,
+    place_problems,
+    show_field_problems,
+    summary_text,
+)
 
 __all__ = ["DraftBusyScreen", "JobFormScreen"]
 
@@ -523,30 +529,12 @@ class JobFormScreen(Screen[str | None]):
         await self.check()
 
     def _apply(self, report: Report, local: dict[str, str]) -> None:
-        placed: dict[str, list[Problem]] = {k: [] for k in self.fields}
-        by_norm = {_norm(k): k for k in self.fields}
-        loose: list[Problem] = []
-        for p in report.problems:
-            home = by_norm.get(_norm(p.key))
-            if home is not None:
-                placed[home].append(p)
-            else:
-                loose.append(p)
-        for key, f in self.fields.items():
-            f.show_problems([p for p in placed.get(key, []) if not (
-                f.local_problem and p.message == f.local_problem)])
-        t = Text()
-        for p in loose[:8]:
-            t.append("✗ " if p.level == "error" else "! ",
-                     "bold red" if p.level == "error" else "bold yellow")
-            t.append(f"{one_line(p.key or 'profile')}: ", "bold")
-            t.append(clean(p.message) + "\n")
-        if len(loose) > 8:
-            t.append(f"… {len(loose) - 8} more\n", "dim")
-        t.rstrip()  # in place (returns None): no blank line under the last problem
+        placed, loose = place_problems(report.problems, self.fields)
+        show_field_problems(self.fields, placed)
+        text = loose_text(loose)
         box = self.query_one("#form-problems", Static)
-        box.update(t)
-        box.display = bool(t.plain)
+        box.update(text)
+        box.display = bool(text.plain)
         self._update_submit()
 
     @property
@@ -578,23 +566,9 @@ class JobFormScreen(Screen[str | None]):
         if not self.validated or self.report is None:
             summary.update(Text("checking…", "dim"))
             return
-        errors, warns = self.error_count, len(self.report.warnings)
-        t = Text()
-        if errors:
-            t.append(f"{errors:d} error{'s' * (errors != 1)}", "bold red")
-            t.append(" — submit is off until they are fixed", "red")
-            if warns:
-                t.append(f", {warns} warning{'s' * (warns != 1)}", "yellow")
-        elif warns:
-            t.append("ready", "bold green")
-            t.append(f" — {warns} warning{'s' * (warns != 1)}", "yellow")
-        else:
-            t.append("ready", "bold green")
-        if self.resources_from != "ray":
-            t.append("   (not checked against Ray's nodes)", "yellow")
-        if self.latencies:
-            t.append(f"   checked in {self.latencies[-1] * 1000:.0f} ms", "dim")
-        summary.update(t)
+        summary.update(summary_text(
+            self.error_count, len(self.report.warnings), against_ray=self.resources_from == "ray",
+            latency_s=self.latencies[-1] if self.latencies else None))
 
     def action_revalidate(self) -> None:
         if self._debounce is not None:

@@ -1,0 +1,76 @@
+"""The job form's text blocks: the submit bar's summary and the problems no field owns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.text import Text
+
+from tui.jobs.rules import Problem
+from tui.sanitize import clean, one_line
+
+MAX_LOOSE = 8  # problems listed above the form; the rest counted
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:d} {word}{'s' * (count != 1)}"
+
+
+def summary_text(errors: int, warnings: int, *, against_ray: bool,
+                 latency_s: float | None) -> Text:
+    t = Text()
+    if errors:
+        t.append(_n(errors, "error"), "bold red")
+        t.append(" — submit is off until they are fixed", "red")
+        if warnings:
+            t.append(f", {_n(warnings, 'warning')}", "yellow")
+    else:
+        t.append("ready", "bold green")
+        if warnings:
+            t.append(f" — {_n(warnings, 'warning')}", "yellow")
+    if not against_ray:
+        t.append("   (not checked against Ray's nodes)", "yellow")
+    if latency_s is not None:
+        t.append(f"   checked in {latency_s * 1000:.0f} ms", "dim")
+    return t
+
+
+def place_problems(problems: Iterable[Problem], keys: Iterable[str]
+                   ) -> tuple[dict[str, list[Problem]], list[Problem]]:
+    """(field key → its problems, the problems no field owns). `+key`/`~key` are `key`."""
+    def norm(key: str | None) -> str | None:
+        return key.lstrip("+~") if key else key
+
+    keys = list(keys)
+    placed: dict[str, list[Problem]] = {k: [] for k in keys}
+    by_norm = {norm(k): k for k in keys}
+    loose: list[Problem] = []
+    for p in problems:
+        home = by_norm.get(norm(p.key))
+        if home is not None:
+            placed[home].append(p)
+        else:
+            loose.append(p)
+    return placed, loose
+
+
+def loose_text(loose: list[Problem]) -> Text:
+    """The problems no field owns, one line each (empty Text when there are none)."""
+    t = Text()
+    for p in loose[:MAX_LOOSE]:
+        t.append("✗ " if p.level == "error" else "! ",
+                 "bold red" if p.level == "error" else "bold yellow")
+        t.append(f"{one_line(p.key or 'profile')}: ", "bold")
+        t.append(clean(p.message) + "\n")
+    if len(loose) > MAX_LOOSE:
+        t.append(f"… {len(loose) - MAX_LOOSE} more\n", "dim")
+    t.rstrip()  # in place (Rich's rstrip returns None): no blank line under the last one
+    return t
+
+
+def show_field_problems(fields: Mapping[str, Any], placed: Mapping[str, list[Problem]]) -> None:
+    """Each field shows its problems, less the one it found itself (shown already)."""
+    for key, f in fields.items():
+        f.show_problems([p for p in placed.get(key, []) if not (
+            f.local_problem and p.message == f.local_problem)])
