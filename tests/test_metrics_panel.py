@@ -10,12 +10,12 @@ from textual.app import App, ComposeResult
 from textual.widgets import OptionList, ProgressBar, Static
 from textual_plotext import PlotextPlot
 
+from tui.fmt import duration
 from tui.widgets.metrics import (
     DEFAULT_CHARTS,
     MetricChart,
     MetricPicker,
     MetricsPanel,
-    fmt_duration,
     progress_text,
 )
 
@@ -95,7 +95,7 @@ async def test_progress_bar_step_total_and_eta():
         assert (bar.progress, bar.total) == (37, 200) and not bar.has_class("-hidden")
         # 163 steps left at timing_s/step 30 s.
         assert text_of(panel, "#metrics-step") == "step 37/200 · ETA 1h21m · 30.0 s/step"
-        assert fmt_duration(163 * 30) == "1h21m"
+        assert duration(163 * 30) == "1h21m" and duration(3 * 86400 + 4 * 3600) == "3d04h"
         # verl's own count replaces the config's.
         panel.feed_text("(TaskRunner pid=4242) Total training steps: 74\n")
         await pilot.pause(0.6)

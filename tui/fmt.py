@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+GIB = 1 << 30
+
 
 def human_size(n: int) -> str:
     """1536 → "1.5K"; binary units, one decimal."""
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+    for unit, size in (("T", 1 << 40), ("G", GIB), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= size:
             return f"{n / size:.1f}{unit}"
     return f"{n}B"
@@ -25,10 +27,12 @@ def age(since: float | None, now: float | None = None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """"4m07s", "2h13m"; "-" when unknown."""
+    """"4m07s", "2h13m", "3d04h"; "-" when unknown."""
     if seconds is None:
         return "-"
-    s = int(seconds)
+    s = max(0, int(seconds))
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 

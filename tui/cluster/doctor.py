@@ -56,12 +56,12 @@ from typing import Literal
 from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, Listener, NetInterface, probe_all
 from tui.config.hosts import Host, Inventory
+from tui.fmt import GIB
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState, LinkStatus, StreamProcess
 
 Status = Literal["ok", "warn", "fail"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail")
-GIB = 1024**3
 
 CPUS_PER_GPU = 3  # verl's STRICT_PACK bundles: {CPU: 3, GPU: 1} per GPU
 MIN_DEBUGPY = (1, 8)

@@ -35,10 +35,6 @@ class LogFile:
                 return kind
         return "other"
 
-    @property
-    def is_error_stream(self) -> bool:
-        return self.name.endswith(".err")
-
 
 async def list_logs(transport: Transport, log_dir: str = SESSION_LOGS) -> list[LogFile]:
     """Files of the folder, newest first. A host without a Ray session gives a clear error."""

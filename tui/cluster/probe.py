@@ -173,10 +173,6 @@ class HostFacts:
     ray_processes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     probe_errors: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def non_loopback_interfaces(self) -> tuple[NetInterface, ...]:
-        return tuple(i for i in self.interfaces if not i.loopback)
-
     def interface_with_address(self, address: str) -> NetInterface | None:
         for iface in self.interfaces:
             if address in iface.ipv4 or address in iface.ipv6:

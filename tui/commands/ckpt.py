@@ -21,6 +21,7 @@ from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run
 from tui.config.yamlfile import ConfigError
+from tui.fmt import human_size
 from tui.sanitize import one_line, raw
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui ckpt --help` stays light
@@ -91,15 +92,6 @@ def check_args(inv: Inventory, *, collect_step: int | None, to: str | None, role
 
 
 # -- output ------------------------------------------------------------------------------------
-
-
-def human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "K", "M", "G", "T"):
-        if value < 1024 or unit == "T":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{size}B"
 
 
 def rank_ranges(ranks: tuple[int, ...] | list[int]) -> str:

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command, seconds
 from tui.commands.output import json_text
+from tui.fmt import GIB
 from tui.sanitize import one_line
 
 if TYPE_CHECKING:  # imported where used: `verl-tui gpus --help` stays light
     from tui.cluster.models import HostTelemetry
     from tui.cluster.telemetry import TelemetryMonitor
     from tui.config.hosts import Inventory
-
-GIB = 1024**3
 
 
 def snapshot(monitor: TelemetryMonitor) -> dict:

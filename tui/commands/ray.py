@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
-from tui.fmt import plural
+from tui.fmt import GIB, plural
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui up --help` stays light
@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # the services are imported where used: `verl-tui up --help` 
     from tui.cluster.ray_cluster import ClusterStatus, RayCluster, StepEvent
     from tui.config.hosts import Inventory
 
-GIB = 1024**3
 _MARK = {"ok": "✓", "skip": "·", "fail": "✗", "running": "…"}
 
 

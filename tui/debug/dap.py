@@ -364,12 +364,6 @@ class DapClient:
         finally:
             self._pending.pop(seq, None)  # a late response is then dropped
 
-    async def wait_for_event(self, name: str, *, timeout: float = 10.0) -> dict[str, Any]:
-        """The body of the next event called ``name``."""
-        return await self._wait(
-            self._expect_event(name), timeout, f"no {name} event within {timeout:g} s"
-        )
-
     # --- session --------------------------------------------------------------------------
 
     async def attach_post_mortem(self, *, timeout: float = 20.0) -> Stopped:

@@ -776,7 +776,3 @@ def key_catalog() -> dict[str, KeyInfo]:
                            help=helps.get(key, ""), required=value == MISSING, follows=follows,
                            choices=CHOICES.get(key, ()))
     return out
-
-
-def key_info(key: str) -> KeyInfo | None:
-    return key_catalog().get(key.lstrip("+~"))

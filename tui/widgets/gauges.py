@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tui.fmt import GIB
+
 _SPARK = "▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-GIB = 1024**3
 
 
 def bar(fraction: float | None, width: int) -> str:
@@ -50,7 +51,3 @@ def sparkline(values: Iterable[float], width: int, top: float = 100.0, per_cell:
 
 def gib(n: int | None, digits: int = 1) -> str:
     return "-" if n is None else f"{n / GIB:.{digits}f}"
-
-
-def pct(v: float | None) -> str:
-    return "  -" if v is None else f"{v:3.0f}%"

@@ -22,6 +22,7 @@ from textual.widgets import Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
 
+from tui.fmt import duration
 from tui.metrics import MetricsTracker
 from tui.sanitize import markup, one_line
 
@@ -68,21 +69,6 @@ def fmt_value(v: float) -> str:
     return f"{v:.4g}" if a >= 1e-3 else f"{v:.1e}"
 
 
-def fmt_duration(seconds: float) -> str:
-    """ETA style: 42s, 5m03s, 1h12m, 3d04h."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h}h{m:02d}m"
-    d, h = divmod(h, 24)
-    return f"{d}d{h:02d}h"
-
-
 def progress_text(tracker: MetricsTracker) -> str:
     """``step 37/200 · ETA 1h12m · 45.2 s/step``."""
     last, total = tracker.last_step, tracker.total_steps
@@ -93,7 +79,7 @@ def progress_text(tracker: MetricsTracker) -> str:
         parts.append("done")
     elif total:
         eta = tracker.eta_seconds()
-        parts.append("ETA –" if eta is None else f"ETA {fmt_duration(eta)}")
+        parts.append("ETA –" if eta is None else f"ETA {duration(round(eta))}")
     per_step = tracker.step_seconds()
     if per_step is not None:
         parts.append(f"{per_step:.1f} s/step")

@@ -8,8 +8,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tui.cluster.models import HostTelemetry
+from tui.fmt import GIB
 from tui.sanitize import one_line
-from tui.widgets.gauges import GIB
 
 
 def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry],

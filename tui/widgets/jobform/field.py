@@ -65,7 +65,6 @@ class FormField(Vertical):
         self.info = info
         self.removable = removable
         self._text = text
-        self._touched = bool(text)  # a Switch shows a value even when it overrides nothing
         self.local_problem: str | None = None
 
     # -- layout --------------------------------------------------------------------------
