@@ -1,0 +1,290 @@
+"""The layer rule of DESIGN.md, checked on every module's imports (read with ast, nothing is
+imported): one direction of dependency, top to bottom.
+
+    UI      tui/app.py, tui/screens, tui/widgets, tui/palette.py      may import services
+    CLI     tui/cli.py, tui/__main__.py, tui/commands, tui/interrupts  may import services
+    services tui/cluster, tui/jobs, tui/ckpt, tui/debug, tui/logs, tui/metrics
+            never UI, CLI or Textual; sideways only along SIDEWAYS below
+    transport tui/transport: never services, UI or CLI; the only importer of asyncssh
+    remote  tui/remote: programs shipped as source to a host's Python: stdlib only (+ pynvml
+            for the GPU agent, Ray for the head's breakpoint lister), Python 3.8 syntax, no
+            tui imports; everyone else imports only the loader (the package), never a program
+    config  tui/config: config, the shared leaves, stdlib and third-party only
+    leaves  tui (the package: __version__), tui/sanitize.py, tui/fmt.py, tui/state.py: shared
+            by every layer, importing no other tui module
+
+Imports inside functions and under TYPE_CHECKING count: a lazy import is still an arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TUI = ROOT / "tui"
+
+SERVICES = ("tui.cluster", "tui.jobs", "tui.ckpt", "tui.debug", "tui.logs", "tui.metrics")
+UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
+CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
+LEAVES = ("tui", "tui.sanitize", "tui.fmt", "tui.state")
+
+# Sideways service → service arrows, derived from the code (2026-11). Everything else between
+# services is refused, so an arrow back up (cluster → jobs, which used to exist through the
+# debug modules) fails here. Order, bottom to top: cluster < jobs < {debug, ckpt, logs}; metrics
+# stands alone.
+SIDEWAYS = {
+    ("tui.jobs", "tui.cluster"): "the Jobs API client (dashboard), the Ray cluster, live "
+                                 "resources from the probe",
+    ("tui.debug", "tui.cluster"): "paused workers and breakpoints are found through the "
+                                  "dashboard and the cluster's hosts",
+    ("tui.debug", "tui.jobs"): "attach maps a worker's files back to the folder the job was "
+                               "submitted from (job history)",
+    ("tui.ckpt", "tui.jobs"): "resume writes a profile that continues from a checkpoint",
+    ("tui.logs", "tui.jobs"): "log hints name config keys checked against verl's schema",
+}
+REFUSED_SIDEWAYS = [("tui.cluster", "tui.jobs"), ("tui.cluster", "tui.debug"),
+                    ("tui.jobs", "tui.debug"), ("tui.jobs", "tui.ckpt")]
+
+# Third-party modules a remote program may import, by program (all others: stdlib only); each
+# is optional on the host except Ray where ray_pdb_keys runs (the head).
+REMOTE_EXTRA = {"gpu_agent": {"pynvml", "amdsmi"}, "probe": {"pynvml"}, "ray_pdb_keys": {"ray"}}
+
+MAX_LINES = 650  # "about 600": a module past this is split
+# Modules over MAX_LINES today, with their length: a ratchet. They may shrink (then lower or
+# drop the entry), never grow; a module not listed may not pass MAX_LINES.
+OVER_LIMIT = {
+    "tui/remote/gpu_agent.py": 1050,  # ships as one file: splitting needs a multi-file loader
+    "tui/cluster/doctor.py": 1000,
+    "tui/widgets/logview.py": 950,
+    "tui/jobs/importer.py": 800,
+    "tui/jobs/schema.py": 780,
+    "tui/screens/job_form.py": 775,
+    "tui/remote/probe.py": 675,  # ships as one file
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str  # importing module, dotted
+    dst: str  # imported module, dotted (absolute)
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.src}:{self.line} imports {self.dst}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def tui_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(TUI.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path) -> list[Edge]:
+    """Every module `name` imports: import/from statements anywhere in the file (relative
+    ones resolved), and importlib.import_module / __import__ calls with a literal name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [Edge(name, a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # `from tui.jobs import schema` imports the module tui.jobs.schema.
+            out.append(Edge(name, mod, node.lineno))
+            out += [Edge(name, f"{mod}.{a.name}", node.lineno) for a in node.names
+                    if f"{mod}.{a.name}" in MODULES]
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name)
+                       and node.func.id in ("import_module", "__import__")))):
+            out.append(Edge(name, node.args[0].value, node.lineno))
+    return out
+
+
+MODULES = tui_modules()
+EDGES = [e for name, path in MODULES.items() for e in imports_of(name, path)]
+
+
+def within(mod: str, groups: tuple[str, ...] | str) -> bool:
+    groups = (groups,) if isinstance(groups, str) else groups
+    return any(mod == g or mod.startswith(g + ".") for g in groups)
+
+
+def service_of(mod: str) -> str | None:
+    return next((s for s in SERVICES if within(mod, s)), None)
+
+
+def edges_from(groups: tuple[str, ...] | str) -> list[Edge]:
+    return [e for e in EDGES if within(e.src, groups)]
+
+
+def top(mod: str) -> str:
+    return mod.split(".")[0]
+
+
+# --- the walk itself ---------------------------------------------------------------------------
+
+
+def test_walk_sees_the_tree() -> None:
+    """Guards the checks below: the modules and arrows they judge are really found."""
+    assert len(MODULES) > 100 and "tui.remote.gpu_agent" in MODULES
+    found = {(e.src, e.dst) for e in EDGES}
+    assert ("tui.jobs.service", "tui.cluster.dashboard") in found  # from-import
+    assert ("tui.transport.fleet", "asyncssh") in found  # import_module("asyncssh") call
+    assert ("tui.jobs.verl_source", "tui.jobs.schema") in found  # `from tui.jobs import schema`
+
+
+def test_relative_imports_are_resolved(tmp_path: Path) -> None:
+    src = tmp_path / "x.py"
+    src.write_text("from .schema import KeyInfo\nfrom ..cluster import dashboard\n")
+    edges = imports_of("tui.jobs.x", src)
+    assert {e.dst for e in edges} >= {"tui.jobs.schema", "tui.cluster", "tui.cluster.dashboard"}
+
+
+# --- the rules ---------------------------------------------------------------------------------
+
+
+def test_services_import_no_ui_cli_or_textual() -> None:
+    bad = [e for e in edges_from(SERVICES)
+           if within(e.dst, UI + CLI) or top(e.dst) == "textual"]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_service_to_service_only_along_the_allowed_arrows() -> None:
+    bad = []
+    for e in edges_from(SERVICES):
+        a, b = service_of(e.src), service_of(e.dst)
+        if b is not None and a != b and (a, b) not in SIDEWAYS:
+            bad.append(f"{e}  ({a} -> {b} is not an allowed arrow)")
+    assert not bad, "\n".join(bad)
+
+
+def test_allowed_arrows_are_used_and_acyclic() -> None:
+    """Every allowed arrow exists in the code (the list is derived, not wished), and none
+    closes a cycle — so the refused ones (an arrow back up) stay refused."""
+    used = {(service_of(e.src), service_of(e.dst)) for e in edges_from(SERVICES)}
+    assert set(SIDEWAYS) <= used, set(SIDEWAYS) - used
+    for arrow in REFUSED_SIDEWAYS:
+        assert arrow not in SIDEWAYS
+    graph: dict[str, set[str]] = {}
+    for a, b in SIDEWAYS:
+        graph.setdefault(a, set()).add(b)
+
+    def reaches(a: str, b: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(n == b or (n not in seen and reaches(n, b, seen | {n}))
+                   for n in graph.get(a, ()))
+
+    assert not [s for s in SERVICES if reaches(s, s)]
+
+
+def test_transport_imports_no_service_ui_cli_or_remote_program() -> None:
+    bad = [e for e in edges_from("tui.transport")
+           if within(e.dst, SERVICES + UI + CLI + ("tui.remote",)) or top(e.dst) == "textual"]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_asyncssh_only_in_transport() -> None:
+    bad = [e for e in EDGES if top(e.dst) == "asyncssh" and not within(e.src, "tui.transport")]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_config_imports_only_config_and_leaves() -> None:
+    bad = [e for e in edges_from("tui.config")
+           if top(e.dst) == "tui" and not within(e.dst, "tui.config")
+           and e.dst not in LEAVES]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_leaves_import_no_other_tui_module() -> None:
+    bad = [e for name in LEAVES for e in EDGES
+           if e.src == name and top(e.dst) == "tui" and e.dst not in LEAVES]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_ui_is_imported_only_by_ui_and_cli() -> None:
+    bad = [e for e in EDGES if within(e.dst, UI) and not within(e.src, UI + CLI)]
+    assert not bad, "\n".join(map(str, bad))
+
+
+# --- remote programs -----------------------------------------------------------------------------
+
+REMOTE = sorted(n.rpartition(".")[2] for n in MODULES
+                if n.startswith("tui.remote.") and not n.rpartition(".")[2].startswith("_"))
+
+
+def test_remote_programs_exist() -> None:
+    assert set(REMOTE) >= {"gpu_agent", "probe", "ckpt_helper", "head_lock", "verl_config",
+                           "ray_pdb_keys"}
+
+
+@pytest.mark.parametrize("program", REMOTE)
+def test_remote_program_is_self_contained(program: str) -> None:
+    """Stdlib only (plus its one allowed package), no tui import, parses as Python 3.8, and
+    the loader ships exactly the file's text."""
+    from tui.remote import python_argv, source
+
+    path = TUI / "remote" / f"{program}.py"
+    text = path.read_text(encoding="utf-8")
+    assert source(program) == text
+    assert python_argv("/usr/bin/python3", program, "a") == [
+        "/usr/bin/python3", "-u", "-c", text, "a"]
+    ast.parse(text, feature_version=(3, 8))
+    tops = {top(e.dst) for e in imports_of(f"tui.remote.{program}", path)}
+    extra = tops - set(sys.stdlib_module_names) - {"__future__"}
+    assert extra <= REMOTE_EXTRA.get(program, set()), extra
+
+
+def test_remote_programs_are_imported_by_no_one() -> None:
+    """Services send a program with python_argv; importing one would run host code here."""
+    bad = [e for e in EDGES if e.dst.startswith("tui.remote.")]
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_remote_programs_share_one_error_line_helper() -> None:
+    """Each program must carry its own helpers (it ships alone), so `_one_line` exists in
+    several; they stay one behaviour: the same code everywhere."""
+    bodies = {}
+    for program in REMOTE:
+        tree = ast.parse((TUI / "remote" / f"{program}.py").read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "_one_line":
+                bodies[program] = ast.dump(node)
+    assert len(bodies) >= 2
+    assert len(set(bodies.values())) == 1, sorted(bodies)
+
+
+def test_loader_refuses_what_is_not_a_program() -> None:
+    from tui.remote import source
+
+    for name in ("../cli", "_private", "no such"):
+        with pytest.raises(ValueError):
+            source(name)
+
+
+# --- size ----------------------------------------------------------------------------------------
+
+
+def test_no_module_grows_past_the_limit() -> None:
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+               for p in MODULES.values()}
+    over = {p: n for p, n in lengths.items() if n > OVER_LIMIT.get(p, MAX_LINES)}
+    assert not over, f"split these (limit {MAX_LINES} lines, or their OVER_LIMIT entry): {over}"
+    shrunk = [p for p, cap in OVER_LIMIT.items() if lengths.get(p, 0) <= MAX_LINES]
+    assert not shrunk, f"now within {MAX_LINES} lines: drop them from OVER_LIMIT: {shrunk}"
