@@ -23,8 +23,11 @@ socket-ifname      NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (host env overlaid wi
                    unset with several candidate interfaces → warn; set but matching no
                    interface with an address here → fail
 infiniband         IB ports Active/LinkUp where ibstat (or /sys/class/infiniband) exists
-gpu-count          equal GPU counts per node (hosts.yaml num_gpus wins over NVML) → else fail;
-                   no GPUs / no NVML → warn
+gpu-count          equal GPU counts per node, NVIDIA and AMD alike (hosts.yaml num_gpus wins
+                   over the probe's count) → else fail; no GPUs / no NVML → warn; the visible-
+                   devices rule: ROCR_VISIBLE_DEVICES with HIP/CUDA_VISIBLE_DEVICES (verl
+                   refuses it), ROCR without HIP on an AMD host (Ray refuses it), HIP ≠ CUDA
+                   → fail; NVIDIA and AMD GPUs on one host → warn (one Ray GPU resource)
 cpus-per-gpu       Ray's CPUs (ray.num_cpus, else detected) ≥ 3 × GPUs (verl's bundles) → fail
 hf-cache           the Hugging Face hub cache readable and writable → fail
 memory             available memory < 10 % of total or < 8 GiB → warn
@@ -485,12 +488,43 @@ def effective_gpus(host: Host, facts: HostFacts) -> tuple[int | None, str]:
     if host.num_gpus is not None:
         return host.num_gpus, "num_gpus in hosts.yaml"
     count = facts.gpu_count
-    visible = facts.env.get("CUDA_VISIBLE_DEVICES")
+    # Ray's AMD accelerator manager reads HIP_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES otherwise.
+    var = "HIP_VISIBLE_DEVICES" if facts.amd_gpu_count and facts.env.get(
+        "HIP_VISIBLE_DEVICES") is not None else "CUDA_VISIBLE_DEVICES"
+    visible = facts.env.get(var)
     if visible is not None:
         ids = [v for v in visible.split(",") if v.strip() and v.strip() != "NoDevFiles"]
         limited = len(ids) if count is None else min(count, len(ids))
-        return limited, f"CUDA_VISIBLE_DEVICES={visible}"
+        return limited, f"{var}={visible}"
     return count, facts.gpu_source or "NVML"
+
+
+def _visible_findings(name: str, f: HostFacts) -> list[Finding]:
+    """The HIP/ROCR/CUDA_VISIBLE_DEVICES rule (as tui.jobs.rules.check_runtime_env applies it
+    to a job's env_vars) on what ``ray start`` and its workers inherit on this host."""
+    env, out = f.env, []
+    rocr, hip, cuda = (env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                             "CUDA_VISIBLE_DEVICES"))
+    if rocr and (hip or cuda):
+        out.append(_f("gpu-count", "fail", name,
+                      "ROCR_VISIBLE_DEVICES is set together with HIP/CUDA_VISIBLE_DEVICES: "
+                      "verl's workers refuse that", "keep only HIP_VISIBLE_DEVICES (ray.env or "
+                      "the host's environment)"))
+    elif rocr is not None and f.amd_gpu_count:
+        out.append(_f("gpu-count", "fail", name,
+                      f"ROCR_VISIBLE_DEVICES={rocr} without HIP_VISIBLE_DEVICES: Ray refuses "
+                      "to start on AMD GPUs", f"use HIP_VISIBLE_DEVICES={rocr} instead"))
+    if hip and cuda and hip != cuda:
+        out.append(_f("gpu-count", "fail", name,
+                      f"HIP_VISIBLE_DEVICES={hip} differs from CUDA_VISIBLE_DEVICES={cuda}: "
+                      "verl requires the same value", "set both to the same list, or only one"))
+    if f.amd_gpu_count and f.gpu_count and f.amd_gpu_count < f.gpu_count:
+        out.append(_f("gpu-count", "warn", name,
+                      f"NVIDIA and AMD GPUs on one host ({f.gpu_count - f.amd_gpu_count} + "
+                      f"{f.amd_gpu_count}): Ray has one GPU resource for both",
+                      "give Ray one vendor: num_gpus in hosts.yaml and CUDA_VISIBLE_DEVICES or "
+                      "HIP_VISIBLE_DEVICES in ray.env"))
+    return out
 
 
 def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
@@ -499,6 +533,7 @@ def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
     for name, f in facts.items():
         if not f.ok:
             continue
+        out += _visible_findings(name, f)
         host = inventory.host(name)
         count, source = effective_gpus(host, f)
         if count is None:
@@ -511,8 +546,8 @@ def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
             out.append(_f("gpu-count", "warn", name, f"GPU count unknown: {f.gpu_error}", fix))
         elif count == 0 and host.num_gpus is None:
             out.append(_f("gpu-count", "warn", name, f"no GPUs visible ({source})",
-                          "check nvidia-smi there; CPU-only on purpose: set the host's "
-                          "num_gpus: 0"))
+                          "check nvidia-smi (or amd-smi) there; CPU-only on purpose: set the "
+                          "host's num_gpus: 0"))
         elif count > 0:
             counts[name] = count
     if len(set(counts.values())) > 1:

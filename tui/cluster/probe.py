@@ -24,8 +24,11 @@ ray_version, verl_version, debugpy_version, numpy_version, numexpr_version, mkl_
 mkl_service_version, torch_version, nvml_py_version      shortcuts into ``packages``
 numpy_mkl                 numpy built against MKL (from its build config; None: no numpy)
 mkl_present               numpy MKL-linked, or mkl / mkl-service installed, or libmkl in prefix
-gpu_count                 NVML's device count (nvidia-smi -L without pynvml); None: unknown
-gpu_names, gpu_source ("nvml" | "nvidia-smi"), gpu_error (why gpu_count is None), driver_version
+gpu_count                 NVML's device count (nvidia-smi -L without pynvml) plus the AMD GPUs
+                          (amdgpu sysfs, else amd-smi/rocm-smi); None: unknown
+amd_gpu_count             how many of gpu_count are AMD's (0: none; None: an older probe)
+gpu_names, gpu_source ("nvml" | "nvidia-smi" | "amdgpu-sysfs" | …; "+"-joined when
+                          mixed), gpu_error (why gpu_count is None), driver_version
 cpu_count                 os.cpu_count(); cpu_affinity_count: len(sched_getaffinity(0))
 ray_cpu_count             the CPUs Ray detects by itself (cpu_count, lowered by a cgroup quota or
                           cpuset, as ray._private.utils.get_num_cpus does)
@@ -152,6 +155,7 @@ class HostFacts:
     numpy_mkl: bool | None = None
     mkl_present: bool = False
     gpu_count: int | None = None
+    amd_gpu_count: int | None = None
     gpu_names: tuple[str | None, ...] = ()
     gpu_source: str | None = None
     gpu_error: str | None = None
@@ -261,6 +265,7 @@ def facts_from_json(host: str, data: Mapping[str, Any], *, rtt_s: float | None =
         numpy_mkl=_get(mkl, "numpy_mkl", bool),
         mkl_present=bool(_get(mkl, "present", bool)),
         gpu_count=_int(gpus, "count"),
+        amd_gpu_count=_int(gpus, "amd_count"),
         gpu_names=tuple(n if isinstance(n, str) else None for n in _get(gpus, "names", list)
                         or ()),
         gpu_source=_get(gpus, "source", str),

@@ -37,6 +37,7 @@ PACKAGES = ("ray", "verl", "debugpy", "numpy", "numexpr", "mkl", "mkl-service", 
 ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE",
             "NUMEXPR_MAX_THREADS", "MKL_THREADING_LAYER", "MKL_SERVICE_FORCE_INTEL", "HF_HOME",
             "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
             "RAY_ADDRESS", "RAY_USE_MULTIPROCESSING_CPU_COUNT",
             "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "LD_LIBRARY_PATH", "PYTHONPATH",
             "VIRTUAL_ENV")
@@ -189,7 +190,7 @@ def _nvidia_smi():
             "error": None}
 
 
-def gpu_section():
+def _nvidia_gpus():
     try:
         import pynvml  # noqa: F401
     except ImportError:
@@ -204,6 +205,98 @@ def gpu_section():
         return {"count": None, "names": [], "driver": None, "source": "nvml",
                 "error": f"NVML: {str(exc).strip() or type(exc).__name__}"}
 
+
+
+# AMD GPUs, counted from the same sources as the GPU agent (tui/remote/gpu_agent.py): amdgpu
+# cards in sysfs, else `amd-smi list --json` / `rocm-smi --showproductname --json`.
+DRM_ROOT = os.environ.get("VERL_TUI_AGENT_DRM", "/sys/class/drm")
+AMD_NAMES = {"0x74a0": "AMD Instinct MI300A", "0x74a1": "AMD Instinct MI300X",
+             "0x74a5": "AMD Instinct MI325X", "0x740f": "AMD Instinct MI210",
+             "0x7408": "AMD Instinct MI250X", "0x740c": "AMD Instinct MI250X/MI250"}
+
+
+def _sysfs_text(path):
+    try:
+        return _read(path, 4096).strip()
+    except OSError:
+        return None
+
+
+def _amd_sysfs():
+    try:
+        names = os.listdir(DRM_ROOT)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.startswith("card") or not name[4:].isdigit():
+            continue
+        device = os.path.join(DRM_ROOT, name, "device")
+        if _sysfs_text(os.path.join(device, "vendor")) != "0x1002":
+            continue
+        driver = os.path.join(device, "driver")
+        if os.path.lexists(driver) and os.path.basename(os.path.realpath(driver)) != "amdgpu":
+            continue
+        label = _sysfs_text(os.path.join(device, "product_name")) or AMD_NAMES.get(
+            (_sysfs_text(os.path.join(device, "device")) or "").lower(), "AMD GPU")
+        found.append((os.path.basename(os.path.realpath(device)), label))
+    return [label for _, label in sorted(found)]
+
+
+def _amd_cli():
+    for argv, source in ((["amd-smi", "list", "--json"], "amd-smi"),
+                         (["rocm-smi", "--showproductname", "--json"], "rocm-smi")):
+        exe = shutil.which(argv[0])
+        if exe is None:
+            continue
+        try:
+            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True,
+                                  timeout=NVML_TIMEOUT_S)
+            doc = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except (OSError, ValueError, subprocess.SubprocessError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
+            doc = doc["gpu_data"]
+        if isinstance(doc, list):
+            names = ["AMD GPU" for item in doc if isinstance(item, dict) and "gpu" in item]
+        elif isinstance(doc, dict):
+            names = [v.get("Card Series") or v.get("Device Name") or "AMD GPU"
+                     for k, v in sorted(doc.items()) if k.startswith("card")
+                     and isinstance(v, dict)]
+        else:
+            names = []
+        if names:
+            return names, source
+    return [], None
+
+
+def _amd_gpus():
+    """{"count", "names", "source"} of this host's AMD GPUs, or None when it has none."""
+    names, source = _amd_sysfs(), "amdgpu-sysfs"
+    if not names:
+        names, source = _amd_cli()
+    if not names:
+        return None
+    return {"count": len(names), "names": names, "source": source}
+
+
+def gpu_section():
+    """NVIDIA GPUs first, then AMD ones (the agent's index order); ``amd_count`` says how
+    many of ``count`` are AMD's, ``source`` is "+"-joined when both vendors are present."""
+    nvidia = _nvidia_gpus()
+    try:
+        amd = _amd_gpus()
+    except Exception as exc:  # never lose the NVIDIA answer to an AMD probing bug
+        nvidia["amd_error"] = _one_line(exc)
+        return nvidia
+    if amd is None:
+        return dict(nvidia, amd_count=0)
+    if not nvidia.get("count"):  # no NVIDIA stack, or none found: an AMD host
+        return {"count": amd["count"], "names": amd["names"], "driver": None,
+                "source": amd["source"], "error": None, "amd_count": amd["count"]}
+    return {"count": nvidia["count"] + amd["count"], "names": nvidia["names"] + amd["names"],
+            "driver": nvidia.get("driver"), "source": f"{nvidia['source']}+{amd['source']}",
+            "error": None, "amd_count": amd["count"]}
 
 def _cgroup_cpu_quota():
     """CPUs allowed by a cgroup quota (v1 cfs or v2 cpu.max), as Ray reads them; None: none."""
