@@ -231,7 +231,7 @@ REMOTE = sorted(n.rpartition(".")[2] for n in MODULES
 
 def test_remote_programs_exist() -> None:
     assert set(REMOTE) >= {"gpu_agent", "probe", "ckpt_helper", "head_lock", "verl_config",
-                           "ray_pdb_keys"}
+                           "ray_pdb_keys", "ray_procs", "tcp_connect", "port_listener"}
 
 
 @pytest.mark.parametrize("program", REMOTE)

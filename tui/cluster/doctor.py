@@ -60,6 +60,7 @@ from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, Listener, NetInterface, probe_all
 from tui.config.hosts import Host, Inventory
 from tui.fmt import GIB
+from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState, LinkStatus, StreamProcess
 
@@ -816,27 +817,6 @@ def arrange(findings: Iterable[Finding], host_order: Sequence[str]) -> list[Find
 
 # --------------------------------------------------------------------------- GCS reach
 
-_LISTENER = r"""
-import os, select, signal, socket, sys
-signal.alarm(int(sys.argv[3]))  # never outlive the check, even if stdin's EOF is lost
-host, port = sys.argv[1], int(sys.argv[2])
-try:
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port))
-    s.listen(128)
-except OSError as e:
-    print("error:", e.strerror or e, flush=True)
-    sys.exit(1)
-print("ready", flush=True)
-while True:
-    r = select.select([sys.stdin, s], [], [])[0]
-    if sys.stdin in r and not os.read(sys.stdin.fileno(), 4096):
-        break
-    if s in r:
-        s.accept()[0].close()
-"""
-
 _WILDCARDS = ("0.0.0.0", "::", "::ffff:0.0.0.0")
 
 
@@ -870,8 +850,8 @@ async def _gcs_reach(fleet: Fleet, inventory: Inventory, facts: Mapping[str, Hos
             transport = fleet.transport(head.name)
             assert transport is not None
             stream = await transport.stream(
-                [head.python, "-u", "-c", _LISTENER, head.node_ip, str(port),
-                 str(LISTENER_LIFETIME_S)])
+                python_argv(head.python, "port_listener", head.node_ip, str(port),
+                            str(LISTENER_LIFETIME_S)))
             first = await _first_line(stream, min(timeout, 15.0))
             if first != "ready":
                 err = (first or await stream.stderr_tail() or "no answer").removeprefix("error: ")

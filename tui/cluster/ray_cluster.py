@@ -31,6 +31,7 @@ from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, probe_all
 from tui.config.hosts import Host, Inventory
 from tui.fmt import plural
+from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
@@ -525,21 +526,7 @@ class RayCluster:
         return TeardownReport(stopped, failures, leftover)
 
 
-_PS = ("import os\n"
-       "names = {'raylet', 'gcs_server', 'plasma_store', 'dashboard', 'log_monitor'}\n"
-       "found = set()\n"
-       "for p in os.listdir('/proc'):\n"
-       "    if p.isdigit():\n"
-       "        try:\n"
-       "            c = open('/proc/' + p + '/comm').read().strip()\n"
-       "        except OSError:\n"
-       "            continue\n"
-       "        if c in names or c.startswith('ray::'):\n"
-       "            found.add(c)\n"
-       "print(' '.join(sorted(found)))\n")
-
-
 async def _ray_processes(transport: Transport, python: str) -> str:
     """Names of Ray processes running on the host (empty when none)."""
-    res = await transport.run([python, "-c", _PS], timeout=30)
+    res = await transport.run(python_argv(python, "ray_procs"), timeout=30)
     return res.stdout.strip() if res.ok else ""

@@ -1,0 +1,29 @@
+"""verl-tui: which Ray processes run on this host: ``PYTHON -u -c SOURCE``.
+
+Prints their names (``raylet``, ``gcs_server``, ``ray::…`` workers …) on one line, sorted,
+space-separated; an empty line when none. Reads /proc/*/comm only. Stdlib only, Python 3.8+,
+no imports from ``tui``.
+"""
+
+import os
+
+NAMES = {"raylet", "gcs_server", "plasma_store", "dashboard", "log_monitor"}
+
+
+def main():
+    found = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/" + pid + "/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if comm in NAMES or comm.startswith("ray::"):
+            found.add(comm)
+    print(" ".join(sorted(found)))
+
+
+if __name__ == "__main__":
+    main()
