@@ -253,3 +253,78 @@ def test_config_name_and_path_compose_from_the_hosts_verl(env) -> None:
          "message": "not a key in verl's config (did you mean data.train_batch_size?)"},
         {"key": "my_block.knop", "level": "error",
          "message": "not a key in verl's config (did you mean my_block.knob?)"}], bad.stdout
+
+
+# -- a hostile head: its answer is checked at the boundary ---------------------------------------
+
+
+def _tar_b64(members: list[tuple[str, bytes, str]]) -> str:
+    import base64
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            else:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if kind == "file" else None)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+_YAML = b"trainer:\n  nnodes: 1\n"
+_OK_FILES = [["trainer/config/ppo_trainer.yaml", len(_YAML), 1]]
+FORGED = {
+    "dotdot-path": ({"version": "9.9", "root": "/x", "python": "p",
+                     "files": [*_OK_FILES, ["trainer/../../escape.yaml", 3, 1]]}, None,
+                    "unsafe path in verl's file list"),
+    "absolute-path": ({"version": "9.9", "root": "/x", "python": "p",
+                       "files": [*_OK_FILES, ["/etc/escape.yaml", 3, 1]]}, None,
+                      "unsafe path in verl's file list"),
+    "bad-version": ({"version": "../../x", "root": "/x", "python": "p", "files": _OK_FILES},
+                    None, "verl reports no usable version"),
+    "symlink-in-tar": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+                       [("trainer/config/ppo_trainer.yaml", b"", "symlink")],
+                       "unexpected entry in the file archive"),
+    "extra-member": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+                     [("trainer/config/ppo_trainer.yaml", _YAML, "file"),
+                      ("../escape.yaml", b"x", "file")], "unexpected entry in the file archive"),
+    "size-mismatch": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+                      [("trainer/config/ppo_trainer.yaml", _YAML + b"more", "file")],
+                      "changed while it was read"),
+    "not-json": ("\x1b]0;pwned\x07 garbage", None, "exit status 0, no answer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_forged_answer_is_refused_in_one_line(env, case) -> None:
+    manifest, members, fragment = FORGED[case]
+    folder = env["root"] / f"forged-{case}"
+    folder.mkdir()
+    answers = {"manifest": manifest if isinstance(manifest, str) else json.dumps(manifest)}
+    if members is not None:
+        answers["files"] = json.dumps({**manifest, "tar_b64": _tar_b64(members)})
+    else:
+        answers["files"] = answers["manifest"]
+    (folder / "answers.json").write_text(json.dumps(answers))
+    forged = folder / "python"  # answers like verl_config.py would, with forged content
+    forged.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                      f"a = json.load(open({str(folder / 'answers.json')!r}))\n"
+                      "print(a['files'] if 'files' in sys.argv else a['manifest'])\n")
+    forged.chmod(0o755)
+    hosts = _hosts(env, f"hosts-{case}", str(forged))
+    cache = env["root"] / f"cache-{case}"
+    run_env = {**env, "env": {**env["env"], "XDG_CACHE_HOME": str(cache)}}
+    proc = _cli(run_env, "profile", "check", PRESET, "--hosts", str(hosts))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"verl is not installed on the cluster (asked node1 ({forged}): " in lines[0]
+    assert fragment in lines[0], lines[0]
+    assert "\x1b" not in proc.stderr
+    assert not (env["root"] / "escape.yaml").exists()
+    stored = cache / "verl-tui" / "verl"
+    assert not stored.exists() or not [p for p in stored.iterdir()], list(stored.iterdir())

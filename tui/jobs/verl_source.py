@@ -196,6 +196,9 @@ def _store(manifest: Manifest, tar_b64: Any, where: str) -> Path:
     try:
         _unpack(tar_b64, manifest, tmp / "verl", where)
         (tmp / "manifest.json").write_text(json.dumps(manifest.to_json()), encoding="utf-8")
+        done = cached_folder(manifest)
+        if done is not None:  # another process stored it meanwhile (and may be reading it)
+            return done
         if final.exists():  # an unusable leftover (same key, other content): replace it
             stale = Path(tempfile.mkdtemp(prefix=f".{manifest.key}.old.", dir=root))
             with contextlib.suppress(OSError):
