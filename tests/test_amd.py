@@ -317,7 +317,7 @@ def gpus_json(path: Path, *extra: str) -> dict:
                            "--interval", "0.3", *extra], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {h["host"]: h for h in json.loads(proc.stdout.splitlines()[-1])["hosts"]}
+    return {h["name"]: h for h in json.loads(proc.stdout.splitlines()[-1])["hosts"]}
 
 
 def test_gpus_json_and_cluster_screen_over_ssh(amd_hosts):
@@ -334,18 +334,10 @@ def test_gpus_json_and_cluster_screen_over_ssh(amd_hosts):
     assert [(g["vendor"], g["util_percent"]) for g in node2["gpus"]] == [
         ("nvidia", 60.0), ("nvidia", 61.0), ("amd", 5.0)]
 
-    # The test drives the tree; the host's agent sees the change on its next sweep.
-    write_tree(trees["node1"], [FakeAmdGpu(pci="0000:0c:00.0", busy=3),
-                                FakeAmdGpu(pci="0000:22:00.0", busy=100, vram_used=196000 * MIB,
-                                           temps={"junction": 95_000})])
-    node1 = gpus_json(path)["node1"]
-    assert [g["util_percent"] for g in node1["gpus"][:2]] == [3.0, 100.0]
-    assert node1["gpus"][2]["error"].startswith("GPU 0000:38:00.0 is gone")
-
-    asyncio.run(_cluster_screen(path))
+    asyncio.run(_cluster_screen(path, trees["node1"]))
 
 
-async def _cluster_screen(path: Path) -> None:
+async def _cluster_screen(path: Path, node1_tree: Path) -> None:
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.widgets.gpu_table import GpuTable
@@ -353,17 +345,29 @@ async def _cluster_screen(path: Path) -> None:
     app = VerlTuiApp(load_inventory(path), interval=0.3)
     async with app.run_test(size=(160, 40)) as pilot:
         table = app.screen.query_one(GpuTable)
-        deadline = time.monotonic() + 60
-        while len(table.rows) < 2 + 8 + 3:
-            assert time.monotonic() < deadline, table.rows
-            await pilot.pause(0.2)
-        await pilot.pause(1.0)
-        lines = [table.render_line(y).text for y in range(table.size.height)]
-        text = "\n".join(lines)
-        assert text.count("AMD Instinct MI300X") >= 3, text
-        assert "NVIDIA H100" in text and "95°C" in text and "no NVML" not in text
-        summary = str(app.screen.query_one("#summary").render())
-        assert "GPUs 11" in summary, summary
+
+        async def screen_shows(*needles: str) -> str:
+            deadline = time.monotonic() + 60
+            while True:
+                lines = [table.render_line(y).text for y in range(table.size.height)]
+                text = str(app.screen.query_one("#summary").render()) + "\n" + "\n".join(lines)
+                if all(n in text for n in needles):
+                    return text
+                assert time.monotonic() < deadline, (needles, text)
+                await pilot.pause(0.2)
+
+        # (the name column is 18 wide: "AMD Instinct MI300X" is cut, "NVIDIA " dropped)
+        text = await screen_shows("GPUs 11", "AMD Instinct MI300", "H100 80GB HBM3")
+        assert text.count("AMD Instinct MI300") == 9 and "no NVML" not in text
+        assert "8 GPUs · mean util 94%" in text and "3 GPUs" in text
+        # The test drives the tree; the host's streaming agent sees it on its next sweep:
+        # one GPU hot and full, six gone from sysfs (kept at their indexes, with an error).
+        write_tree(node1_tree, [FakeAmdGpu(pci="0000:0c:00.0", busy=3),
+                                FakeAmdGpu(pci="0000:22:00.0", busy=100, vram_used=196000 * MIB,
+                                           temps={"junction": 95_000})])
+        text = await screen_shows("95°C", "GPU 0000:38:00.0 is gone", "GPU 0000:df:00.0 is gone")
+        # Indexes did not shift: six error rows; the summary counts the five that answer.
+        assert text.count(" is gone from /sys/class/drm") == 6 and "GPUs 5 " in text
 
 
 def test_up_gives_ray_the_amd_gpus_and_the_mi300_preset_fits(amd_hosts, tmp_path):
