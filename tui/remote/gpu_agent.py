@@ -296,7 +296,11 @@ class NvmlBackend:
             if points[-1][0] == st["util_newest"]:  # nothing newer than before the resync
                 points = []
             else:
-                cut = points[-1][0] - int(self.interval * 1e6)
+                # The samples that best span one interval: NVML's spacing (200 ms on an H100)
+                # need not divide it, so the cut sits half a spacing later.
+                gaps = sorted(points[i][0] - points[i - 1][0] for i in range(1, len(points)))
+                half = gaps[len(gaps) // 2] // 2 if gaps else 0
+                cut = min(points[-1][0] - int(self.interval * 1e6) + half, points[-1][0] - 1)
                 older = [ts for ts, _ in points if ts <= cut]
                 points = [p for p in points if p[0] > cut]
                 prev = older[-1] if older else None
@@ -475,7 +479,7 @@ def _open_nvidia_backend(interval, once):
     except ImportError:
         exe = shutil.which("nvidia-smi")
         return SmiBackend(exe, interval, once) if exe else NoneBackend()
-    return NvmlBackend(pynvml)
+    return NvmlBackend(pynvml, interval)
 
 
 # ----------------------------------------------------------------------------- AMD GPUs
