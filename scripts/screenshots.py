@@ -7,6 +7,12 @@ gcc and rsvg-convert (librsvg2-bin).
 
 The real-GPU screenshot (cluster_real_gpus.*) comes from scripts/real_gpu_check.py on a GPU
 machine; this script only converts it to PNG if the SVG is present.
+
+    .venv/bin/python scripts/screenshots.py cluster_mixed_amd
+
+shoots only the mixed NVIDIA + AMD cluster: two NVIDIA hosts (fake NVML) and two MI300X hosts
+whose fake amdgpu sysfs tree (tests/fakeamd) is mounted over /sys/class/drm in each host's own
+mount namespace, one of them also carrying NVIDIA GPUs.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from fakeamd.fakeamd import FakeAmdGpu, mount_over_sys_class_drm, write_tree  # noqa: E402
 from fakenvml.fakenvml import MIB, FakeGpu, build_fake_nvml, write_state  # noqa: E402
 from harness.nshosts import NsCluster  # noqa: E402
 
@@ -379,6 +386,70 @@ async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) ->
     await pilot.press("escape")
 
 
+def amd_gpus_at(host_i: int, step: int) -> list[FakeAmdGpu]:
+    out = []
+    for g in range(8):
+        wave = 0.5 + 0.5 * math.sin((step + 3 * g + 7 * host_i) / 4.0)
+        out.append(FakeAmdGpu(
+            pci=f"0000:{(0x0c, 0x22, 0x38, 0x5c, 0x9f, 0xaf, 0xbf, 0xdf)[g]:02x}:00.0",
+            busy=int(60 + 39 * wave), mem_busy=int(25 * wave),
+            vram_used=int(90_000 + 80_000 * wave) * MIB,
+            temps={"junction": int(55_000 + 25_000 * wave), "mem": int(45_000 + 15_000 * wave)},
+            power_input_uw=int(250_000_000 + 450_000_000 * wave)))
+    return out
+
+
+async def shoot_mixed_amd(work: Path) -> Path:
+    """NVIDIA and AMD hosts side by side: nv-01/nv-02 (fake NVML), mi300-01 (8 MI300X) and
+    mixed-01 (2 NVIDIA + 8 MI300X), all read by the real agent over real SSH."""
+    work.mkdir(parents=True, exist_ok=True)
+    lib = build_fake_nvml(work / "nvml")
+    states = {name: work / f"{name}.nvml" for name in ("node1", "node2", "node4")}
+    env = {name: {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(path)}
+           for name, path in states.items()}
+    trees = {"node3": work / "amd3", "node4": work / "amd4"}
+    cluster = NsCluster(4, work / "hosts", host_env=env)
+    stop = threading.Event()
+
+    def animate(step: int) -> None:
+        for i, path in enumerate(states.values()):
+            write_state(path, gpus_at(i, step)[: 2 if i == 2 else 8])
+        for i, tree in enumerate(trees.values()):
+            write_tree(tree, amd_gpus_at(i, step))
+
+    def loop() -> None:
+        step = 0
+        while not stop.wait(0.25):
+            step += 1
+            animate(step)
+
+    animate(0)
+    cluster.start()
+    try:
+        for name, tree in trees.items():
+            mount_over_sys_class_drm(cluster, name, tree / "drm")
+        threading.Thread(target=loop, daemon=True).start()
+        lines = ["cluster: mixed-nvidia-amd", f"python: {sys.executable}", "ssh:",
+                 "  user: root", f"  identity_file: {cluster.client_key}",
+                 f"  known_hosts: {cluster.known_hosts}", "  config: ''", "hosts:"]
+        for name, h in zip(("nv-01", "nv-02", "mi300-01", "mixed-01"), cluster.hosts,
+                           strict=True):
+            lines += [f"  - name: {name}", f"    address: {h.address}"]
+        (work / "mixed.yaml").write_text("\n".join(lines) + "\n")
+        app = VerlTuiApp(load_inventory(work / "mixed.yaml"), interval=0.25)
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.sleep(15)  # some history per GPU
+            await pilot.press("G", "enter")  # fold nv-02 (last by name) so the rest fits
+            await pilot.press("g", "j")  # mi300-01's first GPU, in the details pane
+            await pilot.pause(1.0)
+            path = OUT / "cluster_mixed_amd.svg"
+            app.save_screenshot(str(path))
+        return path
+    finally:
+        stop.set()
+        cluster.stop()
+
+
 def to_png(svg: Path) -> Path:
     # rsvg collapses runs of spaces unless told to keep them (Textual's SVG relies on them).
     text = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
@@ -395,6 +466,11 @@ def main() -> int:
         print("needs rsvg-convert: apt-get install librsvg2-bin", file=sys.stderr)
         return 2
     OUT.mkdir(exist_ok=True)
+    if sys.argv[1:] == ["cluster_mixed_amd"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            svg = asyncio.run(shoot_mixed_amd(Path(tmp)))
+        print(to_png(svg).relative_to(ROOT))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         # Jobs submitted for the pictures go into a throwaway history, not the user's.
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
@@ -405,6 +481,7 @@ def main() -> int:
             shots = asyncio.run(shoot(scenario))
         finally:
             scenario.close()
+        shots.append(asyncio.run(shoot_mixed_amd(Path(tmp) / "mixed")))
     real = OUT / "cluster_real_gpus.svg"
     if real.exists():
         shots.append(real)
