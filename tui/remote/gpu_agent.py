@@ -2,7 +2,7 @@
 """verl-tui GPU telemetry agent: streams host + GPU samples as JSON lines on stdout.
 
 Shipped to cluster hosts as ``python3 -u -c SOURCE --interval 1.0``, so it must stay one
-self-contained file: stdlib + pynvml (optional), Python 3.8+, no imports from ``tui``.
+self-contained file: stdlib + pynvml / amdsmi (optional), Python 3.8+, no imports from ``tui``.
 Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval;
 on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
 The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
