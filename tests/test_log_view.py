@@ -132,7 +132,7 @@ async def test_search_across_200k_lines():
         assert len(view.store) == 200_000
         await pilot.press("g", "slash", *"needle", "enter")
         await pilot.pause()
-        assert view.query is not None and view.query.pattern == "needle"
+        assert view.search_query is not None and view.search_query.pattern == "needle"
         assert view.current == 1_000
         assert screen_rows(view)[view._row_of(1_000) - view.scroll_offset.y].startswith("1000 needle")
         for _ in range(10):  # the match count is completed over the next ticks
@@ -165,13 +165,13 @@ async def test_search_prompt_keeps_text_and_escape_closes():
         assert pane._prompt.has_focus and pane._prompt.value == "step:7 "
         await pilot.press("escape")
         assert view.has_focus and not pane._prompt_row.has_class("-open")
-        assert view.query is None  # escape does not search
+        assert view.search_query is None  # escape does not search
         await pilot.press("slash")
         assert pane._prompt.value == "step:7 "  # the text is kept
         await pilot.press("enter")
         assert view.current == 7
         await pilot.press("slash", "ctrl+u", *"re:step:(1|2)\\d ", "enter")
-        assert view.query.regex and view.current is not None
+        assert view.search_query.regex and view.current is not None
         assert view.store.plain(view.current).split()[2][5] in "12"
         await pilot.press("slash", "ctrl+u", *"re:(bad", "enter")
         assert "bad regex" in pane.status_text
