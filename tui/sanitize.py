@@ -203,9 +203,9 @@ def safe_output() -> Iterator[None]:
     """sys.stdout and sys.stderr wrapped in SafeWriters for the block (nested: no-op)."""
     out, err = sys.stdout, sys.stderr
     if not isinstance(out, SafeWriter):
-        sys.stdout = SafeWriter(out)  # type: ignore[assignment]
+        sys.stdout = SafeWriter(out)
     if not isinstance(err, SafeWriter):
-        sys.stderr = SafeWriter(err)  # type: ignore[assignment]
+        sys.stderr = SafeWriter(err)
     try:
         yield
     finally:

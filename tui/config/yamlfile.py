@@ -22,14 +22,14 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 import yaml.resolver
 
 from tui.sanitize import one_line
 
-Loc = tuple[str | int, ...]
+Loc = tuple[str | int | float, ...]
 
 MAX_BYTES = 1 << 20  # 1 MiB: a hosts file for thousands of hosts is ~100 KiB
 MAX_DEPTH = 100  # our files nest 4 levels; verl's deepest config path is ~8
@@ -245,40 +245,43 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
         short = tag.replace("tag:yaml.org,2002:", "!!")
         raise fail(f"tag {short} is not supported here", mark)
 
+    node: yaml.Node
+    # types-PyYAML: nodes take only yaml.error.Mark, events carry libyaml's Mark as well (same
+    # fields), hence the arg-type ignores below.
     for ev in yaml.parse(text, Loader=_LOADER):
-        kind = type(ev)
-        if kind is yaml.ScalarEvent:
+        if isinstance(ev, yaml.ScalarEvent):
             tag = ev.tag
             if tag is None or tag == "!":
                 tag = resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
-            node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, style=ev.style)
+            node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark,  # type: ignore[arg-type]
+                                   style=ev.style)
             if ev.anchor is not None:
                 anchors[ev.anchor] = (node, 1, 1)
             add(node, 1, 1, 1)
-        elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+        elif isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             if len(stack) >= MAX_DEPTH:
                 raise fail(f"nested deeper than {MAX_DEPTH} levels", ev.start_mark)
-            node: yaml.Node
-            if kind is yaml.SequenceStartEvent:
+            if isinstance(ev, yaml.SequenceStartEvent):
                 tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
                                 ev.start_mark)
-                node = yaml.SequenceNode(tag, [], ev.start_mark, None,
+                node = yaml.SequenceNode(tag, [], ev.start_mark, None,  # type: ignore[arg-type]
                                          flow_style=ev.flow_style)
             else:
                 tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                 ev.start_mark)
-                node = yaml.MappingNode(tag, [], ev.start_mark, None, flow_style=ev.flow_style)
+                node = yaml.MappingNode(tag, [], ev.start_mark, None,  # type: ignore[arg-type]
+                                        flow_style=ev.flow_style)
             if ev.anchor is not None:
                 open_anchors.add(ev.anchor)
             stack.append([node, ev.anchor, 1, 0])
-        elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             node, anchor, size, height = stack.pop()
             node.end_mark = ev.end_mark
             if anchor is not None:
                 open_anchors.discard(anchor)
                 anchors[anchor] = (node, size, height + 1)
             add(node, size, height + 1, 1)
-        elif kind is yaml.AliasEvent:
+        elif isinstance(ev, yaml.AliasEvent):
             if ev.anchor in open_anchors:
                 raise fail(f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
                            "(a recursive structure)", ev.start_mark)
@@ -294,7 +297,7 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
                 raise fail(f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels",
                            ev.start_mark)
             add(target, size, height, size)
-        elif kind is yaml.DocumentStartEvent:
+        elif isinstance(ev, yaml.DocumentStartEvent):
             documents += 1
             if documents > 1:
                 raise fail("expected one YAML document, found a second one (---)",
@@ -327,20 +330,23 @@ class _Builder:
                     raise self.fail("mapping keys must be plain scalars", key_node)
                 if key in out:
                     raise self.fail(f"duplicate key {key!r}", key_node)
+                key_loc = (*loc, key)  # not inline: mypy takes d[(*a, b)] for 3.11's d[*a, b]
                 if record:
-                    self.lines[(*loc, key)] = key_node.start_mark.line + 1
-                out[key] = self.build(value_node, (*loc, key), record)
+                    self.lines[key_loc] = key_node.start_mark.line + 1
+                out[key] = self.build(value_node, key_loc, record)
             return out
         if isinstance(node, yaml.SequenceNode):
             items = []
             for i, item in enumerate(node.value):
+                item_loc = (*loc, i)
                 if record:
-                    self.lines[(*loc, i)] = item.start_mark.line + 1
-                items.append(self.build(item, (*loc, i), record))
+                    self.lines[item_loc] = item.start_mark.line + 1
+                items.append(self.build(item, item_loc, record))
             return items
-        return self.scalar(node, loc, record)
+        # The composer makes only these three kinds of node.
+        return self.scalar(cast(yaml.ScalarNode, node), loc, record)
 
-    def scalar(self, node: yaml.Node, loc: Loc, record: bool) -> Any:
+    def scalar(self, node: yaml.ScalarNode, loc: Loc, record: bool) -> Any:
         if node.tag == "tag:yaml.org,2002:merge":
             raise self.fail("merge keys (<<) are not supported: write the keys out", node)
         # PyYAML's safe constructor resolves the value (int, bool, null, …); a few of its
@@ -378,7 +384,7 @@ def parse_yaml(text: str, path: Path) -> LocatedDoc:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # An unclosed bracket is found at end of file; where it opened is more useful.
-        if mark is exc.problem_mark and exc.context_mark is not None and (
+        if mark is exc.problem_mark and exc.context_mark is not None and mark is not None and (
                 mark.line >= len(text.splitlines())):
             mark = exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -23,13 +23,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-try:  # Python 3.11+: the regex parser's own home; sre_parse is its deprecated alias
-    from re import _constants as _sre_c
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+if TYPE_CHECKING:  # typeshed describes the regex parser under its old names only
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
+else:
+    try:  # Python 3.11+: the regex parser's own home; sre_parse is its deprecated alias
+        from re import _constants as _sre_c
+        from re import _parser as _sre_parse
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_constants as _sre_c
+        import sre_parse as _sre_parse
 
 # Per-line flag bits (one byte per line in the store).
 ERROR, WARNING, TRACEBACK, HINT = 1, 2, 4, 8

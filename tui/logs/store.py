@@ -326,9 +326,13 @@ class LogStore:
         return pattern if isinstance(pattern, Query) else Query(pattern, regex, ignore_case)
 
     @staticmethod
-    def _haystack(q: Query, data: bytes) -> bytes | str:
-        if q.needle is not None:
-            return data.lower() if q.ignore_case else data
+    def _bytes_hay(q: Query, data: bytes) -> bytes:
+        """What a literal needle is searched in (lowered like the needle, if ignore_case)."""
+        return data.lower() if q.ignore_case else data
+
+    @staticmethod
+    def _text_hay(data: bytes) -> str:
+        """What a regex is searched in."""
         return data.decode("utf-8", "replace")
 
     def find(self, pattern: str | Query, start: int = 0, *, backwards: bool = False,
@@ -345,25 +349,30 @@ class LogStore:
             if start < 0:
                 return None
             for first, data in self._plain_blocks_back(min(start, n - 1) + 1):
-                hay = self._haystack(q, data)
                 if q.needle is not None:
+                    hay = self._bytes_hay(q, data)
                     pos = hay.rfind(q.needle)
+                    if pos >= 0:
+                        return first + hay.count(b"\n", 0, pos)
                 else:
+                    text = self._text_hay(data)
                     pos = -1
-                    for pos in _regex_lines(q.text_re, hay):  # noqa: B007 -- the last one
+                    for pos in _regex_lines(q.text_re, text):  # noqa: B007 -- the last one
                         pass
-                if pos >= 0:
-                    return first + hay.count(b"\n" if q.needle is not None else "\n", 0, pos)
+                    if pos >= 0:
+                        return first + text.count("\n", 0, pos)
             return None
-        nl = b"\n" if q.needle is not None else "\n"
         for first, data in self._plain_blocks(max(0, start), n):
-            hay = self._haystack(q, data)
             if q.needle is not None:
+                hay = self._bytes_hay(q, data)
                 pos = hay.find(q.needle)
+                if pos >= 0:
+                    return first + hay.count(b"\n", 0, pos)
             else:
-                pos = next(_regex_lines(q.text_re, hay), -1)
-            if pos >= 0:
-                return first + hay.count(nl, 0, pos)
+                text = self._text_hay(data)
+                pos = next(_regex_lines(q.text_re, text), -1)
+                if pos >= 0:
+                    return first + text.count("\n", 0, pos)
         return None
 
     def matching(self, pattern: str | Query, start: int = 0, end: int | None = None, *,
@@ -377,9 +386,9 @@ class LogStore:
         if not q.pattern or start >= end:
             return out
         for first, data in self._plain_blocks(max(0, start), end):
-            hay = self._haystack(q, data)
             line, last = first, 0
             if q.needle is not None:
+                hay = self._bytes_hay(q, data)
                 needle, nl = q.needle, b"\n"
                 pos = hay.find(needle)
                 while pos >= 0:
@@ -389,10 +398,11 @@ class LogStore:
                     line += 1
                     pos = hay.find(needle, last)
             else:
-                for pos in _regex_lines(q.text_re, hay):
-                    line += hay.count("\n", last, pos)
+                text = self._text_hay(data)
+                for pos in _regex_lines(q.text_re, text):
+                    line += text.count("\n", last, pos)
                     out.append(line)
-                    last = hay.find("\n", pos) + 1
+                    last = text.find("\n", pos) + 1
                     line += 1
         return out
 
