@@ -22,8 +22,6 @@ from tui.transport.types import HostState, HostUnavailable, LinkStatus, Transpor
 if TYPE_CHECKING:
     import asyncssh
 
-    from tui.transport import ssh as ssh_module
-
 log = logging.getLogger(__name__)
 
 StateListener = Callable[[LinkStatus], None]
@@ -60,7 +58,7 @@ class Fleet:
         self._jumps: dict[str, asyncssh.SSHClientConnection] = {}
         self._jump_lock = asyncio.Lock()
         self._closing = False
-        self._ssh_mod: ssh_module | None = None
+        self._ssh_loaded = False
 
     # -- observation -------------------------------------------------------------------------
 
@@ -182,13 +180,13 @@ class Fleet:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(link.wake.wait(), delay)
 
-    async def _ssh(self) -> ssh_module:
+    async def _load_ssh(self) -> None:
         # asyncssh (and cryptography) cost ~0.2 s to import: do it off the event loop, once,
-        # and only when a host actually needs SSH (the localhost default never does).
-        if self._ssh_mod is None:
-            self._ssh_mod = await asyncio.to_thread(importlib.import_module,
-                                                    "tui.transport.ssh")
-        return self._ssh_mod
+        # and only when a host actually needs SSH (the localhost default never does). Callers
+        # then import tui.transport.ssh themselves: a lookup in sys.modules, and typed.
+        if not self._ssh_loaded:
+            await asyncio.to_thread(importlib.import_module, "tui.transport.ssh")
+            self._ssh_loaded = True
 
     async def _jump(self, host: Host) -> asyncssh.SSHClientConnection | None:
         spec = host.ssh.jump
@@ -198,7 +196,10 @@ class Fleet:
         async with self._jump_lock:
             conn = self._jumps.get(spec)
             if conn is None or conn.is_closed():
-                conn = await (await self._ssh()).open_jump(spec, host.ssh)
+                await self._load_ssh()
+                from tui.transport.ssh import open_jump
+
+                conn = await open_jump(spec, host.ssh)
                 self._jumps[spec] = conn
             return conn
 
@@ -209,7 +210,8 @@ class Fleet:
             link.settled.set()
             self._set(link, HostState.UP)
             return
-        ssh = await self._ssh()
+        await self._load_ssh()
+        from tui.transport import ssh
         attempts = 0
         was_up = False
         while not self._closing:

@@ -191,8 +191,9 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
     try:
         return await asyncssh.connect(address, **opts)
     except Exception as exc:
-        failure = classify(exc, ssh, address)
-        raise ConnectFailure(failure.state, f"via jump host {spec}: {failure.reason}") from None
+        classified = classify(exc, ssh, address)
+        raise ConnectFailure(classified.state,
+                             f"via jump host {spec}: {classified.reason}") from None
 
 
 class SshStream:
