@@ -200,6 +200,7 @@ def test_stale_buffer_then_clock_stepping_back(env, state, stream) -> None:
 def test_schema_carries_util_window() -> None:
     gpu = GpuSample.from_json({"index": 0, "util_percent": 51.0, "util_window_s": 1.0})
     assert gpu is not None and (gpu.util_percent, gpu.util_window_s) == (51.0, 1.0)
+    assert gpu.to_json()["util_window_s"] == 1.0  # what `gpus --json` prints
     assert GpuSample.from_json({"index": 0, "util_percent": 3.0}).util_window_s is None
     for bad in (-1.0, "1.0", True, float("nan"), 1e9, [1]):
         line = parse_message({"type": "sample", "gpus": [

@@ -71,6 +71,7 @@ class GpuSample:
             ],
             "error": self.error,
             "vendor": self.vendor,
+            "util_window_s": self.util_window_s,
         }
 
 
