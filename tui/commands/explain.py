@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import stat
 import sys
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from tui.commands import Command
+from tui.commands.output import plain_json_text
 from tui.logs.signatures import (
     ANSI_RE_B,
     ERROR,
@@ -196,7 +196,7 @@ def run_explain(path: str, *, as_json: bool) -> int:
             out: dict[str, object] = {"findings": [k.as_json() for k in kept]}
             if total > len(kept):
                 out["truncated"] = total - len(kept)
-            print(json.dumps(out, indent=1))
+            print(plain_json_text(out, indent=1))
         else:
             more = f" (first {MAX_FINDINGS} shown)" if total > MAX_FINDINGS else ""
             print(f"{shown}: {lines} lines, {counts['error']} errors, {counts['warning']} "

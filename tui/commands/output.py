@@ -19,6 +19,11 @@ def json_text(doc: dict[str, Any], inventory: Inventory | None, **dumps: Any) ->
     return json.dumps({**doc, "insecure_host_keys": insecure}, **dumps)
 
 
+def plain_json_text(doc: dict[str, Any], **dumps: Any) -> str:
+    """A JSON document about no cluster (e.g. `explain` of a saved log): no host-key field."""
+    return json.dumps(doc, **dumps)
+
+
 def insecure_warning(inventory: Inventory) -> str | None:
     """One stderr line while host keys are not checked, or None."""
     hosts = inventory.insecure_hosts

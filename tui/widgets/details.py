@@ -65,7 +65,7 @@ def gpu_details(ht: HostTelemetry, index: int) -> Text:
                      f"max {max(hist):.0f}%")
     t.append("\n" + "   ".join(parts), "dim")
     if gpu.processes is None:
-        t.append("\nprocesses: not reported (nvidia-smi fallback)", "dim")
+        t.append(f"\nprocesses: not reported by {s.source if s else 'the agent'}", "dim")
     elif not gpu.processes:
         t.append("\nno compute processes", "dim")
     else:

@@ -24,6 +24,17 @@ from tui.cluster.models import GpuSample, HostTelemetry
 from tui.sanitize import one_line
 from tui.widgets.gauges import bar, gib, sparkline
 
+# Vendor words the table has no room for ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
+_NAME_PREFIXES = ("NVIDIA ", "AMD Instinct ", "AMD Radeon ", "AMD ")
+
+
+def _short_name(name: str | None) -> str:
+    text = name or "—"
+    for prefix in _NAME_PREFIXES:
+        text = text.removeprefix(prefix) if text.startswith(prefix) else text
+    return one_line(text)
+
+
 SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
 
 # Thresholds a person would flag on sight.
@@ -360,7 +371,7 @@ class GpuTable(ScrollView, can_focus=True):
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
         if gpu is None:
             return [Segment(f"   gpu{index:d} (gone)", st["dim"])]
-        label = f"  {gpu.index:>2d} {one_line(gpu.name or '—').removeprefix('NVIDIA ')}"
+        label = f"  {gpu.index:>2d} {_short_name(gpu.name)}"
         label_style = st["bad"] if gpu.error else st["dim"]
         segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
         if gpu.error:

@@ -7,28 +7,25 @@ from typing import Any
 
 from rich.text import Text
 
+from tui.fmt import plural
 from tui.jobs.rules import Problem
 from tui.sanitize import clean, one_line
 
 MAX_LOOSE = 8  # problems listed above the form; the rest counted
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count:d} {word}{'s' * (count != 1)}"
-
-
 def summary_text(errors: int, warnings: int, *, against_ray: bool,
                  latency_s: float | None) -> Text:
     t = Text()
     if errors:
-        t.append(_n(errors, "error"), "bold red")
+        t.append(plural(errors, "error"), "bold red")
         t.append(" — submit is off until they are fixed", "red")
         if warnings:
-            t.append(f", {_n(warnings, 'warning')}", "yellow")
+            t.append(f", {plural(warnings, 'warning')}", "yellow")
     else:
         t.append("ready", "bold green")
         if warnings:
-            t.append(f" — {_n(warnings, 'warning')}", "yellow")
+            t.append(f" — {plural(warnings, 'warning')}", "yellow")
     if not against_ray:
         t.append("   (not checked against Ray's nodes)", "yellow")
     if latency_s is not None:
