@@ -1,0 +1,385 @@
+"""verl's trainer config composed with Hydra exactly as ``python -m verl.trainer.main_ppo`` does
+(`--config-name` / `--config-path` included), from the verl verl_select.py selected.
+
+Composition is cached: the unoverridden base is composed once; a later call deep-copies it and
+applies the overrides with Hydra's own override code (same parser, same struct-mode errors),
+falling back to a full Hydra compose when an override names a config group (``model_engine=…``).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from tui.jobs.verl_select import (
+    CONFIG_NAME,
+    HYDRA_LOCK,
+    SchemaError,
+    on_source_change,
+    verl_config_dir,
+)
+
+
+class ComposeError(SchemaError):
+    """One override does not compose; ``key`` names it (None when it cannot be told)."""
+
+    def __init__(self, key: str | None, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+
+@dataclass
+class Composed:
+    config: dict[str, Any]
+    unresolved: list[str]  # dotted keys whose interpolation failed (kept as the raw string)
+
+
+# -- composition ---------------------------------------------------------------------------
+
+
+def _hydra_compose(overrides: list[str], name: str = CONFIG_NAME, custom_dir: str = "") -> Any:
+    config_dir = verl_config_dir()  # first: SchemaError, not ImportError, without Hydra
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    where = custom_dir or str(config_dir)
+    extra = _searchpath_override(custom_dir) if custom_dir else []
+    with HYDRA_LOCK, initialize_config_dir(config_dir=where, version_base=None):
+        return hydra_compose(name, overrides=[*extra, *overrides])
+
+
+@functools.cache
+def base_cfg(name: str = CONFIG_NAME, custom_dir: str = "", groups: tuple[str, ...] = ()
+              ) -> Any:
+    try:
+        return _hydra_compose(list(groups), name, custom_dir)
+    except Exception as exc:  # a broken verl install or custom config: one line
+        if custom_dir:
+            raise ComposeError("config_name", f"{name} in {custom_dir} does not compose: "
+                                              f"{_first_line(exc)}") from None
+        raise SchemaError(f"verl's {name}.yaml does not compose: {_first_line(exc)}"
+                          ) from None
+
+
+def _is_group(override: Any, custom_dir: str = "") -> bool:
+    """A plain config-group choice (`model_engine=megatron`), nothing else Hydra-special."""
+    key = override.key_or_group
+    return (override.package is None and not override.is_sweep_override()
+            and key.split(".")[0] != "hydra" and "." not in key
+            and ((verl_config_dir() / key).is_dir()
+                 or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())))
+
+
+def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
+    # Config-group overrides change the defaults list; only a full Hydra compose applies them.
+    key = override.key_or_group
+    return (override.package is not None or override.is_sweep_override()
+            or key.split(".")[0] == "hydra" or (verl_config_dir() / key).is_dir()
+            or (bool(custom_dir) and (Path(custom_dir) / key).is_dir()))
+
+
+# -- which config: --config-name / --config-path as main_ppo takes them ----------------------
+
+_VERL_CONFIG_TAIL = ("verl", "trainer", "config")
+
+
+def resolve_config(config_name: str | None = None, config_path: str | None = None
+                   ) -> tuple[str, str]:
+    """(config name, custom config folder or "" for verl's own), as Hydra resolves main_ppo's
+    `--config-name` / `--config-path`: a relative path is relative to verl/trainer (the folder
+    of main_ppo.py), so `config` is verl's own. ComposeError (key config_name / config_path)
+    when the folder or the file is not on this machine."""
+    name = (config_name or CONFIG_NAME).removesuffix(".yaml")
+    own = verl_config_dir()
+    if not config_path:
+        folder = own
+    else:
+        path = Path(config_path).expanduser()
+        folder = Path(os.path.normpath(path if path.is_absolute() else own.parent / path))
+    if folder == own:
+        if not (own / f"{name}.yaml").is_file():
+            raise ComposeError("config_name", f"verl has no config {name!r} (its own: "
+                                              f"{', '.join(builtin_configs())})")
+        return name, ""
+    if not folder.is_dir():
+        raise ComposeError("config_path", f"{config_path}: no such folder on this machine, so "
+                                          "the custom config cannot be checked")
+    if not (folder / f"{name}.yaml").is_file():
+        raise ComposeError("config_name", f"no {name}.yaml in {folder}")
+    return name, str(folder)
+
+
+@functools.cache
+def builtin_configs() -> tuple[str, ...]:
+    """verl's own top-level configs main_ppo can be pointed at (generated ones left out)."""
+    return tuple(sorted(p.stem for p in verl_config_dir().glob("*.yaml")
+                        if not p.stem.startswith("_")))
+
+
+@functools.cache
+def custom_searchpath(custom_dir: str, name: str = "") -> tuple[tuple[str, str], ...]:
+    """(entry as written, entry as composed here) for a custom config's `hydra.searchpath`.
+    A relative `file://…verl/trainer/config` is read from the job's working directory (a verl
+    checkout in verl's examples): composed here with the installed verl's config."""
+    import yaml
+
+    out = []
+    files = [Path(custom_dir) / f"{name}.yaml"] if name else sorted(Path(custom_dir).glob(
+        "*.yaml"))
+    for f in files:
+        try:
+            data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, ValueError):
+            continue
+        hydra = data.get("hydra") if isinstance(data, dict) else None
+        entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            text = str(entry)
+            rel = text.removeprefix("file://")
+            if text.startswith("file://") and not os.path.isabs(rel) and tuple(
+                    Path(os.path.normpath(rel)).parts[-3:]) == _VERL_CONFIG_TAIL:
+                out.append((text, f"file://{verl_config_dir()}"))
+            elif text.rstrip("/") == "pkg://verl.trainer.config":
+                # Hydra would import verl (and torch) to find it: the same folder, as a file.
+                out.append((text, f"file://{verl_config_dir()}"))
+            else:
+                out.append((text, text))
+        if name:
+            break
+    return tuple(out)
+
+
+def _searchpath_override(custom_dir: str) -> list[str]:
+    entries = [new for _, new in custom_searchpath(custom_dir)]
+    if not entries:  # verl's own config is where a custom one's `defaults` find ppo_trainer
+        entries = [f"file://{verl_config_dir()}"]
+    elif f"file://{verl_config_dir()}" not in entries:
+        entries.append(f"file://{verl_config_dir()}")
+    return ["hydra.searchpath=[" + ",".join(_quote_entry(e) for e in entries) + "]"]
+
+
+def _quote_entry(entry: str) -> str:
+    return "'" + entry.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _parse(overrides: list[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for line in overrides:
+        try:
+            parsed.append(parser.parse_override(line))
+        except HydraException as exc:
+            key = line.split("=", 1)[0].lstrip("+~") if "=" in line else None
+            raise ComposeError(key or None, f"bad override syntax ({_first_line(exc)})"
+                               ) from None
+    return parsed
+
+
+def compose_cfg(overrides: list[str], config_name: str | None = None,
+                config_path: str | None = None) -> Any:
+    """The composed OmegaConf DictConfig (struct mode); ComposeError on a bad override.
+    config_name / config_path as main_ppo's --config-name / --config-path (None: verl's
+    ppo_trainer)."""
+    name, custom = resolve_config(config_name, config_path)
+    base = base_cfg(name, custom)
+    parsed = _parse(overrides)
+    for o in parsed:
+        if o.is_sweep_override():
+            raise ComposeError(o.key_or_group, "a comma in an unquoted value makes Hydra sweep: "
+                               "quote the value ('a,b') or write a list ([a,b])")
+    keys = None if (name, custom) == (CONFIG_NAME, "") else config_keys(name, custom)
+    full = [k for k, o in enumerate(parsed) if _needs_full_compose(o, custom)]
+    if full and all(_is_group(parsed[k], custom) for k in full):
+        # Plain group choices (model_engine=megatron): Hydra builds the defaults list from
+        # them, then applies the value overrides, so a cached base per choice is exact.
+        groups = tuple(overrides[k] for k in full)
+        try:
+            base = base_cfg(name, custom, groups)
+        except Exception:  # the full compose below names the problem
+            pass
+        else:
+            keys = config_keys(name, custom, groups)
+            parsed = [o for k, o in enumerate(parsed) if k not in full]
+            full = []
+    if full:
+        try:
+            return _hydra_compose(overrides, name, custom)
+        except Exception as exc:  # Hydra, OmegaConf and ValueError alike
+            err = _compose_error(exc, None, keys)
+        # Hydra names the first missing parent; the override names the key the user wrote.
+        longer = [o.key_or_group.lstrip("+~") for o in parsed
+                  if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")]
+        if len(longer) == 1 and err.message.startswith("not a key"):
+            err = ComposeError(longer[0], _unknown(longer[0], keys))
+        raise err
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    except ImportError:  # a Hydra without it: the slow path is still exact
+        return _hydra_compose(overrides, name, custom)
+    cfg = copy.deepcopy(base)
+    for o in parsed:  # one at a time, as Hydra does, so a failure names its override
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
+        except Exception as exc:  # Hydra, OmegaConf and ValueError alike
+            raise _compose_error(exc, o.key_or_group, keys) from None
+    return cfg
+
+
+@functools.cache
+def config_keys(name: str, custom_dir: str = "", groups: tuple[str, ...] = ()
+                ) -> frozenset[str]:
+    """Every dotted key of one config as composed (the did-you-mean pool for it)."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(base_cfg(name, custom_dir, groups), resolve=False)
+    return frozenset(flat_keys(cast("dict[str, Any]", raw)))  # a DictConfig: a dict
+
+
+def compose_detailed(overrides: list[str], config_name: str | None = None,
+                     config_path: str | None = None) -> Composed:
+    cfg = compose_cfg(overrides, config_name, config_path)
+    return Composed(*_to_plain(cfg))
+
+
+def compose(overrides: list[str], config_name: str | None = None,
+            config_path: str | None = None) -> dict[str, Any]:
+    """verl's composed config with `overrides` as plain dicts/lists; interpolations resolved
+    (one that cannot be resolved stays its raw "${…}" string)."""
+    if not overrides and not config_name and not config_path:
+        return copy.deepcopy(base_plain().config)
+    return compose_detailed(overrides, config_name, config_path).config
+
+
+@functools.cache
+def base_plain() -> Composed:
+    return Composed(*_to_plain(base_cfg()))
+
+
+def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    try:
+        return cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True)), []
+    except Exception:  # some interpolation fails: resolve leaf by leaf
+        pass
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    failed: list[str] = []
+
+    def walk(node: Any, raw_node: Any, path: str) -> Any:
+        if isinstance(node, (DictConfig, ListConfig)):
+            keys: Iterable[Any] = (node.keys() if isinstance(node, DictConfig)
+                                   else range(len(node)))
+            out: Any = {} if isinstance(node, DictConfig) else []
+            for k in keys:
+                sub = f"{path}.{k}" if path else str(k)
+                try:
+                    child = node[k]
+                except Exception:  # an interpolation that cannot resolve
+                    if not OmegaConf.is_missing(node, k):
+                        failed.append(sub)
+                    child, value = None, raw_node[k]
+                else:
+                    value = walk(child, raw_node[k] if isinstance(raw_node, (dict, list))
+                                 and child is not None else child, sub)
+                if isinstance(out, dict):
+                    out[k] = value
+                else:
+                    out.append(value)
+            return out
+        return node
+
+    return walk(cfg, raw, ""), failed
+
+
+# -- errors --------------------------------------------------------------------------------
+
+_PATTERNS = (
+    (re.compile(r"Could not override '([^']+)'"), "unknown"),
+    (re.compile(r"Could not delete from config\. '([^']+)' does not exist"), "unknown"),
+    (re.compile(r"config group '([^']+)' does not exist"), "unknown"),
+    (re.compile(r"An item is already at '([^']+)'"), "exists"),
+    (re.compile(r"Could not load '([^']+)'|Could not find '([^']+)'"), "option"),
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _full_key(exc: BaseException) -> str | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        m = re.search(r"full_key:\s*(\S+)", str(seen))
+        if m:
+            return m.group(1)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _compose_error(exc: BaseException, key: str | None,
+                   keys: Iterable[str] | None = None) -> ComposeError:
+    text = _chain_text(exc)
+    inner = _full_key(exc)
+    if inner and key and key.lstrip("+~").startswith(inner + "."):
+        inner = key.lstrip("+~")  # the override names the missing key more precisely
+    if inner and "not in struct" in text:
+        return ComposeError(inner, _unknown(inner, keys))
+    for pattern, kind in _PATTERNS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        found = next(g for g in m.groups() if g)
+        if kind == "unknown":
+            return ComposeError(found, _unknown(found, keys))
+        if kind == "exists":
+            return ComposeError(found, "already a key in verl's config: drop the leading '+'")
+        if kind == "option":
+            return ComposeError(found.split("/")[0], f"no config '{found}' in verl's config groups")
+    if key and isinstance(exc, ValueError) and "int()" in text:
+        return ComposeError(key, "not a key in verl's config (a list index must be a number)")
+    return ComposeError(key or inner, _first_line(exc))
+
+
+def _chain_text(exc: BaseException) -> str:
+    parts: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None:
+        parts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
+
+
+def flat_keys(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path → value for every leaf (lists and empty mappings are leaves)."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            out.update(flat_keys(v, path))
+        else:
+            out[path] = v
+    return out
+
+
+def _unknown(key: str, keys: Iterable[str] | None) -> str:
+    # verl_keys builds its catalog by composing with this module: imported when first needed.
+    from tui.jobs.verl_keys import unknown_key_message
+
+    return unknown_key_message(key, keys)
+
+
+on_source_change(base_cfg.cache_clear, builtin_configs.cache_clear,
+                 custom_searchpath.cache_clear, config_keys.cache_clear,
+                 base_plain.cache_clear)
