@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
@@ -212,7 +214,7 @@ class VerlTuiApp(App):
         if isinstance(screen, JobsScreen):
             screen.action_new_job()
 
-    def _push_on_cluster(self, screen_type: type, make: Callable[[], object]) -> None:
+    def _push_on_cluster(self, screen_type: type, make: Callable[[], Screen[Any]]) -> None:
         """Show a top-level screen (the Cluster screen under it), not a stack of copies."""
         if isinstance(self.screen, screen_type):
             return
@@ -223,8 +225,8 @@ class VerlTuiApp(App):
         from tui.screens.node_logs import NodeLogsScreen
 
         hosts = [h.name for h in self.inventory.hosts]
-        self._push_on_cluster(NodeLogsScreen,
-                              lambda: NodeLogsScreen(self.fleet, hosts, host=host))
+        fleet = self._fleet()
+        self._push_on_cluster(NodeLogsScreen, lambda: NodeLogsScreen(fleet, hosts, host=host))
 
     def action_debugger(self) -> None:
         from tui.screens.debugger import DebuggerScreen
@@ -234,8 +236,9 @@ class VerlTuiApp(App):
     def action_checkpoints(self, root: str | None = None) -> None:
         from tui.screens.checkpoints import CheckpointsScreen
 
+        fleet = self._fleet()
         self._push_on_cluster(CheckpointsScreen,
-                              lambda: CheckpointsScreen(self.fleet, self.inventory, root))
+                              lambda: CheckpointsScreen(fleet, self.inventory, root))
 
     def keep_forward(self, forward: Forward) -> None:
         self.kept_forwards.append(forward)
@@ -243,7 +246,12 @@ class VerlTuiApp(App):
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen
 
-        self.push_screen(DoctorScreen(self.fleet, self.inventory))
+        self.push_screen(DoctorScreen(self._fleet(), self.inventory))
+
+    def _fleet(self) -> Fleet:
+        # Made with the default screen, before any key or command can run.
+        assert self.fleet is not None
+        return self.fleet
 
     def reconnect(self, host: str | None = None) -> None:
         if self.fleet is not None:

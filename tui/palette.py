@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -15,6 +16,9 @@ from textual.dom import DOMNode
 from tui.sanitize import one_line
 from tui.screens.help import key_label, node_title
 from tui.widgets.gpu_table import SORT_KEYS
+
+if TYPE_CHECKING:
+    from tui.screens.cluster import ClusterScreen
 
 # The palette's own key: listing it inside the palette is noise.
 _SKIP_ACTIONS = {"command_palette"}
@@ -45,7 +49,7 @@ def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
     sources: list[tuple[str, DOMNode]] = [("Everywhere", app), (node_title(screen), screen)]
     sources += [(node_title(w), w) for w in screen.query("*")
                 if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
-    base = getattr(app, "cluster_screen", None)
+    base: ClusterScreen | None = getattr(app, "cluster_screen", None)
     if base is not None and base is not screen:
         sources.append((node_title(base), base))
     return sources
@@ -61,7 +65,7 @@ def commands_for(screen: DOMNode) -> list[Command]:
             seen.add(cmd.name)
             cmds.append(cmd)
 
-    base = getattr(app, "cluster_screen", None)
+    base: ClusterScreen | None = getattr(app, "cluster_screen", None)
     for where, node in palette_sources(screen):
         for binding, cmd in binding_commands(node, where):
             # Off the Cluster screen, only its keys that act on the whole cluster (app.*

@@ -450,7 +450,7 @@ class DapClient:
     async def evaluate(
         self,
         expression: str,
-        frame_id: int,
+        frame_id: int | None,  # None: no frame selected, sent as null
         context: str = "repl",
         *,
         timeout: float = 10.0,

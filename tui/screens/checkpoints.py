@@ -5,12 +5,14 @@ a progress bar and checksums), merge it there with verl's model_merger (live out
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, RichLog, Static
 from textual.widgets.data_table import CellDoesNotExist
@@ -72,7 +74,8 @@ class CheckpointsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(" Checkpoints", id="ckpt-title")
-        table = DataTable(id="ckpt-steps", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="ckpt-steps", cursor_type="row",
+                                           zebra_stripes=True)
         table.add_columns("step", "W", "complete", *self.host_names, "size", "latest")
         yield table
         yield Static("", id="ckpt-detail")
@@ -194,10 +197,10 @@ class CheckpointsScreen(Screen):
         if self.index is None or table.row_count == 0 or table.cursor_row is None:
             return None
         try:
-            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except CellDoesNotExist:
             return None
-        return self.index.step(int(key))
+        return self.index.step(int(cast(str, key)))  # rows are added with key=str(step)
 
     def _detail(self) -> None:
         s = self.current
@@ -311,9 +314,13 @@ class CheckpointsScreen(Screen):
         local_dir = f"{self.root.rstrip('/')}/global_step_{step}/actor"
         self.busy = f"merge of step {step} on {host}"
         out.write(Text(one_line(f"merge {local_dir} → {target} on {host}"), "bold"))
+
+        def show(line: str) -> None:
+            out.write(Text(clean(line)))
+
         try:
             result = await merge(self.fleet, host, local_dir, target, backend=None,
-                                 on_line=lambda line: out.write(Text(clean(line))))
+                                 on_line=show)
         except (CkptError, TransportError) as exc:
             out.write(Text(f"merge refused: {clean(exc)}", "red"))
             return

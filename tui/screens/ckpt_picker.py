@@ -3,6 +3,8 @@ every host, complete ones selectable, with their world size against the cluster'
 
 from __future__ import annotations
 
+from typing import cast
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -45,7 +47,7 @@ class CheckpointPickerScreen(ModalScreen[StepState | None]):
         with Vertical():
             yield Static(f"[b]Resume from[/b] {markup(self.root)}   scanning every host…",
                          id="picker-title")
-            table = DataTable(id="picker-steps", cursor_type="row")
+            table: DataTable[Text] = DataTable(id="picker-steps", cursor_type="row")
             table.add_columns("step", "W", "complete", "where", "note")
             yield table
             yield Static("", id="picker-note")
@@ -79,7 +81,7 @@ class CheckpointPickerScreen(ModalScreen[StepState | None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if self.index is None:
             return
-        step = self.index.step(int(event.row_key.value))
+        step = self.index.step(int(cast(str, event.row_key.value)))  # key=str(step)
         if step is None or not step.complete:
             self.query_one("#picker-note", Static).update(
                 Text("that step is missing ranks: pick a complete one", "red"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +18,9 @@ from tui.sanitize import markup, styled
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
+
+if TYPE_CHECKING:
+    from tui.app import VerlTuiApp
 
 SUMMARY_EVERY_S = 0.5
 
@@ -203,10 +207,11 @@ class ClusterScreen(Screen):
 
     def action_node_logs(self) -> None:
         row = self.table.current_row
-        self.app.action_node_logs(row.host if row is not None else None)
+        # Only the cockpit binds this screen's keys.
+        cast("VerlTuiApp", self.app).action_node_logs(row.host if row is not None else None)
 
     def action_reconnect(self) -> None:
         row = self.table.current_row
         if row is not None:
-            self.app.reconnect(row.host)
+            cast("VerlTuiApp", self.app).reconnect(row.host)
             self.notify(f"reconnecting {markup(row.host)}", timeout=1.5)

@@ -66,7 +66,7 @@ class DapSessionScreen(Screen):
         yield Static("", id="dap-exception")
         with Horizontal():
             with Vertical(id="dap-left"):
-                stack = DataTable(id="dap-stack", cursor_type="row")
+                stack: DataTable[Text] = DataTable(id="dap-stack", cursor_type="row")
                 stack.add_columns("frame", "where")
                 yield stack
                 yield Tree("variables", id="dap-vars")
@@ -94,8 +94,11 @@ class DapSessionScreen(Screen):
             self.forward = await open_forward(self.cluster, self.target)
             self.dap = await DapClient.connect("127.0.0.1", self.forward.local_port)
             self.stopped = await self.dap.attach_post_mortem(timeout=20)
-            info = await self.dap.exception_info(self.stopped.thread_id)
-            self.frames = await self.dap.stack_trace(self.stopped.thread_id)
+            thread = self.stopped.thread_id
+            if thread is None:  # DAP lets a stopped event name no thread; these need one
+                raise DapError("the stopped event names no thread")
+            info = await self.dap.exception_info(thread)
+            self.frames = await self.dap.stack_trace(thread)
         except (DapError, TransportError, DashboardError, OSError) as exc:
             self._title(f"attach failed: {exc}")
             await self._close()
@@ -222,6 +225,8 @@ class DapSessionScreen(Screen):
     @work(exclusive=True, group="dap", exit_on_error=False)
     async def action_continue(self) -> None:
         if self.dap is None or self.stopped is None or self.state != "paused":
+            return
+        if self.stopped.thread_id is None:  # connect() does not get to "paused" then
             return
         try:
             await self.dap.continue_(self.stopped.thread_id)

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
@@ -57,7 +58,8 @@ class DebuggerScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(" Debugger", id="debug-title")
-        table = DataTable(id="debug-targets", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = DataTable(id="debug-targets", cursor_type="row",
+                                                 zebra_stripes=True)
         table.add_columns("kind", "host", "pid", "port", "job", "task / where", "age")
         yield table
         yield Static("", id="debug-detail")
@@ -85,7 +87,8 @@ class DebuggerScreen(Screen):
         except (DashboardError, TransportError) as exc:
             found = DebugTargets(list(self.paused), list(self.breakpoints), [])
             self.error = f"Ray is not reachable: {exc}"
-        self.targets = {_key(t): t for t in [*found.paused, *found.breakpoints]}
+        both: list[Target] = [*found.paused, *found.breakpoints]
+        self.targets = {_key(t): t for t in both}
         self.loaded = True
         self._fill()
 
@@ -125,10 +128,10 @@ class DebuggerScreen(Screen):
         if table.row_count == 0 or table.cursor_row is None:
             return None
         try:
-            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except CellDoesNotExist:
             return None
-        return self.targets.get(key)
+        return self.targets.get(key) if key is not None else None
 
     def _show_detail(self) -> None:
         t = self.current

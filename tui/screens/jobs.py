@@ -9,6 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
@@ -68,7 +69,7 @@ class JobsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
-        table = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
         table.add_columns("submission id", "status", "age", "duration", "profile", "driver",
                           "message")
         yield table
@@ -127,7 +128,7 @@ class JobsScreen(Screen):
         if not self.rows or table.cursor_row is None or table.row_count == 0:
             return None
         try:
-            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except CellDoesNotExist:  # the table is being refilled
             return None
         return next((r for r in self.rows if r.submission_id == key), None)

@@ -7,9 +7,11 @@ import contextlib
 import re
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist
@@ -50,7 +52,7 @@ class NodeLogsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(" Node logs", id="nodelogs-title")
-        table = DataTable(id="files", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="files", cursor_type="row", zebra_stripes=True)
         table.add_columns("host", "file", "kind", "size", "modified")
         yield table
         yield LogPane(title="", id="node-log")
@@ -101,7 +103,7 @@ class NodeLogsScreen(Screen):
         if table.row_count == 0 or table.cursor_row is None:
             return None
         try:
-            return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except CellDoesNotExist:
             return None
 
