@@ -1,0 +1,484 @@
+"""The verl command inside a launch script, and the `ray job submit` around it: which command
+is verl's (`python -m verl.trainer.main_ppo`, `…/verl/trainer/main_ppo.py`, `$PYTHON -m …`, or
+one wrapped in `bash -c STRING`), and how its parts map onto a profile: the interpreter,
+`ray job submit` options (--runtime-env-json, --working-dir), launcher prefixes (env, nohup),
+--config-name/--config-path and every Hydra override. The script walk around it (variables,
+exports, other commands) is tui/jobs/importer.py, which subclasses CommandReader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tui.jobs.hydra_values import NOT_A_VALUE as _REFUSED
+from tui.jobs.hydra_values import parse_value as _hydra_value
+from tui.jobs.profiles import Profile, RuntimeEnv
+from tui.jobs.shell_expand import Expander
+from tui.jobs.shell_lexer import Piece, Word
+from tui.jobs.shell_parse import COMPOUND_NAMES, Cmd
+
+VERL_MODULE = "verl.trainer.main_ppo"
+
+ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+OVERRIDE = re.compile(r"(~|\+\+|\+)?([A-Za-z_][\w.\-@/]*)(?:=(.*))?", re.S)
+PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?")
+_PY_ARG_FLAGS = {"-X", "-W", "-Q"}
+_CONFIG_FLAGS = {"--config-path", "-cp", "--config-name", "-cn"}
+MEGATRON_ALIAS = "ppo_megatron_trainer"
+_HYDRA_VALUE_FLAGS = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+                      "--package", "-p", "--cfg", "-c", "--info", "-i", "--experimental-rerun"}
+_HYDRA_BARE_FLAGS = {"--multirun", "-m", "--resolve", "--run", "-r", "--help", "-h",
+                     "--hydra-help", "--version", "--shell-completion", "-sc"}
+_RAY_SUBMIT_VALUE_OPTS = {"--address", "--runtime-env-json", "--runtime-env", "--working-dir",
+                          "--submission-id", "--job-id", "--metadata-json",
+                          "--entrypoint-num-cpus", "--entrypoint-num-gpus",
+                          "--entrypoint-memory", "--entrypoint-resources", "--headers",
+                          "--log-style", "--log-color", "--verify", "--entrypoint-label-selector"}
+_RAY_SUBMIT_FLAGS = {"--no-wait", "-v", "--verbose"}
+_WRAPPERS = {"nohup": "nohup", "exec": "exec", "time": "time", "command": "command"}
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A script line that did: where it went (``overrides``, ``env_vars``, …)."""
+
+    line: int
+    text: str
+    target: str
+
+
+class CommandReader(Expander):
+    """What the verl command maps to: its recognition and the mapping of its words (and of the
+    `ray job submit` options around it) into overrides, env_vars, runtime_env, python and the
+    config name/path. The script walk (tui/jobs/importer.py) decides which command to read."""
+
+    def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
+        super().__init__(text, cwd)
+        self.source = source  # the script's path (or <stdin>): relative config paths
+        self.env: dict[str, str] = {}
+        self.env_lines: dict[str, int] = {}
+        self.overrides: dict[str, Any] = {}
+        self.override_lines: dict[str, int] = {}
+        self.python: str | None = None
+        self.working_dir: str | None = None
+        self.excludes: list[str] = []
+        self.mapped: list[Mapped] = []
+        self.command_line: int | None = None
+        self.config_name: str | None = None
+        self.config_path: str | None = None
+        self.config_lines: dict[str, int] = {}
+
+    # -- recognition --------------------------------------------------------------------------
+    def _is_verl(self, cmd: Cmd) -> bool:
+        return any(w.literal == VERL_MODULE or (w.literal or "").endswith("-m" + VERL_MODULE)
+                   or (w.literal or "").endswith("verl/trainer/main_ppo.py") for w in cmd.words)
+
+    def _shell_c(self, words: list[Word]) -> int | None:
+        """Index of STRING in `[ray job submit … --] bash|sh -c STRING` when STRING runs
+        main_ppo (Ray runs an entrypoint through a shell, so scripts wrap `cd …; python …`)."""
+        k = 0
+        if [w.literal for w in words[:3]] == ["ray", "job", "submit"]:
+            k = next((i + 1 for i, w in enumerate(words) if w.literal == "--"), len(words))
+        if k + 2 >= len(words):
+            return None
+        shell = Path(words[k].literal or "").name
+        if shell not in ("bash", "sh") or words[k + 1].literal != "-c":
+            return None
+        if VERL_MODULE not in self.expand(words[k + 2], record=False).text:
+            return None
+        return k + 2
+
+    def _looks_like_ray_submit(self, words: list[Word]) -> bool:
+        lits = [w.literal for w in words[:3]]
+        return lits == ["ray", "job", "submit"] and any(
+            self._entry_index(words[k:]) is not None for k in range(3, len(words)))
+
+    def _python_var(self, p: Piece) -> bool:
+        """`$PYTHON -m …`: a variable naming the interpreter."""
+        if p.kind != "var" or p.name is None:
+            return False
+        var = self.vars.get(p.name)
+        if var is not None and var.value:
+            return PYTHON_NAME.fullmatch(Path(var.value).name) is not None
+        return "PY" in p.name.upper()
+
+    def _entry_index(self, words: list[Word]) -> tuple[int, int] | None:
+        """(interpreter index, index after the module) for `python … -m verl.trainer.main_ppo`,
+        or a `…/verl/trainer/main_ppo.py` script; None when the words hold no verl command."""
+        for k, w in enumerate(words):
+            lit = w.literal
+            name = Path(lit).name if lit is not None else None
+            is_py = (name is not None and PYTHON_NAME.fullmatch(name) is not None) or (
+                lit is None and len(w.pieces) == 1 and self._python_var(w.pieces[0]))
+            if not is_py:
+                continue
+            j = k + 1
+            while j < len(words):
+                a = words[j].literal
+                if a is None:
+                    break
+                if a == "-m" and j + 1 < len(words):
+                    return (k, j + 2) if words[j + 1].literal == VERL_MODULE else None
+                if a == "-m" + VERL_MODULE:
+                    return k, j + 1
+                if a in _PY_ARG_FLAGS:
+                    j += 2
+                    continue
+                if a.startswith("-") and not a.startswith("-m"):
+                    j += 1
+                    continue
+                if a.endswith("verl/trainer/main_ppo.py"):
+                    return k, j + 1
+                break
+        return None
+
+    # -- the verl command ---------------------------------------------------------------------
+    def _verl(self, cmd: Cmd, assigns: list[Word], words: list[Word]) -> bool:
+        found = self._entry_index(words)
+        if found is None:
+            return False
+        k, args_at = found
+        self.command_line = cmd.line
+        prefix = words[:k]
+        for w in assigns:
+            self._prefix_env(cmd, w)
+        if prefix and [w.literal for w in prefix[:3]] == ["ray", "job", "submit"]:
+            prefix = self._ray_submit(cmd, prefix[3:])
+        self._wrappers(cmd, prefix)
+        self._interpreter(cmd, words, k, args_at)
+        args = self._arg_words(words[args_at:])
+        j = 0
+        while j < len(args):
+            w = args[j]
+            flag = self.expand(w, record=False).text
+            if flag in _CONFIG_FLAGS and j + 1 < len(args):  # `--config-name NAME`
+                self._config_flag(flag, args[j + 1])
+                j += 2
+                continue
+            name, eq, _ = flag.partition("=")
+            if eq and name in _CONFIG_FLAGS:
+                self._config_flag(name, strip_prefix(w, len(name) + 1)
+                                  if w.unquoted_prefix.startswith(name + "=") else w)
+                j += 1
+                continue
+            self._argument(w)
+            j += 1
+        self._finish_config()
+        for r in cmd.redirs:
+            self.skip(r.line, self._src(r.start, r.end),
+                      "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)")
+        if cmd.sep == "&":
+            self.skip(cmd.end_line, "&", "runs in the background: dropped (a Ray job is "
+                      "detached from this terminal anyway)")
+        if cmd.enclosing:
+            kw, line = cmd.enclosing[-1]
+            self.skip(cmd.line, self._src(words[0].start, words[min(len(words) - 1,
+                                                                    args_at - 1)].end),
+                      f"inside the {COMPOUND_NAMES.get(kw, kw)} at line {line}: imported as "
+                      "a single run")
+        for n in cmd.notes:
+            self.skip(n.line, n.text, n.reason)
+        return True
+
+    def _prefix_env(self, cmd: Cmd, w: Word) -> None:
+        m = ASSIGN.match(w.unquoted_prefix)
+        assert m is not None
+        name = m.group(1)
+        exp = self.expand(strip_prefix(w, m.end()))
+        self._put_env(name, exp.text, w.line, w.raw)
+
+    def _ray_submit(self, cmd: Cmd, opts: list[Word]) -> list[Word]:
+        """Read `ray job submit` options; return any words between them and the interpreter."""
+        j = 0
+        while j < len(opts):
+            w = opts[j]
+            exp = self.expand(w)
+            a = exp.text
+            if a == "--":
+                return opts[j + 1:]
+            if not a.startswith("-"):
+                return opts[j:]
+            name, eq, val = a.partition("=")
+            if name in _RAY_SUBMIT_VALUE_OPTS:
+                if not eq:
+                    if j + 1 >= len(opts):
+                        self.skip(w.line, a, "option without a value")
+                        return []
+                    val = self.expand(opts[j + 1]).text
+                    end = opts[j + 1].end
+                    j += 2
+                else:
+                    end = w.end
+                    j += 1
+                self._ray_option(name, val, w.line, self._src(w.start, end))
+                continue
+            if name in _RAY_SUBMIT_FLAGS:
+                self.skip(w.line, a, "ray job submit flag: verl-tui's submit decides this")
+            else:
+                self.skip(w.line, a, "unknown ray job submit option: not imported")
+            j += 1
+        return []
+
+    def _ray_option(self, name: str, val: str, line: int, text: str) -> None:
+        if name == "--runtime-env-json":
+            self._runtime_env_json(val, line, text)
+        elif name == "--working-dir":
+            self._put_working_dir(val, line, text)
+        elif name == "--address":
+            self.skip(line, text, "the cluster's address, not part of a profile: verl-tui "
+                                  "reaches the cluster through hosts.yaml")
+        elif name == "--runtime-env":
+            self.skip(line, text, "a runtime env file is not read: copy its env_vars, "
+                                  "working_dir and excludes into the profile")
+        elif name in ("--submission-id", "--job-id"):
+            self.skip(line, text, "verl-tui names each submission itself")
+        else:
+            self.skip(line, text, "ray job submit option: not part of a profile")
+
+    def _runtime_env_json(self, val: str, line: int, text: str) -> None:
+        try:
+            env = json.loads(val)
+        except json.JSONDecodeError as exc:
+            self.skip(line, text, f"--runtime-env-json is not valid JSON ({exc.msg}): not "
+                                  "imported")
+            return
+        if not isinstance(env, dict):
+            self.skip(line, text, "--runtime-env-json is not a JSON object: not imported")
+            return
+        for key, value in env.items():
+            if key == "env_vars" and isinstance(value, dict):
+                for k, v in value.items():
+                    self._put_env(str(k), v if isinstance(v, str) else json.dumps(v), line,
+                                  f"env_vars: {k}={v}")
+            elif key == "working_dir" and isinstance(value, str):
+                self._put_working_dir(value, line, f"working_dir: {value}")
+            elif key == "excludes" and isinstance(value, list):
+                self.excludes = [str(x) for x in value]
+                self.mapped.append(Mapped(line, f"excludes={self.excludes}",
+                                          "runtime_env.excludes"))
+            else:
+                self.skip(line, f"{key}: {json.dumps(value)}",
+                          f"runtime_env key {key!r} is not part of a profile")
+
+    def _put_working_dir(self, value: str, line: int, text: str) -> None:
+        problem = _rejected(lambda: RuntimeEnv(working_dir=value))
+        if problem:
+            self.skip(line, text, f"not accepted as working_dir: {problem}")
+            return
+        self.working_dir = value
+        self.mapped.append(Mapped(line, text, "runtime_env.working_dir"))
+
+    def _put_env(self, name: str, value: str, line: int, text: str) -> None:
+        """One env var into runtime_env.env_vars, if a profile accepts it."""
+        if name == "RAY_ADDRESS":
+            self.skip(line, text, "RAY_ADDRESS is the cluster's address, not the job's: "
+                                  "verl-tui reaches the cluster through hosts.yaml")
+            return
+        problem = _rejected(lambda: RuntimeEnv(env_vars={name: value}))
+        if problem:
+            self.skip(line, text, f"not accepted in env_vars: {problem}")
+            return
+        self.env[name] = value
+        self.env_lines[name] = line
+        self.mapped.append(Mapped(line, f"{name}={value}", "runtime_env.env_vars"))
+
+    def _wrappers(self, cmd: Cmd, prefix: list[Word]) -> None:
+        j = 0
+        while j < len(prefix):
+            w = prefix[j]
+            lit = w.literal
+            if lit == "env":
+                j += 1
+                while j < len(prefix) and (ASSIGN.match(prefix[j].unquoted_prefix)
+                                           or (prefix[j].literal or "").startswith("-")):
+                    if ASSIGN.match(prefix[j].unquoted_prefix):
+                        self._prefix_env(cmd, prefix[j])
+                    else:
+                        self.skip(prefix[j].line, prefix[j].raw, "env option: not imported")
+                    j += 1
+                continue
+            if ASSIGN.match(w.unquoted_prefix):
+                self._prefix_env(cmd, w)  # `ray job submit -- X=1 python3 …`: Ray uses a shell
+                j += 1
+                continue
+            rest = self._src(w.start, prefix[-1].end)
+            if lit in _WRAPPERS:
+                self.skip(w.line, lit, f"{lit}: dropped (not needed for a Ray job)")
+                j += 1
+                continue
+            self.skip(w.line, rest, "launcher prefix: dropped (verl-tui runs the job through "
+                                    "Ray on its hosts)")
+            return
+
+    def _interpreter(self, cmd: Cmd, words: list[Word], k: int, args_at: int) -> None:
+        w = words[k]
+        exp = self.expand(w)
+        if exp.unresolved:
+            self.skip(w.line, w.raw, "interpreter not resolved: the profile uses the hosts' "
+                                     "python (hosts.yaml)")
+        elif exp.text.startswith("/"):
+            problem = _rejected(lambda: Profile(name="x", python=exp.text))
+            if problem:
+                self.skip(w.line, w.raw, f"interpreter not accepted: {problem}")
+            else:
+                self.python = exp.text
+                self.mapped.append(Mapped(w.line, exp.text, "python"))
+        for flag in words[k + 1:args_at]:
+            f = flag.literal or flag.raw
+            if f in ("-m", VERL_MODULE, "-m" + VERL_MODULE) or f.endswith("main_ppo.py"):
+                continue
+            if f == "-u" or (f.startswith("-") and not f.startswith("--") and set(f[1:]) <= {"u"}):
+                # -u is unbuffered output; PYTHONUNBUFFERED=1 is the same for every process.
+                self.env.setdefault("PYTHONUNBUFFERED", "1")
+                self.env_lines.setdefault("PYTHONUNBUFFERED", flag.line)
+                self.mapped.append(Mapped(flag.line, f"python {f}",
+                                          "runtime_env.env_vars PYTHONUNBUFFERED=1"))
+                continue
+            self.skip(flag.line, f, "python option: not kept (the profile runs "
+                                    "`python -m verl.trainer.main_ppo`)")
+
+    def _arg_words(self, words: list[Word]) -> list[Word]:
+        """The command's argument words with `"${ARR[@]}"` spread into one word per element
+        (as bash passes them)."""
+        out: list[Word] = []
+        for w in words:
+            ps = [p for p in w.pieces if p.kind != "lit" or p.text]
+            if len(ps) == 1 and ps[0].kind == "var" and ps[0].op == "index" and (
+                    ps[0].arg or "").strip() in ("@", "*"):
+                var = self.vars.get(ps[0].name or "")
+                if var is not None and var.items is not None and not (
+                        ps[0].quoted and (ps[0].arg or "").strip() == "*"):
+                    out.extend(var.items)
+                    self.mapped.append(Mapped(w.line, w.raw, f"{len(var.items)} arguments from "
+                                                             f"the array {ps[0].name}"))
+                    continue
+            out.append(w)
+        return out
+
+    def _config_flag(self, flag: str, value_word: Word) -> None:
+        exp = self.expand(value_word)
+        which = "config_name" if flag in ("--config-name", "-cn") else "config_path"
+        value = exp.text
+        if which == "config_name":
+            value = value.removesuffix(".yaml")
+        problem = _rejected(lambda: Profile.model_validate({"name": "x", which: value}))
+        if problem:
+            self.skip(value_word.line, f"{flag}={exp.text}", f"{which} not imported: {problem}"
+                      + (" (set it in the profile)" if exp.unresolved else ""))
+            return
+        setattr(self, which, value)
+        self.config_lines[which] = value_word.line
+        self.mapped.append(Mapped(value_word.line, f"{flag}={exp.text}", which))
+
+    def _finish_config(self) -> None:
+        """Hydra resolves a relative --config-path against verl/trainer (main_ppo.py's folder),
+        so `config` is verl's own; ppo_megatron_trainer is verl 0.9.1's deprecated alias."""
+        path = self.config_path
+        if path is not None and not path.startswith("/") and "$" not in path and \
+                os.path.normpath(path) == "config":
+            self.config_path = path = None
+        if path is not None and self._from_pwd and not Path(path).is_dir():
+            found = _beside_script(path, self.cwd, self.source)
+            if found is not None:
+                self._assume(self.config_lines.get("config_path", 0), path, found,
+                             "the script's project root is the folder holding it: $(pwd) "
+                             "taken as that folder")
+                self.config_path = path = found
+        if path is None and self.config_name == "ppo_trainer":
+            self.config_name = None
+        if path is None and self.config_name == MEGATRON_ALIAS:
+            # verl 0.9.1 trainer/config/ppo_megatron_trainer.yaml: "[Deprecated] … please use
+            # ppo_trainer.yaml instead. python3 -m verl.trainer.main_ppo model_engine=megatron"
+            line = self.config_lines.get("config_name", self.command_line or 0)
+            self.config_name = None
+            if not any(k.lstrip("+~") == "model_engine" for k in self.overrides):
+                self.overrides = {"model_engine": "megatron", **self.overrides}
+                self.override_lines["model_engine"] = line
+            self.mapped.append(Mapped(line, f"--config-name={MEGATRON_ALIAS}",
+                                      "overrides model_engine=megatron (verl 0.9.1 deprecates "
+                                      "ppo_megatron_trainer for ppo_trainer with "
+                                      "model_engine=megatron)"))
+
+    def _argument(self, w: Word) -> None:
+        if len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in ("@", "*"):
+            self.skip(w.line, w.raw, "passes the script's own arguments through: overrides "
+                                     "given when it runs are not in the profile")
+            return
+        exp = self.expand(w)
+        a = exp.text
+        flag = a.partition("=")[0]
+        if flag in _HYDRA_VALUE_FLAGS or flag in _HYDRA_BARE_FLAGS:
+            self.skip(w.line, w.raw, f"Hydra option {flag}: not part of a profile (profiles "
+                                     "compose verl's ppo_trainer config)")
+            return
+        m = OVERRIDE.fullmatch(a)
+        if m is None or a.startswith("-"):
+            self.skip(w.line, w.raw, "not a Hydra key=value override: not imported")
+            return
+        prefix, key, value = m.group(1) or "", m.group(2), m.group(3)
+        if value is None and prefix != "~":
+            self.skip(w.line, w.raw, "not a Hydra key=value override: not imported")
+            return
+        if exp.split:
+            self.skip(w.line, w.raw, "unquoted variable holding spaces: bash would split this "
+                                     "into several arguments; imported as one value")
+        parsed: Any = None
+        if value is not None:
+            parsed, problem = _hydra_value(value, shell_text=bool(exp.unresolved))
+            if problem and parsed is _REFUSED:
+                self.skip(w.line, w.raw, problem)
+                return
+            if problem:
+                self.skip(w.line, w.raw, problem)
+        full = prefix + key
+        refused = _rejected(lambda: Profile(name="x", overrides={full: parsed}))
+        if refused:
+            self.skip(w.line, w.raw, f"not accepted in a profile: {refused}")
+            return
+        for other in (key, "+" + key, "++" + key, "~" + key):
+            if other in self.overrides:
+                self.skip(self.override_lines[other], f"{other}=…",
+                          f"set again at line {w.line}: the later value is imported")
+                del self.overrides[other]
+        self.overrides[full] = parsed
+        self.override_lines[full] = w.line
+        self.mapped.append(Mapped(w.line, a, "overrides"))
+
+
+
+def strip_prefix(w: Word, n: int) -> Word:
+    """The word without its first n characters of unquoted text (the `NAME=` of an
+    assignment)."""
+    first = w.pieces[0]
+    rest = first.text[n:]
+    pieces = ([Piece("lit", rest)] if rest else []) + w.pieces[1:]
+    return Word(pieces, w.raw[n:], w.line, w.start + n, w.end)
+
+
+def _rejected(build: Any) -> str | None:
+    """None when the profile model accepts what `build` makes, else its first complaint."""
+    try:
+        build()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return None
+
+
+def _beside_script(path: str, cwd: str | None, source: str) -> str | None:
+    """`$(pwd)/examples/x/config` with cwd elsewhere: the same tail under a folder holding the
+    script (verl's examples run from the repository root that holds them)."""
+    if not cwd or source.startswith("<") or not path.startswith(cwd.rstrip("/") + "/"):
+        return None
+    tail = path[len(cwd.rstrip("/")) + 1:]
+    for folder in Path(source).resolve().parents:
+        if (folder / tail).is_dir():
+            return str(folder / tail)
+    return None
