@@ -22,17 +22,15 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Static
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.ray_cluster import ClusterStatus, RayCluster
+from tui.cluster.ray_cluster import RayCluster
 from tui.config.yamlfile import ConfigError
 from tui.jobs.catalog import GROUPS, CatalogItem, catalog
 from tui.jobs.formstate import (
     Draft,
-    DraftLock,
     DraftSaver,
     Toggles,
     load_draft,
@@ -45,9 +43,7 @@ from tui.jobs.pipeline import (
     JobSpec,
     debug_toggles,
     live_resources,
-    planned_resources,
     prepare_submission,
-    resources_from_status,
     working_dir_size,
 )
 from tui.jobs.profiles import Profile, load_profile, resolve_profile
@@ -59,6 +55,9 @@ from tui.jobs.verl_source import select_verl
 from tui.jobs.workdir import WorkdirError
 from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
+from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
+from tui.screens.job_form_drafts import FormDrafts
+from tui.screens.job_form_resume import FormResume
 from tui.transport.types import TransportError
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
@@ -68,12 +67,10 @@ from tui.widgets.jobform.summary import (
     summary_text,
 )
 
-__all__ = ["DraftBusyScreen", "JobFormScreen"]
+__all__ = ["RAY_NOT_RUNNING", "DraftBusyScreen", "JobFormScreen"]
 
 DEBOUNCE_S = 0.3  # re-validate / autosave this long after the last keystroke
 RAY_WATCH_S = 1.0  # how often the form looks at the app's Ray monitor (no request)
-RAY_NOT_RUNNING = "Ray is not running (u starts it)"
-ASKING = "asking Ray for the cluster's shape…"
 
 _GROUP_TITLES = {"data": "Data", "actor": "Actor & model", "rollout": "Rollout",
                  "ref": "Reference policy", "critic": "Critic", "algorithm": "Algorithm",
@@ -95,7 +92,7 @@ def _norm(key: str | None) -> str | None:
     return key.lstrip("+~") if key else key
 
 
-class JobFormScreen(Screen[str | None]):
+class JobFormScreen(FormCluster, FormDrafts, FormResume):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit", priority=True),
         Binding("ctrl+r", "revalidate", "Re-validate now", priority=True),
@@ -176,20 +173,6 @@ class JobFormScreen(Screen[str | None]):
     def cluster_name(self) -> str:
         return self.cluster.inv.cluster
 
-    @property
-    def read_only(self) -> bool:
-        return self.drafts is not None and self.drafts.read_only
-
-    @property
-    def draft_lock(self) -> DraftLock | None:
-        return self.drafts.lock if self.drafts is not None else None
-
-    @property
-    def draft_note(self) -> str | None:
-        if self.drafts is not None and self.drafts.note:
-            return self.drafts.note
-        return self._draft_restored
-
     def _load_sync(self) -> _Loaded:
         from tui.jobs.hydra_values import warm_up
 
@@ -250,25 +233,6 @@ class JobFormScreen(Screen[str | None]):
         post_mortem, legacy = debug_toggles(self.profile)
         return Toggles(post_mortem=post_mortem, legacy_debug=legacy)
 
-    async def _claim_draft(self, profile: Profile) -> bool:
-        """This form's claim on the profile's draft; when another form has it open, the user
-        chooses: take over, a read-only copy, or cancel (False: the form closes)."""
-        drafts = DraftSaver(self.cluster_name, profile.name, str(self.profile_path.resolve()))
-        self.drafts = drafts
-        if await asyncio.to_thread(drafts.acquire):
-            return True
-        choice = await self.app.push_screen_wait(DraftBusyScreen(drafts.other))
-        if choice == "take":
-            await asyncio.to_thread(drafts.take_over)
-            self.notify("draft taken over: the other form stops saving it", timeout=6)
-            return True
-        if choice == "copy":
-            drafts.copy()
-            return True
-        self.drafts = None
-        self.dismiss(None)
-        return False
-
     async def _build(self, texts: dict[str, str], toggles: Toggles) -> None:
         body = self.query_one("#form-body", VerticalScroll)
         await body.remove_children()
@@ -318,96 +282,6 @@ class JobFormScreen(Screen[str | None]):
             t.append(f"\n {self.draft_note}", "cyan")
         # Profile names, paths, descriptions and notes come from files: cleaned, styles kept.
         self.query_one("#form-title", Static).update(styled(t))
-
-    # -- the cluster ---------------------------------------------------------------------
-
-    def _ray_view(self) -> Any:
-        monitor = getattr(self.app, "ray_monitor", None)
-        return monitor.view if monitor is not None else None
-
-    def _planned(self) -> ClusterResources | None:
-        """hosts.yaml's GPUs (or what each host's telemetry agent counted)."""
-        counted: dict[str, tuple[int, int | None]] = {}
-        telemetry = getattr(self.app, "monitor", None)
-        for name, ht in (getattr(telemetry, "hosts", None) or {}).items():
-            sample = ht.latest
-            if sample is not None and sample.source != "none":
-                counted[name] = (len(sample.gpus), sample.ncpu)
-        return planned_resources(self.cluster.inv, counted)
-
-    def _use_planned(self, note: str) -> None:
-        self.resources = self._planned()
-        self.resources_from = "hosts.yaml" if self.resources is not None else None
-        self.cluster_note = note + ("; checked against hosts.yaml's GPUs meanwhile"
-                                    if self.resources is not None
-                                    else "; checked without the cluster (hosts.yaml gives "
-                                         "no num_gpus)")
-
-    def _cluster_from_monitor(self) -> bool:
-        """Take what the app's Ray monitor already knows; False when it knows nothing yet."""
-        from tui.cluster.ray_monitor import RayState
-
-        view = self._ray_view()
-        state = view.state if view is not None else None
-        self._ray_seen = state
-        if state == RayState.UP and view.status is not None:
-            self._set_live(resources_from_status(view.status))
-            return True
-        if state == RayState.DOWN:
-            self._use_planned(RAY_NOT_RUNNING)
-            return True
-        self._use_planned(ASKING)
-        return False
-
-    def _set_live(self, resources: ClusterResources) -> None:
-        self.resources, self.resources_from, self.cluster_note = resources, "ray", None
-
-    def _watch_ray(self) -> None:
-        """Ray started or stopped while the form is open (u, D): ask again."""
-        view = self._ray_view()
-        if view is not None and view.state != self._ray_seen and self.profile is not None:
-            self.fetch_cluster()
-
-    @work(exclusive=True, group="form-cluster", exit_on_error=False)
-    async def fetch_cluster(self) -> None:
-        from tui.cluster.ray_monitor import RayState
-
-        view = self._ray_view()
-        self._ray_seen = view.state if view is not None else None
-        status: ClusterStatus | None = None
-        if view is not None and view.state == RayState.DOWN:
-            self._use_planned(RAY_NOT_RUNNING)  # known: no request that would time out
-        else:
-            if view is not None and view.state == RayState.UP:
-                status = view.status
-            try:
-                self._probed_debugpy = False
-                want = self.toggles.post_mortem
-                resources = await live_resources(self.cluster, want_debugpy=want,
-                                                 status=status)
-                self._probed_debugpy = want
-                self._set_live(resources)
-            except DashboardError:
-                self._use_planned(RAY_NOT_RUNNING)
-            except (TransportError, OSError) as exc:
-                self._use_planned(f"the head is not reachable ({one_line(exc, 200)})")
-        self._show_header()
-        self.validate()
-
-    async def _probe_debugpy(self) -> None:
-        from tui.cluster.probe import probe_all
-
-        if self.resources is None or self._probed_debugpy or self.cluster.fleet is None:
-            return
-        facts = await probe_all(self.cluster.fleet, self.cluster.inv)
-        self.resources.hosts_without_debugpy = [h for h, f in facts.items()
-                                                if f.ok and not f.debugpy_version]
-        self._probed_debugpy = True
-
-    @work(exclusive=True, group="form-probe", exit_on_error=False)
-    async def probe_debugpy(self) -> None:
-        await self._probe_debugpy()
-        self.validate()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -578,93 +452,6 @@ class JobFormScreen(Screen[str | None]):
         self.validated = False
         self._update_submit()
         self.fetch_cluster()  # fresh shape, then validates
-
-    # -- drafts --------------------------------------------------------------------------
-
-    def save_draft(self) -> None:
-        if self.drafts is None or self.profile is None or not self.fields:
-            return
-        pending = self.drafts.take(self.texts(), self.toggles)
-        if pending is not None:
-            self._write_draft(*pending)
-
-    @work(thread=True, group="draft", exit_on_error=False)
-    def _write_draft(self, draft: Draft, seq: int) -> None:
-        assert self.drafts is not None
-        if not self.drafts.write(draft, seq):
-            self.app.call_from_thread(self._draft_lost)
-
-    def _draft_lost(self) -> None:
-        if self.is_mounted:
-            self._show_header()
-            self.notify(markup(self.draft_note or "draft taken over elsewhere"),
-                        severity="warning", timeout=8)
-
-    def flush_draft(self) -> None:
-        """Write a pending draft now (leaving the screen, the app closing)."""
-        if self._debounce is not None:
-            self._debounce.stop()
-            self._debounce = None
-        if self.drafts is None or self.profile is None or not self.fields:
-            return
-        pending = self.drafts.take(self.texts(), self.toggles)
-        if pending is not None:
-            self.drafts.write(pending[0])
-
-    async def action_discard_draft(self) -> None:
-        if self.profile is None or self.drafts is None:
-            return
-        await asyncio.to_thread(self.drafts.discard)
-        self._draft_restored = None
-        texts = dict(self._base_texts)
-        await self._build(texts, self._profile_toggles())
-        self._show_header()
-        self.notify("draft discarded: the form shows the profile again", timeout=4)
-        self.validated = False
-        self.validate()
-
-    def on_unmount(self) -> None:
-        self.flush_draft()
-        if self.drafts is not None:
-            self.drafts.release()
-
-    def _int_text(self, key: str) -> int | None:
-        f = self.fields.get(key)
-        text = f.text.strip() if f is not None else ""
-        return int(text) if text.isdigit() else None
-
-    def action_resume_from(self) -> None:
-        """Pick a complete checkpoint under trainer.default_local_dir; sets resume_mode and
-        resume_from_path, and warns when its world size is not this job's."""
-        from tui.ckpt.resume import resume_values, world_size_warning
-        from tui.screens.ckpt_picker import CheckpointPickerScreen
-
-        f = self.fields.get("trainer.default_local_dir")
-        root = (f.text if f is not None else "").strip().strip("'\"")
-        if not root and self.profile is not None:
-            root = str(self.profile.overrides.get("trainer.default_local_dir", ""))
-        if not root.startswith("/"):
-            self.notify("set trainer.default_local_dir to an absolute folder first: that is "
-                        "where the checkpoints are", severity="warning", timeout=6)
-            return
-        nnodes, per_node = (cluster_shape(self.resources) if self.resources is not None
-                            else (1, 1))
-        nnodes = self._int_text("trainer.nnodes") or nnodes
-        per_node = self._int_text("trainer.n_gpus_per_node") or per_node
-
-        def picked(step: Any) -> None:
-            if step is None:
-                return
-            path = f"{root.rstrip('/')}/global_step_{step.step}"
-            for key, text in resume_values(path).items():
-                self.post_message(AddKey.Add(key, text))
-            warn = world_size_warning(step.world_size, nnodes, per_node)
-            self.notify(markup(warn or f"resuming from global_step_{step.step}"),
-                        severity="warning" if warn else "information", timeout=10)
-
-        self.app.push_screen(CheckpointPickerScreen(
-            self.cluster.fleet, self.cluster.inv, root, nnodes=nnodes, gpus_per_node=per_node),
-            picked)
 
     def action_back(self) -> None:
         self.flush_draft()
