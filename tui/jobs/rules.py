@@ -420,7 +420,7 @@ def _trainer_rules(c: _Cfg, out: list[Problem]) -> None:
     if c.as_str("trainer.v1.trainer_mode") == "separate_async":
         tbs, mini = c.as_int("data.train_batch_size"), c.as_int(f"{A}.ppo_mini_batch_size")
         step = c.as_int("trainer.v1.separate_async.parameter_sync_step")
-        if None not in (tbs, mini, step) and tbs != step * mini:
+        if tbs is not None and mini is not None and step is not None and tbs != step * mini:
             out.append(Problem("trainer.v1.separate_async.parameter_sync_step",
                                f"separate_async needs train_batch_size = parameter_sync_step × "
                                f"ppo_mini_batch_size ({step} × {mini} ≠ {tbs})"))
@@ -609,4 +609,6 @@ def check_runtime_env(env_vars: Mapping[str, str], cfg: Mapping[str, Any] | None
 
 
 def is_truthy(value: str | None) -> bool:
-    return bool(value) and re.fullmatch(r"(?i)0|false|no|off|", value.strip()) is None
+    if not value:
+        return False
+    return re.fullmatch(r"(?i)0|false|no|off|", value.strip()) is None
