@@ -93,7 +93,8 @@ class _Policy(asyncio.DefaultEventLoopPolicy):
                     signal.signal(sig, _handler)
             return removed
 
-        loop.add_signal_handler = add_signal_handler  # type: ignore[method-assign]
+        # Wrapped on this loop only; the wrapper's *args is not typeshed's TypeVarTuple form.
+        loop.add_signal_handler = add_signal_handler  # type: ignore[method-assign,assignment]
         loop.remove_signal_handler = remove_signal_handler  # type: ignore[method-assign]
         return loop
 

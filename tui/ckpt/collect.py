@@ -238,9 +238,10 @@ async def _answer(lines: AsyncIterator[str], proc: StreamProcess, host: str, wha
 async def _both(first: Awaitable[T1], second: Awaitable[T2]) -> tuple[T1, T2]:
     """Both results; if one fails the other is cancelled and awaited (so its cleanup is
     registered before the caller unwinds), then the failure is raised."""
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    task_a, task_b = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    tasks: list[asyncio.Future[Any]] = [task_a, task_b]
     try:
-        a, b = await asyncio.gather(*tasks)
+        a, b = await asyncio.gather(task_a, task_b)
     except BaseException:
         for task in tasks:
             task.cancel()

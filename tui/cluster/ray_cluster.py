@@ -291,7 +291,8 @@ class RayCluster:
 
     async def _alive_ips(self) -> set[str]:
         client = await self.dashboard()
-        return {n.get("node_ip") for n in await client.alive_nodes()}
+        # A node without an IP matches no host's node_ip either.
+        return {ip for n in await client.alive_nodes() if isinstance(ip := n.get("node_ip"), str)}
 
     # -- bring-up ----------------------------------------------------------------------------
 

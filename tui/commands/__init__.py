@@ -14,7 +14,7 @@ import difflib
 import importlib
 import sys
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
@@ -118,9 +118,9 @@ COMMANDS: dict[str, Node] = {
 class UnknownCommand(Exception):
     """A word that names no command (of the top level, or of a group)."""
 
-    def __init__(self, prog: str, word: str, choices: Sequence[str]) -> None:
+    def __init__(self, prog: str, word: str, choices: Iterable[str]) -> None:
         self.prog, self.word, self.choices = prog, word, list(choices)
-        super().__init__(unknown_message(prog, word, choices))
+        super().__init__(unknown_message(prog, word, self.choices))
 
 
 def unknown_message(prog: str, word: str, choices: Sequence[str]) -> str:

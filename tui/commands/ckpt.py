@@ -219,6 +219,7 @@ def _report_text(report: CollectReport, after: CheckpointIndex) -> str:
 
 async def _with_fleet(inv: Inventory, body: Callable[[Fleet], Awaitable[int]]) -> int:
     task = asyncio.current_task()
+    assert task is not None  # we run in one
     with contextlib.suppress(NotImplementedError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     from tui.transport.fleet import Fleet

@@ -205,7 +205,8 @@ def run_explain(path: str, *, as_json: bool) -> int:
     except BrokenPipeError:  # `explain … | head`: the reader left; not an error of the log
         with contextlib.suppress(OSError, AttributeError, ValueError):
             # nothing more reaches the closed pipe (nor the flush at exit)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+            if sys.__stdout__ is not None:  # None without a console (pythonw)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
     return EXIT_ERRORS if counts["error"] else EXIT_OK
 
 

@@ -70,6 +70,7 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
     # SIGTERM (a script stopping us) and SIGHUP (its terminal closed) end like Ctrl-C: the
     # agents are stopped (their process groups killed if they hang), links closed.
     main_task = asyncio.current_task()
+    assert main_task is not None  # we run in one
     for signum in (signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signum, main_task.cancel)

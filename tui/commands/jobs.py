@@ -235,7 +235,8 @@ def resubmission(inv: Inventory, job: str, *, submission_id: str | None = None,
                              load_profile(Path(rec.profile_path)).runtime_env.env_vars.items()})
         except ConfigError:
             pass  # the profile is gone or broken: the environment must hold its secrets
-    recorded = rt.get("env_vars") if isinstance(rt.get("env_vars"), dict) else {}
+    env_vars = rt.get("env_vars")
+    recorded: dict[str, Any] = env_vars if isinstance(env_vars, dict) else {}
     try:
         env = resolve(recorded, environ, fallback)
     except MissingSecret as exc:

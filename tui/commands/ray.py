@@ -41,7 +41,7 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
     for h in inv.hosts:
         f = facts.get(h.name)
         if f is None or not f.ok:
-            rows.append(f"{h.name:<16} {h.role:<7} {'-- ' + (f.error if f else 'no answer')}")
+            rows.append(f"{h.name:<16} {h.role:<7} -- {f.error if f and f.error else 'no answer'}")
             continue
         gpus = h.num_gpus if h.num_gpus is not None else (f.gpu_count or 0)
         mem = f"{(f.mem_total_bytes or 0) / GIB:.0f}"
@@ -70,6 +70,7 @@ def status_text(st: ClusterStatus) -> str:
 async def _with_cluster(inv: Inventory, body: Callable[[RayCluster], Awaitable[int]],
                         progress: Callable[[StepEvent], None] | None = None) -> int:
     task = asyncio.current_task()
+    assert task is not None  # we run in one
     with contextlib.suppress(NotImplementedError, RuntimeError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     from tui.cluster.ray_cluster import RayCluster

@@ -10,9 +10,10 @@ import ipaddress
 import re
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 
@@ -110,8 +111,11 @@ class RayOptions(_Strict):
     port: int = Field(default=6379, ge=1, le=65535, description="GCS port on the head")
     dashboard_port: int = Field(default=8265, ge=1, le=65535,
                                 description="dashboard/jobs API, bound to the head's loopback")
-    env: dict[str, str | int | float] = Field(default_factory=dict,
-                                description="exported before `ray start` on every host")
+    if TYPE_CHECKING:  # what _check_env stores: YAML numbers come in, strings are kept
+        env: dict[str, str] = Field(default_factory=dict)
+    else:
+        env: dict[str, str | int | float] = Field(
+            default_factory=dict, description="exported before `ray start` on every host")
     num_cpus: int | None = Field(default=None, ge=1)
     memory: int | None = Field(default=None, ge=1, description="bytes, ray start --memory")
     object_store_memory: int | None = Field(default=None, ge=78643200,
@@ -227,7 +231,7 @@ _KNOWN_KEYS = sorted(
 )
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         close = difflib.get_close_matches(str(err["loc"][-1]), _KNOWN_KEYS, n=1)

@@ -72,7 +72,8 @@ def _plain(value: Any) -> str | None:
         return value if _PLAIN_STR.fullmatch(value) else None
     if isinstance(value, list):
         items = [_plain(v) for v in value]
-        return None if any(i is None for i in items) else "[" + ",".join(items) + "]"
+        plain = [i for i in items if i is not None]
+        return None if len(plain) < len(items) else "[" + ",".join(plain) + "]"
     if value is None or isinstance(value, (bool, int, float)):
         return hydra_value(value)
     return None

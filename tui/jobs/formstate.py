@@ -249,6 +249,7 @@ class DraftLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{self.me.token}")
         tmp.write_text(json.dumps(asdict(self.me)), encoding="utf-8")
+        moved = False
         try:
             if exclusive:
                 try:
@@ -257,9 +258,9 @@ class DraftLock:
                     return False
             else:
                 os.replace(tmp, self.path)
-                tmp = None
+                moved = True
         finally:
-            if tmp is not None:
+            if not moved:
                 tmp.unlink(missing_ok=True)
         return self.still_mine()
 

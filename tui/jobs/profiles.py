@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.jobs.hydra_values import format_value
@@ -227,7 +228,7 @@ def check_set(line: str) -> str:
 # -- files ---------------------------------------------------------------------------------
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         known = ("name", "description", "python", "config_name", "config_path", "overrides",

@@ -71,7 +71,7 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     # skipped, texts are texts (shown sanitized), times are numbers.
     jobs = [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
     nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
-    by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
+    by_ip: dict[str | None, str | None] = {h.node_ip: h.name for h in cluster.inv.hosts}
     # Jobs name their driver's node by id; the hosts file knows IPs.
     node_ips = {_text(n.get("node_id")): _text(n.get("node_ip")) for n in nodes}
     node_host = {nid: by_ip.get(ip, ip) for nid, ip in node_ips.items()}

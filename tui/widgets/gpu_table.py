@@ -369,7 +369,7 @@ class GpuTable(ScrollView, can_focus=True):
                       width: int) -> list[Segment]:
         s = ht.latest
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
-        if gpu is None:
+        if s is None or gpu is None:
             return [Segment(f"   gpu{index:d} (gone)", st["dim"])]
         label = f"  {gpu.index:>2d} {_short_name(gpu.name)}"
         label_style = st["bad"] if gpu.error else st["dim"]
