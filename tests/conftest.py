@@ -21,3 +21,13 @@ def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fakenvml.fakenvml import build_fake_nvml
 
     return build_fake_nvml(tmp_path_factory.mktemp("fakenvml"))
+
+
+@pytest.fixture(autouse=True)
+def _this_pythons_verl():
+    """Each test starts composing from this Python's verl: a test that ran a command in-process
+    against a cluster leaves the cluster's (cached, partial) verl selected otherwise."""
+    yield
+    from tui.jobs.verl_select import use_source
+
+    use_source(None)
