@@ -52,12 +52,9 @@ def at_once(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
 
 def sweep_cost(n: int = 200) -> dict:
     """Median and p99 of one NVML sweep of every GPU, in-process, as the agent does it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_agent", ROOT / "tui/remote/gpu_agent.py")
-    agent = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(agent)
     import pynvml
+
+    from tui.remote import gpu_nvml as agent  # the agent's NVIDIA part (a bundle part)
 
     backend = agent.NvmlBackend(pynvml)
     backend.sweep()

@@ -3,8 +3,9 @@
     python3 scripts/util_interval_check.py OUTDIR [--seconds 20] [--interval 1.0] [--agent FILE]
 
 Puts a duty-cycle load on GPU 0 (a matmul loop busy for 100 ms, then 100 ms asleep; each
-burst's wall-clock span and CUDA-event time are logged), runs the agent file as a host runs it
-(``python3 -u tui/remote/gpu_agent.py --interval 1``), and at each sample it prints records,
+burst's wall-clock span and CUDA-event time are logged), runs the agent as a host runs it
+(the shipped text, tui/remote/gpu_agent.py joined with its parts, saved as OUTDIR/gpu_agent.py:
+``python3 -u OUTDIR/gpu_agent.py --interval 1``), and at each sample it prints records,
 within milliseconds: the agent's reading (the mean over the interval, util_window_s), an
 instantaneous nvmlDeviceGetUtilizationRates, nvidia-smi's utilization.gpu, a 50 ms poll of the
 instantaneous value averaged over the same interval (the issue's reference), and the true duty
@@ -29,7 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT = ROOT / "tui" / "remote" / "gpu_agent.py"
 
 LOAD = r"""
 import json, sys, time, torch
@@ -136,9 +136,16 @@ def main() -> int:
     ap.add_argument("--busy", type=float, default=0.1)
     ap.add_argument("--idle", type=float, default=0.1)
     ap.add_argument("--once-runs", type=int, default=6)
-    ap.add_argument("--agent", type=Path, default=AGENT, help="the agent file to run")
+    ap.add_argument("--agent", type=Path, default=None,
+                    help="the agent file to run (default: the shipped text)")
     args = ap.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
+    if args.agent is None:  # what hosts get: gpu_agent.py joined with its parts (tui/remote)
+        sys.path.insert(0, str(ROOT))
+        from tui.remote import source
+
+        args.agent = args.outdir / "gpu_agent.py"
+        args.agent.write_text(source("gpu_agent"))
     import pynvml as nv
 
     nv.nvmlInit()

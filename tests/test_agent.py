@@ -31,7 +31,7 @@ from fakenvml.fakenvml import (
 )
 
 from tui.cluster.telemetry import agent_argv
-from tui.remote import source
+from tui.remote import BUNDLES, source
 
 AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "remote" / "gpu_agent.py"
 INTERVAL = 0.2
@@ -132,9 +132,30 @@ def check_sample_shape(sample: dict) -> None:
 # --- the file itself ---------------------------------------------------------------------------
 
 
+def kept_lines(path: Path, part: bool) -> list[str]:
+    """The lines of a bundle file that ship: all but its imports of sibling parts (and a
+    part's own `from __future__`, which the program's first line already has)."""
+    drop = ("from tui.remote.", "from __future__") if part else ("from tui.remote.",)
+    return [line for line in path.read_text().splitlines() if not line.startswith(drop)]
+
+
 def test_agent_is_self_contained_python38_source() -> None:
+    """What ships is the agent module joined with its parts (tui/remote BUNDLES): each file's
+    lines in their order, nothing added but one marker line per part, no tui import left."""
     text = source("gpu_agent")
-    assert text == AGENT_FILE.read_text()
+    files = [(AGENT_FILE, False)] + [(AGENT_FILE.with_name(f"{p}.py"), True)
+                                     for p in BUNDLES["gpu_agent"]]
+    assert text.startswith(AGENT_FILE.read_text().split("from tui.remote.")[0])
+    shipped = text.splitlines()
+    for path, part in files:
+        rest = iter(shipped)
+        missing = [line for line in kept_lines(path, part) if line not in rest]
+        assert not missing, (path.name, missing[:3])
+    markers = [line for line in shipped if line.startswith("# ---- ")]
+    assert len(markers) == len(BUNDLES["gpu_agent"])
+    assert sum(1 for line in shipped if line.strip()) == len(markers) + sum(
+        1 for path, part in files for line in kept_lines(path, part) if line.strip())
+    assert shipped[-2:] == ['if __name__ == "__main__":', "    sys.exit(main())"]
     tree = ast.parse(text, feature_version=(3, 8))
     imported = set()
     for node in ast.walk(tree):
@@ -380,9 +401,12 @@ def test_once_emits_hello_and_one_sample(env, state) -> None:
     assert hello["type"] == "hello" and sample["gpus"][0]["util_percent"] == 3.0
 
 
-def test_runs_as_a_script_file(env, state) -> None:
+def test_runs_as_a_script_file(env, state, tmp_path) -> None:
+    """The shipped text saved as a file (copied to a host by hand) runs the same."""
+    script = tmp_path / "gpu_agent.py"
+    script.write_text(source("gpu_agent"))
     write_state(state, [FakeGpu(util=4)])
-    _, sample = run_once(env, [sys.executable, str(AGENT_FILE), "--once"])
+    _, sample = run_once(env, [sys.executable, str(script), "--once"])
     assert sample["gpus"][0]["util_percent"] == 4.0
 
 

@@ -23,7 +23,7 @@ from tui.cluster.doctor import _gpu_findings, effective_gpus
 from tui.cluster.probe import facts_from_json
 from tui.cluster.telemetry import agent_argv
 from tui.config.hosts import parse_inventory
-from tui.remote import gpu_agent, python_argv
+from tui.remote import gpu_amd, python_argv
 
 FIXTURES = Path(__file__).with_name("fakeamd") / "fixtures"
 VENV_PY = sys.executable
@@ -159,26 +159,26 @@ def fixture(name: str) -> str:
 
 
 def test_rocm_smi_recorded_outputs():
-    (g,) = gpu_agent.parse_rocm_smi(fixture("rocm-smi-rx7900xt-marimo-9237.json"))
+    (g,) = gpu_amd.parse_rocm_smi(fixture("rocm-smi-rx7900xt-marimo-9237.json"))
     assert (g["index"], g["name"], g["util_percent"]) == (0, "Radeon RX 7900 XT", 0.0)
     assert g["memory_total_bytes"] == 21458059264 and g["memory_used_bytes"] == 27856896
-    (g,) = gpu_agent.parse_rocm_smi(fixture("rocm-smi-rx7900xt-ollama-3144.json"))
+    (g,) = gpu_amd.parse_rocm_smi(fixture("rocm-smi-rx7900xt-ollama-3144.json"))
     assert g["name"] == "Radeon RX 7900 XT" and g["uuid"] == "0xd8607413b0e3a90b"
     assert (g["temperature_c"], g["power_w"], g["power_limit_w"]) == (38.0, 55.0, 265.0)
     assert g["mem_util_percent"] == 0.0 and g["memory_used_bytes"] is None
-    both = gpu_agent.parse_rocm_smi(fixture("rocm-smi-showmemuse-2x-rx6800-rocm_smi_lib-120.json"))
+    both = gpu_amd.parse_rocm_smi(fixture("rocm-smi-showmemuse-2x-rx6800-rocm_smi_lib-120.json"))
     assert [g["index"] for g in both] == [0, 1]
     assert both[0]["mem_util_percent"] == pytest.approx(0.10168946267106549)
 
 
 def test_amd_smi_recorded_outputs():
-    (g,) = gpu_agent.parse_amd_smi_metric(fixture("amd-smi-metric-power-amdsmi-changelog.json"))
+    (g,) = gpu_amd.parse_amd_smi_metric(fixture("amd-smi-metric-power-amdsmi-changelog.json"))
     assert g["power_w"] == 10.0 and g["util_percent"] is None
-    (g,) = gpu_agent.parse_amd_smi_metric(fixture("amd-smi-metric-usage-w7700-beszel-737.json"))
+    (g,) = gpu_amd.parse_amd_smi_metric(fixture("amd-smi-metric-usage-w7700-beszel-737.json"))
     assert (g["util_percent"], g["mem_util_percent"]) == (42.0, 1.0)
-    (g,) = gpu_agent.parse_amd_smi_metric(fixture("amd-smi-metric-mi300x-dpx-amdsmi-134.json"))
+    (g,) = gpu_amd.parse_amd_smi_metric(fixture("amd-smi-metric-mi300x-dpx-amdsmi-134.json"))
     assert g["util_percent"] == 0.0 and g["vendor"] == "amd"
-    (g,) = gpu_agent.parse_amd_smi_metric(fixture("amd-smi-metric-rx7800xt-ajean-39.json"))
+    (g,) = gpu_amd.parse_amd_smi_metric(fixture("amd-smi-metric-rx7800xt-ajean-39.json"))
     assert g["memory_total_bytes"] == 16368 * MIB and g["memory_used_bytes"] == 14569 * MIB
     assert (g["util_percent"], g["temperature_c"]) == (2.0, 41.0)
 

@@ -8,7 +8,9 @@ imported): one direction of dependency, top to bottom.
     transport tui/transport: never services, UI or CLI; the only importer of asyncssh
     remote  tui/remote: programs shipped as source to a host's Python: stdlib only (+ pynvml
             for the GPU agent, Ray for the head's breakpoint lister), Python 3.8 syntax, no
-            tui imports; everyone else imports only the loader (the package), never a program
+            tui imports once shipped; everyone else imports only the loader (the package),
+            never a program. A bundle (tui.remote.BUNDLES) ships one program joined with its
+            parts: its modules import sibling parts, top-level lines the loader drops
     config  tui/config: config, the shared leaves, stdlib and third-party only
     leaves  tui (the package: __version__), tui/sanitize.py, tui/fmt.py, tui/state.py: shared
             by every layer, importing no other tui module
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tui.remote import BUNDLES
 
 ROOT = Path(__file__).resolve().parents[1]
 TUI = ROOT / "tui"
@@ -52,13 +56,13 @@ REFUSED_SIDEWAYS = [("tui.cluster", "tui.jobs"), ("tui.cluster", "tui.debug"),
 
 # Third-party modules a remote program may import, by program (all others: stdlib only); each
 # is optional on the host except Ray where ray_pdb_keys runs (the head).
-REMOTE_EXTRA = {"gpu_agent": {"pynvml", "amdsmi"}, "probe": {"pynvml"}, "ray_pdb_keys": {"ray"}}
+REMOTE_EXTRA = {"gpu_agent": {"pynvml", "amdsmi"}, "probe": {"pynvml"}, "ray_pdb_keys": {"ray"},
+                "gpu_nvml": {"pynvml"}, "gpu_amd": {"amdsmi"}}
 
 MAX_LINES = 650  # "about 600": a module past this is split
 # Modules over MAX_LINES today, with their length: a ratchet. They may shrink (then lower or
 # drop the entry), never grow; a module not listed may not pass MAX_LINES.
 OVER_LIMIT = {
-    "tui/remote/gpu_agent.py": 1050,  # ships as one file: splitting needs a multi-file loader
     "tui/remote/probe.py": 675,  # ships as one file
 }
 
@@ -220,8 +224,28 @@ def test_ui_is_imported_only_by_ui_and_cli() -> None:
 
 # --- remote programs -----------------------------------------------------------------------------
 
+# Programs (what python_argv ships) and bundle parts (modules joined into a program's source).
+PARTS = sorted({p for names in BUNDLES.values() for p in names})
 REMOTE = sorted(n.rpartition(".")[2] for n in MODULES
-                if n.startswith("tui.remote.") and not n.rpartition(".")[2].startswith("_"))
+                if n.startswith("tui.remote.") and not n.rpartition(".")[2].startswith("_")
+                and n.rpartition(".")[2] not in PARTS)
+
+
+def top_imports(text: str) -> set[str]:
+    """Top-level package of every import in a source text."""
+    out = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add((node.module or "").split(".")[0])
+    return out
+
+
+def bundle_of(module: str) -> str | None:
+    """The bundle (program name) a tui.remote module belongs to, if any."""
+    name = module.removeprefix("tui.remote.")
+    return next((p for p, names in BUNDLES.items() if name == p or name in names), None)
 
 
 def test_remote_programs_exist() -> None:
@@ -231,24 +255,94 @@ def test_remote_programs_exist() -> None:
 
 @pytest.mark.parametrize("program", REMOTE)
 def test_remote_program_is_self_contained(program: str) -> None:
-    """Stdlib only (plus its one allowed package), no tui import, parses as Python 3.8, and
-    the loader ships exactly the file's text."""
+    """What ships: stdlib only (plus the program's allowed packages), no tui import, parses as
+    Python 3.8; the loader ships exactly the file's text, or for a bundle the file first and
+    then each of its parts."""
     from tui.remote import python_argv, source
 
-    path = TUI / "remote" / f"{program}.py"
-    text = path.read_text(encoding="utf-8")
-    assert source(program) == text
+    text = (TUI / "remote" / f"{program}.py").read_text(encoding="utf-8")
+    shipped = source(program)
+    if program in BUNDLES:
+        assert shipped.startswith(text[:text.index("\nfrom tui.remote.")])
+        marks = [line for line in shipped.splitlines() if line.startswith("# ---- ")]
+        assert [m.split()[2].rstrip(",") for m in marks] == [f"{p}.py" for p in BUNDLES[program]]
+    else:
+        assert shipped == text
     assert python_argv("/usr/bin/python3", program, "a") == [
-        "/usr/bin/python3", "-u", "-c", text, "a"]
-    ast.parse(text, feature_version=(3, 8))
-    tops = {top(e.dst) for e in imports_of(f"tui.remote.{program}", path)}
-    extra = tops - set(sys.stdlib_module_names) - {"__future__"}
+        "/usr/bin/python3", "-u", "-c", shipped, "a"]
+    ast.parse(shipped, feature_version=(3, 8))
+    extra = top_imports(shipped) - set(sys.stdlib_module_names) - {"__future__"}
     assert extra <= REMOTE_EXTRA.get(program, set()), extra
 
 
+def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(names a module defines at top level, names its top level reads while it runs: not
+    function bodies, which run later, but defaults, decorators and class bodies)."""
+    defined, read = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.If) and node is tree.body[-1]:
+            read |= loads(node.test)  # the __main__ block runs last, after every part
+        else:
+            read |= loads(node)
+    return defined, read
+
+
+def loads(node: ast.AST) -> set[str]:
+    """Names read when the statement runs: a def's defaults and decorators, a class's bases
+    and body, not the functions' bodies."""
+    if isinstance(node, ast.FunctionDef):
+        runs = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+        return {n for r in runs if r is not None for n in loads(r)}
+    if isinstance(node, ast.ClassDef):
+        runs = [*node.decorator_list, *node.bases, *node.keywords, *node.body]
+        return {n for r in runs for n in loads(r)}
+    names = {node.id} if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) else set()
+    return names.union(*(loads(c) for c in ast.iter_child_nodes(node)))
+
+
+@pytest.mark.parametrize("program", sorted(BUNDLES))
+def test_bundle_parts_join_into_one_namespace(program: str) -> None:
+    """A bundle's modules: each Python 3.8 and stdlib-only (plus its allowed package); they
+    import each other only at top level with `from tui.remote.<part> import` (the statements
+    the loader drops), never the program; their top-level names never collide (one namespace
+    once joined); and no top level reads a name that a later module defines (it would run
+    before that name exists: the program's top level comes first)."""
+    order = [program, *BUNDLES[program]]
+    defined_by: dict[str, str] = {}
+    reads = {}
+    for name in order:
+        path = TUI / "remote" / f"{name}.py"
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text, feature_version=(3, 8))
+        tui = [e for e in imports_of(f"tui.remote.{name}", path) if top(e.dst) == "tui"]
+        top_lines = {n.lineno for n in tree.body if isinstance(n, ast.ImportFrom)}
+        bad = [e for e in tui if e.dst.removeprefix("tui.remote.") not in BUNDLES[program]
+               or e.line not in top_lines]
+        assert not bad, "\n".join(map(str, bad))
+        extra = top_imports(text) - set(sys.stdlib_module_names) - {"__future__", "tui"}
+        assert extra <= REMOTE_EXTRA.get(name, set()) | REMOTE_EXTRA.get(program, set()), extra
+        defined, reads[name] = top_level_names(tree)
+        clash = {n: defined_by[n] for n in defined if n in defined_by}
+        assert not clash, f"{name}.py redefines {clash}"
+        defined_by.update(dict.fromkeys(defined, name))
+    for i, name in enumerate(order):
+        later = {n for n, where in defined_by.items() if where in order[i + 1:]}
+        assert not reads[name] & later, f"{name}.py's top level reads {reads[name] & later}"
+
+
 def test_remote_programs_are_imported_by_no_one() -> None:
-    """Services send a program with python_argv; importing one would run host code here."""
-    bad = [e for e in EDGES if e.dst.startswith("tui.remote.")]
+    """Services send a program with python_argv; importing one would run host code here.
+    Within a bundle, its modules import their sibling parts (lines the loader drops)."""
+    bad = [e for e in EDGES if e.dst.startswith("tui.remote.")
+           and not (bundle_of(e.src) and bundle_of(e.src) == bundle_of(e.dst)
+                    and e.dst.removeprefix("tui.remote.") in PARTS)]
     assert not bad, "\n".join(map(str, bad))
 
 
@@ -256,7 +350,7 @@ def test_remote_programs_share_one_error_line_helper() -> None:
     """Each program must carry its own helpers (it ships alone), so `_one_line` exists in
     several; they stay one behaviour: the same code everywhere."""
     bodies = {}
-    for program in REMOTE:
+    for program in REMOTE + PARTS:
         tree = ast.parse((TUI / "remote" / f"{program}.py").read_text(encoding="utf-8"))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == "_one_line":
@@ -268,7 +362,7 @@ def test_remote_programs_share_one_error_line_helper() -> None:
 def test_loader_refuses_what_is_not_a_program() -> None:
     from tui.remote import source
 
-    for name in ("../cli", "_private", "no such"):
+    for name in ("../cli", "_private", "no such", *PARTS):  # a part is no program
         with pytest.raises(ValueError):
             source(name)
 
