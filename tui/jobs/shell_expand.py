@@ -163,9 +163,11 @@ class Expander:
                 self.vars[name] = Var(sub.text, f"set by {p.text} at line {line}")
             return sub.text
         if p.op == "complex" or (var is None and p.op is None):
-            return self._unknown(name, var, out, p)
+            self._unknown(name, var, out, p)
+            return None
         if var is None or var.value is None:
-            return self._unknown(name, var, out, p)
+            self._unknown(name, var, out, p)
+            return None
         value = var.value
         if p.op is None:
             return value
@@ -196,11 +198,13 @@ class Expander:
                 "0", "@", "*"):
             return var.value
         if var is None or var.items is None:
-            return self._unknown(p.name or p.text, var, out, p)
+            self._unknown(p.name or p.text, var, out, p)
+            return None
         words = self._words_of(var)
         if idx not in ("@", "*"):
             if not idx.isdigit() or int(idx) >= len(words):
-                return self._unknown(p.name or p.text, var, out, p)
+                self._unknown(p.name or p.text, var, out, p)
+                return None
             words = [words[int(idx)]]
         texts = []
         for w in words:

@@ -77,14 +77,15 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
     for k, tok in enumerate(tokens):
         if isinstance(tok, Op):
             if tok.text == "(":
-                prev_word = bool(cur) and isinstance(cur[-1], Word)
+                prev = cur[-1] if cur else None
+                prev_word = isinstance(prev, Word)
                 nxt = tokens[k + 1] if k + 1 < len(tokens) else None
                 if prev_word and isinstance(nxt, Op) and nxt.text == ")":
                     if not (stack and stack[-1] == ("function", tok.line)):  # `function f()`
                         stack.append(("function", tok.line))  # name() { … }
                     cur.clear()
                     continue
-                if prev_word and cur[-1].raw.endswith("="):
+                if isinstance(prev, Word) and prev.raw.endswith("="):
                     cur.append(tok)  # NAME=( … ) array assignment
                     continue
                 if not cur:
