@@ -2,10 +2,11 @@
 """verl-tui host probe: prints ONE JSON object of facts about this host, then exits 0.
 
 Shipped to hosts as ``PYTHON -c SOURCE --ports 6379,8265`` with the host's configured
-interpreter (see tui/cluster/probe.py), so it must stay one self-contained file: stdlib only,
-Python 3.8+ (older ones still report their version), no imports from ``tui``, and never
-``import ray``/``torch``/``numpy`` — seconds of import time, and the probe must work where they
-are broken. Versions come from package metadata instead.
+interpreter (see tui/cluster/probe.py): SOURCE is this module joined with its parts
+(amd_cards, probe_gpus) into one self-contained text by the loader (tui/remote/__init__.py):
+stdlib only, Python 3.8+ (older ones still report their version), no imports from ``tui``
+once joined, and never ``import ray``/``torch``/``numpy`` — seconds of import time, and the
+probe must work where they are broken. Versions come from package metadata instead.
 
 Every section is guarded: a failure lands in ``errors[section]`` as one line and that section's
 fields stay null. Output keys are documented on tui.cluster.probe.HostFacts.
@@ -17,7 +18,6 @@ if __name__ == "__main__":
     # `-c` puts the working directory first on sys.path: a stray json.py in $HOME must not win.
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 
-import contextlib
 import glob
 import json
 import os
@@ -28,8 +28,11 @@ import socket
 import struct
 import subprocess
 import tempfile
-import threading
 import time
+
+# Parts of this program (tui/remote/__init__.py BUNDLES): the loader joins them after this
+# text and drops this import, so their names are used only inside functions here.
+from tui.remote.probe_gpus import _amd_gpus, _nvidia_gpus
 
 PROBE_PROTOCOL = 1
 PACKAGES = ("ray", "verl", "debugpy", "numpy", "numexpr", "mkl", "mkl-service", "nvidia-ml-py",
@@ -45,7 +48,6 @@ ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_
 # ray-dashboard-* modules, and Python processes running code from the ray package.
 RAY_COMMS = ("gcs_server", "raylet")
 RAY_CMDLINE_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\]ray[/\\]|(?:^|\s)-m\s+ray\.")
-NVML_TIMEOUT_S = 10.0
 IBSTAT_TIMEOUT_S = 10.0
 
 
@@ -129,155 +131,6 @@ def mkl_section(packages):
     libs += glob.glob(os.path.join(sys.prefix, "lib", "libmkl_core.so*"))
     present = bool(numpy_mkl or libs or packages.get("mkl") or packages.get("mkl-service"))
     return {"numpy_mkl": numpy_mkl, "libs": sorted(set(libs))[:10], "present": present}
-
-
-def _with_timeout(fn, seconds, what):
-    """Run fn in a daemon thread: a wedged driver must not hang the whole probe."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # reported by the caller, never lost
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise RuntimeError(f"{what} did not answer within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _nvml():
-    import pynvml  # from nvidia-ml-py; honours LD_LIBRARY_PATH like any dlopen
-
-    pynvml.nvmlInit()
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-        names = []
-        for i in range(count):
-            try:
-                name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                names.append(name.decode() if isinstance(name, bytes) else name)
-            except Exception:
-                names.append(None)
-        try:
-            driver = pynvml.nvmlSystemGetDriverVersion()
-            driver = driver.decode() if isinstance(driver, bytes) else driver
-        except Exception:
-            driver = None
-        return {"count": count, "names": names, "driver": driver, "source": "nvml",
-                "error": None}
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-
-
-def _nvidia_smi():
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=NVML_TIMEOUT_S)
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise RuntimeError("nvidia-smi -L: " + (msg[0] if msg else f"exit {proc.returncode}"))
-    names = [ln.split(":", 1)[1].split("(UUID")[0].strip() for ln in proc.stdout.splitlines()
-             if ln.startswith("GPU ") and ":" in ln]
-    return {"count": len(names), "names": names, "driver": None, "source": "nvidia-smi",
-            "error": None}
-
-
-def _nvidia_gpus():
-    try:
-        import pynvml  # noqa: F401
-    except ImportError:
-        found = _nvidia_smi()
-        if found is not None:
-            return found
-        return {"count": None, "names": [], "driver": None, "source": None,
-                "error": "pynvml is not installed in this interpreter and nvidia-smi is absent"}
-    try:
-        return _with_timeout(_nvml, NVML_TIMEOUT_S, "NVML")
-    except Exception as exc:
-        return {"count": None, "names": [], "driver": None, "source": "nvml",
-                "error": f"NVML: {str(exc).strip() or type(exc).__name__}"}
-
-
-
-# AMD GPUs, counted from the same sources as the GPU agent (tui/remote/gpu_agent.py): amdgpu
-# cards in sysfs, else `amd-smi list --json` / `rocm-smi --showproductname --json`.
-DRM_ROOT = os.environ.get("VERL_TUI_AGENT_DRM", "/sys/class/drm")
-AMD_NAMES = {"0x74a0": "AMD Instinct MI300A", "0x74a1": "AMD Instinct MI300X",
-             "0x74a5": "AMD Instinct MI325X", "0x740f": "AMD Instinct MI210",
-             "0x7408": "AMD Instinct MI250X", "0x740c": "AMD Instinct MI250X/MI250"}
-
-
-def _sysfs_text(path):
-    try:
-        return _read(path, 4096).strip()
-    except OSError:
-        return None
-
-
-def _amd_sysfs():
-    try:
-        names = os.listdir(DRM_ROOT)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        if not name.startswith("card") or not name[4:].isdigit():
-            continue
-        device = os.path.join(DRM_ROOT, name, "device")
-        if _sysfs_text(os.path.join(device, "vendor")) != "0x1002":
-            continue
-        driver = os.path.join(device, "driver")
-        if os.path.lexists(driver) and os.path.basename(os.path.realpath(driver)) != "amdgpu":
-            continue
-        label = _sysfs_text(os.path.join(device, "product_name")) or AMD_NAMES.get(
-            (_sysfs_text(os.path.join(device, "device")) or "").lower(), "AMD GPU")
-        found.append((os.path.basename(os.path.realpath(device)), label))
-    return [label for _, label in sorted(found)]
-
-
-def _amd_cli():
-    for argv, source in ((["amd-smi", "list", "--json"], "amd-smi"),
-                         (["rocm-smi", "--showproductname", "--json"], "rocm-smi")):
-        exe = shutil.which(argv[0])
-        if exe is None:
-            continue
-        try:
-            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True,
-                                  timeout=NVML_TIMEOUT_S)
-            doc = json.loads(proc.stdout) if proc.returncode == 0 else None
-        except (OSError, ValueError, subprocess.SubprocessError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
-            doc = doc["gpu_data"]
-        if isinstance(doc, list):
-            names = ["AMD GPU" for item in doc if isinstance(item, dict) and "gpu" in item]
-        elif isinstance(doc, dict):
-            names = [v.get("Card Series") or v.get("Device Name") or "AMD GPU"
-                     for k, v in sorted(doc.items()) if k.startswith("card")
-                     and isinstance(v, dict)]
-        else:
-            names = []
-        if names:
-            return names, source
-    return [], None
-
-
-def _amd_gpus():
-    """{"count", "names", "source"} of this host's AMD GPUs, or None when it has none."""
-    names, source = _amd_sysfs(), "amdgpu-sysfs"
-    if not names:
-        names, source = _amd_cli()
-    if not names:
-        return None
-    return {"count": len(names), "names": names, "source": source}
 
 
 def gpu_section():
