@@ -166,6 +166,10 @@ def test_confirm_modal(snap_compare):
     assert snap_compare(APPS / "confirm_replay.py", terminal_size=(150, 48))
 
 
+def test_draft_busy_modal(snap_compare):
+    assert snap_compare(APPS / "draft_busy_replay.py", terminal_size=(150, 48))
+
+
 def test_command_palette(snap_compare):
     assert snap_compare(APPS / "cluster_replay.py", terminal_size=(150, 48),
                         press=["ctrl+p", *"ray"])
