@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from tui.cluster.models import GpuProcess, GpuSample, HostSample
 from tui.sanitize import one_line
@@ -180,6 +180,12 @@ def _short_text(c: _Checker, v: object, path: str, key: str) -> str | None:
     return None
 
 
+@overload
+def _number(c: _Checker, v: object, lo: float, hi: float, integral: Literal[True],
+            path: str, key: str) -> int | None: ...
+@overload
+def _number(c: _Checker, v: object, lo: float, hi: float, integral: bool,
+            path: str, key: str) -> int | float | None: ...
 def _number(c: _Checker, v: object, lo: float, hi: float, integral: bool,
             path: str, key: str) -> float | None:
     """The slow path of a numeric field: a float holding an integer, or bad data."""
@@ -202,8 +208,10 @@ def _processes(c: _Checker, procs: list, path: str) -> tuple[GpuProcess, ...]:
             continue
         pid = p.get("pid")
         if type(pid) is not int or not pid_lo <= pid <= pid_hi:
-            pid = _number(c, pid, pid_lo, pid_hi, True, f"{path}processes[{j}].", "pid") \
-                if pid is not None else c.bad(f"{path}processes[{j}].pid", None, "missing")
+            if pid is None:
+                c.bad(f"{path}processes[{j}].pid", None, "missing")
+                continue
+            pid = _number(c, pid, pid_lo, pid_hi, True, f"{path}processes[{j}].", "pid")
             if pid is None:
                 continue
         mem = p.get("memory_bytes")
@@ -236,7 +244,8 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         c.bad(path + "index", index, "duplicate")
         return None
     seen.add(index)
-    values: list[float | int | None] = []
+    # In GpuSample's order; ints where _GPU_NUMBERS says integral (mypy cannot follow the table).
+    values: list[Any] = []
     for key, lo, hi, integral in _GPU_NUMBERS:
         v = get(key)
         if v is not None:
@@ -260,11 +269,12 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
     if window is not None and not (type(window) in (int, float)
                                    and WINDOW_S[0] <= window <= WINDOW_S[1]):
         window = _number(c, window, *WINDOW_S, False, path, "util_window_s")
+    util, mem_util, mem_used, mem_total, temperature, power, power_limit = values
     return GpuSample(
         index,
         _short_text(c, get("name"), path, "name"),
         _short_text(c, get("uuid"), path, "uuid"),
-        *values,
+        util, mem_util, mem_used, mem_total, temperature, power, power_limit,
         processes,
         None if error is None else c.str_(g, "error", ERROR_LEN, path),
         window,
