@@ -122,8 +122,9 @@ def _cover(seq) -> list[str] | None:  # seq: sre_parse's SubPattern, or a list o
             run = []
         if op is _BRANCH:
             alts = [_cover(alt) for alt in av[1]]
-            if all(alts):
-                better([s for alt in alts for s in alt])  # type: ignore[union-attr]
+            covered = [a for a in alts if a]
+            if len(covered) == len(alts):  # every alternative has a required literal
+                better([s for alt in covered for s in alt])
         elif op is _SUBPATTERN:
             better(_cover(av[-1]))
         elif op is not None and op is _ATOMIC:

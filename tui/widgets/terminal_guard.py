@@ -39,7 +39,7 @@ def _guarded_render(self: Strip, console: Console) -> str:
 def install() -> None:
     """Wrap Strip.render once per process (idempotent)."""
     if Strip.render is not _guarded_render:
-        Strip.render = _guarded_render  # type: ignore[method-assign]
+        Strip.render = _guarded_render  # type: ignore[method-assign]  # Textual's, patched
 
 
 def installed() -> bool:
