@@ -103,11 +103,12 @@ def test_dry_run_prints_the_equivalent_command(ray_up, tmp_path):
               "python", "-c", "print('$(x)')")
     assert out.returncode == 0
     assert out.stdout.startswith("ray job submit \\\n    --address=http://127.0.0.1:8265")
-    assert "-- python -c 'print('\"'\"'$(x)'\"'\"')'" in out.stdout
+    # `python` is the hosts' interpreter (hosts.yaml python:), shown rewritten.
+    assert f"-- {VENV_PY} -c 'print('\"'\"'$(x)'\"'\"')'" in out.stdout
     # The printed command is valid shell that yields exactly our argv.
     argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + out.stdout.split(" -- ", 1)[1]],
                           capture_output=True, text=True).stdout.split("\0")[:-1]
-    assert argv == ["python", "-c", "print('$(x)')"]
+    assert argv == [VENV_PY, "-c", "print('$(x)')"]
 
 
 def test_bad_submit_input(ray_up):

@@ -73,7 +73,8 @@ def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str]
         sub = raw_submission(command, env={**inv.ray.env, **env}, working_dir=working_dir,
                              excludes=excludes, submission_id=submission_id,
                              secret_extra=inv.secret_env,
-                             env_sources=env_sources(inv, None, env))
+                             env_sources=env_sources(inv, None, env),
+                             python=inv.head.python)
     except ValueError as exc:
         print(f"verl-tui submit: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import secrets
 import shlex
 import time
@@ -21,6 +22,28 @@ from tui.jobs.secrets import MASK, masked, secret_names
 from tui.jobs.workdir import package
 
 VERL_MAIN = ("-m", "verl.trainer.main_ppo")
+# A raw command's first word that means "the hosts' interpreter": rewritten to hosts.yaml's
+# absolute `python:` (the hosts' start-up files may put another python first on PATH).
+PYTHON_WORDS = ("python", "python3")
+
+
+def with_interpreter_path(env: Mapping[str, str], python: str | None) -> dict[str, str]:
+    """`env` with the interpreter's directory first on the job's PATH. Ray (2.60,
+    ray._private.utils.update_envs) expands `${PATH}` in runtime_env env_vars against the
+    worker's own environment, so the rest of the hosts' PATH is kept. A PATH the user set
+    explicitly wins; a bare interpreter name has no directory to add."""
+    out = dict(env)
+    if python and "/" in python and "PATH" not in out:
+        out["PATH"] = f"{posixpath.dirname(python)}:${{PATH}}"
+    return out
+
+
+def interpreter_argv(command: Sequence[str], python: str | None) -> list[str]:
+    """`python ...`/`python3 ...` → the hosts' interpreter; any other command unchanged."""
+    argv = list(command)
+    if python and argv and argv[0] in PYTHON_WORDS:
+        argv[0] = python
+    return argv
 
 
 @dataclass
@@ -112,7 +135,8 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
     flags = ["--cfg", "job"] if print_config else []
     return Submission(
         submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
-        env_vars=dict(env or {}), working_dir=working_dir, excludes=list(excludes),
+        env_vars=with_interpreter_path(env or {}, py), working_dir=working_dir,
+        excludes=list(excludes),
         metadata={"verl_tui": __version__, "profile": name, "config_hash": digest},
         profile=name, overrides=list(overrides), config_hash=digest,
         secret_extra=tuple(inv.secret_env), env_sources=dict(env_sources or {}))
@@ -121,13 +145,16 @@ def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
 def raw_submission(command: Sequence[str], *, env: Mapping[str, str] | None = None,
                    working_dir: str | None = None, excludes: Sequence[str] = (),
                    submission_id: str | None = None, secret_extra: Sequence[str] = (),
-                   env_sources: Mapping[str, str] | None = None) -> Submission:
+                   env_sources: Mapping[str, str] | None = None,
+                   python: str | None = None) -> Submission:
+    """A command as given, except that a leading `python`/`python3` is `python` (the hosts'
+    interpreter) and the interpreter's directory comes first on the job's PATH."""
     if not command:
         raise ValueError("no command after --")
     sid = (check_job_id(submission_id, "--submission-id") if submission_id
            else readable_id(Path(command[0]).name))
-    return Submission(submission_id=sid, entrypoint_argv=list(command),
-                      env_vars=dict(env or {}), working_dir=working_dir,
+    return Submission(submission_id=sid, entrypoint_argv=interpreter_argv(command, python),
+                      env_vars=with_interpreter_path(env or {}, python), working_dir=working_dir,
                       excludes=list(excludes), metadata={"verl_tui": __version__},
                       secret_extra=tuple(secret_extra), env_sources=dict(env_sources or {}))
 
