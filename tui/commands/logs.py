@@ -28,20 +28,21 @@ def _write(text: str) -> None:
 
 def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
     from tui.cluster.dashboard import DashboardError, check_job_id
-    from tui.cluster.job_logs import JobLogEnd, job_log_chunks
+    from tui.cluster.job_logs import JobLogEnd, any_job_log_chunks
 
     check_job_id(job, "JOB")  # before anything is sent: bad id → exit 2
 
     async def body(cluster: RayCluster) -> int:
         ends: list[JobLogEnd] = []
         try:
-            client = await cluster.dashboard()
-            async for chunk in job_log_chunks(client, job, follow=follow, ends=ends):
+            # A job from before a Ray restart: its log from the head's old session directory.
+            async for chunk in any_job_log_chunks(cluster, job, follow=follow, ends=ends):
                 _write(chunk)
         except (DashboardError, TransportError) as exc:
             msg = str(exc)
             if "HTTP 404" in msg:
-                msg = f"no job {job!r} on the head (verl-tui jobs lists them)"
+                msg = (f"no job {job!r} on the head, nor its log in an old session "
+                       "(verl-tui jobs lists them)")
             print(f"verl-tui logs: {msg}", file=sys.stderr)
             return 1
         end = ends[-1] if ends else JobLogEnd(None)
@@ -112,6 +113,8 @@ def _run_args(args: argparse.Namespace) -> int:
 LOGS = Command(_arguments, _run_args, hosts="required", intermixed=True,
                usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
                "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
-               description="Print a job's driver log (through the head's Jobs API), or list and "
+               description="Print a job's driver log (through the head's Jobs API; for a job "
+               "from before a Ray restart, from the head's old session directory over SSH), "
+               "or list and "
                "print a host's Ray session log files (over SSH). With --follow and a job: exit "
                "0 when it SUCCEEDED, 1 otherwise.")

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.cluster.dashboard import TERMINAL, api_path, check_job_id, job_path
+from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import JobHistory, JobRecord
 from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, submit
+from tui.transport.types import TransportError
 
 
 @dataclass
@@ -27,12 +29,15 @@ class JobRow:
     message: str | None
     record: JobRecord | None
     # False: only in our history (the head forgot it, e.g. restarted). `status` is then the
-    # last one known; the views say "(history)", the status stays a status.
+    # last one known, or LOST when it was submitted before the head's Ray restarted.
     on_head: bool = True
+    head_restarted_at: float | None = None  # LOST: when the head's current Ray session began
 
     @property
     def status_text(self) -> str:
-        return self.status if self.on_head else f"{self.status} (history)"
+        if self.on_head or self.status == LOST:
+            return self.status
+        return f"{self.status} (history)"
 
     @property
     def duration_s(self) -> float | None:
@@ -50,6 +55,8 @@ class JobRow:
             "driver_node": self.driver_node, "message": self.message,
             "profile": r.profile if r else None, "config_hash": r.config_hash if r else None,
             "in_history": r is not None, "on_head": self.on_head,
+            "last_known_status": r.status if r else None,
+            "head_restarted_at": self.head_restarted_at,
         }
 
 
@@ -89,13 +96,29 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
         rows[sid] = JobRow(sid, status, str(j.get("entrypoint") or ""), _ms(j.get("start_time")),
                            _ms(j.get("end_time")), None if driver is None else str(driver),
                            None if message is None else str(message), rec)
-    for rec in history.all():
-        if rec.submission_id not in rows:
+    gone = [rec for rec in history.all() if rec.submission_id not in rows]
+    restarted = await _session_start_or_none(cluster) if gone else None
+    for rec in gone:
+        # Submitted before the head's current Ray session began: that Ray and its job table
+        # are gone (the driver log is still in the old session directory on the head).
+        if restarted is not None and rec.submitted_at < restarted:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted))
+            rows[rec.submission_id] = JobRow(
+                rec.submission_id, LOST, rec.entrypoint, rec.submitted_at, None, None,
+                f"Ray on the head restarted at {when} (last seen {rec.status or '?'})", rec,
+                on_head=False, head_restarted_at=restarted)
+        else:
             rows[rec.submission_id] = JobRow(rec.submission_id, rec.status or "UNKNOWN",
                                              rec.entrypoint, rec.submitted_at, None, None,
-                                             "not on the head (restarted?)", rec,
-                                             on_head=False)
+                                             "not on the head", rec, on_head=False)
     return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
+
+
+async def _session_start_or_none(cluster: RayCluster) -> float | None:
+    try:
+        return await head_session_start(cluster)
+    except (TransportError, OSError):
+        return None  # the list still shows; such jobs stay "(history)"
 
 
 def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = None) -> JobRecord:

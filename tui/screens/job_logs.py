@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.job_logs import JobLogEnd, job_log_chunks
+from tui.cluster.job_logs import JobLogEnd, any_job_log_chunks
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
@@ -95,9 +95,10 @@ class JobLogsScreen(Screen):
         while True:
             ends: list[JobLogEnd] = []
             try:
-                client = await self.cluster.dashboard()
                 first = True
-                async for chunk in job_log_chunks(client, self.sid, follow=True, ends=ends):
+                # Also a job from before a Ray restart (its old session's log, over SSH).
+                async for chunk in any_job_log_chunks(self.cluster, self.sid, follow=True,
+                                                      ends=ends):
                     if first:
                         self.pane.clear()
                         self.metrics.clear()

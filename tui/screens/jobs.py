@@ -28,7 +28,7 @@ from tui.transport.types import TransportError
 
 POLL_S = 3.0
 _STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "bold red", "STOPPED": "yellow",
-                 "RUNNING": "bold cyan", "PENDING": "cyan"}
+                 "RUNNING": "bold cyan", "PENDING": "cyan", "LOST": "magenta"}
 
 
 def _env_entry(name: str, value: object) -> str:
