@@ -1,7 +1,10 @@
 """Regenerate screenshots/ from a real run: the cockpit over real OpenSSH hosts in network
 namespaces (the test harness), each host's agent reading a fake libnvidia-ml.so.1 whose values
-change while we watch; Ray brought up and down on them from the cockpit. Needs root, sshd,
-gcc and rsvg-convert (librsvg2-bin).
+change while we watch; Ray brought up and down on them from the cockpit; jobs submitted to it,
+a real verl checkpoint spread over two hosts, a second process holding a form's draft, and a
+small tmpfs over the drafts folder that fills up (the error modal). Needs root (namespaces,
+mounts), sshd, gcc and rsvg-convert (librsvg2-bin) for the PNGs. Exit 1 when a picture could
+not be taken (each named on stderr); the others are still written.
 
     .venv/bin/python scripts/screenshots.py
 
@@ -38,11 +41,14 @@ from harness.nshosts import NsCluster  # noqa: E402
 from tui.app import VerlTuiApp  # noqa: E402
 from tui.cluster.ray_monitor import RayState  # noqa: E402
 from tui.config.hosts import load_inventory  # noqa: E402
+from tui.jobs.formstate import draft_path  # noqa: E402
 from tui.screens.doctor import DoctorScreen  # noqa: E402
 from tui.screens.ray_progress import RayProgressScreen  # noqa: E402
 
 OUT = ROOT / "screenshots"
 SIZE = (160, 46)
+CLUSTER = "grpo-qwen3-32b"
+NOT_SHOT: list[str] = []  # pictures the run could not take, and why
 
 
 def gpus_at(host_i: int, step: int) -> list[FakeGpu]:
@@ -81,7 +87,7 @@ class Scenario:
 
     def hosts_file(self, path: Path, *, with_unreachable: bool) -> Path:
         c = self.cluster
-        lines = ["cluster: grpo-qwen3-32b", f"python: {sys.executable}", "ssh:", "  user: root",
+        lines = [f"cluster: {CLUSTER}", f"python: {sys.executable}", "ssh:", "  user: root",
                  f"  identity_file: {c.client_key}", f"  known_hosts: {c.known_hosts}",
                  "  config: ''", "  connect_timeout: 3",
                  # Four Ray nodes share this one machine: keep each small.
@@ -115,7 +121,7 @@ async def until(pilot, predicate, timeout: float) -> None:
         await pilot.pause(0.2)
 
 
-async def shoot(scenario: Scenario) -> list[Path]:
+async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
     shots: list[Path] = []
 
     def save(app: VerlTuiApp, name: str) -> None:
@@ -163,9 +169,10 @@ async def shoot(scenario: Scenario) -> list[Path]:
         save(app, "doctor")
         await pilot.press("escape")
         await pilot.pause(0.3)
-        await shoot_job_form(app, pilot, save)
+        await shoot_job_form(app, pilot, save, drafts)
         await shoot_logs_and_debugger(app, pilot, save, scenario.work / "a.yaml")
-        await shoot_checkpoints(app, pilot, save, scenario)
+        root = await shoot_checkpoints(app, pilot, save, scenario)
+        await shoot_ckpt_picker(app, pilot, save, root)
         await pilot.press("1")
         await pilot.pause(0.3)
         await pilot.press("D")
@@ -190,27 +197,88 @@ async def shoot(scenario: Scenario) -> list[Path]:
     return shots
 
 
-async def shoot_job_form(app: VerlTuiApp, pilot, save) -> None:
-    """Jobs → n → the gsm8k preset → a batch size the cluster cannot divide: inline error."""
-    from textual.widgets import Input, OptionList
+PROFILE = "grpo-gsm8k-qwen2.5-0.5b"
 
-    from tui.screens.job_form import JobFormScreen
+
+async def open_picker(app: VerlTuiApp, pilot) -> None:
+    """Jobs → n: the profile picker, its entries listed and the gsm8k preset highlighted."""
+    from textual.widgets import OptionList
+
     from tui.screens.jobs import JobsScreen
     from tui.screens.profile_picker import ProfilePickerScreen
 
-    await pilot.press("2")
-    await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+    if not isinstance(app.screen, JobsScreen):
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
     await pilot.press("n")
     await until(pilot, lambda: isinstance(app.screen, ProfilePickerScreen)
                 and bool(app.screen.entries), 10)
     picker = app.screen
     picker.query_one(OptionList).highlighted = next(
-        i for i, e in enumerate(picker.entries) if e.name == "grpo-gsm8k-qwen2.5-0.5b")
+        i for i, e in enumerate(picker.entries) if e.name == PROFILE)
+    await pilot.pause(0.3)
+
+
+async def open_form(app: VerlTuiApp, pilot):
+    """Jobs → n → the gsm8k preset: the form, loaded and checked against the cluster."""
+    from tui.screens.job_form import JobFormScreen
+
+    await open_picker(app, pilot)
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, JobFormScreen), 10)
     form = app.screen
     await until(pilot, lambda: form.validated and bool(form.fields)
                 and form.cluster_note is None, 60)
+    return form
+
+
+def fill_up(folder: Path) -> Path:
+    """Write zeros into `folder` (a small tmpfs) until its file system is full."""
+    filler = folder / ".filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(4096))
+        except OSError:
+            pass
+    return filler
+
+
+async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
+    """The draft-busy dialog (another process holds the preset's draft), then Jobs → n → the
+    gsm8k preset → a batch size the cluster cannot divide: inline error; then the error modal
+    of a real failure: the drafts folder (a small tmpfs) full while the form saves a draft."""
+    from textual.widgets import Input
+
+    from tui.screens.draft_busy import DraftBusyScreen
+    from tui.screens.error import ErrorScreen
+    from tui.screens.jobs import JobsScreen
+
+    # A second real process holds the draft, as another cockpit's form would.
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from tui.jobs.formstate import DraftLock\n"
+         f"lock = DraftLock({app.inventory.cluster!r}, {PROFILE!r})\n"
+         "assert lock.acquire()\n"
+         "print('READY', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        if (await asyncio.to_thread(holder.stdout.readline)).strip() != "READY":
+            raise RuntimeError("the draft holder did not take the draft")
+        await open_picker(app, pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DraftBusyScreen), 30)
+        await pilot.pause(0.5)
+        save(app, "draft_busy")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+    finally:
+        holder.kill()
+        holder.wait()
+
+    form = await open_form(app, pilot)
     field = form.fields["data.train_batch_size"]
     inp = field.query_one(Input)
     inp.focus()
@@ -219,7 +287,49 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save) -> None:
     await until(pilot, lambda: "divisible" in field.problem_text, 10)
     await pilot.pause(0.5)
     save(app, "job_form")
-    await pilot.press("ctrl+d")  # leave no draft behind in the user's state dir
+
+    filler = fill_up(drafts)
+    try:
+        name = form.fields["trainer.experiment_name"].query_one(Input)
+        name.focus()
+        await pilot.press("end", "minus", "2")
+        await until(pilot, lambda: isinstance(app.screen, ErrorScreen), 15)
+        await pilot.pause(0.5)
+        save(app, "error_modal")
+    except RuntimeError:
+        # The modal comes from VerlTuiApp.on_worker_state_changed, which a screen's worker's
+        # failure does not reach today: say so instead of failing every other picture.
+        NOT_SHOT.append("error_modal: a failed draft write (ENOSPC) showed no error modal")
+    finally:
+        filler.unlink()  # before the form's last draft write on the way out
+    while isinstance(app.screen, ErrorScreen):
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+    await pilot.press("ctrl+d")  # leave no draft behind
+    await pilot.pause(0.5)
+    await pilot.press("escape")
+    await pilot.pause(0.3)
+
+
+async def shoot_ckpt_picker(app: VerlTuiApp, pilot, save, root: Path) -> None:
+    """The job form's ctrl+k over the real checkpoint's folder: its steps on every host."""
+    from textual.widgets import Input
+
+    from tui.screens.ckpt_picker import CheckpointPickerScreen
+
+    form = await open_form(app, pilot)
+    field = form.fields["trainer.default_local_dir"].query_one(Input)
+    field.focus()
+    field.value = str(root)
+    await pilot.pause(0.5)
+    await pilot.press("ctrl+k")
+    await until(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen)
+                and app.screen.index is not None, 60)
+    await pilot.pause(0.5)
+    save(app, "ckpt_picker")
+    await pilot.press("escape")
+    await until(pilot, lambda: app.screen is form, 10)
+    await pilot.press("ctrl+d")
     await pilot.pause(0.5)
     await pilot.press("escape")
     await pilot.pause(0.3)
@@ -255,7 +365,13 @@ def submit(hosts: Path, sid: str, *command: str, env: list[str] = ()) -> None:
     argv = [sys.executable, "-m", "tui", "submit", str(hosts), "--submission-id", sid]
     for e in env:
         argv += ["--env", e]
-    out = subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=120)
+    for attempt in range(4):
+        out = subprocess.run([*argv, "--", *command], capture_output=True, text=True,
+                             timeout=120)
+        # Ray's dashboard can drop a connection while it is still busy starting (2 cores).
+        if out.returncode == 0 or "unreachable" not in out.stderr or attempt == 3:
+            break
+        time.sleep(5)
     if out.returncode:
         raise RuntimeError(f"submit {sid}: {out.stderr.strip()}")
 
@@ -283,7 +399,8 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     await pilot.press("2")
     await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
     jobs = app.screen
-    await until(pilot, lambda: any(r.submission_id == "grpo-gsm8k-1122" for r in jobs.rows), 30)
+    sids = {"grpo-gsm8k-1122", "grpo-adv-debug", "grpo-reward-bp"}
+    await until(pilot, lambda: sids <= {r.submission_id for r in jobs.rows}, 30)
     table = jobs.query_one("DataTable")
     table.move_cursor(row=table.get_row_index("grpo-gsm8k-1122"))
     await pilot.press("l")
@@ -295,7 +412,20 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     await pilot.press("t")
     await pilot.pause(1.5)
     save(app, "job_metrics")
-    await pilot.press("escape", "escape")
+    # The Jobs list once the demo run has ended (its OOM) and the debug jobs run.
+    await pilot.press("escape")
+    await until(pilot, lambda: app.screen is jobs, 10)
+    want = {"grpo-gsm8k-1122": "FAILED", "grpo-adv-debug": "RUNNING",
+            "grpo-reward-bp": "RUNNING"}
+    await until(pilot, lambda: {r.submission_id: r.status for r in jobs.rows
+                                if r.submission_id in want} == want, 60)
+    await pilot.pause(1.0)
+    save(app, "jobs")
+    await open_picker(app, pilot)
+    save(app, "profile_picker")
+    await pilot.press("escape")
+    await until(pilot, lambda: app.screen is jobs, 10)
+    await pilot.press("escape")
 
     await pilot.press("4")
     await until(pilot, lambda: isinstance(app.screen, DebuggerScreen), 10)
@@ -341,7 +471,7 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     await pilot.press("escape")
 
 
-async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) -> None:
+async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) -> Path:
     """verl's real FSDP checkpoint (tests/ckpt: a tiny random Qwen2, world size 2, saved by
     verl's own checkpoint manager), rank 0's files on gpu-a01 and rank 1's on gpu-a02 behind
     one path: the Checkpoints screen lists it spread, collects it onto gpu-a01, merges it."""
@@ -368,7 +498,9 @@ async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) ->
     await pilot.press("5")
     await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen), 10)
     screen = app.screen
-    screen.query_one("#ckpt-prompt", Input).value = str(root)
+    prompt = screen.query_one("#ckpt-prompt", Input)
+    prompt.focus()  # the screen opens with the keys on its table
+    prompt.value = str(root)
     await pilot.press("enter")
     await until(pilot, lambda: screen.current is not None, 60)
     await pilot.pause(0.5)
@@ -384,6 +516,7 @@ async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) ->
     await pilot.pause(0.5)
     save(app, "checkpoints_merged")
     await pilot.press("escape")
+    return root
 
 
 def amd_gpus_at(host_i: int, step: int) -> list[FakeAmdGpu]:
@@ -475,19 +608,28 @@ def main() -> int:
         # Jobs submitted for the pictures go into a throwaway history, not the user's.
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         scenario = Scenario(Path(tmp))
+        # The drafts folder is a small file system of its own, so the error modal's shot can
+        # fill it (a real failure: the form's draft write meets ENOSPC).
+        drafts = draft_path(CLUSTER, PROFILE).parent
+        drafts.mkdir(parents=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(drafts)],
+                       check=True)
         try:
             scenario.start()
             t0 = time.monotonic()
-            shots = asyncio.run(shoot(scenario))
+            shots = asyncio.run(shoot(scenario, drafts))
         finally:
             scenario.close()
+            subprocess.run(["umount", "--lazy", str(drafts)], check=False)
         shots.append(asyncio.run(shoot_mixed_amd(Path(tmp) / "mixed")))
     real = OUT / "cluster_real_gpus.svg"
     if real.exists():
         shots.append(real)
     for svg in shots:
         print(to_png(svg).relative_to(ROOT), f"({time.monotonic() - t0:.0f} s)")
-    return 0
+    for why in NOT_SHOT:
+        print(f"not shot: {why}", file=sys.stderr)
+    return 1 if NOT_SHOT else 0
 
 
 if __name__ == "__main__":
