@@ -75,6 +75,14 @@ def test_node_logs_screen(snap_compare):
         table.move_cursor(row=table.get_row_index("node2\traylet.out"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.opened is not None)
+        # Every recorded line in the pane (it may have a scrollbar only then), then a frame.
+        from snapshot_apps.replay import load
+        from tui.widgets.logview import LogPane
+
+        want = len(load("node_logs.json")["text"].splitlines())
+        pane = screen.query_one(LogPane)
+        await wait_for(pilot, lambda: len(pane.store) >= want
+                       and pane.log_view.virtual_size.height >= want)
         await pilot.pause(0.5)
 
     assert snap_compare(APPS / "node_logs_replay.py", terminal_size=SIZE, run_before=ready)

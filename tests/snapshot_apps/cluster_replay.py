@@ -75,6 +75,7 @@ class ReplayApp(VerlTuiApp):
     def __init__(self, steps: int = 90):
         super().__init__(parse_inventory(HOSTS_YAML, "hosts.yaml"))
         self.steps = steps
+        self.animation_level = "none"  # scrolls land at once: a snapshot never catches one midway
 
     def start_telemetry(self) -> None:
         mon = self.monitor

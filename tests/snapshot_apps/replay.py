@@ -191,6 +191,7 @@ class ScreenApp(VerlTuiApp):
                  patches: list[tuple[str, str, Any]] = (),
                  after: Callable[[Screen], None] | None = None) -> None:
         super().__init__(recorded_inventory())
+        self.animation_level = "none"  # scrolls land at once: a snapshot never catches one midway
         self.make = make
         self.after = after
         self.state_dir = tempfile.TemporaryDirectory(prefix="verl-tui-snap-")
