@@ -263,7 +263,11 @@ class VerlTuiApp(App):
         self.push_screen(HelpScreen(collect_bindings(self.screen)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # One place turns any background failure into a readable modal, never a traceback.
+        self.report_worker_failure(event)
+
+    def report_worker_failure(self, event: Worker.StateChanged) -> None:
+        # One place turns any background failure (the app's or a screen's: see
+        # ReportsWorkerFailures) into a readable modal, never a traceback.
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
             self.push_screen(ErrorScreen(failure_title(event.worker.group, event.worker.name),

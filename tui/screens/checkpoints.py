@@ -23,6 +23,7 @@ from tui.ckpt.merge import merge
 from tui.ckpt.scan import CheckpointIndex, StepState, check_root, scan_fleet
 from tui.fmt import human_size, plural
 from tui.sanitize import cell, clean, markup, one_line, styled
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -35,7 +36,7 @@ def _ranks(ranks: tuple[int, ...]) -> str:
     return ",".join(map(str, ranks))
 
 
-class CheckpointsScreen(Screen):
+class CheckpointsScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("slash", "root", "Checkpoint folder"),
         Binding("r", "rescan", "Rescan"),

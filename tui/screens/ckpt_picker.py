@@ -18,11 +18,12 @@ from tui.ckpt.resume import world_size_warning
 from tui.ckpt.scan import CheckpointIndex, StepState, scan_fleet
 from tui.fmt import plural
 from tui.sanitize import cell, markup
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
 
-class CheckpointPickerScreen(ModalScreen[StepState | None]):
+class CheckpointPickerScreen(ReportsWorkerFailures, ModalScreen[StepState | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     DEFAULT_CSS = """

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Input, Static
 from tui.cluster.models import HostTelemetry
 from tui.cluster.ray_monitor import RayState, RayView
 from tui.sanitize import markup, styled
+from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
@@ -38,7 +39,7 @@ class ColumnHeader(Static):
         return column_header(self.size.width, self.history_s)
 
 
-class ClusterScreen(Screen):
+class ClusterScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),

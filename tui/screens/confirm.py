@@ -9,9 +9,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tui.sanitize import clean
+from tui.screens.error import ReportsWorkerFailures
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(ReportsWorkerFailures, ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),

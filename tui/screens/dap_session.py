@@ -21,12 +21,13 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.debug.dap import DapClient, DapError, Frame, Stopped, Variable
 from tui.debug.targets import PausedWorker, open_forward
 from tui.sanitize import cell, clean, markup, one_line, styled
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
 
 CONTEXT_LINES = 12
 
 
-class DapSessionScreen(Screen):
+class DapSessionScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("c", "continue", "Continue (task fails as usual)"),
         Binding("d", "disconnect", "Detach (the task fails as usual)"),

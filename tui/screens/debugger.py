@@ -21,6 +21,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.debug.targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
 from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import TransportError
 
 POLL_S = 2.0
@@ -35,7 +36,7 @@ def _key(t: Target) -> str:
     return f"pm:{t.worker_id}" if isinstance(t, PausedWorker) else f"bp:{t.key}"
 
 
-class DebuggerScreen(Screen):
+class DebuggerScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("a", "attach", "Attach"),
         Binding("v", "vscode", "Open in VS Code"),

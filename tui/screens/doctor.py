@@ -15,6 +15,7 @@ from tui.cluster.doctor import Finding, run_doctor, summarize
 from tui.config.hosts import Inventory
 from tui.fmt import plural
 from tui.sanitize import cell, one_line, styled
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
 
 STATUS_CELLS = {
@@ -25,7 +26,7 @@ STATUS_CELLS = {
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
-class DoctorScreen(Screen):
+class DoctorScreen(ReportsWorkerFailures, Screen):
     HELP_TITLE = "Doctor screen"
     BINDINGS = [
         Binding("c", "recheck", "Re-run checks"),

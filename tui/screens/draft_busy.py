@@ -12,9 +12,10 @@ from textual.widgets import Button, Static
 
 from tui.jobs.formstate import DraftOwner
 from tui.sanitize import one_line
+from tui.screens.error import ReportsWorkerFailures
 
 
-class DraftBusyScreen(ModalScreen[str]):
+class DraftBusyScreen(ReportsWorkerFailures, ModalScreen[str]):
     """The profile's draft is open in another form: take over, read-only copy, or cancel."""
 
     BINDINGS = [

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
+from textual.worker import Worker
 
 from tui.sanitize import clean
 
@@ -39,6 +42,17 @@ _WHAT_FAILED = {
 }
 
 
+class ReportsWorkerFailures:
+    """Mixed into every screen: a worker's StateChanged goes to the node that started it and
+    does not bubble, so a screen hands its workers' failures to the app's one handler (else a
+    failure inside a screen's worker would pass in silence)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report = getattr(cast(Any, self).app, "report_worker_failure", None)
+        if report is not None:
+            report(event)
+
+
 def failure_title(group: str | None, name: str | None = None) -> str:
     """The modal's title for a failed background worker: what failed, in words."""
     if group and group in _WHAT_FAILED:
@@ -47,7 +61,7 @@ def failure_title(group: str | None, name: str | None = None) -> str:
     return f"{what.replace('-', ' ').replace('_', ' ').strip().capitalize()} failed"
 
 
-class ErrorScreen(ModalScreen[None]):
+class ErrorScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
 
     DEFAULT_CSS = """

@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.screens.error import ReportsWorkerFailures
+
 # Keys Textual renders by name; show them the way people type them.
 _KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc",
               "pageup": "PgUp", "pagedown": "PgDn", "ctrl+p": "ctrl+p"}
@@ -45,7 +47,7 @@ def collect_bindings(screen) -> list[tuple[str, str, str]]:
     return rows
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close help")]
 
     DEFAULT_CSS = """

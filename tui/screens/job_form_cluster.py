@@ -14,6 +14,7 @@ from tui.cluster.ray_cluster import ClusterStatus, RayCluster
 from tui.jobs.pipeline import live_resources, planned_resources, resources_from_status
 from tui.jobs.rules import ClusterResources
 from tui.sanitize import one_line
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ RAY_NOT_RUNNING = "Ray is not running (u starts it)"
 ASKING = "asking Ray for the cluster's shape…"
 
 
-class FormCluster(Screen[str | None]):
+class FormCluster(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's cluster part (a base class: the form's state is the screen's)."""
 
     if TYPE_CHECKING:  # the screen's, used here

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from tui.jobs.formstate import Draft, DraftLock, DraftSaver
 from tui.sanitize import markup
 from tui.screens.draft_busy import DraftBusyScreen
+from tui.screens.error import ReportsWorkerFailures
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from tui.widgets.jobform import FormField
 
 
-class FormDrafts(Screen[str | None]):
+class FormDrafts(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's draft part (a base class: the form's state is the screen's)."""
 
     if TYPE_CHECKING:  # the screen's, used here

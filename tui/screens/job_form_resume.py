@@ -10,6 +10,7 @@ from textual.screen import Screen
 
 from tui.jobs.validate import cluster_shape
 from tui.sanitize import markup
+from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.jobform import AddKey
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from tui.widgets.jobform import FormField
 
 
-class FormResume(Screen[str | None]):
+class FormResume(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's resume part (a base class: the form's state is the screen's)."""
 
     if TYPE_CHECKING:  # the screen's, used here

@@ -17,6 +17,7 @@ from tui.cluster.job_logs import JobLogEnd, any_job_log_chunks
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
@@ -35,7 +36,7 @@ def total_steps_from(overrides: list[str]) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-class JobLogsScreen(Screen):
+class JobLogsScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("t", "toggle_tab", "Log / metrics"),
         Binding("escape", "back", "Back"),

@@ -22,6 +22,7 @@ from tui.jobs.history import JobHistory
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
@@ -40,7 +41,7 @@ def _env_entry(name: str, value: object) -> str:
     return describe(name, value)
 
 
-class JobsScreen(Screen):
+class JobsScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("l", "logs", "Log"),
         Binding("m", "metrics", "Metrics"),

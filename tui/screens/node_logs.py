@@ -19,6 +19,7 @@ from textual.widgets.data_table import CellDoesNotExist
 from tui.cluster.node_logs import LogFile, batched, follow_log, list_logs
 from tui.fmt import age, human_size, plural
 from tui.sanitize import cell, markup, one_line
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
@@ -27,7 +28,7 @@ _KIND_STYLE = {"raylet": "cyan", "gcs": "magenta", "worker": "", "driver": "gree
                "dashboard": "dim", "agent": "dim", "autoscaler": "dim", "other": "dim"}
 
 
-class NodeLogsScreen(Screen):
+class NodeLogsScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("r", "refresh", "Refresh list"),
         Binding("o", "only_host", "This host only / all"),

@@ -17,6 +17,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.debug.pdb_console import PdbConsole, PdbConsoleError
 from tui.debug.targets import Breakpoint, open_forward
 from tui.sanitize import clean, markup, one_line
+from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
 
 
@@ -24,7 +25,7 @@ def _shown(reply: str) -> str:
     """pdb's CRLF text as lines, every control sequence dropped or shown escaped."""
     return clean(reply.replace("\r\n", "\n"))
 
-class PdbConsoleScreen(Screen):
+class PdbConsoleScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [Binding("escape", "back", "Back")]
 
     DEFAULT_CSS = """

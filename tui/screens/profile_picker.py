@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from tui.jobs.profiles import ProfileEntry, list_profiles, profile_dirs
 from tui.sanitize import markup, one_line
+from tui.screens.error import ReportsWorkerFailures
 
 
 def clip_words(text: str, limit: int) -> str:
@@ -29,7 +30,7 @@ def clip_words(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:-") + "…"
 
 
-class ProfilePickerScreen(ModalScreen[Path | None]):
+class ProfilePickerScreen(ReportsWorkerFailures, ModalScreen[Path | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     DEFAULT_CSS = """

@@ -13,12 +13,13 @@ from textual.widgets import RichLog, Static
 
 from tui.cluster.ray_cluster import StepEvent
 from tui.sanitize import clean, one_line
+from tui.screens.error import ReportsWorkerFailures
 
 _STYLE = {"ok": ("✓", "green"), "skip": ("·", "dim"), "fail": ("✗", "bold red"),
           "running": ("…", "cyan")}
 
 
-class RayProgressScreen(ModalScreen[None]):
+class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,enter,q", "close", "Close (when finished)")]
 
     DEFAULT_CSS = """
