@@ -60,10 +60,16 @@ def main() -> int:
             json.loads(line)
         loads.append((time.perf_counter() - t0) / args.number * 1e6)
     us = statistics.median(runs)
-    out = {"bench": "agent_parse", "code": code_version(), "parser": name, "gpus": args.gpus,
-           "line_bytes": len(line), "us_per_sample": round(us, 2),
-           "us_json_loads_only": round(statistics.median(loads), 2),
-           "core_percent_1024_hosts_1hz": round(us * 1024 / 1e6 * 100, 2)}
+    out = {
+        "bench": "agent_parse",
+        "code": code_version(),
+        "parser": name,
+        "gpus": args.gpus,
+        "line_bytes": len(line),
+        "us_per_sample": round(us, 2),
+        "us_json_loads_only": round(statistics.median(loads), 2),
+        "core_percent_1024_hosts_1hz": round(us * 1024 / 1e6 * 100, 2),
+    }
     print(json.dumps(out))
     return 0
 

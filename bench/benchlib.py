@@ -11,10 +11,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def code_version() -> str:
     """HEAD's short hash, with '+dirty' when tui/ has uncommitted changes."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tui"], cwd=ROOT,
-                               text=True, capture_output=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tui"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")

@@ -77,10 +77,14 @@ def main() -> int:
     args = p.parse_args()
     lines = make_log(args.lines)
     chunks = chunked(lines, 16 << 10)
-    plain = [strip_ansi(x) for x in "\n".join(lines).replace("\r", "\n").split("\n")][:len(lines)]
+    plain = [strip_ansi(x) for x in "\n".join(lines).replace("\r", "\n").split("\n")][: len(lines)]
     msgs = [split_source(x)[1] for x in plain]
-    best = {"store_lines_s_wall": 0.0, "store_lines_s_cpu": 0.0, "feed_us_per_line": 1e9,
-            "match_us_per_line": 1e9}
+    best = {
+        "store_lines_s_wall": 0.0,
+        "store_lines_s_cpu": 0.0,
+        "feed_us_per_line": 1e9,
+        "match_us_per_line": 1e9,
+    }
     hints = 0
     for _ in range(args.repeat):
         wall, cpu, hints = bench_store(chunks, args.lines)
@@ -93,8 +97,10 @@ def main() -> int:
         print(json.dumps(result))
     else:
         print(f"log classify: {args.lines:,} lines, best of {args.repeat}; {os.cpu_count()} CPUs")
-        print(f"  store ingest: {best['store_lines_s_wall']:,.0f} lines/s wall, "
-              f"{best['store_lines_s_cpu']:,.0f} lines/s CPU ({hints} hints)")
+        print(
+            f"  store ingest: {best['store_lines_s_wall']:,.0f} lines/s wall, "
+            f"{best['store_lines_s_cpu']:,.0f} lines/s CPU ({hints} hints)"
+        )
         print(f"  LineClassifier.feed on every line: {best['feed_us_per_line']:.2f} µs/line")
         print(f"  match_signature on every line:     {best['match_us_per_line']:.2f} µs/line")
     return 0

@@ -38,8 +38,7 @@ GPU_NAME = "NVIDIA H100 80GB HBM3"
 MEM_TOTAL_MIB = 81559
 POWER_LIMIT_W = 700.0
 
-STATS = {"agent_streams": 0, "samples_sent": 0, "smi_execs": 0, "other_execs": 0,
-         "connections": 0}
+STATS = {"agent_streams": 0, "samples_sent": 0, "smi_execs": 0, "other_execs": 0, "connections": 0}
 
 
 def gpu_values(host: int, gpu: int, now: float) -> dict:
@@ -61,23 +60,43 @@ def agent_sample(host: int, ngpus: int, seq: int, hostname: str) -> dict:
     gpus = []
     for i in range(ngpus):
         v = gpu_values(host, i, now)
-        gpus.append({
-            "index": i, "name": GPU_NAME, "uuid": f"GPU-{host:04d}{i:04d}-sim",
-            "util_percent": float(v["util"]), "mem_util_percent": float(v["mem_util"]),
-            "memory_used_bytes": v["mem_used_mib"] * MIB,
-            "memory_total_bytes": MEM_TOTAL_MIB * MIB,
-            "temperature_c": float(v["temp"]), "power_w": v["power"],
-            "power_limit_w": POWER_LIMIT_W,
-            "processes": [{"pid": 10000 + i, "name": "python", "memory_bytes":
-                           v["mem_used_mib"] * MIB - 512 * MIB}],
-            "error": None,
-        })
-    return {"type": "sample", "seq": seq, "t": round(now, 6), "source": "nvml", "error": None,
-            "host": {"cpu_percent": round(30 + 20 * math.sin(now / 11 + host), 1),
-                     "load1": round(20 + 5 * math.sin(now / 13 + host), 2),
-                     "mem_used_bytes": 600 * 1024 * MIB, "mem_total_bytes": 2048 * 1024 * MIB,
-                     "ncpu": 192},
-            "gpus": gpus}
+        gpus.append(
+            {
+                "index": i,
+                "name": GPU_NAME,
+                "uuid": f"GPU-{host:04d}{i:04d}-sim",
+                "util_percent": float(v["util"]),
+                "mem_util_percent": float(v["mem_util"]),
+                "memory_used_bytes": v["mem_used_mib"] * MIB,
+                "memory_total_bytes": MEM_TOTAL_MIB * MIB,
+                "temperature_c": float(v["temp"]),
+                "power_w": v["power"],
+                "power_limit_w": POWER_LIMIT_W,
+                "processes": [
+                    {
+                        "pid": 10000 + i,
+                        "name": "python",
+                        "memory_bytes": v["mem_used_mib"] * MIB - 512 * MIB,
+                    }
+                ],
+                "error": None,
+            }
+        )
+    return {
+        "type": "sample",
+        "seq": seq,
+        "t": round(now, 6),
+        "source": "nvml",
+        "error": None,
+        "host": {
+            "cpu_percent": round(30 + 20 * math.sin(now / 11 + host), 1),
+            "load1": round(20 + 5 * math.sin(now / 13 + host), 2),
+            "mem_used_bytes": 600 * 1024 * MIB,
+            "mem_total_bytes": 2048 * 1024 * MIB,
+            "ncpu": 192,
+        },
+        "gpus": gpus,
+    }
 
 
 def smi_rows(host: int, ngpus: int) -> str:
@@ -85,9 +104,11 @@ def smi_rows(host: int, ngpus: int) -> str:
     rows = []
     for i in range(ngpus):
         v = gpu_values(host, i, now)
-        rows.append(f"{i}, {GPU_NAME}, GPU-{host:04d}{i:04d}-sim, {v['util']}, {v['mem_util']}, "
-                    f"{v['mem_used_mib']}, {MEM_TOTAL_MIB}, {v['temp']}, {v['power']:.2f}, "
-                    f"{POWER_LIMIT_W:.2f}")
+        rows.append(
+            f"{i}, {GPU_NAME}, GPU-{host:04d}{i:04d}-sim, {v['util']}, {v['mem_util']}, "
+            f"{v['mem_used_mib']}, {MEM_TOTAL_MIB}, {v['temp']}, {v['power']:.2f}, "
+            f"{POWER_LIMIT_W:.2f}"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -110,8 +131,9 @@ def _interval_arg(command: str, default: float) -> float:
         return default
 
 
-async def _agent(process: asyncssh.SSHServerProcess, host: int, ngpus: int,
-                 interval: float) -> None:
+async def _agent(
+    process: asyncssh.SSHServerProcess, host: int, ngpus: int, interval: float
+) -> None:
     STATS["agent_streams"] += 1
     hostname = f"sim{host:03d}"
     stop = asyncio.Event()
@@ -125,10 +147,24 @@ async def _agent(process: asyncssh.SSHServerProcess, host: int, ngpus: int,
     watcher = asyncio.create_task(watch_stdin())
     out = process.stdout
     try:
-        out.write(json.dumps({"type": "hello", "agent": 1, "hostname": hostname, "pid": 4242,
-                              "python": "3.11.0", "source": "nvml", "driver": "550.54.15",
-                              "nvml_version": "12.550.54.15", "error": None, "ncpu": 192},
-                             separators=(",", ":")) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "agent": 1,
+                    "hostname": hostname,
+                    "pid": 4242,
+                    "python": "3.11.0",
+                    "source": "nvml",
+                    "driver": "550.54.15",
+                    "nvml_version": "12.550.54.15",
+                    "error": None,
+                    "ncpu": 192,
+                },
+                separators=(",", ":"),
+            )
+            + "\n"
+        )
         # Every host has its own phase, as real agents started at different moments would.
         start = time.monotonic() + random.uniform(0, interval)
         slot, seq = 0, 0
@@ -139,8 +175,9 @@ async def _agent(process: asyncssh.SSHServerProcess, host: int, ngpus: int,
                     await asyncio.wait_for(stop.wait(), delay)
                 if stop.is_set():
                     break
-            out.write(json.dumps(agent_sample(host, ngpus, seq, hostname),
-                                 separators=(",", ":")) + "\n")
+            out.write(
+                json.dumps(agent_sample(host, ngpus, seq, hostname), separators=(",", ":")) + "\n"
+            )
             STATS["samples_sent"] += 1
             seq += 1
             slot = max(slot + 1, int((time.monotonic() - start) / interval) + 1)
@@ -188,10 +225,16 @@ async def main_async(args: argparse.Namespace) -> None:
     servers = []
     for i in range(args.hosts):
         server = await asyncssh.listen(
-            "127.0.0.1", 0, server_factory=_Server, server_host_keys=[host_key],
-            authorized_client_keys=authorized, process_factory=_handler(i, args.gpus,
-                                                                        args.interval),
-            encoding="utf-8", keepalive_interval=0, backlog=128)
+            "127.0.0.1",
+            0,
+            server_factory=_Server,
+            server_host_keys=[host_key],
+            authorized_client_keys=authorized,
+            process_factory=_handler(i, args.gpus, args.interval),
+            encoding="utf-8",
+            keepalive_interval=0,
+            backlog=128,
+        )
         servers.append(server)
     ports = [s.get_port() for s in servers]
 
@@ -219,8 +262,7 @@ async def main_async(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if args.exit_on_stdin_eof:
-        loop.add_reader(sys.stdin.fileno(), lambda: os.read(sys.stdin.fileno(), 4096)
-                        or stop.set())
+        loop.add_reader(sys.stdin.fileno(), lambda: os.read(sys.stdin.fileno(), 4096) or stop.set())
     print(f"ready {hosts_yaml}", flush=True)
     await stop.wait()
     for s in servers:

@@ -47,8 +47,10 @@ RESULTS = ROOT / "bench" / "results"
 GPUS = 8
 GOAL_HOSTS, GOAL_CPU, GOAL_P95_MS = 128, 25.0, 300.0
 
-SMI_FIELDS = ("index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
-              "temperature.gpu,power.draw,power.limit")
+SMI_FIELDS = (
+    "index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
+    "temperature.gpu,power.draw,power.limit"
+)
 SMI_ARGV = ["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,nounits"]
 
 
@@ -105,15 +107,22 @@ def parse_smi_csv(out: str) -> list[dict]:
         if index is None:
             continue
         used, total = _smi_value(cols[5], float), _smi_value(cols[6], float)
-        gpus.append({
-            "index": index, "name": _smi_value(cols[1], str), "uuid": _smi_value(cols[2], str),
-            "util_percent": _smi_value(cols[3], float),
-            "mem_util_percent": _smi_value(cols[4], float),
-            "memory_used_bytes": None if used is None else int(used * mib),
-            "memory_total_bytes": None if total is None else int(total * mib),
-            "temperature_c": _smi_value(cols[7], float), "power_w": _smi_value(cols[8], float),
-            "power_limit_w": _smi_value(cols[9], float), "processes": None, "error": None,
-        })
+        gpus.append(
+            {
+                "index": index,
+                "name": _smi_value(cols[1], str),
+                "uuid": _smi_value(cols[2], str),
+                "util_percent": _smi_value(cols[3], float),
+                "mem_util_percent": _smi_value(cols[4], float),
+                "memory_used_bytes": None if used is None else int(used * mib),
+                "memory_total_bytes": None if total is None else int(total * mib),
+                "temperature_c": _smi_value(cols[7], float),
+                "power_w": _smi_value(cols[8], float),
+                "power_limit_w": _smi_value(cols[9], float),
+                "processes": None,
+                "error": None,
+            }
+        )
     return gpus
 
 
@@ -146,8 +155,15 @@ def make_naive_monitor():
                 NaiveMonitor.polls += 1
                 NaiveMonitor.poll_rtts.append(time.time() - t0)
                 if res.ok:
-                    msg = {"type": "sample", "seq": seq, "t": t0, "source": "nvidia-smi",
-                           "error": None, "host": {}, "gpus": parse_smi_csv(res.stdout)}
+                    msg = {
+                        "type": "sample",
+                        "seq": seq,
+                        "t": t0,
+                        "source": "nvidia-smi",
+                        "error": None,
+                        "host": {},
+                        "gpus": parse_smi_csv(res.stdout),
+                    }
                     seq += 1
                     self._ingest(ht, json.dumps(msg))  # the normal ingest path
                 else:
@@ -261,35 +277,49 @@ async def run_worker(args: argparse.Namespace) -> dict:
 
         wall = wall1 - wall0
         lat_ms = [x * 1000 for x in rec.latencies]
-        result.update({
-            "seconds": round(wall, 2),
-            "cpu_percent": round(100 * (cpu1 - cpu0) / wall, 1),
-            "sim_cpu_percent": None if sim0 is None or sim1 is None
-            else round(100 * (sim1 - sim0) / wall, 1),
-            "samples": len(lat_ms),
-            "samples_per_s": round(len(lat_ms) / wall, 1),
-            "frames_per_s": round(rec.frames / wall, 1),
-            "latency_ms": {
-                "p50": _round(pct(lat_ms, 0.50)), "p95": _round(pct(lat_ms, 0.95)),
-                "p99": _round(pct(lat_ms, 0.99)), "max": _round(max(lat_ms, default=None)),
-                "mean": _round(statistics.fmean(lat_ms) if lat_ms else None),
-            },
-            "breakdown_ms": {
-                name: {"p50": _round(pct([x * 1000 for x in xs], 0.5)),
-                       "p95": _round(pct([x * 1000 for x in xs], 0.95))}
-                for name, xs in (("sample_to_ingest", rec.transit),
-                                 ("ingest_to_flush", rec.coalesce),
-                                 ("flush_to_drawn", rec.render_lags))},
-            "loop_lag_ms": {"p95": _round(pct([x * 1000 for x in rec.loop_lags], 0.95)),
-                            "max": _round(max((x * 1000 for x in rec.loop_lags), default=None))},
-            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        })
+        result.update(
+            {
+                "seconds": round(wall, 2),
+                "cpu_percent": round(100 * (cpu1 - cpu0) / wall, 1),
+                "sim_cpu_percent": None
+                if sim0 is None or sim1 is None
+                else round(100 * (sim1 - sim0) / wall, 1),
+                "samples": len(lat_ms),
+                "samples_per_s": round(len(lat_ms) / wall, 1),
+                "frames_per_s": round(rec.frames / wall, 1),
+                "latency_ms": {
+                    "p50": _round(pct(lat_ms, 0.50)),
+                    "p95": _round(pct(lat_ms, 0.95)),
+                    "p99": _round(pct(lat_ms, 0.99)),
+                    "max": _round(max(lat_ms, default=None)),
+                    "mean": _round(statistics.fmean(lat_ms) if lat_ms else None),
+                },
+                "breakdown_ms": {
+                    name: {
+                        "p50": _round(pct([x * 1000 for x in xs], 0.5)),
+                        "p95": _round(pct([x * 1000 for x in xs], 0.95)),
+                    }
+                    for name, xs in (
+                        ("sample_to_ingest", rec.transit),
+                        ("ingest_to_flush", rec.coalesce),
+                        ("flush_to_drawn", rec.render_lags),
+                    )
+                },
+                "loop_lag_ms": {
+                    "p95": _round(pct([x * 1000 for x in rec.loop_lags], 0.95)),
+                    "max": _round(max((x * 1000 for x in rec.loop_lags), default=None)),
+                },
+                "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            }
+        )
         if naive_cls is not None:
             rtts = [x * 1000 for x in naive_cls.poll_rtts]
-            result["naive"] = {"polls_per_s": round(naive_cls.polls / wall, 1),
-                               "poll_errors": naive_cls.poll_errors,
-                               "poll_rtt_ms_p50": _round(pct(rtts, 0.5)),
-                               "poll_rtt_ms_p95": _round(pct(rtts, 0.95))}
+            result["naive"] = {
+                "polls_per_s": round(naive_cls.polls / wall, 1),
+                "poll_errors": naive_cls.poll_errors,
+                "poll_rtt_ms_p50": _round(pct(rtts, 0.5)),
+                "poll_rtt_ms_p95": _round(pct(rtts, 0.95)),
+            }
         if profiler:
             import io
             import pstats
@@ -315,17 +345,27 @@ def _round(x: float | None) -> float | None:
 # orchestrator
 
 
-
-
 def _cpus() -> tuple[int, list[int]]:
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     return os.cpu_count() or 1, allowed
 
 
-def start_sim(n: int, workdir: str, interval: float, cpu: int | None) -> tuple[
-        subprocess.Popen, str]:
-    argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(n), "--dir",
-            workdir, "--interval", str(interval), "--gpus", str(GPUS), "--exit-on-stdin-eof"]
+def start_sim(
+    n: int, workdir: str, interval: float, cpu: int | None
+) -> tuple[subprocess.Popen, str]:
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "simhosts.py"),
+        "--hosts",
+        str(n),
+        "--dir",
+        workdir,
+        "--interval",
+        str(interval),
+        "--gpus",
+        str(GPUS),
+        "--exit-on-stdin-eof",
+    ]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
     sim = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -355,13 +395,28 @@ def stop_sim(sim: subprocess.Popen) -> dict:
     return {}
 
 
-def run_one(mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None,
-            cpu_cockpit: int | None) -> dict:
+def run_one(
+    mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None, cpu_cockpit: int | None
+) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"verl-tui-sim{n}-") as workdir:
         sim, hosts_yaml = start_sim(n, workdir, args.interval, cpu_sim)
-        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, str(n),
-                "--hosts-file", hosts_yaml, "--seconds", str(args.seconds), "--warmup",
-                str(args.warmup), "--interval", str(args.interval), "--sim-pid", str(sim.pid)]
+        argv = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            mode,
+            str(n),
+            "--hosts-file",
+            hosts_yaml,
+            "--seconds",
+            str(args.seconds),
+            "--warmup",
+            str(args.warmup),
+            "--interval",
+            str(args.interval),
+            "--sim-pid",
+            str(sim.pid),
+        ]
         if cpu_cockpit is not None:
             argv += ["--cpu", str(cpu_cockpit)]
         if args.profile:
@@ -371,9 +426,14 @@ def run_one(mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None,
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
         try:
-            proc = subprocess.run([*argv, "--warmup-timeout", str(args.warmup_timeout)],
-                                  capture_output=True, text=True, timeout=timeout, env=env,
-                                  cwd=ROOT)
+            proc = subprocess.run(
+                [*argv, "--warmup-timeout", str(args.warmup_timeout)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                cwd=ROOT,
+            )
             out, err, rc = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -399,12 +459,16 @@ def fmt(x, unit: str = "") -> str:
 
 def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
     print()
-    print(f"machine: {machine['cpu_count']} CPUs (allowed {machine['cpus_allowed']}); "
-          f"simulator pinned to CPU {machine['cpu_sim']}, cockpit to CPU {machine['cpu_cockpit']}"
-          f"; python {machine['python']}, textual {machine['textual']}, "
-          f"asyncssh {machine['asyncssh']}; code {machine['code']}")
-    head = (f"{'hosts':>5} {'GPUs':>5} {'mode':<7} {'CPU %core':>9} {'p50 ms':>8} {'p95 ms':>8} "
-            f"{'max ms':>8} {'drawn/s':>8} {'frames/s':>8} {'loop lag p95':>12} {'sim CPU %':>9}")
+    print(
+        f"machine: {machine['cpu_count']} CPUs (allowed {machine['cpus_allowed']}); "
+        f"simulator pinned to CPU {machine['cpu_sim']}, cockpit to CPU {machine['cpu_cockpit']}"
+        f"; python {machine['python']}, textual {machine['textual']}, "
+        f"asyncssh {machine['asyncssh']}; code {machine['code']}"
+    )
+    head = (
+        f"{'hosts':>5} {'GPUs':>5} {'mode':<7} {'CPU %core':>9} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'max ms':>8} {'drawn/s':>8} {'frames/s':>8} {'loop lag p95':>12} {'sim CPU %':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in runs:
@@ -412,26 +476,36 @@ def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
             print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} ERROR: {r['error']}")
             continue
         lat = r["latency_ms"]
-        print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} {r['cpu_percent']:>9.1f} "
-              f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['max']):>8} "
-              f"{r['samples_per_s']:>8.1f} {r['frames_per_s']:>8.1f} "
-              f"{fmt(r['loop_lag_ms']['p95']):>12} {fmt(r['sim_cpu_percent']):>9}")
+        print(
+            f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} {r['cpu_percent']:>9.1f} "
+            f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['max']):>8} "
+            f"{r['samples_per_s']:>8.1f} {r['frames_per_s']:>8.1f} "
+            f"{fmt(r['loop_lag_ms']['p95']):>12} {fmt(r['sim_cpu_percent']):>9}"
+        )
     if ratios:
         print()
-        print("CPU ratio naive / stream:  " + "   ".join(
-            f"{n} hosts: {v:.1f}x" if v is not None else f"{n} hosts: -" for n, v in
-            ratios.items()))
+        print(
+            "CPU ratio naive / stream:  "
+            + "   ".join(
+                f"{n} hosts: {v:.1f}x" if v is not None else f"{n} hosts: -"
+                for n, v in ratios.items()
+            )
+        )
     for r in runs:
         if r.get("worker_exit") != 0:
-            print(f"WARNING: {r['mode']} {r['hosts']} hosts: cockpit worker exited "
-                  f"{r.get('worker_exit')} (after its measurement): "
-                  f"{r.get('worker_stderr_tail', '').splitlines()[-1:]}")
+            print(
+                f"WARNING: {r['mode']} {r['hosts']} hosts: cockpit worker exited "
+                f"{r.get('worker_exit')} (after its measurement): "
+                f"{r.get('worker_stderr_tail', '').splitlines()[-1:]}"
+            )
     for r in runs:
         if r.get("naive"):
             nv = r["naive"]
-            print(f"naive {r['hosts']:>3} hosts: {nv['polls_per_s']} polls/s, "
-                  f"{nv['poll_errors']} errors, exec round trip p50 {fmt(nv['poll_rtt_ms_p50'])} "
-                  f"ms / p95 {fmt(nv['poll_rtt_ms_p95'])} ms")
+            print(
+                f"naive {r['hosts']:>3} hosts: {nv['polls_per_s']} polls/s, "
+                f"{nv['poll_errors']} errors, exec round trip p50 {fmt(nv['poll_rtt_ms_p50'])} "
+                f"ms / p95 {fmt(nv['poll_rtt_ms_p95'])} ms"
+            )
 
 
 def goals(runs: list[dict]) -> dict:
@@ -441,9 +515,15 @@ def goals(runs: list[dict]) -> dict:
             cpu_ok = r["cpu_percent"] <= GOAL_CPU
             p95 = r["latency_ms"]["p95"]
             lat_ok = p95 is not None and p95 <= GOAL_P95_MS
-            out = {"hosts": GOAL_HOSTS, "cpu_percent": r["cpu_percent"], "cpu_goal": GOAL_CPU,
-                   "cpu_ok": cpu_ok, "p95_ms": p95, "p95_goal_ms": GOAL_P95_MS,
-                   "p95_ok": lat_ok}
+            out = {
+                "hosts": GOAL_HOSTS,
+                "cpu_percent": r["cpu_percent"],
+                "cpu_goal": GOAL_CPU,
+                "cpu_ok": cpu_ok,
+                "p95_ms": p95,
+                "p95_goal_ms": GOAL_P95_MS,
+                "p95_ok": lat_ok,
+            }
     return out
 
 
@@ -457,13 +537,23 @@ def orchestrate(args: argparse.Namespace) -> int:
     cpu_sim = cpu_cockpit = None
     if len(allowed) >= 2 and not args.no_pin:
         cpu_cockpit, cpu_sim = allowed[0], allowed[1]
-    machine = {"cpu_count": ncpu, "cpus_allowed": allowed, "cpu_sim": cpu_sim,
-               "cpu_cockpit": cpu_cockpit, "python": platform.python_version(),
-               "platform": platform.platform(), "textual": textual.__version__,
-               "asyncssh": asyncssh.__version__, "code": code_version()}
-    print(f"telemetry fan-in: sizes {sizes}, modes {modes}, {GPUS} GPUs/host, interval "
-          f"{args.interval} s, measure {args.seconds} s after warm-up; {ncpu} CPUs "
-          f"(simulator on CPU {cpu_sim}, cockpit on CPU {cpu_cockpit})", flush=True)
+    machine = {
+        "cpu_count": ncpu,
+        "cpus_allowed": allowed,
+        "cpu_sim": cpu_sim,
+        "cpu_cockpit": cpu_cockpit,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "textual": textual.__version__,
+        "asyncssh": asyncssh.__version__,
+        "code": code_version(),
+    }
+    print(
+        f"telemetry fan-in: sizes {sizes}, modes {modes}, {GPUS} GPUs/host, interval "
+        f"{args.interval} s, measure {args.seconds} s after warm-up; {ncpu} CPUs "
+        f"(simulator on CPU {cpu_sim}, cockpit on CPU {cpu_cockpit})",
+        flush=True,
+    )
     runs = []
     t_all = time.monotonic()
     for n in sizes:
@@ -472,8 +562,11 @@ def orchestrate(args: argparse.Namespace) -> int:
             r = run_one(mode, n, args, cpu_sim, cpu_cockpit)
             runs.append(r)
             if "cpu_percent" in r:
-                print(f"cpu {r['cpu_percent']}%  p95 {r['latency_ms']['p95']} ms  "
-                      f"({r['worker_wall_s']} s)", flush=True)
+                print(
+                    f"cpu {r['cpu_percent']}%  p95 {r['latency_ms']['p95']} ms  "
+                    f"({r['worker_wall_s']} s)",
+                    flush=True,
+                )
             else:
                 print(f"ERROR {r.get('error')}", flush=True)
     ratios = {}
@@ -486,18 +579,38 @@ def orchestrate(args: argparse.Namespace) -> int:
     print_table(runs, ratios, machine)
     g = goals(runs)
     if g:
-        print(f"\ngoal at {GOAL_HOSTS} hosts (stream): CPU {g['cpu_percent']}% of one core "
-              f"(≤{GOAL_CPU:g}%: {'PASS' if g['cpu_ok'] else 'FAIL'}), sample→screen p95 "
-              f"{g['p95_ms']} ms (≤{GOAL_P95_MS:g} ms: {'PASS' if g['p95_ok'] else 'FAIL'})")
+        print(
+            f"\ngoal at {GOAL_HOSTS} hosts (stream): CPU {g['cpu_percent']}% of one core "
+            f"(≤{GOAL_CPU:g}%: {'PASS' if g['cpu_ok'] else 'FAIL'}), sample→screen p95 "
+            f"{g['p95_ms']} ms (≤{GOAL_P95_MS:g} ms: {'PASS' if g['p95_ok'] else 'FAIL'})"
+        )
     if args.profile:
         print("\n(profiled run: cProfile inflates CPU; see bench/results/profile-*.txt)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / ("telemetry_fanin-profile.json" if args.profile else "telemetry_fanin.json")
-    out.write_text(json.dumps({"machine": machine, "params": {
-        "sizes": sizes, "modes": modes, "gpus_per_host": GPUS, "interval_s": args.interval,
-        "seconds": args.seconds, "warmup_s": args.warmup, "screen": [200, 50],
-        "profiled": args.profile}, "runs": runs, "cpu_ratio_naive_over_stream": ratios,
-        "goal": g, "total_wall_s": round(time.monotonic() - t_all, 1)}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "params": {
+                    "sizes": sizes,
+                    "modes": modes,
+                    "gpus_per_host": GPUS,
+                    "interval_s": args.interval,
+                    "seconds": args.seconds,
+                    "warmup_s": args.warmup,
+                    "screen": [200, 50],
+                    "profiled": args.profile,
+                },
+                "runs": runs,
+                "cpu_ratio_naive_over_stream": ratios,
+                "goal": g,
+                "total_wall_s": round(time.monotonic() - t_all, 1),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"\nwrote {out.relative_to(ROOT)} ({time.monotonic() - t_all:.0f} s total)")
     return 0 if all("cpu_percent" in r for r in runs) else 1
 
@@ -507,12 +620,19 @@ def main() -> int:
     p.add_argument("--hosts", default="16,64,128", help="comma-separated host counts")
     p.add_argument("--modes", default="stream,naive", help="stream, naive or both")
     p.add_argument("--seconds", type=float, default=20.0, help="measurement window")
-    p.add_argument("--warmup", type=float, default=3.0,
-                   help="extra seconds after every host has drawn a sample")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="extra seconds after every host has drawn a sample",
+    )
     p.add_argument("--warmup-timeout", type=float, default=90.0)
     p.add_argument("--interval", type=float, default=1.0, help="telemetry interval, s")
-    p.add_argument("--profile", action="store_true",
-                   help="cProfile the cockpit during the window (inflates CPU)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the cockpit during the window (inflates CPU)",
+    )
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     # worker (internal)
     p.add_argument("--worker", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)

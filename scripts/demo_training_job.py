@@ -32,19 +32,31 @@ def main() -> int:
         length = 210 + 140 * t + rnd.uniform(-12, 12)
         step_s = 41.5 + rnd.uniform(-2.5, 2.5)
         fields = {
-            "training/global_step": step, "training/epoch": step // 29,
-            "actor/entropy": entropy, "actor/kl_loss": kl, "actor/pg_loss": rnd.uniform(-.02, .02),
-            "actor/ppo_kl": kl / 3, "actor/grad_norm": 0.31 + rnd.uniform(-.05, .05),
-            "actor/lr": 1e-6, "critic/score/mean": score, "critic/score/max": 1.0,
-            "critic/rewards/mean": score, "critic/advantages/mean": rnd.uniform(-.01, .01),
-            "response_length/mean": length, "response_length/max": 1024,
-            "response_length/clip_ratio": 0.004 * t, "prompt_length/mean": 104.2,
-            "timing_s/gen": step_s * 0.55, "timing_s/update_actor": step_s * 0.3,
-            "timing_s/step": step_s, "perf/throughput": 1850 + 420 * t + rnd.uniform(-40, 40),
+            "training/global_step": step,
+            "training/epoch": step // 29,
+            "actor/entropy": entropy,
+            "actor/kl_loss": kl,
+            "actor/pg_loss": rnd.uniform(-0.02, 0.02),
+            "actor/ppo_kl": kl / 3,
+            "actor/grad_norm": 0.31 + rnd.uniform(-0.05, 0.05),
+            "actor/lr": 1e-6,
+            "critic/score/mean": score,
+            "critic/score/max": 1.0,
+            "critic/rewards/mean": score,
+            "critic/advantages/mean": rnd.uniform(-0.01, 0.01),
+            "response_length/mean": length,
+            "response_length/max": 1024,
+            "response_length/clip_ratio": 0.004 * t,
+            "prompt_length/mean": 104.2,
+            "timing_s/gen": step_s * 0.55,
+            "timing_s/update_actor": step_s * 0.3,
+            "timing_s/step": step_s,
+            "perf/throughput": 1850 + 420 * t + rnd.uniform(-40, 40),
             "perf/max_memory_allocated_gb": 31.4,
         }
-        body = " - ".join(f"{k}:{v}" if isinstance(v, int) else f"{k}:{v:.4g}"
-                          for k, v in fields.items())
+        body = " - ".join(
+            f"{k}:{v}" if isinstance(v, int) else f"{k}:{v:.4g}" for k, v in fields.items()
+        )
         print(f"{P}step:{step} - {body}")
         if step % 10 == 0:
             print(f"{P}Saved checkpoint to /mnt/ckpt/grpo/global_step_{step}")
@@ -53,8 +65,10 @@ def main() -> int:
     print(f"{P}Traceback (most recent call last):")
     print(f'{P}  File "verl/workers/fsdp_workers.py", line 912, in generate_sequences')
     print(f"{P}    output = self.rollout.generate_sequences(prompts=prompts)")
-    print(f"{P}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.34 GiB. GPU 3 "
-          "has a total capacity of 79.19 GiB of which 1.02 GiB is free.")
+    print(
+        f"{P}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.34 GiB. GPU 3 "
+        "has a total capacity of 79.19 GiB of which 1.02 GiB is free."
+    )
     sys.stdout.flush()
     return 1
 

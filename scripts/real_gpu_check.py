@@ -32,8 +32,10 @@ while time.time() < end:
         c = a @ b
     torch.cuda.synchronize()
 """
-SMI_FIELDS = ("index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,"
-              "power.draw,power.limit")
+SMI_FIELDS = (
+    "index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,"
+    "power.draw,power.limit"
+)
 
 
 def at_once(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
@@ -65,9 +67,12 @@ def sweep_cost(n: int = 200) -> dict:
         times.append(time.perf_counter() - t0)
     times.sort()
     ngpu = max(1, len(gpus))
-    return {"gpus": len(gpus), "sweep_median_us": statistics.median(times) * 1e6,
-            "sweep_p99_us": times[int(0.99 * len(times)) - 1] * 1e6,
-            "per_gpu_median_us": statistics.median(times) * 1e6 / ngpu}
+    return {
+        "gpus": len(gpus),
+        "sweep_median_us": statistics.median(times) * 1e6,
+        "sweep_p99_us": times[int(0.99 * len(times)) - 1] * 1e6,
+        "per_gpu_median_us": statistics.median(times) * 1e6 / ngpu,
+    }
 
 
 async def screenshot(out: Path) -> None:
@@ -111,8 +116,10 @@ def main() -> int:
         ]
         for name, mine, theirs in pairs:
             print(f"{g['index']:>3} {name:<12} {mine:>12.1f} {theirs:>12}")
-        print(f"{g['index']:>3} {'procs':<12} {len(g['processes'] or [])!s:>12}"
-              f" {'(uuid match: ' + str(g['uuid'] == r[2]) + ')':>12}")
+        print(
+            f"{g['index']:>3} {'procs':<12} {len(g['processes'] or [])!s:>12}"
+            f" {'(uuid match: ' + str(g['uuid'] == r[2]) + ')':>12}"
+        )
     print("sweep cost", json.dumps(sweep_cost()))
     asyncio.run(screenshot(out))
     load.wait()

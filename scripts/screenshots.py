@@ -56,14 +56,19 @@ def gpus_at(host_i: int, step: int) -> list[FakeGpu]:
     for g in range(8):
         wave = 0.5 + 0.5 * math.sin((step + 5 * g + 11 * host_i) / 4.0)
         idle = host_i == 1 and g == 5
-        out.append(FakeGpu(
-            util=2 if idle else int(55 + 44 * wave),
-            mem_util=int(30 * wave),
-            memory_used=(80_900 if (host_i == 2 and g == 3) else int(40_000 + 30_000 * wave)) * MIB,
-            temperature=86 if (host_i == 0 and g == 6) else int(50 + 18 * wave),
-            power_mw=75_000 if idle else int(200_000 + 450_000 * wave),
-            processes=[] if idle else [(4000 + 10 * host_i + g, int(38_000 + 30_000 * wave) * MIB)],
-        ))
+        out.append(
+            FakeGpu(
+                util=2 if idle else int(55 + 44 * wave),
+                mem_util=int(30 * wave),
+                memory_used=(80_900 if (host_i == 2 and g == 3) else int(40_000 + 30_000 * wave))
+                * MIB,
+                temperature=86 if (host_i == 0 and g == 6) else int(50 + 18 * wave),
+                power_mw=75_000 if idle else int(200_000 + 450_000 * wave),
+                processes=[]
+                if idle
+                else [(4000 + 10 * host_i + g, int(38_000 + 30_000 * wave) * MIB)],
+            )
+        )
     return out
 
 
@@ -75,8 +80,10 @@ class Scenario:
         self.states = {f"node{i}": work / f"node{i}.nvml" for i in range(1, 5)}
         for i, path in enumerate(self.states.values()):
             write_state(path, gpus_at(i, 0))
-        env = {name: {"LD_LIBRARY_PATH": str(self.lib), "FAKE_NVML_STATE": str(path)}
-               for name, path in self.states.items()}
+        env = {
+            name: {"LD_LIBRARY_PATH": str(self.lib), "FAKE_NVML_STATE": str(path)}
+            for name, path in self.states.items()
+        }
         self.cluster = NsCluster(4, work / "hosts", host_env=env)
         self.stop = threading.Event()
         self.work = work
@@ -87,12 +94,21 @@ class Scenario:
 
     def hosts_file(self, path: Path, *, with_unreachable: bool) -> Path:
         c = self.cluster
-        lines = [f"cluster: {CLUSTER}", f"python: {sys.executable}", "ssh:", "  user: root",
-                 f"  identity_file: {c.client_key}", f"  known_hosts: {c.known_hosts}",
-                 "  config: ''", "  connect_timeout: 3",
-                 # Four Ray nodes share this one machine: keep each small.
-                 "ray:", "  memory: 1000000000", "  object_store_memory: 100000000",
-                 "hosts:"]
+        lines = [
+            f"cluster: {CLUSTER}",
+            f"python: {sys.executable}",
+            "ssh:",
+            "  user: root",
+            f"  identity_file: {c.client_key}",
+            f"  known_hosts: {c.known_hosts}",
+            "  config: ''",
+            "  connect_timeout: 3",
+            # Four Ray nodes share this one machine: keep each small.
+            "ray:",
+            "  memory: 1000000000",
+            "  object_store_memory: 100000000",
+            "hosts:",
+        ]
         names = ["gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"]
         for name, h in zip(names, c.hosts, strict=True):
             lines += [f"  - name: {name}", f"    address: {h.address}"]
@@ -211,11 +227,13 @@ async def open_picker(app: VerlTuiApp, pilot) -> None:
         await pilot.press("2")
         await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
     await pilot.press("n")
-    await until(pilot, lambda: isinstance(app.screen, ProfilePickerScreen)
-                and bool(app.screen.entries), 10)
+    await until(
+        pilot, lambda: isinstance(app.screen, ProfilePickerScreen) and bool(app.screen.entries), 10
+    )
     picker = app.screen
     picker.query_one(OptionList).highlighted = next(
-        i for i, e in enumerate(picker.entries) if e.name == PROFILE)
+        i for i, e in enumerate(picker.entries) if e.name == PROFILE
+    )
     await pilot.pause(0.3)
 
 
@@ -227,8 +245,9 @@ async def open_form(app: VerlTuiApp, pilot):
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, JobFormScreen), 10)
     form = app.screen
-    await until(pilot, lambda: form.validated and bool(form.fields)
-                and form.cluster_note is None, 60)
+    await until(
+        pilot, lambda: form.validated and bool(form.fields) and form.cluster_note is None, 60
+    )
     return form
 
 
@@ -256,14 +275,21 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
 
     # A second real process holds the draft, as another cockpit's form would.
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\n"
-         "from tui.jobs.formstate import DraftLock\n"
-         f"lock = DraftLock({app.inventory.cluster!r}, {PROFILE!r})\n"
-         "assert lock.acquire()\n"
-         "print('READY', flush=True)\n"
-         "sys.stdin.readline()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from tui.jobs.formstate import DraftLock\n"
+            f"lock = DraftLock({app.inventory.cluster!r}, {PROFILE!r})\n"
+            "assert lock.acquire()\n"
+            "print('READY', flush=True)\n"
+            "sys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         if (await asyncio.to_thread(holder.stdout.readline)).strip() != "READY":
             raise RuntimeError("the draft holder did not take the draft")
@@ -323,8 +349,11 @@ async def shoot_ckpt_picker(app: VerlTuiApp, pilot, save, root: Path) -> None:
     field.value = str(root)
     await pilot.pause(0.5)
     await pilot.press("ctrl+k")
-    await until(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen)
-                and app.screen.index is not None, 60)
+    await until(
+        pilot,
+        lambda: isinstance(app.screen, CheckpointPickerScreen) and app.screen.index is not None,
+        60,
+    )
     await pilot.pause(0.5)
     save(app, "ckpt_picker")
     await pilot.press("escape")
@@ -366,8 +395,7 @@ def submit(hosts: Path, sid: str, *command: str, env: list[str] = ()) -> None:
     for e in env:
         argv += ["--env", e]
     for attempt in range(4):
-        out = subprocess.run([*argv, "--", *command], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=120)
         # Ray's dashboard can drop a connection while it is still busy starting (2 cores).
         if out.returncode == 0 or "unreachable" not in out.stderr or attempt == 3:
             break
@@ -386,15 +414,30 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     from tui.screens.node_logs import NodeLogsScreen
     from tui.screens.pdb_console import PdbConsoleScreen
 
-    submit(hosts, "grpo-gsm8k-1122", sys.executable, str(ROOT / "scripts" /
-                                                        "demo_training_job.py"), "60")
+    submit(
+        hosts,
+        "grpo-gsm8k-1122",
+        sys.executable,
+        str(ROOT / "scripts" / "demo_training_job.py"),
+        "60",
+    )
     # As files (the hosts share this machine's filesystem), so the debugger can show source.
     (hosts.parent / "advantages.py").write_text(PM_JOB)
     (hosts.parent / "reward.py").write_text(LEGACY_JOB)
-    submit(hosts, "grpo-adv-debug", sys.executable, str(hosts.parent / "advantages.py"),
-           env=["RAY_DEBUG_POST_MORTEM=1"])
-    submit(hosts, "grpo-reward-bp", sys.executable, str(hosts.parent / "reward.py"),
-           env=["RAY_DEBUG=legacy"])
+    submit(
+        hosts,
+        "grpo-adv-debug",
+        sys.executable,
+        str(hosts.parent / "advantages.py"),
+        env=["RAY_DEBUG_POST_MORTEM=1"],
+    )
+    submit(
+        hosts,
+        "grpo-reward-bp",
+        sys.executable,
+        str(hosts.parent / "reward.py"),
+        env=["RAY_DEBUG=legacy"],
+    )
 
     await pilot.press("2")
     await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
@@ -415,10 +458,12 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     # The Jobs list once the demo run has ended (its OOM) and the debug jobs run.
     await pilot.press("escape")
     await until(pilot, lambda: app.screen is jobs, 10)
-    want = {"grpo-gsm8k-1122": "FAILED", "grpo-adv-debug": "RUNNING",
-            "grpo-reward-bp": "RUNNING"}
-    await until(pilot, lambda: {r.submission_id: r.status for r in jobs.rows
-                                if r.submission_id in want} == want, 60)
+    want = {"grpo-gsm8k-1122": "FAILED", "grpo-adv-debug": "RUNNING", "grpo-reward-bp": "RUNNING"}
+    await until(
+        pilot,
+        lambda: {r.submission_id: r.status for r in jobs.rows if r.submission_id in want} == want,
+        60,
+    )
     await pilot.pause(1.0)
     save(app, "jobs")
     await open_picker(app, pilot)
@@ -506,13 +551,17 @@ async def shoot_checkpoints(app: VerlTuiApp, pilot, save, scenario: Scenario) ->
     await pilot.pause(0.5)
     save(app, "checkpoints")
     await pilot.press("c")
-    await until(pilot, lambda: screen.current is not None and bool(screen.current.complete_on),
-                120)
+    await until(pilot, lambda: screen.current is not None and bool(screen.current.complete_on), 120)
     await pilot.press("m")
     screen.query_one("#ckpt-prompt", Input).value = str(work / "merged" / "global_step_120_hf")
     await pilot.press("enter")
-    await until(pilot, lambda: any("merged into" in str(line.text)
-                                   for line in screen.query_one("#ckpt-output").lines), 180)
+    await until(
+        pilot,
+        lambda: any(
+            "merged into" in str(line.text) for line in screen.query_one("#ckpt-output").lines
+        ),
+        180,
+    )
     await pilot.pause(0.5)
     save(app, "checkpoints_merged")
     await pilot.press("escape")
@@ -523,12 +572,16 @@ def amd_gpus_at(host_i: int, step: int) -> list[FakeAmdGpu]:
     out = []
     for g in range(8):
         wave = 0.5 + 0.5 * math.sin((step + 3 * g + 7 * host_i) / 4.0)
-        out.append(FakeAmdGpu(
-            pci=f"0000:{(0x0c, 0x22, 0x38, 0x5c, 0x9f, 0xaf, 0xbf, 0xdf)[g]:02x}:00.0",
-            busy=int(60 + 39 * wave), mem_busy=int(25 * wave),
-            vram_used=int(90_000 + 80_000 * wave) * MIB,
-            temps={"junction": int(55_000 + 25_000 * wave), "mem": int(45_000 + 15_000 * wave)},
-            power_input_uw=int(250_000_000 + 450_000_000 * wave)))
+        out.append(
+            FakeAmdGpu(
+                pci=f"0000:{(0x0C, 0x22, 0x38, 0x5C, 0x9F, 0xAF, 0xBF, 0xDF)[g]:02x}:00.0",
+                busy=int(60 + 39 * wave),
+                mem_busy=int(25 * wave),
+                vram_used=int(90_000 + 80_000 * wave) * MIB,
+                temps={"junction": int(55_000 + 25_000 * wave), "mem": int(45_000 + 15_000 * wave)},
+                power_input_uw=int(250_000_000 + 450_000_000 * wave),
+            )
+        )
     return out
 
 
@@ -538,8 +591,10 @@ async def shoot_mixed_amd(work: Path) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     lib = build_fake_nvml(work / "nvml")
     states = {name: work / f"{name}.nvml" for name in ("node1", "node2", "node4")}
-    env = {name: {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(path)}
-           for name, path in states.items()}
+    env = {
+        name: {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(path)}
+        for name, path in states.items()
+    }
     trees = {"node3": work / "amd3", "node4": work / "amd4"}
     cluster = NsCluster(4, work / "hosts", host_env=env)
     stop = threading.Event()
@@ -562,11 +617,17 @@ async def shoot_mixed_amd(work: Path) -> Path:
         for name, tree in trees.items():
             mount_over_sys_class_drm(cluster, name, tree / "drm")
         threading.Thread(target=loop, daemon=True).start()
-        lines = ["cluster: mixed-nvidia-amd", f"python: {sys.executable}", "ssh:",
-                 "  user: root", f"  identity_file: {cluster.client_key}",
-                 f"  known_hosts: {cluster.known_hosts}", "  config: ''", "hosts:"]
-        for name, h in zip(("nv-01", "nv-02", "mi300-01", "mixed-01"), cluster.hosts,
-                           strict=True):
+        lines = [
+            "cluster: mixed-nvidia-amd",
+            f"python: {sys.executable}",
+            "ssh:",
+            "  user: root",
+            f"  identity_file: {cluster.client_key}",
+            f"  known_hosts: {cluster.known_hosts}",
+            "  config: ''",
+            "hosts:",
+        ]
+        for name, h in zip(("nv-01", "nv-02", "mi300-01", "mixed-01"), cluster.hosts, strict=True):
             lines += [f"  - name: {name}", f"    address: {h.address}"]
         (work / "mixed.yaml").write_text("\n".join(lines) + "\n")
         app = VerlTuiApp(load_inventory(work / "mixed.yaml"), interval=0.25)
@@ -612,8 +673,9 @@ def main() -> int:
         # fill it (a real failure: the form's draft write meets ENOSPC).
         drafts = draft_path(CLUSTER, PROFILE).parent
         drafts.mkdir(parents=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(drafts)],
-                       check=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(drafts)], check=True
+        )
         try:
             scenario.start()
             t0 = time.monotonic()

@@ -67,9 +67,18 @@ def busy_in(bursts: list[list[float]], a: float, b: float) -> float | None:
 
 def smi_util() -> float | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "-i", "0",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=utilization.gpu",
+                "-i",
+                "0",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return float(out)
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
@@ -83,8 +92,10 @@ class Pollers:
         self.polls: list[tuple[float, int]] = []
         self.raw: dict[int, int] = {}  # timestamp µs -> value
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._poll, daemon=True),
-                        threading.Thread(target=self._collect, daemon=True)]
+        self.threads = [
+            threading.Thread(target=self._poll, daemon=True),
+            threading.Thread(target=self._collect, daemon=True),
+        ]
         for t in self.threads:
             t.start()
 
@@ -119,8 +130,11 @@ class Pollers:
         every = sorted(self.raw)
         prev = {t: p for p, t in itertools.pairwise(every)}
         weights = [t - prev.get(t, t) for t in ts]
-        tw = (sum(w * self.raw[t] for w, t in zip(weights, ts, strict=False)) / sum(weights)
-              if sum(weights) > 0 else None)
+        tw = (
+            sum(w * self.raw[t] for w, t in zip(weights, ts, strict=False)) / sum(weights)
+            if sum(weights) > 0
+            else None
+        )
         return eq, tw, len(ts)
 
 
@@ -136,8 +150,9 @@ def main() -> int:
     ap.add_argument("--busy", type=float, default=0.1)
     ap.add_argument("--idle", type=float, default=0.1)
     ap.add_argument("--once-runs", type=int, default=6)
-    ap.add_argument("--agent", type=Path, default=None,
-                    help="the agent file to run (default: the shipped text)")
+    ap.add_argument(
+        "--agent", type=Path, default=None, help="the agent file to run (default: the shipped text)"
+    )
     args = ap.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
     if args.agent is None:  # what hosts get: gpu_agent.py joined with its parts (tui/remote)
@@ -155,16 +170,20 @@ def main() -> int:
     time.sleep(2.5)  # idle samples first: their spacing and values with nothing running
     burst_log = args.outdir / "bursts.jsonl"
     load_started = time.time()
-    load = subprocess.Popen([sys.executable, "-c", LOAD, str(args.busy), str(args.idle),
-                             str(burst_log)])
+    load = subprocess.Popen(
+        [sys.executable, "-c", LOAD, str(args.busy), str(args.idle), str(burst_log)]
+    )
     rows, once_rows = [], []
     try:
         while not burst_log.exists() or burst_log.stat().st_size == 0:
             time.sleep(0.05)
         time.sleep(2.0)  # a few cycles in before the first reading
-        agent = subprocess.Popen([sys.executable, "-u", str(args.agent), "--interval",
-                                  str(args.interval)], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
+        agent = subprocess.Popen(
+            [sys.executable, "-u", str(args.agent), "--interval", str(args.interval)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         end = time.time() + args.seconds + args.interval
         prev_t = None
         for line in agent.stdout:
@@ -175,9 +194,17 @@ def main() -> int:
             instant = nv.nvmlDeviceGetUtilizationRates(h).gpu
             smi = smi_util()
             gpu = msg["gpus"][0]
-            rows.append({"t": msg["t"], "read_at": now, "prev_t": prev_t,
-                         "agent": gpu["util_percent"], "window_s": gpu.get("util_window_s"),
-                         "instant": instant, "smi": smi})
+            rows.append(
+                {
+                    "t": msg["t"],
+                    "read_at": now,
+                    "prev_t": prev_t,
+                    "agent": gpu["util_percent"],
+                    "window_s": gpu.get("util_window_s"),
+                    "instant": instant,
+                    "smi": smi,
+                }
+            )
             prev_t = msg["t"]
             if now > end:
                 break
@@ -185,14 +212,24 @@ def main() -> int:
         agent.wait(10)
         for _ in range(args.once_runs):
             time.sleep(0.37)  # off the load's period: each run lands at another phase
-            proc = subprocess.run([sys.executable, "-u", str(args.agent), "--once"],
-                                  capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                [sys.executable, "-u", str(args.agent), "--once"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             now = time.time()
             sample = json.loads(proc.stdout.splitlines()[-1])
-            once_rows.append({"t": sample["t"], "agent": sample["gpus"][0]["util_percent"],
-                              "window_s": sample["gpus"][0].get("util_window_s"),
-                              "instant": nv.nvmlDeviceGetUtilizationRates(h).gpu,
-                              "smi": smi_util(), "read_at": now})
+            once_rows.append(
+                {
+                    "t": sample["t"],
+                    "agent": sample["gpus"][0]["util_percent"],
+                    "window_s": sample["gpus"][0].get("util_window_s"),
+                    "instant": nv.nvmlDeviceGetUtilizationRates(h).gpu,
+                    "smi": smi_util(),
+                    "read_at": now,
+                }
+            )
     finally:
         load.terminate()
         load.wait(10)
@@ -214,25 +251,37 @@ def main() -> int:
     duty_wall = 100.0 * sum(b[1] - b[0] for b in bursts[:-1]) / (bursts[-1][0] - bursts[0][0])
 
     out = []
-    out.append(f"# util_interval_check  commit={os.environ.get('COMMIT', '?')}  "
-               f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    out.append(f"# GPU 0: {name}, driver {driver}; agent interval {args.interval} s; "
-               f"load {args.busy * 1000:.0f} ms busy / {args.idle * 1000:.0f} ms idle")
-    out.append(f"# load: {len(bursts)} bursts over {total_wall:.1f} s; duty {duty_wall:.1f} % "
-               f"(wall clock of bursts), {duty_events:.1f} % (CUDA events)")
+    out.append(
+        f"# util_interval_check  commit={os.environ.get('COMMIT', '?')}  "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+    )
+    out.append(
+        f"# GPU 0: {name}, driver {driver}; agent interval {args.interval} s; "
+        f"load {args.busy * 1000:.0f} ms busy / {args.idle * 1000:.0f} ms idle"
+    )
+    out.append(
+        f"# load: {len(bursts)} bursts over {total_wall:.1f} s; duty {duty_wall:.1f} % "
+        f"(wall clock of bursts), {duty_events:.1f} % (CUDA events)"
+    )
     if gaps_ms:
-        out.append(f"# NVML utilization samples: {len(raw_ts)} collected; spacing ms "
-                   f"min {min(gaps_ms):.1f} median {statistics.median(gaps_ms):.1f} "
-                   f"max {max(gaps_ms):.1f}; sample clock - wall clock = {offset:+.3f} s")
+        out.append(
+            f"# NVML utilization samples: {len(raw_ts)} collected; spacing ms "
+            f"min {min(gaps_ms):.1f} median {statistics.median(gaps_ms):.1f} "
+            f"max {max(gaps_ms):.1f}; sample clock - wall clock = {offset:+.3f} s"
+        )
     out.append("#")
-    out.append("# each reading: true = the load's duty over (previous t, t]; agent = the new "
-               "reading (mean of NVML's samples since the last sweep); instant = "
-               "nvmlDeviceGetUtilizationRates read at the same moment; smi = nvidia-smi "
-               "utilization.gpu right after; poll50 = 50 ms polls of the instantaneous value "
-               "averaged over the interval; raw_eq / raw_tw = the raw samples stamped in the "
-               "interval, equal / time-weighted")
-    out.append(f"{'t':>8} {'true':>6} {'agent':>6} {'win_s':>6} {'instant':>7} {'smi':>6} "
-               f"{'poll50':>6} {'raw_eq':>6} {'raw_tw':>6} {'n':>3} {'agent-true':>10}")
+    out.append(
+        "# each reading: true = the load's duty over (previous t, t]; agent = the new "
+        "reading (mean of NVML's samples since the last sweep); instant = "
+        "nvmlDeviceGetUtilizationRates read at the same moment; smi = nvidia-smi "
+        "utilization.gpu right after; poll50 = 50 ms polls of the instantaneous value "
+        "averaged over the interval; raw_eq / raw_tw = the raw samples stamped in the "
+        "interval, equal / time-weighted"
+    )
+    out.append(
+        f"{'t':>8} {'true':>6} {'agent':>6} {'win_s':>6} {'instant':>7} {'smi':>6} "
+        f"{'poll50':>6} {'raw_eq':>6} {'raw_tw':>6} {'n':>3} {'agent-true':>10}"
+    )
     errs = {"agent": [], "instant": [], "smi": [], "poll50": [], "raw_eq": [], "raw_tw": []}
     t0 = rows[0]["t"] if rows else 0.0
     for r in rows:
@@ -249,37 +298,56 @@ def main() -> int:
                 if r[key] is not None:
                     errs[key].append(r[key] - true)
         diff = r["agent"] - true if true is not None and r["agent"] is not None else None
-        out.append(f"{r['t'] - t0:8.2f} {fmt(true)} {fmt(r['agent'])} {fmt(r['window_s'])} "
-                   f"{fmt(r['instant'], 7)} {fmt(r['smi'])} {fmt(poll)} {fmt(eq)} {fmt(tw)} "
-                   f"{n:3d} {fmt(diff, 10)}")
+        out.append(
+            f"{r['t'] - t0:8.2f} {fmt(true)} {fmt(r['agent'])} {fmt(r['window_s'])} "
+            f"{fmt(r['instant'], 7)} {fmt(r['smi'])} {fmt(poll)} {fmt(eq)} {fmt(tw)} "
+            f"{n:3d} {fmt(diff, 10)}"
+        )
     out.append("#")
-    out.append("# error against the true duty, points: mean |err|, max |err|, "
-               "readings within ±5 points")
+    out.append(
+        "# error against the true duty, points: mean |err|, max |err|, readings within ±5 points"
+    )
     for key, e in errs.items():
         if e:
             within = sum(abs(x) <= 5.0 for x in e)
-            out.append(f"#   {key:8s} mean|err| {statistics.fmean(abs(x) for x in e):5.1f}  "
-                       f"max|err| {max(abs(x) for x in e):5.1f}  within ±5: {within}/{len(e)}")
+            out.append(
+                f"#   {key:8s} mean|err| {statistics.fmean(abs(x) for x in e):5.1f}  "
+                f"max|err| {max(abs(x) for x in e):5.1f}  within ±5: {within}/{len(e)}"
+            )
     out.append("#")
-    out.append("# --once runs (what `gpus --once` asks a host): true = duty over the last "
-               "interval before t")
+    out.append(
+        "# --once runs (what `gpus --once` asks a host): true = duty over the last "
+        "interval before t"
+    )
     out.append(f"{'t':>8} {'true':>6} {'agent':>6} {'win_s':>6} {'instant':>7} {'smi':>6}")
     for r in once_rows:
         true = busy_in(bursts, r["t"] - args.interval, r["t"])
         r["true"] = true
-        out.append(f"{r['t'] - t0:8.2f} {fmt(true)} {fmt(r['agent'])} {fmt(r['window_s'])} "
-                   f"{fmt(r['instant'], 7)} {fmt(r['smi'])}")
+        out.append(
+            f"{r['t'] - t0:8.2f} {fmt(true)} {fmt(r['agent'])} {fmt(r['window_s'])} "
+            f"{fmt(r['instant'], 7)} {fmt(r['smi'])}"
+        )
     idle_vals = [pollers.raw[t] for t in raw_ts if t / 1e6 - offset < load_started]
     if idle_vals:
-        out.append(f"# idle before the load: {len(idle_vals)} raw samples, values "
-                   f"{sorted(set(idle_vals))[:10]}")
+        out.append(
+            f"# idle before the load: {len(idle_vals)} raw samples, values "
+            f"{sorted(set(idle_vals))[:10]}"
+        )
     text = "\n".join(out) + "\n"
     print(text)
     (args.outdir / "util_interval.txt").write_text(text)
-    (args.outdir / "util_interval_raw.json").write_text(json.dumps({
-        "rows": rows, "once": once_rows, "bursts": bursts, "offset_s": offset,
-        "raw": [[t, pollers.raw[t]] for t in raw_ts],
-        "polls": pollers.polls}))
+    (args.outdir / "util_interval_raw.json").write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "once": once_rows,
+                "bursts": bursts,
+                "offset_s": offset,
+                "raw": [[t, pollers.raw[t]] for t in raw_ts],
+                "polls": pollers.polls,
+            }
+        )
+    )
     nv.nvmlShutdown()
     return 0
 

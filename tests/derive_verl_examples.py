@@ -39,13 +39,46 @@ MANIFEST = ROOT / "MANIFEST.json"
 ENTRY = "verl.trainer.main_ppo"
 _RECORD_SEP = "\x1e"
 # Slurm scripts (`set -u`) read the allocation from these: one node of 8 GPUs.
-_SLURM = {"SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "node1",
-          "SLURM_GPUS_PER_NODE": "8", "SLURM_CPUS_PER_TASK": "64", "SLURM_JOB_ID": "1"}  # between recorded invocations
+_SLURM = {
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_JOB_NODELIST": "node1",
+    "SLURM_GPUS_PER_NODE": "8",
+    "SLURM_CPUS_PER_TASK": "64",
+    "SLURM_JOB_ID": "1",
+}  # between recorded invocations
 
 # Commands the scripts may use to compute values; every other command is missing (a no-op).
-_TOOLS = ("date", "dirname", "basename", "realpath", "readlink", "expr", "seq", "head", "tail",
-          "cut", "tr", "sed", "awk", "grep", "wc", "cat", "sort", "uniq", "printf", "hostname",
-          "whoami", "id", "env", "true", "false", "test", "[", "bc")
+_TOOLS = (
+    "date",
+    "dirname",
+    "basename",
+    "realpath",
+    "readlink",
+    "expr",
+    "seq",
+    "head",
+    "tail",
+    "cut",
+    "tr",
+    "sed",
+    "awk",
+    "grep",
+    "wc",
+    "cat",
+    "sort",
+    "uniq",
+    "printf",
+    "hostname",
+    "whoami",
+    "id",
+    "env",
+    "true",
+    "false",
+    "test",
+    "[",
+    "bc",
+)
 
 
 def verl_dir() -> Path:
@@ -60,17 +93,21 @@ def verl_dir() -> Path:
 def _shims(where: Path, record: Path) -> Path:
     bin_dir = where / "bin"
     bin_dir.mkdir()
-    recorder = ("#!/bin/bash\n"
-                f"{{ printf '%s\\0' \"$(basename \"$0\")\" \"$@\"; printf '{_RECORD_SEP}'; }}"
-                f" >> {record}\nexit 0\n")
+    recorder = (
+        "#!/bin/bash\n"
+        f'{{ printf \'%s\\0\' "$(basename "$0")" "$@"; printf \'{_RECORD_SEP}\'; }}'
+        f" >> {record}\nexit 0\n"
+    )
     for name in ("python", "python3", "ray"):
         path = bin_dir / name
         path.write_text(recorder)
         path.chmod(0o755)
     # srun/mpirun-style launchers: run the command after their options.
     launcher = bin_dir / "srun"
-    launcher.write_text("#!/bin/bash\nwhile [ $# -gt 0 ]; do case \"$1\" in python*|ray) "
-                        "exec \"$@\";; esac; shift; done\nexit 0\n")
+    launcher.write_text(
+        '#!/bin/bash\nwhile [ $# -gt 0 ]; do case "$1" in python*|ray) '
+        'exec "$@";; esac; shift; done\nexit 0\n'
+    )
     launcher.chmod(0o755)
     for name in ("sleep", "mkdir", "tee", "rm", "cp", "mv", "ln", "touch", "chmod"):
         # Side effects away from the copy: these do nothing (tee passes its input on).
@@ -79,7 +116,7 @@ def _shims(where: Path, record: Path) -> Path:
         path.chmod(0o755)
     # A fixed clock: names built from `date` stay the same from one derivation to the next.
     clock = bin_dir / "date"
-    clock.write_text(f"#!/bin/bash\nexec {shutil.which('date')} -u -d @1767225600 \"$@\"\n")
+    clock.write_text(f'#!/bin/bash\nexec {shutil.which("date")} -u -d @1767225600 "$@"\n')
     clock.chmod(0o755)
     for tool in _TOOLS:
         found = shutil.which(tool)
@@ -103,19 +140,33 @@ def script_argv(script: Path, root: Path = ROOT, *, timeout: float = 20.0) -> li
         home.mkdir()
         bash_env = work / "bash_env"
         # Missing commands and unreadable `source`d files (cluster set-up scripts) are no-ops.
-        bash_env.write_text("command_not_found_handle() { return 0; }\n"
-                            'source() { [ -r "$1" ] && builtin source "$@"; return 0; }\n'
-                            '.() { [ -r "$1" ] && builtin source "$@"; return 0; }\n'
-                            'ulimit() { return 0; }\n'
-                            # Variables a script expects from its environment (HDFS_ROOT):
-                            # empty, not fatal under `set -u`.
-                            'set() { builtin set "$@"; builtin set +u; }\n')
-        env = {"PATH": str(bin_dir), "HOME": str(home), "BASH_ENV": str(bash_env),
-               "LANG": "C.UTF-8", **_SLURM}
+        bash_env.write_text(
+            "command_not_found_handle() { return 0; }\n"
+            'source() { [ -r "$1" ] && builtin source "$@"; return 0; }\n'
+            '.() { [ -r "$1" ] && builtin source "$@"; return 0; }\n'
+            "ulimit() { return 0; }\n"
+            # Variables a script expects from its environment (HDFS_ROOT):
+            # empty, not fatal under `set -u`.
+            'set() { builtin set "$@"; builtin set +u; }\n'
+        )
+        env = {
+            "PATH": str(bin_dir),
+            "HOME": str(home),
+            "BASH_ENV": str(bash_env),
+            "LANG": "C.UTF-8",
+            **_SLURM,
+        }
         with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(["/bin/bash", str(repo / rel)], cwd=repo, env=env, timeout=timeout,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                ["/bin/bash", str(repo / rel)],
+                cwd=repo,
+                env=env,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
         data = record.read_bytes().decode("utf-8", "replace")
     for call in data.split(_RECORD_SEP):
         argv = call.split("\0")[:-1]
@@ -123,8 +174,9 @@ def script_argv(script: Path, root: Path = ROOT, *, timeout: float = 20.0) -> li
             i = argv.index(ENTRY)
             if i > 0 and argv[i - 1] == "-m":
                 # Temporary paths written as names, so the manifest is reproducible.
-                return [a.replace(str(home), "$HOME").replace(str(repo), "$REPO")
-                        for a in argv[i + 1:]]
+                return [
+                    a.replace(str(home), "$HOME").replace(str(repo), "$REPO") for a in argv[i + 1 :]
+                ]
     return None
 
 
@@ -144,12 +196,16 @@ def classify(argv: list[str]) -> dict[str, Any]:
     config_path = args.config_path or "config"
     # hydra/_internal/utils.py::compute_search_path_dir: absolute as is, else relative to the
     # folder of the file that declares @hydra.main (verl/trainer/main_ppo.py).
-    config_dir = Path(os.path.normpath(config_path if os.path.isabs(config_path)
-                                       else trainer_dir / config_path))
+    config_dir = Path(
+        os.path.normpath(config_path if os.path.isabs(config_path) else trainer_dir / config_path)
+    )
     config_name = args.config_name or "ppo_trainer"
-    out: dict[str, Any] = {"config_name": config_name,
-                           "config_path": None if config_dir == trainer_dir / "config"
-                           else str(config_dir).replace(str(ROOT), "$REPO")}
+    out: dict[str, Any] = {
+        "config_name": config_name,
+        "config_path": None
+        if config_dir == trainer_dir / "config"
+        else str(config_dir).replace(str(ROOT), "$REPO"),
+    }
     overrides = list(args.overrides)
     keys: list[str | None] = []
     reasons: list[str] = []
@@ -175,8 +231,13 @@ def classify(argv: list[str]) -> dict[str, Any]:
         needed.append("reward.reward_model.rollout.name")
     for key in needed:
         if key in missing:
-            return {**out, "valid": False, "key": key, "keys": [key],
-                    "reason": f"mandatory value {key} is not set (???)"}
+            return {
+                **out,
+                "valid": False,
+                "key": key,
+                "keys": [key],
+                "reason": f"mandatory value {key} is not set (???)",
+            }
     return {**out, "valid": True, "key": None, "keys": [], "reason": "composes"}
 
 
@@ -203,13 +264,15 @@ def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> Any:
 
 def _failing_key(exc: BaseException) -> tuple[str | None, str]:
     text = str(exc)
-    m = (re.search(r"Could not override '([^']+)'", text)
-         or re.search(r"Key '([^']+)' is not in struct", text)
-         or re.search(r"full_key: (\S+)", text)
-         or re.search(r"Could not delete from config\. '([^']+)'", text)
-         or re.search(r"An item is already at '([^']+)'", text)
-         or re.search(r"Error parsing override '([A-Za-z_+~][\w.]*)=", text)
-         or re.search(r"LexerNoViableAltException: ([A-Za-z_+~][\w.]*)=", text))
+    m = (
+        re.search(r"Could not override '([^']+)'", text)
+        or re.search(r"Key '([^']+)' is not in struct", text)
+        or re.search(r"full_key: (\S+)", text)
+        or re.search(r"Could not delete from config\. '([^']+)'", text)
+        or re.search(r"An item is already at '([^']+)'", text)
+        or re.search(r"Error parsing override '([A-Za-z_+~][\w.]*)=", text)
+        or re.search(r"LexerNoViableAltException: ([A-Za-z_+~][\w.]*)=", text)
+    )
     return (m.group(1).lstrip("+~") if m else None), text.strip().splitlines()[0][:300]
 
 
@@ -224,8 +287,13 @@ def derive(script: Path, root: Path = ROOT) -> dict[str, Any]:
     argv = script_argv(script, root)
     entry = {"script": str(script.relative_to(root))}
     if argv is None:
-        return {**entry, "valid": False, "key": None, "reason": "runs no main_ppo command",
-                "argv": None}
+        return {
+            **entry,
+            "valid": False,
+            "key": None,
+            "reason": "runs no main_ppo command",
+            "argv": None,
+        }
     return {**entry, **classify(argv), "argv": argv}
 
 
@@ -247,8 +315,12 @@ def copy_corpus(checkout: Path, commit: str) -> None:
         if cfg.is_dir() and any(cfg.glob("*.yaml")):
             dst = ROOT / cfg.relative_to(checkout)
             if (dst.parent).exists():
-                shutil.copytree(cfg, dst, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("*.py", "*.jsonl", "*.json"))
+                shutil.copytree(
+                    cfg,
+                    dst,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.py", "*.jsonl", "*.json"),
+                )
     (ROOT / "SOURCE").write_text(f"volcengine/verl {commit}\n")
     print(f"copied {n} scripts")
 
@@ -262,10 +334,14 @@ def main(argv: list[str]) -> int:
 
         source = (ROOT / "SOURCE").read_text().split()
         entries = [derive(s) for s in corpus_scripts()]
-        data = {"source_repo": source[0], "source_commit": source[1],
-                "verl_version": version("verl"), "entry_point": ENTRY,
-                "derived_by": "tests/derive_verl_examples.py manifest",
-                "scripts": entries}
+        data = {
+            "source_repo": source[0],
+            "source_commit": source[1],
+            "verl_version": version("verl"),
+            "entry_point": ENTRY,
+            "derived_by": "tests/derive_verl_examples.py manifest",
+            "scripts": entries,
+        }
         MANIFEST.write_text(json.dumps(data, indent=1) + "\n")
         valid = sum(e["valid"] for e in entries)
         print(f"{len(entries)} scripts: {valid} valid, {len(entries) - valid} invalid")

@@ -35,9 +35,21 @@ from tui.remote import BUNDLES, source
 
 AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "remote" / "gpu_agent.py"
 INTERVAL = 0.2
-GPU_KEYS = {"index", "name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
-            "memory_total_bytes", "temperature_c", "power_w", "power_limit_w", "processes",
-            "error", "util_window_s"}
+GPU_KEYS = {
+    "index",
+    "name",
+    "uuid",
+    "util_percent",
+    "mem_util_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "processes",
+    "error",
+    "util_window_s",
+}
 HOST_KEYS = {"cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "ncpu"}
 
 
@@ -51,17 +63,25 @@ def state(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def env(fake_nvml_lib: Path, state: Path) -> dict[str, str]:
-    return dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib), FAKE_NVML_STATE=str(state),
-                VERL_TUI_AGENT_NVML_RETRY_S="0.5")
+    return dict(
+        os.environ,
+        LD_LIBRARY_PATH=str(fake_nvml_lib),
+        FAKE_NVML_STATE=str(state),
+        VERL_TUI_AGENT_NVML_RETRY_S="0.5",
+    )
 
 
 class Agent:
     """A streaming agent subprocess; stdout JSON lines are parsed on a thread into a queue."""
 
     def __init__(self, env: dict[str, str], argv: list[str] | None = None):
-        self.proc = subprocess.Popen(argv or agent_argv(sys.executable, INTERVAL),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen(
+            argv or agent_argv(sys.executable, INTERVAL),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         self.lines: queue.Queue[dict | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -108,8 +128,14 @@ def start_agent():
 
 
 def run_once(env: dict[str, str], argv: list[str] | None = None) -> tuple[dict, dict]:
-    proc = subprocess.run(argv or agent_argv(sys.executable, INTERVAL, once=True), env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        argv or agent_argv(sys.executable, INTERVAL, once=True),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -143,8 +169,9 @@ def test_agent_is_self_contained_python38_source() -> None:
     """What ships is the agent module joined with its parts (tui/remote BUNDLES): each file's
     lines in their order, nothing added but one marker line per part, no tui import left."""
     text = source("gpu_agent")
-    files = [(AGENT_FILE, False)] + [(AGENT_FILE.with_name(f"{p}.py"), True)
-                                     for p in BUNDLES["gpu_agent"]]
+    files = [(AGENT_FILE, False)] + [
+        (AGENT_FILE.with_name(f"{p}.py"), True) for p in BUNDLES["gpu_agent"]
+    ]
     assert text.startswith(AGENT_FILE.read_text().split("from tui.remote.")[0])
     shipped = text.splitlines()
     for path, part in files:
@@ -154,7 +181,8 @@ def test_agent_is_self_contained_python38_source() -> None:
     markers = [line for line in shipped if line.startswith("# ---- ")]
     assert len(markers) == len(BUNDLES["gpu_agent"])
     assert sum(1 for line in shipped if line.strip()) == len(markers) + sum(
-        1 for path, part in files for line in kept_lines(path, part) if line.strip())
+        1 for path, part in files for line in kept_lines(path, part) if line.strip()
+    )
     assert shipped[-2:] == ['if __name__ == "__main__":', "    sys.exit(main())"]
     tree = ast.parse(text, feature_version=(3, 8))
     imported = set()
@@ -180,26 +208,52 @@ def test_agent_argv_shape() -> None:
 def test_gpus_reported_with_units_converted(env, state) -> None:
     gpus = [
         FakeGpu(util=37, mem_util=12, memory_used=1234 * MIB, temperature=41, power_mw=71_234),
-        FakeGpu(name="NVIDIA H200", util=100, mem_util=88, memory_used=70_000 * MIB,
-                memory_total=143_771 * MIB, temperature=67, power_mw=654_321,
-                power_limit_mw=700_000, uuid="GPU-7d2c64d3-bd5a-1b21-9c01-3f6c1a2b3c4d"),
+        FakeGpu(
+            name="NVIDIA H200",
+            util=100,
+            mem_util=88,
+            memory_used=70_000 * MIB,
+            memory_total=143_771 * MIB,
+            temperature=67,
+            power_mw=654_321,
+            power_limit_mw=700_000,
+            uuid="GPU-7d2c64d3-bd5a-1b21-9c01-3f6c1a2b3c4d",
+        ),
         FakeGpu(util=0, temperature=29, power_mw=68_500, power_limit_mw=500_000),
     ]
     write_state(state, gpus, driver="570.86.15", nvml_version="12.570.86.15")
     hello, sample = run_once(env)
-    assert hello == {"type": "hello", "agent": 1, "hostname": hello["hostname"],
-                     "pid": hello["pid"], "python": hello["python"], "source": "nvml",
-                     "driver": "570.86.15", "nvml_version": "12.570.86.15", "error": None,
-                     "ncpu": sample["host"]["ncpu"]}
+    assert hello == {
+        "type": "hello",
+        "agent": 1,
+        "hostname": hello["hostname"],
+        "pid": hello["pid"],
+        "python": hello["python"],
+        "source": "nvml",
+        "driver": "570.86.15",
+        "nvml_version": "12.570.86.15",
+        "error": None,
+        "ncpu": sample["host"]["ncpu"],
+    }
     assert hello["python"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert sample["source"] == "nvml" and sample["error"] is None and sample["seq"] == 0
     assert abs(sample["t"] - time.time()) < 30
     g0, g1, g2 = sample["gpus"]
-    assert g0 == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": default_uuid(0),
-                  "util_percent": 37.0, "mem_util_percent": 12.0,
-                  "memory_used_bytes": 1234 * MIB, "memory_total_bytes": 81559 * MIB,
-                  "temperature_c": 41.0, "power_w": 71.234, "power_limit_w": 700.0,
-                  "processes": [], "error": None, "util_window_s": None}
+    assert g0 == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": default_uuid(0),
+        "util_percent": 37.0,
+        "mem_util_percent": 12.0,
+        "memory_used_bytes": 1234 * MIB,
+        "memory_total_bytes": 81559 * MIB,
+        "temperature_c": 41.0,
+        "power_w": 71.234,
+        "power_limit_w": 700.0,
+        "processes": [],
+        "error": None,
+        "util_window_s": None,
+    }
     assert g1["name"] == "NVIDIA H200" and g1["uuid"] == gpus[1].uuid
     assert (g1["util_percent"], g1["mem_util_percent"]) == (100.0, 88.0)
     assert (g1["memory_used_bytes"], g1["memory_total_bytes"]) == (70_000 * MIB, 143_771 * MIB)
@@ -210,11 +264,17 @@ def test_gpus_reported_with_units_converted(env, state) -> None:
 
 def test_memory_used_excludes_driver_reserve(env, state) -> None:
     # Measured on an H200: NVML v1 "used" 615 MiB idle (reserve included), nvidia-smi 1 MiB.
-    write_state(state, [
-        FakeGpu(memory_used=1 * MIB, memory_reserved=614 * MIB),
-        FakeGpu(memory_used=1 * MIB, memory_reserved=614 * MIB,
-                errors={"mem_v2": NVML_ERROR_FUNCTION_NOT_FOUND}),  # a pre-510 driver: v1 only
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(memory_used=1 * MIB, memory_reserved=614 * MIB),
+            FakeGpu(
+                memory_used=1 * MIB,
+                memory_reserved=614 * MIB,
+                errors={"mem_v2": NVML_ERROR_FUNCTION_NOT_FOUND},
+            ),  # a pre-510 driver: v1 only
+        ],
+    )
     _, sample = run_once(env)
     g0, g1 = sample["gpus"]
     assert (g0["memory_used_bytes"], g0["memory_total_bytes"]) == (1 * MIB, 81559 * MIB)
@@ -233,36 +293,54 @@ def test_processes_with_names_from_proc(env, state) -> None:
     me = os.getpid()
     my_comm = Path(f"/proc/{me}/comm").read_text().strip()
     absent = 4_242_424  # above the kernel's pid_max limit: never a live process
-    write_state(state, [
-        FakeGpu(processes=[(me, 30_000 * MIB), (absent, 512 * MIB)]),
-        FakeGpu(processes=[(me, None)]),  # NVML_VALUE_NOT_AVAILABLE → null memory
-        FakeGpu(),
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(processes=[(me, 30_000 * MIB), (absent, 512 * MIB)]),
+            FakeGpu(processes=[(me, None)]),  # NVML_VALUE_NOT_AVAILABLE → null memory
+            FakeGpu(),
+        ],
+    )
     _, sample = run_once(env)
     p0, p1, p2 = (g["processes"] for g in sample["gpus"])
-    assert p0 == [{"pid": me, "name": my_comm, "memory_bytes": 30_000 * MIB},
-                  {"pid": absent, "name": None, "memory_bytes": 512 * MIB}]
+    assert p0 == [
+        {"pid": me, "name": my_comm, "memory_bytes": 30_000 * MIB},
+        {"pid": absent, "name": None, "memory_bytes": 512 * MIB},
+    ]
     assert p1 == [{"pid": me, "name": my_comm, "memory_bytes": None}]
     assert p2 == []
 
 
 def test_unsupported_fields_become_null_alone(env, state) -> None:
-    write_state(state, [
-        FakeGpu(util=10, errors={"power": NVML_ERROR_NOT_SUPPORTED,
-                                 "temp": NVML_ERROR_NOT_SUPPORTED}),
-        # A driver without ..._v3: pynvml raises NVMLLibraryMismatchError, not an NVMLError.
-        FakeGpu(util=20, errors={"procs": NVML_ERROR_FUNCTION_NOT_FOUND}),
-        FakeGpu(util=30, errors={"util": NVML_ERROR_NOT_SUPPORTED,
-                                 "power_limit": NVML_ERROR_NOT_SUPPORTED}),
-        # Only ..._v3 missing: the agent falls back to ..._v2 and still lists processes.
-        FakeGpu(util=40, processes=[(4_242_424, 7 * MIB)],
-                errors={"procs_v3": NVML_ERROR_FUNCTION_NOT_FOUND}),
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(
+                util=10,
+                errors={"power": NVML_ERROR_NOT_SUPPORTED, "temp": NVML_ERROR_NOT_SUPPORTED},
+            ),
+            # A driver without ..._v3: pynvml raises NVMLLibraryMismatchError, not an NVMLError.
+            FakeGpu(util=20, errors={"procs": NVML_ERROR_FUNCTION_NOT_FOUND}),
+            FakeGpu(
+                util=30,
+                errors={"util": NVML_ERROR_NOT_SUPPORTED, "power_limit": NVML_ERROR_NOT_SUPPORTED},
+            ),
+            # Only ..._v3 missing: the agent falls back to ..._v2 and still lists processes.
+            FakeGpu(
+                util=40,
+                processes=[(4_242_424, 7 * MIB)],
+                errors={"procs_v3": NVML_ERROR_FUNCTION_NOT_FOUND},
+            ),
+        ],
+    )
     _, sample = run_once(env)
     g0, g1, g2, g3 = sample["gpus"]
     assert (g0["power_w"], g0["temperature_c"]) == (None, None)
     assert (g0["util_percent"], g0["power_limit_w"], g0["memory_total_bytes"]) == (
-        10.0, 700.0, 81559 * MIB)
+        10.0,
+        700.0,
+        81559 * MIB,
+    )
     assert g1["processes"] is None
     assert (g1["util_percent"], g1["power_w"], g1["temperature_c"]) == (20.0, 69.0, 32.0)
     assert (g2["util_percent"], g2["mem_util_percent"], g2["power_limit_w"]) == (None,) * 3
@@ -272,12 +350,15 @@ def test_unsupported_fields_become_null_alone(env, state) -> None:
 
 
 def test_lost_gpu_reports_error_others_fine(env, state) -> None:
-    write_state(state, [
-        FakeGpu(util=5),
-        FakeGpu(util=6, errors={"all": NVML_ERROR_GPU_IS_LOST}),  # handle ok, every call fails
-        FakeGpu(util=7, errors={"handle": NVML_ERROR_GPU_IS_LOST}),  # no handle at all
-        FakeGpu(util=8),
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(util=5),
+            FakeGpu(util=6, errors={"all": NVML_ERROR_GPU_IS_LOST}),  # handle ok, every call fails
+            FakeGpu(util=7, errors={"handle": NVML_ERROR_GPU_IS_LOST}),  # no handle at all
+            FakeGpu(util=8),
+        ],
+    )
     _, sample = run_once(env)
     gpus = sample["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2, 3]
@@ -295,13 +376,23 @@ def test_gpu_becomes_busy_while_running(env, state, start_agent) -> None:
     assert agent.next()["type"] == "hello"
     first = agent.next()
     assert [g["util_percent"] for g in first["gpus"]] == [0.0, 0.0]
-    write_state(state, [FakeGpu(), FakeGpu(util=96, mem_util=41, memory_used=60_000 * MIB,
-                                            power_mw=512_000, temperature=63)])
+    write_state(
+        state,
+        [
+            FakeGpu(),
+            FakeGpu(
+                util=96, mem_util=41, memory_used=60_000 * MIB, power_mw=512_000, temperature=63
+            ),
+        ],
+    )
     busy = agent.wait_for(lambda s: s["gpus"][1]["util_percent"] == 96.0)
     assert busy["seq"] > first["seq"]
     g1 = busy["gpus"][1]
     assert (g1["memory_used_bytes"], g1["power_w"], g1["temperature_c"]) == (
-        60_000 * MIB, 512.0, 63.0)
+        60_000 * MIB,
+        512.0,
+        63.0,
+    )
     assert busy["gpus"][0]["util_percent"] == 0.0
 
 
@@ -382,8 +473,13 @@ def test_sigterm_exits_zero(env, state, start_agent) -> None:
 
 def test_broken_pipe_exits_quietly(env, state) -> None:
     write_state(state, [FakeGpu()])
-    proc = subprocess.Popen(agent_argv(sys.executable, INTERVAL), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        agent_argv(sys.executable, INTERVAL),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     try:
         assert json.loads(proc.stdout.readline())["type"] == "hello"
         proc.stdout.close()  # the reader goes away: the agent's next write gets EPIPE
@@ -413,16 +509,23 @@ def test_runs_as_a_script_file(env, state, tmp_path) -> None:
 def test_python38_with_real_pynvml(env, state, tmp_path) -> None:
     candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
     candidates += [shutil.which("python3.8") or ""]
-    python38 = next((c for c in candidates if c and subprocess.run(
-        [c, "-c", "pass"], capture_output=True).returncode == 0), None)
+    python38 = next(
+        (
+            c
+            for c in candidates
+            if c and subprocess.run([c, "-c", "pass"], capture_output=True).returncode == 0
+        ),
+        None,
+    )
     if python38 is None:
         pytest.skip("no working python3.8 here")
     import pynvml
 
     shutil.copy(pynvml.__file__, tmp_path / "pynvml.py")
     write_state(state, [FakeGpu(util=38, power_mw=123_456)])
-    hello, sample = run_once(dict(env, PYTHONPATH=str(tmp_path)),
-                             agent_argv(python38, INTERVAL, once=True))
+    hello, sample = run_once(
+        dict(env, PYTHONPATH=str(tmp_path)), agent_argv(python38, INTERVAL, once=True)
+    )
     assert hello["python"].startswith("3.8.") and sample["source"] == "nvml"
     assert (sample["gpus"][0]["util_percent"], sample["gpus"][0]["power_w"]) == (38.0, 123.456)
 
@@ -502,25 +605,48 @@ def test_nvidia_smi_fallback(no_pynvml_env, tmp_path, start_agent) -> None:
     assert (hello["source"], hello["error"], hello["driver"]) == ("nvidia-smi", None, None)
     samples = [agent.next() for _ in range(5)]
     args = (tmp_path / "args").read_text().split()
-    assert args == ["--query-gpu=index,name,uuid,utilization.gpu,utilization.memory,"
-                    "memory.used,memory.total,temperature.gpu,power.draw,power.limit",
-                    "--format=csv,noheader,nounits", "-lms", "200"]
+    assert args == [
+        "--query-gpu=index,name,uuid,utilization.gpu,utilization.memory,"
+        "memory.used,memory.total,temperature.gpu,power.draw,power.limit",
+        "--format=csv,noheader,nounits",
+        "-lms",
+        "200",
+    ]
     for sample in samples:  # rows are grouped per sweep: always both GPUs, in order
         check_sample_shape(sample)
         assert (sample["source"], sample["error"]) == ("nvidia-smi", None)
         assert [g["index"] for g in sample["gpus"]] == [0, 1]
     g0, g1 = samples[-1]["gpus"]
-    assert g0 == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa-1111",
-                  "util_percent": g0["util_percent"], "mem_util_percent": 12.0,
-                  "memory_used_bytes": 40960 * MIB, "memory_total_bytes": 81559 * MIB,
-                  "temperature_c": 45.0, "power_w": 312.45, "power_limit_w": 700.0,
-                  "processes": None, "error": None,
-                  "util_window_s": None}
-    assert g1 == {"index": 1, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb-2222",
-                  "util_percent": None, "mem_util_percent": None, "memory_used_bytes": 0,
-                  "memory_total_bytes": 81559 * MIB, "temperature_c": 31.0, "power_w": None,
-                  "power_limit_w": None, "processes": None, "error": None,
-                  "util_window_s": None}
+    assert g0 == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-aaaa-1111",
+        "util_percent": g0["util_percent"],
+        "mem_util_percent": 12.0,
+        "memory_used_bytes": 40960 * MIB,
+        "memory_total_bytes": 81559 * MIB,
+        "temperature_c": 45.0,
+        "power_w": 312.45,
+        "power_limit_w": 700.0,
+        "processes": None,
+        "error": None,
+        "util_window_s": None,
+    }
+    assert g1 == {
+        "index": 1,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-bbbb-2222",
+        "util_percent": None,
+        "mem_util_percent": None,
+        "memory_used_bytes": 0,
+        "memory_total_bytes": 81559 * MIB,
+        "temperature_c": 31.0,
+        "power_w": None,
+        "power_limit_w": None,
+        "processes": None,
+        "error": None,
+        "util_window_s": None,
+    }
     utils = [s["gpus"][0]["util_percent"] for s in samples]
     assert utils == sorted(utils) and utils[-1] > utils[0]  # later sweeps reach the agent
     # The agent takes its nvidia-smi child down with it.

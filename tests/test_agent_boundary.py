@@ -36,13 +36,27 @@ def _sample(**kw) -> dict:
 
 
 def _gpu(index=0, **kw) -> dict:
-    return {"index": index, "name": "H100", "uuid": "GPU-1", "util_percent": 10.0,
-            "memory_used_bytes": 1 << 30, "memory_total_bytes": 80 << 30, **kw}
+    return {
+        "index": index,
+        "name": "H100",
+        "uuid": "GPU-1",
+        "util_percent": 10.0,
+        "memory_used_bytes": 1 << 30,
+        "memory_total_bytes": 80 << 30,
+        **kw,
+    }
 
 
 HOSTILE: list[bytes] = [
-    json.dumps({"type": "hello", "hostname": f"evil{ESC}]0;pwned\x07host",
-                "driver": f"{ESC}[2J535", "ncpu": "many", "pid": -4}).encode(),
+    json.dumps(
+        {
+            "type": "hello",
+            "hostname": f"evil{ESC}]0;pwned\x07host",
+            "driver": f"{ESC}[2J535",
+            "ncpu": "many",
+            "pid": -4,
+        }
+    ).encode(),
     json.dumps(_sample(gpus=[_gpu(util_percent="high", name=f"{ESC}]0;TITLE\x07H100")])).encode(),
     b'{"type":"sample","gpus":[{"index":0,"util_percent":NaN,"temperature_c":Infinity,'
     b'"power_w":-Infinity,"memory_used_bytes":1e400}]}',
@@ -58,7 +72,12 @@ HOSTILE: list[bytes] = [
     json.dumps({"type": "error", "error": {"nested": [1]}}).encode(),
     b"\xff\xfe\x00\x01garbage \x9b\x1b[31m not utf-8",
     bytes(range(256)).replace(b"\n", b""),
-    b"[1,2,3]", b'"just a string"', b"42", b"null", b'{"type":5}', b"{}",
+    b"[1,2,3]",
+    b'"just a string"',
+    b"42",
+    b"null",
+    b'{"type":5}',
+    b"{}",
     b"[" * 100_000,
     b'{"type":"sample","seq":' + b"9" * 5000 + b"}",
     b"x" * (3 * MAX_AGENT_LINE),  # an overlong line: dropped and counted by the stream reader
@@ -67,9 +86,14 @@ HOSTILE: list[bytes] = [
 
 
 def valid_line(util: float, seq: int) -> bytes:
-    return json.dumps(_sample(seq=seq, host={"cpu_percent": 5.0, "ncpu": 8},
-                              gpus=[_gpu(0, util_percent=util), _gpu(1, util_percent=util)]),
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        _sample(
+            seq=seq,
+            host={"cpu_percent": 5.0, "ncpu": 8},
+            gpus=[_gpu(0, util_percent=util), _gpu(1, util_percent=util)],
+        ),
+        separators=(",", ":"),
+    ).encode()
 
 
 def forged_agent(path: Path, hostile: list[bytes], *, util: float = 42.0) -> str:
@@ -92,15 +116,23 @@ def forged_agent(path: Path, hostile: list[bytes], *, util: float = 42.0) -> str
         " 'source': 'nvml', 'host': {'cpu_percent': 5.0, 'ncpu': 8}, 'gpus': ["
         f"{{'index': i, 'name': 'H100', 'util_percent': {util!r}, 'memory_used_bytes': 1,"
         " 'memory_total_bytes': 2} for i in range(2)]}).encode() + b'\\n')\n"
-        "    out.flush()\n")
+        "    out.flush()\n"
+    )
     path.chmod(0o755)
     return str(path)
 
 
 # --- the schema itself ---------------------------------------------------------------------------
 
-NUMERIC_GPU = ("util_percent", "mem_util_percent", "memory_used_bytes", "memory_total_bytes",
-               "temperature_c", "power_w", "power_limit_w")
+NUMERIC_GPU = (
+    "util_percent",
+    "mem_util_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+)
 NUMERIC_HOST = ("cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "ncpu")
 
 
@@ -109,8 +141,9 @@ def is_num(v: object) -> bool:
 
 
 def is_text(v: object, limit: int = 400) -> bool:
-    return v is None or (type(v) is str and len(v) <= limit and ESC not in v
-                         and "\x07" not in v and "\n" not in v)
+    return v is None or (
+        type(v) is str and len(v) <= limit and ESC not in v and "\x07" not in v and "\n" not in v
+    )
 
 
 def assert_well_typed(sample: HostSample) -> None:
@@ -139,16 +172,22 @@ def test_bad_fields_become_none_with_a_named_problem() -> None:
     gpu = msg.sample.gpus[0]
     assert gpu.util_percent is None and gpu.memory_used_bytes == 1 << 30  # the rest is kept
     assert ESC not in gpu.name and "\x07" not in gpu.name and gpu.name.endswith("H100")
-    assert ("gpus[0].util_percent",
-            "bad data: field gpus[0].util_percent (got 'high')") in msg.problems
+    assert (
+        "gpus[0].util_percent",
+        "bad data: field gpus[0].util_percent (got 'high')",
+    ) in msg.problems
 
 
 def test_non_finite_huge_and_bool_numbers_are_refused() -> None:
     nan = parse_line(HOSTILE[2], 1.0)
     g = nan.sample.gpus[0]
     assert (g.util_percent, g.temperature_c, g.power_w, g.memory_used_bytes) == (None,) * 4
-    assert {p for p, _ in nan.problems} == {"gpus[0].util_percent", "gpus[0].temperature_c",
-                                           "gpus[0].power_w", "gpus[0].memory_used_bytes"}
+    assert {p for p, _ in nan.problems} == {
+        "gpus[0].util_percent",
+        "gpus[0].temperature_c",
+        "gpus[0].power_w",
+        "gpus[0].memory_used_bytes",
+    }
     huge = parse_line(HOSTILE[3], 1.0)
     assert huge.sample.gpus[0].memory_total_bytes is None and huge.sample.gpus[0].power_w is None
     assert any("a huge int" in m for _, m in huge.problems)
@@ -190,24 +229,48 @@ def test_from_json_wrappers_validate_too() -> None:
     assert HostSample.from_json([1], 3.0).gpus == ()
 
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30),
-                      st.sampled_from([float("nan"), float("inf"), 10**40, -1, 2**63, "1e3"]))
-json_any = st.recursive(json_leaf, lambda kids: st.one_of(
-    st.lists(kids, max_size=5), st.dictionaries(st.text(max_size=12), kids, max_size=5)),
-    max_leaves=25)
-gpu_like = st.fixed_dictionaries({}, optional={k: json_any for k in (
-    "index", *NUMERIC_GPU, "name", "uuid", "error", "processes")})
-process_like = st.fixed_dictionaries({}, optional={"pid": json_any, "name": json_any,
-                                                   "memory_bytes": json_any})
-gpu_like = st.one_of(gpu_like, st.builds(
-    lambda g, ps: {**g, "processes": ps}, gpu_like, st.lists(process_like, max_size=4)))
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=30),
+    st.sampled_from([float("nan"), float("inf"), 10**40, -1, 2**63, "1e3"]),
+)
+json_any = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=5), st.dictionaries(st.text(max_size=12), kids, max_size=5)
+    ),
+    max_leaves=25,
+)
+gpu_like = st.fixed_dictionaries(
+    {},
+    optional={k: json_any for k in ("index", *NUMERIC_GPU, "name", "uuid", "error", "processes")},
+)
+process_like = st.fixed_dictionaries(
+    {}, optional={"pid": json_any, "name": json_any, "memory_bytes": json_any}
+)
+gpu_like = st.one_of(
+    gpu_like,
+    st.builds(lambda g, ps: {**g, "processes": ps}, gpu_like, st.lists(process_like, max_size=4)),
+)
 message_like = st.fixed_dictionaries(
     {"type": st.sampled_from(["sample", "hello", "error", "other", 3, None])},
-    optional={"seq": json_any, "t": json_any, "source": json_any, "error": json_any,
-              "driver": json_any, "hostname": json_any, "ncpu": json_any,
-              "host": st.one_of(json_any, st.fixed_dictionaries({}, optional={
-                  k: json_any for k in NUMERIC_HOST})),
-              "gpus": st.one_of(json_any, st.lists(st.one_of(gpu_like, json_any), max_size=6))})
+    optional={
+        "seq": json_any,
+        "t": json_any,
+        "source": json_any,
+        "error": json_any,
+        "driver": json_any,
+        "hostname": json_any,
+        "ncpu": json_any,
+        "host": st.one_of(
+            json_any, st.fixed_dictionaries({}, optional={k: json_any for k in NUMERIC_HOST})
+        ),
+        "gpus": st.one_of(json_any, st.lists(st.one_of(gpu_like, json_any), max_size=6)),
+    },
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,8 +292,13 @@ def test_property_any_json_value_gives_typed_output(msg) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.binary(max_size=300).map(lambda b: b.decode("utf-8", "replace")),
-                 st.text(max_size=300), message_like.map(json.dumps)))
+@given(
+    st.one_of(
+        st.binary(max_size=300).map(lambda b: b.decode("utf-8", "replace")),
+        st.text(max_size=300),
+        message_like.map(json.dumps),
+    )
+)
 def test_property_any_line_never_raises(text: str) -> None:
     line = parse_line(text, 5.0)
     assert line.kind in ("hello", "sample", "error", "other", "invalid")
@@ -266,7 +334,8 @@ def test_property_splitter_matches_split(chunks: list[bytes], limit: int) -> Non
     expect = [w for w in whole[:-1] if len(w) <= limit]
     assert got == expect
     assert sp.oversize == sum(1 for w in whole[:-1] if len(w) > limit) + (
-        1 if len(whole[-1]) > limit else 0)
+        1 if len(whole[-1]) > limit else 0
+    )
     assert tail == (whole[-1] if whole[-1] and len(whole[-1]) <= limit else None)
 
 
@@ -274,11 +343,19 @@ def test_property_splitter_matches_split(chunks: list[bytes], limit: int) -> Non
 
 
 def hosts_yaml(cluster, path: Path, python: str) -> Path:
-    lines = ["cluster: hostile", f"python: {python}",
-             "telemetry:", f"  interval: {INTERVAL}",
-             "ssh:", "  user: root", f"  identity_file: {cluster.client_key}",
-             f"  known_hosts: {cluster.known_hosts}", "  config: ''", "  connect_timeout: 3",
-             "hosts:"]
+    lines = [
+        "cluster: hostile",
+        f"python: {python}",
+        "telemetry:",
+        f"  interval: {INTERVAL}",
+        "ssh:",
+        "  user: root",
+        f"  identity_file: {cluster.client_key}",
+        f"  known_hosts: {cluster.known_hosts}",
+        "  config: ''",
+        "  connect_timeout: 3",
+        "hosts:",
+    ]
     for h in cluster.hosts[:1]:
         lines += [f"  - name: {h.name}", f"    address: {h.address}"]
     path.write_text("\n".join(lines) + "\n")
@@ -305,17 +382,24 @@ async def test_monitor_keeps_a_hostile_host_alive_and_reports(ns_one, tmp_path) 
     try:
         ht = monitor.hosts["node1"]
         deadline = time.monotonic() + 30
-        while not (ht.latest and ht.latest.gpus and ht.latest.gpus[0].util_percent == 42.0
-                   and ht.latest.seq >= 3):
+        while not (
+            ht.latest
+            and ht.latest.gpus
+            and ht.latest.gpus[0].util_percent == 42.0
+            and ht.latest.seq >= 3
+        ):
             assert time.monotonic() < deadline, (ht.state, ht.error, ht.problems)
             await asyncio.sleep(0.1)
         assert ht.state == TelemetryState.OK and ht.display_state == "up"
         assert not any(t.done() for t in monitor._tasks)  # the host's task never ended
         problems = "\n".join(ht.current_problems(time.time()))
-        for expected in ("field gpus[0].util_percent (got ",
-                         "field host (not an object, got a list of 1)",
-                         f"field gpus (more than {MAX_GPUS}, kept the first",
-                         "not JSON", "1 line over 1 MiB dropped"):
+        for expected in (
+            "field gpus[0].util_percent (got ",
+            "field host (not an object, got a list of 1)",
+            f"field gpus (more than {MAX_GPUS}, kept the first",
+            "not JSON",
+            "1 line over 1 MiB dropped",
+        ):
             assert expected in problems, problems
         assert ESC not in problems and "\x07" not in problems
         assert ht.hostname.startswith("evil") and ESC not in ht.hostname
@@ -329,8 +413,13 @@ async def test_monitor_keeps_a_hostile_host_alive_and_reports(ns_one, tmp_path) 
 
 
 def run_gpus(hosts: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui", "gpus", str(hosts), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tui", "gpus", str(hosts), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def strict_json(text: str) -> dict:
@@ -371,9 +460,13 @@ def test_gpus_json_keeps_streaming_after_garbage(ns_one, tmp_path) -> None:
     """Continuous --json: binary garbage and an overlong line are counted, samples go on."""
     agent = forged_agent(tmp_path / "agent", HOSTILE[12:], util=55.0)
     hosts = hosts_yaml(ns_one, tmp_path / "hosts.yaml", agent)
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "gpus", str(hosts),
-                             "--json", "--interval", str(INTERVAL)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "gpus", str(hosts), "--json", "--interval", str(INTERVAL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         docs = []
         deadline = time.monotonic() + 40
@@ -382,8 +475,11 @@ def test_gpus_json_keeps_streaming_after_garbage(ns_one, tmp_path) -> None:
             assert line, proc.stderr.read()
             docs.append(strict_json(line))
             host = docs[-1]["hosts"][0]
-            if host["gpus"] and host["gpus"][0]["util_percent"] == 55.0 and any(
-                    "over 1 MiB dropped" in p for p in host["problems"]):
+            if (
+                host["gpus"]
+                and host["gpus"][0]["util_percent"] == 55.0
+                and any("over 1 MiB dropped" in p for p in host["problems"])
+            ):
                 break
         else:
             raise AssertionError(docs[-1])
@@ -407,10 +503,12 @@ async def test_agent_error_line_then_recovery_with_backoff(tmp_path) -> None:
         f"echo run >> {runs}\n"
         f"if [ $(wc -l < {runs}) -le 2 ]; then {bad} --error-once </dev/null | head -n 1; "
         "exit 3; fi\n"
-        f"exec {forged_agent(tmp_path / 'good', [])}\n")
+        f"exec {forged_agent(tmp_path / 'good', [])}\n"
+    )
     script.chmod(0o755)
-    inv = parse_inventory("cluster: t\nhosts:\n  - name: h\n    transport: local\n"
-                          f"    python: {script}\n")
+    inv = parse_inventory(
+        f"cluster: t\nhosts:\n  - name: h\n    transport: local\n    python: {script}\n"
+    )
     fleet = Fleet(inv)
     monitor = TelemetryMonitor(fleet, inv, interval=INTERVAL, retry=0.3)
     states: list[tuple[str, str | None]] = []
@@ -430,8 +528,9 @@ async def test_agent_error_line_then_recovery_with_backoff(tmp_path) -> None:
     assert runs.read_text().count("run") == 3
 
 
-async def test_unexpected_failure_is_error_state_and_rearmed(fake_nvml_lib, tmp_path,
-                                                             monkeypatch) -> None:
+async def test_unexpected_failure_is_error_state_and_rearmed(
+    fake_nvml_lib, tmp_path, monkeypatch
+) -> None:
     """A bug while reading (here: the parser raising once) ends nothing: state `error` with the
     message, the agent is restarted, the host comes back."""
     from fakenvml.fakenvml import FakeGpu, write_state
@@ -484,16 +583,20 @@ async def test_cluster_screen_stays_up_and_shows_problems(tmp_path) -> None:
 
     agent = forged_agent(tmp_path / "agent", HOSTILE, util=64.0)
     inv = parse_inventory(
-        "cluster: pilot\nhosts:\n  - name: hostile\n    transport: local\n"
-        f"    python: {agent}\n")
+        f"cluster: pilot\nhosts:\n  - name: hostile\n    transport: local\n    python: {agent}\n"
+    )
     app = VerlTuiApp(inv, interval=INTERVAL)
     async with app.run_test(size=(150, 40)) as pilot:
         table = app.screen.query_one(GpuTable)
         ht = app.monitor.hosts["hostile"]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
-        while not (ht.latest and ht.latest.gpus and ht.latest.gpus[0].util_percent == 64.0
-                   and len(table.rows) == 3):
+        while not (
+            ht.latest
+            and ht.latest.gpus
+            and ht.latest.gpus[0].util_percent == 64.0
+            and len(table.rows) == 3
+        ):
             assert loop.time() < deadline, (ht.state, ht.error, table.rows)
             await pilot.pause(0.1)
         await pilot.pause(0.3)
@@ -514,8 +617,9 @@ async def test_cluster_screen_stays_up_and_shows_problems(tmp_path) -> None:
 def test_forged_agent_prints_what_it_was_given(tmp_path) -> None:
     """The forged agent itself: hostile bytes verbatim, then valid samples (guards the tests)."""
     agent = forged_agent(tmp_path / "agent", [b"\xffraw", b"[1]"], util=9.0)
-    proc = subprocess.Popen([agent, "-u", "-c", "ignored"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [agent, "-u", "-c", "ignored"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert proc.stdout.readline() == b"\xffraw\n"
         assert proc.stdout.readline() == b"[1]\n"
@@ -530,8 +634,11 @@ def test_forged_agent_prints_what_it_was_given(tmp_path) -> None:
 
 # --- a 100 MB line without a newline does not blow memory ---------------------------------------
 
-HUGE_LINE = ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo ok; "
-             "printf 'no newline at the end'"]
+HUGE_LINE = [
+    "sh",
+    "-c",
+    "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo ok; printf 'no newline at the end'",
+]
 
 
 async def read_all_traced(stream) -> tuple[list[str], int]:

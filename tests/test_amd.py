@@ -30,8 +30,14 @@ VENV_PY = sys.executable
 
 
 def run_agent_once(env: dict[str, str]) -> tuple[dict, dict]:
-    proc = subprocess.run(agent_argv(VENV_PY, 0.2, once=True), env=env, capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        agent_argv(VENV_PY, 0.2, once=True),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     hello, sample = (json.loads(line) for line in proc.stdout.splitlines())
     for line in proc.stdout.splitlines():  # the cockpit takes it unchanged: no bad field
@@ -42,23 +48,42 @@ def run_agent_once(env: dict[str, str]) -> tuple[dict, dict]:
 
 def amd_env(drm: Path, **extra: str) -> dict[str, str]:
     # No pynvml and no nvidia-smi for this agent: an AMD-only host.
-    return {**os.environ, "VERL_TUI_AGENT_DRM": str(drm), "LD_LIBRARY_PATH": "/nonexistent",
-            **extra}
+    return {
+        **os.environ,
+        "VERL_TUI_AGENT_DRM": str(drm),
+        "LD_LIBRARY_PATH": "/nonexistent",
+        **extra,
+    }
 
 
 # --- sysfs, the agent run as production runs it -----------------------------------------------
 
 
 def test_busy_and_idle_gpus_with_units_converted(tmp_path):
-    drm = write_tree(tmp_path, [
-        FakeAmdGpu(pci="0000:22:00.0", busy=97, mem_busy=41, vram_used=150 * GIB,
-                   temps={"junction": 71_000, "mem": 60_000}, power_input_uw=688_500_000),
-        FakeAmdGpu(pci="0000:0c:00.0", busy=0, unique_id="5d9b4a1e2c3f4d5e"),  # idle
-        # an ASIC with an edge sensor and an averaged power reading (a Radeon, say)
-        FakeAmdGpu(pci="0000:38:00.0", device_id="0x744c", product_name=None,
-                   temps={"edge": 38_000, "junction": 47_000}, power_average_uw=55_000_000,
-                   power_input_uw=60_000_000, power_cap_uw=None),
-    ])
+    drm = write_tree(
+        tmp_path,
+        [
+            FakeAmdGpu(
+                pci="0000:22:00.0",
+                busy=97,
+                mem_busy=41,
+                vram_used=150 * GIB,
+                temps={"junction": 71_000, "mem": 60_000},
+                power_input_uw=688_500_000,
+            ),
+            FakeAmdGpu(pci="0000:0c:00.0", busy=0, unique_id="5d9b4a1e2c3f4d5e"),  # idle
+            # an ASIC with an edge sensor and an averaged power reading (a Radeon, say)
+            FakeAmdGpu(
+                pci="0000:38:00.0",
+                device_id="0x744c",
+                product_name=None,
+                temps={"edge": 38_000, "junction": 47_000},
+                power_average_uw=55_000_000,
+                power_input_uw=60_000_000,
+                power_cap_uw=None,
+            ),
+        ],
+    )
     hello, sample = run_agent_once(amd_env(drm))
     assert hello["source"] == sample["source"] == "amdgpu-sysfs" and hello["error"] is None
     g0, g1, g2 = sample["gpus"]
@@ -77,18 +102,36 @@ def test_busy_and_idle_gpus_with_units_converted(tmp_path):
 
 
 def test_odd_values_and_unreadable_files_become_null(tmp_path):
-    drm = write_tree(tmp_path, [
-        FakeAmdGpu(pci="0000:0c:00.0", raw={"gpu_busy_percent": "150\n",
-                                            "mem_busy_percent": "-3\n",
-                                            "mem_info_vram_used": "abc\n",
-                                            "hwmon/temp2_input": "\n",
-                                            "hwmon/power1_input": "18446744073709551615\n"}),
-        FakeAmdGpu(pci="0000:22:00.0", vram_used=300 * GIB,  # more used than there is
-                   unreadable={"gpu_busy_percent", "power1_input"}),
-        FakeAmdGpu(pci="0000:38:00.0", unreadable={"gpu_busy_percent", "mem_info_vram_used",
-                                                  "temp2_input", "temp3_input",
-                                                  "power1_input"}),
-    ])
+    drm = write_tree(
+        tmp_path,
+        [
+            FakeAmdGpu(
+                pci="0000:0c:00.0",
+                raw={
+                    "gpu_busy_percent": "150\n",
+                    "mem_busy_percent": "-3\n",
+                    "mem_info_vram_used": "abc\n",
+                    "hwmon/temp2_input": "\n",
+                    "hwmon/power1_input": "18446744073709551615\n",
+                },
+            ),
+            FakeAmdGpu(
+                pci="0000:22:00.0",
+                vram_used=300 * GIB,  # more used than there is
+                unreadable={"gpu_busy_percent", "power1_input"},
+            ),
+            FakeAmdGpu(
+                pci="0000:38:00.0",
+                unreadable={
+                    "gpu_busy_percent",
+                    "mem_info_vram_used",
+                    "temp2_input",
+                    "temp3_input",
+                    "power1_input",
+                },
+            ),
+        ],
+    )
     _, sample = run_agent_once(amd_env(drm))
     odd, partly, dead = sample["gpus"]
     assert odd["util_percent"] is None and odd["mem_util_percent"] is None
@@ -105,9 +148,15 @@ def test_odd_values_and_unreadable_files_become_null(tmp_path):
 def test_gpu_that_disappears_keeps_its_index_and_comes_back(tmp_path):
     gpus = [FakeAmdGpu(pci=f"0000:{b:02x}:00.0", busy=10 * i) for i, b in enumerate((12, 34, 56))]
     drm = write_tree(tmp_path, gpus)
-    proc = subprocess.Popen(agent_argv(VENV_PY, 0.2), env=amd_env(drm), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        agent_argv(VENV_PY, 0.2),
+        env=amd_env(drm),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+
         def next_sample(pred):
             for _ in range(100):
                 msg = json.loads(proc.stdout.readline())
@@ -133,20 +182,31 @@ def test_mixed_host_lists_nvidia_then_amd(tmp_path, fake_nvml_lib):
     state = tmp_path / "nvml.state"
     write_state(state, [FakeGpu(util=55), FakeGpu(util=66)])
     drm = write_tree(tmp_path / "amd", [FakeAmdGpu(busy=77)])
-    env = {**os.environ, "VERL_TUI_AGENT_DRM": str(drm), "LD_LIBRARY_PATH": str(fake_nvml_lib),
-           "FAKE_NVML_STATE": str(state)}
+    env = {
+        **os.environ,
+        "VERL_TUI_AGENT_DRM": str(drm),
+        "LD_LIBRARY_PATH": str(fake_nvml_lib),
+        "FAKE_NVML_STATE": str(state),
+    }
     hello, sample = run_agent_once(env)
     assert hello["source"] == sample["source"] == "nvml+amdgpu-sysfs"
     assert [(g["index"], g["vendor"], g["util_percent"]) for g in sample["gpus"]] == [
-        (0, "nvidia", 55.0), (1, "nvidia", 66.0), (2, "amd", 77.0)]
+        (0, "nvidia", 55.0),
+        (1, "nvidia", 66.0),
+        (2, "amd", 77.0),
+    ]
     assert hello["driver"] == "550.54.15"  # NVIDIA's driver stays in the hello
 
 
 def test_nvidia_only_host_is_unchanged(tmp_path, fake_nvml_lib):
     state = tmp_path / "nvml.state"
     write_state(state, [FakeGpu(util=5)])
-    env = {**os.environ, "VERL_TUI_AGENT_DRM": str(tmp_path / "no-drm"),
-           "LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
+    env = {
+        **os.environ,
+        "VERL_TUI_AGENT_DRM": str(tmp_path / "no-drm"),
+        "LD_LIBRARY_PATH": str(fake_nvml_lib),
+        "FAKE_NVML_STATE": str(state),
+    }
     _, sample = run_agent_once(env)
     assert sample["source"] == "nvml" and "vendor" not in sample["gpus"][0]
 
@@ -183,15 +243,18 @@ def test_amd_smi_recorded_outputs():
     assert (g["util_percent"], g["temperature_c"]) == (2.0, 41.0)
 
 
-@pytest.mark.parametrize(("tool", "name"), [
-    ("amd-smi", "amd-smi-metric-rx7800xt-ajean-39.json"),
-    ("rocm-smi", "rocm-smi-rx7900xt-ollama-3144.json"),
-])
+@pytest.mark.parametrize(
+    ("tool", "name"),
+    [
+        ("amd-smi", "amd-smi-metric-rx7800xt-ajean-39.json"),
+        ("rocm-smi", "rocm-smi-rx7900xt-ollama-3144.json"),
+    ],
+)
 def test_cli_fallback_when_sysfs_has_no_card(tmp_path, tool, name):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script = bindir / tool
-    script.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/argv\ncat {FIXTURES / name}\n")
+    script.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/argv\ncat {FIXTURES / name}\n')
     script.chmod(0o755)
     env = amd_env(tmp_path / "no-drm", PATH=f"{bindir}:{os.environ['PATH']}")
     hello, sample = run_agent_once(env)
@@ -218,8 +281,9 @@ def test_cli_that_fails_or_answers_garbage_is_no_amd_host(tmp_path):
 
 
 def probe(env: dict[str, str]):
-    proc = subprocess.run(python_argv(VENV_PY, "probe"), env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        python_argv(VENV_PY, "probe"), env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return facts_from_json("h", json.loads(proc.stdout))
 
@@ -231,18 +295,22 @@ def test_probe_counts_amd_and_mixed(tmp_path, fake_nvml_lib):
     assert facts.gpu_names == ("AMD Instinct MI300X",) * 2 and facts.gpu_error is None
     state = tmp_path / "nvml.state"
     write_state(state, [FakeGpu()])
-    mixed = probe({**amd_env(drm), "LD_LIBRARY_PATH": str(fake_nvml_lib),
-                   "FAKE_NVML_STATE": str(state)})
+    mixed = probe(
+        {**amd_env(drm), "LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
+    )
     assert (mixed.gpu_count, mixed.amd_gpu_count, mixed.gpu_source) == (3, 2, "nvml+amdgpu-sysfs")
 
 
-INV = parse_inventory("cluster: t\nhosts:\n  - name: a\n    address: 10.0.0.1\n"
-                      "  - name: b\n    address: 10.0.0.2\n")
+INV = parse_inventory(
+    "cluster: t\nhosts:\n  - name: a\n    address: 10.0.0.1\n  - name: b\n    address: 10.0.0.2\n"
+)
 
 
 def facts_for(tmp_path, drm_gpus: int, **env: str):
-    drm = write_tree(tmp_path / f"amd{drm_gpus}", [
-        FakeAmdGpu(pci=f"0000:{i + 12:02x}:00.0") for i in range(drm_gpus)])
+    drm = write_tree(
+        tmp_path / f"amd{drm_gpus}",
+        [FakeAmdGpu(pci=f"0000:{i + 12:02x}:00.0") for i in range(drm_gpus)],
+    )
     return probe(amd_env(drm, **env))
 
 
@@ -257,11 +325,14 @@ def test_doctor_gpu_checks_on_amd_hosts(tmp_path):
     assert effective_gpus(INV.host("a"), hip) == (4, "HIP_VISIBLE_DEVICES=0,1,2,3")
 
 
-@pytest.mark.parametrize(("env", "says"), [
-    ({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0,1"}, "verl's workers refuse"),
-    ({"ROCR_VISIBLE_DEVICES": "0,1"}, "Ray refuses to start on AMD GPUs"),
-    ({"HIP_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "1,0"}, "verl requires the same"),
-])
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0,1"}, "verl's workers refuse"),
+        ({"ROCR_VISIBLE_DEVICES": "0,1"}, "Ray refuses to start on AMD GPUs"),
+        ({"HIP_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "1,0"}, "verl requires the same"),
+    ],
+)
 def test_doctor_visible_devices_rule(tmp_path, env, says):
     f = facts_for(tmp_path, 2, **env)
     fails = [x for x in _gpu_findings(INV, {"a": f}) if x.status == "fail"]
@@ -272,8 +343,9 @@ def test_doctor_warns_on_mixed_vendors(tmp_path, fake_nvml_lib):
     state = tmp_path / "nvml.state"
     write_state(state, [FakeGpu()])
     drm = write_tree(tmp_path / "amd", [FakeAmdGpu()])
-    f = probe({**amd_env(drm), "LD_LIBRARY_PATH": str(fake_nvml_lib),
-               "FAKE_NVML_STATE": str(state)})
+    f = probe(
+        {**amd_env(drm), "LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
+    )
     warns = [x for x in _gpu_findings(INV, {"a": f}) if x.status == "warn"]
     assert len(warns) == 1 and "NVIDIA and AMD GPUs on one host (1 + 1)" in warns[0].finding
 
@@ -282,11 +354,21 @@ def test_doctor_warns_on_mixed_vendors(tmp_path, fake_nvml_lib):
 
 
 def hosts_yaml(cluster, path: Path) -> Path:
-    lines = ["cluster: amdtest", f"python: {VENV_PY}", "ssh:", "  user: root",
-             f"  identity_file: {cluster.client_key}", f"  known_hosts: {cluster.known_hosts}",
-             "  config: ''", "  connect_timeout: 5",
-             "ray:", "  memory: 1000000000", "  object_store_memory: 100000000",
-             "  start_timeout: 60", "hosts:"]
+    lines = [
+        "cluster: amdtest",
+        f"python: {VENV_PY}",
+        "ssh:",
+        "  user: root",
+        f"  identity_file: {cluster.client_key}",
+        f"  known_hosts: {cluster.known_hosts}",
+        "  config: ''",
+        "  connect_timeout: 5",
+        "ray:",
+        "  memory: 1000000000",
+        "  object_store_memory: 100000000",
+        "  start_timeout: 60",
+        "hosts:",
+    ]
     for h in cluster.hosts:
         lines += [f"  - name: {h.name}", f"    address: {h.address}"]
     path.write_text("\n".join(lines) + "\n")
@@ -299,12 +381,18 @@ def amd_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
     own tree at /sys/class/drm; this process and other hosts see none."""
     state = tmp_path / "node2.nvml"
     write_state(state, [FakeGpu(util=60), FakeGpu(util=61)])
-    cluster = ns_cluster_factory(2, host_env={"node2": {
-        "LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}})
+    cluster = ns_cluster_factory(
+        2,
+        host_env={"node2": {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}},
+    )
     trees = {"node1": tmp_path / "amd-node1", "node2": tmp_path / "amd-node2"}
-    write_tree(trees["node1"], [FakeAmdGpu(pci=f"0000:{b:02x}:00.0", busy=90 + i)
-                                for i, b in enumerate((0x0c, 0x22, 0x38, 0x5c, 0x9f, 0xaf,
-                                                       0xbf, 0xdf))])
+    write_tree(
+        trees["node1"],
+        [
+            FakeAmdGpu(pci=f"0000:{b:02x}:00.0", busy=90 + i)
+            for i, b in enumerate((0x0C, 0x22, 0x38, 0x5C, 0x9F, 0xAF, 0xBF, 0xDF))
+        ],
+    )
     write_tree(trees["node2"], [FakeAmdGpu(busy=5)])
     for name, tree in trees.items():
         mount_over_sys_class_drm(cluster, name, tree / "drm")
@@ -313,9 +401,12 @@ def amd_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
 
 
 def gpus_json(path: Path, *extra: str) -> dict:
-    proc = subprocess.run([VENV_PY, "-m", "tui", "gpus", str(path), "--json", "--once",
-                           "--interval", "0.3", *extra], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [VENV_PY, "-m", "tui", "gpus", str(path), "--json", "--once", "--interval", "0.3", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {h["name"]: h for h in json.loads(proc.stdout.splitlines()[-1])["hosts"]}
 
@@ -326,13 +417,20 @@ def test_gpus_json_and_cluster_screen_over_ssh(amd_hosts):
     node1, node2 = hosts["node1"], hosts["node2"]
     assert node1["source"] == "amdgpu-sysfs"
     assert [(g["index"], g["util_percent"], g["vendor"]) for g in node1["gpus"]] == [
-        (i, 90.0 + i, "amd") for i in range(8)]
+        (i, 90.0 + i, "amd") for i in range(8)
+    ]
     g = node1["gpus"][0]
     assert (g["temperature_c"], g["power_w"], g["memory_total_bytes"]) == (
-        41.0, 142.0, 196592 * MIB)
+        41.0,
+        142.0,
+        196592 * MIB,
+    )
     assert node2["source"] == "nvml+amdgpu-sysfs"
     assert [(g["vendor"], g["util_percent"]) for g in node2["gpus"]] == [
-        ("nvidia", 60.0), ("nvidia", 61.0), ("amd", 5.0)]
+        ("nvidia", 60.0),
+        ("nvidia", 61.0),
+        ("amd", 5.0),
+    ]
 
     asyncio.run(_cluster_screen(path, trees["node1"]))
 
@@ -362,38 +460,71 @@ async def _cluster_screen(path: Path, node1_tree: Path) -> None:
         assert "8 GPUs · mean util 94%" in text and "3 GPUs" in text
         # The test drives the tree; the host's streaming agent sees it on its next sweep:
         # one GPU hot and full, six gone from sysfs (kept at their indexes, with an error).
-        write_tree(node1_tree, [FakeAmdGpu(pci="0000:0c:00.0", busy=3),
-                                FakeAmdGpu(pci="0000:22:00.0", busy=100, vram_used=196000 * MIB,
-                                           temps={"junction": 95_000})])
+        write_tree(
+            node1_tree,
+            [
+                FakeAmdGpu(pci="0000:0c:00.0", busy=3),
+                FakeAmdGpu(
+                    pci="0000:22:00.0", busy=100, vram_used=196000 * MIB, temps={"junction": 95_000}
+                ),
+            ],
+        )
         # Indexes did not shift: six error rows; the summary (it trails the table by up to
         # half a second) counts the five that answer.
-        text = await screen_shows("95°C", "GPU 0000:38:00.0 is gone", "GPU 0000:df:00.0 is gone",
-                                  "GPUs 5 ")
+        text = await screen_shows(
+            "95°C", "GPU 0000:38:00.0 is gone", "GPU 0000:df:00.0 is gone", "GPUs 5 "
+        )
         assert text.count(" is gone from /sys/class/drm") == 6
 
 
 def test_up_gives_ray_the_amd_gpus_and_the_mi300_preset_fits(amd_hosts, tmp_path):
     path = amd_hosts[2]
     # node1 alone: 8 MI300X. verl's bundles want 3 CPUs per GPU; this machine has 2 cores.
-    path.write_text(path.read_text().split("  - name: node2")[0].replace(
-        "ray:\n", "ray:\n  num_cpus: 24\n"))
+    path.write_text(
+        path.read_text().split("  - name: node2")[0].replace("ray:\n", "ray:\n  num_cpus: 24\n")
+    )
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     try:
-        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
-                            text=True, timeout=240, env=env)
+        up = subprocess.run(
+            [VENV_PY, "-m", "tui", "up", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
         assert up.returncode == 0, up.stdout + up.stderr
-        st = subprocess.run([VENV_PY, "-m", "tui", "status", str(path), "--json"],
-                            capture_output=True, text=True, timeout=120, env=env)
+        st = subprocess.run(
+            [VENV_PY, "-m", "tui", "status", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert st.returncode == 0, st.stderr
         (node,) = json.loads(st.stdout)["nodes"]
         assert node["host"] == "node1" and node["gpus"] == 8
         # The MI300 preset (1 node x 8 GPUs) checked against this live AMD cluster.
-        check = subprocess.run([VENV_PY, "-m", "tui", "profile", "check", "grpo-mi300",
-                                "--hosts", str(path), "--json"], capture_output=True,
-                               text=True, timeout=240, env=env)
+        check = subprocess.run(
+            [
+                VENV_PY,
+                "-m",
+                "tui",
+                "profile",
+                "check",
+                "grpo-mi300",
+                "--hosts",
+                str(path),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
         doc = json.loads(check.stdout)
         assert check.returncode == 0 and doc["ok"] is True, check.stdout + check.stderr
         assert not [p for p in doc["problems"] if p["level"] == "error"]
     finally:
-        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                       timeout=120, env=env)
+        subprocess.run(
+            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=env
+        )

@@ -77,7 +77,8 @@ def fsdp_shards(role_dir: Path, world: int, ranks, *, kinds=KINDS, rank0_files: 
             write_random(role_dir / f"{kind}_world_size_{world}_rank_{rank}.pt", SIZES[kind])
     if rank0_files:
         (role_dir / "fsdp_config.json").write_text(
-            json.dumps({"FSDP_version": 1, "world_size": world}))
+            json.dumps({"FSDP_version": 1, "world_size": world})
+        )
         hf = role_dir / "huggingface"
         hf.mkdir(parents=True, exist_ok=True)
         (hf / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
@@ -100,8 +101,9 @@ def standard_layout(disks: dict[str, Path]) -> None:
     n1, n2 = disks["node1"], disks["node2"]
     fsdp_shards(n1 / "global_step_1" / "actor", 4, [0, 1], rank0_files=True)
     fsdp_shards(n2 / "global_step_1" / "actor", 4, [2], rank0_files=False)
-    fsdp_shards(n2 / "global_step_1" / "actor", 4, [3], kinds=("model", "extra_state"),
-                rank0_files=False)
+    fsdp_shards(
+        n2 / "global_step_1" / "actor", 4, [3], kinds=("model", "extra_state"), rank0_files=False
+    )
     for role in ("actor", "critic"):
         fsdp_shards(n1 / "global_step_2" / role, 4, [0, 1], rank0_files=True)
         fsdp_shards(n2 / "global_step_2" / role, 4, [2, 3], rank0_files=False)
@@ -136,8 +138,9 @@ def ck(ck3):
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def no_injection(base: Path) -> None:
@@ -168,18 +171,28 @@ async def test_scan_hosts_incomplete_alone_complete_together(ck):
     actor = s2.roles["actor"]
     assert actor.holders["optim"][3] == ("node2",) and actor.config_on == ("node1",)
     assert actor.hf_on == ("node1",)
-    on_disk = sum(p.stat().st_size for d in disks.values()
-                  for p in (d / "global_step_2").rglob("*") if p.is_file())
+    on_disk = sum(
+        p.stat().st_size
+        for d in disks.values()
+        for p in (d / "global_step_2").rglob("*")
+        if p.is_file()
+    )
     assert s2.size_bytes == on_disk
     assert s2.host_bytes["node2"] == sum(
-        p.stat().st_size for p in (disks["node2"] / "global_step_2").rglob("*") if p.is_file())
+        p.stat().st_size for p in (disks["node2"] / "global_step_2").rglob("*") if p.is_file()
+    )
     assert f"actor/huggingface/{HOSTILE_FILE}" in s2.files
 
     doc = json.loads(json.dumps(index.to_json()))
     step2 = doc["steps"][1]
     assert {"step", "world_size", "complete", "hosts"} <= set(step2)
-    assert step2 == {**step2, "step": 2, "world_size": 4, "complete": True,
-                     "hosts": {"node1": [0, 1], "node2": [2, 3]}}
+    assert step2 == {
+        **step2,
+        "step": 2,
+        "world_size": 4,
+        "complete": True,
+        "hosts": {"node1": [0, 1], "node2": [2, 3]},
+    }
     assert doc["steps"][0]["missing"] == {"actor": {"optim": [3]}}
     no_injection(Path(root).parents[1])
 
@@ -188,8 +201,7 @@ def test_cli_table_and_json(ck):
     _, path, root, _ = ck
     out = cli("ckpt", str(path), "--dir", root)
     assert out.returncode == 0, out.stderr
-    rows = {ln.split()[0]: ln.split() for ln in out.stdout.splitlines()
-            if ln.strip()[:1].isdigit()}
+    rows = {ln.split()[0]: ln.split() for ln in out.stdout.splitlines() if ln.strip()[:1].isdigit()}
     # STEP W ROLES COMPLETE SIZE node1 node2 node3 [LATEST]
     assert rows["1"][:4] == ["1", "4", "actor", "no"] and rows["1"][5:8] == ["0-1", "2-3", "-"]
     assert rows["2"][:4] == ["2", "4", "actor,critic", "yes"] and rows["2"][-1] == "latest"
@@ -201,17 +213,30 @@ def test_cli_table_and_json(ck):
 
 def test_model_pure_megatron_and_stale_world_size():
     # A megatron step (layout v2) split across two hosts; rank 0's manifest names W=2.
-    files_a = [["actor/model/dist_ckpt/__0_0.distcp", 10, 0], ["actor/model/dist_ckpt/.metadata", 1, 0],
-               ["actor/optimizer/dist_ckpt/__0_0.distcp", 10, 0],
-               ["actor/optimizer/dist_ckpt/.metadata", 1, 0],
-               ["actor/ckpt_contents.json", 5, 0], ["actor/model/huggingface/config.json", 2, 0]]
-    files_b = [["actor/model/dist_ckpt/__1_0.distcp", 10, 0],
-               ["actor/optimizer/dist_ckpt/__1_0.distcp", 10, 0]]
+    files_a = [
+        ["actor/model/dist_ckpt/__0_0.distcp", 10, 0],
+        ["actor/model/dist_ckpt/.metadata", 1, 0],
+        ["actor/optimizer/dist_ckpt/__0_0.distcp", 10, 0],
+        ["actor/optimizer/dist_ckpt/.metadata", 1, 0],
+        ["actor/ckpt_contents.json", 5, 0],
+        ["actor/model/huggingface/config.json", 2, 0],
+    ]
+    files_b = [
+        ["actor/model/dist_ckpt/__1_0.distcp", 10, 0],
+        ["actor/optimizer/dist_ckpt/__1_0.distcp", 10, 0],
+    ]
     meta = {"actor/ckpt_contents.json": {"world_size": 2, "framework": "megatron"}}
-    a = host_scan_from_json("a", {"exists": True, "latest": "3", "steps": {
-        "global_step_3": {"files": files_a, "meta": meta}}})
-    b = host_scan_from_json("b", {"exists": True, "steps": {
-        "global_step_3": {"files": files_b, "meta": {}}}})
+    a = host_scan_from_json(
+        "a",
+        {
+            "exists": True,
+            "latest": "3",
+            "steps": {"global_step_3": {"files": files_a, "meta": meta}},
+        },
+    )
+    b = host_scan_from_json(
+        "b", {"exists": True, "steps": {"global_step_3": {"files": files_b, "meta": {}}}}
+    )
     step = build_index("/r", [a, b]).step(3)
     role = step.roles["actor"]
     assert role.backend == "megatron" and role.world_size == 2 and role.complete
@@ -220,11 +245,23 @@ def test_model_pure_megatron_and_stale_world_size():
     assert not build_index("/r", [b]).step(3).complete  # no manifest: world size unknown
 
     # Shards of an older run with another world size are reported, not counted.
-    c = host_scan_from_json("c", {"exists": True, "steps": {"global_step_5": {"files": [
-        ["actor/model_world_size_1_rank_0.pt", 4, 0], ["actor/fsdp_config.json", 4, 0],
-        ["actor/model_world_size_2_rank_0.pt", 4, 0],
-        ["actor/.verl-tui-partial.abc.model_world_size_2_rank_1.pt", 4, 0]],
-        "meta": {"actor/fsdp_config.json": {"world_size": 2}}}}})
+    c = host_scan_from_json(
+        "c",
+        {
+            "exists": True,
+            "steps": {
+                "global_step_5": {
+                    "files": [
+                        ["actor/model_world_size_1_rank_0.pt", 4, 0],
+                        ["actor/fsdp_config.json", 4, 0],
+                        ["actor/model_world_size_2_rank_0.pt", 4, 0],
+                        ["actor/.verl-tui-partial.abc.model_world_size_2_rank_1.pt", 4, 0],
+                    ],
+                    "meta": {"actor/fsdp_config.json": {"world_size": 2}},
+                }
+            },
+        },
+    )
     role = build_index("/r", [c]).step(5).roles["actor"]
     assert role.world_size == 2 and role.missing == {"model": (1,)}
     assert any("W=1" in p for p in role.problems) and c.partials
@@ -258,13 +295,19 @@ async def test_collect_onto_one_host_is_complete_and_verified(ck):
         assert report2.ok and not report2.copied and len(report2.present) == 15
 
     got = tree(disks["node3"])
-    want = {k: v for n in ("node1", "node2") for k, v in before[n].items()
-            if k.startswith("global_step_2/")}
+    want = {
+        k: v
+        for n in ("node1", "node2")
+        for k, v in before[n].items()
+        if k.startswith("global_step_2/")
+    }
     assert got == want  # every file, byte for byte, and no partial file
     assert {c.sha256 for c in report.copied} <= set(want.values())
     assert len(report.copied) == len(want) == 2 * (4 * 3 + 3) + 1
-    assert tree(disks["node1"]) == {**before["node1"], **{
-        k: v for k, v in before["node2"].items() if k.startswith("global_step_2/actor/")}}
+    assert tree(disks["node1"]) == {
+        **before["node1"],
+        **{k: v for k, v in before["node2"].items() if k.startswith("global_step_2/actor/")},
+    }
     assert tree(disks["node2"]) == before["node2"]  # sources untouched
     # Progress: per file done/total, ending at the plan's byte total.
     assert events[-1].bytes_done == events[-1].bytes_total == plan.bytes_total
@@ -286,8 +329,10 @@ async def test_conflicting_same_name_file_is_reported_and_untouched(ck):
         index = await scan_fleet(fleet, inv, root)
         report = await collect(fleet, index, 2, "actor", "node3")
         paths = {c.path for c in report.conflicts}
-        assert paths == {"actor/model_world_size_4_rank_2.pt",
-                         "actor/optim_world_size_4_rank_1.pt"}, report.conflicts
+        assert paths == {
+            "actor/model_world_size_4_rank_2.pt",
+            "actor/optim_world_size_4_rank_1.pt",
+        }, report.conflicts
         assert not report.ok and not report.failed and len(report.copied) == 15 - 2
 
         # The commit itself never overwrites: a name that exists at commit time stays.
@@ -299,8 +344,9 @@ async def test_conflicting_same_name_file_is_reported_and_untouched(ck):
     assert sha(stale) == stale_sha and sha(other) == other_sha
     assert not any(".verl-tui-partial" in p for p in tree(disks["node3"]))
 
-    out = cli("ckpt", str(path), "--dir", root, "--collect", "2", "--to", "node3", "--role",
-              "actor")
+    out = cli(
+        "ckpt", str(path), "--dir", root, "--collect", "2", "--to", "node3", "--role", "actor"
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "conflict: actor/model_world_size_4_rank_2.pt" in out.stdout
 
@@ -309,10 +355,12 @@ async def test_source_killed_mid_collect_leaves_no_partial(ns_cluster_factory, t
     cluster = ns_cluster_factory(2)
     root, disks = mount_disks(cluster, tmp_path, ["node1", "node2"])
     path = hosts_yaml(cluster, tmp_path / "hosts.yaml")
-    fsdp_shards(disks["node1"] / "global_step_9" / "actor", 2, [0], kinds=("model",),
-                rank0_files=True)
-    write_random(disks["node2"] / "global_step_9" / "actor" / "model_world_size_2_rank_1.pt",
-                 40 * MB)
+    fsdp_shards(
+        disks["node1"] / "global_step_9" / "actor", 2, [0], kinds=("model",), rank0_files=True
+    )
+    write_random(
+        disks["node2"] / "global_step_9" / "actor" / "model_world_size_2_rank_1.pt", 40 * MB
+    )
     inv = load_inventory(path)
     killed = []
 
@@ -360,8 +408,9 @@ async def test_cancelled_collect_leaves_no_partial_and_no_helper(ck):
 
     async with Fleet(inv) as fleet:
         index = await scan_fleet(fleet, inv, root)
-        task = asyncio.create_task(collect(fleet, index, 2, "actor", "node3",
-                                           progress=progress, parallel=1))
+        task = asyncio.create_task(
+            collect(fleet, index, 2, "actor", "node3", progress=progress, parallel=1)
+        )
         await asyncio.wait_for(started.wait(), 60)
         task.cancel()  # as when the cockpit is closed mid-copy
         with pytest.raises(asyncio.CancelledError):
@@ -371,7 +420,8 @@ async def test_cancelled_collect_leaves_no_partial_and_no_helper(ck):
     assert not any(".verl-tui-partial" in n for n in names), names
     deadline = time.monotonic() + 10
     while (helpers_running(cluster, "node2") or helpers_running(cluster, "node3")) and (
-            time.monotonic() < deadline):
+        time.monotonic() < deadline
+    ):
         await asyncio.sleep(0.2)
     assert not helpers_running(cluster, "node2") and not helpers_running(cluster, "node3")
 
@@ -385,7 +435,11 @@ def test_50mb_shard_streams_with_bounded_memory(ck):
 
     # Peak RSS of the CLI: RUSAGE_CHILDREN is a maximum over all children reaped so far, so
     # measure in a fresh interpreter: a listing first (the baseline), then the collect.
-    probe = subprocess.run([VENV_PY, "-c", f"""
+    probe = subprocess.run(
+        [
+            VENV_PY,
+            "-c",
+            f"""
 import resource, subprocess, sys, json
 def cli(*a):
     return subprocess.run([sys.executable, "-m", "tui", *a], capture_output=True, text=True)
@@ -396,7 +450,12 @@ col = cli("ckpt", {str(path)!r}, "--dir", {root!r}, "--collect", "7", "--to", "n
 top = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({{"base": base, "top": top, "rc": col.returncode, "out": col.stdout,
                   "err": col.stderr[-2000:]}}))
-"""], capture_output=True, text=True, timeout=300)
+""",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert probe.returncode == 0, probe.stderr
     doc = json.loads(probe.stdout)
     assert doc["rc"] == 0, doc["err"]
@@ -404,9 +463,11 @@ print(json.dumps({{"base": base, "top": top, "rc": col.returncode, "out": col.st
     copied = {c["path"]: c for c in report["copied"]}
     shard = copied["actor/model_world_size_1_rank_0.pt"]
     mb_s = shard["size"] / shard["seconds"] / 1e6
-    print(f"\n50 MiB shard relayed node2 → cockpit → node3 in {shard['seconds']:.2f} s "
-          f"({mb_s:.0f} MB/s); peak RSS scan {doc['base'] / 1024:.0f} MiB, "
-          f"collect {doc['top'] / 1024:.0f} MiB")
+    print(
+        f"\n50 MiB shard relayed node2 → cockpit → node3 in {shard['seconds']:.2f} s "
+        f"({mb_s:.0f} MB/s); peak RSS scan {doc['base'] / 1024:.0f} MiB, "
+        f"collect {doc['top'] / 1024:.0f} MiB"
+    )
     assert report["complete_on_target"] is True
     target = disks["node3"] / "global_step_7" / "actor" / "model_world_size_1_rank_0.pt"
     assert shard["sha256"] == sha(target) == sha(big)
@@ -419,8 +480,17 @@ print(json.dumps({{"base": base, "top": top, "rc": col.returncode, "out": col.st
 
 def test_merge_argv_is_verls_cli():
     assert merge_argv("/v/bin/python", "/c/global_step_2/actor", "/out/hf") == [
-        "/v/bin/python", "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-        "--local_dir", "/c/global_step_2/actor", "--target_dir", "/out/hf"]
+        "/v/bin/python",
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        "fsdp",
+        "--local_dir",
+        "/c/global_step_2/actor",
+        "--target_dir",
+        "/out/hf",
+    ]
     assert merge_argv("py", "/a b/global_step_1/critic", "/o", backend="megatron")[5] == "megatron"
     with pytest.raises(ValueError):
         merge_argv("py", "/a", "/o", backend="deepspeed")
@@ -435,7 +505,11 @@ def test_merge_argv_is_verls_cli():
     finally:
         sys.argv = old
     assert (ns.operation, ns.backend, ns.local_dir, ns.target_dir) == (
-        "merge", "fsdp", "/c/global_step_2/actor", "/out/hf")
+        "merge",
+        "fsdp",
+        "/c/global_step_2/actor",
+        "/out/hf",
+    )
 
 
 async def test_merge_refused_unless_whole_on_host_then_streams(ck, tmp_path):
@@ -464,8 +538,18 @@ async def test_merge_refused_unless_whole_on_host_then_streams(ck, tmp_path):
     assert result.error and "\n" not in result.error and lines
     assert not any(ln.startswith("verl-tui-merge-exit-status") for ln in lines)
 
-    out = cli("ckpt", str(path), "--dir", root, "--merge", "2", "--on", "node2", "--target",
-              str(tmp_path / "hf2"))
+    out = cli(
+        "ckpt",
+        str(path),
+        "--dir",
+        root,
+        "--merge",
+        "2",
+        "--on",
+        "node2",
+        "--target",
+        str(tmp_path / "hf2"),
+    )
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "not merging: node2 lacks model rank(s) 0, 1 of 4" in out.stderr
 
@@ -473,7 +557,8 @@ async def test_merge_refused_unless_whole_on_host_then_streams(ck, tmp_path):
 def test_resume_overrides_as_verl_reads_them():
     assert resume_overrides("/ckpt/run 1/global_step_40/") == [
         "trainer.resume_mode=resume_path",
-        "trainer.resume_from_path='/ckpt/run 1/global_step_40'"]
+        "trainer.resume_from_path='/ckpt/run 1/global_step_40'",
+    ]
     for bad in ("/ckpt/run1/global_step_40/actor", "/ckpt/run1", "ckpt/global_step_4", ""):
         with pytest.raises(ValueError):
             check_resume_path(bad)
@@ -490,17 +575,20 @@ def test_resume_overrides_as_verl_reads_them():
 # -- CLI bad input -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--dir", "relative/dir"], "is relative"),
-    ([], "give --dir DIR"),
-    (["--dir", "/x", "--collect", "2"], "--collect STEP needs --to HOST"),
-    (["--dir", "/x", "--collect", "two", "--to", "node1"], "invalid int value"),
-    (["--dir", "/x", "--collect", "2", "--to", "nodeX"], "--to 'nodeX': not a host"),
-    (["--dir", "/x", "--merge", "2", "--on", "node1"], "needs --on HOST and --target DIR"),
-    (["--dir", "/x", "--merge", "2", "--on", "node1", "--target", "rel"], "--target"),
-    (["--dir", "/x", "--role", "a/b", "--collect", "1", "--to", "node1"], "--role"),
-    (["--dir", "/x", "--backend", "deepspeed"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--dir", "relative/dir"], "is relative"),
+        ([], "give --dir DIR"),
+        (["--dir", "/x", "--collect", "2"], "--collect STEP needs --to HOST"),
+        (["--dir", "/x", "--collect", "two", "--to", "node1"], "invalid int value"),
+        (["--dir", "/x", "--collect", "2", "--to", "nodeX"], "--to 'nodeX': not a host"),
+        (["--dir", "/x", "--merge", "2", "--on", "node1"], "needs --on HOST and --target DIR"),
+        (["--dir", "/x", "--merge", "2", "--on", "node1", "--target", "rel"], "--target"),
+        (["--dir", "/x", "--role", "a/b", "--collect", "1", "--to", "node1"], "--role"),
+        (["--dir", "/x", "--backend", "deepspeed"], "invalid choice"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_2(ck3, tmp_path, args, needle):
     _, path, _, _ = ck3
     out = cli("ckpt", str(path), *args)

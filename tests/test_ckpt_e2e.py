@@ -37,8 +37,9 @@ def _copy(src_root: Path, rel: str, dst_root: Path) -> None:
 
 
 def cli(env, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def split_across_hosts(real_ckpt, cluster, tmp_path) -> tuple[Path, dict[str, Path]]:
@@ -77,13 +78,25 @@ def test_list_collect_merge_real_verl_checkpoint(real_ckpt, ns_cluster_factory, 
     assert step["complete_on"] == []  # ... but on neither host alone
 
     # verl's merger on node1 alone fails (the cockpit refuses before running it).
-    refused = cli(env, "ckpt", str(hosts), "--dir", str(root), "--merge", str(STEP),
-                  "--on", "node1", "--target", str(tmp_path / "out-refused"))
+    refused = cli(
+        env,
+        "ckpt",
+        str(hosts),
+        "--dir",
+        str(root),
+        "--merge",
+        str(STEP),
+        "--on",
+        "node1",
+        "--target",
+        str(tmp_path / "out-refused"),
+    )
     assert refused.returncode != 0 and "rank" in (refused.stderr + refused.stdout).lower()
     assert "Traceback" not in refused.stderr
 
-    collected = cli(env, "ckpt", str(hosts), "--dir", str(root), "--collect", str(STEP),
-                    "--to", "node1")
+    collected = cli(
+        env, "ckpt", str(hosts), "--dir", str(root), "--collect", str(STEP), "--to", "node1"
+    )
     assert collected.returncode == 0, collected.stdout + collected.stderr
     for rel in writers["rank1"]:
         a, b = disks["node1"] / rel, disks["node2"] / rel
@@ -92,8 +105,19 @@ def test_list_collect_merge_real_verl_checkpoint(real_ckpt, ns_cluster_factory, 
     assert again["steps"][0]["complete_on"] == ["node1"]
 
     target = tmp_path / "merged-hf"
-    merged = cli(env, "ckpt", str(hosts), "--dir", str(root), "--merge", str(STEP), "--on",
-                 "node1", "--target", str(target))
+    merged = cli(
+        env,
+        "ckpt",
+        str(hosts),
+        "--dir",
+        str(root),
+        "--merge",
+        str(STEP),
+        "--on",
+        "node1",
+        "--target",
+        str(target),
+    )
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert "model.safetensors" in merged.stdout  # what it produced is listed
     # node1 wrote the folder on its own disk view; the merger ran there, not here.
@@ -105,8 +129,9 @@ def test_list_collect_merge_real_verl_checkpoint(real_ckpt, ns_cluster_factory, 
     assert torch.equal(logits.argmax(-1), ref["logits"].argmax(-1))
 
 
-async def test_checkpoints_screen_collect_merge_and_resume_pick(real_ckpt, ns_cluster_factory,
-                                                               tmp_path, monkeypatch):
+async def test_checkpoints_screen_collect_merge_and_resume_pick(
+    real_ckpt, ns_cluster_factory, tmp_path, monkeypatch
+):
     """Pilot: 5 → the folder → the step is spread (no host holds it alone) → c collects onto
     node1 with a progress bar → complete there → m merges (live output, files listed); the job
     form's ctrl+k picks it: resume_mode and resume_from_path set, a world-size warning shown."""
@@ -141,8 +166,9 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(real_ckpt, ns_cl
         assert prompt.has_focus  # no folder yet: it asks
         prompt.value = str(root)
         await pilot.press("enter")
-        await until(pilot, lambda: screen.index is not None and screen.current is not None, 60,
-                    "scanned")
+        await until(
+            pilot, lambda: screen.index is not None and screen.current is not None, 60, "scanned"
+        )
         step = screen.current
         assert step.step == STEP and step.complete and step.complete_on == ()
         assert "spread" in str(screen.query_one("#ckpt-steps").get_row_at(0)[2])
@@ -150,8 +176,12 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(real_ckpt, ns_cl
         await pilot.pause(0.3)
         assert screen.busy is None
         await pilot.press("c")
-        await until(pilot, lambda: screen.current is not None
-                    and screen.current.complete_on == ("node1",), 120, "collected onto node1")
+        await until(
+            pilot,
+            lambda: screen.current is not None and screen.current.complete_on == ("node1",),
+            120,
+            "collected onto node1",
+        )
         out = screen.query_one("#ckpt-output", RichLog)
         text = "\n".join(str(line.text) for line in out.lines)
         assert "sha256 checked" in text and "model_world_size_2_rank_1.pt" in text
@@ -161,22 +191,33 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(real_ckpt, ns_cl
         assert box.has_focus
         box.value = str(target)
         await pilot.press("enter")
-        await until(pilot, lambda: any("merged into" in str(line.text) for line in out.lines),
-                    180, "merged")
+        await until(
+            pilot, lambda: any("merged into" in str(line.text) for line in out.lines), 180, "merged"
+        )
         assert (target / "model.safetensors").is_file()
         await pilot.press("escape")
 
         preset = Path(__file__).resolve().parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
-        form = JobFormScreen(app.ray, JobHistory(inv.cluster), preset,
-                             initial_sets=[f"trainer.default_local_dir={root}"])
+        form = JobFormScreen(
+            app.ray,
+            JobHistory(inv.cluster),
+            preset,
+            initial_sets=[f"trainer.default_local_dir={root}"],
+        )
         await app.push_screen(form)
         await until(pilot, lambda: "trainer.default_local_dir" in form.fields, 60, "form ready")
         await pilot.press("ctrl+k")
-        await until(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen)
-                    and app.screen.index is not None, 60, "picker scanned")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, CheckpointPickerScreen) and app.screen.index is not None,
+            60,
+            "picker scanned",
+        )
         await pilot.press("enter")
         await until(pilot, lambda: "trainer.resume_from_path" in form.fields, 10, "resume set")
         assert form.fields["trainer.resume_mode"].text == "resume_path"
-        assert form.fields["trainer.resume_from_path"].text.strip("'\"") == \
-            f"{root}/global_step_{STEP}"
+        assert (
+            form.fields["trainer.resume_from_path"].text.strip("'\"")
+            == f"{root}/global_step_{STEP}"
+        )
         await pilot.press("ctrl+d")

@@ -21,8 +21,9 @@ CLI = ROOT / ".venv" / "bin" / "verl-tui"
 HEAVY = ("textual", "asyncssh", "hydra", "omegaconf", "pydantic", "ray", "verl", "torch")
 
 
-def _walk(registry: dict[str, Node], names: tuple[str, ...] = ()
-          ) -> list[tuple[tuple[str, ...], Node]]:
+def _walk(
+    registry: dict[str, Node], names: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Node]]:
     out = []
     for name, node in registry.items():
         out.append(((*names, name), node))
@@ -37,8 +38,9 @@ ENTRIES = [(names, node) for names, node in ALL if isinstance(node, Entry)]
 
 def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    return subprocess.run([*exe, *argv], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          check=False)
+    return subprocess.run(
+        [*exe, *argv], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
+    )
 
 
 def _help_of(words: list[str]) -> str:
@@ -51,8 +53,22 @@ def _help_of(words: list[str]) -> str:
 
 
 def test_the_registry_holds_the_commands_and_profile_holds_its_own():
-    assert set(COMMANDS) >= {"gpus", "check", "up", "down", "status", "tunnel", "submit", "jobs",
-                             "stop", "logs", "debug", "ckpt", "explain", "profile"}
+    assert set(COMMANDS) >= {
+        "gpus",
+        "check",
+        "up",
+        "down",
+        "status",
+        "tunnel",
+        "submit",
+        "jobs",
+        "stop",
+        "logs",
+        "debug",
+        "ckpt",
+        "explain",
+        "profile",
+    }
     profile = COMMANDS["profile"]
     assert isinstance(profile, Group)
     assert set(profile.commands) >= {"check", "list", "import", "export"}
@@ -71,15 +87,17 @@ def test_every_command_help_exits_0_and_every_argument_has_help(names, entry):
         if isinstance(action, argparse._HelpAction):
             continue
         shown = action.option_strings[-1] if action.option_strings else action.metavar
-        assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, \
+        assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, (
             f"{' '.join(names)}: {shown} has no help text"
+        )
         assert shown in text, shown
     # A usage line written by hand (several forms) still names every option.
     usage = parser.format_usage()
     for action in parser._actions:
         if action.option_strings and not isinstance(action, argparse._HelpAction):
-            assert any(o in usage for o in action.option_strings), \
+            assert any(o in usage for o in action.option_strings), (
                 f"{' '.join(names)}: usage line lacks {action.option_strings[-1]}"
+            )
 
 
 def test_group_help_lists_its_commands_and_a_bare_group_is_bad_input():
@@ -111,16 +129,19 @@ HELP_ARGVS = [[], *([*names] for names, _ in ALL)]
 @pytest.mark.parametrize("argv", HELP_ARGVS, ids=[" ".join(a) or "top" for a in HELP_ARGVS])
 def test_help_imports_no_heavy_module(argv):
     # Laziness, measured without a clock: a fresh interpreter, then what got imported.
-    code = ("import sys, json, contextlib, io\n"
-            "from tui.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n"
-            f"        main({[*argv, '--help']!r})\n"
-            "    except SystemExit as e:\n"
-            "        assert e.code == 0, e.code\n"
-            "print(json.dumps(sorted(sys.modules)))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       check=False)
+    code = (
+        "import sys, json, contextlib, io\n"
+        "from tui.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({[*argv, '--help']!r})\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, e.code\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert p.returncode == 0, p.stderr
     mods = json.loads(p.stdout.splitlines()[-1])
     loaded = {m.split(".")[0] for m in mods}
@@ -153,8 +174,9 @@ def test_unknown_command_says_did_you_mean_exit_2(tmp_path: Path):
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
 
 
-def test_route_a_file_opens_the_cockpit_a_name_runs_the_command(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch):
+def test_route_a_file_opens_the_cockpit_a_name_runs_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "cluster").write_text("hosts: []\n")  # a hosts file without an extension
     (tmp_path / "gpus").write_text("hosts: []\n")  # a file named like a command
@@ -176,8 +198,20 @@ def test_missing_hosts_file_says_so(tmp_path: Path):
 
 
 def test_parse_submit_keeps_the_command_after_dashdash_and_logs_intermixes():
-    cmd, args = parse(["submit", "h.yaml", "--dry-run", "--env", "A=1", "--", "python", "-c",
-                       "print(1)", "--json"])
+    cmd, args = parse(
+        [
+            "submit",
+            "h.yaml",
+            "--dry-run",
+            "--env",
+            "A=1",
+            "--",
+            "python",
+            "-c",
+            "print(1)",
+            "--json",
+        ]
+    )
     assert args.command == ["python", "-c", "print(1)", "--json"]
     assert args.dry_run and not args.json and args.env == ["A=1"] and args.profile is None
     assert cmd.hosts == "required" and args.hosts == Path("h.yaml")
@@ -189,12 +223,15 @@ def test_parse_submit_keeps_the_command_after_dashdash_and_logs_intermixes():
     assert cmd.hosts is None and args.hosts == Path("h.yaml")  # loaded by the command itself
 
 
-@pytest.mark.parametrize("argv,expect", [
-    (["submit"], "the following arguments are required: HOSTS.yaml"),
-    (["gpus", "--interval", "0"], "out of range"),
-    (["profile", "--json"], "unrecognized arguments: --json"),
-    (["profile", "export", "p.yaml", "--format", "x"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,expect",
+    [
+        (["submit"], "the following arguments are required: HOSTS.yaml"),
+        (["gpus", "--interval", "0"], "out of range"),
+        (["profile", "--json"], "unrecognized arguments: --json"),
+        (["profile", "export", "p.yaml", "--format", "x"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2(argv, expect):
     err = io.StringIO()
     from contextlib import redirect_stderr

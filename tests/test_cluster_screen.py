@@ -19,13 +19,21 @@ from tui.widgets.gpu_table import GpuTable, Row
 def gpu_env(fake_nvml_lib, tmp_path, monkeypatch):
     """Two fake-GPU hosts, both this machine through the local transport."""
     state = tmp_path / "nvml.txt"
-    write_state(state, [
-        FakeGpu(util=91, memory_used=70_000 * MIB, temperature=70, power_mw=600_000,
-                processes=[(os.getpid(), 60_000 * MIB)]),
-        FakeGpu(util=1, temperature=41),  # idle while its peers are busy
-        FakeGpu(util=88, memory_used=81_000 * MIB, temperature=87, power_mw=690_000),
-        FakeGpu(util=95),
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(
+                util=91,
+                memory_used=70_000 * MIB,
+                temperature=70,
+                power_mw=600_000,
+                processes=[(os.getpid(), 60_000 * MIB)],
+            ),
+            FakeGpu(util=1, temperature=41),  # idle while its peers are busy
+            FakeGpu(util=88, memory_used=81_000 * MIB, temperature=87, power_mw=690_000),
+            FakeGpu(util=95),
+        ],
+    )
     monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml_lib))
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
     return state
@@ -34,7 +42,8 @@ def gpu_env(fake_nvml_lib, tmp_path, monkeypatch):
 def make_app() -> VerlTuiApp:
     inv = parse_inventory(
         "cluster: pilot\nhosts:\n  - name: alpha\n    transport: local\n"
-        "  - name: beta\n    transport: local\n")
+        "  - name: beta\n    transport: local\n"
+    )
     return VerlTuiApp(inv, interval=0.2)
 
 
@@ -127,8 +136,9 @@ async def test_state_change_reaches_screen(gpu_env):
         await wait_for(pilot, lambda: len(table.rows) == 10)
         write_state(gpu_env, [FakeGpu(util=100, memory_used=81_559 * MIB)] * 4)
         hosts = app.monitor.hosts
-        await wait_for(pilot, lambda: all(
-            g.util_percent == 100 for g in hosts["alpha"].latest.gpus))
+        await wait_for(
+            pilot, lambda: all(g.util_percent == 100 for g in hosts["alpha"].latest.gpus)
+        )
         await pilot.pause(0.3)
         assert "100%" in visible_text(app)
 

@@ -75,20 +75,32 @@ class Env:
             else:
                 write_state(self.states[name], [FakeGpu() for _ in range(n)])
 
-    def inventory(self, *, python: str = sys.executable, hosts: dict[str, dict] | None = None,
-                  ray: dict | None = None, extra_hosts: list[dict] | None = None) -> Inventory:
+    def inventory(
+        self,
+        *,
+        python: str = sys.executable,
+        hosts: dict[str, dict] | None = None,
+        ray: dict | None = None,
+        extra_hosts: list[dict] | None = None,
+    ) -> Inventory:
         self.count += 1
         data = {
             "cluster": "doctortest",
             "python": python,
-            "ssh": {"user": "root", "identity_file": str(self.cluster.client_key),
-                    "known_hosts": str(self.cluster.known_hosts), "config": "",
-                    "connect_timeout": 2},
+            "ssh": {
+                "user": "root",
+                "identity_file": str(self.cluster.client_key),
+                "known_hosts": str(self.cluster.known_hosts),
+                "config": "",
+                "connect_timeout": 2,
+            },
             # 2 fake GPUs per host by default, and 2 real CPUs: ray.num_cpus keeps verl's
             # 3 CPUs per GPU satisfied unless a test says otherwise.
             "ray": {"num_cpus": 6, **(ray or {})},
-            "hosts": [{"name": n, "address": self.addr(n), **(hosts or {}).get(n, {})}
-                      for n in NAMES] + (extra_hosts or []),
+            "hosts": [
+                {"name": n, "address": self.addr(n), **(hosts or {}).get(n, {})} for n in NAMES
+            ]
+            + (extra_hosts or []),
         }
         path = self.root / f"hosts{self.count}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -103,8 +115,9 @@ class Env:
 def dc(tmp_path_factory, fake_nvml_lib):
     root = tmp_path_factory.mktemp("doctor")
     states = {n: root / f"{n}.nvml" for n in NAMES}
-    host_env = {n: {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(states[n])}
-                for n in NAMES}
+    host_env = {
+        n: {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(states[n])} for n in NAMES
+    }
     cluster = NsCluster(3, root / "cluster", host_env=host_env)
     try:
         cluster.start()
@@ -125,14 +138,22 @@ def venvs(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("venvs")
     out = {}
     for kind in ("noray", "patch"):
-        subprocess.run([DEBIAN_PYTHON, "-m", "venv", "--without-pip", str(root / kind)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [DEBIAN_PYTHON, "-m", "venv", "--without-pip", str(root / kind)],
+            check=True,
+            capture_output=True,
+        )
         out[kind] = str(root / kind / "bin" / "python")
-    site = subprocess.run([out["patch"], "-c", "import sysconfig; print(sysconfig.get_paths()"
-                           "['purelib'])"], check=True, capture_output=True, text=True)
+    site = subprocess.run(
+        [out["patch"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     # Same minor version, so our venv's packages (ray 2.60) import there; only the patch differs.
     Path(site.stdout.strip(), "verl_tui_test_ray.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n")
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
     return out
 
 
@@ -197,9 +218,23 @@ def listener_in(env: Env, name: str, port: int, comm: str):
     """A program named `comm` listening on `port` inside host `name`, until the block ends."""
     pid = env.cluster.host(name).sshd_pid
     proc = subprocess.Popen(
-        ["nsenter", f"--target={pid}", "--net", "--pid", "--mount", "--",
-         sys.executable, "-c", _LISTEN, comm, str(port)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            "nsenter",
+            f"--target={pid}",
+            "--net",
+            "--pid",
+            "--mount",
+            "--",
+            sys.executable,
+            "-c",
+            _LISTEN,
+            comm,
+            str(port),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         yield
@@ -256,8 +291,10 @@ async def test_probe_reports_each_host(env):
 
 
 async def test_probe_of_missing_interpreter_and_dead_host(env):
-    inv = env.inventory(hosts={"node2": {"python": "/nonexistent/bin/python3"}},
-                        extra_hosts=[{"name": "ghost", "address": env.cluster.unused_address()}])
+    inv = env.inventory(
+        hosts={"node2": {"python": "/nonexistent/bin/python3"}},
+        extra_hosts=[{"name": "ghost", "address": env.cluster.unused_address()}],
+    )
     async with Fleet(inv) as fleet:
         t0 = time.monotonic()
         facts = await probe_all(fleet, inv, timeout=20)
@@ -282,15 +319,21 @@ def test_probe_script_runs_on_other_interpreters(tmp_path):
     for python in pythons:
         # A stray json.py in the working directory must not shadow the stdlib.
         (tmp_path / "json.py").write_text("raise SystemExit('shadowed')\n")
-        res = subprocess.run(probe_argv(python, [1]), capture_output=True, text=True,
-                             cwd=tmp_path, timeout=30)
+        res = subprocess.run(
+            probe_argv(python, [1]), capture_output=True, text=True, cwd=tmp_path, timeout=30
+        )
         assert res.returncode == 0, res.stderr
         data = json.loads(res.stdout)
         assert data["errors"] == {}, (python, data["errors"])
         facts = facts_from_json("h", data)
-        assert facts.python_version == subprocess.run(
-            [python, "-c", "import platform; print(platform.python_version())"],
-            capture_output=True, text=True).stdout.strip()
+        assert (
+            facts.python_version
+            == subprocess.run(
+                [python, "-c", "import platform; print(platform.python_version())"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
         assert facts.listeners == {1: None}
 
 
@@ -305,12 +348,23 @@ async def test_baseline_cluster_passes(env):
     fails = [f for f in findings if f.status == "fail"]
     assert not fails, show(findings)
     # Only what this venv really lacks is a warning.
-    assert {f.check for f in findings if f.status == "warn"} <= {"verl-installed", "debugpy"}, \
-        show(findings)
+    assert {f.check for f in findings if f.status == "warn"} <= {"verl-installed", "debugpy"}, show(
+        findings
+    )
     assert {f.check for f in findings} == set(CHECKS), show(findings)
-    for check in ("ssh-reach", "python-interpreter", "ray-installed", "socket-ifname",
-                  "infiniband", "hf-cache", "memory", "clock-skew", "numexpr-threads",
-                  "mkl-threading", "cpus-per-gpu"):
+    for check in (
+        "ssh-reach",
+        "python-interpreter",
+        "ray-installed",
+        "socket-ifname",
+        "infiniband",
+        "hf-cache",
+        "memory",
+        "clock-skew",
+        "numexpr-threads",
+        "mkl-threading",
+        "cpus-per-gpu",
+    ):
         assert hosts_with(findings, check, "ok") == set(NAMES), (check, show(findings))
     assert hosts_with(findings, "gcs-reach", "ok") == {"node2", "node3"}
     assert "test listener" in rows(findings, "gcs-reach")[0].finding
@@ -326,10 +380,13 @@ async def test_ssh_problems_named_with_their_fix(env, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     stranger = tmp_path / "stranger_key"
-    subprocess.run(["ssh-keygen", "-t", "ed25519", "-N", "", "-q", "-f", str(stranger)],
-                   check=True)
-    inv = env.inventory(hosts={"node2": {"ssh": {"known_hosts": str(empty)}},
-                               "node3": {"ssh": {"identity_file": str(stranger)}}})
+    subprocess.run(["ssh-keygen", "-t", "ed25519", "-N", "", "-q", "-f", str(stranger)], check=True)
+    inv = env.inventory(
+        hosts={
+            "node2": {"ssh": {"known_hosts": str(empty)}},
+            "node3": {"ssh": {"identity_file": str(stranger)}},
+        }
+    )
     findings = await doctor(inv)
     reach = {f.host: f for f in rows(findings, "ssh-reach", "fail")}
     assert set(reach) == {"node2", "node3"}, show(findings)
@@ -342,8 +399,9 @@ async def test_ssh_problems_named_with_their_fix(env, tmp_path):
 
 
 async def test_interpreter_without_ray_fails(env, venvs):
-    inv = env.inventory(hosts={"node2": {"python": venvs["noray"]},
-                               "node3": {"python": "/nonexistent/bin/python3"}})
+    inv = env.inventory(
+        hosts={"node2": {"python": venvs["noray"]}, "node3": {"python": "/nonexistent/bin/python3"}}
+    )
     findings = await doctor(inv)
     [missing] = rows(findings, "ray-installed", "fail")
     assert missing.host == "node2" and "ray is not installed" in missing.finding
@@ -357,8 +415,11 @@ async def test_interpreter_without_ray_fails(env, venvs):
 
 async def test_python_patch_mismatch_fails_naming_both(env, venvs):
     ours = platform.python_version()
-    theirs = subprocess.run([venvs["patch"], "-c", "import platform; print(platform."
-                             "python_version())"], capture_output=True, text=True).stdout.strip()
+    theirs = subprocess.run(
+        [venvs["patch"], "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     assert theirs != ours and theirs.rsplit(".", 1)[0] == ours.rsplit(".", 1)[0]
     inv = env.inventory(hosts={"node3": {"python": venvs["patch"]}})
     findings = await doctor(inv)
@@ -366,19 +427,22 @@ async def test_python_patch_mismatch_fails_naming_both(env, venvs):
     assert bad.host == "node3", show(findings)
     assert theirs in bad.finding and ours in bad.finding and "head node1" in bad.finding
     # ray itself imports there (same minor) and is the same version: only Python differs.
-    assert not rows(findings, "ray-installed", "fail") and not rows(findings, "ray-version",
-                                                                       "fail")
+    assert not rows(findings, "ray-installed", "fail") and not rows(findings, "ray-version", "fail")
     # Ray's own escape hatch turns it into a warning.
-    inv = env.inventory(hosts={"node3": {"python": venvs["patch"]}},
-                        ray={"env": {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}})
+    inv = env.inventory(
+        hosts={"node3": {"python": venvs["patch"]}},
+        ray={"env": {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}},
+    )
     findings = await doctor(inv)
     assert [f.status for f in rows(findings, "python-version")] == ["warn"]
 
 
 async def test_head_ports_held_by_another_program(env):
     inv = env.inventory()
-    with listener_in(env, "node1", 6379, "fakeredis"), listener_in(env, "node1", 8265,
-                                                                   "gcs_server"):
+    with (
+        listener_in(env, "node1", 6379, "fakeredis"),
+        listener_in(env, "node1", 8265, "gcs_server"),
+    ):
         findings = await doctor(inv)
     gcs, dash = rows(findings, "head-ports")
     assert gcs.status == "fail" and gcs.host == "node1", show(findings)
@@ -430,17 +494,18 @@ async def test_socket_ifname(env):
         assert "NCCL_SOCKET_IFNAME: eth0" in warn.fix  # the interface carrying node_ip
         assert hosts_with(findings, "socket-ifname", "ok") == {"node1", "node3"}
         # Set to an interface only node2 has: the others fail.
-        findings = await doctor(env.inventory(ray={"env": {"NCCL_SOCKET_IFNAME": "x0",
-                                                           "GLOO_SOCKET_IFNAME": "x0"}}))
-        assert hosts_with(findings, "socket-ifname", "fail") == {"node1", "node3"}, \
-            show(findings)
+        findings = await doctor(
+            env.inventory(ray={"env": {"NCCL_SOCKET_IFNAME": "x0", "GLOO_SOCKET_IFNAME": "x0"}})
+        )
+        assert hosts_with(findings, "socket-ifname", "fail") == {"node1", "node3"}, show(findings)
         bad = rows(findings, "socket-ifname", "fail")[0]
         assert "NCCL_SOCKET_IFNAME=x0 matches no interface" in bad.finding
         assert "GLOO_SOCKET_IFNAME=x0: no interface x0" in bad.finding
         assert hosts_with(findings, "socket-ifname", "ok") == {"node2"}
         # NCCL's own syntax: "^" excludes, a plain name is a prefix.
-        findings = await doctor(env.inventory(ray={"env": {"NCCL_SOCKET_IFNAME": "^x",
-                                                           "GLOO_SOCKET_IFNAME": "eth0"}}))
+        findings = await doctor(
+            env.inventory(ray={"env": {"NCCL_SOCKET_IFNAME": "^x", "GLOO_SOCKET_IFNAME": "eth0"}})
+        )
         assert hosts_with(findings, "socket-ifname", "ok") == set(NAMES), show(findings)
     finally:
         env.ns("node2", "ip", "link", "del", "x0")
@@ -502,12 +567,14 @@ async def test_mkl_numexpr_and_infiniband(env, fakesite, tmp_path):
     fakebin = tmp_path / "bin"
     fakebin.mkdir()
     ibstat = fakebin / "ibstat"
-    ibstat.write_text("#!/bin/sh\ncat <<'EOF'\n"
-                      "CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tPort 1:\n"
-                      "\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 200\n"
-                      "\t\tLink layer: InfiniBand\n"
-                      "CA 'mlx5_1'\n\tPort 1:\n\t\tState: Down\n\t\tPhysical state: Polling\n"
-                      "\t\tRate: 10\n\t\tLink layer: InfiniBand\nEOF\n")
+    ibstat.write_text(
+        "#!/bin/sh\ncat <<'EOF'\n"
+        "CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tPort 1:\n"
+        "\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 200\n"
+        "\t\tLink layer: InfiniBand\n"
+        "CA 'mlx5_1'\n\tPort 1:\n\t\tState: Down\n\t\tPhysical state: Polling\n"
+        "\t\tRate: 10\n\t\tLink layer: InfiniBand\nEOF\n"
+    )
     ibstat.chmod(0o755)
     base = {"PYTHONPATH": str(fakesite), "PATH": f"{fakebin}:/usr/bin:/bin"}
     # node2 shows 128 CPUs to os.cpu_count(): a bind mount in its own mount namespace.
@@ -523,8 +590,7 @@ async def test_mkl_numexpr_and_infiniband(env, fakesite, tmp_path):
     assert "incompatible with libgomp" in mkl.finding
     assert mkl.fix.startswith('ray.env: {MKL_SERVICE_FORCE_INTEL: "1"}')
     [numexpr] = rows(findings, "numexpr-threads", "warn")
-    assert numexpr.host == "node2" and "128 CPUs" in numexpr.finding and "2.10.1" in \
-        numexpr.finding
+    assert numexpr.host == "node2" and "128 CPUs" in numexpr.finding and "2.10.1" in numexpr.finding
     assert "NUMEXPR_MAX_THREADS" in numexpr.fix
     assert hosts_with(findings, "numexpr-threads", "ok") == {"node1", "node3"}
     [ib] = rows(findings, "infiniband", "warn")
@@ -545,15 +611,20 @@ async def test_mkl_numexpr_and_infiniband(env, fakesite, tmp_path):
 
 def test_check_command_json_and_exit_status(env, capsys):
     inv = env.inventory()
-    proc = subprocess.run([sys.executable, "-m", "tui", "check", str(inv.source), "--json",
-                           "--timeout", "30"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui", "check", str(inv.source), "--json", "--timeout", "30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no progress noise when stderr is not a terminal
     out = json.loads(proc.stdout)
     assert set(out) == {"checks", "summary", "insecure_host_keys"}
     assert out["insecure_host_keys"] is False  # (true: tests/test_insecure_visible.py)
-    assert all(set(c) == {"check", "title", "status", "host", "finding", "fix"}
-               for c in out["checks"])
+    assert all(
+        set(c) == {"check", "title", "status", "host", "finding", "fix"} for c in out["checks"]
+    )
     statuses = [c["status"] for c in out["checks"]]
     assert out["summary"] == {s: statuses.count(s) for s in ("ok", "warn", "fail")}
     assert out["summary"]["fail"] == 0
@@ -628,8 +699,7 @@ async def test_doctor_screen_keys(env):
         assert screen.findings is not first and table.row_count == len(screen.shown_findings)
 
         keys = {(where_, k) for where_, k, _ in collect_bindings(screen)}
-        assert {("Doctor screen", "c"), ("Doctor screen", "f"),
-                ("Doctor screen", "esc, b")} <= keys
+        assert {("Doctor screen", "c"), ("Doctor screen", "f"), ("Doctor screen", "esc, b")} <= keys
         await pilot.press("b")
         await pilot.pause()
         assert not isinstance(app.screen, DoctorScreen)
@@ -651,8 +721,11 @@ def test_clock_skew_classification():
     # Without the head, the median host is the reference: the odd one out is named.
     got = status({"a": (0.0, 0.0), "b": (0.1, 0.0), "c": (40.0, 0.0)}, ref=None)
     assert got == {"a": "ok", "b": "ok", "c": "fail"}
-    [f] = [f for f in classify_clock_offsets({"h1": (0.0, 0.0), "h2": (5.0, 0.0)}, "h1")
-           if f.host == "h2"]
+    [f] = [
+        f
+        for f in classify_clock_offsets({"h1": (0.0, 0.0), "h2": (5.0, 0.0)}, "h1")
+        if f.host == "h2"
+    ]
     assert "+5.000 s vs head h1" in f.finding and "chrony" in f.fix
 
 
@@ -667,9 +740,16 @@ def test_numexpr_and_mkl_rules():
     inv = _inv(2)
     facts = {
         "h1": HostFacts(host="h1", ok=True, cpu_count=128, numexpr_version="2.10.1"),
-        "h2": HostFacts(host="h2", ok=True, cpu_count=128, numexpr_version="2.10.1",
-                        env={"NUMEXPR_MAX_THREADS": "64"}, mkl_present=True, numpy_mkl=True,
-                        numpy_version="1.26.4"),
+        "h2": HostFacts(
+            host="h2",
+            ok=True,
+            cpu_count=128,
+            numexpr_version="2.10.1",
+            env={"NUMEXPR_MAX_THREADS": "64"},
+            mkl_present=True,
+            numpy_mkl=True,
+            numpy_version="1.26.4",
+        ),
     }
     found = {(f.check, f.host): f.status for f in evaluate(inv, facts)}
     assert found[("numexpr-threads", "h1")] == "warn"
@@ -691,11 +771,15 @@ def test_nccl_interface_syntax():
 def test_port_classification():
     assert classify_port(6379, "GCS", None)[0] == "ok"
     ray = Listener(pid=9, name="gcs_server", is_ray=True)
-    assert classify_port(6379, "GCS", ray) == ("ok", "port 6379 (GCS) is held by Ray "
-                                                     "(gcs_server (pid 9))")
+    assert classify_port(6379, "GCS", ray) == (
+        "ok",
+        "port 6379 (GCS) is held by Ray (gcs_server (pid 9))",
+    )
     other = Listener(pid=12, name="redis-server")
-    assert classify_port(6379, "GCS", other) == ("fail", "port 6379 (GCS) is held by "
-                                                         "redis-server (pid 12)")
+    assert classify_port(6379, "GCS", other) == (
+        "fail",
+        "port 6379 (GCS) is held by redis-server (pid 12)",
+    )
     hidden = Listener(pid=None, name=None)
     assert "cannot see" in classify_port(6379, "GCS", hidden)[1]
 
@@ -704,19 +788,37 @@ def test_folding_keeps_problems_per_host():
     def f(check, status, host, text="same"):
         return Finding(check, CHECKS[check], status, host, text, "fix" if status != "ok" else "")
 
-    out = arrange([f("memory", "ok", "h2"), f("memory", "ok", "h1"), f("memory", "warn", "h3"),
-                   f("debugpy", "warn", "h1"), f("debugpy", "warn", "h2"),
-                   f("debugpy", "warn", "h3", "other")], ["h1", "h2", "h3"])
+    out = arrange(
+        [
+            f("memory", "ok", "h2"),
+            f("memory", "ok", "h1"),
+            f("memory", "warn", "h3"),
+            f("debugpy", "warn", "h1"),
+            f("debugpy", "warn", "h2"),
+            f("debugpy", "warn", "h3", "other"),
+        ],
+        ["h1", "h2", "h3"],
+    )
     assert [(x.check, x.status, x.host) for x in out] == [
-        ("debugpy", "warn", None), ("debugpy", "warn", "h3"),
-        ("memory", "warn", "h3"), ("memory", "ok", None)]
+        ("debugpy", "warn", None),
+        ("debugpy", "warn", "h3"),
+        ("memory", "warn", "h3"),
+        ("memory", "ok", None),
+    ]
     assert out[0].finding == "same (2 hosts: h1, h2)"
     assert out[3].finding == "same (2 hosts: h1, h2)"
 
 
 def test_facts_tolerate_junk():
-    facts = facts_from_json("h", {"python": "x", "packages": {"ray": 3}, "listeners": {"a": 1,
-                                  "6379": {"pid": "x", "name": "n"}}, "interfaces": [None]})
+    facts = facts_from_json(
+        "h",
+        {
+            "python": "x",
+            "packages": {"ray": 3},
+            "listeners": {"a": 1, "6379": {"pid": "x", "name": "n"}},
+            "interfaces": [None],
+        },
+    )
     assert facts.ok and facts.ray_version is None and facts.python_version is None
     assert facts.listeners == {6379: Listener(pid=None, name="n")}
     assert facts.interfaces == ()

@@ -40,29 +40,43 @@ INJECTED = ("PWNED" + BEL, "]0;", "]52;", "\x9b", "\x9d", CLEAR)
 @pytest.fixture
 def hostile(fake_nvml_lib, tmp_path, monkeypatch):
     # A real process named with an escape (what the agent reads from /proc/PID/comm).
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
-        open('/proc/self/comm', 'w').write({(ESC + ']0;P' + BEL + CLEAR)!r})
+        open('/proc/self/comm', 'w').write({(ESC + "]0;P" + BEL + CLEAR)!r})
         print('ready', flush=True)
-        time.sleep(120)""")], stdout=subprocess.PIPE, text=True)
+        time.sleep(120)"""),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready"
     state = tmp_path / "nvml.txt"
-    write_state(state, [
-        FakeGpu(name=f"H100{TITLE}{CLEAR}", util=50, processes=[(proc.pid, 1000 * MIB)]),
-        FakeGpu(name=f"{LINK}{CLIP}", util=5),
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(name=f"H100{TITLE}{CLEAR}", util=50, processes=[(proc.pid, 1000 * MIB)]),
+            FakeGpu(name=f"{LINK}{CLIP}", util=5),
+        ],
+    )
     monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml_lib))
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
     # A forged interpreter: the real agent, with a hostile hostname.
     forged = tmp_path / "forged-python"
-    forged.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
+    forged.write_text(
+        f"#!{sys.executable}\n"
+        + textwrap.dedent(f"""
         import socket, sys
         socket.gethostname = lambda: {BAD_HOSTNAME!r}
         args = sys.argv[1:]
         i = args.index("-c")
         sys.argv = ["-c", *args[i + 2:]]
         exec(compile(args[i + 1], "<agent>", "exec"), {{"__name__": "__main__"}})
-    """))
+    """)
+    )
     forged.chmod(0o755)
     yield forged
     proc.kill()
@@ -72,7 +86,8 @@ def hostile(fake_nvml_lib, tmp_path, monkeypatch):
 def make_app(forged) -> VerlTuiApp:
     inv = parse_inventory(
         f"cluster: '{LINK}pilot'\nhosts:\n  - name: alpha\n    transport: local\n"
-        f"    python: {forged}\n  - name: beta\n    transport: local\n")
+        f"    python: {forged}\n  - name: beta\n    transport: local\n"
+    )
     return VerlTuiApp(inv, interval=0.2)
 
 
@@ -95,7 +110,7 @@ def assert_inert(output: str) -> None:
     for needle in INJECTED:
         assert needle not in output, (needle, output[:300])
     rest = TEXTUAL_OWN.sub("", output)
-    assert ESC not in rest and BEL not in rest, repr(rest[max(0, rest.find(ESC) - 40):][:120])
+    assert ESC not in rest and BEL not in rest, repr(rest[max(0, rest.find(ESC) - 40) :][:120])
     assert not re.search("[\x80-\x9f\u202a-\u202e\u2066-\u2069]", rest)
 
 
@@ -103,8 +118,15 @@ async def test_hostile_gpu_host_and_process_names_render_inert(hostile) -> None:
     app = make_app(hostile)
     async with app.run_test(size=(150, 40)) as pilot:
         table = app.screen.query_one(GpuTable)
-        await wait_for(pilot, lambda: len(table.rows) == 6 and all(
-            ht.latest is not None and ht.latest.gpus for ht in app.monitor.hosts.values()))
+        await wait_for(
+            pilot,
+            lambda: (
+                len(table.rows) == 6
+                and all(
+                    ht.latest is not None and ht.latest.gpus for ht in app.monitor.hosts.values()
+                )
+            ),
+        )
         await wait_for(pilot, lambda: app.monitor.hosts["alpha"].hostname is not None)
         # The widgets' own strips are clean before any guard: explicit sanitizing.
         lines = [table.render_line(y) for y in range(table.size.height)]
@@ -150,19 +172,17 @@ def test_guard_drops_controls_textual_would_write() -> None:
 async def test_forged_agent_stderr_is_shown_inert(tmp_path) -> None:
     # An interpreter that writes hostile text on stderr and exits: the host's error text.
     forged = tmp_path / "broken-python"
-    forged.write_text(f"#!/bin/sh\nprintf '{ESC}]0;PWNED{BEL}{ESC}[2Jboom [@click=app.quit]q[/]'"
-                      " >&2\nexit 3\n")
+    forged.write_text(
+        f"#!/bin/sh\nprintf '{ESC}]0;PWNED{BEL}{ESC}[2Jboom [@click=app.quit]q[/]' >&2\nexit 3\n"
+    )
     forged.chmod(0o755)
-    inv = parse_inventory(f"hosts:\n  - name: alpha\n    transport: local\n"
-                          f"    python: {forged}\n")
+    inv = parse_inventory(f"hosts:\n  - name: alpha\n    transport: local\n    python: {forged}\n")
     app = VerlTuiApp(inv, interval=0.2)
     async with app.run_test(size=(150, 30)) as pilot:
         await wait_for(pilot, lambda: "boom" in (app.monitor.hosts["alpha"].display_error or ""))
         await pilot.pause(0.3)
         table = app.screen.query_one(GpuTable)
-        texts = "".join(seg.text for y in range(table.size.height)
-                        for seg in table.render_line(y))
+        texts = "".join(seg.text for y in range(table.size.height) for seg in table.render_line(y))
         assert "boom" in texts and ESC not in texts
         assert_inert(terminal_output(app))
         await pilot.press("q")
-

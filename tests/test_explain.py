@@ -20,11 +20,13 @@ CLI = ROOT / ".venv" / "bin" / "verl-tui"
 DRIVER = ROOT / "tests" / "fixtures" / "failure_logs" / "driver.log"
 
 
-def explain(*args: str, stdin: bytes | None = None, timeout: float = 120
-            ) -> subprocess.CompletedProcess[bytes]:
+def explain(
+    *args: str, stdin: bytes | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
     exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    return subprocess.run([*exe, "explain", *args], input=stdin, capture_output=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [*exe, "explain", *args], input=stdin, capture_output=True, timeout=timeout, check=False
+    )
 
 
 def no_traceback(p: subprocess.CompletedProcess[bytes]) -> None:
@@ -38,8 +40,11 @@ def test_driver_log_findings_and_exit_code():
     assert p.returncode == 1 and p.stderr == b""
     out = p.stdout.decode()
     lines = out.splitlines()
-    heads = [ln.split(": ", 2)[0].rsplit(":", 1)[1] + " " + ln.split(": ", 2)[1]
-             for ln in lines if not ln.startswith("    ") and ": error: " in ln]
+    heads = [
+        ln.split(": ", 2)[0].rsplit(":", 1)[1] + " " + ln.split(": ", 2)[1]
+        for ln in lines
+        if not ln.startswith("    ") and ": error: " in ln
+    ]
     assert heads == ["6 error", "10 error", "13 error", "16 error", "17 error"]
     hints = [ln.split("hint (", 1)[1].split(")", 1)[0] for ln in lines if "hint (" in ln]
     assert hints == ["host_oom", "actor_died", "hydra_failed"]
@@ -73,8 +78,14 @@ def test_stdin_dash():
 
 
 def test_benign_log_exits_0_with_no_findings(tmp_path):
-    lines = [ln for ln in (ROOT / "tests/fixtures/failure_logs/lines.txt").read_text().split(
-        "[benign]", 1)[1].splitlines() if ln and not ln.startswith("# ")]
+    lines = [
+        ln
+        for ln in (ROOT / "tests/fixtures/failure_logs/lines.txt")
+        .read_text()
+        .split("[benign]", 1)[1]
+        .splitlines()
+        if ln and not ln.startswith("# ")
+    ]
     log = tmp_path / "ok.log"
     log.write_text("\n".join(lines) + "\n")
     p = explain(str(log), "--json")
@@ -106,8 +117,9 @@ def test_empty_file_and_usage_errors(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")
     p = explain(str(empty))
-    assert p.returncode == 0 and p.stdout.decode().endswith("0 lines, 0 errors, 0 warnings, "
-                                                            "0 with a known cause\n")
+    assert p.returncode == 0 and p.stdout.decode().endswith(
+        "0 lines, 0 errors, 0 warnings, 0 with a known cause\n"
+    )
     p = explain()
     assert p.returncode == 2 and p.stderr.count(b"\n") == 1
     help_text = " ".join(explain("--help").stdout.decode().split())  # argparse wraps lines
@@ -116,10 +128,13 @@ def test_empty_file_and_usage_errors(tmp_path):
 
 def test_huge_lines_binary_and_escapes(tmp_path):
     log = tmp_path / "mixed.log"
-    log.write_bytes(b"x" * 3_000_000 + b" tail\n"
-                    + b"\xff\xfe\x00 \x1b]0;pwned\x07\x1b[2J RuntimeError: CUDA error: out of memory\n"
-                    + b"y" * 2_500_000  # a last line without a newline, longer than a block
-                    + b"\nModuleNotFoundError: No module named 'sglang'")
+    log.write_bytes(
+        b"x" * 3_000_000
+        + b" tail\n"
+        + b"\xff\xfe\x00 \x1b]0;pwned\x07\x1b[2J RuntimeError: CUDA error: out of memory\n"
+        + b"y" * 2_500_000  # a last line without a newline, longer than a block
+        + b"\nModuleNotFoundError: No module named 'sglang'"
+    )
     p = explain(str(log))
     no_traceback(p)
     assert p.returncode == 1
@@ -168,8 +183,9 @@ def test_reader_leaving_early_is_not_an_error(tmp_path):
     log = tmp_path / "big.log"
     log.write_bytes(DRIVER.read_bytes() * 3000)
     exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    proc = subprocess.Popen([*exe, "explain", str(log)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*exe, "explain", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()
@@ -180,11 +196,13 @@ def test_reader_leaving_early_is_not_an_error(tmp_path):
 
 
 def test_progress_bars_crlf_and_colours_read_as_the_pane_reads_them(tmp_path):
-    text = ("\x1b[36m(TaskRunner pid=1, ip=10.0.0.2)\x1b[0m start\r\n"
-            "Processed prompts: 10%|█| 1/10\rProcessed prompts: 100%|██████████| 10/10\r\n"
-            "Loading: 50%\rRuntimeError: CUDA error: out of memory\n"
-            "\x1b[31m[2025-02-16 16:06:26,552 W 1 1] gcs_client.cc:178: Failed to get cluster ID "
-            "from GCS server: TimedOut\x1b[0m\n")
+    text = (
+        "\x1b[36m(TaskRunner pid=1, ip=10.0.0.2)\x1b[0m start\r\n"
+        "Processed prompts: 10%|█| 1/10\rProcessed prompts: 100%|██████████| 10/10\r\n"
+        "Loading: 50%\rRuntimeError: CUDA error: out of memory\n"
+        "\x1b[31m[2025-02-16 16:06:26,552 W 1 1] gcs_client.cc:178: Failed to get cluster ID "
+        "from GCS server: TimedOut\x1b[0m\n"
+    )
     log = tmp_path / "bars.log"
     log.write_bytes(text.encode())
     doc = json.loads(explain(str(log), "--json").stdout)

@@ -25,9 +25,16 @@ from tui.transport.types import HostState
 INTERVAL = 0.25
 
 
-def hosts_yaml(cluster, path: Path, *, addresses: dict[str, str] | None = None,
-               known_hosts: Path | None = None, identity: Path | None = None,
-               python: str = sys.executable, extra_ssh: str = "") -> Path:
+def hosts_yaml(
+    cluster,
+    path: Path,
+    *,
+    addresses: dict[str, str] | None = None,
+    known_hosts: Path | None = None,
+    identity: Path | None = None,
+    python: str = sys.executable,
+    extra_ssh: str = "",
+) -> Path:
     lines = [
         "cluster: nstest",
         f"python: {python}",
@@ -41,8 +48,7 @@ def hosts_yaml(cluster, path: Path, *, addresses: dict[str, str] | None = None,
         "hosts:",
     ]
     for h in cluster.hosts:
-        lines += [f"  - name: {h.name}",
-                  f"    address: {(addresses or {}).get(h.name, h.address)}"]
+        lines += [f"  - name: {h.name}", f"    address: {(addresses or {}).get(h.name, h.address)}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -54,8 +60,13 @@ def gpu_cluster(ns_cluster_factory, fake_nvml_lib, tmp_path):
     host_env = {}
     for i, (name, count) in enumerate([("node1", 2), ("node2", 4), ("node3", 8)]):
         state = tmp_path / f"{name}.nvml"
-        write_state(state, [FakeGpu(util=10 * (i + 1) + g, temperature=40 + g,
-                                    memory_used=(1000 + g) * MIB) for g in range(count)])
+        write_state(
+            state,
+            [
+                FakeGpu(util=10 * (i + 1) + g, temperature=40 + g, memory_used=(1000 + g) * MIB)
+                for g in range(count)
+            ],
+        )
         states[name] = state
         host_env[name] = {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
     cluster = ns_cluster_factory(3, host_env=host_env)
@@ -121,7 +132,8 @@ async def test_host_killed_is_lost_then_recovers(gpu_cluster, tmp_path):
             seq1 = monitor.hosts["node1"].latest.seq
             gpu_cluster.kill_host("node2")
             lost_after = await until(
-                lambda: fleet.status("node2").state == HostState.LOST, 5, "node2 lost")
+                lambda: fleet.status("node2").state == HostState.LOST, 5, "node2 lost"
+            )
             assert lost_after < 5
             # The others never stall while node2 is down.
             await asyncio.sleep(1.0)
@@ -131,8 +143,14 @@ async def test_host_killed_is_lost_then_recovers(gpu_cluster, tmp_path):
             gpu_cluster.start_host("node2")
             await until(lambda: fleet.status("node2").state == HostState.UP, 15, "node2 back")
             seq_before = monitor.hosts["node2"].latest.seq
-            await until(lambda: monitor.hosts["node2"].latest.seq != seq_before
-                        and monitor.hosts["node2"].state == TelemetryState.OK, 10, "samples again")
+            await until(
+                lambda: (
+                    monitor.hosts["node2"].latest.seq != seq_before
+                    and monitor.hosts["node2"].state == TelemetryState.OK
+                ),
+                10,
+                "samples again",
+            )
         finally:
             await monitor.close()
 
@@ -145,8 +163,11 @@ async def test_silent_partition_is_noticed_by_keepalive(gpu_cluster, tmp_path):
         try:
             await until(lambda: all(h.latest for h in monitor.hosts.values()), 20, "samples")
             gpu_cluster.link_down("node3")
-            took = await until(lambda: monitor.hosts["node3"].display_state in ("lost", "stale"),
-                               5, "node3 shown as lost")
+            took = await until(
+                lambda: monitor.hosts["node3"].display_state in ("lost", "stale"),
+                5,
+                "node3 shown as lost",
+            )
             assert took < 5
             await until(lambda: fleet.status("node3").state == HostState.LOST, 6, "link lost")
             gpu_cluster.link_up("node3")
@@ -170,8 +191,9 @@ async def test_host_key_mismatch_unknown_and_bad_auth(gpu_cluster, tmp_path):
         assert s3.state == HostState.UP
 
     other_key = tmp_path / "other_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)],
-                   check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True
+    )
     inv = load_inventory(hosts_yaml(gpu_cluster, tmp_path / "h2.yaml", identity=other_key))
     async with Fleet(inv) as fleet:
         await fleet.wait_settled(15)
@@ -182,8 +204,14 @@ async def test_host_key_mismatch_unknown_and_bad_auth(gpu_cluster, tmp_path):
 async def test_insecure_flag_skips_key_check(gpu_cluster, tmp_path):
     kh = tmp_path / "empty_known_hosts"
     kh.write_text("")
-    inv = load_inventory(hosts_yaml(gpu_cluster, tmp_path / "hosts.yaml", known_hosts=kh,
-                                    extra_ssh="insecure_skip_host_key_check: true"))
+    inv = load_inventory(
+        hosts_yaml(
+            gpu_cluster,
+            tmp_path / "hosts.yaml",
+            known_hosts=kh,
+            extra_ssh="insecure_skip_host_key_check: true",
+        )
+    )
     assert inv.insecure_hosts == ["node1", "node2", "node3"]
     async with Fleet(inv) as fleet:
         await fleet.wait_settled(15)
@@ -191,9 +219,14 @@ async def test_insecure_flag_skips_key_check(gpu_cluster, tmp_path):
 
 
 async def test_unreachable_and_missing_interpreter(gpu_cluster, tmp_path):
-    inv = load_inventory(hosts_yaml(
-        gpu_cluster, tmp_path / "hosts.yaml",
-        addresses={"node3": gpu_cluster.unused_address()}, python="/nonexistent/python3"))
+    inv = load_inventory(
+        hosts_yaml(
+            gpu_cluster,
+            tmp_path / "hosts.yaml",
+            addresses={"node3": gpu_cluster.unused_address()},
+            python="/nonexistent/python3",
+        )
+    )
     async with Fleet(inv) as fleet:
         monitor = TelemetryMonitor(fleet, inv, interval=INTERVAL)
         monitor.start()
@@ -209,14 +242,20 @@ async def test_unreachable_and_missing_interpreter(gpu_cluster, tmp_path):
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_gpus_once_json_over_ssh(gpu_cluster, tmp_path):
-    write_state(gpu_cluster.states["node2"],
-                [FakeGpu(util=97, memory_used=81559 * MIB, temperature=88, power_mw=650_500),
-                 FakeGpu(errors={"power": 3}), FakeGpu(errors={"all": 15})])
+    write_state(
+        gpu_cluster.states["node2"],
+        [
+            FakeGpu(util=97, memory_used=81559 * MIB, temperature=88, power_mw=650_500),
+            FakeGpu(errors={"power": 3}),
+            FakeGpu(errors={"all": 15}),
+        ],
+    )
     path = hosts_yaml(gpu_cluster, tmp_path / "hosts.yaml")
     proc = run_cli("gpus", str(path), "--once", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -244,10 +283,12 @@ def test_gpus_once_json_over_ssh(gpu_cluster, tmp_path):
 async def test_forward_local_port_reaches_host_loopback(gpu_cluster, tmp_path):
     """A service bound to a host's 127.0.0.1 (like Ray's dashboard) through the SSH link."""
     inv = load_inventory(hosts_yaml(gpu_cluster, tmp_path / "hosts.yaml"))
-    server = ("import socket,sys\n"
-              "s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
-              "print(s.getsockname()[1], flush=True)\n"
-              "c,_=s.accept(); c.sendall(socket.gethostname().encode()+b'\\n'); c.close()\n")
+    server = (
+        "import socket,sys\n"
+        "s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+        "print(s.getsockname()[1], flush=True)\n"
+        "c,_=s.accept(); c.sendall(socket.gethostname().encode()+b'\\n'); c.close()\n"
+    )
     async with Fleet(inv) as fleet:
         transport = await fleet.wait_up("node2", 15)
         proc = await transport.stream([sys.executable, "-u", "-c", server])
@@ -277,16 +318,16 @@ async def test_jump_host_shared_by_hosts_behind_it(gpu_cluster, tmp_path):
         # The bastion carries every host's session: one connection, seen from node1's sshd.
         assert len(fleet._jumps) == 1
     # A jump host that does not answer: every host behind it says so.
-    path = hosts_yaml(gpu_cluster, tmp_path / "h2.yaml",
-                      extra_ssh=f"jump: root@{gpu_cluster.unused_address()}")
+    path = hosts_yaml(
+        gpu_cluster, tmp_path / "h2.yaml", extra_ssh=f"jump: root@{gpu_cluster.unused_address()}"
+    )
     async with Fleet(load_inventory(path)) as fleet:
         await fleet.wait_settled(20)
         st = fleet.status("node2")
         assert st.state == HostState.UNREACHABLE and "via jump host" in st.error
 
 
-async def test_close_while_a_connect_swallows_its_cancellation(ns_cluster3, tmp_path,
-                                                               monkeypatch):
+async def test_close_while_a_connect_swallows_its_cancellation(ns_cluster3, tmp_path, monkeypatch):
     """asyncio.wait_for before 3.12 (inside asyncssh's connect) can return a finished
     connection instead of raising the cancellation it was given. Fleet.close must still end,
     and close that late connection, instead of waiting on it forever (a CLI that had printed

@@ -30,40 +30,161 @@ HANG_S = 5.0  # per parse: only to catch a hang (each takes milliseconds)
 CLI = str(Path(sys.executable).parent / "verl-tui")
 
 # Values a hostile or careless file holds: escapes, markup, traversal, huge and odd numbers.
-HOSTILE_SCALARS = st.sampled_from([
-    "", " ", "~", "null", "NaN", ".inf", "-.inf", "1e309", "-1", "0", "99999999999999999999999",
-    "\x1b]0;pwned\x07", "\x1b[2J", "\x1b]52;c;aGk=\x07", "[@click=app.quit]x[/]", "[b]bold",
-    "../../etc/passwd", "/dev/zero", "/proc/self/mem", "a\nb", "a\rb", "\u202eevil", "x" * 3000,
-    "$(reboot)", "`id`", "; rm -rf /", "' OR 1=1", "%s%n", "{0.__class__}", "${oc.env:HOME}",
-    "::1", "[fe80::1%eth0]", "256.256.256.256", "host:99999", "-oProxyCommand=sh", "a b c",
-    "\t", "\\", "'", '"', "&a", "*a", "!!python/object:os.system", "<<", "- -", "? x", "|", ">",
-]) | st.text(max_size=40) | st.integers() | st.floats() | st.booleans() | st.none()
+HOSTILE_SCALARS = (
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "~",
+            "null",
+            "NaN",
+            ".inf",
+            "-.inf",
+            "1e309",
+            "-1",
+            "0",
+            "99999999999999999999999",
+            "\x1b]0;pwned\x07",
+            "\x1b[2J",
+            "\x1b]52;c;aGk=\x07",
+            "[@click=app.quit]x[/]",
+            "[b]bold",
+            "../../etc/passwd",
+            "/dev/zero",
+            "/proc/self/mem",
+            "a\nb",
+            "a\rb",
+            "\u202eevil",
+            "x" * 3000,
+            "$(reboot)",
+            "`id`",
+            "; rm -rf /",
+            "' OR 1=1",
+            "%s%n",
+            "{0.__class__}",
+            "${oc.env:HOME}",
+            "::1",
+            "[fe80::1%eth0]",
+            "256.256.256.256",
+            "host:99999",
+            "-oProxyCommand=sh",
+            "a b c",
+            "\t",
+            "\\",
+            "'",
+            '"',
+            "&a",
+            "*a",
+            "!!python/object:os.system",
+            "<<",
+            "- -",
+            "? x",
+            "|",
+            ">",
+        ]
+    )
+    | st.text(max_size=40)
+    | st.integers()
+    | st.floats()
+    | st.booleans()
+    | st.none()
+)
 
-HOSTS_KEYS = ["cluster", "hosts", "ssh", "telemetry", "ray", "python", "secret_env", "name",
-              "address", "role", "num_gpus", "user", "port", "identity_file", "known_hosts",
-              "jump", "interval", "history", "env", "node_ip", "insecure_skip_host_key_check",
-              "config", "connect_timeout", "extra"]
-PROFILE_KEYS = ["name", "description", "python", "config_name", "config_path", "overrides",
-                "runtime_env", "env_vars", "working_dir", "excludes", "pip", "retries",
-                "data.train_files", "trainer.n_gpus_per_node", "actor_rollout_ref.rollout.name",
-                "extra"]
+HOSTS_KEYS = [
+    "cluster",
+    "hosts",
+    "ssh",
+    "telemetry",
+    "ray",
+    "python",
+    "secret_env",
+    "name",
+    "address",
+    "role",
+    "num_gpus",
+    "user",
+    "port",
+    "identity_file",
+    "known_hosts",
+    "jump",
+    "interval",
+    "history",
+    "env",
+    "node_ip",
+    "insecure_skip_host_key_check",
+    "config",
+    "connect_timeout",
+    "extra",
+]
+PROFILE_KEYS = [
+    "name",
+    "description",
+    "python",
+    "config_name",
+    "config_path",
+    "overrides",
+    "runtime_env",
+    "env_vars",
+    "working_dir",
+    "excludes",
+    "pip",
+    "retries",
+    "data.train_files",
+    "trainer.n_gpus_per_node",
+    "actor_rollout_ref.rollout.name",
+    "extra",
+]
 
 
 def _docs(keys: list[str]) -> st.SearchStrategy:
     value = st.recursive(
         HOSTILE_SCALARS,
-        lambda inner: st.lists(inner, max_size=4)
-        | st.dictionaries(st.sampled_from(keys) | st.text(max_size=8), inner, max_size=4),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.sampled_from(keys) | st.text(max_size=8), inner, max_size=4)
+        ),
         max_leaves=12,
     )
     return st.dictionaries(st.sampled_from(keys), value, max_size=6) | value
 
 
 # Fragments that stress YAML's own syntax: anchors, aliases, tags, flow collections, documents.
-FRAGMENTS = ["&a ", "*a", "*b", "&b [*a, *a, *a]", "!!binary ", "!!python/name:os.system ",
-             "!!map ", "<<: *a", "---\n", "...\n", "[", "]", "{", "}", ", ", ": ", "- ", "? ",
-             "\n", "\n  ", "#", "'", '"', "|\n  ", ">-\n  ", "%YAML 1.1\n", "%TAG ! x\n",
-             "\x00", "\x1b", "\ufeff", "\u202e", "hosts:", "name: a", "9" * 400]
+FRAGMENTS = [
+    "&a ",
+    "*a",
+    "*b",
+    "&b [*a, *a, *a]",
+    "!!binary ",
+    "!!python/name:os.system ",
+    "!!map ",
+    "<<: *a",
+    "---\n",
+    "...\n",
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    ": ",
+    "- ",
+    "? ",
+    "\n",
+    "\n  ",
+    "#",
+    "'",
+    '"',
+    "|\n  ",
+    ">-\n  ",
+    "%YAML 1.1\n",
+    "%TAG ! x\n",
+    "\x00",
+    "\x1b",
+    "\ufeff",
+    "\u202e",
+    "hosts:",
+    "name: a",
+    "9" * 400,
+]
 
 
 def _mutated(base: str, cuts: list[tuple[int, str]]) -> str:
@@ -76,8 +197,7 @@ def _mutated(base: str, cuts: list[tuple[int, str]]) -> str:
 
 def _file_texts(keys: list[str]) -> st.SearchStrategy[str]:
     structured = _docs(keys).map(lambda d: yaml.safe_dump(d, allow_unicode=True))
-    mutations = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(FRAGMENTS)),
-                         max_size=5)
+    mutations = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(FRAGMENTS)), max_size=5)
     return st.one_of(
         structured,
         st.tuples(structured, mutations).map(lambda t: _mutated(*t)),
@@ -133,20 +253,56 @@ SUBCOMMANDS = {
     "stop": [],
     "logs": ["--follow", "--node"],
     "debug": ["--json"],
-    "submit": ["--dry-run", "--json", "--env", "--set", "--working-dir", "--submission-id",
-               "--resubmit", "--"],
+    "submit": [
+        "--dry-run",
+        "--json",
+        "--env",
+        "--set",
+        "--working-dir",
+        "--submission-id",
+        "--resubmit",
+        "--",
+    ],
     "profile": ["check", "import", "export", "list", "--set", "--format", "-o"],
     "ckpt": ["--dir", "--profile", "--json", "--collect", "--to", "--merge", "--on", "--target"],
     "explain": ["--json"],
     "up": ["--restart"],
     "down": [],
 }
-ARG_VALUES = st.sampled_from([
-    "", "-", "--", "x/stop?", "../../../etc/passwd", "\x1b]0;pwned\x07", "[@click=app.quit]",
-    "a" * 5000, "-1", "0", "nan", "inf", "1e309", "/dev/zero", "/nonexistent-vt/x", "/", ".",
-    "é", "\u202e", "a\nb", "KEY=", "=v", "WANDB_API_KEY=s3cr3t", "trainer.x=1", "+a.b=c",
-    "PROFILE", "raysubmit_AAAAAAAAAAAAAAAA", "node1", "--help=x", "-x",
-]) | st.text(alphabet=st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=20)
+ARG_VALUES = st.sampled_from(
+    [
+        "",
+        "-",
+        "--",
+        "x/stop?",
+        "../../../etc/passwd",
+        "\x1b]0;pwned\x07",
+        "[@click=app.quit]",
+        "a" * 5000,
+        "-1",
+        "0",
+        "nan",
+        "inf",
+        "1e309",
+        "/dev/zero",
+        "/nonexistent-vt/x",
+        "/",
+        ".",
+        "é",
+        "\u202e",
+        "a\nb",
+        "KEY=",
+        "=v",
+        "WANDB_API_KEY=s3cr3t",
+        "trainer.x=1",
+        "+a.b=c",
+        "PROFILE",
+        "raysubmit_AAAAAAAAAAAAAAAA",
+        "node1",
+        "--help=x",
+        "-x",
+    ]
+) | st.text(alphabet=st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=20)
 
 
 @pytest.fixture(scope="module")
@@ -157,13 +313,19 @@ def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     hosts = home / "hosts.yaml"
     # Nothing listens on 127.0.0.2:1: every action that needs a host fails at once (refused),
     # so no fuzzed command can start Ray or a job anywhere.
-    hosts.write_text("cluster: fuzz\nhosts:\n  - name: n1\n    address: 127.0.0.2\n"
-                     "    ssh: {port: 1, connect_timeout: 2}\n")
+    hosts.write_text(
+        "cluster: fuzz\nhosts:\n  - name: n1\n    address: 127.0.0.2\n"
+        "    ssh: {port: 1, connect_timeout: 2}\n"
+    )
     profile = home / "p.yaml"
     profile.write_text("name: p\noverrides:\n  trainer.total_epochs: 1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "HYPOTHESIS"))}
-    env.update(HOME=str(home), XDG_STATE_HOME=str(home / "state"),
-               XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config"))
+    env.update(
+        HOME=str(home),
+        XDG_STATE_HOME=str(home / "state"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        XDG_CONFIG_HOME=str(home / "config"),
+    )
     env.pop("WANDB_API_KEY", None)
     return {"env": env, "cwd": home, "hosts": str(hosts), "profile": str(profile)}
 
@@ -187,12 +349,21 @@ def _argvs(draw: st.DrawFn) -> list[str]:
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_argvs())
 def test_cli_arguments_never_trace_back(cli_env: dict, argv: list[str]) -> None:
-    argv = [cli_env["hosts"] if a == "HOSTS" else cli_env["profile"] if a == "PROFILE" else a
-            for a in argv]
+    argv = [
+        cli_env["hosts"] if a == "HOSTS" else cli_env["profile"] if a == "PROFILE" else a
+        for a in argv
+    ]
     t0 = time.monotonic()
-    proc = subprocess.run([CLI, *argv], cwd=cli_env["cwd"], env=cli_env["env"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          errors="replace", timeout=90)
+    proc = subprocess.run(
+        [CLI, *argv],
+        cwd=cli_env["cwd"],
+        env=cli_env["env"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=90,
+    )
     took = time.monotonic() - t0
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, (argv, out[-2000:])
@@ -208,31 +379,76 @@ def test_cli_arguments_never_trace_back(cli_env: dict, argv: list[str]) -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=16,
 )
-_STEP_BODY = st.fixed_dictionaries({}, optional={
-    "files": st.lists(st.tuples(st.sampled_from([
-        "actor/model_world_size_2_rank_0.pt", "actor/model_world_size_2_rank_1.pt",
-        "actor/optim_world_size_2_rank_9.pt", "actor/fsdp_config.json", "../../etc/passwd",
-        "actor/huggingface/config.json", "/abs", "", "actor/__0_0.distcp", "actor/.metadata",
-        "\x1b]0;x\x07"]) | st.text(max_size=10),
-        st.integers() | st.floats() | st.text(max_size=3),
-        st.integers() | st.floats() | st.none()).map(list) | _JSON, max_size=6) | _JSON,
-    "meta": st.dictionaries(st.sampled_from(["actor/fsdp_config.json",
-                                             "actor/ckpt_contents.json"]) | st.text(max_size=5),
-                            st.dictionaries(st.sampled_from(["world_size", "x"]), _JSON,
-                                            max_size=2) | _JSON, max_size=3) | _JSON,
-    "truncated": _JSON,
-})
-_SCAN = st.fixed_dictionaries({}, optional={
-    "exists": _JSON, "latest": _JSON, "errors": _JSON,
-    "steps": st.dictionaries(st.sampled_from(["global_step_1", "global_step_20", "global_step_",
-                                              "global_step_-1", "global_step_99999999999999999999",
-                                              "other"]) | st.text(max_size=8),
-                             _STEP_BODY | _JSON, max_size=3) | _JSON,
-}) | _JSON
+_STEP_BODY = st.fixed_dictionaries(
+    {},
+    optional={
+        "files": st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "actor/model_world_size_2_rank_0.pt",
+                        "actor/model_world_size_2_rank_1.pt",
+                        "actor/optim_world_size_2_rank_9.pt",
+                        "actor/fsdp_config.json",
+                        "../../etc/passwd",
+                        "actor/huggingface/config.json",
+                        "/abs",
+                        "",
+                        "actor/__0_0.distcp",
+                        "actor/.metadata",
+                        "\x1b]0;x\x07",
+                    ]
+                )
+                | st.text(max_size=10),
+                st.integers() | st.floats() | st.text(max_size=3),
+                st.integers() | st.floats() | st.none(),
+            ).map(list)
+            | _JSON,
+            max_size=6,
+        )
+        | _JSON,
+        "meta": st.dictionaries(
+            st.sampled_from(["actor/fsdp_config.json", "actor/ckpt_contents.json"])
+            | st.text(max_size=5),
+            st.dictionaries(st.sampled_from(["world_size", "x"]), _JSON, max_size=2) | _JSON,
+            max_size=3,
+        )
+        | _JSON,
+        "truncated": _JSON,
+    },
+)
+_SCAN = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "exists": _JSON,
+            "latest": _JSON,
+            "errors": _JSON,
+            "steps": st.dictionaries(
+                st.sampled_from(
+                    [
+                        "global_step_1",
+                        "global_step_20",
+                        "global_step_",
+                        "global_step_-1",
+                        "global_step_99999999999999999999",
+                        "other",
+                    ]
+                )
+                | st.text(max_size=8),
+                _STEP_BODY | _JSON,
+                max_size=3,
+            )
+            | _JSON,
+        },
+    )
+    | _JSON
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -249,20 +465,55 @@ def test_checkpoint_scan_answers_never_raise(a: object, b: object) -> None:
 
 # ---- the running cockpit under Pilot, fed mutated agent lines while keys are pressed ---------
 
-_GPU = {"index": 0, "name": "H100", "uuid": "GPU-1", "util_percent": 50.0,
-        "mem_util_percent": 10.0, "memory_used_bytes": 1 << 30, "memory_total_bytes": 80 << 30,
-        "temperature_c": 40.0, "power_w": 100.0, "power_limit_w": 700.0,
-        "processes": [{"pid": 1, "name": "python", "memory_bytes": 1 << 20}]}
-_SAMPLE = {"type": "sample", "seq": 1, "t": 0.0, "source": "nvml", "hostname": "h",
-           "driver": "580", "host": {"cpu_percent": 5.0, "ncpu": 8, "load1": 1.0,
-                                     "mem_used_bytes": 1, "mem_total_bytes": 2},
-           "gpus": [_GPU]}
+_GPU = {
+    "index": 0,
+    "name": "H100",
+    "uuid": "GPU-1",
+    "util_percent": 50.0,
+    "mem_util_percent": 10.0,
+    "memory_used_bytes": 1 << 30,
+    "memory_total_bytes": 80 << 30,
+    "temperature_c": 40.0,
+    "power_w": 100.0,
+    "power_limit_w": 700.0,
+    "processes": [{"pid": 1, "name": "python", "memory_bytes": 1 << 20}],
+}
+_SAMPLE = {
+    "type": "sample",
+    "seq": 1,
+    "t": 0.0,
+    "source": "nvml",
+    "hostname": "h",
+    "driver": "580",
+    "host": {
+        "cpu_percent": 5.0,
+        "ncpu": 8,
+        "load1": 1.0,
+        "mem_used_bytes": 1,
+        "mem_total_bytes": 2,
+    },
+    "gpus": [_GPU],
+}
 
 
 def _mutate(doc: object, rnd) -> object:
     """One random hostile change somewhere in a JSON document."""
-    swaps = ["high", None, [], {}, -1, 10**30, float("inf"), "\x1b]0;PWNED\x07", True,
-             "[@click=app.quit]q[/]", "\x1b[2J" * 50, "x" * 10_000, [1] * 100, {"a": [1]}]
+    swaps = [
+        "high",
+        None,
+        [],
+        {},
+        -1,
+        10**30,
+        float("inf"),
+        "\x1b]0;PWNED\x07",
+        True,
+        "[@click=app.quit]q[/]",
+        "\x1b[2J" * 50,
+        "x" * 10_000,
+        [1] * 100,
+        {"a": [1]},
+    ]
     if isinstance(doc, dict) and doc and rnd.random() < 0.8:
         key = rnd.choice(sorted(doc))
         out = dict(doc)
@@ -292,12 +543,22 @@ def _hostile_agent_lines(seed: int, n: int) -> list[str]:
                 doc = _mutate(doc, rnd)
             lines.append(json.dumps(doc, allow_nan=True))
         elif kind < 0.8:
-            lines.append(json.dumps({"type": rnd.choice(["hello", "error", "x", None]),
-                                     "hostname": _mutate("h", rnd), "message": _mutate("m", rnd),
-                                     "driver": _mutate("d", rnd)}))
+            lines.append(
+                json.dumps(
+                    {
+                        "type": rnd.choice(["hello", "error", "x", None]),
+                        "hostname": _mutate("h", rnd),
+                        "message": _mutate("m", rnd),
+                        "driver": _mutate("d", rnd),
+                    }
+                )
+            )
         elif kind < 0.9:
-            lines.append(bytes(rnd.randrange(256) for _ in range(rnd.randrange(60)))
-                         .decode("utf-8", "replace"))
+            lines.append(
+                bytes(rnd.randrange(256) for _ in range(rnd.randrange(60))).decode(
+                    "utf-8", "replace"
+                )
+            )
         else:
             lines.append(json.dumps(_SAMPLE)[: rnd.randrange(1, 200)])
         if i % 10 == 9:  # a valid sample now and then: the host must recover each time
@@ -311,11 +572,25 @@ async def test_cockpit_survives_hostile_agent_lines_under_pilot() -> None:
 
     inv = parse_inventory(
         "cluster: fuzz\nhosts:\n  - name: h\n    transport: local\n    python: /bin/false\n"
-        "  - name: g\n    transport: local\n    python: /bin/false\n")
+        "  - name: g\n    transport: local\n    python: /bin/false\n"
+    )
     app = VerlTuiApp(inv, interval=60)
     lines = _hostile_agent_lines(seed=1234, n=400)
-    keys = ["j", "k", "g", "G", "s", "s", "f", "enter", "escape", "space", "question_mark",
-            "escape", "1"]
+    keys = [
+        "j",
+        "k",
+        "g",
+        "G",
+        "s",
+        "s",
+        "f",
+        "enter",
+        "escape",
+        "space",
+        "question_mark",
+        "escape",
+        "1",
+    ]
     async with app.run_test(size=(120, 36)) as pilot:
         for i, line in enumerate(lines):
             app.monitor.ingest_line("h" if i % 2 else "g", line)
@@ -329,8 +604,9 @@ async def test_cockpit_survives_hostile_agent_lines_under_pilot() -> None:
         for name in ("h", "g"):
             ht = app.monitor.hosts[name]
             assert ht.state in (TelemetryState.OK, TelemetryState.NO_NVML), (ht.state, ht.error)
-            assert ht.latest is not None and ht.latest.gpus and \
-                ht.latest.gpus[0].util_percent == 50.0
+            assert (
+                ht.latest is not None and ht.latest.gpus and ht.latest.gpus[0].util_percent == 50.0
+            )
         problems = [p for ht in app.monitor.hosts.values() for p in ht.problems]
         assert problems  # the bad lines were noticed and reported, not swallowed
     assert app.return_code in (0, None)
@@ -338,16 +614,20 @@ async def test_cockpit_survives_hostile_agent_lines_under_pilot() -> None:
 
 # ---- a hostile debuggee: DAP framing from a port we attach to ---------------------------------
 
-@pytest.mark.parametrize("wire", [
-    b"Content-Length: 99999999999999\r\n\r\n",  # would be 100 TB of memory
-    b"Content-Length: -5\r\n\r\n",
-    b"Content-Length: banana\r\n\r\n",
-    b"Content-Length: 3\r\n\r\n[1]",
-    b"Content-Length: 4\r\n\r\nnull",
-    b"Content-Length: 2\r\n\r\n\xff\xfe",
-    b"X-Other: 1\r\n\r\n{}",
-    b'Content-Length: 61\r\n\r\n{"type":"response","request_seq":"x","success":true,"body":1}',
-])
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"Content-Length: 99999999999999\r\n\r\n",  # would be 100 TB of memory
+        b"Content-Length: -5\r\n\r\n",
+        b"Content-Length: banana\r\n\r\n",
+        b"Content-Length: 3\r\n\r\n[1]",
+        b"Content-Length: 4\r\n\r\nnull",
+        b"Content-Length: 2\r\n\r\n\xff\xfe",
+        b"X-Other: 1\r\n\r\n{}",
+        b'Content-Length: 61\r\n\r\n{"type":"response","request_seq":"x","success":true,"body":1}',
+    ],
+)
 async def test_hostile_debuggee_ends_the_session_with_one_error(wire: bytes) -> None:
     import asyncio
 

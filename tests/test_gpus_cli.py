@@ -15,8 +15,13 @@ def env_with(**extra: str) -> dict[str, str]:
 
 
 def test_without_driver_says_no_nvml_plainly(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tui", "gpus", "--once"], capture_output=True,
-                          text=True, timeout=60, env=env_with(LD_LIBRARY_PATH=str(tmp_path)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui", "gpus", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_with(LD_LIBRARY_PATH=str(tmp_path)),
+    )
     assert proc.returncode == 0, proc.stderr  # the host answered; it just has no GPUs
     assert proc.stdout.startswith("localhost  [no NVML]  NVML library not found")
 
@@ -26,8 +31,10 @@ def test_keeps_printing_json_lines(fake_nvml_lib, tmp_path):
     write_state(state, [FakeGpu(util=42), FakeGpu(util=7)])
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui", "gpus", "--json", "--interval", "0.2"],
-        stdout=subprocess.PIPE, text=True,
-        env=env_with(LD_LIBRARY_PATH=str(fake_nvml_lib), FAKE_NVML_STATE=str(state)))
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env_with(LD_LIBRARY_PATH=str(fake_nvml_lib), FAKE_NVML_STATE=str(state)),
+    )
     try:
         docs = [json.loads(proc.stdout.readline()) for _ in range(4)]
     finally:

@@ -36,35 +36,58 @@ def _bomb(levels: int = 9) -> str:
 # where there is none; a fragment of the message)
 CASES: dict[str, tuple[object, int | None, str]] = {
     "alias-bomb": (_bomb().encode(), 5, "aliases expand to more than"),
-    "deep-5000": (("hosts: " + "[" * 5000 + "]" * 5000 + "\n").encode(), 1,
-                  "nested deeper than 100 levels"),
-    "deep-block": (("hosts:\n" + "".join("  " * i + "- \n" for i in range(1, 400))).encode(),
-                   None, "nested deeper than 100 levels"),
+    "deep-5000": (
+        ("hosts: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
+        1,
+        "nested deeper than 100 levels",
+    ),
+    "deep-block": (
+        ("hosts:\n" + "".join("  " * i + "- \n" for i in range(1, 400))).encode(),
+        None,
+        "nested deeper than 100 levels",
+    ),
     "recursive-alias": (b"hosts: &a [*a]\n", 1, "recursive"),
     "recursive-map": (b"cluster: x\nhosts: &h\n  - name: a\n    ssh: *h\n", 4, "recursive"),
     "nul": (b"cluster: x\nhosts:\n  - name: a\x00b\n", 3, "control character U+0000 not allowed"),
-    "esc-raw": (b"cluster: x\x1b]0;pwned\x07\nhosts: []\n", 1,
-                "control character U+001B not allowed"),
-    "esc-escaped": (b'cluster: "\\e[2J"\nhosts:\n  - name: a\n', 1,
-                    "control character U+001B not allowed"),
-    "nul-escaped": (b'cluster: ok\nhosts:\n  - name: a\n    python: "py\\0thon"\n', 4,
-                    "control character U+0000 not allowed"),
+    "esc-raw": (
+        b"cluster: x\x1b]0;pwned\x07\nhosts: []\n",
+        1,
+        "control character U+001B not allowed",
+    ),
+    "esc-escaped": (
+        b'cluster: "\\e[2J"\nhosts:\n  - name: a\n',
+        1,
+        "control character U+001B not allowed",
+    ),
+    "nul-escaped": (
+        b'cluster: ok\nhosts:\n  - name: a\n    python: "py\\0thon"\n',
+        4,
+        "control character U+0000 not allowed",
+    ),
     "bidi": ("cluster: x\nhosts:\n  - name: a\u202eb\n".encode(), 3, "U+202E"),
     "latin1": (b"cluster: x\nhosts:\n  - name: caf\xe9\n", 3, "not UTF-8 text (byte 0xe9)"),
     "utf16": ("hosts: []\n".encode("utf-16"), 1, "not UTF-8"),
     "too-big": (b"hosts:\n" + b"  - name: h\n" * (MAX_BYTES // 12 + 10), None, "1 MiB limit"),
-    "too-many-values": (b"hosts: [" + b"1," * 400_000 + b"1]\n", 1,
-                        "more than 25000 values"),
-    "huge-int": (b"cluster: x\nhosts:\n  - name: a\n    num_gpus: " + b"9" * 5000 + b"\n", 4,
-                 "invalid value"),
+    "too-many-values": (b"hosts: [" + b"1," * 400_000 + b"1]\n", 1, "more than 25000 values"),
+    "huge-int": (
+        b"cluster: x\nhosts:\n  - name: a\n    num_gpus: " + b"9" * 5000 + b"\n",
+        4,
+        "invalid value",
+    ),
     "bad-date": (b"cluster: 2020-13-45\nhosts:\n  - name: a\n", 1, "invalid value"),
-    "python-tag": (b'hosts: !!python/object/apply:os.system ["touch /tmp/x"]\n', 1,
-                   "!!python/object/apply:os.system is not supported"),
+    "python-tag": (
+        b'hosts: !!python/object/apply:os.system ["touch /tmp/x"]\n',
+        1,
+        "!!python/object/apply:os.system is not supported",
+    ),
     "binary": (b"cluster: !!binary aGVsbG8=\nhosts:\n  - name: a\n", 1, "binary values"),
     "two-docs": (b"hosts:\n  - name: a\n---\nhosts: []\n", 3, "found a second one"),
     "undefined-alias": (b"hosts: *nope\n", 1, "no anchor"),
-    "merge-key": (b"base: &b {user: root}\nhosts:\n  - name: a\n    ssh:\n      <<: *b\n", 5,
-                  "merge keys"),
+    "merge-key": (
+        b"base: &b {user: root}\nhosts:\n  - name: a\n    ssh:\n      <<: *b\n",
+        5,
+        "merge keys",
+    ),
     "complex-key": (b"? [a, b]\n: 1\nhosts: []\n", 1, "mapping keys must be plain scalars"),
     "unclosed": (b"hosts: [\n  {name: a\n", 2, "invalid YAML"),
     "tab-indent": (b"hosts:\n\t- name: a\n", 2, "invalid YAML"),
@@ -97,8 +120,13 @@ def _special(kind: str, tmp: Path) -> Path:
     return path
 
 
-SPECIAL = {"fifo": "FIFO", "directory": "is a directory", "device": "character device",
-           "missing-dir": "file not found", "socket": "socket"}
+SPECIAL = {
+    "fifo": "FIFO",
+    "directory": "is a directory",
+    "device": "character device",
+    "missing-dir": "file not found",
+    "socket": "socket",
+}
 
 
 def _write(tmp: Path, name: str, content: bytes) -> Path:
@@ -109,13 +137,15 @@ def _write(tmp: Path, name: str, content: bytes) -> Path:
 
 def _run(argv: list[str], timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
     return proc, time.monotonic() - start
 
 
-def _assert_one_line(proc: subprocess.CompletedProcess, path: Path, line: int | None,
-                     fragment: str) -> None:
+def _assert_one_line(
+    proc: subprocess.CompletedProcess, path: Path, line: int | None, fragment: str
+) -> None:
     err = proc.stderr.strip()
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -148,17 +178,22 @@ def test_hosts_file_that_is_not_a_regular_file(kind, tmp_path):
 # and `ckpt --profile`.
 PROFILE_CASES = {
     "alias-bomb": (_bomb().replace("hosts:", "overrides:").encode(), 5, "aliases expand"),
-    "deep": (("overrides: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n").encode(), 1,
-             "nested deeper"),
+    "deep": (
+        ("overrides: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n").encode(),
+        1,
+        "nested deeper",
+    ),
     "recursive": (b"name: x\noverrides: &o {a: *o}\n", 2, "recursive"),
     "nul": (b"name: x\noverrides:\n  trainer.nnodes: 1\x00\n", 3, "U+0000"),
-    "esc-value": (b'name: x\noverrides:\n  trainer.experiment_name: "a\\x1b]0;t\\x07"\n', 3,
-                  "U+001B"),
+    "esc-value": (
+        b'name: x\noverrides:\n  trainer.experiment_name: "a\\x1b]0;t\\x07"\n',
+        3,
+        "U+001B",
+    ),
     "latin1": (b"name: x\ndescription: caf\xe9\n", 2, "not UTF-8"),
     "list": (b"- name: x\n", 1, "expected a mapping"),
     "overrides-list": (b"name: x\noverrides: [1, 2]\n", 2, "overrides"),
-    "too-big": (b"name: x\ndescription: '" + b"x" * (MAX_BYTES + 1) + b"'\n", None,
-                "1 MiB limit"),
+    "too-big": (b"name: x\ndescription: '" + b"x" * (MAX_BYTES + 1) + b"'\n", None, "1 MiB limit"),
 }
 
 
@@ -204,8 +239,10 @@ def test_import_of_a_hostile_script(kind, tmp_path):
     if kind in SPECIAL:
         path, line, fragment = _special(kind, tmp_path), None, SPECIAL[kind]
     else:
-        content = {"nul": b"#!/bin/sh\npython3 -m verl.trainer.main_ppo a=\x00\n",
-                   "latin1": b"#!/bin/sh\n# caf\xe9\n"}[kind]
+        content = {
+            "nul": b"#!/bin/sh\npython3 -m verl.trainer.main_ppo a=\x00\n",
+            "latin1": b"#!/bin/sh\n# caf\xe9\n",
+        }[kind]
         path = tmp_path / "run.sh"
         path.write_bytes(content)
         line, fragment = (2, "U+0000") if kind == "nul" else (2, "not UTF-8")
@@ -221,8 +258,10 @@ def test_import_of_a_hostile_script(kind, tmp_path):
 
 def test_good_files_still_load_with_lines(tmp_path):
     path = tmp_path / "h.yaml"
-    path.write_text("cluster: c  # comment\nbase: &b [1, 2]\nuse: *b\n"
-                    "text: |\n  line1\n  line2\n  \ttab\nhosts:\n  - name: a\n")
+    path.write_text(
+        "cluster: c  # comment\nbase: &b [1, 2]\nuse: *b\n"
+        "text: |\n  line1\n  line2\n  \ttab\nhosts:\n  - name: a\n"
+    )
     doc = load_yaml(path)
     assert doc.data["use"] == [1, 2]
     assert doc.data["text"] == "line1\nline2\n\ttab\n"
@@ -287,8 +326,10 @@ def test_dangling_symlink_in_working_dir_is_skipped_and_named(tmp_path, local_ho
     (wd / "train.py").write_text("print(1)\n")
     (wd / "gone").symlink_to(tmp_path / "nowhere")
     os.mkfifo(wd / "pipe")
-    proc, took = _run([CLI, "submit", str(local_hosts), str(PROFILE), "--working-dir", str(wd),
-                       "--dry-run"], timeout=120)
+    proc, took = _run(
+        [CLI, "submit", str(local_hosts), str(PROFILE), "--working-dir", str(wd), "--dry-run"],
+        timeout=120,
+    )
     print(f"submit dangling symlink: {took:.3f} s")
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 0, proc.stderr

@@ -47,8 +47,11 @@ def test_good_file_resolves_defaults_and_overrides(tmp_path):
     assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
     assert inv.head.name == "node1"
     n1, n2, n3 = inv.hosts
-    assert (n1.address, n1.node_ip, n1.python) == ("10.0.0.11", "10.0.0.11",
-                                                   "/opt/verl/.venv/bin/python3")
+    assert (n1.address, n1.node_ip, n1.python) == (
+        "10.0.0.11",
+        "10.0.0.11",
+        "/opt/verl/.venv/bin/python3",
+    )
     assert n2.python == "/usr/bin/python3"
     assert n2.ssh.port == 2222 and n2.ssh.user == "root" and n2.ssh.jump == "bastion"
     assert n1.ssh.port == 22
@@ -58,12 +61,17 @@ def test_good_file_resolves_defaults_and_overrides(tmp_path):
 
 
 def test_head_defaults_to_first_host_and_insecure_is_listed(tmp_path):
-    inv = load_inventory(write(tmp_path, """\
+    inv = load_inventory(
+        write(
+            tmp_path,
+            """\
         hosts:
           - name: a
           - name: b
             ssh: {insecure_skip_host_key_check: true}
-        """))
+        """,
+        )
+    )
     assert inv.head.name == "a"
     assert inv.insecure_hosts == ["b"]
 
@@ -79,16 +87,36 @@ def test_builtin_inventory_is_localhost_over_local_transport():
     ("text", "line", "fragment"),
     [
         ("hosts:\n  - name: a\n    address: [1\n", 3, "invalid YAML"),
-        ("hosts:\n  - name: a\n    adress: 10.0.0.1\n", 3, "hosts[0].adress: unknown key (did you mean 'address'?)"),
-        ("ssh:\n  port: twenty-two\nhosts:\n  - name: a\n", 2, "ssh.port: Input should be a valid integer"),
-        ("hosts:\n  - name: a\n    role: head\n  - name: b\n    role: head\n", 5, "more than one host has role: head (a, b)"),
+        (
+            "hosts:\n  - name: a\n    adress: 10.0.0.1\n",
+            3,
+            "hosts[0].adress: unknown key (did you mean 'address'?)",
+        ),
+        (
+            "ssh:\n  port: twenty-two\nhosts:\n  - name: a\n",
+            2,
+            "ssh.port: Input should be a valid integer",
+        ),
+        (
+            "hosts:\n  - name: a\n    role: head\n  - name: b\n    role: head\n",
+            5,
+            "more than one host has role: head (a, b)",
+        ),
         ("cluster: x\nhosts: []\n", 2, "hosts: no hosts listed"),
         ("cluster: x\n", 1, "hosts: required key is missing"),
         ("hosts:\n  - name: a\n  - name: b\n  - name: a\n", 4, "duplicate host name 'a'"),
         ("hosts:\n  - name: a\nhosts:\n  - name: b\n", 3, "duplicate key 'hosts'"),
-        ("hosts:\n  - name: a\n    role: boss\n", 3, "hosts[0].role: Input should be 'head' or 'worker'"),
+        (
+            "hosts:\n  - name: a\n    role: boss\n",
+            3,
+            "hosts[0].role: Input should be 'head' or 'worker'",
+        ),
         ("hosts:\n  - name: 'a;rm -rf /'\n", 2, "hosts[0].name: host names use letters"),
-        ("hosts:\n  - name: a\n    address: -oProxyCommand=touch\n", 3, "is not a host name or IP address"),
+        (
+            "hosts:\n  - name: a\n    address: -oProxyCommand=touch\n",
+            3,
+            "is not a host name or IP address",
+        ),
         ("- just\n- a list\n", 1, "expected a mapping"),
         ("hosts:\n  - name: a\n    ssh:\n      port: 70000\n", 4, "hosts[0].ssh.port"),
     ],
@@ -117,8 +145,9 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, argv):
     good = tmp_path / "good.yaml"
     good.write_text("hosts:\n  - name: a\n")
     args = [a.format(bad=bad, good=good) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -104,41 +104,45 @@ def test_ray_job_submit_with_runtime_env_json_and_env_prefixes():
     assert r.command_line == 8
     assert p.python == "/opt/verl/.venv/bin/python3"
     assert p.runtime_env.env_vars == {
-        "NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "true",  # --runtime-env-json
-        "HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1",  # prefixes after --
+        "NCCL_DEBUG": "WARN",
+        "TOKENIZERS_PARALLELISM": "true",  # --runtime-env-json
+        "HYDRA_FULL_ERROR": "1",
+        "VLLM_USE_V1": "1",  # prefixes after --
         "PYTHONUNBUFFERED": "1",  # python3 -u
     }
     assert p.runtime_env.working_dir == "./"
     assert p.runtime_env.excludes == [".git", "data/", "*.parquet"]
-    assert typed(p.overrides) == typed({
-        "algorithm.adv_estimator": "grpo",
-        "data.train_files": "/mnt/data/dapo-math-17k.parquet",
-        "data.val_files": "/mnt/data/aime-2024.parquet",
-        "data.prompt_key": "prompt",
-        "data.train_batch_size": 512,
-        "data.max_prompt_length": 2048,
-        "data.max_response_length": 8192,
-        "actor_rollout_ref.model.path": "/mnt/models/Qwen2.5-7B-Instruct",
-        "actor_rollout_ref.actor.optim.lr": 1e-6,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
-        "actor_rollout_ref.actor.use_dynamic_bsz": True,
-        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 24576,
-        "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 2,
-        "actor_rollout_ref.model.use_remove_padding": True,
-        "actor_rollout_ref.rollout.name": "vllm",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size": 4,
-        "actor_rollout_ref.rollout.n": 16,
-        "actor_rollout_ref.rollout.val_kwargs.temperature": 0.6,
-        "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
-        "trainer.logger": ["console", "wandb"],
-        "trainer.project_name": "dapo",
-        "trainer.experiment_name": "qwen7b dapo 8k",
-        "trainer.default_local_dir": "/mnt/ckpt/qwen7b-dapo",  # "${CKPT_DIR}" resolved
-        "trainer.nnodes": 2,
-        "trainer.n_gpus_per_node": 8,
-        "trainer.save_freq": 50,
-        "trainer.total_training_steps": 500,
-    })
+    assert typed(p.overrides) == typed(
+        {
+            "algorithm.adv_estimator": "grpo",
+            "data.train_files": "/mnt/data/dapo-math-17k.parquet",
+            "data.val_files": "/mnt/data/aime-2024.parquet",
+            "data.prompt_key": "prompt",
+            "data.train_batch_size": 512,
+            "data.max_prompt_length": 2048,
+            "data.max_response_length": 8192,
+            "actor_rollout_ref.model.path": "/mnt/models/Qwen2.5-7B-Instruct",
+            "actor_rollout_ref.actor.optim.lr": 1e-6,
+            "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
+            "actor_rollout_ref.actor.use_dynamic_bsz": True,
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 24576,
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 2,
+            "actor_rollout_ref.model.use_remove_padding": True,
+            "actor_rollout_ref.rollout.name": "vllm",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": 4,
+            "actor_rollout_ref.rollout.n": 16,
+            "actor_rollout_ref.rollout.val_kwargs.temperature": 0.6,
+            "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+            "trainer.logger": ["console", "wandb"],
+            "trainer.project_name": "dapo",
+            "trainer.experiment_name": "qwen7b dapo 8k",
+            "trainer.default_local_dir": "/mnt/ckpt/qwen7b-dapo",  # "${CKPT_DIR}" resolved
+            "trainer.nnodes": 2,
+            "trainer.n_gpus_per_node": 8,
+            "trainer.save_freq": 50,
+            "trainer.total_training_steps": 500,
+        }
+    )
     assert unmapped(r) == [
         (3, "set -euo pipefail"),
         (8, '--address="http://10.0.0.11:8265"'),
@@ -180,8 +184,10 @@ def test_exports_dollar_at_tee_defaults_and_command_substitution():
     assert "script's own arguments" in r.unmapped[2].reason
     assert r.unresolved_vars == ["EXP_NAME", "TIMESTAMP"]
     assert [(a.line, a.text, a.value) for a in r.assumed] == [
-        (8, "${NCCL_SOCKET_IFNAME:-eth0}", "eth0"), (10, "${NNODES:-1}", "1"),
-        (22, "${BATCH_SIZE:-1024}", "1024")]
+        (8, "${NCCL_SOCKET_IFNAME:-eth0}", "eth0"),
+        (10, "${NNODES:-1}", "1"),
+        (22, "${BATCH_SIZE:-1024}", "1024"),
+    ]
     assert all("default is used" in a.why for a in r.assumed)
     assert "$(date +%s)" in r.var_notes["TIMESTAMP"]
     assert "TIMESTAMP" in r.var_notes["EXP_NAME"]
@@ -208,17 +214,26 @@ def test_ray_on_slurm_script_launcher_prefix_loops_and_slurm_variables():
 # --- import: forms, one at a time -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("script", "python", "env"), [
-    ("python -m verl.trainer.main_ppo a.b=1", None, {}),
-    ("python3 -m verl.trainer.main_ppo a.b=1", None, {}),
-    ("python3 -u -m verl.trainer.main_ppo a.b=1", None, {"PYTHONUNBUFFERED": "1"}),
-    ("/opt/venv/bin/python3 -m verl.trainer.main_ppo a.b=1", "/opt/venv/bin/python3", {}),
-    ("HYDRA_FULL_ERROR=1 VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo a.b=1", None,
-     {"HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1"}),
-    ("env A=1 B='x y' /usr/bin/python3.11 -m verl.trainer.main_ppo a.b=1",
-     "/usr/bin/python3.11", {"A": "1", "B": "x y"}),
-    ("PY=/opt/v/bin/python3\n$PY -m verl.trainer.main_ppo a.b=1", "/opt/v/bin/python3", {}),
-])
+@pytest.mark.parametrize(
+    ("script", "python", "env"),
+    [
+        ("python -m verl.trainer.main_ppo a.b=1", None, {}),
+        ("python3 -m verl.trainer.main_ppo a.b=1", None, {}),
+        ("python3 -u -m verl.trainer.main_ppo a.b=1", None, {"PYTHONUNBUFFERED": "1"}),
+        ("/opt/venv/bin/python3 -m verl.trainer.main_ppo a.b=1", "/opt/venv/bin/python3", {}),
+        (
+            "HYDRA_FULL_ERROR=1 VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo a.b=1",
+            None,
+            {"HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1"},
+        ),
+        (
+            "env A=1 B='x y' /usr/bin/python3.11 -m verl.trainer.main_ppo a.b=1",
+            "/usr/bin/python3.11",
+            {"A": "1", "B": "x y"},
+        ),
+        ("PY=/opt/v/bin/python3\n$PY -m verl.trainer.main_ppo a.b=1", "/opt/v/bin/python3", {}),
+    ],
+)
 def test_entrypoint_forms(script, python, env):
     r = import_script(script + "\n")
     assert r.profile.overrides == {"a.b": 1}
@@ -233,33 +248,54 @@ def test_hydra_forms_quoting_and_values():
         "  +trainer.new_key=1 ++trainer.forced=x ~trainer.gone \\\n"
         "  data.files=[a.parquet,b.parquet] 'trainer.experiment_name=value with spaces' \\\n"
         "  trainer.project_name=\"double quoted\" 'single.quote=$NOT_EXPANDED' \\\n"
-        "  a.sweep=x,y a.list='[\"x\", \"y\"]' a.null=null a.f=1e-4 a.s=\"'7'\" \\\n"
+        '  a.sweep=x,y a.list=\'["x", "y"]\' a.null=null a.f=1e-4 a.s="\'7\'" \\\n'
         "  a.ansi=$'tab\\there' a.empty= \\\n"
-        "  'a.interp=${oc.env:HOME}/x'\n")
-    assert typed(r.profile.overrides) == typed({
-        "+trainer.new_key": 1, "++trainer.forced": "x", "~trainer.gone": None,
-        "data.files": ["a.parquet", "b.parquet"],
-        "trainer.experiment_name": "value with spaces", "trainer.project_name": "double quoted",
-        "single.quote": "$NOT_EXPANDED", "a.list": ["x", "y"], "a.null": None, "a.f": 1e-4,
-        "a.s": "7", "a.ansi": "tab\there", "a.empty": "", "a.interp": "${oc.env:HOME}/x",
-    })
+        "  'a.interp=${oc.env:HOME}/x'\n"
+    )
+    assert typed(r.profile.overrides) == typed(
+        {
+            "+trainer.new_key": 1,
+            "++trainer.forced": "x",
+            "~trainer.gone": None,
+            "data.files": ["a.parquet", "b.parquet"],
+            "trainer.experiment_name": "value with spaces",
+            "trainer.project_name": "double quoted",
+            "single.quote": "$NOT_EXPANDED",
+            "a.list": ["x", "y"],
+            "a.null": None,
+            "a.f": 1e-4,
+            "a.s": "7",
+            "a.ansi": "tab\there",
+            "a.empty": "",
+            "a.interp": "${oc.env:HOME}/x",
+        }
+    )
     assert r.unresolved_vars == []  # single quotes: nothing to resolve
     assert [(u.line, u.text) for u in r.unmapped] == [
-        (5, "a.sweep=x,y"), (7, "'a.interp=${oc.env:HOME}/x'")]
+        (5, "a.sweep=x,y"),
+        (7, "'a.interp=${oc.env:HOME}/x'"),
+    ]
     assert "sweep" in r.unmapped[0].reason
     assert "interpolation" in r.unmapped[1].reason
 
 
 def test_variables_resolve_only_from_plain_literals():
     r = import_script(
-        'DATA=/d\n'
-        'export MODEL=/m/qwen\n'
+        "DATA=/d\n"
+        "export MODEL=/m/qwen\n"
         'OUT="${DATA}/out"\n'
         'python3 -m verl.trainer.main_ppo a.d=${DATA:-/e} a.m=$MODEL a.o="$OUT" '
-        'a.h=$HOME/x a.n=${NOPE:-/f} a.c="$(hostname)"\n')
+        'a.h=$HOME/x a.n=${NOPE:-/f} a.c="$(hostname)"\n'
+    )
     o = r.profile.overrides
-    assert o == {"a.d": "/d", "a.m": "/m/qwen", "a.o": "/d/out", "a.h": "$HOME/x",
-                 "a.n": "/f", "a.c": "$(hostname)"}
+    assert o == {
+        "a.d": "/d",
+        "a.m": "/m/qwen",
+        "a.o": "/d/out",
+        "a.h": "$HOME/x",
+        "a.n": "/f",
+        "a.c": "$(hostname)",
+    }
     assert r.profile.runtime_env.env_vars == {"MODEL": "/m/qwen"}
     assert r.unresolved_vars == ["HOME", "$(hostname)"]
     assert [(a.text, a.value) for a in r.assumed] == [("${NOPE:-/f}", "/f")]
@@ -275,7 +311,8 @@ def test_other_commands_loops_second_commands_and_heredocs():
         "  nohup python3 -m verl.trainer.main_ppo actor.lr=$lr > run_$lr.log 2>&1 &\n"  # 6
         "done\n"  # 7
         "python3 -m verl.trainer.main_ppo a.b=2\n"  # 8
-        "export WANDB_API_KEY\n")  # 9
+        "export WANDB_API_KEY\n"
+    )  # 9
     assert r.command_line == 6
     assert r.profile.overrides == {"actor.lr": "$lr"}
     assert [u.line for u in r.unmapped] == [1, 2, 5, 6, 6, 6, 6, 6, 8, 9]
@@ -290,9 +327,10 @@ def test_other_commands_loops_second_commands_and_heredocs():
 
 def test_bash_c_inside_ray_job_submit_and_pipes():
     r = import_script(
-        "ray job submit --working-dir . --runtime-env-json='{\"pip\": [\"x\"]}' -- "
-        "bash -c \"cd /w && export PYTHONPATH=/w; python3 -m verl.trainer.main_ppo a.b=1\" "
-        "|& tee log\n")
+        'ray job submit --working-dir . --runtime-env-json=\'{"pip": ["x"]}\' -- '
+        'bash -c "cd /w && export PYTHONPATH=/w; python3 -m verl.trainer.main_ppo a.b=1" '
+        "|& tee log\n"
+    )
     assert r.command_line == 1
     assert r.profile.overrides == {"a.b": 1}
     assert r.profile.runtime_env.env_vars == {"PYTHONPATH": "/w"}
@@ -362,8 +400,11 @@ def test_run_export_kinds_and_errors(tmp_path, capsys):
 def test_report_without_output_names_the_problem():
     r = import_script("echo x\n", source="s.sh")
     text = format_report(r, Path("s.sh"), None)
-    assert text.splitlines() == ["s.sh: no `python -m verl.trainer.main_ppo` command found",
-                                 "not imported (1):", "  s.sh:1: echo x — prints only"]
+    assert text.splitlines() == [
+        "s.sh: no `python -m verl.trainer.main_ppo` command found",
+        "not imported (1):",
+        "  s.sh:1: echo x — prints only",
+    ]
 
 
 # --- export: round trips and shapes -----------------------------------------------------------
@@ -383,8 +424,10 @@ def test_round_trip_through_ray_job_script(name, tmp_path):
     assert again.profile.python == first.python
     # Values kept as written (unresolved `$X`) are single-quoted text now: nothing to resolve.
     assert again.unresolved_vars == []
-    assert [u.text for u in again.unmapped] == ["set -euo pipefail",
-                                                "--address http://127.0.0.1:8265"]
+    assert [u.text for u in again.unmapped] == [
+        "set -euo pipefail",
+        "--address http://127.0.0.1:8265",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("*.sh")))
@@ -394,9 +437,14 @@ def test_sbatch_and_dstack_parse(name, tmp_path):
     sb.write_text(to_sbatch(profile, nodes=2, gpus_per_node=4, partition="gpu", time="04:00:00"))
     subprocess.run(["bash", "-n", str(sb)], check=True)
     text = sb.read_text()
-    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4",
-                 "#SBATCH --cpus-per-task=16", "#SBATCH --partition=gpu",
-                 "#SBATCH --time=04:00:00"):
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --cpus-per-task=16",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=04:00:00",
+    ):
         assert line in text.splitlines()
     assert 'srun --nodes=1 --ntasks=1 -w "$head_node" \\' in text
     assert '    trainer.nnodes="$SLURM_NNODES" \\' in text
@@ -423,7 +471,7 @@ HOSTILE = [
     "`touch /tmp/pwned_x`",
     "; touch /tmp/pwned_x #",
     "line1\nline2 $(touch /tmp/pwned_x)",
-    "it's \"quoted\" \\ ${HOME} $HOME !x * ~",
+    'it\'s "quoted" \\ ${HOME} $HOME !x * ~',
     "-rf --now",
 ]
 
@@ -434,12 +482,16 @@ def _hostile_profile(python: str | None) -> Profile:
     overrides["~trainer.gone"] = None
     overrides["data.train_batch_size"] = 64
     return Profile(
-        name="hostile", description="evil\n$(touch /tmp/pwned_x)\ncomment end",
-        python=python, overrides=overrides,
-        runtime_env=RuntimeEnv(env_vars={"EVIL": "$(touch /tmp/pwned_x)`id`;'\"",
-                                         "PLAIN": "1"},
-                               working_dir="/tmp/wd $(touch /tmp/pwned_x)",
-                               excludes=["*.log", "$(touch /tmp/pwned_x)"]))
+        name="hostile",
+        description="evil\n$(touch /tmp/pwned_x)\ncomment end",
+        python=python,
+        overrides=overrides,
+        runtime_env=RuntimeEnv(
+            env_vars={"EVIL": "$(touch /tmp/pwned_x)`id`;'\"", "PLAIN": "1"},
+            working_dir="/tmp/wd $(touch /tmp/pwned_x)",
+            excludes=["*.log", "$(touch /tmp/pwned_x)"],
+        ),
+    )
 
 
 STUB_HEAD = f"""#!{sys.executable}
@@ -452,7 +504,8 @@ def log(entry):
 STUBS = {
     # Ray 2.60's `ray job submit` re-joins the entrypoint with shlex.join and the head runs it
     # through a shell, with the runtime env's env_vars: do exactly that.
-    "ray": STUB_HEAD + """
+    "ray": STUB_HEAD
+    + """
 args = sys.argv[1:]
 log({"prog": "ray", "argv": args})
 if args[:1] == ["status"]:
@@ -467,10 +520,12 @@ if args[:2] == ["job", "submit"]:
     env = {**os.environ, **rt.get("env_vars", {})}
     sys.exit(subprocess.run(shlex.join(entry), shell=True, env=env).returncode)
 """,
-    "python3": STUB_HEAD + """
+    "python3": STUB_HEAD
+    + """
 log({"prog": "python3", "argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in ("EVIL", "PLAIN")}})
 """,
-    "srun": STUB_HEAD + """
+    "srun": STUB_HEAD
+    + """
 args = sys.argv[1:]
 log({"prog": "srun", "argv": args})
 i = 0
@@ -492,11 +547,20 @@ def stubs(tmp_path):
         (bindir / name).write_text(body)
         (bindir / name).chmod(0o755)
     log = tmp_path / "calls.jsonl"
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "STUB_LOG": str(log), "HOME": str(tmp_path),
-           "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_CPUS_PER_TASK": "32",
-           "SLURM_GPUS_PER_NODE": "8", "SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2",
-           "DSTACK_NODE_RANK": "0", "DSTACK_MASTER_NODE_IP": "10.0.0.1",
-           "DSTACK_NODES_NUM": "2", "DSTACK_GPUS_PER_NODE": "8"}
+    env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "STUB_LOG": str(log),
+        "HOME": str(tmp_path),
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_CPUS_PER_TASK": "32",
+        "SLURM_GPUS_PER_NODE": "8",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_NUM_NODES": "2",
+        "DSTACK_NODE_RANK": "0",
+        "DSTACK_MASTER_NODE_IP": "10.0.0.1",
+        "DSTACK_NODES_NUM": "2",
+        "DSTACK_GPUS_PER_NODE": "8",
+    }
     PWNED.unlink(missing_ok=True)
     yield bindir, log, env
     PWNED.unlink(missing_ok=True)
@@ -544,8 +608,9 @@ def test_hostile_values_stay_text(kind, stubs, tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(text)
     subprocess.run(["bash", "-n", str(script)], check=True)
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                          timeout=20)
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=20
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert not PWNED.exists()
 
@@ -574,11 +639,10 @@ def test_hostile_values_stay_text(kind, stubs, tmp_path):
     assert typed(received) == typed(expected)
     if kind == "sbatch":
         heads = [c["argv"] for c in _calls(log, "srun") if "--head" in c["argv"]]
-        assert heads and '--node-ip-address=10.0.0.1' in heads[0]
+        assert heads and "--node-ip-address=10.0.0.1" in heads[0]
 
 
 def test_hostile_description_stays_a_comment():
     text = to_ray_job_submit(_hostile_profile(None))
     comments = [line for line in text.splitlines() if "evil" in line]
     assert comments == ["# evil $(touch /tmp/pwned_x) comment end"]
-

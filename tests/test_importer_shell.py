@@ -18,20 +18,27 @@ RUN = "python3 -m verl.trainer.main_ppo"
 def _bash_args(script: str) -> list[str]:
     """The arguments bash passes to main_ppo (python3 replaced by a printer)."""
     prog = "python3() { shift 2; printf '%s\\0' \"$@\"; }\n" + script
-    out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        ["bash", "-c", prog],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     return out.stdout.split("\0")[:-1]
 
 
 def test_arrays_spread_into_one_override_per_element() -> None:
-    script = ("ACTOR=(\n"
-              "    actor_rollout_ref.actor.optim.lr=1e-6\n"
-              "    # a comment inside the array\n"
-              "    actor_rollout_ref.actor.ppo_mini_batch_size=16\n"
-              ")\n"
-              "ACTOR+=(actor_rollout_ref.actor.use_kl_loss=True)\n"
-              "DATA=(data.train_batch_size=32 'data.truncation=error')\n"
-              f'{RUN} "${{ACTOR[@]}}" ${{DATA[@]}} trainer.nnodes=${{DATA[0]#*=}}x "$@"\n')
+    script = (
+        "ACTOR=(\n"
+        "    actor_rollout_ref.actor.optim.lr=1e-6\n"
+        "    # a comment inside the array\n"
+        "    actor_rollout_ref.actor.ppo_mini_batch_size=16\n"
+        ")\n"
+        "ACTOR+=(actor_rollout_ref.actor.use_kl_loss=True)\n"
+        "DATA=(data.train_batch_size=32 'data.truncation=error')\n"
+        f'{RUN} "${{ACTOR[@]}}" ${{DATA[@]}} trainer.nnodes=${{DATA[0]#*=}}x "$@"\n'
+    )
     r = import_script(script)
     o = r.profile.overrides
     assert o["actor_rollout_ref.actor.optim.lr"] == 1e-6
@@ -42,11 +49,20 @@ def test_arrays_spread_into_one_override_per_element() -> None:
     assert any("3 arguments from the array ACTOR" in m.target for m in r.mapped)
 
 
-@pytest.mark.parametrize(("expr", "env"), [
-    ("$((1024*2))", ""), ("$(( A * 2 ))", "A=8"), ("$(($A*2+1))", "A=8"),
-    ("$(( (A + B) * 3 ))", "A=1024 B=512"), ("$((-7 / 2))", ""), ("$((-7 % 3))", ""),
-    ("$((2 - 3 - 4))", ""), ("$(( ${A} / 3 ))", "A=10"), ("$((- -A))", "A=5"),
-])
+@pytest.mark.parametrize(
+    ("expr", "env"),
+    [
+        ("$((1024*2))", ""),
+        ("$(( A * 2 ))", "A=8"),
+        ("$(($A*2+1))", "A=8"),
+        ("$(( (A + B) * 3 ))", "A=1024 B=512"),
+        ("$((-7 / 2))", ""),
+        ("$((-7 % 3))", ""),
+        ("$((2 - 3 - 4))", ""),
+        ("$(( ${A} / 3 ))", "A=10"),
+        ("$((- -A))", "A=5"),
+    ],
+)
 def test_integer_arithmetic_matches_bash(expr: str, env: str) -> None:
     script = (f"{env}\n" if env else "") + f"{RUN} data.train_batch_size={expr}\n"
     (expected,) = _bash_args(script)
@@ -55,8 +71,17 @@ def test_integer_arithmetic_matches_bash(expr: str, env: str) -> None:
     assert r.unresolved_vars == []
 
 
-@pytest.mark.parametrize("expr", ["$((A * 2))", "$((2 ** 3))", "$((1 / 0))", "$((--B))",
-                                  "$((__import__('os')))", "$(( $(nproc) * 2 ))"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "$((A * 2))",
+        "$((2 ** 3))",
+        "$((1 / 0))",
+        "$((--B))",
+        "$((__import__('os')))",
+        "$(( $(nproc) * 2 ))",
+    ],
+)
 def test_arithmetic_it_cannot_know_stays_as_written(expr: str) -> None:
     r = import_script(f"{RUN} data.train_batch_size={expr}\n")
     assert r.profile.overrides["data.train_batch_size"] == expr
@@ -64,32 +89,41 @@ def test_arithmetic_it_cannot_know_stays_as_written(expr: str) -> None:
 
 
 def test_defaults_are_used_and_said() -> None:
-    script = ('M=${MODEL:-Qwen/Qwen2.5-7B}\n'
-              f'{RUN} actor_rollout_ref.model.path=$M data.train_batch_size=${{BS:=64}} '
-              'data.max_prompt_length=${LEN-512} trainer.project_name=${BS} '
-              'trainer.experiment_name=${1:-exp}\n')
+    script = (
+        "M=${MODEL:-Qwen/Qwen2.5-7B}\n"
+        f"{RUN} actor_rollout_ref.model.path=$M data.train_batch_size=${{BS:=64}} "
+        "data.max_prompt_length=${LEN-512} trainer.project_name=${BS} "
+        "trainer.experiment_name=${1:-exp}\n"
+    )
     r = import_script(script)
     o = r.profile.overrides
     assert o["actor_rollout_ref.model.path"] == "Qwen/Qwen2.5-7B"
     assert o["data.train_batch_size"] == 64 and o["data.max_prompt_length"] == 512
     assert o["trainer.project_name"] == 64  # ${BS:=64} assigned BS
     assert o["trainer.experiment_name"] == "exp"
-    assert {a.text for a in r.assumed} == {"${MODEL:-Qwen/Qwen2.5-7B}", "${BS:=64}",
-                                           "${LEN-512}", "${1:-exp}"}
+    assert {a.text for a in r.assumed} == {
+        "${MODEL:-Qwen/Qwen2.5-7B}",
+        "${BS:=64}",
+        "${LEN-512}",
+        "${1:-exp}",
+    }
     assert r.unresolved_vars == []
 
 
 def test_default_depending_on_the_environment_stays_unresolved() -> None:
-    r = import_script(f'D=${{D:-$HOME/ckpt}}\n{RUN} trainer.default_local_dir=$D\n')
+    r = import_script(f"D=${{D:-$HOME/ckpt}}\n{RUN} trainer.default_local_dir=$D\n")
     assert r.profile.overrides["trainer.default_local_dir"] == "$D"
     assert "HOME" in r.unresolved_vars or "D" in r.unresolved_vars
 
 
-@pytest.mark.parametrize("flags", [
-    "--config-path=config --config-name='ppo_megatron_trainer.yaml'",
-    "--config-name ppo_megatron_trainer",
-    "-cn ppo_megatron_trainer",
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--config-path=config --config-name='ppo_megatron_trainer.yaml'",
+        "--config-name ppo_megatron_trainer",
+        "-cn ppo_megatron_trainer",
+    ],
+)
 def test_ppo_megatron_trainer_becomes_model_engine_megatron(flags: str) -> None:
     r = import_script(f"{RUN} {flags} actor_rollout_ref.actor.megatron.param_offload=True\n")
     p = r.profile
@@ -104,12 +138,17 @@ def test_ppo_megatron_trainer_becomes_model_engine_megatron(flags: str) -> None:
 def test_custom_config_is_kept_and_round_trips(tmp_path) -> None:
     cfg = tmp_path / "config"
     cfg.mkdir()
-    (cfg / "mine.yaml").write_text("hydra:\n  searchpath:\n    - file://verl/trainer/config\n"
-                                   "defaults:\n  - ppo_trainer\n  - _self_\n"
-                                   "actor_rollout_ref:\n  rollout:\n    name: sglang\n"
-                                   "    multi_turn:\n      enable: True\n")
-    r = import_script(f'P="$(pwd)/config"\n{RUN} --config-path="$P" --config-name=mine '
-                      "data.train_batch_size=64\n", cwd=str(tmp_path))
+    (cfg / "mine.yaml").write_text(
+        "hydra:\n  searchpath:\n    - file://verl/trainer/config\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "actor_rollout_ref:\n  rollout:\n    name: sglang\n"
+        "    multi_turn:\n      enable: True\n"
+    )
+    r = import_script(
+        f'P="$(pwd)/config"\n{RUN} --config-path="$P" --config-name=mine '
+        "data.train_batch_size=64\n",
+        cwd=str(tmp_path),
+    )
     p = r.profile
     assert (p.config_name, p.config_path) == ("mine", str(cfg))
     assert any(a.text == "$(pwd)" for a in r.assumed)

@@ -42,16 +42,20 @@ def hosts_file(tmp_path: Path) -> Path:
 
 
 def run_cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
-@pytest.mark.parametrize("args", [
-    ["gpus", "--once", "--json", "--timeout", "3"],
-    ["check", "--json", "--timeout", "8"],
-    ["status", "--json"],
-    ["ckpt", "--dir", "/nonexistent-ckpt", "--json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["gpus", "--once", "--json", "--timeout", "3"],
+        ["check", "--json", "--timeout", "8"],
+        ["status", "--json"],
+        ["ckpt", "--dir", "/nonexistent-ckpt", "--json"],
+    ],
+)
 def test_json_commands_warn_and_mark_the_document(hosts_file: Path, args: list[str]) -> None:
     proc = run_cli(args[0], str(hosts_file), *args[1:])
     assert proc.stderr.splitlines()[0].startswith(WARNING), proc.stderr
@@ -60,8 +64,10 @@ def test_json_commands_warn_and_mark_the_document(hosts_file: Path, args: list[s
     assert doc["insecure_host_keys"] is True, proc.stdout
 
 
-@pytest.mark.parametrize("args", [["gpus", "--once", "--timeout", "3"], ["jobs"], ["debug"],
-                                  ["down"], ["logs", "somejob"]])
+@pytest.mark.parametrize(
+    "args",
+    [["gpus", "--once", "--timeout", "3"], ["jobs"], ["debug"], ["down"], ["logs", "somejob"]],
+)
 def test_text_commands_warn_first(hosts_file: Path, args: list[str]) -> None:
     proc = run_cli(args[0], str(hosts_file), *args[1:])
     assert proc.stderr.splitlines()[0].startswith(WARNING), (args, proc.stderr)
@@ -97,8 +103,15 @@ async def test_banner_on_every_screen(hosts_file: Path) -> None:
     app = VerlTuiApp(load_inventory(hosts_file), interval=0.5)
     seen: dict[str, str] = {}
     async with app.run_test(size=(140, 40)) as pilot:
-        actions = [None, app.action_show_jobs, app.action_node_logs, app.action_debugger,
-                   app.action_checkpoints, app.action_doctor, app.action_help]
+        actions = [
+            None,
+            app.action_show_jobs,
+            app.action_node_logs,
+            app.action_debugger,
+            app.action_checkpoints,
+            app.action_doctor,
+            app.action_help,
+        ]
         for action in actions:
             if action is not None:
                 app.action_show_cluster()
@@ -115,8 +128,15 @@ async def test_banner_on_every_screen(hosts_file: Path) -> None:
         await pilot.pause(0.1)
         await pilot.press("q")
         await asyncio.sleep(0)
-    assert {"ClusterScreen", "JobsScreen", "NodeLogsScreen", "DebuggerScreen",
-            "CheckpointsScreen", "DoctorScreen", "HelpScreen"} <= set(seen), seen
+    assert {
+        "ClusterScreen",
+        "JobsScreen",
+        "NodeLogsScreen",
+        "DebuggerScreen",
+        "CheckpointsScreen",
+        "DoctorScreen",
+        "HelpScreen",
+    } <= set(seen), seen
     assert all("HOST KEY CHECK OFF: head1" in text for text in seen.values())
 
 

@@ -54,16 +54,23 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
         await pilot.press("2")
         await until(pilot, lambda: isinstance(app.screen, JobsScreen))
         await pilot.press("n")
-        await until(pilot, lambda: isinstance(app.screen, ProfilePickerScreen)
-                    and bool(app.screen.entries), what="the profile list")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, ProfilePickerScreen) and bool(app.screen.entries),
+            what="the profile list",
+        )
         picker = app.screen
         index = next(i for i, e in enumerate(picker.entries) if e.path.resolve() == PRESET)
         picker.query_one(OptionList).highlighted = index
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, JobFormScreen))
         form = app.screen
-        opened = await until(pilot, lambda: _ready(form) and form.resources is not None
-                             and form.validated, 60, "form loaded and checked on the cluster")
+        opened = await until(
+            pilot,
+            lambda: _ready(form) and form.resources is not None and form.validated,
+            60,
+            "form loaded and checked on the cluster",
+        )
         print(f"\nform open → first check on the cluster: {opened:.2f} s")
         assert "2 nodes × 4 GPUs" in str(form.query_one("#form-title").render())
         submit = form.query_one("#submit", Button)
@@ -81,13 +88,17 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
 
         await type_into(pilot, field.query_one(Input), "256")
         t0 = time.perf_counter()
-        await until(pilot, lambda: form.validated and not field.problem_text.strip(), 10,
-                    "error gone")
+        await until(
+            pilot, lambda: form.validated and not field.problem_text.strip(), 10, "error gone"
+        )
         cleared = time.perf_counter() - t0
         assert not submit.disabled and not field.has_class("-error")
-        print(f"keystroke → inline error {shown * 1000:.0f} ms, → cleared {cleared * 1000:.0f}"
-              f" ms (debounce 300 ms); check_profile runs: "
-              + ", ".join(f"{x * 1000:.0f}" for x in form.latencies) + " ms")
+        print(
+            f"keystroke → inline error {shown * 1000:.0f} ms, → cleared {cleared * 1000:.0f}"
+            f" ms (debounce 300 ms); check_profile runs: "
+            + ", ".join(f"{x * 1000:.0f}" for x in form.latencies)
+            + " ms"
+        )
 
         form.query_one("#toggle-print-config", Checkbox).value = True
         await pilot.pause(0.1)
@@ -125,11 +136,18 @@ async def _open_form(app, pilot, initial_sets=None):
     from tui.jobs.history import JobHistory
     from tui.screens.job_form import JobFormScreen
 
-    form = JobFormScreen(app.ray, JobHistory(app.inventory.cluster), PRESET,
-                         initial_sets=initial_sets)
+    form = JobFormScreen(
+        app.ray, JobHistory(app.inventory.cluster), PRESET, initial_sets=initial_sets
+    )
     await app.push_screen(form)
-    await until(pilot, lambda: _ready(form) and form.cluster_note is not None
-                and "asking" not in form.cluster_note, 60, "form loaded")
+    await until(
+        pilot,
+        lambda: (
+            _ready(form) and form.cluster_note is not None and "asking" not in form.cluster_note
+        ),
+        60,
+        "form loaded",
+    )
     return form
 
 
@@ -141,8 +159,9 @@ async def test_draft_survives_an_app_restart_and_ctrl_d_discards(local_app):
         form = await _open_form(app, pilot)
         assert "Ray is not running (u starts it)" in form.cluster_note  # checked without Ray
         assert form.draft_note is None
-        await type_into(pilot, form.fields["trainer.experiment_name"].query_one(Input),
-                        "from-draft")
+        await type_into(
+            pilot, form.fields["trainer.experiment_name"].query_one(Input), "from-draft"
+        )
         await type_into(pilot, form.fields["data.train_batch_size"].query_one(Input), "12")
         path = draft_path(app.inventory.cluster, "grpo-gsm8k-qwen2.5-0.5b")
         # No pause for the debounce: leaving the app writes what is pending.
@@ -156,8 +175,14 @@ async def test_draft_survives_an_app_restart_and_ctrl_d_discards(local_app):
         assert form.fields["data.train_batch_size"].text == "12"
         assert form.draft_note and form.draft_note.startswith("draft restored")
         await pilot.press("ctrl+d")
-        await until(pilot, lambda: form.validated and
-                    form.fields["trainer.experiment_name"].text == "qwen2.5-0.5b-grpo", 10)
+        await until(
+            pilot,
+            lambda: (
+                form.validated
+                and form.fields["trainer.experiment_name"].text == "qwen2.5-0.5b-grpo"
+            ),
+            10,
+        )
         assert form.fields["data.train_batch_size"].text == "256"
         assert not path.exists()
 
@@ -171,8 +196,12 @@ async def test_add_key_completion_and_did_you_mean(local_app):
         add = form.query_one(AddKey)
         add.focus()
         await pilot.press(*"actor_rollout_ref.rollout.tempe")
-        await until(pilot, lambda: add._suggestion == "actor_rollout_ref.rollout.temperature",
-                    5, "completion")
+        await until(
+            pilot,
+            lambda: add._suggestion == "actor_rollout_ref.rollout.temperature",
+            5,
+            "completion",
+        )
         await pilot.press("right", "enter")  # accept the completion, add the row
         key = "actor_rollout_ref.rollout.temperature"
         await until(pilot, lambda: key in form.fields, 5)
@@ -192,9 +221,15 @@ async def test_add_key_completion_and_did_you_mean(local_app):
         add.focus()
         add.value = "trainer.total_epoch"
         await pilot.press("enter")
-        await until(pilot, lambda: "trainer.total_epoch" in form.fields
-                    and "did you mean trainer.total_epochs" in
-                    form.fields["trainer.total_epoch"].problem_text, 10)
+        await until(
+            pilot,
+            lambda: (
+                "trainer.total_epoch" in form.fields
+                and "did you mean trainer.total_epochs"
+                in form.fields["trainer.total_epoch"].problem_text
+            ),
+            10,
+        )
         # Removing the bad rows clears the errors again.
         for k in (bad, "trainer.total_epoch"):
             form.fields[k].post_message(form.fields[k].Remove(form.fields[k]))

@@ -26,10 +26,28 @@ from tui.cluster.dashboard import (
 
 VICTIM = "victim2"
 HOSTILE = [
-    f"{VICTIM}/stop?", f"{VICTIM}/stop", f"{VICTIM}?", f"{VICTIM}#x", f"../jobs/{VICTIM}",
-    f"{VICTIM}/..", f"{VICTIM}%2Fstop", f"{VICTIM}%3F", f" {VICTIM}", f"{VICTIM}\n", ".", "..",
-    f"-{VICTIM}", f"{VICTIM}\x1b]0;t\x07", f"{VICTIM}\\stop", "a" * 201, "", f"{VICTIM}&x=1",
-    f"{VICTIM};stop", "vic tim2", "vïctim2", f"{VICTIM}\x00",
+    f"{VICTIM}/stop?",
+    f"{VICTIM}/stop",
+    f"{VICTIM}?",
+    f"{VICTIM}#x",
+    f"../jobs/{VICTIM}",
+    f"{VICTIM}/..",
+    f"{VICTIM}%2Fstop",
+    f"{VICTIM}%3F",
+    f" {VICTIM}",
+    f"{VICTIM}\n",
+    ".",
+    "..",
+    f"-{VICTIM}",
+    f"{VICTIM}\x1b]0;t\x07",
+    f"{VICTIM}\\stop",
+    "a" * 201,
+    "",
+    f"{VICTIM}&x=1",
+    f"{VICTIM};stop",
+    "vic tim2",
+    "vïctim2",
+    f"{VICTIM}\x00",
 ]
 
 
@@ -42,8 +60,9 @@ def ray_one(tmp_path_factory):
 def cli(env, *args: str, timeout: float = 120):
     import subprocess
 
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def status_of(env, path, sid: str) -> str:
@@ -64,8 +83,15 @@ def wait_status(env, path, sid, want, timeout=90.0) -> str:
 
 def test_ray_rule_and_encoding_offline():
     # Ray's own ids pass: generated submission ids and hex driver job ids.
-    for ok in ("raysubmit_4LamXRuQpYdSMg7J", "02000000", "wd-job-1", "grpo-20261123-101010-ab12",
-               "a.b_c-d", "_x", "a" * 200):
+    for ok in (
+        "raysubmit_4LamXRuQpYdSMg7J",
+        "02000000",
+        "wd-job-1",
+        "grpo-20261123-101010-ab12",
+        "a.b_c-d",
+        "_x",
+        "a" * 200,
+    ):
         assert check_job_id(ok) == ok
     for bad in HOSTILE:
         with pytest.raises(BadJobId) as err:
@@ -79,8 +105,10 @@ def test_ray_rule_and_encoding_offline():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(max_size=30), min_size=1, max_size=4),
-       st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=20), max_size=3))
+@given(
+    st.lists(st.text(max_size=30), min_size=1, max_size=4),
+    st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=20), max_size=3),
+)
 def test_api_path_encodes_every_value(segments, query):
     path = api_path(*segments, query=query)
     base, _, q = path.partition("?")
@@ -98,18 +126,36 @@ def test_api_path_encodes_every_value(segments, query):
 
 def test_hostile_ids_never_reach_another_job(ray_one):
     _cluster, path, env = ray_one
-    sub = cli(env, "submit", str(path), "--submission-id", VICTIM, "--", VENV_PY, "-c",
-              "import time; print('victim up', flush=True); time.sleep(600)")
+    sub = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        VICTIM,
+        "--",
+        VENV_PY,
+        "-c",
+        "import time; print('victim up', flush=True); time.sleep(600)",
+    )
     assert sub.returncode == 0, sub.stderr
     assert wait_status(env, path, VICTIM, {"RUNNING"}) == "RUNNING"
 
     # CLI: stop, logs, submit --submission-id, resubmit: each one line, exit 2, nothing sent.
     # (A subset: each CLI run starts a Python; the service calls below take every id.)
-    for bad in (f"{VICTIM}/stop?", f"../jobs/{VICTIM}", f"{VICTIM}%2Fstop", "..",
-                f"{VICTIM}\x1b]0;t\x07", f"{VICTIM}#x"):
-        for args in (["stop", str(path), bad], ["logs", str(path), bad],
-                     ["submit", str(path), "--submission-id", bad, "--", "true"],
-                     ["submit", str(path), "--resubmit", bad]):
+    for bad in (
+        f"{VICTIM}/stop?",
+        f"../jobs/{VICTIM}",
+        f"{VICTIM}%2Fstop",
+        "..",
+        f"{VICTIM}\x1b]0;t\x07",
+        f"{VICTIM}#x",
+    ):
+        for args in (
+            ["stop", str(path), bad],
+            ["logs", str(path), bad],
+            ["submit", str(path), "--submission-id", bad, "--", "true"],
+            ["submit", str(path), "--resubmit", bad],
+        ):
             res = cli(env, *args)
             assert res.returncode == 2, (args, res.stdout, res.stderr)
             lines = res.stderr.strip().splitlines()
@@ -133,8 +179,10 @@ def test_hostile_ids_never_reach_another_job(ray_one):
             hist = JobHistory(fleet.inventory.cluster, root=None)
             try:
                 for bad in HOSTILE:
-                    for call in (lambda b: stop_job(rc, b, hist, wait=1),
-                                 lambda b: delete_job(rc, b, hist)):
+                    for call in (
+                        lambda b: stop_job(rc, b, hist, wait=1),
+                        lambda b: delete_job(rc, b, hist),
+                    ):
                         with pytest.raises(BadJobId):
                             await call(bad)
                     client = await rc.dashboard()

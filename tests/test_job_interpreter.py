@@ -15,8 +15,9 @@ from test_ray_lifecycle import VENV_PY, hosts_yaml
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +57,28 @@ def _finished(env, path, sid: str, timeout: float = 90.0) -> dict:
 
 
 def _driver_log(cluster, sid: str) -> str:
-    return cluster.exec_in("node1", ["cat", f"/tmp/ray/session_latest/logs/job-driver-{sid}.log"]
-                           ).stdout
+    return cluster.exec_in(
+        "node1", ["cat", f"/tmp/ray/session_latest/logs/job-driver-{sid}.log"]
+    ).stdout
 
 
-PROG = ("import os, sys, ray; print('EXE', sys.executable); "
-        "print('PATH', os.environ['PATH'])")
+PROG = "import os, sys, ray; print('EXE', sys.executable); print('PATH', os.environ['PATH'])"
 
 
 def test_start_up_file_shadows_python_without_the_rewrite(shadowed):
     """The pitfall itself: a job whose command names the shell's `python` gets the bare one."""
     cluster, path, env, _ = shadowed
-    out = cli(env, "submit", str(path), "--submission-id", "shadowed-1", "--",
-              "/bin/sh", "-c", f"python -c {json.dumps(PROG)}")
+    out = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        "shadowed-1",
+        "--",
+        "/bin/sh",
+        "-c",
+        f"python -c {json.dumps(PROG)}",
+    )
     assert out.returncode == 0, out.stderr
     assert _finished(env, path, "shadowed-1")["status"] == "FAILED"
     assert "No module named 'ray'" in _driver_log(cluster, "shadowed-1")
@@ -76,8 +86,7 @@ def test_start_up_file_shadows_python_without_the_rewrite(shadowed):
 
 def test_python_runs_the_hosts_interpreter(shadowed):
     cluster, path, env, _ = shadowed
-    out = cli(env, "submit", str(path), "--submission-id", "interp-1", "--",
-              "python", "-c", PROG)
+    out = cli(env, "submit", str(path), "--submission-id", "interp-1", "--", "python", "-c", PROG)
     assert out.returncode == 0, out.stderr
     job = _finished(env, path, "interp-1")
     log = _driver_log(cluster, "interp-1")

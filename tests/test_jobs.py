@@ -17,14 +17,16 @@ from test_ray_lifecycle import VENV_PY, running_ray
 def ray_up(tmp_path_factory):
     """Two hosts with Ray up for the whole module (bring-up costs ~15 s); Ray is told 4 GPUs
     and 12 CPUs per node, so verl's sizing rules can pass on this machine."""
-    with running_ray(tmp_path_factory.mktemp("jobs"), 2, ray_extra="num_cpus: 12",
-                     num_gpus=4) as up:
+    with running_ray(
+        tmp_path_factory.mktemp("jobs"), 2, ray_extra="num_cpus: 12", num_gpus=4
+    ) as up:
         yield up
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def wait_status(env, path, sid, want, timeout=90.0) -> dict:
@@ -40,18 +42,36 @@ def wait_status(env, path, sid, want, timeout=90.0) -> dict:
 
 def job_logs(cluster, sid: str) -> str:
     """The driver log, read on the head the way an operator would."""
-    out = cluster.exec_in("node1", ["sh", "-c", f"cat /tmp/ray/session_latest/logs/job-driver-{sid}.log"])
+    out = cluster.exec_in(
+        "node1", ["sh", "-c", f"cat /tmp/ray/session_latest/logs/job-driver-{sid}.log"]
+    )
     return out.stdout
 
 
 def test_hostile_values_stay_text(ray_up, tmp_path):
     cluster, path, env = ray_up
     marker = Path(f"/tmp/pwned_job_{os.getpid()}")
-    hostile = [f"$(touch {marker})", f"`touch {marker}`", f"a; touch {marker}", "it's \"q\"",
-               "new\nline"]
-    sub = cli(env, "submit", str(path), "--env", f"HOSTILE=$(touch {marker})", "--json", "--",
-              VENV_PY, "-c", "import json, os, sys; print('ARGV', json.dumps(sys.argv[1:]));"
-              "print('ENV', json.dumps(os.environ['HOSTILE']))", *hostile)
+    hostile = [
+        f"$(touch {marker})",
+        f"`touch {marker}`",
+        f"a; touch {marker}",
+        'it\'s "q"',
+        "new\nline",
+    ]
+    sub = cli(
+        env,
+        "submit",
+        str(path),
+        "--env",
+        f"HOSTILE=$(touch {marker})",
+        "--json",
+        "--",
+        VENV_PY,
+        "-c",
+        "import json, os, sys; print('ARGV', json.dumps(sys.argv[1:]));"
+        "print('ENV', json.dumps(os.environ['HOSTILE']))",
+        *hostile,
+    )
     assert sub.returncode == 0, sub.stderr
     sid = json.loads(sub.stdout)["submission_id"]
     job = wait_status(env, path, sid, {"SUCCEEDED", "FAILED"})
@@ -71,15 +91,36 @@ def test_working_dir_upload_list_stop_and_history(ray_up, tmp_path):
     (wd / "pkg" / "__init__.py").write_text("")
     (wd / "pkg" / "data.py").write_text("VALUE = 42\n")
     (wd / "big.bin").write_bytes(b"\0" * 1024)
-    sub = cli(env, "submit", str(path), "--working-dir", str(wd), "--exclude", "*.bin",
-              "--submission-id", "wd-job-1", "--", VENV_PY, "hello.py")
+    sub = cli(
+        env,
+        "submit",
+        str(path),
+        "--working-dir",
+        str(wd),
+        "--exclude",
+        "*.bin",
+        "--submission-id",
+        "wd-job-1",
+        "--",
+        VENV_PY,
+        "hello.py",
+    )
     assert sub.returncode == 0, sub.stderr
     job = wait_status(env, path, "wd-job-1", {"SUCCEEDED", "FAILED"})
     assert job["status"] == "SUCCEEDED"
     assert "from working_dir: 42" in job_logs(cluster, "wd-job-1")
 
-    long = cli(env, "submit", str(path), "--submission-id", "sleeper-1", "--",
-               VENV_PY, "-c", "import time; time.sleep(600)")
+    long = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        "sleeper-1",
+        "--",
+        VENV_PY,
+        "-c",
+        "import time; time.sleep(600)",
+    )
     assert long.returncode == 0, long.stderr
     wait_status(env, path, "sleeper-1", {"RUNNING"})
     stop = cli(env, "stop", str(path), "sleeper-1")
@@ -91,34 +132,51 @@ def test_working_dir_upload_list_stop_and_history(ray_up, tmp_path):
     assert by_id["wd-job-1"]["in_history"] and by_id["sleeper-1"]["status"] == "STOPPED"
     assert by_id["wd-job-1"]["driver_node"] == "node1"
     records = list((Path(env["XDG_STATE_HOME"]) / "verl-tui" / "history").rglob("*.json"))
-    assert {json.loads(p.read_text())["submission_id"] for p in records} >= {"wd-job-1",
-                                                                            "sleeper-1"}
+    assert {json.loads(p.read_text())["submission_id"] for p in records} >= {
+        "wd-job-1",
+        "sleeper-1",
+    }
     table = cli(env, "jobs", str(path))
     assert "wd-job-1" in table.stdout and "SUCCEEDED" in table.stdout
 
 
 def test_dry_run_prints_the_equivalent_command(ray_up, tmp_path):
     _, path, env = ray_up
-    out = cli(env, "submit", str(path), "--dry-run", "--env", "A=b c", "--",
-              "python", "-c", "print('$(x)')")
+    out = cli(
+        env,
+        "submit",
+        str(path),
+        "--dry-run",
+        "--env",
+        "A=b c",
+        "--",
+        "python",
+        "-c",
+        "print('$(x)')",
+    )
     assert out.returncode == 0
     assert out.stdout.startswith("ray job submit \\\n    --address=http://127.0.0.1:8265")
     # `python` is the hosts' interpreter (hosts.yaml python:), shown rewritten.
     assert f"-- {VENV_PY} -c 'print('\"'\"'$(x)'\"'\"')'" in out.stdout
     # The printed command is valid shell that yields exactly our argv.
-    argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + out.stdout.split(" -- ", 1)[1]],
-                          capture_output=True, text=True).stdout.split("\0")[:-1]
+    argv = subprocess.run(
+        ["bash", "-c", "printf '%s\\0' " + out.stdout.split(" -- ", 1)[1]],
+        capture_output=True,
+        text=True,
+    ).stdout.split("\0")[:-1]
     assert argv == [VENV_PY, "-c", "print('$(x)')"]
 
 
 def test_bad_submit_input(ray_up):
     _, path, env = ray_up
-    for args in (["submit", str(path)], ["submit", str(path), "--env", "1X=y", "--", "true"],
-                 ["submit", str(path), "--working-dir", "/nonexistent", "--", "true"]):
+    for args in (
+        ["submit", str(path)],
+        ["submit", str(path), "--env", "1X=y", "--", "true"],
+        ["submit", str(path), "--working-dir", "/nonexistent", "--", "true"],
+    ):
         out = cli(env, *args)
         assert out.returncode == 2, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
-
 
 
 async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
@@ -131,8 +189,17 @@ async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
 
     _, path, env = ray_up
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
-    sub = cli(env, "submit", str(path), "--submission-id", "screen-sleeper", "--",
-              VENV_PY, "-c", "import time; time.sleep(600)")
+    sub = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        "screen-sleeper",
+        "--",
+        VENV_PY,
+        "-c",
+        "import time; time.sleep(600)",
+    )
     assert sub.returncode == 0, sub.stderr
     wait_status(env, path, "screen-sleeper", {"RUNNING"})
 
@@ -157,8 +224,13 @@ async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(pilot, lambda: any(r.submission_id == "screen-sleeper"
-                                       and r.status == "STOPPED" for r in jobs.rows), 60)
+        await until(
+            pilot,
+            lambda: any(
+                r.submission_id == "screen-sleeper" and r.status == "STOPPED" for r in jobs.rows
+            ),
+            60,
+        )
         row = next(i for i, r in enumerate(jobs.rows) if r.submission_id == "screen-sleeper")
         jobs.query_one("DataTable").move_cursor(row=row)
         await pilot.pause(0.2)
@@ -173,13 +245,32 @@ def test_profile_submit_runs_verl_with_the_overrides(ray_up, tmp_path):
     --cfg job on the cluster: its log shows the overrides and the cluster-derived sizes."""
     cluster, path, env = ray_up
     preset = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
-    dry = cli(env, "submit", str(path), str(preset), "--dry-run",
-              "--set", "trainer.experiment_name=from-cli")
+    dry = cli(
+        env,
+        "submit",
+        str(path),
+        str(preset),
+        "--dry-run",
+        "--set",
+        "trainer.experiment_name=from-cli",
+    )
     assert dry.returncode == 0, dry.stderr
-    assert "verl.trainer.main_ppo" in dry.stdout and "trainer.experiment_name=from-cli" in dry.stdout
-    out = cli(env, "submit", str(path), str(preset), "--print-config", "--json",
-              "--set", "trainer.experiment_name=from-cli", "--submission-id", "verl-cfg-1",
-              timeout=240)
+    assert (
+        "verl.trainer.main_ppo" in dry.stdout and "trainer.experiment_name=from-cli" in dry.stdout
+    )
+    out = cli(
+        env,
+        "submit",
+        str(path),
+        str(preset),
+        "--print-config",
+        "--json",
+        "--set",
+        "trainer.experiment_name=from-cli",
+        "--submission-id",
+        "verl-cfg-1",
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     doc = json.loads(out.stdout)
     assert doc["metadata"]["profile"] == "grpo-gsm8k-qwen2.5-0.5b"

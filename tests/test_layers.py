@@ -43,21 +43,30 @@ LEAVES = ("tui", "tui.sanitize", "tui.fmt", "tui.state")
 # stands alone.
 SIDEWAYS = {
     ("tui.jobs", "tui.cluster"): "the Jobs API client (dashboard), the Ray cluster, live "
-                                 "resources from the probe",
+    "resources from the probe",
     ("tui.debug", "tui.cluster"): "paused workers and breakpoints are found through the "
-                                  "dashboard and the cluster's hosts",
+    "dashboard and the cluster's hosts",
     ("tui.debug", "tui.jobs"): "attach maps a worker's files back to the folder the job was "
-                               "submitted from (job history)",
+    "submitted from (job history)",
     ("tui.ckpt", "tui.jobs"): "resume writes a profile that continues from a checkpoint",
     ("tui.logs", "tui.jobs"): "log hints name config keys checked against verl's schema",
 }
-REFUSED_SIDEWAYS = [("tui.cluster", "tui.jobs"), ("tui.cluster", "tui.debug"),
-                    ("tui.jobs", "tui.debug"), ("tui.jobs", "tui.ckpt")]
+REFUSED_SIDEWAYS = [
+    ("tui.cluster", "tui.jobs"),
+    ("tui.cluster", "tui.debug"),
+    ("tui.jobs", "tui.debug"),
+    ("tui.jobs", "tui.ckpt"),
+]
 
 # Third-party modules a remote program may import, by program (all others: stdlib only); each
 # is optional on the host except Ray where ray_pdb_keys runs (the head).
-REMOTE_EXTRA = {"gpu_agent": {"pynvml", "amdsmi"}, "probe": {"pynvml"}, "ray_pdb_keys": {"ray"},
-                "gpu_nvml": {"pynvml"}, "gpu_amd": {"amdsmi"}}
+REMOTE_EXTRA = {
+    "gpu_agent": {"pynvml", "amdsmi"},
+    "probe": {"pynvml"},
+    "ray_pdb_keys": {"ray"},
+    "gpu_nvml": {"pynvml"},
+    "gpu_amd": {"amdsmi"},
+}
 
 MAX_LINES = 650  # "about 600": a module past this is split
 # Modules over MAX_LINES today, with their length: a ratchet. They may shrink (then lower or
@@ -98,19 +107,30 @@ def imports_of(name: str, path: Path) -> list[Edge]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
             # `from tui.jobs import schema` imports the module tui.jobs.schema.
             out.append(Edge(name, mod, node.lineno))
-            out += [Edge(name, f"{mod}.{a.name}", node.lineno) for a in node.names
-                    if f"{mod}.{a.name}" in MODULES]
-        elif (isinstance(node, ast.Call) and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                   or (isinstance(node.func, ast.Name)
-                       and node.func.id in ("import_module", "__import__")))):
+            out += [
+                Edge(name, f"{mod}.{a.name}", node.lineno)
+                for a in node.names
+                if f"{mod}.{a.name}" in MODULES
+            ]
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in ("import_module", "__import__")
+                )
+            )
+        ):
             out.append(Edge(name, node.args[0].value, node.lineno))
     return out
 
@@ -159,8 +179,7 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
 
 
 def test_services_import_no_ui_cli_or_textual() -> None:
-    bad = [e for e in edges_from(SERVICES)
-           if within(e.dst, UI + CLI) or top(e.dst) == "textual"]
+    bad = [e for e in edges_from(SERVICES) if within(e.dst, UI + CLI) or top(e.dst) == "textual"]
     assert not bad, "\n".join(map(str, bad))
 
 
@@ -185,15 +204,19 @@ def test_allowed_arrows_are_used_and_acyclic() -> None:
         graph.setdefault(a, set()).add(b)
 
     def reaches(a: str, b: str, seen: frozenset[str] = frozenset()) -> bool:
-        return any(n == b or (n not in seen and reaches(n, b, seen | {n}))
-                   for n in graph.get(a, ()))
+        return any(
+            n == b or (n not in seen and reaches(n, b, seen | {n})) for n in graph.get(a, ())
+        )
 
     assert not [s for s in SERVICES if reaches(s, s)]
 
 
 def test_transport_imports_no_service_ui_cli_or_remote_program() -> None:
-    bad = [e for e in edges_from("tui.transport")
-           if within(e.dst, SERVICES + UI + CLI + ("tui.remote",)) or top(e.dst) == "textual"]
+    bad = [
+        e
+        for e in edges_from("tui.transport")
+        if within(e.dst, SERVICES + UI + CLI + ("tui.remote",)) or top(e.dst) == "textual"
+    ]
     assert not bad, "\n".join(map(str, bad))
 
 
@@ -203,15 +226,21 @@ def test_asyncssh_only_in_transport() -> None:
 
 
 def test_config_imports_only_config_and_leaves() -> None:
-    bad = [e for e in edges_from("tui.config")
-           if top(e.dst) == "tui" and not within(e.dst, "tui.config")
-           and e.dst not in LEAVES]
+    bad = [
+        e
+        for e in edges_from("tui.config")
+        if top(e.dst) == "tui" and not within(e.dst, "tui.config") and e.dst not in LEAVES
+    ]
     assert not bad, "\n".join(map(str, bad))
 
 
 def test_leaves_import_no_other_tui_module() -> None:
-    bad = [e for name in LEAVES for e in EDGES
-           if e.src == name and top(e.dst) == "tui" and e.dst not in LEAVES]
+    bad = [
+        e
+        for name in LEAVES
+        for e in EDGES
+        if e.src == name and top(e.dst) == "tui" and e.dst not in LEAVES
+    ]
     assert not bad, "\n".join(map(str, bad))
 
 
@@ -224,9 +253,13 @@ def test_ui_is_imported_only_by_ui_and_cli() -> None:
 
 # Programs (what python_argv ships) and bundle parts (modules joined into a program's source).
 PARTS = sorted({p for names in BUNDLES.values() for p in names})
-REMOTE = sorted(n.rpartition(".")[2] for n in MODULES
-                if n.startswith("tui.remote.") and not n.rpartition(".")[2].startswith("_")
-                and n.rpartition(".")[2] not in PARTS)
+REMOTE = sorted(
+    n.rpartition(".")[2]
+    for n in MODULES
+    if n.startswith("tui.remote.")
+    and not n.rpartition(".")[2].startswith("_")
+    and n.rpartition(".")[2] not in PARTS
+)
 
 
 def top_imports(text: str) -> set[str]:
@@ -247,8 +280,17 @@ def same_bundle(src: str, dst: str) -> bool:
 
 
 def test_remote_programs_exist() -> None:
-    assert set(REMOTE) >= {"gpu_agent", "probe", "ckpt_helper", "head_lock", "verl_config",
-                           "ray_pdb_keys", "ray_procs", "tcp_connect", "port_listener"}
+    assert set(REMOTE) >= {
+        "gpu_agent",
+        "probe",
+        "ckpt_helper",
+        "head_lock",
+        "verl_config",
+        "ray_pdb_keys",
+        "ray_procs",
+        "tcp_connect",
+        "port_listener",
+    }
 
 
 @pytest.mark.parametrize("program", REMOTE)
@@ -261,13 +303,18 @@ def test_remote_program_is_self_contained(program: str) -> None:
     text = (TUI / "remote" / f"{program}.py").read_text(encoding="utf-8")
     shipped = source(program)
     if program in BUNDLES:
-        assert shipped.startswith(text[:text.index("\nfrom tui.remote.")])
+        assert shipped.startswith(text[: text.index("\nfrom tui.remote.")])
         marks = [line for line in shipped.splitlines() if line.startswith("# ---- ")]
         assert [m.split()[2].rstrip(",") for m in marks] == [f"{p}.py" for p in BUNDLES[program]]
     else:
         assert shipped == text
     assert python_argv("/usr/bin/python3", program, "a") == [
-        "/usr/bin/python3", "-u", "-c", shipped, "a"]
+        "/usr/bin/python3",
+        "-u",
+        "-c",
+        shipped,
+        "a",
+    ]
     ast.parse(shipped, feature_version=(3, 8))
     extra = top_imports(shipped) - set(sys.stdlib_module_names) - {"__future__"}
     assert extra <= REMOTE_EXTRA.get(program, set()), extra
@@ -321,8 +368,11 @@ def test_bundle_parts_join_into_one_namespace(program: str) -> None:
         tree = ast.parse(text, feature_version=(3, 8))
         tui = [e for e in imports_of(f"tui.remote.{name}", path) if top(e.dst) == "tui"]
         top_lines = {n.lineno for n in tree.body if isinstance(n, ast.ImportFrom)}
-        bad = [e for e in tui if e.dst.removeprefix("tui.remote.") not in BUNDLES[program]
-               or e.line not in top_lines]
+        bad = [
+            e
+            for e in tui
+            if e.dst.removeprefix("tui.remote.") not in BUNDLES[program] or e.line not in top_lines
+        ]
         assert not bad, "\n".join(map(str, bad))
         extra = top_imports(text) - set(sys.stdlib_module_names) - {"__future__", "tui"}
         assert extra <= REMOTE_EXTRA.get(name, set()) | REMOTE_EXTRA.get(program, set()), extra
@@ -331,7 +381,7 @@ def test_bundle_parts_join_into_one_namespace(program: str) -> None:
         assert not clash, f"{name}.py redefines {clash}"
         defined_by.update(dict.fromkeys(defined, name))
     for i, name in enumerate(order):
-        later = {n for n, where in defined_by.items() if where in order[i + 1:]}
+        later = {n for n, where in defined_by.items() if where in order[i + 1 :]}
         assert not reads[name] & later, f"{name}.py's top level reads {reads[name] & later}"
 
 
@@ -367,8 +417,10 @@ def test_loader_refuses_what_is_not_a_program() -> None:
 
 
 def test_no_module_grows_past_the_limit() -> None:
-    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
-               for p in MODULES.values()}
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in MODULES.values()
+    }
     over = {p: n for p, n in lengths.items() if n > OVER_LIMIT.get(p, MAX_LINES)}
     assert not over, f"split these (limit {MAX_LINES} lines, or their OVER_LIMIT entry): {over}"
     shrunk = [p for p, cap in OVER_LIMIT.items() if lengths.get(p, 0) <= MAX_LINES]

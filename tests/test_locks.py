@@ -18,14 +18,17 @@ from test_ray_lifecycle import VENV_PY, hosts_yaml
 
 from tui.cluster.lock import EXIT_BUSY, LocalLock, LockHeld, LockOwner
 
-BUSY_RE = re.compile(r"cluster busy: (up|restart|down) by \S+@\S+ pid (\d+) "
-                     r"since \d\d:\d\d:\d\d$")
+BUSY_RE = re.compile(
+    r"cluster busy: (up|restart|down) by \S+@\S+ pid (\d+) "
+    r"since \d\d:\d\d:\d\d$"
+)
 
 
 def _holder(code: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A second process that takes a lock, says READY, and sleeps."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "READY"
     return proc
 
@@ -64,9 +67,16 @@ def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path)
     # Separate state dirs: only the head's lock stands between the two.
     envs = [{**os.environ, "XDG_STATE_HOME": str(tmp_path / f"state{i}")} for i in range(3)]
     try:
-        procs = [subprocess.Popen([VENV_PY, "-m", "tui", "up", "--restart", str(path)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=envs[i]) for i in range(2)]
+        procs = [
+            subprocess.Popen(
+                [VENV_PY, "-m", "tui", "up", "--restart", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=envs[i],
+            )
+            for i in range(2)
+        ]
         ends: dict[int, float] = {}
         while len(ends) < 2:
             for i, p in enumerate(procs):
@@ -84,14 +94,23 @@ def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path)
         assert m and m.group(1) == "restart" and int(m.group(2)) == procs[winner].pid, err
         assert ends[loser] < ends[winner]  # refused at once, not after the other finished
         assert "Traceback" not in outs[loser][2] + outs[winner][2]
-        st = subprocess.run([VENV_PY, "-m", "tui", "status", str(path)], capture_output=True,
-                            text=True, timeout=60, env=envs[2])
+        st = subprocess.run(
+            [VENV_PY, "-m", "tui", "status", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=envs[2],
+        )
         assert st.returncode == 0 and "2 nodes alive" in st.stdout, st.stdout + st.stderr
 
         # A holder killed with -9 in the middle of a restart: its lock frees itself.
-        victim = subprocess.Popen([VENV_PY, "-m", "tui", "up", "--restart", str(path)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=envs[0])
+        victim = subprocess.Popen(
+            [VENV_PY, "-m", "tui", "up", "--restart", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=envs[0],
+        )
         deadline = time.monotonic() + 60
         while f'"pid": {victim.pid}' not in _read_head_lock(cluster):
             assert time.monotonic() < deadline and victim.poll() is None, "lock never taken"
@@ -99,17 +118,28 @@ def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         time.sleep(0.5)  # sshd sees the connection close; the helper's stdin ends
-        again = subprocess.run([VENV_PY, "-m", "tui", "up", "--restart", str(path)],
-                               capture_output=True, text=True, timeout=240, env=envs[0])
+        again = subprocess.run(
+            [VENV_PY, "-m", "tui", "up", "--restart", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=envs[0],
+        )
         assert again.returncode == 0, again.stdout + again.stderr
         assert "2 nodes alive" in again.stdout
         # Released at the end: the next action is not refused.
-        down = subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                              text=True, timeout=120, env=envs[1])
+        down = subprocess.run(
+            [VENV_PY, "-m", "tui", "down", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=envs[1],
+        )
         assert down.returncode == 0, down.stdout + down.stderr
     finally:
-        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                       timeout=120, env=envs[2])
+        subprocess.run(
+            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=envs[2]
+        )
 
 
 # -- drafts in two forms --------------------------------------------------------------------
@@ -157,7 +187,10 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
         return form
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from tui.jobs.formstate import DraftLock
             lock = DraftLock("local", {PROFILE!r})
@@ -166,8 +199,13 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
             sys.stdin.readline()
             print("MINE" if lock.still_mine() else "LOST", flush=True)
             time.sleep(600)
-        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "XDG_STATE_HOME": str(state)})
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XDG_STATE_HOME": str(state)},
+    )
     assert holder.stdout.readline().strip() == "READY"
     try:
         app = VerlTuiApp(local_inventory(), interval=0.5)

@@ -102,26 +102,42 @@ def test_long_line_read_is_capped(store, monkeypatch):
 
 
 def test_flags_errors_warnings(store):
-    store.append("plain info line\n"
-                 "2025-01-16 08:48:22,123 WARNING something odd\n"
-                 "ERROR:root:boom\n"
-                 "ERROR again\n"
-                 "fine\n"
-                 "UserWarning: deprecated\n")
+    store.append(
+        "plain info line\n"
+        "2025-01-16 08:48:22,123 WARNING something odd\n"
+        "ERROR:root:boom\n"
+        "ERROR again\n"
+        "fine\n"
+        "UserWarning: deprecated\n"
+    )
     assert [store.flags(i) & (ERROR | WARNING) for i in range(6)] == [
-        0, WARNING, ERROR, ERROR, 0, WARNING]
+        0,
+        WARNING,
+        ERROR,
+        ERROR,
+        0,
+        WARNING,
+    ]
     assert list(store.error_lines()) == [2]  # one run of error lines, one entry
 
 
 def test_ray_traceback_flagged_per_origin(store):
     a = "(TaskRunner pid=11, ip=10.0.0.2) "
     b = "(WorkerDict pid=22, ip=10.0.0.3) "
-    store.append(a + "Traceback (most recent call last):\n"
-                 + a + '  File "/opt/verl/verl/trainer/main_ppo.py", line 42, in run\n'
-                 + b + "step:3 - actor/entropy:0.5\n"  # another origin, interleaved
-                 + a + "    trainer.fit()\n"
-                 + a + "ValueError: Total available GPUs 8 is less than total desired GPUs 16\n"
-                 + a + "after the traceback\n")
+    store.append(
+        a
+        + "Traceback (most recent call last):\n"
+        + a
+        + '  File "/opt/verl/verl/trainer/main_ppo.py", line 42, in run\n'
+        + b
+        + "step:3 - actor/entropy:0.5\n"  # another origin, interleaved
+        + a
+        + "    trainer.fit()\n"
+        + a
+        + "ValueError: Total available GPUs 8 is less than total desired GPUs 16\n"
+        + a
+        + "after the traceback\n"
+    )
     flags = [store.flags(i) for i in range(6)]
     assert flags[0] & TRACEBACK and flags[0] & ERROR
     assert flags[1] == TRACEBACK
@@ -135,7 +151,7 @@ def test_ray_traceback_flagged_per_origin(store):
 
 
 def test_traceback_across_chunks(store):
-    store.append("Traceback (most recent call last):\n  File \"x.py\", line 1")
+    store.append('Traceback (most recent call last):\n  File "x.py", line 1')
     store.append(", in <module>\n    main()\n")
     store.append("RuntimeError: CUDA error: out of memory\nnext\n")
     assert [store.flags(i) & TRACEBACK for i in range(5)] == [TRACEBACK] * 4 + [0]
@@ -163,10 +179,16 @@ def _random_log(n: int, seed: int = 3) -> list[str]:
 def test_find_and_matching_agree_with_brute_force(store, small_blocks):
     lines = _random_log(3000)
     for i in range(0, len(lines), 137):  # appends of varied size: index entries between them
-        store.append("\n".join(lines[i:i + 137]) + "\n")
+        store.append("\n".join(lines[i : i + 137]) + "\n")
     plain = [store.plain(i) for i in range(len(lines))]
-    cases = [("needle", False, True), ("NEEDLE", False, False), ("red delta", False, True),
-             (r"^gamma\b", True, True), (r"needle\s+ü", True, False), ("nothing", False, True)]
+    cases = [
+        ("needle", False, True),
+        ("NEEDLE", False, False),
+        ("red delta", False, True),
+        (r"^gamma\b", True, True),
+        (r"needle\s+ü", True, False),
+        ("nothing", False, True),
+    ]
     for pattern, regex, ic in cases:
         q = Query(pattern, regex, ic)
         expect = [i for i, text in enumerate(plain) if q.text_re.search(text)]
@@ -215,8 +237,9 @@ def test_line_longer_than_a_block(store, small_blocks):
 
 
 def test_search_a_million_lines_fast(store):
-    text = "".join(f"step:{i} - actor/entropy:0.{i % 97} - critic/score:0.{i % 13}\n"
-                   for i in range(1_000_000))
+    text = "".join(
+        f"step:{i} - actor/entropy:0.{i % 97} - critic/score:0.{i % 13}\n" for i in range(1_000_000)
+    )
     store.append(text)
     assert len(store) == 1_000_000
     t = time.perf_counter()
@@ -225,8 +248,9 @@ def test_search_a_million_lines_fast(store):
     elapsed = time.perf_counter() - t
     assert elapsed < 1.0, elapsed
     # Memory: 8 bytes of offset + 1 flag byte per line.
-    per_line = (store._offsets.buffer_info()[1] * store._offsets.itemsize
-                + store._flags.buffer_info()[1]) / len(store)
+    per_line = (
+        store._offsets.buffer_info()[1] * store._offsets.itemsize + store._flags.buffer_info()[1]
+    ) / len(store)
     assert per_line < 12
 
 

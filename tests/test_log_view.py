@@ -124,17 +124,21 @@ async def test_search_across_200k_lines():
         pane = app.query_one(LogPane)
         view = pane.log_view
         marks = {1_000, 120_000, 199_990}
-        text = "".join(f"{i} needle found here\n" if i in marks else f"{i} hay hay hay\n"
-                       for i in range(200_000))
+        text = "".join(
+            f"{i} needle found here\n" if i in marks else f"{i} hay hay hay\n"
+            for i in range(200_000)
+        )
         for start in range(0, len(text), 1 << 20):
-            pane.append(text[start:start + (1 << 20)])
+            pane.append(text[start : start + (1 << 20)])
         await settle(pilot, view)
         assert len(view.store) == 200_000
         await pilot.press("g", "slash", *"needle", "enter")
         await pilot.pause()
         assert view.search_query is not None and view.search_query.pattern == "needle"
         assert view.current == 1_000
-        assert screen_rows(view)[view._row_of(1_000) - view.scroll_offset.y].startswith("1000 needle")
+        assert screen_rows(view)[view._row_of(1_000) - view.scroll_offset.y].startswith(
+            "1000 needle"
+        )
         for _ in range(10):  # the match count is completed over the next ticks
             view._tick()
         await pilot.pause()
@@ -182,8 +186,9 @@ async def test_filter_shows_only_matching_lines():
     async with app.run_test(size=SIZE) as pilot:
         pane = app.query_one(LogPane)
         view = pane.log_view
-        pane.append("".join(f"{i} {'WARNING disk slow' if i % 10 == 3 else 'ok'}\n"
-                            for i in range(1000)))
+        pane.append(
+            "".join(f"{i} {'WARNING disk slow' if i % 10 == 3 else 'ok'}\n" for i in range(1000))
+        )
         await settle(pilot, view)
         await pilot.press("f")  # no search yet: the prompt opens in filter mode
         assert pane._prompt.has_focus and pane._mode == "filter"
@@ -220,14 +225,14 @@ async def test_wrap_long_lines_and_horizontal_scroll():
         await pilot.press("right", "right", "right")
         await pilot.pause()
         assert view.scroll_offset.x > 0
-        assert screen_rows(view)[1] == long[view.scroll_offset.x:view.scroll_offset.x + width]
+        assert screen_rows(view)[1] == long[view.scroll_offset.x : view.scroll_offset.x + width]
         await pilot.press("w")
         await pilot.pause()
         assert view.wrap and "WRAP" in app.query_one(LogPane).status_text
         rows = screen_rows(view)
         pieces = -(-len(long) // width)
         assert rows[0] == "short one"
-        assert "".join(rows[1:1 + pieces]) == long
+        assert "".join(rows[1 : 1 + pieces]) == long
         assert rows[1 + pieces] == "short two"
         await pilot.press("w")
         await pilot.pause()
@@ -255,7 +260,8 @@ async def test_wrap_pages_by_screen_rows():
         await pilot.press("F")
         await settle(pilot, view)
         assert screen_rows(view)[-1].endswith("y") and view.store.plain(199).endswith(
-            screen_rows(view)[-1])
+            screen_rows(view)[-1]
+        )
 
 
 async def test_wrap_reads_only_what_is_on_screen():
@@ -293,16 +299,26 @@ async def test_hints_and_tracebacks():
         pane = app.query_one(LogPane)
         view = pane.log_view
         pre = "(WorkerDict pid=7, ip=10.0.0.3) "
-        pane.append(numbered(30)
-                    + pre + "Traceback (most recent call last):\n"
-                    + pre + '  File "/opt/verl/verl/workers/fsdp_workers.py", line 1, in f\n'
-                    + pre + "    loss.backward()\n"
-                    + pre + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
-                    + numbered(30, 100))
+        pane.append(
+            numbered(30)
+            + pre
+            + "Traceback (most recent call last):\n"
+            + pre
+            + '  File "/opt/verl/verl/workers/fsdp_workers.py", line 1, in f\n'
+            + pre
+            + "    loss.backward()\n"
+            + pre
+            + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
+            + numbered(30, 100)
+        )
         await settle(pilot, view)
         store = view.store
         assert [store.flags(i) & (TRACEBACK | ERROR) for i in range(30, 34)] == [
-            TRACEBACK | ERROR, TRACEBACK, TRACEBACK, TRACEBACK | ERROR]
+            TRACEBACK | ERROR,
+            TRACEBACK,
+            TRACEBACK,
+            TRACEBACK | ERROR,
+        ]
         assert store.hint_lines() == [33]
         await pilot.press("g", "h")
         assert view.current == 33
@@ -317,8 +333,9 @@ async def test_hints_and_tracebacks():
         colour = {seg.style.color for seg in view.render_line(row) if seg.text.strip()}
         assert styles["error"].color in colour
         tb = view._row_of(31) - view.scroll_offset.y
-        assert styles["traceback"].color in {seg.style.color for seg in view.render_line(tb)
-                                             if seg.text.strip()}
+        assert styles["traceback"].color in {
+            seg.style.color for seg in view.render_line(tb) if seg.text.strip()
+        }
         # e / E walk error runs: the traceback is one, it starts at its header
         await pilot.press("g", "e")
         assert view.current == 30
@@ -356,7 +373,8 @@ def test_ansi_text_matches_rich():
     theirs = Text.from_ansi(raw)
     assert ours.plain == theirs.plain
     assert [(s.start, s.end, s.style) for s in ours.spans] == [
-        (s.start, s.end, s.style) for s in theirs.spans]
+        (s.start, s.end, s.style) for s in theirs.spans
+    ]
 
 
 async def test_save_writes_the_exact_text(tmp_path):

@@ -25,8 +25,18 @@ def ray2(tmp_path_factory):
 
 
 def submit(env, path, sid: str, script: str, *extra: str) -> None:
-    out = cli(env, "submit", str(path), "--submission-id", sid, *extra, "--",
-              VENV_PY, "-c", textwrap.dedent(script))
+    out = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        sid,
+        *extra,
+        "--",
+        VENV_PY,
+        "-c",
+        textwrap.dedent(script),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -272,20 +282,29 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
         await pilot.press("2")
         jobs = app.screen
         assert isinstance(jobs, JobsScreen)
-        await _until(pilot, lambda: any(r.submission_id == "pilot-metrics" for r in jobs.rows),
-                     30, "the job listed")
+        await _until(
+            pilot,
+            lambda: any(r.submission_id == "pilot-metrics" for r in jobs.rows),
+            30,
+            "the job listed",
+        )
         _select_row(jobs.query_one("DataTable"), "pilot-metrics")
         await pilot.press("l")
         logs = app.screen
         assert isinstance(logs, JobLogsScreen)
         await _until(pilot, lambda: logs.status == "SUCCEEDED", 90, "the log followed to the end")
         text = _store_text(logs.pane)
-        assert [int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("line ")] \
-            == list(range(1600))
+        assert [int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("line ")] == list(
+            range(1600)
+        )
         await pilot.press("t")
         metrics = logs.metrics
-        await _until(pilot, lambda: len(metrics.tracker.series("critic/score/mean")) == 5, 10,
-                     "metric series")
+        await _until(
+            pilot,
+            lambda: len(metrics.tracker.series("critic/score/mean")) == 5,
+            10,
+            "metric series",
+        )
         assert metrics.tracker.total_steps == 5
         assert metrics.tracker.series("critic/score/mean")[-1] == (5, 0.5)
         await pilot.press("escape")
@@ -294,10 +313,18 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
         await pilot.press("4")
         dbg = app.screen
         assert isinstance(dbg, DebuggerScreen)
-        await _until(pilot, lambda: any(getattr(t, "job", "") == "pilot-pm"
-                                        for t in dbg.paused), 60, "paused worker listed")
-        await _until(pilot, lambda: any(t.job == "pilot-legacy" for t in dbg.breakpoints), 60,
-                     "breakpoint listed")
+        await _until(
+            pilot,
+            lambda: any(getattr(t, "job", "") == "pilot-pm" for t in dbg.paused),
+            60,
+            "paused worker listed",
+        )
+        await _until(
+            pilot,
+            lambda: any(t.job == "pilot-legacy" for t in dbg.breakpoints),
+            60,
+            "breakpoint listed",
+        )
         pm = next(t for t in dbg.paused if t.job == "pilot-pm")
         _select_row(dbg.query_one("DataTable"), f"pm:{pm.worker_id}")
         await pilot.press("a")
@@ -311,8 +338,9 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
             await pilot.press("space" if ch == " " else ("asterisk" if ch == "*" else ch))
         await pilot.press("enter")
         log = session.query_one("#dap-eval-log")
-        await _until(pilot, lambda: any("84" in str(line.text) for line in log.lines), 10,
-                     "evaluation shown")
+        await _until(
+            pilot, lambda: any("84" in str(line.text) for line in log.lines), 10, "evaluation shown"
+        )
         await pilot.press("escape")  # out of the prompt
         await pilot.press("c")
         await _until(pilot, lambda: session.state.startswith("continued"), 10, "continued")
@@ -342,12 +370,14 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
         await _until(pilot, lambda: table.row_count > 0, 20, "log files listed")
         _select_row(table, "node2\traylet.out")
         await pilot.press("enter")
-        await _until(pilot, lambda: len(nodes.query_one("LogPane").store) > 0, 20,
-                     "raylet.out followed")
+        await _until(
+            pilot, lambda: len(nodes.query_one("LogPane").store) > 0, 20, "raylet.out followed"
+        )
     assert job_status(env, path, "pilot-pm") in ("FAILED", "RUNNING")
     wait_for(lambda: job_status(env, path, "pilot-pm") == "FAILED", 60, "pilot-pm FAILED")
-    wait_for(lambda: job_status(env, path, "pilot-legacy") == "SUCCEEDED", 60,
-             "pilot-legacy SUCCEEDED")
+    wait_for(
+        lambda: job_status(env, path, "pilot-legacy") == "SUCCEEDED", 60, "pilot-legacy SUCCEEDED"
+    )
 
 
 def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeypatch):
@@ -362,9 +392,20 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text(textwrap.dedent(POST_MORTEM_JOB))
-    out = cli(env, "submit", str(path), "--submission-id", "vscode-1", "--env",
-              "RAY_DEBUG_POST_MORTEM=1", "--working-dir", str(project), "--", VENV_PY,
-              "train.py")
+    out = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        "vscode-1",
+        "--env",
+        "RAY_DEBUG_POST_MORTEM=1",
+        "--working-dir",
+        str(project),
+        "--",
+        VENV_PY,
+        "train.py",
+    )
     assert out.returncode == 0, out.stderr
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -30,8 +30,17 @@ def test_session_start_names():
 
 def test_job_from_before_a_restart_is_lost_and_its_log_stays(ray_up):
     _, path, env = ray_up
-    sub = cli(env, "submit", str(path), "--submission-id", "before-restart-1", "--",
-              "python", "-c", "print('OLD SESSION LINE')")
+    sub = cli(
+        env,
+        "submit",
+        str(path),
+        "--submission-id",
+        "before-restart-1",
+        "--",
+        "python",
+        "-c",
+        "print('OLD SESSION LINE')",
+    )
     assert sub.returncode == 0, sub.stderr
     wait_status(env, path, "before-restart-1", {"SUCCEEDED"})
     # Recorded as last seen; then Ray restarts (a new session on the head).

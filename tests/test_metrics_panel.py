@@ -79,7 +79,9 @@ async def test_charts_show_the_fed_series():
         assert score.border_subtitle == "score 0.5  rewards 0.25"
         assert chart(panel, "entropy").plotted["actor/entropy"][-1] == (5, 0.2)
         assert list(chart(panel, "KL").plotted) == ["actor/kl_loss"]
-        assert chart(panel, "step time (s)").plotted["timing_s/step"] == [(s, 30.0) for s in range(1, 6)]
+        assert chart(panel, "step time (s)").plotted["timing_s/step"] == [
+            (s, 30.0) for s in range(1, 6)
+        ]
         assert all(c.has_class("has-data") for c in panel.charts)
         assert "score 0.5" in text_of(panel, "#metrics-latest")
 
@@ -229,7 +231,7 @@ async def test_redraws_are_coalesced():
         loop = asyncio.get_running_loop()
         started = loop.time()
         for i in range(0, len(text), size):
-            panel.feed_text(text[i:i + size])
+            panel.feed_text(text[i : i + size])
             await asyncio.sleep(0)  # let the panel's timers run between chunks, as live
         elapsed = loop.time() - started
         await pilot.pause(0.6)

@@ -37,8 +37,10 @@ def _verl_concat_dict_to_str():
     if not path.exists():
         return None
     tree = ast.parse(path.read_text())
-    fn = next((n for n in tree.body
-               if isinstance(n, ast.FunctionDef) and n.name == "concat_dict_to_str"), None)
+    fn = next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "concat_dict_to_str"),
+        None,
+    )
     if fn is None:
         return None
     scope: dict = {"numbers": numbers, "pprint": pprint}
@@ -108,54 +110,71 @@ def test_parse_real_verl_line():
     assert len(m) == len(STEP_METRICS) - 1
 
 
-@pytest.mark.parametrize("prefix", [
-    "(TaskRunner pid=1234) ",
-    "(TaskRunner pid=1234, ip=10.0.0.2) ",
-    "\x1b[36m(TaskRunner pid=1234, ip=10.0.0.2)\x1b[0m ",
-    "\x1b[2m\x1b[36m(TaskRunner pid=98)\x1b[0m ",
-    "",
-    "   ",
-])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "(TaskRunner pid=1234) ",
+        "(TaskRunner pid=1234, ip=10.0.0.2) ",
+        "\x1b[36m(TaskRunner pid=1234, ip=10.0.0.2)\x1b[0m ",
+        "\x1b[2m\x1b[36m(TaskRunner pid=98)\x1b[0m ",
+        "",
+        "   ",
+    ],
+)
 def test_ray_prefix_and_ansi(prefix):
     line = prefix + verl_line(12, {"critic/score/mean": 0.5, "timing_s/step": 3.0}) + "\r"
     assert parse_metrics_line(line) == (12, {"critic/score/mean": 0.5, "timing_s/step": 3.0})
 
 
 def test_ansi_inside_and_ray_dedup_suffix():
-    line = ("\x1b[36m(TaskRunner pid=1)\x1b[0m step:\x1b[1m4\x1b[0m - a/b:0.5 - c:1"
-            " [repeated 2x across cluster]")
+    line = (
+        "\x1b[36m(TaskRunner pid=1)\x1b[0m step:\x1b[1m4\x1b[0m - a/b:0.5 - c:1"
+        " [repeated 2x across cluster]"
+    )
     assert parse_metrics_line(line) == (4, {"a/b": 0.5, "c": 1.0})
 
 
-@pytest.mark.parametrize("line", [
-    "Total training steps: 200",
-    "(TaskRunner pid=1) Setting global step to 40",
-    "(TaskRunner pid=1) step: 5 - a:1",  # not verl's format (space after the colon)
-    "(TaskRunner pid=1) step:5",  # a step with nothing logged
-    "(TaskRunner pid=1) step:5 - ",
-    "step:5 - the loss went up, retrying",
-    "step:5 - reason: out of memory",  # key with a space, value not a number
-    "step:x - a:1",
-    "(WorkerDict pid=7) global_step:5 - lr:0.1",  # the line does not start with step:
-    "INFO 12:00:01 worker.py:88] step:5 - a:1",
-    "(TaskRunner pid=1) Training Progress:   2%|▏         | 4/200 [01:10<57:10, 17.5s/it]",
-    "(TaskRunner pid=1) \"Initial validation metrics: {'val-core/x/reward/mean@1': np.float64(0.5)}\"",
-    "step:3 - a:one - b:two",
-    "",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Total training steps: 200",
+        "(TaskRunner pid=1) Setting global step to 40",
+        "(TaskRunner pid=1) step: 5 - a:1",  # not verl's format (space after the colon)
+        "(TaskRunner pid=1) step:5",  # a step with nothing logged
+        "(TaskRunner pid=1) step:5 - ",
+        "step:5 - the loss went up, retrying",
+        "step:5 - reason: out of memory",  # key with a space, value not a number
+        "step:x - a:1",
+        "(WorkerDict pid=7) global_step:5 - lr:0.1",  # the line does not start with step:
+        "INFO 12:00:01 worker.py:88] step:5 - a:1",
+        "(TaskRunner pid=1) Training Progress:   2%|▏         | 4/200 [01:10<57:10, 17.5s/it]",
+        "(TaskRunner pid=1) \"Initial validation metrics: {'val-core/x/reward/mean@1': np.float64(0.5)}\"",
+        "step:3 - a:one - b:two",
+        "",
+    ],
+)
 def test_non_metric_lines(line):
     assert parse_metrics_line(line) is None
 
 
 def test_odd_keys_and_values():
-    line = ("step:9 - val-core/lighteval/MATH/acc/maj@16/mean:np.float64(0.25) - k-with-dash:2"
-            " - hf:gsm8k/reward:0.5 - big:1e+20 - neg:-inf - half:np.float16(0.5)"
-            " - ld:np.longdouble('0.125') - bad:(1+2j) - n:np.int64(-3)")
+    line = (
+        "step:9 - val-core/lighteval/MATH/acc/maj@16/mean:np.float64(0.25) - k-with-dash:2"
+        " - hf:gsm8k/reward:0.5 - big:1e+20 - neg:-inf - half:np.float16(0.5)"
+        " - ld:np.longdouble('0.125') - bad:(1+2j) - n:np.int64(-3)"
+    )
     step, m = parse_metrics_line(line)
     assert step == 9
-    assert m == {"val-core/lighteval/MATH/acc/maj@16/mean": 0.25, "k-with-dash": 2.0,
-                 "hf:gsm8k/reward": 0.5, "big": 1e20, "neg": -math.inf, "half": 0.5,
-                 "ld": 0.125, "n": -3.0}
+    assert m == {
+        "val-core/lighteval/MATH/acc/maj@16/mean": 0.25,
+        "k-with-dash": 2.0,
+        "hf:gsm8k/reward": 0.5,
+        "big": 1e20,
+        "neg": -math.inf,
+        "half": 0.5,
+        "ld": 0.125,
+        "n": -3.0,
+    }
 
 
 def test_parse_value():
@@ -187,8 +206,12 @@ class Clock:
 def log(*steps: int, prefix: str = "(TaskRunner pid=1234, ip=10.0.0.2) ", **fixed) -> str:
     out = []
     for s in steps:
-        metrics = {"critic/score/mean": s / 10, "timing_s/step": 10.0, **fixed,
-                   "training/global_step": s}
+        metrics = {
+            "critic/score/mean": s / 10,
+            "timing_s/step": 10.0,
+            **fixed,
+            "training/global_step": s,
+        }
         out.append(prefix + verl_line(s, metrics))
         out.append(f"{prefix}(WorkerDict) vllm: processed {s} prompts")
     return "\n".join(out) + "\n"
@@ -221,7 +244,7 @@ def test_line_split_across_chunks():
     for size in (1, 7, 50, 333):
         t = MetricsTracker()
         for i in range(0, len(text), size):
-            t.feed_text(text[i:i + size])
+            t.feed_text(text[i : i + size])
         assert t.series("critic/score/mean") == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)], size
 
 
@@ -234,8 +257,10 @@ def test_last_line_without_newline_needs_flush():
 
 def test_tqdm_carriage_returns_share_the_line():
     t = MetricsTracker()
-    t.feed_text("Training Progress:  0%|  | 0/10\rstep:1 - a:0.5\r\n"
-                "step:2 - a:0.75\rTraining Progress: 20%|##| 2/10\n")
+    t.feed_text(
+        "Training Progress:  0%|  | 0/10\rstep:1 - a:0.5\r\n"
+        "step:2 - a:0.75\rTraining Progress: 20%|##| 2/10\n"
+    )
     assert t.series("a") == [(1, 0.5), (2, 0.75)]
 
 

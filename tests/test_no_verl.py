@@ -36,17 +36,23 @@ def _site_without(tmp: Path, names: tuple[str, ...]) -> Path:
 
 
 def _cli(site_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    code = (f"import site, sys; site.addsitedir({str(site_dir)!r}); "
-            "from tui.cli import main; sys.exit(main())")
-    return subprocess.run([sys.executable, "-I", "-S", "-c", code, *args], capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        f"import site, sys; site.addsitedir({str(site_dir)!r}); "
+        "from tui.cli import main; sys.exit(main())"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _probe(site_dir: Path, module: str) -> bool:
-    code = (f"import site, importlib.util; site.addsitedir({str(site_dir)!r}); "
-            f"print(importlib.util.find_spec({module!r}) is not None)")
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
-                         text=True, timeout=60)
+    code = (
+        f"import site, importlib.util; site.addsitedir({str(site_dir)!r}); "
+        f"print(importlib.util.find_spec({module!r}) is not None)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60
+    )
     return out.stdout.strip() == "True"
 
 
@@ -54,15 +60,18 @@ def _probe(site_dir: Path, module: str) -> bool:
 def hosts(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("nv")
     bare = folder / "python-without-verl"  # this venv's Python without its site-packages
-    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     bare.chmod(0o755)
     path = folder / "hosts.yaml"
     path.write_text(f"hosts:\n  - name: localhost\n    transport: local\n    python: {bare}\n")
     return path
 
 
-@pytest.mark.parametrize("missing", [VERL, VERL + HYDRA, HYDRA],
-                         ids=["no-verl", "no-verl-no-hydra", "verl-without-hydra"])
+@pytest.mark.parametrize(
+    "missing",
+    [VERL, VERL + HYDRA, HYDRA],
+    ids=["no-verl", "no-verl-no-hydra", "verl-without-hydra"],
+)
 def test_submit_dry_run_and_profile_check_say_verl_is_missing(missing, tmp_path, hosts):
     site_dir = _site_without(tmp_path, missing)
     assert _probe(site_dir, "tui") and _probe(site_dir, "yaml")

@@ -13,22 +13,44 @@ import yaml
 from harness.nshosts import HarnessError, NsCluster
 
 
-def ssh_argv(cluster: NsCluster, address: str, command: str, *, known_hosts: Path | None = None,
-             connect_timeout: int = 3) -> list[str]:
+def ssh_argv(
+    cluster: NsCluster,
+    address: str,
+    command: str,
+    *,
+    known_hosts: Path | None = None,
+    connect_timeout: int = 3,
+) -> list[str]:
     return [
-        "ssh", "-F", "none", "-i", str(cluster.client_key),
-        "-o", f"UserKnownHostsFile={known_hosts or cluster.known_hosts}",
-        "-o", "GlobalKnownHostsFile=none",
-        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={connect_timeout}",
-        f"root@{address}", command,
+        "ssh",
+        "-F",
+        "none",
+        "-i",
+        str(cluster.client_key),
+        "-o",
+        f"UserKnownHostsFile={known_hosts or cluster.known_hosts}",
+        "-o",
+        "GlobalKnownHostsFile=none",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={connect_timeout}",
+        f"root@{address}",
+        command,
     ]
 
 
 def ssh(cluster: NsCluster, name: str, command: str, **kw) -> subprocess.CompletedProcess:
     address = kw.pop("address", None) or cluster.host(name).address
-    return subprocess.run(ssh_argv(cluster, address, command, **kw), capture_output=True,
-                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ssh_argv(cluster, address, command, **kw),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def our_objects(cluster: NsCluster) -> list[str]:
@@ -67,27 +89,42 @@ def test_known_hosts_lists_every_real_key(ns_cluster3: NsCluster) -> None:
     assert lines == [f"{h.address} {h.host_key_pub}" for h in ns_cluster3.hosts]
     for host in ns_cluster3.hosts:
         assert host.host_key_pub.startswith("ssh-ed25519 AAAA")
-        scanned = subprocess.run(["ssh-keyscan", "-t", "ed25519", host.address],
-                                 capture_output=True, text=True, timeout=10).stdout
+        scanned = subprocess.run(
+            ["ssh-keyscan", "-t", "ed25519", host.address],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         assert f"{host.address} {host.host_key_pub}" in scanned
 
 
 def test_host_env_reaches_the_session(ns_cluster_factory) -> None:
     tricky = 'with space "quoted" back\\slash $NOT_EXPANDED'
-    cluster = ns_cluster_factory(2, host_env={
-        "node1": {"FAKE_NVML_STATE": "/tmp/state.json", "LD_LIBRARY_PATH": "/opt/fake",
-                  "TRICKY": tricky},
-    })
-    out = ssh(cluster, "node1", 'printf "%s|%s|%s|%s" "$VERL_TUI_TEST_HOST" "$FAKE_NVML_STATE" '
-                                '"$LD_LIBRARY_PATH" "$TRICKY"')
+    cluster = ns_cluster_factory(
+        2,
+        host_env={
+            "node1": {
+                "FAKE_NVML_STATE": "/tmp/state.json",
+                "LD_LIBRARY_PATH": "/opt/fake",
+                "TRICKY": tricky,
+            },
+        },
+    )
+    out = ssh(
+        cluster,
+        "node1",
+        'printf "%s|%s|%s|%s" "$VERL_TUI_TEST_HOST" "$FAKE_NVML_STATE" '
+        '"$LD_LIBRARY_PATH" "$TRICKY"',
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"node1|/tmp/state.json|/opt/fake|{tricky}"
     out = ssh(cluster, "node2", 'printf "%s|%s" "$VERL_TUI_TEST_HOST" "${FAKE_NVML_STATE-unset}"')
     assert out.stdout == "node2|unset"
 
 
-def test_wrong_or_missing_known_hosts_entry_is_refused(ns_cluster3: NsCluster,
-                                                       tmp_path: Path) -> None:
+def test_wrong_or_missing_known_hosts_entry_is_refused(
+    ns_cluster3: NsCluster, tmp_path: Path
+) -> None:
     node1, node2 = ns_cluster3.host("node1"), ns_cluster3.host("node2")
     wrong = tmp_path / "known_hosts_wrong"
     wrong.write_text(f"{node1.address} {node2.host_key_pub}\n")
@@ -138,15 +175,20 @@ def test_kill_host_then_start_host_keeps_the_host_key(ns_cluster_factory) -> Non
     node1 = cluster.host("node1")
     # Something long-lived inside node1, detached from the ssh session.
     assert ssh(cluster, "node1", "nohup sleep 600 >/dev/null 2>&1 &").returncode == 0
-    in_ns = subprocess.run(["ip", "netns", "pids", node1.netns], capture_output=True,
-                           text=True).stdout.split()
+    in_ns = subprocess.run(
+        ["ip", "netns", "pids", node1.netns], capture_output=True, text=True
+    ).stdout.split()
     assert len(in_ns) >= 3  # unshare, sshd, sleep
     old_pid = node1.sshd_pid
 
     cluster.kill_host("node1")
     assert node1.sshd_pid is None
-    assert subprocess.run(["ip", "netns", "pids", node1.netns], capture_output=True,
-                          text=True).stdout.split() == []
+    assert (
+        subprocess.run(
+            ["ip", "netns", "pids", node1.netns], capture_output=True, text=True
+        ).stdout.split()
+        == []
+    )
     down = ssh(cluster, "node1", "hostname")
     assert down.returncode == 255
     assert "Connection refused" in down.stderr
@@ -206,7 +248,9 @@ def test_write_hosts_yaml(ns_cluster3: NsCluster, tmp_path: Path) -> None:
         f"  - name: node3\n    address: {n3.address}\n"
     )
     path = ns_cluster3.write_hosts_yaml(
-        tmp_path / "sub.yaml", python="/opt/py env/bin/python", names=["node3", "node1"],
+        tmp_path / "sub.yaml",
+        python="/opt/py env/bin/python",
+        names=["node3", "node1"],
         extra_host_fields={"node3": {"role": "head", "ssh": {"connect_timeout": 2}}},
     )
     data = yaml.safe_load(path.read_text())

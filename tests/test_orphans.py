@@ -31,21 +31,34 @@ def hung_agent(path: Path, *, say_hello: bool = True) -> str:
         "    signal.signal(s, signal.SIG_IGN)\n"
         "if '--child' not in sys.argv:\n"
         "    subprocess.Popen([sys.executable, __file__, '--child'], stdin=subprocess.DEVNULL)\n"
-        + ("    print('{\"type\":\"hello\",\"hostname\":\"hung\"}', flush=True)\n"
-           if say_hello else "")
+        + ('    print(\'{"type":"hello","hostname":"hung"}\', flush=True)\n' if say_hello else "")
         + "while True:\n"
-        "    time.sleep(1000)\n")
+        "    time.sleep(1000)\n"
+    )
     path.chmod(0o755)
     return str(path)
 
 
 def hosts_yaml(cluster, path: Path, python: str) -> Path:
     h = cluster.hosts[0]
-    path.write_text("\n".join([
-        "cluster: orphans", f"python: {python}", "ssh:", "  user: root",
-        f"  identity_file: {cluster.client_key}", f"  known_hosts: {cluster.known_hosts}",
-        "  config: ''", "  connect_timeout: 3", "hosts:",
-        f"  - name: {h.name}", f"    address: {h.address}"]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                "cluster: orphans",
+                f"python: {python}",
+                "ssh:",
+                "  user: root",
+                f"  identity_file: {cluster.client_key}",
+                f"  known_hosts: {cluster.known_hosts}",
+                "  config: ''",
+                "  connect_timeout: 3",
+                "hosts:",
+                f"  - name: {h.name}",
+                f"    address: {h.address}",
+            ]
+        )
+        + "\n"
+    )
     return path
 
 
@@ -57,10 +70,14 @@ def on_host(cluster, tag: str) -> list[str]:
 
 
 def local_procs(tag: str) -> list[str]:
-    res = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True,
-                         timeout=20)
-    return [ln for ln in res.stdout.splitlines()[1:]
-            if tag in ln and "ps -ww" not in ln and " Z" not in ln]
+    res = subprocess.run(
+        ["ps", "-ww", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True, timeout=20
+    )
+    return [
+        ln
+        for ln in res.stdout.splitlines()[1:]
+        if tag in ln and "ps -ww" not in ln and " Z" not in ln
+    ]
 
 
 def wait_gone(list_fn, tag: str, timeout: float = 5.0) -> list[str]:
@@ -96,9 +113,13 @@ def test_gpus_once_timeout_leaves_no_hung_agent(ns_one, tmp_path) -> None:
     hosts = hosts_yaml(ns_one, tmp_path / "hosts.yaml", agent)
     for run in range(2):
         t0 = time.monotonic()
-        res = subprocess.run([sys.executable, "-m", "tui", "gpus", str(hosts), "--once",
-                              "--timeout", "2"], capture_output=True, text=True, timeout=60,
-                             cwd=ROOT)
+        res = subprocess.run(
+            [sys.executable, "-m", "tui", "gpus", str(hosts), "--once", "--timeout", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         took = time.monotonic() - t0
         assert res.returncode == 1, res.stderr  # the host never answered
         assert "Traceback" not in res.stderr
@@ -168,8 +189,9 @@ async def test_ssh_stream_close_polite_and_hung(ns_one, tmp_path) -> None:
         assert await polite.stderr_tail() == "note"
         hung = await transport.stream([agent])
         assert await anext(hung.lines()) == '{"type":"hello","hostname":"hung"}'
-        assert len(await asyncio.to_thread(wait_present, lambda t: on_host(ns_one, t),
-                                           agent, 2)) == 2
+        assert (
+            len(await asyncio.to_thread(wait_present, lambda t: on_host(ns_one, t), agent, 2)) == 2
+        )
         await hung.close()
         assert await asyncio.to_thread(wait_gone, lambda t: on_host(ns_one, t), agent) == []
 
@@ -204,8 +226,9 @@ async def test_local_run_timeout_and_cancel_kill_group(tmp_path) -> None:
 
 async def test_local_monitor_close_kills_hung_agent(tmp_path) -> None:
     agent = hung_agent(tmp_path / "hung-local-monitor")
-    inv = parse_inventory(f"cluster: t\nhosts:\n  - name: h\n    transport: local\n"
-                          f"    python: {agent}\n")
+    inv = parse_inventory(
+        f"cluster: t\nhosts:\n  - name: h\n    transport: local\n    python: {agent}\n"
+    )
     fleet = Fleet(inv)
     monitor = TelemetryMonitor(fleet, inv, interval=0.5)
     fleet.start()

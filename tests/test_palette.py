@@ -34,9 +34,17 @@ async def wait_for(pilot, predicate, timeout: float = 20.0) -> None:
         await pilot.pause(0.05)
 
 
-@pytest.mark.parametrize("app_file", ["jobs_replay.py", "doctor_replay.py",
-                                      "checkpoints_replay.py", "debugger_replay.py",
-                                      "node_logs_replay.py", "job_log_replay.py"])
+@pytest.mark.parametrize(
+    "app_file",
+    [
+        "jobs_replay.py",
+        "doctor_replay.py",
+        "checkpoints_replay.py",
+        "debugger_replay.py",
+        "node_logs_replay.py",
+        "job_log_replay.py",
+    ],
+)
 async def test_palette_lists_every_binding_of_app_and_screen(app_file):
     import runpy
 
@@ -48,8 +56,15 @@ async def test_palette_lists_every_binding_of_app_and_screen(app_file):
         missing = (described(app) | described(screen)) - names
         assert not missing, f"{type(screen).__name__}: not in the palette: {missing}"
         # Off the Cluster screen its cluster-wide keys are still there (Ray, Doctor, logs).
-        assert {"Ray up", "Ray down", "Ray restart", "Doctor", "Host's Ray logs",
-                "Checkpoints", "Node logs"} <= names
+        assert {
+            "Ray up",
+            "Ray down",
+            "Ray restart",
+            "Doctor",
+            "Host's Ray logs",
+            "Checkpoints",
+            "Node logs",
+        } <= names
         assert "Filter" not in names  # the hidden Cluster table's own keys are not
 
 

@@ -42,17 +42,21 @@ def test_plain_texts_read_without_hydra_as_hydra_reads_them(text: str) -> None:
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.lists(st.text(alphabet="ab1_0./+-eEInfNaTrulx9", min_size=1, max_size=6),
-                max_size=4))
+@given(st.lists(st.text(alphabet="ab1_0./+-eEInfNaTrulx9", min_size=1, max_size=6), max_size=4))
 def test_plain_lists_read_without_hydra_as_hydra_reads_them(items: list[str]) -> None:
     text = "[" + ",".join(items) + "]"
     assert hv._same(hv._fast(text), _hydra(text)), text
 
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
     | st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=12),
-    lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+    lambda inner: st.lists(inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -77,19 +81,29 @@ def test_not_a_value_is_public_and_never_a_plain_string() -> None:
     value, problem = parse_text("data.train_files", "a,b")
     assert value is None and "sweep" in problem
     assert texts_from_sets(["x.y='a b'", "x.z=a,b", "x.w=[a,1]"]) == {
-        "x.y": "'a b'", "x.z": "a,b", "x.w": "[a,1]"}
+        "x.y": "'a b'",
+        "x.z": "a,b",
+        "x.w": "[a,1]",
+    }
 
 
 def test_form_state_does_not_import_hydra() -> None:
     """Importing the form's modules (on the UI loop) does not import Hydra; plain values are
     read without it."""
-    code = ("import sys; import tui.screens.job_form; from tui.jobs.formstate import "
-            "parse_text, texts_from_profile; from tui.jobs.profiles import load_profile; "
-            f"texts_from_profile(load_profile({str(PRESET)!r})); "
-            "parse_text('trainer.nnodes', '2'); parse_text('a.b', 'Qwen/Qwen2.5-0.5B'); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'hydra'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=Path(__file__).parents[1])
+    code = (
+        "import sys; import tui.screens.job_form; from tui.jobs.formstate import "
+        "parse_text, texts_from_profile; from tui.jobs.profiles import load_profile; "
+        f"texts_from_profile(load_profile({str(PRESET)!r})); "
+        "parse_text('trainer.nnodes', '2'); parse_text('a.b', 'Qwen/Qwen2.5-0.5B'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'hydra'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[1],
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -127,9 +141,11 @@ async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     # Nothing listens on the dashboard port: the head answers, Ray does not.
-    inv = parse_inventory(f"cluster: t\npython: {sys.executable}\n"
-                          f"ray: {{dashboard_port: {_free_port()}}}\n"
-                          "hosts:\n  - name: here\n    transport: local\n    num_gpus: 4\n")
+    inv = parse_inventory(
+        f"cluster: t\npython: {sys.executable}\n"
+        f"ray: {{dashboard_port: {_free_port()}}}\n"
+        "hosts:\n  - name: here\n    transport: local\n    num_gpus: 4\n"
+    )
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
         loop = asyncio.get_running_loop()
@@ -186,8 +202,7 @@ async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, 
     dry = cli(env, "submit", str(hosts), str(profile), "--dry-run", "--json", timeout=240)
     assert dry.returncode == 0, dry.stderr
     from_submit = json.loads(dry.stdout)
-    check = cli(env, "profile", "check", str(profile), "--hosts", str(hosts), "--json",
-                timeout=240)
+    check = cli(env, "profile", "check", str(profile), "--hosts", str(hosts), "--json", timeout=240)
     assert check.returncode == 0, check.stdout + check.stderr
     from_check = json.loads(check.stdout)["submission"]
 

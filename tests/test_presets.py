@@ -24,13 +24,23 @@ PRESETS = sorted(p.stem for p in (REPO / "profiles").glob("*.yaml"))
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    return {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
 
 
 def _cli(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=120, env=_env(tmp_path), cwd=cwd or tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=cwd or tmp_path,
+    )
 
 
 # -- the wheel -------------------------------------------------------------------------------
@@ -45,9 +55,23 @@ def wheel_site(tmp_path_factory) -> tuple[Path, Path]:
     shutil.copytree(REPO / "profiles", src / "profiles")
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy(REPO / name, src / name)
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
-                          "--no-build-isolation", "-q", "-w", str(root / "dist")],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(root / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     wheel = next((root / "dist").glob("verl_tui-*.whl"))
     unpacked = root / "unpacked"
@@ -55,7 +79,8 @@ def wheel_site(tmp_path_factory) -> tuple[Path, Path]:
         names = zf.namelist()
         zf.extractall(unpacked)
     assert sorted(n for n in names if n.startswith("tui/presets/")) == [
-        f"tui/presets/{p}.yaml" for p in PRESETS]
+        f"tui/presets/{p}.yaml" for p in PRESETS
+    ]
     assert "tui/remote/verl_config.py" in names  # the helper shipped to hosts as source
     # This venv's packages, but not verl-tui's editable install: the wheel's copy is the one.
     deps = root / "site"
@@ -66,15 +91,24 @@ def wheel_site(tmp_path_factory) -> tuple[Path, Path]:
     return unpacked, deps
 
 
-def _wheel_cli(wheel_site: tuple[Path, Path], tmp_path: Path, *args: str
-               ) -> subprocess.CompletedProcess:
+def _wheel_cli(
+    wheel_site: tuple[Path, Path], tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess:
     unpacked, deps = wheel_site
-    code = (f"import site, sys; sys.path.insert(0, {str(unpacked)!r}); "
-            f"site.addsitedir({str(deps)!r}); import tui; "
-            f"assert tui.__file__.startswith({str(unpacked)!r}), tui.__file__; "
-            "from tui.cli import main; sys.exit(main())")
-    return subprocess.run([sys.executable, "-I", "-S", "-c", code, *args], capture_output=True,
-                          text=True, timeout=120, env=_env(tmp_path), cwd=tmp_path)
+    code = (
+        f"import site, sys; sys.path.insert(0, {str(unpacked)!r}); "
+        f"site.addsitedir({str(deps)!r}); import tui; "
+        f"assert tui.__file__.startswith({str(unpacked)!r}), tui.__file__; "
+        "from tui.cli import main; sys.exit(main())"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
 
 
 def test_an_installed_wheel_lists_and_checks_its_presets(wheel_site, tmp_path) -> None:
@@ -83,8 +117,10 @@ def test_an_installed_wheel_lists_and_checks_its_presets(wheel_site, tmp_path) -
     rows = json.loads(listed.stdout)["profiles"]
     assert sorted(r["name"] for r in rows) == PRESETS
     unpacked = wheel_site[0]
-    assert all(r["kind"] == "preset" and r["path"].startswith(str(unpacked / "tui" / "presets"))
-               for r in rows), rows
+    assert all(
+        r["kind"] == "preset" and r["path"].startswith(str(unpacked / "tui" / "presets"))
+        for r in rows
+    ), rows
     check = _wheel_cli(wheel_site, tmp_path, "profile", "check", "grpo-mi300")
     assert check.returncode == 0, check.stdout + check.stderr
     assert "grpo-mi300: 0 errors" in check.stdout
@@ -98,7 +134,8 @@ def test_profile_list_text_and_json(tmp_path) -> None:
     mine.mkdir(parents=True)
     (mine / "my-run.yaml").write_text(
         "description: my own run, a long description that goes on and on about what this "
-        "profile does and why it exists at all\noverrides:\n  trainer.nnodes: 4\n")
+        "profile does and why it exists at all\noverrides:\n  trainer.nnodes: 4\n"
+    )
     (mine / "broken.yaml").write_text("name: broken\noverrides: [1]\n")
     proc = _cli(tmp_path, "profile", "list")
     assert proc.returncode == 0, proc.stderr
@@ -112,15 +149,21 @@ def test_profile_list_text_and_json(tmp_path) -> None:
     row = by_name["my-run"]
     assert row.split()[1:3] == ["gae", "4×cluster"] and "(yours) my own run" in row
     text = row.split("(yours) ", 1)[1]
-    full = ("my own run, a long description that goes on and on about what this profile does "
-            "and why it exists at all")
+    full = (
+        "my own run, a long description that goes on and on about what this profile does "
+        "and why it exists at all"
+    )
     # One line, cut at a word boundary, never mid-word.
     assert text.endswith("…") and full.startswith(text[:-1]) and full[len(text) - 1] == " "
     assert "error:" in by_name["broken"]
     doc = json.loads(_cli(tmp_path, "profile", "list", "--json").stdout)
     mine_row = next(r for r in doc["profiles"] if r["name"] == "my-run")
-    assert (mine_row["kind"], mine_row["algorithm"], mine_row["nodes"],
-            mine_row["gpus_per_node"]) == ("user", "gae", 4, None)
+    assert (
+        mine_row["kind"],
+        mine_row["algorithm"],
+        mine_row["nodes"],
+        mine_row["gpus_per_node"],
+    ) == ("user", "gae", 4, None)
 
 
 # -- names wherever a path is taken -------------------------------------------------------------
@@ -138,8 +181,11 @@ def test_resolve_profile_names_files_and_neither(tmp_path, monkeypatch) -> None:
         path, note = resolve_profile(arg)
         assert path.resolve() == (tmp_path / "grpo-mi300.yaml").resolve()
         assert note and "not the preset 'grpo-mi300'" in note
-    with pytest.raises(ConfigError, match=r"no-such-preset: no such file, and no preset of "
-                                          r"that name \(presets: grpo-gsm8k"):
+    with pytest.raises(
+        ConfigError,
+        match=r"no-such-preset: no such file, and no preset of "
+        r"that name \(presets: grpo-gsm8k",
+    ):
         resolve_profile("no-such-preset")
     assert resolve_profile("some/dir/x.yaml") == (Path("some/dir/x.yaml"), None)
 
@@ -154,11 +200,12 @@ def test_check_and_dry_run_take_a_preset_name(tmp_path) -> None:
     assert "verl.trainer.main_ppo" in dry.stdout and "qwen2.5-0.5b-grpo-mi300" in dry.stdout
     # A file of that name here wins, and the command says so.
     (tmp_path / "grpo-mi300.yaml").write_text(
-        (REPO / "profiles" / "grpo-mi300.yaml").read_text().replace(
-            "qwen2.5-0.5b-grpo-mi300", "the-local-file"))
+        (REPO / "profiles" / "grpo-mi300.yaml")
+        .read_text()
+        .replace("qwen2.5-0.5b-grpo-mi300", "the-local-file")
+    )
     local = _cli(tmp_path, "submit", str(hosts), "grpo-mi300", "--dry-run")
     assert local.returncode == 0 and "the-local-file" in local.stdout, local.stderr
-    assert "grpo-mi300: using the file grpo-mi300.yaml, not the preset 'grpo-mi300'" \
-        in local.stderr
+    assert "grpo-mi300: using the file grpo-mi300.yaml, not the preset 'grpo-mi300'" in local.stderr
     missing = _cli(tmp_path, "profile", "check", "nope")
     assert missing.returncode == 2 and "nope: no such file, and no preset" in missing.stderr

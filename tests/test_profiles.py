@@ -30,8 +30,12 @@ from tui.jobs.validate import check_profile
 REPO = Path(__file__).resolve().parent.parent
 PRESETS = REPO / "profiles"
 # name → (nodes, GPUs per node) of the cluster each preset is written for
-SHAPES = {"grpo-gsm8k-qwen2.5-0.5b": (1, 8), "grpo-qwen3-32b-2x8": (2, 8),
-          "ppo-7b-critic-2x8": (2, 8), "grpo-mi300": (1, 8)}
+SHAPES = {
+    "grpo-gsm8k-qwen2.5-0.5b": (1, 8),
+    "grpo-qwen3-32b-2x8": (2, 8),
+    "ppo-7b-critic-2x8": (2, 8),
+    "grpo-mi300": (1, 8),
+}
 
 
 def cluster(nodes: int, gpus: int, cpus: int = 128) -> ClusterResources:
@@ -39,6 +43,7 @@ def cluster(nodes: int, gpus: int, cpus: int = 128) -> ClusterResources:
 
 
 # -- presets -------------------------------------------------------------------------------
+
 
 def test_every_preset_is_listed() -> None:
     entries = list_profiles([PRESETS])
@@ -90,12 +95,30 @@ def test_one_node_preset_takes_gpus_per_node_from_the_cluster() -> None:
 
 # -- Hydra override syntax -----------------------------------------------------------------
 
+
 def test_values_become_typed_overrides() -> None:
-    values = {"a.none": None, "a.t": True, "a.f": False, "a.i": -3, "a.x": 1e-6, "a.s": "vllm",
-              "a.l": ["console", 2, None], "a.d": {"k": "v", "n": 1}, "~a.gone": None}
+    values = {
+        "a.none": None,
+        "a.t": True,
+        "a.f": False,
+        "a.i": -3,
+        "a.x": 1e-6,
+        "a.s": "vllm",
+        "a.l": ["console", 2, None],
+        "a.d": {"k": "v", "n": 1},
+        "~a.gone": None,
+    }
     assert to_hydra_overrides(values) == [
-        "a.none=null", "a.t=true", "a.f=false", "a.i=-3", "a.x=1e-06", "a.s='vllm'",
-        "a.l=['console',2,null]", "a.d={k:'v',n:1}", "~a.gone"]
+        "a.none=null",
+        "a.t=true",
+        "a.f=false",
+        "a.i=-3",
+        "a.x=1e-06",
+        "a.s='vllm'",
+        "a.l=['console',2,null]",
+        "a.d={k:'v',n:1}",
+        "~a.gone",
+    ]
 
 
 @pytest.mark.parametrize("bad", ["a b", "a=b", "a;b", "$(x)", "", "a..b", ".a", "a'b"])
@@ -106,19 +129,51 @@ def test_keys_cannot_smuggle_anything(bad: str) -> None:
 
 def _hostile(marker: Path) -> list[str]:
     return [
-        f"$(touch {marker})", f"`touch {marker}`", f"a; touch {marker}", f"x && touch {marker}",
-        "it's", 'say "hi"', "'quoted'", "line1\nline2", "k=v", "a=b=c", "a,b", "[x, y]",
-        "{a: 1}", "\\", "trailing\\", "\\'", "\\\\'", "${oc.env:HOME}", "\\${x}", "$${x}",
-        "${", "}", "", " spaced ", "#hash", "%", "@pkg", "tab\tx", "unicode ✓", "null", "true",
-        "1e-6", "~", "-", "a\\b", "\r\n",
+        f"$(touch {marker})",
+        f"`touch {marker}`",
+        f"a; touch {marker}",
+        f"x && touch {marker}",
+        "it's",
+        'say "hi"',
+        "'quoted'",
+        "line1\nline2",
+        "k=v",
+        "a=b=c",
+        "a,b",
+        "[x, y]",
+        "{a: 1}",
+        "\\",
+        "trailing\\",
+        "\\'",
+        "\\\\'",
+        "${oc.env:HOME}",
+        "\\${x}",
+        "$${x}",
+        "${",
+        "}",
+        "",
+        " spaced ",
+        "#hash",
+        "%",
+        "@pkg",
+        "tab\tx",
+        "unicode ✓",
+        "null",
+        "true",
+        "1e-6",
+        "~",
+        "-",
+        "a\\b",
+        "\r\n",
     ]
 
 
 def test_hostile_values_compose_as_literal_strings(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     for value in _hostile(marker):
-        ov = to_hydra_overrides({"trainer.experiment_name": value,
-                                 "trainer.logger": [value, "console"]})
+        ov = to_hydra_overrides(
+            {"trainer.experiment_name": value, "trainer.logger": [value, "console"]}
+        )
         cfg = schema.compose(ov)
         assert cfg["trainer"]["experiment_name"] == value, ov
         assert cfg["trainer"]["logger"] == [value, "console"], ov
@@ -171,19 +226,31 @@ def test_parse_profile_types() -> None:
     assert prof.runtime_env.excludes == [".git"] and prof.python is None
 
 
-@pytest.mark.parametrize(("text", "line", "words"), [
-    (GOOD.replace("  data.train_batch_size: 64", "  data train: 64"), 4, "not a dotted verl key"),
-    (GOOD.replace("description: a demo", "descripton: a demo"), 2, "unknown key"),
-    (GOOD.replace("    RETRIES: 3", "    BAD-NAME: 3"), 10, "environment variable name"),
-    (GOOD.replace("  data.train_batch_size: 64", "  data.train_batch_size: @x"), 4,
-     "invalid YAML"),
-    (GOOD.replace("  data.train_batch_size: 64", "  data.train_batch_size: 2024-01-01"), 4,
-     "date values are not supported"),
-    ("- just\n- a list\n", 1, "expected a mapping"),
-    (GOOD.replace("name: demo", "name: 'bad name'"), 1, "names use letters"),
-])
-def test_bad_profiles_name_file_and_line(tmp_path: Path, text: str, line: int,
-                                         words: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        (
+            GOOD.replace("  data.train_batch_size: 64", "  data train: 64"),
+            4,
+            "not a dotted verl key",
+        ),
+        (GOOD.replace("description: a demo", "descripton: a demo"), 2, "unknown key"),
+        (GOOD.replace("    RETRIES: 3", "    BAD-NAME: 3"), 10, "environment variable name"),
+        (
+            GOOD.replace("  data.train_batch_size: 64", "  data.train_batch_size: @x"),
+            4,
+            "invalid YAML",
+        ),
+        (
+            GOOD.replace("  data.train_batch_size: 64", "  data.train_batch_size: 2024-01-01"),
+            4,
+            "date values are not supported",
+        ),
+        ("- just\n- a list\n", 1, "expected a mapping"),
+        (GOOD.replace("name: demo", "name: 'bad name'"), 1, "names use letters"),
+    ],
+)
+def test_bad_profiles_name_file_and_line(tmp_path: Path, text: str, line: int, words: str) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
@@ -217,12 +284,19 @@ def test_list_profiles_shows_broken_files(tmp_path: Path) -> None:
     assert entries[0].error and "b.yml:1" in entries[0].error
 
 
-@pytest.mark.parametrize(("line", "ok"), [
-    ("trainer.nnodes=2", True), ("trainer.logger=[console,wandb]", True),
-    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.x='a b'", True), ("~trainer.val_only", True),
-    ("trainer.nnodes", False), ("trainer.logger=[console", False), ("bad key=1", False),
-    ("=1", False),
-])
+@pytest.mark.parametrize(
+    ("line", "ok"),
+    [
+        ("trainer.nnodes=2", True),
+        ("trainer.logger=[console,wandb]", True),
+        ("+actor_rollout_ref.rollout.engine_kwargs.vllm.x='a b'", True),
+        ("~trainer.val_only", True),
+        ("trainer.nnodes", False),
+        ("trainer.logger=[console", False),
+        ("bad key=1", False),
+        ("=1", False),
+    ],
+)
 def test_check_set(line: str, ok: bool) -> None:
     if ok:
         assert check_set(line) == line
@@ -234,10 +308,14 @@ def test_check_set(line: str, ok: bool) -> None:
 
 # -- check_profile -------------------------------------------------------------------------
 
+
 def test_check_reports_every_bad_key_and_the_rename() -> None:
-    prof = parse_profile(GOOD.replace(
-        "  data.train_batch_size: 64",
-        "  data.train_batch_sise: 64\n  critic.model.fsdp_config.param_offload: true"))
+    prof = parse_profile(
+        GOOD.replace(
+            "  data.train_batch_size: 64",
+            "  data.train_batch_sise: 64\n  critic.model.fsdp_config.param_offload: true",
+        )
+    )
     report = check_profile(prof)
     assert not report.ok
     by_key = {p.key: p.message for p in report.problems}
@@ -260,34 +338,50 @@ def test_revalidation_is_cached_and_fast() -> None:
         assert r.config["data"]["train_batch_size"] == 256 + 16 * (i + 1)
     after = schema._base_cfg.cache_info()
     assert after.misses == hits.misses and after.hits >= hits.hits + 5  # base composed once
-    print(f"\nre-validate (compose + rules): best {min(times) * 1000:.0f} ms, "
-          f"mean {sum(times) / len(times) * 1000:.0f} ms")
+    print(
+        f"\nre-validate (compose + rules): best {min(times) * 1000:.0f} ms, "
+        f"mean {sum(times) / len(times) * 1000:.0f} ms"
+    )
 
 
 # -- verl-tui profile check ----------------------------------------------------------------
+
 
 def test_cli_check_ok_and_problems(capsys: pytest.CaptureFixture[str]) -> None:
     preset = PRESETS / "grpo-mi300.yaml"
     assert run_profile_check(preset, hosts=None, sets=[], as_json=False) == 0
     assert "0 errors, 0 warnings" in capsys.readouterr().out
-    code = run_profile_check(preset, hosts=None, sets=["actor_rollout_ref.rollout.name=hf",
-                                                        "data.val_batch_size=8"], as_json=False)
+    code = run_profile_check(
+        preset,
+        hosts=None,
+        sets=["actor_rollout_ref.rollout.name=hf", "data.val_batch_size=8"],
+        as_json=False,
+    )
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert "actor_rollout_ref.rollout.name: the hf rollout is gone from verl: use vllm or " \
-           "sglang" in out
-    assert "data.val_batch_size: warning: deprecated and ignored: validation goes to the " \
-           "engine as one batch" in out
+    assert (
+        "actor_rollout_ref.rollout.name: the hf rollout is gone from verl: use vllm or "
+        "sglang" in out
+    )
+    assert (
+        "data.val_batch_size: warning: deprecated and ignored: validation goes to the "
+        "engine as one batch" in out
+    )
 
 
 def test_cli_check_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_profile_check(PRESETS / "grpo-mi300.yaml", hosts=None,
-                             sets=["data.train_batch_sise=3"], as_json=True)
+    code = run_profile_check(
+        PRESETS / "grpo-mi300.yaml", hosts=None, sets=["data.train_batch_sise=3"], as_json=True
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["ok"] is False
-    assert data["problems"] == [{"key": "data.train_batch_sise", "level": "error",
-                                 "message": "not a key in verl's config (did you mean "
-                                            "data.train_batch_size?)"}]
+    assert data["problems"] == [
+        {
+            "key": "data.train_batch_sise",
+            "level": "error",
+            "message": "not a key in verl's config (did you mean data.train_batch_size?)",
+        }
+    ]
 
 
 def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -296,8 +390,12 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert run_profile_check(bad, hosts=None, sets=[], as_json=False) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"verl-tui profile check: {bad}:3: duplicate key 'trainer.nnodes'"
-    assert run_profile_check(PRESETS / "grpo-mi300.yaml", hosts=None,
-                             sets=["trainer.nnodes=[1"], as_json=False) == 2
+    assert (
+        run_profile_check(
+            PRESETS / "grpo-mi300.yaml", hosts=None, sets=["trainer.nnodes=[1"], as_json=False
+        )
+        == 2
+    )
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
@@ -307,17 +405,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_cli_without_ray_checks_without_cluster_rules(capsys: pytest.CaptureFixture[str]
-                                                      ) -> None:
-    inv = parse_inventory(f"cluster: t\nray: {{dashboard_port: {_free_port()}}}\n"
-                          "hosts:\n  - name: here\n    transport: local\n")
+def test_cli_without_ray_checks_without_cluster_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    inv = parse_inventory(
+        f"cluster: t\nray: {{dashboard_port: {_free_port()}}}\n"
+        "hosts:\n  - name: here\n    transport: local\n"
+    )
     code = run_profile_check(PRESETS / "grpo-mi300.yaml", hosts=inv, sets=[], as_json=True)
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["ok"] is True
     assert [p["level"] for p in data["problems"]] == ["warn"]
     assert "Ray is not reachable on the head (here)" in data["problems"][0]["message"]
-    assert run_profile_check(PRESETS / "grpo-mi300.yaml", hosts=inv, sets=[],
-                             as_json=False) == 0
+    assert run_profile_check(PRESETS / "grpo-mi300.yaml", hosts=inv, sets=[], as_json=False) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "checked without the cluster rules" in err[0]
 

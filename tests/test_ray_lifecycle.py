@@ -24,15 +24,23 @@ VENV_PY = sys.executable
 RAY_NAMES = ("raylet", "gcs_server")
 
 
-def hosts_yaml(cluster, path: Path, *, python: dict[str, str] | None = None,
-               ray_extra: str = "") -> Path:
+def hosts_yaml(
+    cluster, path: Path, *, python: dict[str, str] | None = None, ray_extra: str = ""
+) -> Path:
     lines = [
-        "cluster: raytest", f"python: {VENV_PY}",
-        "ssh:", "  user: root", f"  identity_file: {cluster.client_key}",
-        f"  known_hosts: {cluster.known_hosts}", "  config: ''", "  connect_timeout: 5",
+        "cluster: raytest",
+        f"python: {VENV_PY}",
+        "ssh:",
+        "  user: root",
+        f"  identity_file: {cluster.client_key}",
+        f"  known_hosts: {cluster.known_hosts}",
+        "  config: ''",
+        "  connect_timeout: 5",
         "ray:",
         # Several Ray nodes share this machine: keep each one small.
-        "  memory: 1000000000", "  object_store_memory: 100000000", "  start_timeout: 60",
+        "  memory: 1000000000",
+        "  object_store_memory: 100000000",
+        "  start_timeout: 60",
         *(f"  {ln}" for ln in ray_extra.splitlines()),
         "hosts:",
     ]
@@ -72,18 +80,25 @@ def running_ray(work: Path, count: int, *, ray_extra: str = "", num_gpus: int | 
     if num_gpus is not None:  # what Ray is told, so verl's sizing rules can pass here
         text = path.read_text()
         for h in cluster.hosts:
-            text = text.replace(f"address: {h.address}\n",
-                                f"address: {h.address}\n    num_gpus: {num_gpus}\n")
+            text = text.replace(
+                f"address: {h.address}\n", f"address: {h.address}\n    num_gpus: {num_gpus}\n"
+            )
         path.write_text(text)
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
-        up = subprocess.run([VENV_PY, "-m", "tui", "up", str(path)], capture_output=True,
-                            text=True, timeout=240, env=env)
+        up = subprocess.run(
+            [VENV_PY, "-m", "tui", "up", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
         assert up.returncode == 0, up.stdout + up.stderr
         yield cluster, path, env
     finally:
-        subprocess.run([VENV_PY, "-m", "tui", "down", str(path)], capture_output=True,
-                       timeout=120, env=env)
+        subprocess.run(
+            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=env
+        )
         cluster.stop()
 
 
@@ -100,8 +115,9 @@ def ray_processes(cluster) -> dict[str, list[str]]:
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="session")
@@ -111,8 +127,7 @@ def system_venvs(tmp_path_factory):
     base = tmp_path_factory.mktemp("venvs")
     bare, patch = base / "bare", base / "patch"
     for venv in (bare, patch):
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)],
-                       check=True)
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((patch / "lib").glob("python3*/site-packages"))
     ours = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
     (site / "our_ray.pth").write_text(str(ours) + "\n")
@@ -120,8 +135,9 @@ def system_venvs(tmp_path_factory):
 
 
 def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
-    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
-                      ray_extra="env: {VERL_TUI_TEST_MARK: ray-env}")
+    path = hosts_yaml(
+        ray_hosts, tmp_path / "hosts.yaml", ray_extra="env: {VERL_TUI_TEST_MARK: ray-env}"
+    )
     t0 = time.monotonic()
     up = cli("up", str(path))
     assert up.returncode == 0, up.stdout + up.stderr
@@ -155,10 +171,14 @@ def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
             try:
                 client = await cluster.dashboard()
                 sid = f"vt-{uuid.uuid4().hex[:8]}"
-                await client.post("/api/jobs/", {
-                    "submission_id": sid,
-                    "entrypoint": f"{VENV_PY} -c \"import socket; print('hello from', "
-                                  f"socket.gethostname())\""})
+                await client.post(
+                    "/api/jobs/",
+                    {
+                        "submission_id": sid,
+                        "entrypoint": f"{VENV_PY} -c \"import socket; print('hello from', "
+                        f'socket.gethostname())"',
+                    },
+                )
                 for _ in range(120):
                     info = await client.get(f"/api/jobs/{sid}")
                     if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
@@ -194,13 +214,16 @@ def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
 
 def test_head_port_taken_by_another_program(ray_hosts, tmp_path):
     path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
-    squatter = ("import socket, time\n"
-                "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-                "s.bind(('0.0.0.0', 6379)); s.listen(1); print('ready', flush=True)\n"
-                "time.sleep(600)\n")
+    squatter = (
+        "import socket, time\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('0.0.0.0', 6379)); s.listen(1); print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
     ns = ray_hosts.host("node1").netns
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, VENV_PY, "-c", squatter],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, VENV_PY, "-c", squatter], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         up = cli("up", str(path))
@@ -213,10 +236,8 @@ def test_head_port_taken_by_another_program(ray_hosts, tmp_path):
     assert ray_processes(ray_hosts) == {}
 
 
-def test_worker_without_ray_is_refused_before_anything_starts(ray_hosts, tmp_path,
-                                                              system_venvs):
-    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
-                      python={"node3": system_venvs["bare"]})
+def test_worker_without_ray_is_refused_before_anything_starts(ray_hosts, tmp_path, system_venvs):
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml", python={"node3": system_venvs["bare"]})
     up = cli("up", str(path))
     assert up.returncode == 1
     assert "node3: no ray in" in up.stderr and system_venvs["bare"] in up.stderr
@@ -224,8 +245,7 @@ def test_worker_without_ray_is_refused_before_anything_starts(ray_hosts, tmp_pat
 
 
 def test_python_patch_mismatch_is_refused(ray_hosts, tmp_path, system_venvs):
-    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml",
-                      python={"node2": system_venvs["patch"]})
+    path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml", python={"node2": system_venvs["patch"]})
     up = cli("up", str(path))
     assert up.returncode == 1
     ours = ".".join(map(str, sys.version_info[:3]))
@@ -274,8 +294,9 @@ def test_node_ip_not_on_its_host_is_refused_at_once(ray_hosts, tmp_path):
     path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
     node3 = ray_hosts.host("node3").address
     wrong = ray_hosts.unused_address()
-    path.write_text(path.read_text().replace(
-        f"address: {node3}\n", f"address: {node3}\n    node_ip: {wrong}\n"))
+    path.write_text(
+        path.read_text().replace(f"address: {node3}\n", f"address: {node3}\n    node_ip: {wrong}\n")
+    )
     t0 = time.monotonic()
     up = cli("up", str(path))
     assert up.returncode == 1
@@ -287,8 +308,11 @@ def test_node_ip_not_on_its_host_is_refused_at_once(ray_hosts, tmp_path):
 def test_ray_start_failure_reports_rays_own_error_line(ray_hosts, tmp_path):
     """Ray refuses an object store larger than the machine: its own words, per host."""
     path = hosts_yaml(ray_hosts, tmp_path / "hosts.yaml")
-    path.write_text(path.read_text().replace("object_store_memory: 100000000",
-                                             "object_store_memory: 10000000000000"))
+    path.write_text(
+        path.read_text().replace(
+            "object_store_memory: 100000000", "object_store_memory: 10000000000000"
+        )
+    )
     up = cli("up", str(path))
     assert up.returncode == 1
     err = up.stderr

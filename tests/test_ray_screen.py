@@ -35,13 +35,16 @@ async def test_u_brings_ray_up_and_D_tears_it_down(ns_cluster_factory, tmp_path)
     inv = load_inventory(hosts_yaml(cluster, tmp_path / "hosts.yaml"))
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ray_monitor.view.state == RayState.DOWN, 30,
-                       "Ray shown as not running")
+        await wait_for(
+            pilot,
+            lambda: app.ray_monitor.view.state == RayState.DOWN,
+            30,
+            "Ray shown as not running",
+        )
         assert "ray head not started" in host_row_text(app, "node1")
 
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, RayProgressScreen), 5,
-                       "progress view")
+        await wait_for(pilot, lambda: isinstance(app.screen, RayProgressScreen), 5, "progress view")
         progress = app.screen
         await wait_for(pilot, lambda: progress.finished, 120, "bring-up finished")
         steps = "\n".join(str(line.text) for line in progress.query_one("RichLog").lines)
@@ -64,12 +67,12 @@ async def test_u_brings_ray_up_and_D_tears_it_down(ns_cluster_factory, tmp_path)
         await pilot.press("D")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "question")
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, RayProgressScreen), 5,
-                       "progress view")
+        await wait_for(pilot, lambda: isinstance(app.screen, RayProgressScreen), 5, "progress view")
         progress = app.screen
         await wait_for(pilot, lambda: progress.finished, 120, "teardown finished")
         assert "no Ray process left" in str(progress.query_one("#outcome").render())
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.ray_monitor.view.state == RayState.DOWN, 15,
-                       "Ray shown as stopped")
+        await wait_for(
+            pilot, lambda: app.ray_monitor.view.state == RayState.DOWN, 15, "Ray shown as stopped"
+        )
     assert ray_processes(cluster) == {}

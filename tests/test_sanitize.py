@@ -46,8 +46,9 @@ HOSTILE = [
     f"{ESC}[",  # an unfinished CSI at the end
 ]
 # Nothing a terminal acts on: C0 except TAB/LF, DEL, C1, bidi controls.
-ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-                    "\u2066-\u2069]")
+ACTIVE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def test_each_hostile_sample_is_inert() -> None:
@@ -76,8 +77,15 @@ def test_log_line_keeps_colours_only() -> None:
 
 
 def test_markup_cannot_form_tags_and_round_trips() -> None:
-    for s in ["[@click=app.quit]x[/]", "[link='http://e']x[/link]", "[$accent]x", "a\\[b]c",
-              "x\\", "[[b]]", "[b]bold[/b]"]:
+    for s in [
+        "[@click=app.quit]x[/]",
+        "[link='http://e']x[/link]",
+        "[$accent]x",
+        "a\\[b]c",
+        "x\\",
+        "[[b]]",
+        "[b]bold[/b]",
+    ]:
         content = Content.from_markup(markup(s))
         assert content.plain == s and not content.spans, s
 
@@ -90,8 +98,10 @@ def test_cell_and_styled_keep_styles_and_drop_controls() -> None:
     t.append(" tail", "dim")
     out = styled(t)
     assert out.plain == "host gpuname tail"
-    assert [(s.start, s.end, str(s.style)) for s in out.spans] == [(5, 12, "bold red"),
-                                                                   (12, 17, "dim")]
+    assert [(s.start, s.end, str(s.style)) for s in out.spans] == [
+        (5, 12, "bold red"),
+        (12, 17, "dim"),
+    ]
     plain = Text("nothing to do")
     assert styled(plain) is plain  # the fast path hands back the same object
 
@@ -119,9 +129,15 @@ def test_safe_output_wraps_and_restores(capsys) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(codec=None, max_codepoint=0x2100) | st.sampled_from(
-    [ESC, BEL, "\x9b", "\x9d", "\x9c", "[", "]", ";", "\\", "\u202e", "\r", "\n"]),
-    max_size=80))
+@given(
+    st.text(
+        alphabet=st.characters(codec=None, max_codepoint=0x2100)
+        | st.sampled_from(
+            [ESC, BEL, "\x9b", "\x9d", "\x9c", "[", "]", ";", "\\", "\u202e", "\r", "\n"]
+        ),
+        max_size=80,
+    )
+)
 def test_any_text_comes_out_inert(s: str) -> None:
     for out in (clean(s), one_line(s), markup(s)):
         assert not ACTIVE.search(out)
@@ -131,9 +147,15 @@ def test_any_text_comes_out_inert(s: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
-                    lambda inner: st.lists(inner, max_size=4)
-                    | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
 def test_json_passes_the_writer_unchanged(doc: object) -> None:
     # ensure_ascii JSON is printable ASCII: the SafeWriter never changes a --json document.
     text = json.dumps(doc)

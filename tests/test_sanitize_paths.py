@@ -26,25 +26,91 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "tui"
 # terminal_guard.py is the cockpit's last-resort filter itself (it rebuilds segments).
-UI_FILES = sorted(p for p in [*ROOT.glob("screens/*.py"), *ROOT.glob("widgets/*.py"),
-                              *ROOT.glob("widgets/jobform/*.py"), ROOT / "app.py",
-                              ROOT / "palette.py"] if p.name != "terminal_guard.py")
+UI_FILES = sorted(
+    p
+    for p in [
+        *ROOT.glob("screens/*.py"),
+        *ROOT.glob("widgets/*.py"),
+        *ROOT.glob("widgets/jobform/*.py"),
+        ROOT / "app.py",
+        ROOT / "palette.py",
+    ]
+    if p.name != "terminal_guard.py"
+)
 
-SANITIZERS = {"clean", "one_line", "markup", "log_line", "styled", "cell", "escape_markup",
-              "insecure_text"}
+SANITIZERS = {
+    "clean",
+    "one_line",
+    "markup",
+    "log_line",
+    "styled",
+    "cell",
+    "escape_markup",
+    "insecure_text",
+}
 # Functions that return text made only of numbers, fixed words or bar glyphs.
-SAFE_FUNCS = {"age", "duration", "human_size", "gib", "bar", "sparkline", "len", "int", "float",
-              "round", "abs", "min", "max", "sum", "history_label", "column_header", "strftime",
-              "fmt_bytes", "human_bytes", "ctime", "time_label", "plural"}
+SAFE_FUNCS = {
+    "age",
+    "duration",
+    "human_size",
+    "gib",
+    "bar",
+    "sparkline",
+    "len",
+    "int",
+    "float",
+    "round",
+    "abs",
+    "min",
+    "max",
+    "sum",
+    "history_label",
+    "column_header",
+    "strftime",
+    "fmt_bytes",
+    "human_bytes",
+    "ctime",
+    "time_label",
+    "plural",
+}
 NUMERIC_SPEC = set("dfgeEFGn%xXob")
 # Functions whose result is as safe as their first argument.
-TRANSFORMS = {"set_cell_size", "ljust", "rjust", "center", "strip", "rstrip", "lstrip", "upper",
-              "lower", "removeprefix", "removesuffix", "expandtabs", "clip_words"}
+TRANSFORMS = {
+    "set_cell_size",
+    "ljust",
+    "rjust",
+    "center",
+    "strip",
+    "rstrip",
+    "lstrip",
+    "upper",
+    "lower",
+    "removeprefix",
+    "removesuffix",
+    "expandtabs",
+    "clip_words",
+}
 # Display sinks: the call's name (function or method) → which positional args are shown.
 # (ErrorScreen, ConfirmScreen, RayProgressScreen clean their arguments where they draw them.)
-SINKS = {"notify", "Static", "Label", "update", "add_row", "Text", "Segment", "write", "append",
-         "write_line", "Button", "Option", "assemble", "from_markup", "Content", "Syntax",
-         "add_leaf"}
+SINKS = {
+    "notify",
+    "Static",
+    "Label",
+    "update",
+    "add_row",
+    "Text",
+    "Segment",
+    "write",
+    "append",
+    "write_line",
+    "Button",
+    "Option",
+    "assemble",
+    "from_markup",
+    "Content",
+    "Syntax",
+    "add_leaf",
+}
 TITLE_ATTRS = {"title", "sub_title", "border_title", "border_subtitle", "label"}
 
 
@@ -60,15 +126,21 @@ class _Checker:
     def __init__(self, path: Path, tree: ast.Module) -> None:
         self.path = path
         self.problems: list[str] = []
-        self.module_consts = {t.id for n in tree.body if isinstance(n, ast.Assign)
-                              for t in n.targets if isinstance(t, ast.Name)}
+        self.module_consts = {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         # A module's own helper whose every return is a sanitize call counts as one.
         self.sanitizers = set(SANITIZERS)
         for n in ast.walk(tree):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 returns = [r.value for r in ast.walk(n) if isinstance(r, ast.Return)]
-                if returns and all(isinstance(v, ast.Call) and _name(v.func) in SANITIZERS
-                                   for v in returns):
+                if returns and all(
+                    isinstance(v, ast.Call) and _name(v.func) in SANITIZERS for v in returns
+                ):
                     self.sanitizers.add(n.name)
 
     def check_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -79,8 +151,11 @@ class _Checker:
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
-                    if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and \
-                            len(t.elts) == len(node.value.elts):
+                    if (
+                        isinstance(t, ast.Tuple)
+                        and isinstance(node.value, ast.Tuple)
+                        and len(t.elts) == len(node.value.elts)
+                    ):
                         for te, ve in zip(t.elts, node.value.elts, strict=True):
                             if isinstance(te, ast.Name):
                                 assigns.setdefault(te.id, []).append(ve)
@@ -90,27 +165,36 @@ class _Checker:
                             # Unpacking: each part is as safe as the whole value.
                             value = node.value if isinstance(t, (ast.Name, ast.Tuple)) else None
                             assigns.setdefault(n.id, []).append(value)
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target,
-                                                                               ast.Name):
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(
+                node.target, ast.Name
+            ):
                 assigns.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
-                                   ast.NamedExpr)):
+            elif isinstance(
+                node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem, ast.NamedExpr)
+            ):
                 target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
                 for n in ast.walk(target) if target is not None else ():
                     if isinstance(n, ast.Name):
                         assigns.setdefault(n.id, []).append(None)
         self.params, self.assigns = params, assigns
         # Texts this function hands to a sanitizer: what is appended to them is cleaned there.
-        self.cleaned_texts = {a.id for n in ast.walk(fn) if isinstance(n, ast.Call)
-                              and _name(n.func) in self.sanitizers
-                              for a in n.args if isinstance(a, ast.Name)}
+        self.cleaned_texts = {
+            a.id
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and _name(n.func) in self.sanitizers
+            for a in n.args
+            if isinstance(a, ast.Name)
+        }
         for node in ast.walk(fn):
             if isinstance(node, ast.Call):
                 self.check_call(node)
             elif isinstance(node, ast.Assign):
                 for t in node.targets:
-                    if isinstance(t, ast.Attribute) and t.attr in TITLE_ATTRS and not (
-                            t.attr == "label" and _name(t.value) == "self"):  # a field
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and t.attr in TITLE_ATTRS
+                        and not (t.attr == "label" and _name(t.value) == "self")
+                    ):  # a field
                         self.need(node.value, f"{t.attr} =")
 
     def check_call(self, call: ast.Call) -> None:
@@ -122,14 +206,25 @@ class _Checker:
             return
         # Text.append on a Text built in this function (t = Text()); list.append,
         # LogPane.append (cleaned where it renders) and the like are not drawing.
-        if name == "append" and not (isinstance(owner, ast.Name) and any(
+        if name == "append" and not (
+            isinstance(owner, ast.Name)
+            and any(
                 isinstance(v, ast.Call) and _name(v.func) in ("Text", "assemble")
-                for v in self.assigns.get(owner.id, []) if v is not None)):
+                for v in self.assigns.get(owner.id, [])
+                if v is not None
+            )
+        ):
             return
-        if name in ("update", "write") and isinstance(owner, ast.Name) and any(
+        if (
+            name in ("update", "write")
+            and isinstance(owner, ast.Name)
+            and any(
                 isinstance(v, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp))
                 or (isinstance(v, ast.Call) and _name(v.func) in ("list", "dict", "set", "open"))
-                for v in self.assigns.get(owner.id, []) if v is not None):
+                for v in self.assigns.get(owner.id, [])
+                if v is not None
+            )
+        ):
             return  # dict.update, file.write
         args = call.args[:1] if name == "append" else list(call.args)  # append: (text, style)
         if name == "assemble":  # Text.assemble(("text", style), …)
@@ -147,9 +242,11 @@ class _Checker:
     def need(self, expr: ast.expr, where: str) -> None:
         if not self.safe(expr, set()):
             src = ast.unparse(expr)
-            self.problems.append(f"{self.path.relative_to(ROOT.parent)}:{expr.lineno}: "
-                                 f"{where}({src[:70]}) shows a value not passed through "
-                                 "tui.sanitize")
+            self.problems.append(
+                f"{self.path.relative_to(ROOT.parent)}:{expr.lineno}: "
+                f"{where}({src[:70]}) shows a value not passed through "
+                "tui.sanitize"
+            )
 
     def safe(self, e: ast.expr, seen: set[str]) -> bool:
         if isinstance(e, ast.Constant):
@@ -158,18 +255,25 @@ class _Checker:
             return all(self.safe(v, seen) for v in e.values)
         if isinstance(e, ast.FormattedValue):
             spec = e.format_spec
-            if isinstance(spec, ast.JoinedStr) and spec.values and isinstance(
-                    spec.values[-1], ast.Constant) and str(spec.values[-1].value)[-1:] in \
-                    NUMERIC_SPEC:
+            if (
+                isinstance(spec, ast.JoinedStr)
+                and spec.values
+                and isinstance(spec.values[-1], ast.Constant)
+                and str(spec.values[-1].value)[-1:] in NUMERIC_SPEC
+            ):
                 return True
             return self.safe(e.value, seen)
         if isinstance(e, ast.Call):
             name = _name(e.func)
             if name in self.sanitizers or name in SAFE_FUNCS:
                 return True
-            if name == "get" and isinstance(e.func, ast.Attribute) and isinstance(
-                    e.func.value, ast.Name) and e.func.value.id in self.module_consts and \
-                    e.func.value.id.isupper():
+            if (
+                name == "get"
+                and isinstance(e.func, ast.Attribute)
+                and isinstance(e.func.value, ast.Name)
+                and e.func.value.id in self.module_consts
+                and e.func.value.id.isupper()
+            ):
                 return all(self.safe(a, seen) for a in e.args[1:])  # a module table's entry
             if name in ("Text", "Content", "cell", "Syntax"):  # its text is checked as a sink
                 return not e.args or self.safe(e.args[0], seen)
@@ -190,8 +294,9 @@ class _Checker:
                 return all(v is not None and self.safe(v, seen | {e.id}) for v in values)
             return e.id.isupper() and e.id in self.module_consts
         if isinstance(e, ast.BinOp):
-            if isinstance(e.op, ast.Mult) and (isinstance(e.left, ast.Constant) or
-                                               isinstance(e.right, ast.Constant)):
+            if isinstance(e.op, ast.Mult) and (
+                isinstance(e.left, ast.Constant) or isinstance(e.right, ast.Constant)
+            ):
                 return True  # " " * width: a repeated literal
             return self.safe(e.left, seen) and self.safe(e.right, seen)
         if isinstance(e, ast.BoolOp):
@@ -201,8 +306,11 @@ class _Checker:
         if isinstance(e, (ast.List, ast.Tuple)):
             return all(self.safe(v, seen) for v in e.elts)
         if isinstance(e, ast.Subscript):  # a slice of a safe string, or a module table's entry
-            if isinstance(e.value, ast.Name) and e.value.id.isupper() and \
-                    e.value.id in self.module_consts:
+            if (
+                isinstance(e.value, ast.Name)
+                and e.value.id.isupper()
+                and e.value.id in self.module_consts
+            ):
                 return True
             return isinstance(e.slice, ast.Slice) and self.safe(e.value, seen)
         if isinstance(e, ast.Starred):
@@ -245,7 +353,8 @@ def test_the_check_catches_an_unsanitized_path(tmp_path: Path) -> None:
         "    def fine(self, row):\n"
         "        self.notify(f'stopped {markup(row.submission_id)} in {row.took:.1f} s')\n"
         "        t = Text()\n"
-        "        t.append(one_line(row.message))\n")
+        "        t.append(one_line(row.message))\n"
+    )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
@@ -263,17 +372,27 @@ def test_cli_output_only_through_the_cleaning_writer() -> None:
     SafeWriter; nothing may write around it (bytes buffers, raw fds, the original streams),
     and the raw stream (our own colours/progress) only where the outside text is cleaned."""
     # (Reading stdin's bytes is not output; fileno() of the original stream only redirects it.)
-    bypass = re.compile(r"sys\.__std(out|err)__(?!\.fileno\(\))|std(out|err)\.buffer\b|"
-                        r"os\.write\(\s*[12]\b|open\(\s*['\"]/dev/tty")
-    problems = [f"{p.relative_to(ROOT.parent)}:{i}: {line.strip()}"
-                for p in CLI_FILES for i, line in enumerate(p.read_text().splitlines(), 1)
-                if bypass.search(line)]
+    bypass = re.compile(
+        r"sys\.__std(out|err)__(?!\.fileno\(\))|std(out|err)\.buffer\b|"
+        r"os\.write\(\s*[12]\b|open\(\s*['\"]/dev/tty"
+    )
+    problems = [
+        f"{p.relative_to(ROOT.parent)}:{i}: {line.strip()}"
+        for p in CLI_FILES
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if bypass.search(line)
+    ]
     assert not problems, "\n".join(problems)
     raw_users = {p.name for p in CLI_FILES if re.search(r"\braw\(", p.read_text())}
     assert raw_users <= {"check.py", "ckpt.py"}, raw_users  # each cleans what it writes there
     cli = (ROOT / "cli.py").read_text()
     assert "safe_output()" in cli and "with headless_signals(), safe_output():" in cli
     # JSON documents come from one writer (ensure_ascii, insecure_host_keys).
-    dumps = [f"{p.name}:{i}" for p in CLI_FILES if p.name != "output.py"
-             for i, line in enumerate(p.read_text().splitlines(), 1) if "json.dumps(" in line]
+    dumps = [
+        f"{p.name}:{i}"
+        for p in CLI_FILES
+        if p.name != "output.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "json.dumps(" in line
+    ]
     assert not dumps, dumps

@@ -18,19 +18,37 @@ from tui.jobs.secrets import is_secret_name, masked
 
 SECRET = "s3cr3t"
 HUSH = "hush-hush-42"
-PRINT_HASH = ("import hashlib, os\n"
-              "for k in ('WANDB_API_KEY', 'MY_PRIVATE_THING'):\n"
-              "    v = os.environ.get(k, '')\n"
-              "    print(k, 'LEN', len(v), 'SHA', hashlib.sha256(v.encode()).hexdigest())\n")
+PRINT_HASH = (
+    "import hashlib, os\n"
+    "for k in ('WANDB_API_KEY', 'MY_PRIVATE_THING'):\n"
+    "    v = os.environ.get(k, '')\n"
+    "    print(k, 'LEN', len(v), 'SHA', hashlib.sha256(v.encode()).hexdigest())\n"
+)
 
 
 def test_secret_names():
-    for name in ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
-                 "GOOGLE_APPLICATION_CREDENTIALS", "wandbApiKey", "OPENAI_APIKEY", "KEY",
-                 "my-token", "SSH_KEYS"):
+    for name in (
+        "WANDB_API_KEY",
+        "HF_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "wandbApiKey",
+        "OPENAI_APIKEY",
+        "KEY",
+        "my-token",
+        "SSH_KEYS",
+    ):
         assert is_secret_name(name), name
-    for name in ("TOKENIZERS_PARALLELISM", "KEYBOARD", "MONKEY_PATCH", "PYTHONPATH",
-                 "RAY_DEBUG", "HF_HOME", "NCCL_IB_HCA"):
+    for name in (
+        "TOKENIZERS_PARALLELISM",
+        "KEYBOARD",
+        "MONKEY_PATCH",
+        "PYTHONPATH",
+        "RAY_DEBUG",
+        "HF_HOME",
+        "NCCL_IB_HCA",
+    ):
         assert not is_secret_name(name), name
     assert is_secret_name("MY_PRIVATE_THING", ["MY_PRIVATE_THING"])
     assert masked({"HF_TOKEN": "x", "A": "1"}) == {"HF_TOKEN": "***", "A": "1"}
@@ -38,8 +56,10 @@ def test_secret_names():
 
 @pytest.fixture(scope="module")
 def ray_one(tmp_path_factory):
-    with running_ray(tmp_path_factory.mktemp("secrets"), 1,
-                     ) as (cluster, path, env):
+    with running_ray(
+        tmp_path_factory.mktemp("secrets"),
+        1,
+    ) as (cluster, path, env):
         # hosts.yaml's own extra secret name (top level, validated with the rest).
         path.write_text("secret_env: [MY_PRIVATE_THING]\n" + path.read_text())
         env = {k: v for k, v in env.items() if k not in ("WANDB_API_KEY", "MY_PRIVATE_THING")}
@@ -47,8 +67,9 @@ def ray_one(tmp_path_factory):
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([VENV_PY, "-m", "tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def finished_log(env, path, sid: str, timeout: float = 90) -> str:
@@ -69,18 +90,24 @@ def _sha(v: str) -> str:
 
 def test_secret_reaches_the_job_only(ray_one, tmp_path):
     _cluster, path, env = ray_one
-    args = ["submit", str(path), "--env", f"WANDB_API_KEY={SECRET}", "--env",
-            f"MY_PRIVATE_THING={HUSH}", "--env", "TOKENIZERS_PARALLELISM=false"]
-    dry = cli(env, *args, "--submission-id", "sec-1", "--dry-run", "--",
-              VENV_PY, "-c", PRINT_HASH)
+    args = [
+        "submit",
+        str(path),
+        "--env",
+        f"WANDB_API_KEY={SECRET}",
+        "--env",
+        f"MY_PRIVATE_THING={HUSH}",
+        "--env",
+        "TOKENIZERS_PARALLELISM=false",
+    ]
+    dry = cli(env, *args, "--submission-id", "sec-1", "--dry-run", "--", VENV_PY, "-c", PRINT_HASH)
     assert dry.returncode == 0, dry.stderr
     assert SECRET not in dry.stdout + dry.stderr and HUSH not in dry.stdout + dry.stderr
     assert "***" in dry.stdout and "TOKENIZERS_PARALLELISM" in dry.stdout
     assert "false" in dry.stdout  # not a secret: shown as is
     assert dry.stdout.startswith("# secret values shown as ***: WANDB_API_KEY, MY_PRIVATE_THING")
 
-    sub = cli(env, *args, "--submission-id", "sec-1", "--json", "--", VENV_PY, "-c",
-              PRINT_HASH)
+    sub = cli(env, *args, "--submission-id", "sec-1", "--json", "--", VENV_PY, "-c", PRINT_HASH)
     assert sub.returncode == 0, sub.stderr
     assert SECRET not in sub.stdout and HUSH not in sub.stdout
     log = finished_log(env, path, "sec-1")
@@ -89,8 +116,9 @@ def test_secret_reaches_the_job_only(ray_one, tmp_path):
 
     # The history file on disk: references, no values.
     state = env["XDG_STATE_HOME"]
-    files = subprocess.run(["grep", "-rl", "-e", SECRET, "-e", HUSH, state],
-                           capture_output=True, text=True)
+    files = subprocess.run(
+        ["grep", "-rl", "-e", SECRET, "-e", HUSH, state], capture_output=True, text=True
+    )
     assert files.stdout == "", files.stdout
     rec_path = next(Path(state).rglob("history/*/sec-1.json"))
     rec = json.loads(rec_path.read_text())
@@ -106,14 +134,16 @@ def test_secret_reaches_the_job_only(ray_one, tmp_path):
     assert len(lines) == 1 and "$WANDB_API_KEY" in lines[0] and "not set" in lines[0], lines
     # With them in the environment: the same job again, the values from here.
     have = {**env, "WANDB_API_KEY": SECRET, "MY_PRIVATE_THING": HUSH}
-    again = cli(have, "submit", str(path), "--resubmit", "sec-1", "--submission-id", "sec-2",
-                "--json")
+    again = cli(
+        have, "submit", str(path), "--resubmit", "sec-1", "--submission-id", "sec-2", "--json"
+    )
     assert again.returncode == 0, again.stderr
     assert SECRET not in again.stdout
     log2 = finished_log(env, path, "sec-2")
     assert f"WANDB_API_KEY LEN {len(SECRET)} SHA {_sha(SECRET)}" in log2
-    files = subprocess.run(["grep", "-rl", "-e", SECRET, "-e", HUSH, state],
-                           capture_output=True, text=True)
+    files = subprocess.run(
+        ["grep", "-rl", "-e", SECRET, "-e", HUSH, state], capture_output=True, text=True
+    )
     assert files.stdout == ""
     # --env NAME: the value from here, never on the command line.
     dry2 = cli(have, "submit", str(path), "--env", "WANDB_API_KEY", "--dry-run", "--", "true")
@@ -124,12 +154,15 @@ def test_secret_reaches_the_job_only(ray_one, tmp_path):
 
 def test_secret_env_is_validated(tmp_path):
     bad = tmp_path / "hosts.yaml"
-    bad.write_text("cluster: c\nsecret_env: [OK_NAME, 'not a name']\nhosts:\n"
-                   "  - name: a\n    address: 10.0.0.1\n")
+    bad.write_text(
+        "cluster: c\nsecret_env: [OK_NAME, 'not a name']\nhosts:\n"
+        "  - name: a\n    address: 10.0.0.1\n"
+    )
     res = cli({}, "submit", str(bad), "--dry-run", "--", "true")
     assert res.returncode == 2
-    assert re.search(r"hosts\.yaml:\d+: .*secret_env.*not an environment variable name",
-                     res.stderr), res.stderr
+    assert re.search(
+        r"hosts\.yaml:\d+: .*secret_env.*not an environment variable name", res.stderr
+    ), res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
 
 
@@ -149,9 +182,15 @@ async def test_form_asks_for_a_missing_secret(tmp_path, monkeypatch):
     preset = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
     app = VerlTuiApp(local_inventory(), interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
-        form = JobFormScreen(app.ray, JobHistory("local"), preset, secret_refs=[
-            {"name": "VERLTUI_TEST_API_KEY", "from": "env"},
-            {"name": "VERLTUI_SET_TOKEN", "from": "env"}])
+        form = JobFormScreen(
+            app.ray,
+            JobHistory("local"),
+            preset,
+            secret_refs=[
+                {"name": "VERLTUI_TEST_API_KEY", "from": "env"},
+                {"name": "VERLTUI_SET_TOKEN", "from": "env"},
+            ],
+        )
         await app.push_screen(form)
         while not (form.fields and form.validated):
             await pilot.pause(0.05)
@@ -162,5 +201,7 @@ async def test_form_asks_for_a_missing_secret(tmp_path, monkeypatch):
         field = form.query_one("#secret-VERLTUI_TEST_API_KEY", Input)
         assert field.password
         field.value = "typed-value"
-        assert form._secret_values() == {"VERLTUI_TEST_API_KEY": "typed-value",
-                                         "VERLTUI_SET_TOKEN": "from-env"}
+        assert form._secret_values() == {
+            "VERLTUI_TEST_API_KEY": "typed-value",
+            "VERLTUI_SET_TOKEN": "from-env",
+        }

@@ -54,9 +54,11 @@ def silent_hosts(tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text("")
     path = tmp_path / "hosts.yaml"
-    path.write_text("cluster: silent\nssh:\n  user: root\n"
-                    f"  port: {host.port}\n  known_hosts: {kh}\n  config: ''\n"
-                    "  connect_timeout: 60\nhosts:\n  - name: quiet\n    address: 127.0.0.1\n")
+    path.write_text(
+        "cluster: silent\nssh:\n  user: root\n"
+        f"  port: {host.port}\n  known_hosts: {kh}\n  config: ''\n"
+        "  connect_timeout: 60\nhosts:\n  - name: quiet\n    address: 127.0.0.1\n"
+    )
     yield host, path
     host.close()
 
@@ -76,8 +78,9 @@ COMMANDS = {
 def test_signal_while_waiting_for_a_host(name, sig, silent_hosts):
     host, hosts_file = silent_hosts
     argv = [CLI, *(a.format(hosts=hosts_file) for a in COMMANDS[name])]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
     try:
         # The command has reached its SSH connect (and waits for a banner that never comes).
         assert host.accepted.wait(30), "the command never connected"
@@ -101,8 +104,11 @@ def test_signal_outside_any_event_loop(tmp_path):
     seconds of work for 6000 --set values): 143, nothing printed."""
     profile = Path(__file__).resolve().parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
     sets = [a for i in range(6000) for a in ("--set", f"+trainer.extra_{i}={i}")]
-    proc = subprocess.Popen([CLI, "profile", "check", str(profile), *sets],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [CLI, "profile", "check", str(profile), *sets],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(2.0)  # past start-up (the handlers are installed in main)
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)

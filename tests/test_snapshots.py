@@ -12,13 +12,13 @@ def test_cluster_screen(snap_compare):
 
 
 def test_cluster_screen_cursor_on_gpu_sorted_by_util(snap_compare):
-    assert snap_compare(APPS / "cluster_replay.py", terminal_size=(150, 48),
-                        press=["j", "j", "s"])
+    assert snap_compare(APPS / "cluster_replay.py", terminal_size=(150, 48), press=["j", "j", "s"])
 
 
 def test_help_screen(snap_compare):
-    assert snap_compare(APPS / "cluster_replay.py", terminal_size=(150, 48),
-                        press=["question_mark"])
+    assert snap_compare(
+        APPS / "cluster_replay.py", terminal_size=(150, 48), press=["question_mark"]
+    )
 
 
 def test_cluster_footer_at_160_columns(snap_compare):
@@ -51,16 +51,21 @@ def test_job_log_screen(snap_compare):
 
 
 def test_job_metrics_screen(snap_compare):
-    assert snap_compare(APPS / "job_metrics_replay.py", terminal_size=SIZE,
-                        run_before=_log_ready)
+    assert snap_compare(APPS / "job_metrics_replay.py", terminal_size=SIZE, run_before=_log_ready)
 
 
 def test_job_form_screen(snap_compare):
     from snapshot_apps.replay import wait_for
 
     async def ready(pilot):
-        await wait_for(pilot, lambda: getattr(pilot.app.screen, "validated", False)
-                       and getattr(pilot.app.screen, "cluster_note", "x") is None, 60)
+        await wait_for(
+            pilot,
+            lambda: (
+                getattr(pilot.app.screen, "validated", False)
+                and getattr(pilot.app.screen, "cluster_note", "x") is None
+            ),
+            60,
+        )
 
     assert snap_compare(APPS / "job_form_replay.py", terminal_size=SIZE, run_before=ready)
 
@@ -77,12 +82,14 @@ def test_node_logs_screen(snap_compare):
         await wait_for(pilot, lambda: screen.opened is not None)
         # Every recorded line in the pane (it may have a scrollbar only then), then a frame.
         from snapshot_apps.replay import load
+
         from tui.widgets.logview import LogPane
 
         want = len(load("node_logs.json")["text"].splitlines())
         pane = screen.query_one(LogPane)
-        await wait_for(pilot, lambda: len(pane.store) >= want
-                       and pane.log_view.virtual_size.height >= want)
+        await wait_for(
+            pilot, lambda: len(pane.store) >= want and pane.log_view.virtual_size.height >= want
+        )
         await pilot.pause(0.5)
 
     assert snap_compare(APPS / "node_logs_replay.py", terminal_size=SIZE, run_before=ready)
@@ -162,8 +169,7 @@ def test_profile_picker(snap_compare):
     async def ready(pilot):
         await wait_for(pilot, lambda: bool(getattr(pilot.app.screen, "entries", None)))
 
-    assert snap_compare(APPS / "profile_picker_replay.py", terminal_size=SIZE,
-                        run_before=ready)
+    assert snap_compare(APPS / "profile_picker_replay.py", terminal_size=SIZE, run_before=ready)
 
 
 def test_error_modal(snap_compare):
@@ -179,5 +185,6 @@ def test_draft_busy_modal(snap_compare):
 
 
 def test_command_palette(snap_compare):
-    assert snap_compare(APPS / "cluster_replay.py", terminal_size=(150, 48),
-                        press=["ctrl+p", *"ray"])
+    assert snap_compare(
+        APPS / "cluster_replay.py", terminal_size=(150, 48), press=["ctrl+p", *"ray"]
+    )

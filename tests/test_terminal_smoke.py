@@ -49,8 +49,14 @@ def start(session: str, env: dict[str, str]) -> None:
 
 
 def test_no_driver_is_shown_plainly_and_q_quits(session, tmp_path):
-    start(session, {"TERM": "xterm-256color", "LD_LIBRARY_PATH": str(tmp_path),
-                    "HOME": os.environ.get("HOME", "/root")})
+    start(
+        session,
+        {
+            "TERM": "xterm-256color",
+            "LD_LIBRARY_PATH": str(tmp_path),
+            "HOME": os.environ.get("HOME", "/root"),
+        },
+    )
     screen = wait_screen(session, "NVML library not found")
     assert "HOST / GPU" in screen and "localhost" in screen and "no NVML" in screen
     assert "Traceback" not in screen
@@ -65,8 +71,14 @@ def test_no_driver_is_shown_plainly_and_q_quits(session, tmp_path):
 def test_fake_gpus_filter_and_quit(session, tmp_path, fake_nvml_lib):
     state = tmp_path / "nvml.txt"
     write_state(state, [FakeGpu(util=64, memory_used=40_000 * MIB), FakeGpu(util=3)])
-    start(session, {"TERM": "xterm-256color", "LD_LIBRARY_PATH": str(fake_nvml_lib),
-                    "FAKE_NVML_STATE": str(state)})
+    start(
+        session,
+        {
+            "TERM": "xterm-256color",
+            "LD_LIBRARY_PATH": str(fake_nvml_lib),
+            "FAKE_NVML_STATE": str(state),
+        },
+    )
     wait_screen(session, "64%")
     screen = wait_screen(session, "hosts 1/1 up")  # the summary follows within 0.5 s
     assert "H100 80GB HBM3" in screen and "39.1/80G" in screen and "GPUs 2" in screen

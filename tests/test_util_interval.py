@@ -41,13 +41,23 @@ def state(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def env(fake_nvml_lib: Path, state: Path) -> dict[str, str]:
-    return dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib), FAKE_NVML_STATE=str(state),
-                VERL_TUI_AGENT_NVML_RETRY_S="0.5")
+    return dict(
+        os.environ,
+        LD_LIBRARY_PATH=str(fake_nvml_lib),
+        FAKE_NVML_STATE=str(state),
+        VERL_TUI_AGENT_NVML_RETRY_S="0.5",
+    )
 
 
 def once(env: dict[str, str], interval: float = 0.2) -> list[dict]:
-    proc = subprocess.run(agent_argv(sys.executable, interval, once=True), env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        agent_argv(sys.executable, interval, once=True),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     sample = json.loads(proc.stdout.splitlines()[-1])
     assert sample["type"] == "sample"
@@ -58,9 +68,13 @@ class Stream:
     """A streaming agent; its sample lines arrive on a queue."""
 
     def __init__(self, env: dict[str, str], interval: float):
-        self.proc = subprocess.Popen(agent_argv(sys.executable, interval), env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            agent_argv(sys.executable, interval),
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: queue.Queue[dict | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -101,10 +115,13 @@ def stream():
 
 
 def test_duty_cycle_reads_its_mean_every_interval(env, state, stream) -> None:
-    write_state(state, [
-        FakeGpu(**DUTY_51),
-        FakeGpu(**DUTY_51, errors={"samples": NVML_ERROR_NOT_SUPPORTED}),  # instants only
-    ])
+    write_state(
+        state,
+        [
+            FakeGpu(**DUTY_51),
+            FakeGpu(**DUTY_51, errors={"samples": NVML_ERROR_NOT_SUPPORTED}),  # instants only
+        ],
+    )
     agent = stream(env, 0.4)
     readings = [agent.sample()["gpus"] for _ in range(6)]
     for g0, g1 in readings:
@@ -127,8 +144,7 @@ def test_once_averages_the_last_interval(env, state) -> None:
 def test_unsupported_samples_fall_back_to_the_instant(env, state, code) -> None:
     write_state(state, [FakeGpu(util=37, mem_util=9, errors={"samples": code})])
     (gpu,) = once(env)
-    assert (gpu["util_percent"], gpu["mem_util_percent"], gpu["util_window_s"]) == (37.0, 9.0,
-                                                                                   None)
+    assert (gpu["util_percent"], gpu["mem_util_percent"], gpu["util_window_s"]) == (37.0, 9.0, None)
 
 
 def test_no_samples_fall_back_to_the_instant(env, state) -> None:
@@ -138,25 +154,38 @@ def test_no_samples_fall_back_to_the_instant(env, state) -> None:
 
 
 def test_lost_gpu_in_the_samples_call_is_a_gpu_error(env, state) -> None:
-    write_state(state, [FakeGpu(util=5, errors={"samples": NVML_ERROR_GPU_IS_LOST}),
-                        FakeGpu(util=6)])
+    write_state(
+        state, [FakeGpu(util=5, errors={"samples": NVML_ERROR_GPU_IS_LOST}), FakeGpu(util=6)]
+    )
     lost, fine = once(env)
     assert lost["error"] == "GPU is lost" and lost["util_percent"] is None
     assert (fine["util_percent"], fine["error"]) == (6.0, None)
 
 
 def test_garbage_and_disorder_in_the_buffer(env, state) -> None:
-    write_state(state, [
-        # Out of order, a duplicate timestamp with a garbage value, a value over 100, a zero
-        # timestamp: the valid ones are 20 @100 ms, 60 @200 ms, 40 @300 ms.
-        FakeGpu(util=77, samples=[(BASE + 300_000, 40), (BASE + 100_000, 20),
-                                  (BASE + 200_000, 4_294_967_295), (BASE + 200_000, 60),
-                                  (BASE + 400_000, 101), (0, 50)]),
-        FakeGpu(util=78, samples=[(BASE + 100_000, 30), (BASE + 200_000, 50)],
-                samples_type=0),  # doubles
-        FakeGpu(util=79, samples=[(BASE + 100_000, 30)], samples_type=99),  # unknown type
-        FakeGpu(util=80, samples=[(BASE + 100_000, 4_294_967_295)]),  # nothing valid
-    ])
+    write_state(
+        state,
+        [
+            # Out of order, a duplicate timestamp with a garbage value, a value over 100, a zero
+            # timestamp: the valid ones are 20 @100 ms, 60 @200 ms, 40 @300 ms.
+            FakeGpu(
+                util=77,
+                samples=[
+                    (BASE + 300_000, 40),
+                    (BASE + 100_000, 20),
+                    (BASE + 200_000, 4_294_967_295),
+                    (BASE + 200_000, 60),
+                    (BASE + 400_000, 101),
+                    (0, 50),
+                ],
+            ),
+            FakeGpu(
+                util=78, samples=[(BASE + 100_000, 30), (BASE + 200_000, 50)], samples_type=0
+            ),  # doubles
+            FakeGpu(util=79, samples=[(BASE + 100_000, 30)], samples_type=99),  # unknown type
+            FakeGpu(util=80, samples=[(BASE + 100_000, 4_294_967_295)]),  # nothing valid
+        ],
+    )
     g0, g1, g2, g3 = once(env)
     # The last 0.2 s of valid samples: 60 and 40, each holding 100 ms.
     assert (g0["util_percent"], g0["util_window_s"]) == (50.0, 0.2)
@@ -170,8 +199,19 @@ def test_garbage_and_disorder_in_the_buffer(env, state) -> None:
 def test_uneven_spacing_is_weighted_by_time(env, state) -> None:
     # Busy for 200 ms (two samples 100 ms apart), then one idle sample 800 ms later: the GPU
     # was busy 20 % of that second, not the 67 % an equal-weight mean of the samples says.
-    write_state(state, [FakeGpu(samples=[(BASE, 0), (BASE + 100_000, 100),
-                                         (BASE + 200_000, 100), (BASE + 1_000_000, 0)])])
+    write_state(
+        state,
+        [
+            FakeGpu(
+                samples=[
+                    (BASE, 0),
+                    (BASE + 100_000, 100),
+                    (BASE + 200_000, 100),
+                    (BASE + 1_000_000, 0),
+                ]
+            )
+        ],
+    )
     (gpu,) = once(env, 1.0)
     assert (gpu["util_percent"], gpu["util_window_s"]) == (20.0, 1.0)
 
@@ -203,8 +243,10 @@ def test_schema_carries_util_window() -> None:
     assert gpu.to_json()["util_window_s"] == 1.0  # what `gpus --json` prints
     assert GpuSample.from_json({"index": 0, "util_percent": 3.0}).util_window_s is None
     for bad in (-1.0, "1.0", True, float("nan"), 1e9, [1]):
-        line = parse_message({"type": "sample", "gpus": [
-            {"index": 0, "util_percent": 51.0, "util_window_s": bad}]}, 0.0)
+        line = parse_message(
+            {"type": "sample", "gpus": [{"index": 0, "util_percent": 51.0, "util_window_s": bad}]},
+            0.0,
+        )
         assert line.sample.gpus[0].util_window_s is None
         assert line.sample.gpus[0].util_percent == 51.0
         assert [path for path, _ in line.problems] == ["gpus[0].util_window_s"]

@@ -45,10 +45,19 @@ def env(tmp_path_factory) -> dict:
     cluster.start()
     try:
         site_dir = _site_without(root / "site", ("verl", "torch"))
-        run_env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache"),
-                   "XDG_CONFIG_HOME": str(root / "config"), "XDG_STATE_HOME": str(root / "state")}
-        yield {"cluster": cluster, "root": root, "site": site_dir, "env": run_env,
-               "cache": root / "cache" / "verl-tui" / "verl"}
+        run_env = {
+            **os.environ,
+            "XDG_CACHE_HOME": str(root / "cache"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+            "XDG_STATE_HOME": str(root / "state"),
+        }
+        yield {
+            "cluster": cluster,
+            "root": root,
+            "site": site_dir,
+            "env": run_env,
+            "cache": root / "cache" / "verl-tui" / "verl",
+        }
     finally:
         cluster.stop()
 
@@ -59,29 +68,36 @@ def _hosts(env: dict, name: str, python: str) -> Path:
 
 def _cli(env: dict, *args: str, isolated: bool = True) -> subprocess.CompletedProcess:
     if isolated:  # the login node without verl/torch
-        code = (f"import site, sys; site.addsitedir({str(env['site'])!r}); "
-                "from tui.cli import main; sys.exit(main())")
+        code = (
+            f"import site, sys; site.addsitedir({str(env['site'])!r}); "
+            "from tui.cli import main; sys.exit(main())"
+        )
         argv = [sys.executable, "-I", "-S", "-c", code, *args]
     else:  # a cockpit that has verl itself (the fallback)
         argv = [sys.executable, "-m", "tui", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env["env"],
-                          cwd=env["root"])
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=180, env=env["env"], cwd=env["root"]
+    )
 
 
-def _check_json(env: dict, hosts: Path, *sets: str, isolated: bool = True
-                ) -> tuple[subprocess.CompletedProcess, dict, float]:
+def _check_json(
+    env: dict, hosts: Path, *sets: str, isolated: bool = True
+) -> tuple[subprocess.CompletedProcess, dict, float]:
     extra = [w for s in sets for w in ("--set", s)]
     t = time.perf_counter()
-    proc = _cli(env, "profile", "check", PRESET, "--hosts", str(hosts), "--json", *extra,
-                isolated=isolated)
+    proc = _cli(
+        env, "profile", "check", PRESET, "--hosts", str(hosts), "--json", *extra, isolated=isolated
+    )
     took = time.perf_counter() - t
     assert proc.stdout.strip(), proc.stderr
     return proc, json.loads(proc.stdout), took
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _errors(doc: dict) -> list[dict]:
@@ -89,11 +105,14 @@ def _errors(doc: dict) -> list[dict]:
 
 
 def test_the_cockpit_python_has_hydra_but_no_verl_or_torch(env) -> None:
-    code = (f"import site, importlib.util as u; site.addsitedir({str(env['site'])!r}); "
-            "print([u.find_spec(m) is not None for m in ('verl', 'torch', 'hydra', "
-            "'omegaconf', 'tui')])")
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
-                         text=True, timeout=60)
+    code = (
+        f"import site, importlib.util as u; site.addsitedir({str(env['site'])!r}); "
+        "print([u.find_spec(m) is not None for m in ('verl', 'torch', 'hydra', "
+        "'omegaconf', 'tui')])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert out.stdout.strip() == "[False, False, True, True, True]", out.stderr
 
 
@@ -102,9 +121,13 @@ def test_check_and_dry_run_compose_from_the_hosts_verl_then_from_the_cache(env) 
     first, doc, t_first = _check_json(env, hosts, "data.train_batch_sise=3")
     # Composed for real: verl's own key names answer the typo.
     assert first.returncode == 1, first.stderr
-    assert _errors(doc) == [{"key": "data.train_batch_sise", "level": "error",
-                             "message": "not a key in verl's config (did you mean "
-                                        "data.train_batch_size?)"}]
+    assert _errors(doc) == [
+        {
+            "key": "data.train_batch_sise",
+            "level": "error",
+            "message": "not a key in verl's config (did you mean data.train_batch_size?)",
+        }
+    ]
     assert doc["verl"]["version"] == "0.9.1" and doc["verl"]["from"] == "node1"
     assert doc["verl"]["python"] == sys.executable and doc["verl"]["note"] is None
     assert doc["verl"]["cached"] is False and doc["verl"]["files_read"] > 40
@@ -124,8 +147,15 @@ def test_check_and_dry_run_compose_from_the_hosts_verl_then_from_the_cache(env) 
     assert text.returncode == 0, text.stdout + text.stderr
     assert text.stdout.rstrip().endswith("— verl 0.9.1 from node1"), text.stdout
 
-    dry = _cli(env, "submit", str(hosts), PRESET, "--dry-run",
-               "--set", "trainer.experiment_name=from-cluster-verl")
+    dry = _cli(
+        env,
+        "submit",
+        str(hosts),
+        PRESET,
+        "--dry-run",
+        "--set",
+        "trainer.experiment_name=from-cluster-verl",
+    )
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "verl.trainer.main_ppo" in dry.stdout and "from-cluster-verl" in dry.stdout
     assert "Traceback" not in dry.stderr
@@ -141,13 +171,17 @@ def _fake_verl(root: Path, version: str, marker: str) -> None:
     composed."""
     pkg = root / "verl"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(REAL_VERL / "trainer" / "config", pkg / "trainer" / "config",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REAL_VERL / "trainer" / "config",
+        pkg / "trainer" / "config",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     for rel in ("workers/config", "utils/qat"):
         shutil.copytree(REAL_VERL / rel, pkg / rel, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "utils" / "profiler").mkdir()
-    shutil.copy(REAL_VERL / "utils" / "profiler" / "config.py",
-                pkg / "utils" / "profiler" / "config.py")
+    shutil.copy(
+        REAL_VERL / "utils" / "profiler" / "config.py", pkg / "utils" / "profiler" / "config.py"
+    )
     (pkg / "__init__.py").write_text("")  # a regular package: it shadows the venv's verl
     (pkg / "version").mkdir()
     (pkg / "version" / "version").write_text(version + "\n")
@@ -158,7 +192,7 @@ def _fake_verl(root: Path, version: str, marker: str) -> None:
 def test_a_version_change_on_the_host_is_read_again(env) -> None:
     hostsite = env["root"] / "hostsite"
     wrapper = env["root"] / "host-python"
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={hostsite} exec {sys.executable} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={hostsite} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     hosts = _hosts(env, "hosts-changing", str(wrapper))
 
@@ -174,18 +208,23 @@ def test_a_version_change_on_the_host_is_read_again(env) -> None:
     assert doc["verl"]["version"] == "0.9.2" and doc["verl"]["cached"] is False
     assert doc["verl"]["files_read"] > 40
     assert three.returncode == 1
-    assert _errors(doc) == [{"key": "vt_marker_a", "level": "error",
-                             "message": "not a key in verl's config (did you mean "
-                                        "vt_marker_b?)"}]
-    versions = sorted(p.name.split("-")[0] for p in env["cache"].iterdir()
-                      if not p.name.startswith("."))
+    assert _errors(doc) == [
+        {
+            "key": "vt_marker_a",
+            "level": "error",
+            "message": "not a key in verl's config (did you mean vt_marker_b?)",
+        }
+    ]
+    versions = sorted(
+        p.name.split("-")[0] for p in env["cache"].iterdir() if not p.name.startswith(".")
+    )
     assert "0.9.1.post7" in versions and "0.9.2" in versions
 
 
 def _bare_python(env: dict) -> Path:
     """The venv's interpreter without its site-packages: a real Python that has no verl."""
     bare = env["root"] / "bare-python"
-    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     bare.chmod(0o755)
     return bare
 
@@ -193,14 +232,18 @@ def _bare_python(env: dict) -> Path:
 def test_no_verl_anywhere_names_the_host_asked_and_this_python(env) -> None:
     bare = _bare_python(env)
     hosts = _hosts(env, "hosts-bare", str(bare))
-    for args in (["profile", "check", PRESET, "--hosts", str(hosts)],
-                 ["submit", str(hosts), PRESET, "--dry-run"]):
+    for args in (
+        ["profile", "check", PRESET, "--hosts", str(hosts)],
+        ["submit", str(hosts), PRESET, "--dry-run"],
+    ):
         proc = _cli(env, *args)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-        assert (f"verl is not installed on the cluster (asked node1 ({bare}): verl is not "
-                f"installed there) nor in this Python ({sys.executable})") in lines[0], lines[0]
+        assert (
+            f"verl is not installed on the cluster (asked node1 ({bare}): verl is not "
+            f"installed there) nor in this Python ({sys.executable})"
+        ) in lines[0], lines[0]
 
 
 def test_a_local_verl_is_the_fallback_with_a_warning(env) -> None:
@@ -208,8 +251,13 @@ def test_a_local_verl_is_the_fallback_with_a_warning(env) -> None:
     proc, doc, _ = _check_json(env, hosts, isolated=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert doc["verl"]["from"] == "this Python" and doc["verl"]["version"] == "0.9.1"
-    warn = [p for p in doc["problems"] if p["level"] == "warn" and p["key"] is None
-            and "the cluster's verl was not read (node1 (" in p["message"]]
+    warn = [
+        p
+        for p in doc["problems"]
+        if p["level"] == "warn"
+        and p["key"] is None
+        and "the cluster's verl was not read (node1 (" in p["message"]
+    ]
     assert warn and "verl is not installed there" in warn[0]["message"], doc["problems"]
 
 
@@ -224,35 +272,70 @@ def test_config_name_and_path_compose_from_the_hosts_verl(env) -> None:
     (custom / "my_trainer.yaml").write_text(
         "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n"
         "defaults:\n  - ppo_trainer\n  - _self_\n"
-        "my_block:\n  knob: 3\n")
+        "my_block:\n  knob: 3\n"
+    )
     preset = (Path(__file__).resolve().parents[1] / "profiles" / f"{PRESET}.yaml").read_text()
     own = env["root"] / "own.yaml"  # verl's megatron config: the preset's FSDP keys differ
-    own.write_text(preset.replace(f"name: {PRESET}\n",
-                                  "name: own\nconfig_name: ppo_megatron_trainer\n", 1))
+    own.write_text(
+        preset.replace(f"name: {PRESET}\n", "name: own\nconfig_name: ppo_megatron_trainer\n", 1)
+    )
     proc = _cli(env, "profile", "check", str(own), "--hosts", str(hosts), "--json")
     doc = json.loads(proc.stdout)
     assert doc["verl"]["from"] == "node1" and proc.returncode == 1, doc
     assert {p["key"]: p["message"] for p in _errors(doc)}[
-        "actor_rollout_ref.actor.fsdp_config.param_offload"] == (
-        "not a key in verl's config (did you mean actor_rollout_ref.actor.megatron."
-        "param_offload?)"), doc["problems"]
+        "actor_rollout_ref.actor.fsdp_config.param_offload"
+    ] == (
+        "not a key in verl's config (did you mean actor_rollout_ref.actor.megatron.param_offload?)"
+    ), doc["problems"]
 
     path = env["root"] / "custom.yaml"
-    path.write_text(preset.replace(
-        f"name: {PRESET}\n", f"name: custom\nconfig_name: my_trainer\nconfig_path: {custom}\n", 1))
-    proc = _cli(env, "profile", "check", str(path), "--hosts", str(hosts), "--json",
-                "--set", "my_block.knob=4")
+    path.write_text(
+        preset.replace(
+            f"name: {PRESET}\n",
+            f"name: custom\nconfig_name: my_trainer\nconfig_path: {custom}\n",
+            1,
+        )
+    )
+    proc = _cli(
+        env,
+        "profile",
+        "check",
+        str(path),
+        "--hosts",
+        str(hosts),
+        "--json",
+        "--set",
+        "my_block.knob=4",
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["ok"] and doc["verl"]["from"] == "node1", proc.stdout
     # The custom config's own key and verl's keys through it: a typo is answered from both.
-    bad = _cli(env, "profile", "check", str(path), "--hosts", str(hosts), "--json",
-               "--set", "data.train_batch_siz=3", "--set", "my_block.knop=4")
+    bad = _cli(
+        env,
+        "profile",
+        "check",
+        str(path),
+        "--hosts",
+        str(hosts),
+        "--json",
+        "--set",
+        "data.train_batch_siz=3",
+        "--set",
+        "my_block.knop=4",
+    )
     assert bad.returncode == 1
     assert _errors(json.loads(bad.stdout)) == [
-        {"key": "data.train_batch_siz", "level": "error",
-         "message": "not a key in verl's config (did you mean data.train_batch_size?)"},
-        {"key": "my_block.knop", "level": "error",
-         "message": "not a key in verl's config (did you mean my_block.knob?)"}], bad.stdout
+        {
+            "key": "data.train_batch_siz",
+            "level": "error",
+            "message": "not a key in verl's config (did you mean data.train_batch_size?)",
+        },
+        {
+            "key": "my_block.knop",
+            "level": "error",
+            "message": "not a key in verl's config (did you mean my_block.knob?)",
+        },
+    ], bad.stdout
 
 
 # -- a hostile head: its answer is checked at the boundary ---------------------------------------
@@ -278,23 +361,46 @@ def _tar_b64(members: list[tuple[str, bytes, str]]) -> str:
 _YAML = b"trainer:\n  nnodes: 1\n"
 _OK_FILES = [["trainer/config/ppo_trainer.yaml", len(_YAML), 1]]
 FORGED = {
-    "dotdot-path": ({"version": "9.9", "root": "/x", "python": "p",
-                     "files": [*_OK_FILES, ["trainer/../../escape.yaml", 3, 1]]}, None,
-                    "unsafe path in verl's file list"),
-    "absolute-path": ({"version": "9.9", "root": "/x", "python": "p",
-                       "files": [*_OK_FILES, ["/etc/escape.yaml", 3, 1]]}, None,
-                      "unsafe path in verl's file list"),
-    "bad-version": ({"version": "../../x", "root": "/x", "python": "p", "files": _OK_FILES},
-                    None, "verl reports no usable version"),
-    "symlink-in-tar": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
-                       [("trainer/config/ppo_trainer.yaml", b"", "symlink")],
-                       "unexpected entry in the file archive"),
-    "extra-member": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
-                     [("trainer/config/ppo_trainer.yaml", _YAML, "file"),
-                      ("../escape.yaml", b"x", "file")], "unexpected entry in the file archive"),
-    "size-mismatch": ({"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
-                      [("trainer/config/ppo_trainer.yaml", _YAML + b"more", "file")],
-                      "changed while it was read"),
+    "dotdot-path": (
+        {
+            "version": "9.9",
+            "root": "/x",
+            "python": "p",
+            "files": [*_OK_FILES, ["trainer/../../escape.yaml", 3, 1]],
+        },
+        None,
+        "unsafe path in verl's file list",
+    ),
+    "absolute-path": (
+        {
+            "version": "9.9",
+            "root": "/x",
+            "python": "p",
+            "files": [*_OK_FILES, ["/etc/escape.yaml", 3, 1]],
+        },
+        None,
+        "unsafe path in verl's file list",
+    ),
+    "bad-version": (
+        {"version": "../../x", "root": "/x", "python": "p", "files": _OK_FILES},
+        None,
+        "verl reports no usable version",
+    ),
+    "symlink-in-tar": (
+        {"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+        [("trainer/config/ppo_trainer.yaml", b"", "symlink")],
+        "unexpected entry in the file archive",
+    ),
+    "extra-member": (
+        {"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+        [("trainer/config/ppo_trainer.yaml", _YAML, "file"), ("../escape.yaml", b"x", "file")],
+        "unexpected entry in the file archive",
+    ),
+    "size-mismatch": (
+        {"version": "9.9", "root": "/x", "python": "p", "files": _OK_FILES},
+        [("trainer/config/ppo_trainer.yaml", _YAML + b"more", "file")],
+        "changed while it was read",
+    ),
     "not-json": ("\x1b]0;pwned\x07 garbage", None, "exit status 0, no answer"),
 }
 
@@ -311,9 +417,11 @@ def test_a_forged_answer_is_refused_in_one_line(env, case) -> None:
         answers["files"] = answers["manifest"]
     (folder / "answers.json").write_text(json.dumps(answers))
     forged = folder / "python"  # answers like verl_config.py would, with forged content
-    forged.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                      f"a = json.load(open({str(folder / 'answers.json')!r}))\n"
-                      "print(a['files'] if 'files' in sys.argv else a['manifest'])\n")
+    forged.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"a = json.load(open({str(folder / 'answers.json')!r}))\n"
+        "print(a['files'] if 'files' in sys.argv else a['manifest'])\n"
+    )
     forged.chmod(0o755)
     hosts = _hosts(env, f"hosts-{case}", str(forged))
     cache = env["root"] / f"cache-{case}"

@@ -38,13 +38,21 @@ def test_product_code_imports_neither_verl_nor_torch_and_composes_fast() -> None
         "  'import': t1 - t0, 'cold': t2 - t1, 'first': t3 - t2, 'warm': t4 - t3,\n"
         "  'catalog_cold': t5 - t4, 'catalog_warm': t6 - t5}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["mods"] == []
-    print(f"\ncompose: import {data['import']:.3f}s, base (cold) {data['cold']:.3f}s, first "
-          f"override {data['first']:.3f}s, warm {data['warm']:.3f}s; key_catalog cold "
-          f"{data['catalog_cold']:.3f}s, warm {data['catalog_warm'] * 1e6:.1f}µs")
+    print(
+        f"\ncompose: import {data['import']:.3f}s, base (cold) {data['cold']:.3f}s, first "
+        f"override {data['first']:.3f}s, warm {data['warm']:.3f}s; key_catalog cold "
+        f"{data['catalog_cold']:.3f}s, warm {data['catalog_warm'] * 1e6:.1f}µs"
+    )
 
 
 def test_config_dir_is_verls() -> None:
@@ -57,16 +65,23 @@ def test_base_matches_verls_generated_reference() -> None:
     from omegaconf import OmegaConf
 
     base = flat_keys(OmegaConf.to_container(schema._base_cfg(), resolve=False))
-    gen = flat_keys(yaml.safe_load((schema.verl_config_dir() / "_generated_ppo_trainer.yaml")
-                                   .read_text()))
+    gen = flat_keys(
+        yaml.safe_load((schema.verl_config_dir() / "_generated_ppo_trainer.yaml").read_text())
+    )
     assert set(base) - set(gen) == {"model_engine"}  # the defaults-list choice, not dumped
     assert set(gen) <= set(base)
     assert all(base[k] == gen[k] for k in gen)
 
 
 def test_compose_resolves_and_overrides() -> None:
-    cfg = compose(["actor_rollout_ref.rollout.name=vllm", "trainer.n_gpus_per_node=4",
-                   "trainer.project_name=p", "trainer.experiment_name=e"])
+    cfg = compose(
+        [
+            "actor_rollout_ref.rollout.name=vllm",
+            "trainer.n_gpus_per_node=4",
+            "trainer.project_name=p",
+            "trainer.experiment_name=e",
+        ]
+    )
     assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
     # interpolations follow the override: rollout's GPUs per node, the checkpoint folder
     assert cfg["actor_rollout_ref"]["rollout"]["n_gpus_per_node"] == 4
@@ -77,10 +92,15 @@ def test_compose_resolves_and_overrides() -> None:
 def test_fast_path_equals_a_full_hydra_compose() -> None:
     from omegaconf import OmegaConf
 
-    ov = ["actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=64",
-          "trainer.logger=[console]", "~trainer.val_only", "trainer={nnodes:3}",
-          "+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
-          "critic={ppo_micro_batch_size_per_gpu:2}"]
+    ov = [
+        "actor_rollout_ref.rollout.name=vllm",
+        "data.train_batch_size=64",
+        "trainer.logger=[console]",
+        "~trainer.val_only",
+        "trainer={nnodes:3}",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+        "critic={ppo_micro_batch_size_per_gpu:2}",
+    ]
     full = OmegaConf.to_container(schema._hydra_compose(ov), resolve=True)
     assert compose(ov) == full
 
@@ -110,16 +130,24 @@ def test_unresolvable_interpolation_is_kept_as_text() -> None:
     assert r.unresolved == ["data.train_batch_size"]
 
 
-@pytest.mark.parametrize(("override", "key", "closest"), [
-    ("data.train_batch_sise=3", "data.train_batch_sise", "data.train_batch_size"),
-    ("actor_rollout_ref.actor.ppo_mini_batchsize=3", "actor_rollout_ref.actor.ppo_mini_batchsize",
-     "actor_rollout_ref.actor.ppo_mini_batch_size"),
-    ("trainer.n_gpu_per_node=8", "trainer.n_gpu_per_node", "trainer.n_gpus_per_node"),
-    ("actor_rollout_ref.rollout.tensor_parallel_size=2",
-     "actor_rollout_ref.rollout.tensor_parallel_size",
-     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
-    ("data={train_batch_sise:3}", "data.train_batch_sise", "data.train_batch_size"),
-])
+@pytest.mark.parametrize(
+    ("override", "key", "closest"),
+    [
+        ("data.train_batch_sise=3", "data.train_batch_sise", "data.train_batch_size"),
+        (
+            "actor_rollout_ref.actor.ppo_mini_batchsize=3",
+            "actor_rollout_ref.actor.ppo_mini_batchsize",
+            "actor_rollout_ref.actor.ppo_mini_batch_size",
+        ),
+        ("trainer.n_gpu_per_node=8", "trainer.n_gpu_per_node", "trainer.n_gpus_per_node"),
+        (
+            "actor_rollout_ref.rollout.tensor_parallel_size=2",
+            "actor_rollout_ref.rollout.tensor_parallel_size",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        ),
+        ("data={train_batch_sise:3}", "data.train_batch_sise", "data.train_batch_size"),
+    ],
+)
 def test_unknown_key_names_the_closest(override: str, key: str, closest: str) -> None:
     with pytest.raises(ComposeError) as err:
         compose([override])
@@ -135,17 +163,26 @@ def test_critic_fsdp_config_rename_is_named() -> None:
     assert compose(["critic.fsdp.param_offload=true"])["critic"]["fsdp"]["param_offload"] is True
 
 
-@pytest.mark.parametrize(("override", "key", "text"), [
-    ("+data.train_batch_size=3", "data.train_batch_size", "drop the leading '+'"),
-    ("data.train_batch_size=[3", "data.train_batch_size", "bad override syntax"),
-    ("trainer.experiment_name=a,b", "trainer.experiment_name", "quote the value"),
-    ("model_engine=nope", "model_engine", "model_engine/nope"),
-    ("actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
-     "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space", "+actor_rollout_ref"),
-    ("~data.nope", "data.nope", "not a key"),
-    ("custom_reward_function.nope=1", "custom_reward_function.nope",
-     "reward.custom_reward_function"),
-])
+@pytest.mark.parametrize(
+    ("override", "key", "text"),
+    [
+        ("+data.train_batch_size=3", "data.train_batch_size", "drop the leading '+'"),
+        ("data.train_batch_size=[3", "data.train_batch_size", "bad override syntax"),
+        ("trainer.experiment_name=a,b", "trainer.experiment_name", "quote the value"),
+        ("model_engine=nope", "model_engine", "model_engine/nope"),
+        (
+            "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+            "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space",
+            "+actor_rollout_ref",
+        ),
+        ("~data.nope", "data.nope", "not a key"),
+        (
+            "custom_reward_function.nope=1",
+            "custom_reward_function.nope",
+            "reward.custom_reward_function",
+        ),
+    ],
+)
 def test_other_compose_errors_name_their_key(override: str, key: str, text: str) -> None:
     with pytest.raises(ComposeError) as err:
         compose([override])
@@ -162,25 +199,34 @@ def test_catalog_covers_every_composed_key_with_types_and_help() -> None:
     assert cat["critic.enable"].type == "bool | None"
     assert cat["actor_rollout_ref.rollout.name"].choices == ("vllm", "sglang", "trtllm")
     assert cat["actor_rollout_ref.rollout.name"].required
-    assert cat["actor_rollout_ref.rollout.n_gpus_per_node"].follows == \
-        "${oc.select:trainer.n_gpus_per_node,8}"
+    assert (
+        cat["actor_rollout_ref.rollout.n_gpus_per_node"].follows
+        == "${oc.select:trainer.n_gpus_per_node,8}"
+    )
     assert sum(1 for i in cat.values() if i.help) > 0.7 * len(cat)
 
 
-@pytest.mark.parametrize(("key", "comment"), [
-    ("data.train_batch_size", "Batch size sampled for one training iteration"),
-    ("actor_rollout_ref.actor.ppo_mini_batch_size",
-     "Split each sample into sub-batches of this size for PPO"),
-    ("actor_rollout_ref.rollout.gpu_memory_utilization",
-     "Fraction of GPU memory used by vLLM/SGLang/TRTLLM for KV cache."),
-    ("trainer.resume_mode", '"auto": resume from last checkpoint if available'),
-    ("critic.enable", "by default it is only enabled if advantage estimator is gae"),
-    # engine/fsdp.yaml, mounted at critic.fsdp by critic/dp_critic.yaml
-    ("critic.fsdp.param_offload", "Whether to offload model parameters to CPU"),
-    # a trailing comment: `dtype: bfloat16 # ["bfloat16", "float16"]`
-    ("actor_rollout_ref.actor.fsdp_config.dtype", '["bfloat16", "float16"]'),
-    ("algorithm.adv_estimator", 'Advantage estimator type: "gae", "grpo"'),
-])
+@pytest.mark.parametrize(
+    ("key", "comment"),
+    [
+        ("data.train_batch_size", "Batch size sampled for one training iteration"),
+        (
+            "actor_rollout_ref.actor.ppo_mini_batch_size",
+            "Split each sample into sub-batches of this size for PPO",
+        ),
+        (
+            "actor_rollout_ref.rollout.gpu_memory_utilization",
+            "Fraction of GPU memory used by vLLM/SGLang/TRTLLM for KV cache.",
+        ),
+        ("trainer.resume_mode", '"auto": resume from last checkpoint if available'),
+        ("critic.enable", "by default it is only enabled if advantage estimator is gae"),
+        # engine/fsdp.yaml, mounted at critic.fsdp by critic/dp_critic.yaml
+        ("critic.fsdp.param_offload", "Whether to offload model parameters to CPU"),
+        # a trailing comment: `dtype: bfloat16 # ["bfloat16", "float16"]`
+        ("actor_rollout_ref.actor.fsdp_config.dtype", '["bfloat16", "float16"]'),
+        ("algorithm.adv_estimator", 'Advantage estimator type: "gae", "grpo"'),
+    ],
+)
 def test_help_comes_from_verls_yaml_comments(key: str, comment: str) -> None:
     assert comment in key_catalog()[key].help
 

@@ -69,8 +69,12 @@ class VerlTuiApp(App):
         self.ray_monitor = RayMonitor(self.ray, self._on_ray_view)
         roles = [inv.head.name] + [h.name for h in inv.hosts if not h.is_head]
         self.cluster_screen = ClusterScreen(
-            inv.cluster, self.monitor.hosts, inv.insecure_hosts,
-            history_s=self.monitor.interval * inv.telemetry.history, roles=roles)
+            inv.cluster,
+            self.monitor.hosts,
+            inv.insecure_hosts,
+            history_s=self.monitor.interval * inv.telemetry.history,
+            roles=roles,
+        )
         return self.cluster_screen
 
     def on_mount(self) -> None:
@@ -125,9 +129,11 @@ class VerlTuiApp(App):
         self.run_ray("up")
 
     def action_ray_restart(self) -> None:
-        self._confirm_then("Restart Ray on every host?",
-                           "Running jobs are killed; Ray is stopped and started again.",
-                           "restart")
+        self._confirm_then(
+            "Restart Ray on every host?",
+            "Running jobs are killed; Ray is stopped and started again.",
+            "restart",
+        )
 
     def action_ray_down(self) -> None:
         self._ray_down_if_running()
@@ -140,8 +146,11 @@ class VerlTuiApp(App):
         unknown = sorted(h for h, procs in running.items() if procs is None)
         if not unknown and not any(running.values()):
             n = len(running)
-            self.notify(f"Ray is not running on {'the host' if n == 1 else f'any of {n} hosts'}:"
-                        " nothing to stop", timeout=5)
+            self.notify(
+                f"Ray is not running on {'the host' if n == 1 else f'any of {n} hosts'}:"
+                " nothing to stop",
+                timeout=5,
+            )
             return
         detail = "Workers first, then the head; running jobs are killed."
         if unknown:
@@ -172,8 +181,11 @@ class VerlTuiApp(App):
                 try:
                     report = await self.ray.tear_down()
                     bad = {**report.failures, **report.leftover}
-                    message = ("Ray stopped; no Ray process left" if not bad else
-                               "; ".join(f"{h}: {why}" for h, why in bad.items()))
+                    message = (
+                        "Ray stopped; no Ray process left"
+                        if not bad
+                        else "; ".join(f"{h}: {why}" for h, why in bad.items())
+                    )
                     ok = not bad
                 except BringUpError as exc:  # ClusterBusy: another up/down/restart runs
                     ok, message = False, one_line(exc)
@@ -186,8 +198,7 @@ class VerlTuiApp(App):
             if screen.is_mounted:
                 screen.finish(ok, message)
             else:
-                self.notify(markup(message), severity="information" if ok else "error",
-                            timeout=8)
+                self.notify(markup(message), severity="information" if ok else "error", timeout=8)
         finally:
             self.ray.set_progress(None)
             self.ray_monitor.resume()
@@ -237,8 +248,9 @@ class VerlTuiApp(App):
         from tui.screens.checkpoints import CheckpointsScreen
 
         fleet = self._fleet()
-        self._push_on_cluster(CheckpointsScreen,
-                              lambda: CheckpointsScreen(fleet, self.inventory, root))
+        self._push_on_cluster(
+            CheckpointsScreen, lambda: CheckpointsScreen(fleet, self.inventory, root)
+        )
 
     def keep_forward(self, forward: Forward) -> None:
         self.kept_forwards.append(forward)
@@ -270,5 +282,9 @@ class VerlTuiApp(App):
         # ReportsWorkerFailures) into a readable modal, never a traceback.
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
-            self.push_screen(ErrorScreen(failure_title(event.worker.group, event.worker.name),
-                                         f"{type(err).__name__}: {clean(err)}"))
+            self.push_screen(
+                ErrorScreen(
+                    failure_title(event.worker.group, event.worker.name),
+                    f"{type(err).__name__}: {clean(err)}",
+                )
+            )

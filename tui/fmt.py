@@ -27,7 +27,7 @@ def age(since: float | None, now: float | None = None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """"4m07s", "2h13m", "3d04h"; "-" when unknown."""
+    """ "4m07s", "2h13m", "3d04h"; "-" when unknown."""
     if seconds is None:
         return "-"
     s = max(0, int(seconds))
@@ -37,5 +37,5 @@ def duration(seconds: float | None) -> str:
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
-    """"1 host", "3 hosts" (`many` for irregular plurals)."""
+    """ "1 host", "3 hosts" (`many` for irregular plurals)."""
     return f"{count} {word if count == 1 else (many or word + 's')}"

@@ -132,5 +132,6 @@ def report_crash(exc: BaseException, prog: str = "verl-tui") -> str:
         path = state_dir() / "crash" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
         atomic_write_text(path, "".join(traceback.format_exception(exc)))
         where = f"; traceback in {path}"
-    return one_line(f"{prog}: internal error (a bug, please report it): "
-                    f"{type(exc).__name__}: {exc}{where}", 400)
+    return one_line(
+        f"{prog}: internal error (a bug, please report it): {type(exc).__name__}: {exc}{where}", 400
+    )

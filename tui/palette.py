@@ -38,8 +38,7 @@ def binding_commands(node: DOMNode, where: str) -> Iterator[tuple[Binding, Comma
         if not binding.description or binding.action in _SKIP_ACTIONS:
             continue
         run = partial(node.app.run_action, binding.action, node)
-        yield binding, Command(binding.description, run,
-                               f"{where} ({key_label(binding.key)})")
+        yield binding, Command(binding.description, run, f"{where} ({key_label(binding.key)})")
 
 
 def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
@@ -47,8 +46,11 @@ def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
     it, and — for its Ray/Doctor/host-log keys — the Cluster screen at the base of the stack."""
     app = screen.app
     sources: list[tuple[str, DOMNode]] = [("Everywhere", app), (node_title(screen), screen)]
-    sources += [(node_title(w), w) for w in screen.query("*")
-                if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
+    sources += [
+        (node_title(w), w)
+        for w in screen.query("*")
+        if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")
+    ]
     base: ClusterScreen | None = getattr(app, "cluster_screen", None)
     if base is not None and base is not screen:
         sources.append((node_title(base), base))
@@ -70,8 +72,11 @@ def commands_for(screen: DOMNode) -> list[Command]:
         for binding, cmd in binding_commands(node, where):
             # Off the Cluster screen, only its keys that act on the whole cluster (app.*
             # actions, the host's logs) make sense: filter/sort act on a hidden table.
-            if node is base and node is not screen and not (
-                    binding.action.startswith("app.") or binding.action == "node_logs"):
+            if (
+                node is base
+                and node is not screen
+                and not (binding.action.startswith("app.") or binding.action == "node_logs")
+            ):
                 continue
             add(cmd)
     if base is not None and base is screen:
@@ -80,8 +85,13 @@ def commands_for(screen: DOMNode) -> list[Command]:
     if hasattr(app, "reconnect"):
         add(Command("Reconnect every host now", partial(app.reconnect, None), "Fleet"))
     if hasattr(app, "action_new_job"):
-        add(Command("New job from profile", app.action_new_job,
-                    "Pick a profile, edit it in the job form, submit"))
+        add(
+            Command(
+                "New job from profile",
+                app.action_new_job,
+                "Pick a profile, edit it in the job form, submit",
+            )
+        )
     return cmds
 
 
@@ -98,5 +108,9 @@ class CockpitCommands(Provider):
         for cmd in self._commands():
             score = matcher.match(cmd.name)
             if score > 0:
-                yield Hit(score, matcher.highlight(one_line(cmd.name)), cmd.callback,
-                          help=one_line(cmd.help))
+                yield Hit(
+                    score,
+                    matcher.highlight(one_line(cmd.name)),
+                    cmd.callback,
+                    help=one_line(cmd.help),
+                )

@@ -88,7 +88,7 @@ def clean(text: object, *, keep_sgr: bool = False, keep_newlines: bool = True) -
     out: list[str] = []
     pos = 0
     for m in _SEQ_RE.finditer(s):
-        out.append(ctrl.sub(_escaped, s[pos:m.start()]))
+        out.append(ctrl.sub(_escaped, s[pos : m.start()]))
         out.append(_keep_sgr(m))
         pos = m.end()
     out.append(ctrl.sub(_escaped, s[pos:]))
@@ -135,8 +135,13 @@ def styled(value: Text) -> Text:
     from rich.text import Text
 
     cuts = sorted({s.start for s in value.spans} | {s.end for s in value.spans})
-    out = Text(style=value.style, justify=value.justify, overflow=value.overflow,
-               no_wrap=value.no_wrap, end=value.end)
+    out = Text(
+        style=value.style,
+        justify=value.justify,
+        overflow=value.overflow,
+        no_wrap=value.no_wrap,
+        end=value.end,
+    )
     for piece in value.divide(cuts):
         start = len(out.plain)
         out.append(clean(piece.plain))

@@ -89,8 +89,13 @@ def _link(path: Path, target: str) -> None:
 
 
 def _files(gpu: FakeAmdGpu) -> dict[str, str | None]:
-    uid = gpu.unique_id if gpu.unique_id is not None else (
-        "%016x" % (0x5a00_0000_0000_0000 | int(gpu.pci.replace(":", "").replace(".", ""), 16)))
+    uid = (
+        gpu.unique_id
+        if gpu.unique_id is not None
+        else (
+            "%016x" % (0x5A00_0000_0000_0000 | int(gpu.pci.replace(":", "").replace(".", ""), 16))
+        )
+    )
     files: dict[str, str | None] = {
         "vendor": f"{gpu.vendor}\n",
         "device": f"{gpu.device_id}\n",
@@ -101,7 +106,8 @@ def _files(gpu: FakeAmdGpu) -> dict[str, str | None]:
         "product_name": None if gpu.product_name is None else f"{gpu.product_name}\n",
         "unique_id": None if uid == "" else f"{uid}\n",
         "hwmon/name": "amdgpu\n",
-        "hwmon/power1_average": None if gpu.power_average_uw is None
+        "hwmon/power1_average": None
+        if gpu.power_average_uw is None
         else f"{gpu.power_average_uw}\n",
         "hwmon/power1_input": None if gpu.power_input_uw is None else f"{gpu.power_input_uw}\n",
         "hwmon/power1_cap": None if gpu.power_cap_uw is None else f"{gpu.power_cap_uw}\n",
@@ -111,8 +117,14 @@ def _files(gpu: FakeAmdGpu) -> dict[str, str | None]:
         n = channels[label]
         files[f"hwmon/temp{n}_input"] = f"{milli}\n"
         files[f"hwmon/temp{n}_label"] = f"{label}\n"
-    for name in ("temp1_input", "temp2_input", "temp3_input", "temp1_label", "temp2_label",
-                 "temp3_label"):
+    for name in (
+        "temp1_input",
+        "temp2_input",
+        "temp3_input",
+        "temp1_label",
+        "temp2_label",
+        "temp3_label",
+    ):
         files.setdefault(f"hwmon/{name}", None)
     files.update(gpu.raw)
     return files
@@ -165,10 +177,10 @@ def mount_script(tree: Path, keep: Path) -> str:
     ``tree``. Other hosts and the test process see nothing of it."""
     tree = shlex.quote(str(Path(tree).resolve()))
     return (
-        f"set -e; keep={shlex.quote(str(keep))}; mount --bind /sys/class \"$keep\"; "
+        f'set -e; keep={shlex.quote(str(keep))}; mount --bind /sys/class "$keep"; '
         "mount -t tmpfs -o mode=0755 vt-sysclass /sys/class; "
-        "for e in \"$keep\"/*; do n=${e##*/}; mkdir /sys/class/\"$n\"; "
-        "mount --bind \"$e\" /sys/class/\"$n\"; done; "
+        'for e in "$keep"/*; do n=${e##*/}; mkdir /sys/class/"$n"; '
+        'mount --bind "$e" /sys/class/"$n"; done; '
         f"mkdir -p /sys/class/drm; mount --bind {tree} /sys/class/drm"
     )
 
@@ -179,5 +191,7 @@ def mount_over_sys_class_drm(cluster, host: str, tree: Path) -> None:
     keep.mkdir(exist_ok=True)
     proc = cluster.exec_in(host, ["sh", "-c", mount_script(tree, keep)], timeout=30)
     if proc.returncode != 0:
-        raise RuntimeError(f"mounting the fake amdgpu tree on {host} failed: "
-                           f"{(proc.stderr or proc.stdout).strip()}")
+        raise RuntimeError(
+            f"mounting the fake amdgpu tree on {host} failed: "
+            f"{(proc.stderr or proc.stdout).strip()}"
+        )

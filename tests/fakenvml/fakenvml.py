@@ -27,8 +27,21 @@ NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 
 # Functions that `FakeGpu.errors` can make fail (see the C file's header).
-ERROR_FUNCS = ("handle", "name", "uuid", "util", "mem", "mem_v2", "temp", "power",
-               "power_limit", "samples", "procs", "procs_v3", "all")
+ERROR_FUNCS = (
+    "handle",
+    "name",
+    "uuid",
+    "util",
+    "mem",
+    "mem_v2",
+    "temp",
+    "power",
+    "power_limit",
+    "samples",
+    "procs",
+    "procs_v3",
+    "all",
+)
 
 
 def build_fake_nvml(outdir: Path) -> Path:
@@ -80,9 +93,13 @@ def default_uuid(index: int) -> str:
     return f"GPU-{index:08x}-fake-4e56-8a5f-{index:012x}"
 
 
-def render_state(gpus: list[FakeGpu], init_error: int | None = None,
-                 driver: str = "550.54.15", nvml_version: str = "12.550.54.15",
-                 sweep_delay_ms: int = 0) -> str:
+def render_state(
+    gpus: list[FakeGpu],
+    init_error: int | None = None,
+    driver: str = "550.54.15",
+    nvml_version: str = "12.550.54.15",
+    sweep_delay_ms: int = 0,
+) -> str:
     lines = ["# fake NVML state (see tests/fakenvml/fake_nvml.c)"]
     if init_error:
         lines.append(f"init_error {init_error}")
@@ -105,9 +122,11 @@ def render_state(gpus: list[FakeGpu], init_error: int | None = None,
         ]
         lines += [f"proc {pid} {'na' if used is None else used}" for pid, used in gpu.processes]
         if gpu.samples_every_us:
-            lines += [f"samples_every_us {gpu.samples_every_us}",
-                      f"samples_cycle {' '.join(str(v) for v in gpu.samples_cycle)}",
-                      f"samples_buffer {gpu.samples_buffer}"]
+            lines += [
+                f"samples_every_us {gpu.samples_every_us}",
+                f"samples_cycle {' '.join(str(v) for v in gpu.samples_cycle)}",
+                f"samples_buffer {gpu.samples_buffer}",
+            ]
         lines += [f"sample {ts} {value}" for ts, value in gpu.samples]
         lines.append(f"samples_type {gpu.samples_type}")
         for func, code in gpu.errors.items():
@@ -117,8 +136,9 @@ def render_state(gpus: list[FakeGpu], init_error: int | None = None,
     return "\n".join(lines) + "\n"
 
 
-def write_state(path: Path, gpus: list[FakeGpu], init_error: int | None = None,
-                **kwargs: str | int) -> None:
+def write_state(
+    path: Path, gpus: list[FakeGpu], init_error: int | None = None, **kwargs: str | int
+) -> None:
     """Write the state file atomically (temp file + rename): a sweep sees old or new, whole.
 
     kwargs go to `render_state`: driver, nvml_version, sweep_delay_ms (each nvmlDeviceGetCount

@@ -88,11 +88,13 @@ class NsHost:
 # ----------------------------------------------------------------------------- small helpers
 
 
-def _run(argv: list[str], *, check: bool = True,
-         timeout: float = 30) -> subprocess.CompletedProcess:
+def _run(
+    argv: list[str], *, check: bool = True, timeout: float = 30
+) -> subprocess.CompletedProcess:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
     except FileNotFoundError:
         raise HarnessError(f"{argv[0]}: command not found") from None
     except subprocess.TimeoutExpired:
@@ -235,8 +237,11 @@ def cleanup_stale() -> list[str]:
     for link in sorted(_link_names()):
         m = _OWNED_RE.match(link)
         # A veth may already have gone with its peer's namespace: failures are fine.
-        if (m and not _pid_alive(int(m[1]))
-                and _run(["ip", "link", "del", link], check=False).returncode == 0):
+        if (
+            m
+            and not _pid_alive(int(m[1]))
+            and _run(["ip", "link", "del", link], check=False).returncode == 0
+        ):
             removed.append(link)
     return removed
 
@@ -338,8 +343,10 @@ class NsCluster:
             self._cleanup_stale_once()
             with _lock:
                 clash = sorted(
-                    n for n in _netns_names() | _link_names()
-                    if n == self.bridge or n.startswith(f"{self.prefix}-")
+                    n
+                    for n in _netns_names() | _link_names()
+                    if n == self.bridge
+                    or n.startswith(f"{self.prefix}-")
                     or re.fullmatch(rf"{re.escape(self.prefix)}h\d+", n)
                 )
                 if clash:
@@ -393,8 +400,10 @@ class NsCluster:
         while True:
             names = _netns_names() | _link_names()
             left = sorted(
-                n for n in names
-                if n == self.bridge or n.startswith(f"{self.prefix}-")
+                n
+                for n in names
+                if n == self.bridge
+                or n.startswith(f"{self.prefix}-")
                 or re.fullmatch(rf"{re.escape(self.prefix)}h\d+", n)
             )
             left += [f"pid {p.pid}" for p in self._procs.values() if p.poll() is None]
@@ -465,31 +474,61 @@ class NsCluster:
             kw.setdefault("capture_output", True)
         kw.setdefault("text", True)
         kw.setdefault("timeout", 60)
-        full = ["nsenter", f"--target={host.sshd_pid}", "--net", "--uts", "--pid", "--mount",
-                f"--wd={cwd}", "--", *argv]
+        full = [
+            "nsenter",
+            f"--target={host.sshd_pid}",
+            "--net",
+            "--uts",
+            "--pid",
+            "--mount",
+            f"--wd={cwd}",
+            "--",
+            *argv,
+        ]
         return subprocess.run(full, **kw)
 
-    def ssh_argv(self, name_or_address: str, *command: str,
-                 connect_timeout: float = 3) -> list[str]:
+    def ssh_argv(
+        self, name_or_address: str, *command: str, connect_timeout: float = 3
+    ) -> list[str]:
         """The real OpenSSH client's argv for `command` on a host (by name, or an address)."""
         address = name_or_address
         with contextlib.suppress(KeyError):
             address = self.host(name_or_address).address
         return [
-            "ssh", "-F", "none", "-i", str(self.client_key), "-o", "IdentitiesOnly=yes",
-            "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "GlobalKnownHostsFile=none",
-            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={connect_timeout:g}", "-o", "LogLevel=ERROR",
-            f"root@{address}", *command,
+            "ssh",
+            "-F",
+            "none",
+            "-i",
+            str(self.client_key),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "GlobalKnownHostsFile=none",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={connect_timeout:g}",
+            "-o",
+            "LogLevel=ERROR",
+            f"root@{address}",
+            *command,
         ]
 
-    def ssh(self, name_or_address: str, *command: str, connect_timeout: float = 3,
-            timeout: float = 30) -> subprocess.CompletedProcess:
+    def ssh(
+        self, name_or_address: str, *command: str, connect_timeout: float = 3, timeout: float = 30
+    ) -> subprocess.CompletedProcess:
         """Run `command` (one shell line, or words that ssh joins with spaces) over real ssh."""
-        return subprocess.run(self.ssh_argv(name_or_address, *command,
-                                            connect_timeout=connect_timeout),
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            self.ssh_argv(name_or_address, *command, connect_timeout=connect_timeout),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def write_hosts_yaml(
         self,
@@ -560,20 +599,46 @@ class NsCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for path in (self.client_key, self.client_key.with_suffix(".pub")):
             path.unlink(missing_ok=True)
-        _run(["ssh-keygen", "-t", "ed25519", "-N", "", "-q", "-C", f"{self.prefix}-client",
-              "-f", str(self.client_key)])
+        _run(
+            [
+                "ssh-keygen",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-q",
+                "-C",
+                f"{self.prefix}-client",
+                "-f",
+                str(self.client_key),
+            ]
+        )
         self.authorized_keys.write_text(self.client_key.with_suffix(".pub").read_text())
 
         try:
             _run(["ip", "link", "add", self.bridge, "type", "bridge", "forward_delay", "0"])
         except HarnessError as exc:
-            raise HarnessError(f"cannot create the test bridge (needs root with CAP_NET_ADMIN, "
-                               f"outside a restricted container): {exc}") from None
+            raise HarnessError(
+                f"cannot create the test bridge (needs root with CAP_NET_ADMIN, "
+                f"outside a restricted container): {exc}"
+            ) from None
         _run(["ip", "addr", "add", f"{self.bridge_ip}/24", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
         # A permanent neighbour with a MAC nobody has: connects to unused_address() time out.
-        _run(["ip", "neigh", "replace", self.unused_address(), "lladdr",
-              self._mac(250), "dev", self.bridge, "nud", "permanent"])
+        _run(
+            [
+                "ip",
+                "neigh",
+                "replace",
+                self.unused_address(),
+                "lladdr",
+                self._mac(250),
+                "dev",
+                self.bridge,
+                "nud",
+                "permanent",
+            ]
+        )
 
         for i, name in enumerate(self._names, start=1):
             octet = 10 + i
@@ -588,8 +653,7 @@ class NsCluster:
             )
             self.hosts.append(host)  # before creating anything, so stop() cleans up a half-made one
             self._make_host(host)
-        self.known_hosts.write_text(
-            "".join(f"{h.address} {h.host_key_pub}\n" for h in self.hosts))
+        self.known_hosts.write_text("".join(f"{h.address} {h.host_key_pub}\n" for h in self.hosts))
         for host in self.hosts:
             self._spawn(host)
         for host in self.hosts:
@@ -608,16 +672,41 @@ class NsCluster:
         except HarnessError as exc:
             raise HarnessError(f"cannot create network namespace {host.netns}: {exc}") from None
         ns = ["ip", "-n", host.netns]
-        _run(["ip", "link", "add", host.veth, "type", "veth", "peer", "name", "eth0",
-              "netns", host.netns])
+        _run(
+            [
+                "ip",
+                "link",
+                "add",
+                host.veth,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                host.netns,
+            ]
+        )
         _run([*ns, "link", "set", "eth0", "address", host.mac])
         _run([*ns, "addr", "add", f"{host.address}/24", "dev", "eth0"])
         _run([*ns, "link", "set", "lo", "up"])
         _run([*ns, "link", "set", "eth0", "up"])
         _run(["ip", "link", "set", host.veth, "master", self.bridge])
         _run(["ip", "link", "set", host.veth, "up"])
-        _run(["ip", "neigh", "replace", host.address, "lladdr", host.mac, "dev", self.bridge,
-              "nud", "permanent"])
+        _run(
+            [
+                "ip",
+                "neigh",
+                "replace",
+                host.address,
+                "lladdr",
+                host.mac,
+                "dev",
+                self.bridge,
+                "nud",
+                "permanent",
+            ]
+        )
 
         key = host.workdir / "ssh_host_ed25519_key"
         if not key.exists():
@@ -659,18 +748,40 @@ class NsCluster:
             'exec "$@"'
         )
         argv = [
-            "ip", "netns", "exec", host.netns,
-            "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc",
-            "sh", "-c", script, "nshost", host.name,
-            self.sshd, "-D", "-f", str(host.sshd_config), "-E", str(host.sshd_log),
+            "ip",
+            "netns",
+            "exec",
+            host.netns,
+            "unshare",
+            "--uts",
+            "--pid",
+            "--mount",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "sh",
+            "-c",
+            script,
+            "nshost",
+            host.name,
+            self.sshd,
+            "-D",
+            "-f",
+            str(host.sshd_config),
+            "-E",
+            str(host.sshd_log),
         ]
         with host.wrapper_log.open("ab") as log:
             log.write(f"=== {time.strftime('%H:%M:%S')} {shlex.join(argv)}\n".encode())
             log.flush()
             # A session of its own: a Ctrl-C meant for pytest does not reach the hosts.
             self._procs[host.name] = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
             )
         host.sshd_pid = None
 
@@ -681,8 +792,10 @@ class NsCluster:
             rc = proc.poll()
             if rc is not None:
                 host.sshd_pid = None
-                raise HarnessError(f"sshd of {host.name} exited with status {rc}\n"
-                                   f"{_tail(host.wrapper_log)}\n{_tail(host.sshd_log)}")
+                raise HarnessError(
+                    f"sshd of {host.name} exited with status {rc}\n"
+                    f"{_tail(host.wrapper_log)}\n{_tail(host.sshd_log)}"
+                )
             if host.sshd_pid is None:
                 kids = _children(proc.pid)
                 host.sshd_pid = kids[0] if kids else None
@@ -696,7 +809,8 @@ class NsCluster:
             if time.monotonic() > deadline:
                 raise HarnessError(
                     f"sshd of {host.name} did not accept TCP on {host.address}:22 within "
-                    f"{self.start_timeout:g} s\n{_tail(host.wrapper_log)}\n{_tail(host.sshd_log)}")
+                    f"{self.start_timeout:g} s\n{_tail(host.wrapper_log)}\n{_tail(host.sshd_log)}"
+                )
             time.sleep(0.02)
 
     def _kill(self, host: NsHost) -> None:

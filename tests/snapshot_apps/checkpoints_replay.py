@@ -5,5 +5,6 @@ from snapshot_apps.replay import ScreenApp, load
 
 from tui.screens.checkpoints import CheckpointsScreen
 
-app = ScreenApp(lambda app: CheckpointsScreen(app.fleet, app.inventory,
-                                              load("checkpoints.json")["root"]))
+app = ScreenApp(
+    lambda app: CheckpointsScreen(app.fleet, app.inventory, load("checkpoints.json")["root"])
+)

@@ -30,43 +30,88 @@ hosts:
 """
 
 
-def _gpu(host_i: int, g: int, step: int, *, idle: bool = False, full: bool = False,
-         hot: bool = False, lost: bool = False) -> dict:
+def _gpu(
+    host_i: int,
+    g: int,
+    step: int,
+    *,
+    idle: bool = False,
+    full: bool = False,
+    hot: bool = False,
+    lost: bool = False,
+) -> dict:
     if lost:
-        return {"index": g, "name": None, "uuid": None, "util_percent": None,
-                "mem_util_percent": None, "memory_used_bytes": None, "memory_total_bytes": None,
-                "temperature_c": None, "power_w": None, "power_limit_w": None,
-                "processes": None, "error": "GPU is lost"}
+        return {
+            "index": g,
+            "name": None,
+            "uuid": None,
+            "util_percent": None,
+            "mem_util_percent": None,
+            "memory_used_bytes": None,
+            "memory_total_bytes": None,
+            "temperature_c": None,
+            "power_w": None,
+            "power_limit_w": None,
+            "processes": None,
+            "error": "GPU is lost",
+        }
     wave = 0.5 + 0.5 * math.sin((step + 7 * g + 3 * host_i) / 6.0)
     util = 2.0 if idle else round(72 + 26 * wave)
     used = 80_800 * MIB if full else int((52 + 20 * wave) * GIB)
     return {
-        "index": g, "name": "NVIDIA H100 80GB HBM3",
+        "index": g,
+        "name": "NVIDIA H100 80GB HBM3",
         "uuid": f"GPU-{host_i:02d}{g:02d}a1b2-0c3d-4e5f-8a9b-{host_i:04d}{g:08d}",
-        "util_percent": util, "mem_util_percent": round(util * 0.6),
-        "memory_used_bytes": used, "memory_total_bytes": 81_559 * MIB,
+        "util_percent": util,
+        "mem_util_percent": round(util * 0.6),
+        "memory_used_bytes": used,
+        "memory_total_bytes": 81_559 * MIB,
         "temperature_c": 86.0 if hot else float(round(55 + 14 * wave)),
-        "power_w": round(180 + 480 * wave, 1) if not idle else 71.3, "power_limit_w": 700.0,
-        "processes": [] if idle else [{"pid": 41_200 + 10 * host_i + g, "name": "ray::WorkerDict",
-                                       "memory_bytes": used - 600 * MIB}],
+        "power_w": round(180 + 480 * wave, 1) if not idle else 71.3,
+        "power_limit_w": 700.0,
+        "processes": []
+        if idle
+        else [
+            {
+                "pid": 41_200 + 10 * host_i + g,
+                "name": "ray::WorkerDict",
+                "memory_bytes": used - 600 * MIB,
+            }
+        ],
         "error": None,
     }
 
 
-def sample_line(host_i: int, step: int, gpus: list[dict], *, source: str = "nvml",
-                error: str | None = None) -> str:
-    return json.dumps({
-        "type": "sample", "seq": step, "t": 1_795_000_000.0 + step, "source": source,
-        "error": error,
-        "host": {"cpu_percent": 31.0 + host_i, "load1": 12.5 + host_i, "ncpu": 96,
-                 "mem_used_bytes": (410 + 7 * host_i) * GIB, "mem_total_bytes": 2015 * GIB},
-        "gpus": gpus,
-    })
+def sample_line(
+    host_i: int, step: int, gpus: list[dict], *, source: str = "nvml", error: str | None = None
+) -> str:
+    return json.dumps(
+        {
+            "type": "sample",
+            "seq": step,
+            "t": 1_795_000_000.0 + step,
+            "source": source,
+            "error": error,
+            "host": {
+                "cpu_percent": 31.0 + host_i,
+                "load1": 12.5 + host_i,
+                "ncpu": 96,
+                "mem_used_bytes": (410 + 7 * host_i) * GIB,
+                "mem_total_bytes": 2015 * GIB,
+            },
+            "gpus": gpus,
+        }
+    )
 
 
-_STATUS = ClusterStatus(nodes_alive=4, nodes=[], ray_version="2.60.0", python_version="3.11.7",
-                        dashboard="http://127.0.0.1:8265", missing=["login-cpu", "gpu-node-05",
-                                                                     "gpu-node-06"])
+_STATUS = ClusterStatus(
+    nodes_alive=4,
+    nodes=[],
+    ray_version="2.60.0",
+    python_version="3.11.7",
+    dashboard="http://127.0.0.1:8265",
+    missing=["login-cpu", "gpu-node-05", "gpu-node-06"],
+)
 
 
 class ReplayApp(VerlTuiApp):
@@ -82,21 +127,44 @@ class ReplayApp(VerlTuiApp):
         up = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04", "login-cpu"]
         for name in up:
             mon.on_link_status(LinkStatus(name, HostState.UP))
-        mon.on_link_status(LinkStatus(
-            "gpu-node-05", HostState.LOST, "connection lost: no keepalive reply", attempts=3))
-        mon.on_link_status(LinkStatus(
-            "gpu-node-06", HostState.HOST_KEY_MISMATCH,
-            "host key of 10.0.0.16 differs from /root/.ssh/known_hosts — possible "
-            "impersonation; if the host was reinstalled: ssh-keygen -R 10.0.0.16"))
+        mon.on_link_status(
+            LinkStatus(
+                "gpu-node-05", HostState.LOST, "connection lost: no keepalive reply", attempts=3
+            )
+        )
+        mon.on_link_status(
+            LinkStatus(
+                "gpu-node-06",
+                HostState.HOST_KEY_MISMATCH,
+                "host key of 10.0.0.16 differs from /root/.ssh/known_hosts — possible "
+                "impersonation; if the host was reinstalled: ssh-keygen -R 10.0.0.16",
+            )
+        )
         for step in range(self.steps):
             for i, name in enumerate(up[:4]):
-                gpus = [_gpu(i, g, step, idle=(i == 1 and g == 5), full=(i == 2 and g == 3),
-                             hot=(i == 3 and g == 6), lost=(i == 3 and g == 7))
-                        for g in range(8)]
+                gpus = [
+                    _gpu(
+                        i,
+                        g,
+                        step,
+                        idle=(i == 1 and g == 5),
+                        full=(i == 2 and g == 3),
+                        hot=(i == 3 and g == 6),
+                        lost=(i == 3 and g == 7),
+                    )
+                    for g in range(8)
+                ]
                 mon.ingest_line(name, sample_line(i, step, gpus))
-            mon.ingest_line("login-cpu", sample_line(
-                9, step, [], source="none",
-                error="NVML library not found (no NVIDIA driver on this host)"))
+            mon.ingest_line(
+                "login-cpu",
+                sample_line(
+                    9,
+                    step,
+                    [],
+                    source="none",
+                    error="NVML library not found (no NVIDIA driver on this host)",
+                ),
+            )
         # Ray as the head reports it: four GPU nodes alive, the lost host's node gone.
         nodes = {name: "alive" for name in up[:4]}
         nodes.update({"login-cpu": "absent", "gpu-node-05": "dead", "gpu-node-06": "absent"})

@@ -8,8 +8,11 @@ from tui.screens.confirm import ConfirmScreen
 class ConfirmApp(ReplayApp):
     def start_telemetry(self) -> None:
         super().start_telemetry()
-        self.push_screen(ConfirmScreen("Stop Ray on every host?",
-                                       "Workers first, then the head; running jobs are killed."))
+        self.push_screen(
+            ConfirmScreen(
+                "Stop Ray on every host?", "Workers first, then the head; running jobs are killed."
+            )
+        )
 
 
 app = ConfirmApp()

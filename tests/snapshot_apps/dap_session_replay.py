@@ -4,6 +4,10 @@ from snapshot_apps.replay import ReplayDap, ScreenApp, debug_data, replay_open_f
 
 from tui.screens.dap_session import DapSessionScreen
 
-app = ScreenApp(lambda app: DapSessionScreen(app.ray, debug_data().paused[0]),
-                patches=[("tui.screens.dap_session", "open_forward", replay_open_forward),
-                         ("tui.screens.dap_session", "DapClient", ReplayDap)])
+app = ScreenApp(
+    lambda app: DapSessionScreen(app.ray, debug_data().paused[0]),
+    patches=[
+        ("tui.screens.dap_session", "open_forward", replay_open_forward),
+        ("tui.screens.dap_session", "DapClient", ReplayDap),
+    ],
+)

@@ -4,5 +4,7 @@ from snapshot_apps.replay import ScreenApp, replay_debug_targets
 
 from tui.screens.debugger import DebuggerScreen
 
-app = ScreenApp(lambda app: DebuggerScreen(app.ray),
-                patches=[("tui.screens.debugger", "debug_targets", replay_debug_targets)])
+app = ScreenApp(
+    lambda app: DebuggerScreen(app.ray),
+    patches=[("tui.screens.debugger", "debug_targets", replay_debug_targets)],
+)

@@ -12,8 +12,7 @@ from tui.screens.draft_busy import DraftBusyScreen
 os.environ["TZ"] = "UTC"  # the owner's "since" is shown in local time
 time.tzset()
 
-OWNER = DraftOwner(user="alice", host="login1", pid=4242, since=1795471390.0,
-                   token="recorded")
+OWNER = DraftOwner(user="alice", host="login1", pid=4242, since=1795471390.0, token="recorded")
 
 
 class DraftBusyApp(ReplayApp):

@@ -11,5 +11,6 @@ class NodeLogsApp(ScreenApp):
     CSS = "NodeLogsScreen LogView { scrollbar-size-vertical: 0; }"
 
 
-app = NodeLogsApp(lambda app: NodeLogsScreen(app.fleet, [h.name for h in app.inventory.hosts],
-                                             host="node2"))
+app = NodeLogsApp(
+    lambda app: NodeLogsScreen(app.fleet, [h.name for h in app.inventory.hosts], host="node2")
+)

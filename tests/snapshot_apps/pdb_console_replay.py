@@ -4,6 +4,10 @@ from snapshot_apps.replay import ReplayPdb, ScreenApp, debug_data, replay_open_f
 
 from tui.screens.pdb_console import PdbConsoleScreen
 
-app = ScreenApp(lambda app: PdbConsoleScreen(app.ray, debug_data().breakpoints[0]),
-                patches=[("tui.screens.pdb_console", "open_forward", replay_open_forward),
-                         ("tui.screens.pdb_console", "PdbConsole", ReplayPdb)])
+app = ScreenApp(
+    lambda app: PdbConsoleScreen(app.ray, debug_data().breakpoints[0]),
+    patches=[
+        ("tui.screens.pdb_console", "open_forward", replay_open_forward),
+        ("tui.screens.pdb_console", "PdbConsole", ReplayPdb),
+    ],
+)

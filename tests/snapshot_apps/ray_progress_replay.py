@@ -10,8 +10,9 @@ DATA = load("ray_up.json")
 
 def feed(screen: RayProgressScreen) -> None:
     for e in DATA["events"]:
-        screen.add_event(StepEvent(e["host"], e["phase"], e["status"], e["message"],
-                                   at=screen.started + e["at"]))
+        screen.add_event(
+            StepEvent(e["host"], e["phase"], e["status"], e["message"], at=screen.started + e["at"])
+        )
     screen.finish(True, DATA["outcome"])
 
 

@@ -47,8 +47,9 @@ class RecordingClient(DashboardClient):
 
     answers: dict[str, Any] = {}
 
-    def _request(self, method: str, path: str, body: Any = None, *,
-                 raw: bytes | None = None) -> Any:
+    def _request(
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+    ) -> Any:
         answer = super()._request(method, path, body, raw=raw)
         if method == "GET":
             RecordingClient.answers[path] = answer
@@ -70,22 +71,50 @@ async def record(cluster: NsCluster, hosts: Path, work: Path) -> None:
         await asyncio.gather(*(fleet.wait_up(h.name, 30) for h in inv.hosts))
         t0 = time.monotonic()
         status = await ray.bring_up()
-        dump("ray_up.json", {
-            "title": f"Ray up — {inv.cluster}",
-            "events": [{"host": e.host, "phase": e.phase, "status": e.status,
-                        "message": e.message, "at": round(e.at - t0, 1)} for e in events],
-            "outcome": f"{status.nodes_alive} nodes alive"})
+        dump(
+            "ray_up.json",
+            {
+                "title": f"Ray up — {inv.cluster}",
+                "events": [
+                    {
+                        "host": e.host,
+                        "phase": e.phase,
+                        "status": e.status,
+                        "message": e.message,
+                        "at": round(e.at - t0, 1),
+                    }
+                    for e in events
+                ],
+                "outcome": f"{status.nodes_alive} nodes alive",
+            },
+        )
 
         t0 = time.monotonic()
         findings = await run_doctor(fleet, inv)
-        dump("doctor.json", {"elapsed_s": round(time.monotonic() - t0, 1),
-                             "findings": [f.to_json() for f in findings]})
+        dump(
+            "doctor.json",
+            {
+                "elapsed_s": round(time.monotonic() - t0, 1),
+                "findings": [f.to_json() for f in findings],
+            },
+        )
 
         # The tunnel's client records every GET the services make.
         tunnel_client = await ray.dashboard()
         tunnel_client.__class__ = RecordingClient
-        argv = [sys.executable, "-m", "tui", "submit", str(hosts), "--submission-id", JOB,
-                "--", sys.executable, str(ROOT / "scripts" / "demo_training_job.py"), "60"]
+        argv = [
+            sys.executable,
+            "-m",
+            "tui",
+            "submit",
+            str(hosts),
+            "--submission-id",
+            JOB,
+            "--",
+            sys.executable,
+            str(ROOT / "scripts" / "demo_training_job.py"),
+            "60",
+        ]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=180)
         if out.returncode:
             raise RuntimeError(f"submit: {out.stderr.strip()}")
@@ -106,12 +135,21 @@ async def record(cluster: NsCluster, hosts: Path, work: Path) -> None:
 
         transport = await fleet.wait_up(inv.hosts[1].name, 10)
         files = await list_logs(transport)
-        raylet = await transport.run(["tail", "-n", "60", "--",
-                                      "/tmp/ray/session_latest/logs/raylet.out"], timeout=20)
-        dump("node_logs.json", {
-            "files": {inv.hosts[1].name: [{"name": f.name, "size": f.size, "mtime": f.mtime}
-                                          for f in files]},
-            "opened": [inv.hosts[1].name, "raylet.out"], "text": raylet.stdout})
+        raylet = await transport.run(
+            ["tail", "-n", "60", "--", "/tmp/ray/session_latest/logs/raylet.out"], timeout=20
+        )
+        dump(
+            "node_logs.json",
+            {
+                "files": {
+                    inv.hosts[1].name: [
+                        {"name": f.name, "size": f.size, "mtime": f.mtime} for f in files
+                    ]
+                },
+                "opened": [inv.hosts[1].name, "raylet.out"],
+                "text": raylet.stdout,
+            },
+        )
 
         dump("checkpoints.json", await record_checkpoint(cluster, fleet, inv, work))
         await ray.tear_down()
@@ -132,9 +170,12 @@ async def record_checkpoint(cluster: NsCluster, fleet: Fleet, inv, work: Path) -
         made = await asyncio.to_thread(make_fsdp_checkpoint, work / f"made{step}" / "run", step)
         writers = files_by_writer(step)
         # Step 60 was collected onto the first host already; step 120 is spread.
-        layout = {inv.hosts[0].name: writers["rank0"] + writers["driver"]
-                  + (writers["rank1"] if step == 60 else []),
-                  inv.hosts[1].name: writers["rank1"]}
+        layout = {
+            inv.hosts[0].name: writers["rank0"]
+            + writers["driver"]
+            + (writers["rank1"] if step == 60 else []),
+            inv.hosts[1].name: writers["rank1"],
+        }
         for name, rels in layout.items():
             for rel in rels:
                 src, dst = made["out_dir"] / rel.rstrip("/"), disks[name] / rel.rstrip("/")
@@ -159,8 +200,11 @@ def main() -> int:
             hosts = cluster.write_hosts_yaml(work / "hosts.yaml", python=sys.executable)
             text = hosts.read_text().replace(f"cluster: {cluster.prefix}", "cluster: grpo-demo")
             # Two Ray nodes share this one machine: keep each small.
-            text = text.replace("hosts:\n", "ray:\n  memory: 1000000000\n"
-                                "  object_store_memory: 100000000\nhosts:\n", 1)
+            text = text.replace(
+                "hosts:\n",
+                "ray:\n  memory: 1000000000\n  object_store_memory: 100000000\nhosts:\n",
+                1,
+            )
             hosts.write_text(text)
             asyncio.run(record(cluster, hosts, work))
         finally:

@@ -53,11 +53,17 @@ def _nodes() -> list[dict]:
 def recorded_inventory():
     """The recorded run's hosts.yaml: head first, as `verl-tui up` had them."""
     nodes = sorted(_nodes(), key=lambda n: not n["is_head_node"])
-    lines = ["cluster: grpo-demo", "python: /opt/verl/.venv/bin/python3",
-             "ssh: {user: root, known_hosts: ~/.ssh/known_hosts}", "hosts:"]
+    lines = [
+        "cluster: grpo-demo",
+        "python: /opt/verl/.venv/bin/python3",
+        "ssh: {user: root, known_hosts: ~/.ssh/known_hosts}",
+        "hosts:",
+    ]
     for i, n in enumerate(nodes, 1):
-        lines.append(f"  - {{name: node{i}, address: {n['node_ip']}"
-                     + (", role: head}" if n["is_head_node"] else "}"))
+        lines.append(
+            f"  - {{name: node{i}, address: {n['node_ip']}"
+            + (", role: head}" if n["is_head_node"] else "}")
+        )
     return parse_inventory("\n".join(lines) + "\n", "hosts.yaml")
 
 
@@ -82,8 +88,13 @@ class FrozenClock:
 
 
 CLOCK = FrozenClock(NOW)
-CLOCK_USERS = ["tui.fmt", "tui.jobs.service", "tui.screens.debugger", "tui.screens.doctor",
-               "tui.screens.job_form"]
+CLOCK_USERS = [
+    "tui.fmt",
+    "tui.jobs.service",
+    "tui.screens.debugger",
+    "tui.screens.doctor",
+    "tui.screens.job_form",
+]
 
 
 # -- the dashboard ----------------------------------------------------------------------------
@@ -96,8 +107,9 @@ class ReplayDashboard(DashboardClient):
         super().__init__("http://127.0.0.1:8265")
         self.answers = answers
 
-    def _request(self, method: str, path: str, body: Any = None, *,
-                 raw: bytes | None = None) -> Any:
+    def _request(
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+    ) -> Any:
         if method == "GET" and path in self.answers:
             return self.answers[path]
         raise DashboardError(f"{method} {path}: HTTP 404 Not Found")
@@ -142,8 +154,10 @@ class ReplayTransport:
         out = ""
         if argv[0] == "find":
             logs = load("node_logs.json")
-            out = "".join(f"{f['size']}\t{f['mtime']}\t{f['name']}\n"
-                          for f in logs["files"].get(self.host, []))
+            out = "".join(
+                f"{f['size']}\t{f['mtime']}\t{f['name']}\n"
+                for f in logs["files"].get(self.host, [])
+            )
         elif argv[0] == "cat":
             out = load("debugger.json")["dap"]["sources"].get(argv[-1], "")
         elif "scan" in argv:
@@ -152,7 +166,8 @@ class ReplayTransport:
             # The job form reads the head's verl config: the recorded head ran this venv's
             # Python, so the same program runs here with it (verl 0.9.1).
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, *argv[1:], stdout=asyncio.subprocess.PIPE)
+                sys.executable, *argv[1:], stdout=asyncio.subprocess.PIPE
+            )
             out = (await proc.communicate())[0].decode()
         return RunResult(tuple(argv), 0, out, "")
 
@@ -187,9 +202,12 @@ class ScreenApp(VerlTuiApp):
     `make(app)` builds the screen from its public constructor; `patches` are (module, name,
     value) put in place for the app's life (the service call a screen makes, the clock)."""
 
-    def __init__(self, make: Callable[[ScreenApp], Screen],
-                 patches: list[tuple[str, str, Any]] = (),
-                 after: Callable[[Screen], None] | None = None) -> None:
+    def __init__(
+        self,
+        make: Callable[[ScreenApp], Screen],
+        patches: list[tuple[str, str, Any]] = (),
+        after: Callable[[Screen], None] | None = None,
+    ) -> None:
         super().__init__(recorded_inventory())
         self.animation_level = "none"  # scrolls land at once: a snapshot never catches one midway
         self.make = make
@@ -219,8 +237,13 @@ class ScreenApp(VerlTuiApp):
         # Drafts and locks the job form writes go to a throwaway state dir.
         old = os.environ.get("XDG_STATE_HOME")
         os.environ["XDG_STATE_HOME"] = self.state_dir.name
-        self._env.callback(lambda: os.environ.__setitem__("XDG_STATE_HOME", old) if old
-                           else os.environ.pop("XDG_STATE_HOME", None))
+        self._env.callback(
+            lambda: (
+                os.environ.__setitem__("XDG_STATE_HOME", old)
+                if old
+                else os.environ.pop("XDG_STATE_HOME", None)
+            )
+        )
         screen = self.make(self)
         self.push_screen(screen)
         if self.after is not None:
@@ -250,8 +273,10 @@ def debug_data() -> SimpleNamespace:
 
     d = load("debugger.json")
     paused = [PausedWorker(**p) for p in d["paused"]]
-    bps = [Breakpoint(**{k: v for k, v in b.items() if k != "age_s"},
-                      timestamp=NOW - b["age_s"]) for b in d["breakpoints"]]
+    bps = [
+        Breakpoint(**{k: v for k, v in b.items() if k != "age_s"}, timestamp=NOW - b["age_s"])
+        for b in d["breakpoints"]
+    ]
     return SimpleNamespace(paused=paused, breakpoints=bps, raw=d)
 
 
@@ -332,8 +357,9 @@ class ReplayPdb:
         return cls()
 
     async def send(self, line: str, **_: Any) -> str:
-        return self.d["replies"].get(line.strip(), f"*** NameError: name '{line}' is not "
-                                     "defined\r\n")
+        return self.d["replies"].get(
+            line.strip(), f"*** NameError: name '{line}' is not defined\r\n"
+        )
 
     async def close(self) -> None:
         self.closed = True

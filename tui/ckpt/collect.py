@@ -131,15 +131,25 @@ class CollectReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "step": self.step, "role": self.role, "target": self.target, "ok": self.ok,
-            "copied": [{"path": c.path, "source": c.source, "size": c.size,
-                        "sha256": c.sha256, "seconds": round(c.seconds, 3)}
-                       for c in self.copied],
+            "step": self.step,
+            "role": self.role,
+            "target": self.target,
+            "ok": self.ok,
+            "copied": [
+                {
+                    "path": c.path,
+                    "source": c.source,
+                    "size": c.size,
+                    "sha256": c.sha256,
+                    "seconds": round(c.seconds, 3),
+                }
+                for c in self.copied
+            ],
             "present": self.present,
             "conflicts": [{"path": c.path, "reason": c.reason} for c in self.conflicts],
-            "failed": [{"path": f.path, "source": f.source, "error": f.error}
-                       for f in self.failed],
-            "bytes_copied": self.bytes_copied, "seconds": round(self.seconds, 3),
+            "failed": [{"path": f.path, "source": f.source, "error": f.error} for f in self.failed],
+            "bytes_copied": self.bytes_copied,
+            "seconds": round(self.seconds, 3),
             "copy_seconds": round(self.copy_seconds, 3),
         }
 
@@ -153,8 +163,7 @@ def _in_scope(path: str, role: str | None) -> bool:
     return role is None or path.startswith(role + "/")
 
 
-def plan_collect(index: CheckpointIndex, step: int, role: str | None,
-                 target: str) -> CollectPlan:
+def plan_collect(index: CheckpointIndex, step: int, role: str | None, target: str) -> CollectPlan:
     """What to copy where from (pure). ``role`` None: the whole step (every role, data.pt)."""
     state: StepState | None = index.step(step)
     if state is None:
@@ -164,10 +173,14 @@ def plan_collect(index: CheckpointIndex, step: int, role: str | None,
         raise CkptError(f"{target!r} is not a host of this inventory")
     if not index.hosts[target].ok:
         raise CkptError(f"{target} could not be scanned: {index.hosts[target].error}")
-    if role is not None and role not in state.roles and not any(
-            p.startswith(role + "/") for p in state.files):
-        raise CkptError(f"global_step_{step} has no {role}/ folder "
-                        f"(roles: {', '.join(state.roles) or 'none'})")
+    if (
+        role is not None
+        and role not in state.roles
+        and not any(p.startswith(role + "/") for p in state.files)
+    ):
+        raise CkptError(
+            f"global_step_{step} has no {role}/ folder (roles: {', '.join(state.roles) or 'none'})"
+        )
     order = list(index.hosts)
     copies, existing, conflicts = [], [], []
     for path in sorted(state.files):
@@ -215,8 +228,9 @@ async def _within(aw: Awaitable[T1], timeout: float) -> T1:
     return task.result()
 
 
-async def _answer(lines: AsyncIterator[str], proc: StreamProcess, host: str, what: str,
-                  timeout: float) -> dict[str, Any]:
+async def _answer(
+    lines: AsyncIterator[str], proc: StreamProcess, host: str, what: str, timeout: float
+) -> dict[str, Any]:
     """The helper's next JSON line; CkptError (one line) when it fails or ends without one."""
     try:
         while True:
@@ -264,8 +278,9 @@ async def _reply(reader: asyncio.StreamReader, host: str, timeout: float) -> dic
     return data
 
 
-async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                on_bytes: Callable[[int], None]) -> int:
+async def _pump(
+    src: asyncio.StreamReader, dst: asyncio.StreamWriter, on_bytes: Callable[[int], None]
+) -> int:
     done = 0
     while True:
         chunk = await _within(src.read(CHUNK), IO_TIMEOUT)
@@ -277,8 +292,15 @@ async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
         on_bytes(done)
 
 
-async def copy_file(fleet: Fleet, source: str, src_path: str, target: str, dst_path: str, *,
-                    on_bytes: Callable[[int, int], None] | None = None) -> tuple[int, str, str]:
+async def copy_file(
+    fleet: Fleet,
+    source: str,
+    src_path: str,
+    target: str,
+    dst_path: str,
+    *,
+    on_bytes: Callable[[int, int], None] | None = None,
+) -> tuple[int, str, str]:
     """Relay one file; returns (size, sha256, "ok" | "same" | "conflict") once the target's copy
     is verified and under its name ("same"/"conflict": the name existed meanwhile; nothing was
     overwritten). CkptError (one line) when it could not be copied; no partial file remains."""
@@ -291,8 +313,9 @@ async def copy_file(fleet: Fleet, source: str, src_path: str, target: str, dst_p
         raise CkptError(str(exc)) from None
     async with contextlib.AsyncExitStack() as stack:
 
-        async def start(transport: Transport, argv: list[str], host: str,
-                        what: str) -> tuple[StreamProcess, AsyncIterator[str], dict[str, Any]]:
+        async def start(
+            transport: Transport, argv: list[str], host: str, what: str
+        ) -> tuple[StreamProcess, AsyncIterator[str], dict[str, Any]]:
             proc = await transport.stream(argv)
             # Closing a helper's stdin ends it; the receiver then deletes its temp file.
             stack.push_async_callback(proc.close)
@@ -303,7 +326,8 @@ async def copy_file(fleet: Fleet, source: str, src_path: str, target: str, dst_p
             # Sender and receiver start together: an interpreter start each, on two hosts.
             (sproc, slines, hello), (_, _, dhello) = await _both(
                 start(st, script_argv(src_py, "send", src_path), source, "the sender"),
-                start(dt, script_argv(dst_py, "recv", dst_path), target, "the receiver"))
+                start(dt, script_argv(dst_py, "recv", dst_path), target, "the receiver"),
+            )
             size = int(hello["size"])
             sfwd = await st.forward_local_port("127.0.0.1", int(hello["port"]))
             stack.callback(sfwd.close)
@@ -321,14 +345,18 @@ async def copy_file(fleet: Fleet, source: str, src_path: str, target: str, dst_p
             pumped = await _pump(sr, dw, lambda done: report(done, size))
             sent = await _answer(slines, sproc, source, "the sender", IO_TIMEOUT)
             if sent.get("sent") != size or pumped != size or sent.get("changed"):
-                raise CkptError(f"{source}: {src_path} changed while being copied "
-                                f"(sent {pumped} of {size} B); not kept")
+                raise CkptError(
+                    f"{source}: {src_path} changed while being copied "
+                    f"(sent {pumped} of {size} B); not kept"
+                )
             got = await _reply(dr, target, FINISH_TIMEOUT)
             sha = str(sent.get("sha256"))
             if got.get("received") != size or got.get("sha256") != sha:
-                raise CkptError(f"{target}: received {got.get('received')} of {size} B, sha256 "
-                                f"{str(got.get('sha256'))[:12]} vs {sha[:12]} on {source}; "
-                                "not kept")
+                raise CkptError(
+                    f"{target}: received {got.get('received')} of {size} B, sha256 "
+                    f"{str(got.get('sha256'))[:12]} vs {sha[:12]} on {source}; "
+                    "not kept"
+                )
             dw.write(f"commit {sha}\n".encode())
             await _within(dw.drain(), IO_TIMEOUT)
             done = await _reply(dr, target, FINISH_TIMEOUT)
@@ -351,8 +379,9 @@ async def _shas(fleet: Fleet, host: str, paths: list[str], size: int) -> dict[st
     return {str(k): (v if isinstance(v, str) else None) for k, v in data["sha256"].items()}
 
 
-async def _check_existing(fleet: Fleet, index: CheckpointIndex, plan: CollectPlan,
-                          report: CollectReport) -> None:
+async def _check_existing(
+    fleet: Fleet, index: CheckpointIndex, plan: CollectPlan, report: CollectReport
+) -> None:
     """Same-name files on the target: identical to a holder's (sha256 on both), or a conflict."""
     state = index.step(plan.step)
     assert state is not None
@@ -366,8 +395,9 @@ async def _check_existing(fleet: Fleet, index: CheckpointIndex, plan: CollectPla
     for holder, paths in by_source.items():
         jobs[holder] = [full[p] for p in paths]
     hosts = list(jobs)
-    results = await asyncio.gather(*(_shas(fleet, h, jobs[h], total) for h in hosts),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(_shas(fleet, h, jobs[h], total) for h in hosts), return_exceptions=True
+    )
     got = dict(zip(hosts, results, strict=True))
     for path, holder in plan.existing:
         mine, theirs = got[plan.target], got[holder]
@@ -377,9 +407,13 @@ async def _check_existing(fleet: Fleet, index: CheckpointIndex, plan: CollectPla
         elif mine.get(full[path]) == theirs.get(full[path]) and mine.get(full[path]):
             report.present.append(path)
         else:
-            report.conflicts.append(Conflict(
-                path, f"a different file of this name (sha256 {str(mine.get(full[path]))[:12]} "
-                f"here, {str(theirs.get(full[path]))[:12]} on {holder}); left untouched"))
+            report.conflicts.append(
+                Conflict(
+                    path,
+                    f"a different file of this name (sha256 {str(mine.get(full[path]))[:12]} "
+                    f"here, {str(theirs.get(full[path]))[:12]} on {holder}); left untouched",
+                )
+            )
 
 
 class _Tally:
@@ -399,14 +433,32 @@ class _Tally:
         if finished:
             self.files_done += 1
         if self.callback is not None:
-            self.callback(CopyProgress(item.path, item.source, done, item.size,
-                                       self.files_done, self.files_total, self.bytes_done,
-                                       self.bytes_total, finished))
+            self.callback(
+                CopyProgress(
+                    item.path,
+                    item.source,
+                    done,
+                    item.size,
+                    self.files_done,
+                    self.files_total,
+                    self.bytes_done,
+                    self.bytes_total,
+                    finished,
+                )
+            )
 
 
-async def collect(fleet: Fleet, index: CheckpointIndex, step: int, role: str | None,
-                  target_host: str, *, progress: ProgressCallback | None = None,
-                  verify_existing: bool = True, parallel: int = PARALLEL) -> CollectReport:
+async def collect(
+    fleet: Fleet,
+    index: CheckpointIndex,
+    step: int,
+    role: str | None,
+    target_host: str,
+    *,
+    progress: ProgressCallback | None = None,
+    verify_existing: bool = True,
+    parallel: int = PARALLEL,
+) -> CollectReport:
     """Copy every file of ``global_step_{step}/{role}/`` (role None: the whole step) that
     ``target_host`` lacks from a host that has it, verified by sha256 on both ends.
 
@@ -419,8 +471,7 @@ async def collect(fleet: Fleet, index: CheckpointIndex, step: int, role: str | N
     """
     t0 = time.monotonic()
     plan = plan_collect(index, step, role, target_host)
-    report = CollectReport(step=step, role=role, target=target_host,
-                           conflicts=list(plan.conflicts))
+    report = CollectReport(step=step, role=role, target=target_host, conflicts=list(plan.conflicts))
     try:
         await host_transport(fleet, target_host)
     except TransportError as exc:
@@ -441,20 +492,30 @@ async def collect(fleet: Fleet, index: CheckpointIndex, step: int, role: str | N
             started = time.monotonic()
             try:
                 size, sha, result = await copy_file(
-                    fleet, item.source, path, target_host, path,
-                    on_bytes=lambda done, total: tally.update(item, done))
+                    fleet,
+                    item.source,
+                    path,
+                    target_host,
+                    path,
+                    on_bytes=lambda done, total: tally.update(item, done),
+                )
             except CkptError as exc:
                 report.failed.append(Failed(item.path, item.source, str(exc)))
             else:
                 if result == "ok":
-                    report.copied.append(Copied(item.path, item.source, size, sha,
-                                                time.monotonic() - started))
+                    report.copied.append(
+                        Copied(item.path, item.source, size, sha, time.monotonic() - started)
+                    )
                 elif result == "same":
                     report.present.append(item.path)
                 else:
-                    report.conflicts.append(Conflict(
-                        item.path, "a different file of this name appeared on the target "
-                        "during the copy; left untouched"))
+                    report.conflicts.append(
+                        Conflict(
+                            item.path,
+                            "a different file of this name appeared on the target "
+                            "during the copy; left untouched",
+                        )
+                    )
             tally.update(item, item.size, finished=True)
 
     copy_t0 = time.monotonic()

@@ -59,8 +59,9 @@ async def host_transport(fleet: Fleet, name: str, timeout: float = 20.0) -> Tran
     return await fleet.ready(name, timeout)
 
 
-async def run_op(fleet: Fleet, host: str, op: str, *args: str,
-                 timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+async def run_op(
+    fleet: Fleet, host: str, op: str, *args: str, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
     """Run one helper operation on a host; CkptError (one line) for any failure."""
     python = fleet.inventory.host(host).python
     try:

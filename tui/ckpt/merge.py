@@ -31,13 +31,22 @@ class MergeRefused(CkptError):
     """The merge was not started; the message says why (one line)."""
 
 
-def merge_argv(python: str, local_dir: str, target_dir: str, *,
-               backend: str = "fsdp") -> list[str]:
+def merge_argv(python: str, local_dir: str, target_dir: str, *, backend: str = "fsdp") -> list[str]:
     """The merger's argv, exactly as verl's CLI takes it."""
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    return [python, "-m", "verl.model_merger", "merge", "--backend", backend,
-            "--local_dir", local_dir, "--target_dir", target_dir]
+    return [
+        python,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        backend,
+        "--local_dir",
+        local_dir,
+        "--target_dir",
+        target_dir,
+    ]
 
 
 @dataclass
@@ -53,9 +62,14 @@ class MergeResult:
         return self.exit_status == 0 and self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "exit_status": self.exit_status, "ok": self.ok,
-                "target_dir": self.target_dir, "error": self.error,
-                "files": [{"path": p, "size": s} for p, s in self.files]}
+        return {
+            "host": self.host,
+            "exit_status": self.exit_status,
+            "ok": self.ok,
+            "target_dir": self.target_dir,
+            "error": self.error,
+            "files": [{"path": p, "size": s} for p, s in self.files],
+        }
 
 
 def _split_local_dir(local_dir: str) -> tuple[str, str, str]:
@@ -68,8 +82,7 @@ def _split_local_dir(local_dir: str) -> tuple[str, str, str]:
     return root, step_name, role
 
 
-def refusal(listing: dict[str, Any], host: str, local_dir: str,
-            backend: str | None) -> str | None:
+def refusal(listing: dict[str, Any], host: str, local_dir: str, backend: str | None) -> str | None:
     """Why the merger cannot run on ``host`` from this scan of its root (None: it can).
     ``backend`` None: whichever layout the folder holds."""
     root, step_name, role = _split_local_dir(local_dir)
@@ -90,8 +103,10 @@ def refusal(listing: dict[str, Any], host: str, local_dir: str,
         return f"{host}: {local_dir} holds no model shards (saved without 'model')"
     if missing:
         shown = ", ".join(map(str, missing[:8])) + (" …" if len(missing) > 8 else "")
-        return (f"{host} lacks model rank(s) {shown} of {state.world_size} in {local_dir}: "
-                f"collect the step onto {host} first")
+        return (
+            f"{host} lacks model rank(s) {shown} of {state.world_size} in {local_dir}: "
+            f"collect the step onto {host} first"
+        )
     if backend == "fsdp" and host not in state.config_on:
         return f"{host} lacks {local_dir}/fsdp_config.json (written by rank 0): collect it first"
     if backend == "megatron" and "model" in state.metadata_missing:
@@ -109,9 +124,16 @@ def detect_backend(listing: dict[str, Any], host: str, local_dir: str) -> str | 
     return state.backend if state else None
 
 
-async def merge(fleet: Fleet, host: str, local_dir: str, target_dir: str, *,
-                backend: str | None = "fsdp", on_line: Callable[[str], None] | None = None,
-                env: dict[str, str] | None = None) -> MergeResult:
+async def merge(
+    fleet: Fleet,
+    host: str,
+    local_dir: str,
+    target_dir: str,
+    *,
+    backend: str | None = "fsdp",
+    on_line: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> MergeResult:
     """Run the merger on ``host`` with live output (``on_line`` per line), then list what it
     wrote (``local_dir``: ``ROOT/global_step_N/actor``; ``backend`` None: the folder's layout).
     MergeRefused (one line) when the step's model shards, config or huggingface/ are not all on
@@ -132,8 +154,7 @@ async def merge(fleet: Fleet, host: str, local_dir: str, target_dir: str, *,
         raise MergeRefused(why)
     backend = backend or detect_backend(listing, host, local_dir) or "fsdp"
     python = fleet.inventory.host(host).python
-    argv = ["sh", "-c", _WRAPPER, "sh", *merge_argv(python, local_dir, target_dir,
-                                                        backend=backend)]
+    argv = ["sh", "-c", _WRAPPER, "sh", *merge_argv(python, local_dir, target_dir, backend=backend)]
     try:
         transport = await host_transport(fleet, host)
         proc = await transport.stream(argv, env={"PYTHONUNBUFFERED": "1", **(env or {})})
@@ -143,8 +164,8 @@ async def merge(fleet: Fleet, host: str, local_dir: str, target_dir: str, *,
     status: int | None = None
     try:
         async for line in proc.lines():
-            if line.startswith(_EXIT_MARK) and line[len(_EXIT_MARK):].isdigit():
-                status = int(line[len(_EXIT_MARK):])
+            if line.startswith(_EXIT_MARK) and line[len(_EXIT_MARK) :].isdigit():
+                status = int(line[len(_EXIT_MARK) :])
                 continue
             last = line.strip() or last
             if on_line is not None:
@@ -153,9 +174,11 @@ async def merge(fleet: Fleet, host: str, local_dir: str, target_dir: str, *,
         await proc.close()
     result = MergeResult(host=host, exit_status=status, target_dir=target_dir)
     if status != 0:
-        result.error = (f"the merger exited with status {status}" if status is not None
-                        else "the connection was lost during the merge") + (
-            f": {last}" if last else "")
+        result.error = (
+            f"the merger exited with status {status}"
+            if status is not None
+            else "the connection was lost during the merge"
+        ) + (f": {last}" if last else "")
         return result
     try:
         listing = await run_op(fleet, host, "ls", target_dir)

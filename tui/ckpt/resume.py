@@ -27,19 +27,25 @@ def check_resume_path(path: str) -> str:
     if not path or "\n" in path or "\0" in path:
         raise ValueError("the checkpoint path must be one line")
     if not path.startswith("/"):
-        raise ValueError(f"{path!r} is relative: verl would resolve it against the job's "
-                         "working directory; give the absolute global_step_N folder")
+        raise ValueError(
+            f"{path!r} is relative: verl would resolve it against the job's "
+            "working directory; give the absolute global_step_N folder"
+        )
     path = posixpath.normpath(path)
     if not _STEP_DIR_RE.match(posixpath.basename(path)):
-        raise ValueError(f"{path}: verl resumes from a global_step_N folder itself "
-                         "(not its actor/ or the checkpoint root)")
+        raise ValueError(
+            f"{path}: verl resumes from a global_step_N folder itself "
+            "(not its actor/ or the checkpoint root)"
+        )
     return path
 
 
 def resume_values(path: str) -> dict[str, str]:
     """The two trainer keys for a profile's or job form's overrides mapping."""
-    return {"trainer.resume_mode": "resume_path",
-            "trainer.resume_from_path": check_resume_path(path)}
+    return {
+        "trainer.resume_mode": "resume_path",
+        "trainer.resume_from_path": check_resume_path(path),
+    }
 
 
 def resume_overrides(path: str) -> list[str]:
@@ -48,32 +54,44 @@ def resume_overrides(path: str) -> list[str]:
     >>> resume_overrides("/ckpt/run1/global_step_40")
     ['trainer.resume_mode=resume_path', "trainer.resume_from_path='/ckpt/run1/global_step_40'"]
     """
-    return [f"{key}={hydra_value(value)}" if key.endswith("_path") else f"{key}={value}"
-            for key, value in resume_values(path).items()]
+    return [
+        f"{key}={hydra_value(value)}" if key.endswith("_path") else f"{key}={value}"
+        for key, value in resume_values(path).items()
+    ]
 
 
-def world_size_warning(step_world_size: int | None, nnodes: int, gpus_per_node: int, *,
-                       backend: str = "fsdp") -> str | None:
+def world_size_warning(
+    step_world_size: int | None, nnodes: int, gpus_per_node: int, *, backend: str = "fsdp"
+) -> str | None:
     """One line when the checkpoint's world size differs from the job's
     (``trainer.nnodes × trainer.n_gpus_per_node``, the actor's world size); None when they match.
     """
     job = nnodes * gpus_per_node
     if step_world_size is None:
-        return ("the checkpoint's world size is unknown (an incomplete save?): "
-                f"this job runs {nnodes}×{gpus_per_node} = {job} ranks")
+        return (
+            "the checkpoint's world size is unknown (an incomplete save?): "
+            f"this job runs {nnodes}×{gpus_per_node} = {job} ranks"
+        )
     if step_world_size == job:
         return None
     if backend == "megatron":
-        return (f"saved by {step_world_size} ranks, this job runs {nnodes}×{gpus_per_node} = "
-                f"{job}: Megatron dist checkpoints can reshard the model, but the optimizer only "
-                "with dist_ckpt_optim_fully_reshardable — check before resuming")
-    return (f"saved by {step_world_size} ranks, this job runs {nnodes}×{gpus_per_node} = {job}: "
-            f"each rank loads model_world_size_{job}_rank_R.pt, which this checkpoint lacks — "
-            "verl will fail to resume (use the same trainer.nnodes × n_gpus_per_node)")
+        return (
+            f"saved by {step_world_size} ranks, this job runs {nnodes}×{gpus_per_node} = "
+            f"{job}: Megatron dist checkpoints can reshard the model, but the optimizer only "
+            "with dist_ckpt_optim_fully_reshardable — check before resuming"
+        )
+    return (
+        f"saved by {step_world_size} ranks, this job runs {nnodes}×{gpus_per_node} = {job}: "
+        f"each rank loads model_world_size_{job}_rank_R.pt, which this checkpoint lacks — "
+        "verl will fail to resume (use the same trainer.nnodes × n_gpus_per_node)"
+    )
 
 
-ROOT_KEYS = ("trainer.default_local_dir", "+trainer.default_local_dir",
-             "++trainer.default_local_dir")
+ROOT_KEYS = (
+    "trainer.default_local_dir",
+    "+trainer.default_local_dir",
+    "++trainer.default_local_dir",
+)
 
 
 def profile_root(overrides: dict) -> object | None:

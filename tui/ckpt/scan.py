@@ -45,8 +45,10 @@ def check_root(root: str) -> str:
     if not root or "\0" in root or "\n" in root:
         raise ValueError("the checkpoint folder must be one line")
     if not root.startswith("/"):
-        raise ValueError(f"{root!r} is relative: give the absolute trainer.default_local_dir "
-                         "(verl resolves a relative one against each job's working directory)")
+        raise ValueError(
+            f"{root!r} is relative: give the absolute trainer.default_local_dir "
+            "(verl resolves a relative one against each job's working directory)"
+        )
     return posixpath.normpath(root) if root != "/" else root
 
 
@@ -110,17 +112,25 @@ def host_scan_from_json(host: str, data: Mapping[str, Any]) -> HostScan:
                 continue
             files.append(CkptFile(rel, size, mtime))
         steps[step] = tuple(files)
-        meta[step] = {str(k): v for k, v in _as_dict(body.get("meta")).items()
-                      if isinstance(v, dict)}
+        meta[step] = {
+            str(k): v for k, v in _as_dict(body.get("meta")).items() if isinstance(v, dict)
+        }
         if body.get("truncated"):
             truncated.append(step)
     raw = data.get("latest")
     raw = raw if isinstance(raw, str) else None
     return HostScan(
-        host=host, ok=True, exists=bool(data.get("exists")),
+        host=host,
+        ok=True,
+        exists=bool(data.get("exists")),
         latest=int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18 else None,
-        latest_raw=raw, steps=steps, meta=meta, partials=tuple(partials),
-        truncated=tuple(truncated), errors=tuple(str(e) for e in _as_list(data.get("errors"))))
+        latest_raw=raw,
+        steps=steps,
+        meta=meta,
+        partials=tuple(partials),
+        truncated=tuple(truncated),
+        errors=tuple(str(e) for e in _as_list(data.get("errors"))),
+    )
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -147,18 +157,27 @@ class RoleState:
     @property
     def complete(self) -> bool:
         """Every rank of every saved kind is on some host (and, for megatron, each .metadata)."""
-        return (self.world_size is not None and bool(self.kinds)
-                and not any(self.missing.values()) and not self.metadata_missing)
+        return (
+            self.world_size is not None
+            and bool(self.kinds)
+            and not any(self.missing.values())
+            and not self.metadata_missing
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "backend": self.backend, "world_size": self.world_size, "complete": self.complete,
+            "backend": self.backend,
+            "world_size": self.world_size,
+            "complete": self.complete,
             "kinds": list(self.kinds),
             "hosts": {h: list(r) for h, r in self.hosts.items()},
             "missing": {k: list(r) for k, r in self.missing.items() if r},
-            "complete_on": list(self.complete_on), "config_on": list(self.config_on),
-            "hf_on": list(self.hf_on), "size_bytes": self.size_bytes,
-            "metadata_missing": list(self.metadata_missing), "problems": list(self.problems),
+            "complete_on": list(self.complete_on),
+            "config_on": list(self.config_on),
+            "hf_on": list(self.hf_on),
+            "size_bytes": self.size_bytes,
+            "metadata_missing": list(self.metadata_missing),
+            "problems": list(self.problems),
         }
 
 
@@ -177,8 +196,11 @@ class StepState:
 
     @property
     def complete(self) -> bool:
-        return bool(self.roles) and all(r.complete for r in self.roles.values()) and (
-            not self.truncated_on)
+        return (
+            bool(self.roles)
+            and all(r.complete for r in self.roles.values())
+            and (not self.truncated_on)
+        )
 
     @property
     def hosts(self) -> dict[str, tuple[int, ...]]:
@@ -219,18 +241,26 @@ class StepState:
 
     @property
     def missing(self) -> dict[str, dict[str, tuple[int, ...]]]:
-        return {name: {k: r for k, r in role.missing.items() if r}
-                for name, role in self.roles.items() if any(role.missing.values())}
+        return {
+            name: {k: r for k, r in role.missing.items() if r}
+            for name, role in self.roles.items()
+            if any(role.missing.values())
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "step": self.step, "world_size": self.world_size, "complete": self.complete,
+            "step": self.step,
+            "world_size": self.world_size,
+            "complete": self.complete,
             "hosts": {h: list(r) for h, r in self.hosts.items()},
             "complete_on": list(self.complete_on),
-            "missing": {role: {k: list(r) for k, r in kinds.items()}
-                        for role, kinds in self.missing.items()},
-            "size_bytes": self.size_bytes, "host_bytes": self.host_bytes,
-            "latest_on": list(self.latest_on), "data_on": list(self.data_on),
+            "missing": {
+                role: {k: list(r) for k, r in kinds.items()} for role, kinds in self.missing.items()
+            },
+            "size_bytes": self.size_bytes,
+            "host_bytes": self.host_bytes,
+            "latest_on": list(self.latest_on),
+            "data_on": list(self.data_on),
             "roles": {name: role.to_json() for name, role in self.roles.items()},
             **({"truncated_on": list(self.truncated_on)} if self.truncated_on else {}),
         }
@@ -256,9 +286,16 @@ class CheckpointIndex:
     def to_json(self) -> dict[str, Any]:
         return {
             "root": self.root,
-            "hosts": {h: {"ok": s.ok, "error": s.error, "exists": s.exists, "latest": s.latest,
-                          "partials": list(s.partials)}
-                      for h, s in self.hosts.items()},
+            "hosts": {
+                h: {
+                    "ok": s.ok,
+                    "error": s.error,
+                    "exists": s.exists,
+                    "latest": s.latest,
+                    "partials": list(s.partials),
+                }
+                for h, s in self.hosts.items()
+            },
             "steps": [s.to_json() for s in self.steps],
         }
 
@@ -268,15 +305,19 @@ def _role_of(path: str) -> tuple[str | None, str]:
     return (head, rest) if rest else (None, path)
 
 
-def _fsdp_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
-               meta: Mapping[str, Mapping[str, Any]]) -> RoleState:
+def _fsdp_role(
+    role: str, files: Mapping[str, Mapping[str, CkptFile]], meta: Mapping[str, Mapping[str, Any]]
+) -> RoleState:
     shards: list[tuple[str, int, int, str]] = []  # kind, world size, rank, host
     for rel, by_host in files.items():
         m = SHARD_RE.match(rel)
         if m:
             shards += [(m.group(1), int(m.group(2)), int(m.group(3)), h) for h in by_host]
-    config_ws = {f["world_size"] for key, f in meta.items()
-                 if key.startswith("fsdp_config.json@") and isinstance(f.get("world_size"), int)}
+    config_ws = {
+        f["world_size"]
+        for key, f in meta.items()
+        if key.startswith("fsdp_config.json@") and isinstance(f.get("world_size"), int)
+    }
     counts = Counter(ws for _, ws, _, _ in shards)
     # The world size fsdp_config.json names wins; else the one most shards carry.
     if len(config_ws) == 1:
@@ -285,12 +326,15 @@ def _fsdp_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
         world_size = counts.most_common(1)[0][0] if counts else None
     problems = []
     if len(config_ws) > 1:
-        problems.append("hosts disagree on fsdp_config.json world_size: "
-                        + ", ".join(map(str, sorted(config_ws))))
+        problems.append(
+            "hosts disagree on fsdp_config.json world_size: "
+            + ", ".join(map(str, sorted(config_ws)))
+        )
     others = sorted(ws for ws in counts if ws != world_size)
     if others:
-        problems.append("shards of another world size (an older run?): "
-                        + ", ".join(f"W={ws}" for ws in others))
+        problems.append(
+            "shards of another world size (an older run?): " + ", ".join(f"W={ws}" for ws in others)
+        )
     kinds = tuple(k for k in FSDP_KINDS if any(s[0] == k and s[1] == world_size for s in shards))
     holders: dict[str, dict[int, list[str]]] = {k: {} for k in kinds}
     for kind, ws, rank, host in shards:
@@ -300,19 +344,31 @@ def _fsdp_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
     hf_on = tuple(files.get("huggingface/config.json", {}))
     if shards and not config_on:
         problems.append("no fsdp_config.json on any host (rank 0 writes it; the merger needs it)")
-    return _role_state(role, "fsdp" if shards else None, world_size, kinds, holders, files,
-                       config_on, hf_on, problems)
+    return _role_state(
+        role,
+        "fsdp" if shards else None,
+        world_size,
+        kinds,
+        holders,
+        files,
+        config_on,
+        hf_on,
+        problems,
+    )
 
 
-def _megatron_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
-                   meta: Mapping[str, Mapping[str, Any]]) -> RoleState:
+def _megatron_role(
+    role: str, files: Mapping[str, Mapping[str, CkptFile]], meta: Mapping[str, Mapping[str, Any]]
+) -> RoleState:
     manifest = meta.get("ckpt_contents.json") or {}
     ws = manifest.get("world_size")
     world_size = ws if isinstance(ws, int) and ws > 0 else None
     problems = []
     if world_size is None:
-        problems.append("world size unknown: no host has ckpt_contents.json (rank 0 writes it "
-                        "last, so the save may not have finished)")
+        problems.append(
+            "world size unknown: no host has ckpt_contents.json (rank 0 writes it "
+            "last, so the save may not have finished)"
+        )
     kinds = []
     no_metadata = []
     holders: dict[str, dict[int, list[str]]] = {}
@@ -324,7 +380,7 @@ def _megatron_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
         kinds.append(kind)
         holders[kind] = {}
         for rel, by_host in found:
-            m = DISTCP_RE.match(rel[len(prefix):])
+            m = DISTCP_RE.match(rel[len(prefix) :])
             if m:
                 holders[kind].setdefault(int(m.group(1)), []).extend(by_host)
         if prefix + ".metadata" not in files:
@@ -335,15 +391,32 @@ def _megatron_role(role: str, files: Mapping[str, Mapping[str, CkptFile]],
             holders[kind][rank] = sorted(set(holders[kind][rank]))
     config_on = tuple(files.get("ckpt_contents.json", {}))
     hf_on = tuple(files.get("model/huggingface/config.json", {}))
-    return _role_state(role, "megatron", world_size, tuple(kinds), holders, files, config_on,
-                       hf_on, problems, tuple(no_metadata))
+    return _role_state(
+        role,
+        "megatron",
+        world_size,
+        tuple(kinds),
+        holders,
+        files,
+        config_on,
+        hf_on,
+        problems,
+        tuple(no_metadata),
+    )
 
 
-def _role_state(role: str, backend: str | None, world_size: int | None, kinds: tuple[str, ...],
-                holders: Mapping[str, Mapping[int, list[str]]],
-                files: Mapping[str, Mapping[str, CkptFile]], config_on: tuple[str, ...],
-                hf_on: tuple[str, ...], problems: list[str],
-                metadata_missing: tuple[str, ...] = ()) -> RoleState:
+def _role_state(
+    role: str,
+    backend: str | None,
+    world_size: int | None,
+    kinds: tuple[str, ...],
+    holders: Mapping[str, Mapping[int, list[str]]],
+    files: Mapping[str, Mapping[str, CkptFile]],
+    config_on: tuple[str, ...],
+    hf_on: tuple[str, ...],
+    problems: list[str],
+    metadata_missing: tuple[str, ...] = (),
+) -> RoleState:
     all_ranks = range(world_size) if world_size else range(0)
     missing = {k: tuple(r for r in all_ranks if r not in holders.get(k, {})) for k in kinds}
     by_host: dict[str, set[int]] = {}
@@ -358,18 +431,27 @@ def _role_state(role: str, backend: str | None, world_size: int | None, kinds: t
             has_all = all(h in holders[k].get(r, ()) for k in kinds for r in all_ranks)
             meta_ok = h in config_on
             if backend == "megatron":
-                meta_ok = meta_ok and all(h in files.get(f"{k}/dist_ckpt/.metadata", {})
-                                          for k in kinds)
+                meta_ok = meta_ok and all(
+                    h in files.get(f"{k}/dist_ckpt/.metadata", {}) for k in kinds
+                )
             if has_all and meta_ok:
                 complete_on.append(h)
     size = sum(max(f.size for f in by.values()) for by in files.values())
     return RoleState(
-        role=role, backend=backend, world_size=world_size, kinds=kinds,
+        role=role,
+        backend=backend,
+        world_size=world_size,
+        kinds=kinds,
         holders={k: {r: tuple(hs) for r, hs in sorted(v.items())} for k, v in holders.items()},
         missing=missing,
         hosts={h: tuple(sorted(by_host.get(h, ()))) for h in seen_hosts},
-        complete_on=tuple(complete_on), config_on=config_on, hf_on=hf_on, size_bytes=size,
-        metadata_missing=metadata_missing, problems=tuple(problems))
+        complete_on=tuple(complete_on),
+        config_on=config_on,
+        hf_on=hf_on,
+        size_bytes=size,
+        metadata_missing=metadata_missing,
+        problems=tuple(problems),
+    )
 
 
 def _step_state(step: int, scans: list[HostScan]) -> StepState:
@@ -391,19 +473,24 @@ def _step_state(step: int, scans: list[HostScan]) -> StepState:
     for role in sorted(by_role, key=lambda r: (r != "actor", r)):
         rfiles = by_role[role]
         rmeta = meta.get(role, {})
-        megatron = any(rel.startswith(("model/dist_ckpt/", "optimizer/dist_ckpt/"))
-                       or rel == "ckpt_contents.json" for rel in rfiles)
+        megatron = any(
+            rel.startswith(("model/dist_ckpt/", "optimizer/dist_ckpt/"))
+            or rel == "ckpt_contents.json"
+            for rel in rfiles
+        )
         if megatron:
             # rank 0's manifest; copies collected elsewhere carry the same world size
-            manifest = {k.split("@")[0]: v for k, v in rmeta.items()
-                        if k.startswith("ckpt_contents.json@")}
+            manifest = {
+                k.split("@")[0]: v for k, v in rmeta.items() if k.startswith("ckpt_contents.json@")
+            }
             roles[role] = _megatron_role(role, rfiles, manifest)
         else:
             roles[role] = _fsdp_role(role, rfiles, rmeta)
     latest_on = tuple(s.host for s in scans if s.latest == step)
     truncated = tuple(s.host for s in scans if step in s.truncated)
-    return StepState(step=step, roles=roles, files=files, latest_on=latest_on,
-                     truncated_on=truncated)
+    return StepState(
+        step=step, roles=roles, files=files, latest_on=latest_on, truncated_on=truncated
+    )
 
 
 def build_index(root: str, scans: Iterable[HostScan]) -> CheckpointIndex:
@@ -411,12 +498,16 @@ def build_index(root: str, scans: Iterable[HostScan]) -> CheckpointIndex:
     scans = list(scans)
     up = [s for s in scans if s.ok]
     numbers = sorted({n for s in up for n in s.steps})
-    return CheckpointIndex(root=root, hosts={s.host: s for s in scans},
-                           steps=tuple(_step_state(n, up) for n in numbers))
+    return CheckpointIndex(
+        root=root,
+        hosts={s.host: s for s in scans},
+        steps=tuple(_step_state(n, up) for n in numbers),
+    )
 
 
-async def scan_host(fleet: Fleet, host: str, root: str, *,
-                    timeout: float = SCAN_TIMEOUT) -> HostScan:
+async def scan_host(
+    fleet: Fleet, host: str, root: str, *, timeout: float = SCAN_TIMEOUT
+) -> HostScan:
     """One host's listing; never raises for host trouble (``ok`` False, one-line ``error``)."""
     try:
         data = await run_op(fleet, host, "scan", root, timeout=timeout)
@@ -427,8 +518,9 @@ async def scan_host(fleet: Fleet, host: str, root: str, *,
     return host_scan_from_json(host, data)
 
 
-async def scan_fleet(fleet: Fleet, inv: Inventory, root: str, *,
-                     timeout: float = SCAN_TIMEOUT) -> CheckpointIndex:
+async def scan_fleet(
+    fleet: Fleet, inv: Inventory, root: str, *, timeout: float = SCAN_TIMEOUT
+) -> CheckpointIndex:
     """Scan every host in parallel; a down host is reported in ``index.hosts``, not fatal.
 
     ValueError (one line) for a relative root.

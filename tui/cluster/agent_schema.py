@@ -27,8 +27,7 @@ MAX_GPUS = 64
 MAX_PROCESSES = 256  # per GPU
 MAX_PROBLEMS = 8  # per line; the rest are counted
 # NVIDIA backends, AMD backends; a host with both vendors sends "nvml+amdgpu-sysfs".
-SOURCES = frozenset({"nvml", "nvidia-smi", "none", "amdgpu-sysfs", "amdsmi", "amd-smi",
-                     "rocm-smi"})
+SOURCES = frozenset({"nvml", "nvidia-smi", "none", "amdgpu-sysfs", "amdsmi", "amd-smi", "rocm-smi"})
 VENDORS = frozenset({"nvidia", "amd"})
 
 # Length caps for strings (characters, after sanitizing).
@@ -181,13 +180,16 @@ def _short_text(c: _Checker, v: object, path: str, key: str) -> str | None:
 
 
 @overload
-def _number(c: _Checker, v: object, lo: float, hi: float, integral: Literal[True],
-            path: str, key: str) -> int | None: ...
+def _number(
+    c: _Checker, v: object, lo: float, hi: float, integral: Literal[True], path: str, key: str
+) -> int | None: ...
 @overload
-def _number(c: _Checker, v: object, lo: float, hi: float, integral: bool,
-            path: str, key: str) -> int | float | None: ...
-def _number(c: _Checker, v: object, lo: float, hi: float, integral: bool,
-            path: str, key: str) -> float | None:
+def _number(
+    c: _Checker, v: object, lo: float, hi: float, integral: bool, path: str, key: str
+) -> int | float | None: ...
+def _number(
+    c: _Checker, v: object, lo: float, hi: float, integral: bool, path: str, key: str
+) -> float | None:
     """The slow path of a numeric field: a float holding an integer, or bad data."""
     if type(v) is float and integral and lo <= v <= hi and v.is_integer():
         return int(v)
@@ -266,15 +268,22 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         c.bad(path + "vendor", vendor, "not nvidia or amd")
         vendor = None
     window = get("util_window_s")
-    if window is not None and not (type(window) in (int, float)
-                                   and WINDOW_S[0] <= window <= WINDOW_S[1]):
+    if window is not None and not (
+        type(window) in (int, float) and WINDOW_S[0] <= window <= WINDOW_S[1]
+    ):
         window = _number(c, window, *WINDOW_S, False, path, "util_window_s")
     util, mem_util, mem_used, mem_total, temperature, power, power_limit = values
     return GpuSample(
         index,
         _short_text(c, get("name"), path, "name"),
         _short_text(c, get("uuid"), path, "uuid"),
-        util, mem_util, mem_used, mem_total, temperature, power, power_limit,
+        util,
+        mem_util,
+        mem_used,
+        mem_total,
+        temperature,
+        power,
+        power_limit,
         processes,
         None if error is None else c.str_(g, "error", ERROR_LEN, path),
         window,
@@ -284,8 +293,9 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
 
 def _source(c: _Checker, d: dict, path: str = "") -> str | None:
     v = d.get("source")
-    if v is None or (type(v) is str and len(v) <= SHORT_LEN
-                     and all(part in SOURCES for part in v.split("+"))):
+    if v is None or (
+        type(v) is str and len(v) <= SHORT_LEN and all(part in SOURCES for part in v.split("+"))
+    ):
         return v
     c.bad(path + "source", v, "not a known backend")
     return None
@@ -350,8 +360,9 @@ def parse_message(msg: Any, received: float) -> AgentLine:
     kind = msg.get("type")
     c = _Checker()
     if kind == "sample":
-        line = AgentLine("sample", sample=_sample(c, msg, received),
-                         driver=c.str_(msg, "driver", SHORT_LEN, ""))
+        line = AgentLine(
+            "sample", sample=_sample(c, msg, received), driver=c.str_(msg, "driver", SHORT_LEN, "")
+        )
     elif kind == "hello":
         line = AgentLine("hello", hello=_hello(c, msg))
     elif kind == "error":

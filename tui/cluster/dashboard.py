@@ -35,8 +35,9 @@ class DashboardError(Exception):
 # characters (the log file name stays under 255 bytes), starting with a letter, digit or '_'
 # (so it is never read as an option or a dot segment).
 SUBMISSION_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
-SUBMISSION_ID_RULE = ("letters, digits, '_', '-', '.'; starting with a letter, digit or '_'; "
-                      "at most 200 characters")
+SUBMISSION_ID_RULE = (
+    "letters, digits, '_', '-', '.'; starting with a letter, digit or '_'; at most 200 characters"
+)
 
 
 class BadJobId(ConfigError, DashboardError):
@@ -56,16 +57,18 @@ def is_job_id(value: object) -> bool:
     return isinstance(value, str) and SUBMISSION_ID_RE.fullmatch(value) is not None
 
 
-def api_path(*segments: str, query: Mapping[str, object] | None = None,
-             trailing_slash: bool = False) -> str:
+def api_path(
+    *segments: str, query: Mapping[str, object] | None = None, trailing_slash: bool = False
+) -> str:
     """`/seg/seg…?k=v&…` with every segment and query value percent-encoded (nothing a value
     holds can add a segment, a query or a fragment). The one way a request path is built."""
     path = "/" + "/".join(quote(str(s), safe="") for s in segments)
     if trailing_slash:
         path += "/"
     if query:
-        path += "?" + "&".join(f"{quote(str(k), safe='')}={quote(str(v), safe='')}"
-                               for k, v in query.items())
+        path += "?" + "&".join(
+            f"{quote(str(k), safe='')}={quote(str(v), safe='')}" for k, v in query.items()
+        )
     return path
 
 
@@ -98,15 +101,18 @@ class DashboardClient:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
-    def _request(self, method: str, path: str, body: Any = None, *,
-                 raw: bytes | None = None) -> Any:
+    def _request(
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+    ) -> Any:
         if not _PATH_OK.fullmatch(path) or "/../" in path + "/" or "/./" in path + "/":
-            raise DashboardError(f"refusing a request path not built by api_path: "
-                                 f"{one_line(path, 120)}")
+            raise DashboardError(
+                f"refusing a request path not built by api_path: {one_line(path, 120)}"
+            )
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         ctype = "application/octet-stream" if raw is not None else "application/json"
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": ctype})
+        req = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers={"Content-Type": ctype}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
@@ -148,8 +154,9 @@ class DashboardClient:
         return True
 
     async def alive_nodes(self) -> list[dict[str, Any]]:
-        data = await self.get(api_path("api", "v0", "nodes",
-                                       query={"limit": 10000, "detail": "true"}))
+        data = await self.get(
+            api_path("api", "v0", "nodes", query={"limit": 10000, "detail": "true"})
+        )
         result = (data or {}).get("data", {}).get("result", {})
         rows = result.get("result", []) if isinstance(result, dict) else result
         return [n for n in rows if n.get("state") == "ALIVE"]
@@ -182,8 +189,7 @@ async def open_tunnel(fleet: Fleet, *, timeout: float = 15.0) -> Tunnel:
     transport = await fleet.ready(head.name, timeout)
     remote = inv.ray.dashboard_port
     try:
-        forward = await transport.forward_local_port(
-            "127.0.0.1", remote, _free_local_port(remote))
+        forward = await transport.forward_local_port("127.0.0.1", remote, _free_local_port(remote))
     except TransportError as exc:
         raise DashboardError(str(exc)) from None
     return Tunnel(forward, DashboardClient(f"http://127.0.0.1:{forward.local_port}"))

@@ -63,20 +63,25 @@ async def _tail(client: DashboardClient, sid: str) -> AsyncIterator[str]:
     try:
         # No permessage-deflate: Ray 2.60's dashboard accepts it, then its proxy to the job
         # module fails on the first compressed frame and closes the tail with no message.
-        async with websockets.connect(url, max_size=None, open_timeout=client.timeout,
-                                      compression=None, ping_interval=20,
-                                      ping_timeout=60) as ws:
+        async with websockets.connect(
+            url,
+            max_size=None,
+            open_timeout=client.timeout,
+            compression=None,
+            ping_interval=20,
+            ping_timeout=60,
+        ) as ws:
             async for message in ws:
-                yield message if isinstance(message, str) else message.decode("utf-8",
-                                                                               "replace")
+                yield message if isinstance(message, str) else message.decode("utf-8", "replace")
     except websockets.exceptions.ConnectionClosedOK:
         return
     except (OSError, websockets.exceptions.WebSocketException, asyncio.TimeoutError) as exc:
         raise DashboardError(f"log tail of {sid} broke off: {exc}") from None
 
 
-async def job_log_chunks(client: DashboardClient, sid: str, *, follow: bool = True,
-                         ends: list[JobLogEnd] | None = None) -> AsyncIterator[str]:
+async def job_log_chunks(
+    client: DashboardClient, sid: str, *, follow: bool = True, ends: list[JobLogEnd] | None = None
+) -> AsyncIterator[str]:
     """Yield the job's log text in chunks; the first chunk is everything written so far.
 
     With `follow`, keep yielding while the job runs and stop when Ray closes the tail after
@@ -117,8 +122,9 @@ async def head_session_start(cluster: RayCluster) -> float | None:
     """When the head's current Ray session began (the last `ray start --head`), read over SSH
     from the session_latest link; None when it cannot be read."""
     transport = await cluster.fleet.ready(cluster.inv.head.name, 20)
-    res = await transport.run(["readlink", "--", posixpath.join(RAY_TEMP, "session_latest")],
-                              timeout=10)
+    res = await transport.run(
+        ["readlink", "--", posixpath.join(RAY_TEMP, "session_latest")], timeout=10
+    )
     return session_start(res.stdout.strip()) if res.ok else None
 
 
@@ -128,9 +134,21 @@ async def old_session_log(transport: Transport, sid: str) -> str | None:
     check_job_id(sid, "JOB")
     name = f"job-driver-{sid}.log"
     # session_latest is a link: find does not follow it, so each file is listed once.
-    res = await transport.run(["find", RAY_TEMP, "-mindepth", "3", "-maxdepth", "3",
-                               "-path", posixpath.join(RAY_TEMP, "session_*", "logs", name),
-                               "-type", "f"], timeout=30)
+    res = await transport.run(
+        [
+            "find",
+            RAY_TEMP,
+            "-mindepth",
+            "3",
+            "-maxdepth",
+            "3",
+            "-path",
+            posixpath.join(RAY_TEMP, "session_*", "logs", name),
+            "-type",
+            "f",
+        ],
+        timeout=30,
+    )
     paths = sorted(p for p in res.stdout.splitlines() if p.endswith("/" + name))
     if not paths:
         return None
@@ -138,8 +156,9 @@ async def old_session_log(transport: Transport, sid: str) -> str | None:
     return out.stdout if out.ok else None
 
 
-async def any_job_log_chunks(cluster: RayCluster, sid: str, *, follow: bool = True,
-                             ends: list[JobLogEnd] | None = None) -> AsyncIterator[str]:
+async def any_job_log_chunks(
+    cluster: RayCluster, sid: str, *, follow: bool = True, ends: list[JobLogEnd] | None = None
+) -> AsyncIterator[str]:
     """job_log_chunks through the head's Jobs API; for a job the head does not know (Ray
     restarted since), its driver log from an old session directory on the head over SSH,
     ending as LOST. DashboardError (HTTP 404) when neither has it."""

@@ -61,8 +61,13 @@ class LockOwner:
         if not isinstance(doc, dict):
             return None
         try:
-            return cls(str(doc["user"]), str(doc["host"]), int(doc["pid"]),
-                       float(doc["since"]), str(doc["action"]))
+            return cls(
+                str(doc["user"]),
+                str(doc["host"]),
+                int(doc["pid"]),
+                float(doc["since"]),
+                str(doc["action"]),
+            )
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -74,8 +79,9 @@ class LockOwner:
         if time.time() - self.since > 86400:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
         # Read from a file on a host: one sanitized line.
-        return one_line(f"{self.action} by {self.user}@{self.host} pid {self.pid} since {stamp}",
-                        200)
+        return one_line(
+            f"{self.action} by {self.user}@{self.host} pid {self.pid} since {stamp}", 200
+        )
 
 
 class LockHeld(Exception):
@@ -148,12 +154,18 @@ class HeadLock:
             await self._proc.close()
 
 
-async def acquire_head_lock(transport: Transport, python: str, owner: LockOwner, *,
-                            directory: str = HEAD_LOCK_DIR,
-                            max_hold: float = MAX_HOLD_S) -> HeadLock:
+async def acquire_head_lock(
+    transport: Transport,
+    python: str,
+    owner: LockOwner,
+    *,
+    directory: str = HEAD_LOCK_DIR,
+    max_hold: float = MAX_HOLD_S,
+) -> HeadLock:
     """Take the head's lock or raise LockHeld at once (TransportError when it cannot run)."""
-    argv = python_argv(python, "head_lock", directory, LOCK_NAME, json.dumps(owner.to_json()),
-                       str(max_hold))
+    argv = python_argv(
+        python, "head_lock", directory, LOCK_NAME, json.dumps(owner.to_json()), str(max_hold)
+    )
     proc = await transport.stream(argv)
     first = None
     try:
@@ -175,5 +187,6 @@ async def acquire_head_lock(transport: Transport, python: str, owner: LockOwner,
     if isinstance(doc, dict) and "error" in doc:
         raise TransportError(f"{transport.host}: lock: {one_line(doc['error'], 200)}")
     tail = await proc.stderr_tail() if first is None else first
-    raise TransportError(f"{transport.host}: lock helper did not answer: "
-                         f"{one_line(tail or 'no output', 200)}")
+    raise TransportError(
+        f"{transport.host}: lock helper did not answer: {one_line(tail or 'no output', 200)}"
+    )

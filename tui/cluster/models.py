@@ -65,7 +65,9 @@ class GpuSample:
             "temperature_c": self.temperature_c,
             "power_w": self.power_w,
             "power_limit_w": self.power_limit_w,
-            "processes": None if self.processes is None else [
+            "processes": None
+            if self.processes is None
+            else [
                 {"pid": p.pid, "name": p.name, "memory_bytes": p.memory_bytes}
                 for p in self.processes
             ],
@@ -96,8 +98,9 @@ class HostSample:
 
         line = parse_message({**d, "type": "sample"} if isinstance(d, dict) else d, received)
         if line.sample is None:
-            return cls(0, received, received, "none", line.message, None, None, None, None,
-                       None, ())
+            return cls(
+                0, received, received, "none", line.message, None, None, None, None, None, ()
+            )
         return line.sample
 
 
@@ -167,8 +170,12 @@ class HostTelemetry:
         """One word for the host column: the link's problem first, then the agent's."""
         if self.link.state != HostState.UP:
             return self.link.state.value
-        if self.state in (TelemetryState.NO_NVML, TelemetryState.AGENT_FAILED,
-                          TelemetryState.STALE, TelemetryState.ERROR):
+        if self.state in (
+            TelemetryState.NO_NVML,
+            TelemetryState.AGENT_FAILED,
+            TelemetryState.STALE,
+            TelemetryState.ERROR,
+        ):
             return self.state.value
         if self.state == TelemetryState.WAITING:
             return "starting"
@@ -182,8 +189,11 @@ class HostTelemetry:
 
     @property
     def answered(self) -> bool:
-        return self.link.state == HostState.UP and self.latest is not None and self.state in (
-            TelemetryState.OK, TelemetryState.NO_NVML)
+        return (
+            self.link.state == HostState.UP
+            and self.latest is not None
+            and self.state in (TelemetryState.OK, TelemetryState.NO_NVML)
+        )
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
         s = self.latest if self.link.state == HostState.UP else None

@@ -6,8 +6,9 @@ from tui.remote import python_argv
 from tui.transport.types import Transport, TransportError
 
 
-async def tcp_reachable(transport: Transport, python: str, address: str, port: int,
-                        timeout: float = 3.0) -> str | None:
+async def tcp_reachable(
+    transport: Transport, python: str, address: str, port: int, timeout: float = 3.0
+) -> str | None:
     """None when `address:port` accepts a connection from that host, else the reason."""
     try:
         argv = python_argv(python, "tcp_connect", address, str(port), str(timeout))

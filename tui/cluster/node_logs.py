@@ -27,10 +27,17 @@ class LogFile:
     def kind(self) -> str:
         """A coarse kind for grouping: raylet, gcs, worker, driver, agent, other."""
         n = self.name
-        for prefix, kind in (("raylet", "raylet"), ("gcs_server", "gcs"), ("worker-", "worker"),
-                             ("python-core-worker", "worker"), ("job-driver", "driver"),
-                             ("dashboard", "dashboard"), ("runtime_env", "agent"),
-                             ("log_monitor", "agent"), ("monitor", "autoscaler")):
+        for prefix, kind in (
+            ("raylet", "raylet"),
+            ("gcs_server", "gcs"),
+            ("worker-", "worker"),
+            ("python-core-worker", "worker"),
+            ("job-driver", "driver"),
+            ("dashboard", "dashboard"),
+            ("runtime_env", "agent"),
+            ("log_monitor", "agent"),
+            ("monitor", "autoscaler"),
+        ):
             if n.startswith(prefix):
                 return kind
         return "other"
@@ -38,8 +45,10 @@ class LogFile:
 
 async def list_logs(transport: Transport, log_dir: str = SESSION_LOGS) -> list[LogFile]:
     """Files of the folder, newest first. A host without a Ray session gives a clear error."""
-    res = await transport.run(["find", log_dir + "/", "-maxdepth", "1", "-type", "f",
-                               "-printf", r"%s\t%T@\t%f\n"], timeout=20)
+    res = await transport.run(
+        ["find", log_dir + "/", "-maxdepth", "1", "-type", "f", "-printf", r"%s\t%T@\t%f\n"],
+        timeout=20,
+    )
     if not res.ok:
         why = (res.stderr.strip().splitlines() or [f"exit {res.exit_status}"])[-1]
         if "No such file" in why:
@@ -62,11 +71,13 @@ def log_path(name: str, log_dir: str = SESSION_LOGS) -> str:
     return posixpath.join(log_dir, name)
 
 
-async def follow_log(transport: Transport, name: str, *, log_dir: str = SESSION_LOGS,
-                     first_lines: int = FIRST_LINES) -> StreamProcess:
+async def follow_log(
+    transport: Transport, name: str, *, log_dir: str = SESSION_LOGS, first_lines: int = FIRST_LINES
+) -> StreamProcess:
     """A stream of the file's last `first_lines` lines, then every line appended."""
-    return await transport.stream(["tail", "-n", str(first_lines), "-F", "--",
-                                   log_path(name, log_dir)])
+    return await transport.stream(
+        ["tail", "-n", str(first_lines), "-F", "--", log_path(name, log_dir)]
+    )
 
 
 async def batched(lines: AsyncIterator[str], *, max_lines: int = 2000) -> AsyncIterator[str]:

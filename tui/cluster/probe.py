@@ -120,7 +120,8 @@ class IbPort:
     @property
     def active(self) -> bool:
         return (self.state or "").lower() == "active" and (
-            (self.physical_state or "").lower() == "linkup")
+            (self.physical_state or "").lower() == "linkup"
+        )
 
     @property
     def label(self) -> str:
@@ -194,12 +195,19 @@ def _int(data: Mapping[str, Any] | None, key: str) -> int | None:
     return None if value is None or isinstance(value, bool) else int(value)
 
 
-def facts_from_json(host: str, data: Mapping[str, Any], *, rtt_s: float | None = None,
-                    clock_offset_s: float | None = None) -> HostFacts:
+def facts_from_json(
+    host: str,
+    data: Mapping[str, Any],
+    *,
+    rtt_s: float | None = None,
+    clock_offset_s: float | None = None,
+) -> HostFacts:
     """HostFacts from the probe's JSON object; tolerant of missing or mistyped parts."""
     py = _get(data, "python", dict)
-    pkgs = {str(k): (v if isinstance(v, str) else None)
-            for k, v in (_get(data, "packages", dict) or {}).items()}
+    pkgs = {
+        str(k): (v if isinstance(v, str) else None)
+        for k, v in (_get(data, "packages", dict) or {}).items()
+    }
     mkl = _get(data, "mkl", dict)
     gpus = _get(data, "gpus", dict)
     cpus = _get(data, "cpus", dict)
@@ -214,31 +222,52 @@ def facts_from_json(host: str, data: Mapping[str, Any], *, rtt_s: float | None =
             up=i.get("up") if isinstance(i.get("up"), bool) else None,
             loopback=bool(i.get("loopback")),
         )
-        for i in _get(data, "interfaces", list) or () if isinstance(i, dict)
+        for i in _get(data, "interfaces", list) or ()
+        if isinstance(i, dict)
     )
     listeners: dict[int, Listener | None] = {}
     for port, item in (_get(data, "listeners", dict) or {}).items():
         if not str(port).isdigit():
             continue
-        listeners[int(port)] = None if not isinstance(item, dict) else Listener(
-            pid=_int(item, "pid"), name=_get(item, "name", str),
-            address=_get(item, "address", str), cmdline=_get(item, "cmdline", str),
-            is_ray=bool(item.get("ray")))
+        listeners[int(port)] = (
+            None
+            if not isinstance(item, dict)
+            else Listener(
+                pid=_int(item, "pid"),
+                name=_get(item, "name", str),
+                address=_get(item, "address", str),
+                cmdline=_get(item, "cmdline", str),
+                is_ray=bool(item.get("ray")),
+            )
+        )
     ib_ports = tuple(
-        IbPort(ca=str(p.get("ca")), port=_int(p, "port") or 0, state=_get(p, "state", str),
-               physical_state=_get(p, "physical_state", str), rate=_get(p, "rate", str),
-               link_layer=_get(p, "link_layer", str))
-        for p in (_get(ib, "ports", list) or ()) if isinstance(p, dict)
+        IbPort(
+            ca=str(p.get("ca")),
+            port=_int(p, "port") or 0,
+            state=_get(p, "state", str),
+            physical_state=_get(p, "physical_state", str),
+            rate=_get(p, "rate", str),
+            link_layer=_get(p, "link_layer", str),
+        )
+        for p in (_get(ib, "ports", list) or ())
+        if isinstance(p, dict)
     )
     hf_cache = None
     if hf and isinstance(hf.get("path"), str):
-        hf_cache = HfCache(path=hf["path"], source=str(hf.get("source")),
-                           exists=bool(hf.get("exists")), readable=bool(hf.get("readable")),
-                           writable=bool(hf.get("writable")),
-                           checked=_get(hf, "checked", str), error=_get(hf, "error", str))
-    ray_procs = {str(k): tuple(int(p) for p in v if isinstance(p, int))
-                 for k, v in (_get(data, "ray_processes", dict) or {}).items()
-                 if isinstance(v, list)}
+        hf_cache = HfCache(
+            path=hf["path"],
+            source=str(hf.get("source")),
+            exists=bool(hf.get("exists")),
+            readable=bool(hf.get("readable")),
+            writable=bool(hf.get("writable")),
+            checked=_get(hf, "checked", str),
+            error=_get(hf, "error", str),
+        )
+    ray_procs = {
+        str(k): tuple(int(p) for p in v if isinstance(p, int))
+        for k, v in (_get(data, "ray_processes", dict) or {}).items()
+        if isinstance(v, list)
+    }
     return HostFacts(
         host=host,
         ok=True,
@@ -266,8 +295,7 @@ def facts_from_json(host: str, data: Mapping[str, Any], *, rtt_s: float | None =
         mkl_present=bool(_get(mkl, "present", bool)),
         gpu_count=_int(gpus, "count"),
         amd_gpu_count=_int(gpus, "amd_count"),
-        gpu_names=tuple(n if isinstance(n, str) else None for n in _get(gpus, "names", list)
-                        or ()),
+        gpu_names=tuple(n if isinstance(n, str) else None for n in _get(gpus, "names", list) or ()),
         gpu_source=_get(gpus, "source", str),
         gpu_error=_get(gpus, "error", str),
         driver_version=_get(gpus, "driver", str),
@@ -329,11 +357,15 @@ async def probe_host(
         return HostFacts(host=name, error=str(exc), reached=True)
     after = time.time()
     if res.exit_status == 127:
-        return HostFacts(host=name, reached=True,
-                         error=f"interpreter not found: {spec.python} ({_first_line(res.stderr)})")
+        return HostFacts(
+            host=name,
+            reached=True,
+            error=f"interpreter not found: {spec.python} ({_first_line(res.stderr)})",
+        )
     if res.exit_status == 126:
-        return HostFacts(host=name, reached=True,
-                         error=f"interpreter not executable: {spec.python}")
+        return HostFacts(
+            host=name, reached=True, error=f"interpreter not executable: {spec.python}"
+        )
     data = None
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("{"):
@@ -343,8 +375,11 @@ async def probe_host(
                 continue
             break
     if not isinstance(data, dict) or "fatal" in data:
-        why = (data or {}).get("fatal") or _first_line(res.stderr) or (
-            f"exit status {res.exit_status}, no output")
+        why = (
+            (data or {}).get("fatal")
+            or _first_line(res.stderr)
+            or (f"exit status {res.exit_status}, no output")
+        )
         return HostFacts(host=name, reached=True, error=f"probe failed with {spec.python}: {why}")
     remote = data.get("time")
     offset = remote - (before + after) / 2 if isinstance(remote, (int, float)) else None
@@ -374,8 +409,7 @@ async def probe_all(
     async def one(host: Host) -> HostFacts:
         async with slots:
             try:
-                return await probe_host(fleet, host, ports=wanted, env=exported,
-                                        timeout=timeout)
+                return await probe_host(fleet, host, ports=wanted, env=exported, timeout=timeout)
             except Exception as exc:  # a bug in one host's answer must not lose the others
                 return HostFacts(host=host.name, error=f"{type(exc).__name__}: {exc}")
 

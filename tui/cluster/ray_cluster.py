@@ -88,9 +88,7 @@ class ClusterStatus:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        d["nodes"] = [
-            {k: v for k, v in asdict(n).items()} for n in self.nodes
-        ]
+        d["nodes"] = [{k: v for k, v in asdict(n).items()} for n in self.nodes]
         return d
 
 
@@ -134,16 +132,28 @@ def _resource_args(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
 
 
 def head_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
-    return [host.python, *_RAY, "start", "--head", f"--port={inv.ray.port}",
-            # The dashboard and jobs API run code for whoever reaches them: loopback only,
-            # reached through our SSH tunnel.
-            "--dashboard-host=127.0.0.1", f"--dashboard-port={inv.ray.dashboard_port}",
-            *_resource_args(inv, host, facts)]
+    return [
+        host.python,
+        *_RAY,
+        "start",
+        "--head",
+        f"--port={inv.ray.port}",
+        # The dashboard and jobs API run code for whoever reaches them: loopback only,
+        # reached through our SSH tunnel.
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={inv.ray.dashboard_port}",
+        *_resource_args(inv, host, facts),
+    ]
 
 
 def worker_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
-    return [host.python, *_RAY, "start", f"--address={inv.head.node_ip}:{inv.ray.port}",
-            *_resource_args(inv, host, facts)]
+    return [
+        host.python,
+        *_RAY,
+        "start",
+        f"--address={inv.head.node_ip}:{inv.ray.port}",
+        *_resource_args(inv, host, facts),
+    ]
 
 
 def version_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, str]:
@@ -153,8 +163,9 @@ def version_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, s
     for h, f in reachable.items():
         if not f.ray_version:
             problems[h] = f"no ray in {inv.host(h).python} (pip install 'ray[default]' there)"
-    versions = {(f.ray_version, f.python_version) for h, f in reachable.items()
-                if h not in problems}
+    versions = {
+        (f.ray_version, f.python_version) for h, f in reachable.items() if h not in problems
+    }
     if len(versions) > 1:
         for h, f in reachable.items():
             if h not in problems:
@@ -178,9 +189,11 @@ def node_ip_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, s
             continue
         have = [a for i in f.interfaces for a in (*i.ipv4, *i.ipv6) if not i.loopback]
         if str(ip) not in have:
-            problems[host.name] = (f"node_ip {host.node_ip} is not an address of this host "
-                                   f"(it has {', '.join(have) or 'none'}); fix node_ip: in "
-                                   "hosts.yaml")
+            problems[host.name] = (
+                f"node_ip {host.node_ip} is not an address of this host "
+                f"(it has {', '.join(have) or 'none'}); fix node_ip: in "
+                "hosts.yaml"
+            )
     return problems
 
 
@@ -195,8 +208,12 @@ def foreign_listeners(inv: Inventory, head: HostFacts) -> str | None:
 
 
 class RayCluster:
-    def __init__(self, fleet: Fleet, inventory: Inventory,
-                 progress: Callable[[StepEvent], None] | None = None):
+    def __init__(
+        self,
+        fleet: Fleet,
+        inventory: Inventory,
+        progress: Callable[[StepEvent], None] | None = None,
+    ):
         self.fleet = fleet
         self.inv = inventory
         self._progress = progress
@@ -276,18 +293,28 @@ class RayCluster:
         infos = []
         for n in nodes:
             res = n.get("resources_total") or {}
-            infos.append(NodeInfo(
-                host=by_ip.get(n.get("node_ip")), node_ip=n.get("node_ip", "?"),
-                alive=n.get("state") == "ALIVE", is_head=bool(n.get("is_head_node")),
-                gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0)),
-                memory_bytes=int(res.get("memory", 0)), node_id=n.get("node_id")))
+            infos.append(
+                NodeInfo(
+                    host=by_ip.get(n.get("node_ip")),
+                    node_ip=n.get("node_ip", "?"),
+                    alive=n.get("state") == "ALIVE",
+                    is_head=bool(n.get("is_head_node")),
+                    gpus=float(res.get("GPU", 0)),
+                    cpus=float(res.get("CPU", 0)),
+                    memory_bytes=int(res.get("memory", 0)),
+                    node_id=n.get("node_id"),
+                )
+            )
         infos.sort(key=lambda i: (not i.is_head, i.host or "~", i.node_ip))
         alive_hosts = {i.host for i in infos if i.alive}
         return ClusterStatus(
-            nodes_alive=sum(1 for i in infos if i.alive), nodes=infos,
-            ray_version=meta.get("rayVersion"), python_version=meta.get("pythonVersion"),
+            nodes_alive=sum(1 for i in infos if i.alive),
+            nodes=infos,
+            ray_version=meta.get("rayVersion"),
+            python_version=meta.get("pythonVersion"),
             dashboard=self.tunnel.url if self.tunnel else None,
-            missing=[h.name for h in self.inv.hosts if h.name not in alive_hosts])
+            missing=[h.name for h in self.inv.hosts if h.name not in alive_hosts],
+        )
 
     async def _alive_ips(self) -> set[str]:
         client = await self.dashboard()
@@ -301,22 +328,28 @@ class RayCluster:
         self.facts = await probe_all(self.fleet, self.inv)
         for name, f in self.facts.items():
             if f.ok:
-                self._emit(name, "probe", "ok",
-                           f"Python {f.python_version}, ray {f.ray_version or '-'}, "
-                           f"{f.gpu_count or 0} GPUs, {f.cpu_count} CPUs")
+                self._emit(
+                    name,
+                    "probe",
+                    "ok",
+                    f"Python {f.python_version}, ray {f.ray_version or '-'}, "
+                    f"{f.gpu_count or 0} GPUs, {f.cpu_count} CPUs",
+                )
             else:
                 self._emit(name, "probe", "fail", f.error or "probe failed")
         return self.facts
 
-    async def bring_up(self, *, restart: bool = False,
-                       facts: dict[str, HostFacts] | None = None) -> ClusterStatus:
+    async def bring_up(
+        self, *, restart: bool = False, facts: dict[str, HostFacts] | None = None
+    ) -> ClusterStatus:
         """Start what is not running yet; `facts` from a probe just made, if any. Holds the
         cluster's lock (ClusterBusy when another action has it)."""
         async with self.lock("restart" if restart else "up"):
             return await self._bring_up(restart=restart, facts=facts)
 
-    async def _bring_up(self, *, restart: bool,
-                        facts: dict[str, HostFacts] | None) -> ClusterStatus:
+    async def _bring_up(
+        self, *, restart: bool, facts: dict[str, HostFacts] | None
+    ) -> ClusterStatus:
         inv = self.inv
         facts = facts or await self.probe()
         down = {h: f.error or "unreachable" for h, f in facts.items() if not f.ok}
@@ -328,18 +361,23 @@ class RayCluster:
             raise BringUpError(
                 f"not starting: Ray and Python must match on every host "
                 f"(head {inv.head.name}: ray {head.ray_version}, Python {head.python_version})",
-                problems)
+                problems,
+            )
         misplaced = node_ip_problems(inv, facts)
         if misplaced:
-            raise BringUpError("not starting: a node_ip is not an address of its host",
-                               misplaced)
+            raise BringUpError("not starting: a node_ip is not an address of its host", misplaced)
         taken = foreign_listeners(inv, facts[inv.head.name])
         if taken:
-            raise BringUpError("not starting: the head's Ray ports are taken",
-                               {inv.head.name: taken})
-        self._emit(None, "check", "ok",
-                   f"ray {facts[inv.head.name].ray_version}, "
-                   f"Python {facts[inv.head.name].python_version} on every host")
+            raise BringUpError(
+                "not starting: the head's Ray ports are taken", {inv.head.name: taken}
+            )
+        self._emit(
+            None,
+            "check",
+            "ok",
+            f"ray {facts[inv.head.name].ray_version}, "
+            f"Python {facts[inv.head.name].python_version} on every host",
+        )
         if restart:
             await self._tear_down(quiet=True)
             facts = await self.probe()
@@ -361,8 +399,9 @@ class RayCluster:
         self._emit(None, "done", "ok", f"{plural(status.nodes_alive, 'node')} alive")
         return status
 
-    async def _run_start(self, host: Host, argv: list[str], env: dict[str, str],
-                         phase: str) -> None:
+    async def _run_start(
+        self, host: Host, argv: list[str], env: dict[str, str], phase: str
+    ) -> None:
         try:
             transport = await self.fleet.ready(host.name, 5)
             res = await transport.run(argv, env=env, timeout=self.inv.ray.start_timeout)
@@ -385,13 +424,16 @@ class RayCluster:
                 self._emit(head.name, "head", "skip", "already running")
                 return
             except DashboardError:
-                raise BringUpError("Ray runs on the head but its dashboard does not answer",
-                                   {head.name: "use --restart to stop and start it"}) from None
+                raise BringUpError(
+                    "Ray runs on the head but its dashboard does not answer",
+                    {head.name: "use --restart to stop and start it"},
+                ) from None
         self._emit(head.name, "head", "running", f"ray start --head on {head.node_ip}")
         t0 = time.monotonic()
         started.append(head.name)
-        await self._run_start(head, head_argv(self.inv, head, f), _ray_env(self.inv, head, f),
-                              "head")
+        await self._run_start(
+            head, head_argv(self.inv, head, f), _ray_env(self.inv, head, f), "head"
+        )
         client = await self.dashboard()
         await _wait_for_dashboard(client, 30)
         self._emit(head.name, "head", "ok", f"started in {time.monotonic() - t0:.1f} s")
@@ -407,8 +449,9 @@ class RayCluster:
                 self._emit(host.name, "worker", "skip", "already in the cluster")
                 return
             if f.ray_running:
-                failures[host.name] = ("Ray runs there but is not part of this cluster "
-                                       "(use --restart)")
+                failures[host.name] = (
+                    "Ray runs there but is not part of this cluster (use --restart)"
+                )
                 self._emit(host.name, "worker", "fail", failures[host.name])
                 return
             async with slots:
@@ -422,17 +465,20 @@ class RayCluster:
                 head = self.inv.head
                 why = await tcp_reachable(transport, host.python, head.node_ip, self.inv.ray.port)
                 if why is not None:
-                    failures[host.name] = (f"cannot reach the head's GCS at "
-                                           f"{head.node_ip}:{self.inv.ray.port}: {why} "
-                                           "(firewall? node_ip?)")
+                    failures[host.name] = (
+                        f"cannot reach the head's GCS at "
+                        f"{head.node_ip}:{self.inv.ray.port}: {why} "
+                        "(firewall? node_ip?)"
+                    )
                     self._emit(host.name, "worker", "fail", failures[host.name])
                     return
                 self._emit(host.name, "worker", "running", f"ray start on {host.node_ip}")
                 t0 = time.monotonic()
                 started.append(host.name)
                 try:
-                    await self._run_start(host, worker_argv(self.inv, host, f),
-                                          _ray_env(self.inv, host, f), "worker")
+                    await self._run_start(
+                        host, worker_argv(self.inv, host, f), _ray_env(self.inv, host, f), "worker"
+                    )
                 except BringUpError as exc:
                     failures.update(exc.failures)
                     return
@@ -454,8 +500,9 @@ class RayCluster:
                 self._emit(None, "wait", "ok", f"{plural(len(want), 'node')} ALIVE")
                 return
             if loop.time() > deadline:
-                raise BringUpError("nodes did not come up",
-                                   {m: "not ALIVE at the head" for m in missing})
+                raise BringUpError(
+                    "nodes did not come up", {m: "not ALIVE at the head" for m in missing}
+                )
             await asyncio.sleep(0.5)
 
     async def _rollback(self, started: list[str]) -> None:
@@ -488,6 +535,7 @@ class RayCluster:
     async def ray_processes(self) -> dict[str, str | None]:
         """Each host's running Ray processes by name ("" when none, None when the host cannot
         be asked): what `down` would stop, checked before asking the user to confirm it."""
+
         async def one(host: Host) -> tuple[str, str | None]:
             try:
                 transport = await self.fleet.ready(host.name, 5)

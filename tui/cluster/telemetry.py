@@ -35,8 +35,9 @@ _STALE_AFTER_INTERVALS = 3.0
 def agent_argv(python: str, interval: float, once: bool = False) -> list[str]:
     """The GPU agent (tui/remote/gpu_agent.py) run with the host's `python`, streaming a sample
     every `interval` seconds (one sample with `once`)."""
-    return python_argv(python, "gpu_agent", "--interval", str(float(interval)),
-                       *(["--once"] if once else []))
+    return python_argv(
+        python, "gpu_agent", "--interval", str(float(interval)), *(["--once"] if once else [])
+    )
 
 
 def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:
@@ -54,15 +55,22 @@ def _lines(n: int) -> str:
 
 
 class TelemetryMonitor:
-    def __init__(self, fleet: Fleet, inventory: Inventory, *, interval: float | None = None,
-                 retry: float = _AGENT_RETRY_S):
+    def __init__(
+        self,
+        fleet: Fleet,
+        inventory: Inventory,
+        *,
+        interval: float | None = None,
+        retry: float = _AGENT_RETRY_S,
+    ):
         self.fleet = fleet
         self.retry = retry  # first wait before restarting a failed agent (doubles, capped)
         self.inventory = inventory
         self.interval = interval or inventory.telemetry.interval
         self.hosts: dict[str, HostTelemetry] = {
-            h.name: HostTelemetry(h.name, fleet.status(h.name),
-                                  history_len=inventory.telemetry.history)
+            h.name: HostTelemetry(
+                h.name, fleet.status(h.name), history_len=inventory.telemetry.history
+            )
             for h in inventory.hosts
         }
         self._listeners: list[ChangeListener] = []
@@ -154,8 +162,11 @@ class TelemetryMonitor:
                 self._ingest(ht, line)
                 if stream.oversize_lines != ht.oversize_lines:
                     ht.oversize_lines = stream.oversize_lines
-                    ht.note_problem("oversize", f"{_lines(ht.oversize_lines)} over "
-                                    f"{MAX_AGENT_LINE >> 20} MiB dropped", time.time())
+                    ht.note_problem(
+                        "oversize",
+                        f"{_lines(ht.oversize_lines)} over {MAX_AGENT_LINE >> 20} MiB dropped",
+                        time.time(),
+                    )
                     self._changed(ht.name)
         finally:
             await stream.close()
@@ -164,8 +175,11 @@ class TelemetryMonitor:
             return None
         if ht.state == TelemetryState.ERROR and ht.error_from_agent:
             return good  # the agent said why it stopped (an error line): keep that message
-        self._fail(ht, TelemetryState.AGENT_FAILED,
-                   _agent_failure(stream.exit_status, await stream.stderr_tail(), host.python))
+        self._fail(
+            ht,
+            TelemetryState.AGENT_FAILED,
+            _agent_failure(stream.exit_status, await stream.stderr_tail(), host.python),
+        )
         return good
 
     def _fail(self, ht: HostTelemetry, state: TelemetryState, error: str) -> None:
@@ -185,8 +199,9 @@ class TelemetryMonitor:
                 # One entry per field whatever the GPU/process: gpus[3].x and gpus[5].x share.
                 ht.note_problem(_INDEX_RE.sub("[]", path), problem, now)
             if msg.dropped_problems:
-                ht.note_problem("more", f"bad data: {msg.dropped_problems} more fields in one "
-                                "line", now)
+                ht.note_problem(
+                    "more", f"bad data: {msg.dropped_problems} more fields in one line", now
+                )
         kind = msg.kind
         if kind == "sample":
             sample = msg.sample
@@ -211,8 +226,11 @@ class TelemetryMonitor:
             if not line.strip():
                 return  # a blank line is harmless
             ht.bad_lines += 1
-            ht.note_problem("lines", f"{_lines(ht.bad_lines)} not JSON (last: {msg.message}: "
-                            f"{one_line(line[:40], 40)})", now)
+            ht.note_problem(
+                "lines",
+                f"{_lines(ht.bad_lines)} not JSON (last: {msg.message}: {one_line(line[:40], 40)})",
+                now,
+            )
         else:
             return
         self._changed(ht.name)
@@ -223,8 +241,11 @@ class TelemetryMonitor:
             await asyncio.sleep(min(self.interval, 1.0))
             now = time.time()
             for ht in self.hosts.values():
-                if (ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)
-                        and ht.latest is not None and now - ht.latest.received > limit):
+                if (
+                    ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)
+                    and ht.latest is not None
+                    and now - ht.latest.received > limit
+                ):
                     ht.state = TelemetryState.STALE
                     ht.error = f"no sample for {now - ht.latest.received:.0f} s"
                     self._changed(ht.name)

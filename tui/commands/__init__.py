@@ -75,43 +75,60 @@ class Group:
 Node = Entry | Group
 
 PROFILE_COMMANDS: dict[str, Node] = {
-    "check": Entry("tui.commands.profile:CHECK", "validate a profile against verl's rules "
-                   "(and the live cluster: --hosts)"),
+    "check": Entry(
+        "tui.commands.profile:CHECK",
+        "validate a profile against verl's rules (and the live cluster: --hosts)",
+    ),
     "list": Entry("tui.commands.profile:LIST", "the presets shipped with verl-tui, then yours"),
-    "import": Entry("tui.commands.profile_io:IMPORT", "read a shell script that runs main_ppo "
-                    "into a profile"),
-    "export": Entry("tui.commands.profile_io:EXPORT", "write a profile as a ray job submit, "
-                    "sbatch or dstack launcher"),
+    "import": Entry(
+        "tui.commands.profile_io:IMPORT", "read a shell script that runs main_ppo into a profile"
+    ),
+    "export": Entry(
+        "tui.commands.profile_io:EXPORT",
+        "write a profile as a ray job submit, sbatch or dstack launcher",
+    ),
 }
 
 COMMANDS: dict[str, Node] = {
-    "gpus": Entry("tui.commands.gpus:GPUS", "every host's GPUs: utilization, memory, "
-                  "temperature, power"),
-    "check": Entry("tui.commands.check:CHECK", "preflight checks that catch what makes "
-                   "multi-node verl hang"),
-    "up": Entry("tui.commands.ray:UP", "start Ray: the head, then every worker; wait until all "
-                "are ALIVE"),
+    "gpus": Entry(
+        "tui.commands.gpus:GPUS", "every host's GPUs: utilization, memory, temperature, power"
+    ),
+    "check": Entry(
+        "tui.commands.check:CHECK", "preflight checks that catch what makes multi-node verl hang"
+    ),
+    "up": Entry(
+        "tui.commands.ray:UP", "start Ray: the head, then every worker; wait until all are ALIVE"
+    ),
     "down": Entry("tui.commands.ray:DOWN", "stop Ray on every worker, then the head"),
     "status": Entry("tui.commands.ray:STATUS", "Ray's nodes: alive, resources, versions"),
-    "tunnel": Entry("tui.commands.ray:TUNNEL", "forward the head's dashboard and Jobs API here "
-                    "until Ctrl-C"),
-    "submit": Entry("tui.commands.jobs:SUBMIT", "submit a verl profile, or any command, as a "
-                    "Ray job"),
-    "jobs": Entry("tui.commands.jobs:JOBS", "the cluster's jobs, with their profiles from the "
-                  "local history"),
+    "tunnel": Entry(
+        "tui.commands.ray:TUNNEL", "forward the head's dashboard and Jobs API here until Ctrl-C"
+    ),
+    "submit": Entry(
+        "tui.commands.jobs:SUBMIT", "submit a verl profile, or any command, as a Ray job"
+    ),
+    "jobs": Entry(
+        "tui.commands.jobs:JOBS", "the cluster's jobs, with their profiles from the local history"
+    ),
     "stop": Entry("tui.commands.jobs:STOP", "stop a job and wait until it stopped"),
     "logs": Entry("tui.commands.logs:LOGS", "a job's driver log, or a host's Ray log files"),
-    "debug": Entry("tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb "
-                   "breakpoints"),
-    "ckpt": Entry("tui.commands.ckpt:CKPT", "a job's checkpoints on every host; collect a "
-                  "step; merge it"),
-    "explain": Entry("tui.commands.explain:EXPLAIN", "known failures in a saved log, each with "
-                     "its line and a hint"),
-    "profile": Group("hyperparameter profiles: " + ", ".join(PROFILE_COMMANDS),
-                     PROFILE_COMMANDS,
-                     "Hyperparameter profiles: check one (a file or a preset's name), list the "
-                     "presets and yours, import one from a shell script, export one as a "
-                     "launch script."),
+    "debug": Entry(
+        "tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb breakpoints"
+    ),
+    "ckpt": Entry(
+        "tui.commands.ckpt:CKPT", "a job's checkpoints on every host; collect a step; merge it"
+    ),
+    "explain": Entry(
+        "tui.commands.explain:EXPLAIN",
+        "known failures in a saved log, each with its line and a hint",
+    ),
+    "profile": Group(
+        "hyperparameter profiles: " + ", ".join(PROFILE_COMMANDS),
+        PROFILE_COMMANDS,
+        "Hyperparameter profiles: check one (a file or a preset's name), list the "
+        "presets and yours, import one from a shell script, export one as a "
+        "launch script.",
+    ),
 }
 
 
@@ -128,13 +145,13 @@ def unknown_message(prog: str, word: str, choices: Sequence[str]) -> str:
     from tui.sanitize import one_line
 
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
-    hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
-            else f"see {prog} --help")
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"see {prog} --help"
     return f"{prog}: unknown command {one_line(repr(word), 80)} ({hint})"
 
 
-def resolve(words: Sequence[str], registry: Mapping[str, Node] | None = None
-            ) -> tuple[tuple[str, ...], Node, list[str]]:
+def resolve(
+    words: Sequence[str], registry: Mapping[str, Node] | None = None
+) -> tuple[tuple[str, ...], Node, list[str]]:
     """Walk `words` down the registry: (the command's names, its node, the rest). A group
     followed by no name (or by an option) is returned as the group. UnknownCommand for a word
     that no command of a group has."""
@@ -181,28 +198,39 @@ def _wrap(text: str, width: int = 78) -> str:
 def group_parser(names: Sequence[str], group: Group) -> Parser:
     """A group's parser: only --help; the commands are listed in its epilog."""
     prog = prog_of(names)
-    return Parser(prog=prog, usage=f"{prog} COMMAND [ARGS...]",
-                  description=_wrap(group.description or group.summary),
-                  epilog=f"commands ({prog} COMMAND --help for each one's arguments):\n"
-                  + commands_text(group.commands),
-                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    return Parser(
+        prog=prog,
+        usage=f"{prog} COMMAND [ARGS...]",
+        description=_wrap(group.description or group.summary),
+        epilog=f"commands ({prog} COMMAND --help for each one's arguments):\n"
+        + commands_text(group.commands),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def hosts_argument(p: argparse.ArgumentParser, *, required: bool) -> None:
     if required:
-        p.add_argument("hosts", type=Path, metavar="HOSTS.yaml",
-                       help="the cluster's inventory file")
+        p.add_argument(
+            "hosts", type=Path, metavar="HOSTS.yaml", help="the cluster's inventory file"
+        )
     else:
-        p.add_argument("hosts", nargs="?", type=Path, metavar="HOSTS.yaml",
-                       help="inventory file (default: this machine through a local transport)")
+        p.add_argument(
+            "hosts",
+            nargs="?",
+            type=Path,
+            metavar="HOSTS.yaml",
+            help="inventory file (default: this machine through a local transport)",
+        )
 
 
 def build_parser(names: Sequence[str], entry: Entry, command: Command | None = None) -> Parser:
     """The parser of one registered command (imports its module)."""
     command = command or entry.load()
-    p = Parser(prog=prog_of(names), usage=command.usage,
-               description=command.description or entry.summary[:1].upper()
-               + entry.summary[1:] + ".")
+    p = Parser(
+        prog=prog_of(names),
+        usage=command.usage,
+        description=command.description or entry.summary[:1].upper() + entry.summary[1:] + ".",
+    )
     if command.hosts is not None:
         hosts_argument(p, required=command.hosts == "required")
     command.arguments(p)
@@ -248,7 +276,7 @@ def parse(words: Sequence[str]) -> tuple[Command, argparse.Namespace]:
     after: list[str] = []
     if command.dashdash_command and "--" in rest:  # everything after -- is the job's command
         cut = rest.index("--")
-        rest, after = rest[:cut], rest[cut + 1:]
+        rest, after = rest[:cut], rest[cut + 1 :]
     args = parser.parse_intermixed_args(rest) if command.intermixed else parser.parse_args(rest)
     if command.dashdash_command:
         args.command = after

@@ -30,9 +30,16 @@ def to_json(findings: list[Finding]) -> dict:
 def format_table(findings: list[Finding], *, color: bool = False) -> str:
     """One line per finding (symbol, check, host, finding), its fix indented below it. Hosts'
     answers are cleaned here: with colour this goes to the terminal past the SafeWriter."""
-    findings = [replace(f, check=one_line(f.check), host=f.host and one_line(f.host),
-                        finding=one_line(f.finding), fix=f.fix and one_line(f.fix))
-                for f in findings]
+    findings = [
+        replace(
+            f,
+            check=one_line(f.check),
+            host=f.host and one_line(f.host),
+            finding=one_line(f.finding),
+            fix=f.fix and one_line(f.fix),
+        )
+        for f in findings
+    ]
     check_w = max((len(f.check) for f in findings), default=5)
     host_w = max((len(f.host or "-") for f in findings), default=4)
     lines = []
@@ -51,8 +58,9 @@ def format_table(findings: list[Finding], *, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-async def _doctor(inventory: Inventory, timeout: float, progress_to: TextIO | None
-                  ) -> list[Finding]:
+async def _doctor(
+    inventory: Inventory, timeout: float, progress_to: TextIO | None
+) -> list[Finding]:
     def progress(msg: str) -> None:
         if progress_to is not None:
             progress_to.write(f"\r\x1b[K{one_line(msg)}…")
@@ -84,8 +92,9 @@ def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> in
         else:
             color = sys.stdout.isatty()
             # Our own colours pass (raw stream); format_table cleaned the findings' text.
-            print(format_table(findings, color=color),
-                  file=raw(sys.stdout) if color else sys.stdout)
+            print(
+                format_table(findings, color=color), file=raw(sys.stdout) if color else sys.stdout
+            )
         sys.stdout.flush()
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui check | head`: the reader left
@@ -94,16 +103,26 @@ def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> in
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
-    p.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
-                   help="seconds for the whole check (default 60)")
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds for the whole check (default 60)",
+    )
 
 
 def _run_args(args: argparse.Namespace) -> int:
     return run_check(args.inventory, as_json=args.json, timeout=args.timeout)
 
 
-CHECK = Command(_arguments, _run_args, hosts="optional",
-                description="Preflight checks that catch what makes multi-node verl hang. "
-                "Exit 0: nothing fails; 1: something fails; 2: bad input.")
+CHECK = Command(
+    _arguments,
+    _run_args,
+    hosts="optional",
+    description="Preflight checks that catch what makes multi-node verl hang. "
+    "Exit 0: nothing fails; 1: something fails; 2: bad input.",
+)

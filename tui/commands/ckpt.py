@@ -42,8 +42,9 @@ def resolve_root(directory: str | None, profile: Path | None) -> str:
     if directory is not None and profile is not None:
         raise ConfigError("give --dir or --profile, not both")
     if directory is None and profile is None:
-        raise ConfigError("give --dir DIR (the job's trainer.default_local_dir) or "
-                          "--profile PROFILE.yaml")
+        raise ConfigError(
+            "give --dir DIR (the job's trainer.default_local_dir) or --profile PROFILE.yaml"
+        )
     where = "--dir"
     if profile is not None:
         from tui.jobs.profiles import load_profile
@@ -51,11 +52,15 @@ def resolve_root(directory: str | None, profile: Path | None) -> str:
         prof = load_profile(profile)
         value = profile_root(prof.overrides)
         if value is None:
-            raise ConfigError(f"{profile}: no trainer.default_local_dir (verl's default is "
-                              "relative to the job's working directory): give --dir")
+            raise ConfigError(
+                f"{profile}: no trainer.default_local_dir (verl's default is "
+                "relative to the job's working directory): give --dir"
+            )
         if not isinstance(value, str) or "${" in value:
-            raise ConfigError(f"{profile}: trainer.default_local_dir must be a plain absolute "
-                              "path here (no interpolation): give --dir")
+            raise ConfigError(
+                f"{profile}: trainer.default_local_dir must be a plain absolute "
+                "path here (no interpolation): give --dir"
+            )
         directory, where = value, f"{profile}: trainer.default_local_dir"
     try:
         return check_root(str(directory))
@@ -63,8 +68,16 @@ def resolve_root(directory: str | None, profile: Path | None) -> str:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def check_args(inv: Inventory, *, collect_step: int | None, to: str | None, role: str | None,
-               merge_step: int | None, on: str | None, target: str | None) -> None:
+def check_args(
+    inv: Inventory,
+    *,
+    collect_step: int | None,
+    to: str | None,
+    role: str | None,
+    merge_step: int | None,
+    on: str | None,
+    target: str | None,
+) -> None:
     """ConfigError (one line) for a combination of options that cannot work."""
     from tui.ckpt.scan import check_root
 
@@ -160,8 +173,10 @@ def index_table(index: CheckpointIndex) -> str:
         if not scan.ok:
             notes.append(f"{h}: not scanned: {scan.error}")
         elif scan.partials:
-            notes.append(f"{h}: {len(scan.partials)} leftover .verl-tui-partial file(s) "
-                         "of an interrupted collect")
+            notes.append(
+                f"{h}: {len(scan.partials)} leftover .verl-tui-partial file(s) "
+                "of an interrupted collect"
+            )
     if notes:
         lines.append("")
         lines += notes
@@ -178,8 +193,12 @@ class _Bar:
 
     def __call__(self, p: CopyProgress) -> None:
         if p.finished and not self.tty:
-            print(f"  {p.files_done}/{p.files_total} {p.path} ({human_size(p.total)} from "
-                  f"{p.source})", file=sys.stderr, flush=True)
+            print(
+                f"  {p.files_done}/{p.files_total} {p.path} ({human_size(p.total)} from "
+                f"{p.source})",
+                file=sys.stderr,
+                flush=True,
+            )
             return
         now = time.monotonic()
         if not self.tty or (now - self.last_draw < 0.1 and not p.finished):
@@ -190,9 +209,11 @@ class _Bar:
         rate = p.bytes_done / max(now - self.t0, 1e-6) / 1e6
         # The \r redraw is ours (raw stream, past the SafeWriter); the path is cleaned here.
         err = raw(sys.stderr)
-        err.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}% "
-                  f"{p.files_done}/{p.files_total} {rate:6.1f} MB/s  "
-                  f"{one_line(p.path)[-40:]:<40}")
+        err.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac * 100:5.1f}% "
+            f"{p.files_done}/{p.files_total} {rate:6.1f} MB/s  "
+            f"{one_line(p.path)[-40:]:<40}"
+        )
         err.flush()
 
     def end(self) -> None:
@@ -202,15 +223,18 @@ class _Bar:
 
 
 def _report_text(report: CollectReport, after: CheckpointIndex) -> str:
-    lines = [f"copied {len(report.copied)} file(s), {human_size(report.bytes_copied)} in "
-             f"{report.copy_seconds:.1f} s ({report.mb_per_s:.1f} MB/s); "
-             f"{len(report.present)} already there"]
+    lines = [
+        f"copied {len(report.copied)} file(s), {human_size(report.bytes_copied)} in "
+        f"{report.copy_seconds:.1f} s ({report.mb_per_s:.1f} MB/s); "
+        f"{len(report.present)} already there"
+    ]
     lines += [f"conflict: {c.path}: {c.reason}" for c in report.conflicts]
     lines += [f"failed: {f.path} from {f.source}: {f.error}" for f in report.failed]
     step = after.step(report.step)
     whole = step is not None and report.target in step.complete_on
-    lines.append(f"global_step_{report.step} is {'now' if whole else 'NOT'} complete on "
-                 f"{report.target}")
+    lines.append(
+        f"global_step_{report.step} is {'now' if whole else 'NOT'} complete on {report.target}"
+    )
     return "\n".join(lines)
 
 
@@ -247,8 +271,9 @@ def run_ckpt_list(inv: Inventory, root: str, *, as_json: bool) -> int:
     return _run(_with_fleet(inv, body))
 
 
-def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role: str | None,
-                     as_json: bool) -> int:
+def run_ckpt_collect(
+    inv: Inventory, root: str, step: int, target: str, *, role: str | None, as_json: bool
+) -> int:
     from tui.ckpt.collect import collect
     from tui.ckpt.hostcmd import CkptError
     from tui.ckpt.scan import scan_fleet
@@ -257,8 +282,10 @@ def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role:
         index = await scan_fleet(fleet, inv, root)
         if index.step(step) is None:
             have = ", ".join(str(s.step) for s in index.steps) or "none"
-            print(f"verl-tui ckpt: no global_step_{step} under {root} on any host "
-                  f"(steps: {have})", file=sys.stderr)
+            print(
+                f"verl-tui ckpt: no global_step_{step} under {root} on any host (steps: {have})",
+                file=sys.stderr,
+            )
             return 2
         bar = _Bar()
         try:
@@ -279,8 +306,17 @@ def run_ckpt_collect(inv: Inventory, root: str, step: int, target: str, *, role:
     return _run(_with_fleet(inv, body))
 
 
-def run_ckpt_merge(inv: Inventory, root: str, step: int, host: str, target_dir: str, *,
-                   role: str, backend: str | None, as_json: bool) -> int:
+def run_ckpt_merge(
+    inv: Inventory,
+    root: str,
+    step: int,
+    host: str,
+    target_dir: str,
+    *,
+    role: str,
+    backend: str | None,
+    as_json: bool,
+) -> int:
     from tui.ckpt.hostcmd import CkptError
     from tui.ckpt.merge import MergeRefused, merge
 
@@ -289,8 +325,14 @@ def run_ckpt_merge(inv: Inventory, root: str, step: int, host: str, target_dir: 
 
     async def body(fleet: Fleet) -> int:
         try:
-            result = await merge(fleet, host, local_dir, target_dir, backend=backend,
-                                 on_line=lambda line: print(line, file=out, flush=True))
+            result = await merge(
+                fleet,
+                host,
+                local_dir,
+                target_dir,
+                backend=backend,
+                on_line=lambda line: print(line, file=out, flush=True),
+            )
         except MergeRefused as exc:
             return _fail(f"not merging: {exc}")
         except CkptError as exc:
@@ -308,52 +350,106 @@ def run_ckpt_merge(inv: Inventory, root: str, step: int, host: str, target_dir: 
     return _run(_with_fleet(inv, body))
 
 
-def run_ckpt(inv: Inventory, *, directory: str | None, profile: Path | None, as_json: bool,
-             collect_step: int | None = None, to: str | None = None, role: str | None = None,
-             merge_step: int | None = None, on: str | None = None, target: str | None = None,
-             backend: str | None = None) -> int:
+def run_ckpt(
+    inv: Inventory,
+    *,
+    directory: str | None,
+    profile: Path | None,
+    as_json: bool,
+    collect_step: int | None = None,
+    to: str | None = None,
+    role: str | None = None,
+    merge_step: int | None = None,
+    on: str | None = None,
+    target: str | None = None,
+    backend: str | None = None,
+) -> int:
     root = resolve_root(directory, profile)
-    check_args(inv, collect_step=collect_step, to=to, role=role, merge_step=merge_step, on=on,
-               target=target)
+    check_args(
+        inv,
+        collect_step=collect_step,
+        to=to,
+        role=role,
+        merge_step=merge_step,
+        on=on,
+        target=target,
+    )
     if collect_step is not None:
         assert to is not None
         return run_ckpt_collect(inv, root, collect_step, to, role=role, as_json=as_json)
     if merge_step is not None:
         assert on is not None and target is not None
-        return run_ckpt_merge(inv, root, merge_step, on, target, role=role or "actor",
-                              backend=backend, as_json=as_json)
+        return run_ckpt_merge(
+            inv,
+            root,
+            merge_step,
+            on,
+            target,
+            role=role or "actor",
+            backend=backend,
+            as_json=as_json,
+        )
     return run_ckpt_list(inv, root, as_json=as_json)
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="DIR", help="the checkpoint folder (absolute)")
-    p.add_argument("--profile", type=Path, metavar="PROFILE.yaml",
-                   help="take the folder from the profile's trainer.default_local_dir")
-    p.add_argument("--collect", type=int, metavar="STEP",
-                   help="copy this step's missing files onto --to HOST")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="PROFILE.yaml",
+        help="take the folder from the profile's trainer.default_local_dir",
+    )
+    p.add_argument(
+        "--collect", type=int, metavar="STEP", help="copy this step's missing files onto --to HOST"
+    )
     p.add_argument("--to", metavar="HOST", help="the host --collect copies onto")
-    p.add_argument("--role", metavar="ROLE", help="only this role's folder (collect: default "
-                   "the whole step; merge: default actor)")
-    p.add_argument("--merge", type=int, metavar="STEP", help="merge this step into a Hugging "
-                   "Face model on --on HOST, written to --target DIR")
+    p.add_argument(
+        "--role",
+        metavar="ROLE",
+        help="only this role's folder (collect: default the whole step; merge: default actor)",
+    )
+    p.add_argument(
+        "--merge",
+        type=int,
+        metavar="STEP",
+        help="merge this step into a Hugging Face model on --on HOST, written to --target DIR",
+    )
     p.add_argument("--on", metavar="HOST", help="the host --merge runs verl's merger on")
-    p.add_argument("--target", metavar="DIR", help="the folder --merge writes the model to, "
-                   "on that host")
-    p.add_argument("--backend", choices=("fsdp", "megatron"),
-                   help="merger backend (default: the checkpoint's layout)")
+    p.add_argument(
+        "--target", metavar="DIR", help="the folder --merge writes the model to, on that host"
+    )
+    p.add_argument(
+        "--backend",
+        choices=("fsdp", "megatron"),
+        help="merger backend (default: the checkpoint's layout)",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
 def _run_args(a: argparse.Namespace) -> int:
-    return run_ckpt(a.inventory, directory=a.dir, profile=a.profile, as_json=a.json,
-                    collect_step=a.collect, to=a.to, role=a.role, merge_step=a.merge, on=a.on,
-                    target=a.target, backend=a.backend)
+    return run_ckpt(
+        a.inventory,
+        directory=a.dir,
+        profile=a.profile,
+        as_json=a.json,
+        collect_step=a.collect,
+        to=a.to,
+        role=a.role,
+        merge_step=a.merge,
+        on=a.on,
+        target=a.target,
+        backend=a.backend,
+    )
 
 
 CKPT = Command(
-    _arguments, _run_args, hosts="optional",
+    _arguments,
+    _run_args,
+    hosts="optional",
     usage="verl-tui ckpt [-h] [HOSTS.yaml] (--dir DIR | --profile PROFILE.yaml) [--json]\n"
     "       verl-tui ckpt [-h] [HOSTS.yaml] (--dir DIR | --profile PROFILE.yaml)\n"
     "                --collect STEP --to HOST [--role ROLE] [--json]\n"
@@ -363,4 +459,5 @@ CKPT = Command(
     description="A job's checkpoints (trainer.default_local_dir) on every host: each "
     "global_step_N, its world size, which ranks each host holds, whether all exist somewhere. "
     "--collect copies a step's missing files onto one host (relayed over SSH, sha256-checked, "
-    "never overwriting); --merge runs verl's model merger there.")
+    "never overwriting); --merge runs verl's model merger there.",
+)

@@ -23,8 +23,10 @@ def targets_text(t: DebugTargets) -> str:
     out = []
     if t.paused:
         out.append(f"{'PAUSED WORKER':<14} {'HOST':<12} {'PID':>7} {'PORT':>6}  {'JOB':<32} TASK")
-        out += [f"{'post-mortem':<14} {p.host:<12} {p.pid:>7} {p.port:>6}  {p.job:<32} {p.task}"
-                for p in t.paused]
+        out += [
+            f"{'post-mortem':<14} {p.host:<12} {p.pid:>7} {p.port:>6}  {p.job:<32} {p.task}"
+            for p in t.paused
+        ]
     else:
         out.append("no paused workers")
     if t.breakpoints:
@@ -32,8 +34,10 @@ def targets_text(t: DebugTargets) -> str:
         out.append(f"{'BREAKPOINT':<14} {'HOST':<12} {'PORT':>6}  {'JOB':<32} WHERE")
         for b in t.breakpoints:
             age = f"{time.time() - b.timestamp:.0f}s ago" if b.timestamp else ""
-            out.append(f"{'legacy pdb':<14} {b.host:<12} {b.port:>6}  {b.job:<32} "
-                       f"{b.filename}:{b.lineno}  {b.task} {age}".rstrip())
+            out.append(
+                f"{'legacy pdb':<14} {b.host:<12} {b.port:>6}  {b.job:<32} "
+                f"{b.filename}:{b.lineno}  {b.task} {age}".rstrip()
+            )
     else:
         out.append("no legacy breakpoints")
     out += [f"problem: {p}" for p in t.problems]
@@ -58,10 +62,15 @@ def run_debug(inv: Inventory, *, as_json: bool) -> int:
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
-DEBUG = Command(_arguments, lambda a: run_debug(a.inventory, as_json=a.json), hosts="required",
-                description="Workers paused by post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
-                "and legacy pdb breakpoints (RAY_DEBUG=legacy) of running jobs.")
+DEBUG = Command(
+    _arguments,
+    lambda a: run_debug(a.inventory, as_json=a.json),
+    hosts="required",
+    description="Workers paused by post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
+    "and legacy pdb breakpoints (RAY_DEBUG=legacy) of running jobs.",
+)

@@ -53,8 +53,12 @@ class Finding:
     hint: Hint | None
 
     def as_json(self) -> dict[str, object]:
-        return {"line": self.line, "text": self.text, "severity": self.severity,
-                "hint": self.hint.text if self.hint else None}
+        return {
+            "line": self.line,
+            "text": self.text,
+            "severity": self.severity,
+            "hint": self.hint.text if self.hint else None,
+        }
 
 
 class BadInput(Exception):
@@ -96,7 +100,7 @@ def _blocks(f: BinaryIO) -> Iterator[tuple[int, bytes]]:
             nl = chunk.find(b"\n")
             if nl < 0:
                 continue
-            chunk, skipping = chunk[nl + 1:], False
+            chunk, skipping = chunk[nl + 1 :], False
             line += 1
         data = pending + chunk
         cut = data.rfind(b"\n") + 1
@@ -119,8 +123,10 @@ def _plain(data: bytes) -> bytes:
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
         if b"\r" in data:
-            data = b"\n".join(next((s for s in reversed(line.split(b"\r")) if s), b"")
-                              if b"\r" in line else line for line in data.split(b"\n"))
+            data = b"\n".join(
+                next((s for s in reversed(line.split(b"\r")) if s), b"") if b"\r" in line else line
+                for line in data.split(b"\n")
+            )
     return ANSI_RE_B.sub(b"", data) if b"\x1b" in data else data
 
 
@@ -199,8 +205,10 @@ def run_explain(path: str, *, as_json: bool) -> int:
             print(plain_json_text(out, indent=1))
         else:
             more = f" (first {MAX_FINDINGS} shown)" if total > MAX_FINDINGS else ""
-            print(f"{shown}: {lines} lines, {counts['error']} errors, {counts['warning']} "
-                  f"warnings, {counts['hint']} with a known cause{more}")
+            print(
+                f"{shown}: {lines} lines, {counts['error']} errors, {counts['warning']} "
+                f"warnings, {counts['hint']} with a known cause{more}"
+            )
         sys.stdout.flush()
     except BrokenPipeError:  # `explain … | head`: the reader left; not an error of the log
         with contextlib.suppress(OSError, AttributeError, ValueError):
@@ -218,15 +226,22 @@ def _print_finding(name: str, item: Finding) -> None:
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logfile", metavar="LOGFILE", help="the log file, or - for stdin")
-    p.add_argument("--json", action="store_true",
-                   help='JSON output: {"findings": [{"line", "text", "severity", "hint"}]}')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='JSON output: {"findings": [{"line", "text", "severity", "hint"}]}',
+    )
 
 
 # A local file: no hosts file, no inventory.
-EXPLAIN = Command(_arguments, lambda a: run_explain(a.logfile, as_json=a.json),
-                  description="Known failures in a saved log (a driver log, a worker's .err, a "
-                  "Slurm output file): each finding with its line number, severity and hint, "
-                  "from the same signatures as the log pane. Exit 0: no error found; 1: errors "
-                  "found; 2: bad input (missing or unreadable file, a directory, a FIFO).")
+EXPLAIN = Command(
+    _arguments,
+    lambda a: run_explain(a.logfile, as_json=a.json),
+    description="Known failures in a saved log (a driver log, a worker's .err, a "
+    "Slurm output file): each finding with its line number, severity and hint, "
+    "from the same signatures as the log pane. Exit 0: no error found; 1: errors "
+    "found; 2: bad input (missing or unreadable file, a directory, a FIFO).",
+)

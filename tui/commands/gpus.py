@@ -60,8 +60,9 @@ def format_text(hosts: list[HostTelemetry]) -> str:
     return "\n".join(out)
 
 
-async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float | None,
-               timeout: float) -> int:
+async def _run(
+    inventory: Inventory, once: bool, as_json: bool, interval: float | None, timeout: float
+) -> int:
     from tui.cluster.telemetry import TelemetryMonitor
     from tui.transport.fleet import Fleet
 
@@ -81,8 +82,7 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
         while True:
             hosts = list(monitor.hosts.values())
             if as_json:
-                print(json_text(snapshot(monitor), inventory, separators=(",", ":")),
-                      flush=True)
+                print(json_text(snapshot(monitor), inventory, separators=(",", ":")), flush=True)
             else:
                 print(format_text(hosts) + ("" if once else "\n"), flush=True)
             if once:
@@ -93,8 +93,9 @@ async def _run(inventory: Inventory, once: bool, as_json: bool, interval: float 
         await fleet.close()
 
 
-def run_gpus(inventory: Inventory, *, once: bool, as_json: bool, interval: float | None,
-             timeout: float) -> int:
+def run_gpus(
+    inventory: Inventory, *, once: bool, as_json: bool, interval: float | None, timeout: float
+) -> int:
     try:
         return asyncio.run(_run(inventory, once, as_json, interval, timeout))
     except KeyboardInterrupt:
@@ -108,20 +109,40 @@ def run_gpus(inventory: Inventory, *, once: bool, as_json: bool, interval: float
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument("--json", action="store_true", help="JSON output (one object per line)")
-    p.add_argument("--interval", type=seconds, default=None, metavar="SECONDS",
-                   help="seconds between samples (default: hosts.yaml telemetry.interval)")
-    p.add_argument("--timeout", type=seconds, default=20.0, metavar="SECONDS",
-                   help="seconds to wait for every host's first sample (default 20)")
+    p.add_argument(
+        "--interval",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between samples (default: hosts.yaml telemetry.interval)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=20.0,
+        metavar="SECONDS",
+        help="seconds to wait for every host's first sample (default 20)",
+    )
 
 
 def _run_args(args: argparse.Namespace) -> int:
-    return run_gpus(args.inventory, once=args.once, as_json=args.json, interval=args.interval,
-                    timeout=args.timeout)
+    return run_gpus(
+        args.inventory,
+        once=args.once,
+        as_json=args.json,
+        interval=args.interval,
+        timeout=args.timeout,
+    )
 
 
-GPUS = Command(_arguments, _run_args, hosts="optional",
-               description="Print every host's GPUs: utilization, memory, temperature, power. "
-               "Exit 1 with --once when a host did not answer.")
+GPUS = Command(
+    _arguments,
+    _run_args,
+    hosts="optional",
+    description="Print every host's GPUs: utilization, memory, temperature, power. "
+    "Exit 1 with --once when a host did not answer.",
+)

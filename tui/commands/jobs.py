@@ -35,8 +35,11 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not key or not (key[0].isalpha() or key[0] == "_") \
-                or not key.replace("_", "a").isalnum():
+        if (
+            not key
+            or not (key[0].isalpha() or key[0] == "_")
+            or not key.replace("_", "a").isalnum()
+        ):
             raise ConfigError(f"--env {pair!r}: expected NAME=VALUE or NAME")
         if not sep:
             if key not in os.environ:
@@ -49,32 +52,47 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 def jobs_table(rows: list[JobRow]) -> str:
     out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
     for r in rows:
-        profile = (r.record.profile if r.record and r.record.profile else "-")
-        out.append(f"{r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
-                   f"{profile:<24} {r.driver_node or '-'}")
+        profile = r.record.profile if r.record and r.record.profile else "-"
+        out.append(
+            f"{r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
+            f"{profile:<24} {r.driver_node or '-'}"
+        )
     return "\n".join(out)
 
 
-def _print_submitted(sub: Submission, sid: str, url: str, as_json: bool,
-                     inv: Inventory | None = None) -> None:
+def _print_submitted(
+    sub: Submission, sid: str, url: str, as_json: bool, inv: Inventory | None = None
+) -> None:
     if as_json:
-        print(json_text({**submission_json(sub), "submission_id": sid, "dashboard": url},
-                        inv))
+        print(json_text({**submission_json(sub), "submission_id": sid, "dashboard": url}, inv))
     else:
         print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
 
 
-def run_submit_raw(inv: Inventory, command: list[str], *, env: Mapping[str, str],
-                   working_dir: str | None, excludes: list[str], submission_id: str | None,
-                   dry_run: bool, as_json: bool) -> int:
+def run_submit_raw(
+    inv: Inventory,
+    command: list[str],
+    *,
+    env: Mapping[str, str],
+    working_dir: str | None,
+    excludes: list[str],
+    submission_id: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> int:
     if submission_id is not None:
         check_job_id(submission_id, "--submission-id")
     try:
-        sub = raw_submission(command, env={**inv.ray.env, **env}, working_dir=working_dir,
-                             excludes=excludes, submission_id=submission_id,
-                             secret_extra=inv.secret_env,
-                             env_sources=env_sources(inv, None, env),
-                             python=inv.head.python)
+        sub = raw_submission(
+            command,
+            env={**inv.ray.env, **env},
+            working_dir=working_dir,
+            excludes=excludes,
+            submission_id=submission_id,
+            secret_extra=inv.secret_env,
+            env_sources=env_sources(inv, None, env),
+            python=inv.head.python,
+        )
     except ValueError as exc:
         print(f"verl-tui submit: {exc}", file=sys.stderr)
         return 2
@@ -102,8 +120,9 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui jobs: {exc}", file=sys.stderr)
             return 1
-        print(json_text({"jobs": [r.to_json() for r in rows]}, inv) if as_json
-              else jobs_table(rows))
+        print(
+            json_text({"jobs": [r.to_json() for r in rows]}, inv) if as_json else jobs_table(rows)
+        )
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -136,10 +155,21 @@ def resolve_working_dir(value: str | None) -> str | None:
 DRY_RUN_RAY_WAIT_S = 10.0
 
 
-def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
-                       env: Mapping[str, str], working_dir: str | None, excludes: list[str],
-                       submission_id: str | None, post_mortem: bool, legacy_debug: bool,
-                       dry_run: bool, as_json: bool, print_config: bool = False) -> int:
+def run_submit_profile(
+    inv: Inventory,
+    profile_path: Path,
+    *,
+    sets: list[str],
+    env: Mapping[str, str],
+    working_dir: str | None,
+    excludes: list[str],
+    submission_id: str | None,
+    post_mortem: bool,
+    legacy_debug: bool,
+    dry_run: bool,
+    as_json: bool,
+    print_config: bool = False,
+) -> int:
     """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
     checks without the cluster."""
@@ -158,17 +188,25 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
     source = select_verl_sync(inv)
     if source.note:
         print(f"verl-tui submit: warning: {source.note}", file=sys.stderr)
-    spec = JobSpec(profile, sets=list(sets), env=dict(env), working_dir=working_dir,
-                   excludes=list(excludes), post_mortem=post_mortem or None,
-                   legacy_debug=legacy_debug or None, print_config=print_config,
-                   submission_id=submission_id)
+    spec = JobSpec(
+        profile,
+        sets=list(sets),
+        env=dict(env),
+        working_dir=working_dir,
+        excludes=list(excludes),
+        post_mortem=post_mortem or None,
+        legacy_debug=legacy_debug or None,
+        print_config=print_config,
+        submission_id=submission_id,
+    )
     address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
 
     def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
         wd_bytes, skipped = working_dir_size(spec)
         for path, why in skipped:  # left out of the upload: say which and why
-            print(one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"),
-                  file=sys.stderr)
+            print(
+                one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"), file=sys.stderr
+            )
         sub, report = prepare_submission(inv, spec, cluster, working_dir_bytes=wd_bytes)
         return sub, report.problems
 
@@ -181,30 +219,32 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
         try:
             asking = live_resources(cluster, want_debugpy=spec.wants_post_mortem)
             # A dry run does not wait long for a head that does not answer.
-            resources = await (asyncio.wait_for(asking, DRY_RUN_RAY_WAIT_S) if dry_run
-                               else asking)
+            resources = await (asyncio.wait_for(asking, DRY_RUN_RAY_WAIT_S) if dry_run else asking)
         except (DashboardError, TransportError, TimeoutError) as exc:
             why = str(exc) or f"no answer within {DRY_RUN_RAY_WAIT_S:.0f} s"
             if not dry_run:
                 print(f"verl-tui submit: Ray is not reachable: {why}", file=sys.stderr)
                 return 1
-            print(one_line(f"verl-tui submit: Ray is not reachable ({why}): checked without "
-                           "the cluster"), file=sys.stderr)
+            print(
+                one_line(
+                    f"verl-tui submit: Ray is not reachable ({why}): checked without the cluster"
+                ),
+                file=sys.stderr,
+            )
             resources = None
         sub, problems = await asyncio.to_thread(build, resources)
         show_problems(problems)
         if sub is None:
             if not dry_run:
-                print("verl-tui submit: not submitted (fix the problems above)",
-                      file=sys.stderr)
+                print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
             return 1
         if dry_run:
-            print(json_text(submission_json(sub), inv) if as_json
-                  else shell_command(sub, address))
+            print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
             return 0
         try:
-            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
-                                          profile_path=str(profile_path.resolve()))
+            sid = await submit_and_record(
+                cluster, sub, JobHistory(inv.cluster), profile_path=str(profile_path.resolve())
+            )
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
@@ -214,8 +254,13 @@ def run_submit_profile(inv: Inventory, profile_path: Path, *, sets: list[str],
     return _run(_with_cluster(inv, body))
 
 
-def resubmission(inv: Inventory, job: str, *, submission_id: str | None = None,
-                 environ: Mapping[str, str] | None = None) -> tuple[Submission, str | None]:
+def resubmission(
+    inv: Inventory,
+    job: str,
+    *,
+    submission_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Submission, str | None]:
     """A recorded job again, as (Submission, profile_path): its exact entrypoint and env, each
     secret taken from the current environment (or the file it came from); ConfigError (one
     line, naming the variable) when a secret is set nowhere."""
@@ -224,16 +269,22 @@ def resubmission(inv: Inventory, job: str, *, submission_id: str | None = None,
     check_job_id(job, "--resubmit")
     rec = JobHistory(inv.cluster).get(job)
     if rec is None:
-        raise ConfigError(f"--resubmit {job}: not in this machine's job history of "
-                          f"{inv.cluster} (verl-tui jobs lists them)")
+        raise ConfigError(
+            f"--resubmit {job}: not in this machine's job history of "
+            f"{inv.cluster} (verl-tui jobs lists them)"
+        )
     rt = rec.runtime_env if isinstance(rec.runtime_env, dict) else {}
     fallback = dict(inv.ray.env)
     if rec.profile_path:
         try:
             from tui.jobs.profiles import load_profile
 
-            fallback.update({k: str(v) for k, v in
-                             load_profile(Path(rec.profile_path)).runtime_env.env_vars.items()})
+            fallback.update(
+                {
+                    k: str(v)
+                    for k, v in load_profile(Path(rec.profile_path)).runtime_env.env_vars.items()
+                }
+            )
         except ConfigError:
             pass  # the profile is gone or broken: the environment must hold its secrets
     env_vars = rt.get("env_vars")
@@ -242,38 +293,58 @@ def resubmission(inv: Inventory, job: str, *, submission_id: str | None = None,
         env = resolve(recorded, environ, fallback)
     except MissingSecret as exc:
         names = ", ".join(f"${n}" for n in exc.names)
-        raise ConfigError(f"--resubmit {job}: secret {names} is not set in this environment "
-                          "(export it and run again)") from None
+        raise ConfigError(
+            f"--resubmit {job}: secret {names} is not set in this environment "
+            "(export it and run again)"
+        ) from None
     try:
         argv = shlex.split(rec.entrypoint)
     except ValueError:
         raise ConfigError(f"--resubmit {job}: its recorded entrypoint cannot be read") from None
     wd = rt.get("working_dir")
     if wd is not None and not (isinstance(wd, str) and Path(wd).is_dir()):
-        raise ConfigError(f"--resubmit {job}: its working_dir {one_line(str(wd), 200)} is not "
-                          "a directory here")
+        raise ConfigError(
+            f"--resubmit {job}: its working_dir {one_line(str(wd), 200)} is not a directory here"
+        )
     excludes = [str(x) for x in rt.get("excludes") or []]
-    sources = {r["name"]: r["from"] for r in recorded.values() if isinstance(r, dict)
-               and isinstance(r.get("name"), str)}
+    sources = {
+        r["name"]: r["from"]
+        for r in recorded.values()
+        if isinstance(r, dict) and isinstance(r.get("name"), str)
+    }
     stem = rec.profile or (Path(argv[0]).name if argv else "job")
     sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(stem)
-    sub = Submission(submission_id=sid, entrypoint_argv=argv, env_vars=env, working_dir=wd,
-                     excludes=excludes,
-                     metadata={k: str(v) for k, v in {"verl_tui": None, "profile": rec.profile,
-                                                       "config_hash": rec.config_hash,
-                                                       "resubmit_of": job}.items()
-                               if v is not None},
-                     profile=rec.profile, overrides=list(rec.overrides),
-                     config_hash=rec.config_hash, secret_extra=tuple(inv.secret_env),
-                     env_sources={k: sources.get(k, "env") for k in env})
+    sub = Submission(
+        submission_id=sid,
+        entrypoint_argv=argv,
+        env_vars=env,
+        working_dir=wd,
+        excludes=excludes,
+        metadata={
+            k: str(v)
+            for k, v in {
+                "verl_tui": None,
+                "profile": rec.profile,
+                "config_hash": rec.config_hash,
+                "resubmit_of": job,
+            }.items()
+            if v is not None
+        },
+        profile=rec.profile,
+        overrides=list(rec.overrides),
+        config_hash=rec.config_hash,
+        secret_extra=tuple(inv.secret_env),
+        env_sources={k: sources.get(k, "env") for k in env},
+    )
     from tui import __version__
 
     sub.metadata["verl_tui"] = __version__
     return sub, rec.profile_path
 
 
-def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run: bool,
-                 as_json: bool) -> int:
+def run_resubmit(
+    inv: Inventory, job: str, *, submission_id: str | None, dry_run: bool, as_json: bool
+) -> int:
     sub, profile_path = resubmission(inv, job, submission_id=submission_id)
     if dry_run:
         print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
@@ -281,8 +352,9 @@ def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run
 
     async def body(cluster: RayCluster) -> int:
         try:
-            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster),
-                                          profile_path=profile_path)
+            sid = await submit_and_record(
+                cluster, sub, JobHistory(inv.cluster), profile_path=profile_path
+            )
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
@@ -294,30 +366,66 @@ def run_resubmit(inv: Inventory, job: str, *, submission_id: str | None, dry_run
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _submit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("profile", nargs="?", type=Path, metavar="PROFILE",
-                   help="a profile file or a preset's name (verl-tui profile list)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a verl config key (repeatable)")
-    p.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="environment variable for the job (repeatable; K alone takes $K)")
+    p.add_argument(
+        "profile",
+        nargs="?",
+        type=Path,
+        metavar="PROFILE",
+        help="a profile file or a preset's name (verl-tui profile list)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a verl config key (repeatable)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="environment variable for the job (repeatable; K alone takes $K)",
+    )
     p.add_argument("--working-dir", metavar="DIR", help="local directory to upload")
-    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                   help="working_dir exclude pattern (repeatable)")
-    p.add_argument("--submission-id", metavar="ID",
-                   help="the job's submission id (default: Ray picks one)")
-    p.add_argument("--resubmit", metavar="SUBMISSION_ID",
-                   help="submit a job from the local history again (its secrets from this "
-                   "environment)")
-    p.add_argument("--post-mortem", action="store_true",
-                   help="RAY_DEBUG_POST_MORTEM=1: failing tasks wait for a debugger")
-    p.add_argument("--legacy-debug", action="store_true",
-                   help="RAY_DEBUG=legacy: breakpoint() waits for `verl-tui debug`'s pdb")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the equivalent `ray job submit` command, submit nothing")
-    p.add_argument("--print-config", action="store_true",
-                   help="run main_ppo --cfg job: the cluster's verl prints the composed config "
-                   "and exits (no GPU needed)")
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="working_dir exclude pattern (repeatable)",
+    )
+    p.add_argument(
+        "--submission-id", metavar="ID", help="the job's submission id (default: Ray picks one)"
+    )
+    p.add_argument(
+        "--resubmit",
+        metavar="SUBMISSION_ID",
+        help="submit a job from the local history again (its secrets from this environment)",
+    )
+    p.add_argument(
+        "--post-mortem",
+        action="store_true",
+        help="RAY_DEBUG_POST_MORTEM=1: failing tasks wait for a debugger",
+    )
+    p.add_argument(
+        "--legacy-debug",
+        action="store_true",
+        help="RAY_DEBUG=legacy: breakpoint() waits for `verl-tui debug`'s pdb",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the equivalent `ray job submit` command, submit nothing",
+    )
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="run main_ppo --cfg job: the cluster's verl prints the composed config "
+        "and exits (no GPU needed)",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
@@ -326,27 +434,49 @@ def _submit(args: argparse.Namespace) -> int:
     if args.resubmit:
         if args.command or args.profile is not None:
             raise ConfigError("give --resubmit ID alone, not with a PROFILE or a command")
-        return run_resubmit(inv, args.resubmit, submission_id=args.submission_id,
-                            dry_run=args.dry_run, as_json=args.json)
+        return run_resubmit(
+            inv,
+            args.resubmit,
+            submission_id=args.submission_id,
+            dry_run=args.dry_run,
+            as_json=args.json,
+        )
     if args.command:
         if args.profile is not None:
             raise ConfigError("give either a PROFILE or a command after --, not both")
         return run_submit_raw(
-            inv, args.command, env=parse_env(args.env),
-            working_dir=resolve_working_dir(args.working_dir), excludes=args.exclude,
-            submission_id=args.submission_id, dry_run=args.dry_run, as_json=args.json)
+            inv,
+            args.command,
+            env=parse_env(args.env),
+            working_dir=resolve_working_dir(args.working_dir),
+            excludes=args.exclude,
+            submission_id=args.submission_id,
+            dry_run=args.dry_run,
+            as_json=args.json,
+        )
     if args.profile is None:
         raise ConfigError("nothing to submit: give a PROFILE or -- COMMAND ARGS...")
     return run_submit_profile(
-        inv, args.profile, sets=args.set, env=parse_env(args.env),
-        working_dir=resolve_working_dir(args.working_dir), excludes=args.exclude,
-        submission_id=args.submission_id, post_mortem=args.post_mortem,
-        legacy_debug=args.legacy_debug, dry_run=args.dry_run, as_json=args.json,
-        print_config=args.print_config)
+        inv,
+        args.profile,
+        sets=args.set,
+        env=parse_env(args.env),
+        working_dir=resolve_working_dir(args.working_dir),
+        excludes=args.exclude,
+        submission_id=args.submission_id,
+        post_mortem=args.post_mortem,
+        legacy_debug=args.legacy_debug,
+        dry_run=args.dry_run,
+        as_json=args.json,
+        print_config=args.print_config,
+    )
 
 
 SUBMIT = Command(
-    _submit_arguments, _submit, hosts="required", dashdash_command=True,
+    _submit_arguments,
+    _submit,
+    hosts="required",
+    dashdash_command=True,
     usage="verl-tui submit [-h] HOSTS.yaml PROFILE [--set KEY=VALUE ...] [--env K=V ...]\n"
     "                [--working-dir DIR] [--exclude PATTERN ...] [--submission-id ID]\n"
     "                [--post-mortem] [--legacy-debug] [--print-config] [--dry-run] [--json]\n"
@@ -358,7 +488,8 @@ SUBMIT = Command(
     description="Submit a verl profile (a file or a preset's name), or any command given after "
     "--, as a Ray job through the head's Jobs API over SSH; --resubmit sends a job of the "
     "local history again. The profile is validated against verl's rules and the live cluster "
-    "first: exit 1 with the problems, nothing submitted.")
+    "first: exit 1 with the problems, nothing submitted.",
+)
 
 
 def _jobs_arguments(p: argparse.ArgumentParser) -> None:
@@ -366,12 +497,20 @@ def _jobs_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _stop_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", metavar="SUBMISSION_ID", help="the job to stop (verl-tui jobs lists "
-                   "them)")
+    p.add_argument(
+        "job", metavar="SUBMISSION_ID", help="the job to stop (verl-tui jobs lists them)"
+    )
 
 
-JOBS = Command(_jobs_arguments, lambda a: run_jobs(a.inventory, as_json=a.json), hosts="required",
-               description="Jobs on the cluster, with their profiles and configs from the local "
-               "history.")
-STOP = Command(_stop_arguments, lambda a: run_stop(a.inventory, a.job), hosts="required",
-               description="Stop a job and wait until it stopped.")
+JOBS = Command(
+    _jobs_arguments,
+    lambda a: run_jobs(a.inventory, as_json=a.json),
+    hosts="required",
+    description="Jobs on the cluster, with their profiles and configs from the local history.",
+)
+STOP = Command(
+    _stop_arguments,
+    lambda a: run_stop(a.inventory, a.job),
+    hosts="required",
+    description="Stop a job and wait until it stopped.",
+)

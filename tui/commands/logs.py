@@ -41,14 +41,18 @@ def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
         except (DashboardError, TransportError) as exc:
             msg = str(exc)
             if "HTTP 404" in msg:
-                msg = (f"no job {job!r} on the head, nor its log in an old session "
-                       "(verl-tui jobs lists them)")
+                msg = (
+                    f"no job {job!r} on the head, nor its log in an old session "
+                    "(verl-tui jobs lists them)"
+                )
             print(f"verl-tui logs: {msg}", file=sys.stderr)
             return 1
         end = ends[-1] if ends else JobLogEnd(None)
         if follow:
-            print(f"--- {job}: {end.status}" + (f" ({end.message})" if end.message else ""),
-                  file=sys.stderr)
+            print(
+                f"--- {job}: {end.status}" + (f" ({end.message})" if end.message else ""),
+                file=sys.stderr,
+            )
             return 0 if end.status == "SUCCEEDED" else 1
         return 0
 
@@ -59,8 +63,9 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
     from tui.cluster.node_logs import follow_log, list_logs, log_path
 
     if host not in {h.name for h in inv.hosts}:
-        raise ConfigError(f"--node {host!r}: not a host of {inv.cluster} "
-                          f"({', '.join(h.name for h in inv.hosts)})")
+        raise ConfigError(
+            f"--node {host!r}: not a host of {inv.cluster} ({', '.join(h.name for h in inv.hosts)})"
+        )
 
     async def body(cluster: RayCluster) -> int:
         try:
@@ -71,8 +76,11 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
                 return 0
             files = {f.name for f in await list_logs(transport)}
             if name not in files:
-                print(f"verl-tui logs: {host} has no log file {name!r} "
-                      f"(verl-tui logs HOSTS --node {host} lists them)", file=sys.stderr)
+                print(
+                    f"verl-tui logs: {host} has no log file {name!r} "
+                    f"(verl-tui logs HOSTS --node {host} lists them)",
+                    file=sys.stderr,
+                )
                 return 1
             if not follow:
                 res = await transport.run(["cat", "--", log_path(name)], timeout=300)
@@ -94,10 +102,15 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", nargs="?", metavar="JOB",
-                   help="submission id (or, with --node, a log file name; without one, the "
-                   "host's files are listed)")
+    p.add_argument(
+        "job",
+        nargs="?",
+        metavar="JOB",
+        help="submission id (or, with --node, a log file name; without one, the "
+        "host's files are listed)",
+    )
     p.add_argument("--node", metavar="HOST", help="a host's Ray logs instead of a job's")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
 
@@ -110,11 +123,16 @@ def _run_args(args: argparse.Namespace) -> int:
     return run_job_logs(args.inventory, args.job, follow=args.follow)
 
 
-LOGS = Command(_arguments, _run_args, hosts="required", intermixed=True,
-               usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
-               "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
-               description="Print a job's driver log (through the head's Jobs API; for a job "
-               "from before a Ray restart, from the head's old session directory over SSH), "
-               "or list and "
-               "print a host's Ray session log files (over SSH). With --follow and a job: exit "
-               "0 when it SUCCEEDED, 1 otherwise.")
+LOGS = Command(
+    _arguments,
+    _run_args,
+    hosts="required",
+    intermixed=True,
+    usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
+    "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
+    description="Print a job's driver log (through the head's Jobs API; for a job "
+    "from before a Ray restart, from the head's old session directory over SSH), "
+    "or list and "
+    "print a host's Ray session log files (over SSH). With --follow and a job: exit "
+    "0 when it SUCCEEDED, 1 otherwise.",
+)

@@ -30,6 +30,8 @@ def insecure_warning(inventory: Inventory) -> str | None:
     if not hosts:
         return None
     where = f" in {inventory.source}" if inventory.source else ""
-    return (f"verl-tui: warning: host keys are NOT checked for {', '.join(hosts)} "
-            f"(insecure_skip_host_key_check: true{where}): anyone on the path can pose as "
-            "these hosts")
+    return (
+        f"verl-tui: warning: host keys are NOT checked for {', '.join(hosts)} "
+        f"(insecure_skip_host_key_check: true{where}): anyone on the path can pose as "
+        "these hosts"
+    )

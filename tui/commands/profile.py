@@ -48,8 +48,9 @@ def _fail(message: str, as_json: bool, hosts: Inventory | None = None) -> int:
     return 2
 
 
-def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
-                      as_json: bool) -> int:
+def run_profile_check(
+    path: Path, *, hosts: Inventory | None, sets: list[str], as_json: bool
+) -> int:
     """0: no errors (warnings allowed), 1: errors, 2: bad input (profile file, --set)."""
     from tui.cluster.dashboard import DashboardError
     from tui.jobs.pipeline import (
@@ -93,9 +94,11 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
             cluster = asyncio.run(_live_cluster(hosts, want_debugpy=spec.wants_post_mortem))
         except (DashboardError, TransportError, OSError) as exc:
             cluster = planned_resources(hosts)
-            msg = (f"Ray is not reachable on the head ({hosts.head.name}): {exc}; "
-                   + ("checked against hosts.yaml's GPUs" if cluster is not None
-                      else "checked without the cluster rules"))
+            msg = f"Ray is not reachable on the head ({hosts.head.name}): {exc}; " + (
+                "checked against hosts.yaml's GPUs"
+                if cluster is not None
+                else "checked without the cluster rules"
+            )
             extra.append(Problem(None, msg, "warn"))
             if not as_json:
                 print(f"verl-tui profile check: {msg}", file=sys.stderr)
@@ -113,8 +116,11 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
     ok = report.ok
     used = current_source()  # composition succeeded, so there is one
     if as_json:
-        doc: dict[str, Any] = {"ok": ok, "problems": [p.to_json() for p in problems],
-                               "verl": used.to_json()}
+        doc: dict[str, Any] = {
+            "ok": ok,
+            "problems": [p.to_json() for p in problems],
+            "verl": used.to_json(),
+        }
         if sub is not None:  # the submission `submit` would send (with a hosts file)
             doc["submission"] = submission_json(sub)
         print(json_text(doc, hosts))
@@ -124,8 +130,9 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
         print(f"{p.key or profile.name}: {tag}{p.message}")
     n_err, n_warn = len(report.errors), len(report.warnings)
     shape = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in report.from_cluster.items())
-    summary = f"{profile.name}: {n_err} error{'s' * (n_err != 1)}, " \
-              f"{n_warn} warning{'s' * (n_warn != 1)}"
+    summary = (
+        f"{profile.name}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}"
+    )
     if shape:
         summary += f" (from the cluster: {shape})"
     print(f"{summary} — {used.label}")
@@ -134,8 +141,7 @@ def run_profile_check(path: Path, *, hosts: Inventory | None, sets: list[str],
 
 def _shape(nodes: Any, gpus: Any) -> str:
     """nodes×GPUs as the profile pins them; "cluster" where it follows the live cluster."""
-    return (f"{nodes if nodes is not None else 'cluster'}×"
-            f"{gpus if gpus is not None else 'cluster'}")
+    return f"{nodes if nodes is not None else 'cluster'}×{gpus if gpus is not None else 'cluster'}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -156,14 +162,21 @@ def profile_rows() -> list[dict[str, Any]]:
     for kind, folder in (("preset", preset_dir()), ("user", user_profile_dir())):
         for e in list_profiles([folder]) if folder is not None else []:
             ov = e.profile.overrides if e.profile else {}
-            rows.append({"name": e.name, "kind": kind, "path": str(e.path),
-                         # verl's own default estimator is gae (PPO with a critic)
-                         "algorithm": str(ov.get("algorithm.adv_estimator", "gae"))
-                         if e.profile else None,
-                         "nodes": ov.get("trainer.nnodes"),
-                         "gpus_per_node": ov.get("trainer.n_gpus_per_node"),
-                         "description": e.profile.description if e.profile else "",
-                         "error": e.error})
+            rows.append(
+                {
+                    "name": e.name,
+                    "kind": kind,
+                    "path": str(e.path),
+                    # verl's own default estimator is gae (PPO with a critic)
+                    "algorithm": str(ov.get("algorithm.adv_estimator", "gae"))
+                    if e.profile
+                    else None,
+                    "nodes": ov.get("trainer.nnodes"),
+                    "gpus_per_node": ov.get("trainer.n_gpus_per_node"),
+                    "description": e.profile.description if e.profile else "",
+                    "error": e.error,
+                }
+            )
     return rows
 
 
@@ -186,20 +199,36 @@ def run_profile_list(*, as_json: bool, width: int = 60) -> int:
         else:
             algo, shape = r["algorithm"], _shape(r["nodes"], r["gpus_per_node"])
             text = ("" if r["kind"] == "preset" else "(yours) ") + r["description"]
-        print(f"{one_line(r['name']):<{name_w}}  {one_line(algo):<10}  {shape:<10}  "
-              f"{_cut(text, width)}")
+        print(
+            f"{one_line(r['name']):<{name_w}}  {one_line(algo):<10}  {shape:<10}  "
+            f"{_cut(text, width)}"
+        )
     return 0
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("profile", type=Path, metavar="PROFILE",
-                   help="a profile file or a preset's name (verl-tui profile list)")
-    p.add_argument("--hosts", type=Path, metavar="HOSTS.yaml",
-                   help="also check against the live cluster, with the cluster's own verl")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a verl config key (repeatable)")
+    p.add_argument(
+        "profile",
+        type=Path,
+        metavar="PROFILE",
+        help="a profile file or a preset's name (verl-tui profile list)",
+    )
+    p.add_argument(
+        "--hosts",
+        type=Path,
+        metavar="HOSTS.yaml",
+        help="also check against the live cluster, with the cluster's own verl",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a verl config key (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
@@ -214,10 +243,16 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
-CHECK = Command(_check_arguments, _check,
-                description="Validate a profile against verl's config and rules; with --hosts, "
-                "also against the live cluster, with the cluster's verl. Exit 0: no errors "
-                "(warnings allowed); 1: errors; 2: bad input.")
-LIST = Command(_list_arguments, lambda a: run_profile_list(as_json=a.json),
-               description="The presets shipped with verl-tui, then your profiles: name, "
-               "algorithm, nodes×GPUs, description.")
+CHECK = Command(
+    _check_arguments,
+    _check,
+    description="Validate a profile against verl's config and rules; with --hosts, "
+    "also against the live cluster, with the cluster's verl. Exit 0: no errors "
+    "(warnings allowed); 1: errors; 2: bad input.",
+)
+LIST = Command(
+    _list_arguments,
+    lambda a: run_profile_list(as_json=a.json),
+    description="The presets shipped with verl-tui, then your profiles: name, "
+    "algorithm, nodes×GPUs, description.",
+)

@@ -30,8 +30,9 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
         out.append(f"{script}: no `python -m verl.trainer.main_ppo` command found")
     else:
         dest = f" → {output}" if output is not None else ""
-        out.append(f"{script}:{result.command_line}: verl command imported as profile "
-                   f"{p.name!r}{dest}")
+        out.append(
+            f"{script}:{result.command_line}: verl command imported as profile {p.name!r}{dest}"
+        )
         out.append(f"  overrides: {len(p.overrides)}")
         if rt.env_vars:
             out.append(f"  env_vars: {', '.join(sorted(rt.env_vars))}")
@@ -41,8 +42,10 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
         if p.python:
             out.append(f"  python: {p.python}")
         if p.config_name or p.config_path:
-            out.append(f"  config: {p.config_name or 'ppo_trainer'}"
-                       + (f" in {p.config_path}" if p.config_path else ""))
+            out.append(
+                f"  config: {p.config_name or 'ppo_trainer'}"
+                + (f" in {p.config_path}" if p.config_path else "")
+            )
     if result.assumed:
         out.append(f"assumed ({len(result.assumed)}):")
         out += [f"  {script}:{a.line}: {a.text} → {a.value} — {a.why}" for a in result.assumed]
@@ -50,16 +53,19 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
         out.append(f"not imported ({len(result.unmapped)}):")
         out += [f"  {script}:{u.line}: {u.text} — {u.reason}" for u in result.unmapped]
     if result.unresolved_vars:
-        out.append(f"unresolved, kept as written ({len(result.unresolved_vars)}): set these in "
-                   "the profile before submitting")
+        out.append(
+            f"unresolved, kept as written ({len(result.unresolved_vars)}): set these in "
+            "the profile before submitting"
+        )
         for name in result.unresolved_vars:
             note = result.var_notes.get(name, "")
             out.append(f"  {name}" + (f" — {note}" if note else ""))
     return "\n".join(out)
 
 
-def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
-               stderr: TextIO | None = None) -> int:
+def run_import(
+    script: Path, output: Path, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     """Import SCRIPT into the profile OUTPUT (written atomically). 0: written (warnings
     included), 1: the script has no verl command (nothing written), 2: unreadable input or an
     unwritable output."""
@@ -74,8 +80,7 @@ def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
         return EXIT_BAD_INPUT
     with contextlib.suppress(OSError):
         if output.exists() and output.resolve() == script.resolve():
-            print(f"{output}: is the script being imported; choose another output",
-                  file=stderr)
+            print(f"{output}: is the script being imported; choose another output", file=stderr)
             return EXIT_BAD_INPUT
     # $(pwd) in a script is where it runs: taken as where the import runs (said in the report).
     result = import_script(text, source=str(script), cwd=os.getcwd())
@@ -92,8 +97,9 @@ def run_import(script: Path, output: Path, *, stdout: TextIO | None = None,
     return EXIT_OK
 
 
-def render(profile: Profile, kind: str, *, nodes: int, gpus_per_node: int,
-           address: str = DEFAULT_ADDRESS) -> str:
+def render(
+    profile: Profile, kind: str, *, nodes: int, gpus_per_node: int, address: str = DEFAULT_ADDRESS
+) -> str:
     """The launch script of one kind (ray-job, sbatch, dstack) for a profile."""
     if kind == "ray-job":
         return to_ray_job_submit(profile, address=address)
@@ -104,9 +110,17 @@ def render(profile: Profile, kind: str, *, nodes: int, gpus_per_node: int,
     raise ValueError(f"unknown format {kind!r}: choose one of {', '.join(EXPORTERS)}")
 
 
-def run_export(profile_path: Path, kind: str, output: Path | None, *, nodes: int,
-               gpus_per_node: int, address: str = DEFAULT_ADDRESS,
-               stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+def run_export(
+    profile_path: Path,
+    kind: str,
+    output: Path | None,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    address: str = DEFAULT_ADDRESS,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
     """Write the profile as a ray-job / sbatch / dstack launch file (stdout when no output).
     0: written, 2: bad profile or arguments (one line naming file:line or the argument)."""
     stdout = stdout or sys.stdout
@@ -123,8 +137,7 @@ def run_export(profile_path: Path, kind: str, output: Path | None, *, nodes: int
         print(str(exc), file=stderr)
         return EXIT_BAD_INPUT
     try:
-        text = render(profile, kind, nodes=nodes, gpus_per_node=gpus_per_node,
-                      address=address)
+        text = render(profile, kind, nodes=nodes, gpus_per_node=gpus_per_node, address=address)
     except ValueError as exc:
         print(f"{profile_path}: {exc}", file=stderr)
         return EXIT_BAD_INPUT
@@ -148,32 +161,59 @@ def run_export(profile_path: Path, kind: str, output: Path | None, *, nodes: int
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _import_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("script", type=Path, metavar="SCRIPT.sh",
-                   help="a shell script that runs verl's main_ppo")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="PROFILE.yaml",
-                   help="the profile to write (atomically)")
+    p.add_argument(
+        "script", type=Path, metavar="SCRIPT.sh", help="a shell script that runs verl's main_ppo"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="PROFILE.yaml",
+        help="the profile to write (atomically)",
+    )
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", type=Path, metavar="PROFILE.yaml", help="the profile file")
-    p.add_argument("--format", choices=tuple(EXPORTERS), default="ray-job",
-                   help="the launcher to write (default ray-job)")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE",
-                   help="where to write it (default: stdout)")
-    p.add_argument("--nodes", type=int, default=1,
-                   help="nodes to allocate (sbatch, dstack: trainer.nnodes follows; default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=8,
-                   help="GPUs per node to allocate (sbatch, dstack; default 8)")
+    p.add_argument(
+        "--format",
+        choices=tuple(EXPORTERS),
+        default="ray-job",
+        help="the launcher to write (default ray-job)",
+    )
+    p.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="where to write it (default: stdout)"
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes to allocate (sbatch, dstack: trainer.nnodes follows; default 1)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=8,
+        help="GPUs per node to allocate (sbatch, dstack; default 8)",
+    )
 
 
-IMPORT = Command(_import_arguments, lambda a: run_import(a.script, a.output),
-                 description="Read a shell script that runs main_ppo into a profile: its "
-                 "overrides, environment and launcher settings, with a report of what was "
-                 "kept and what was not. Exit 0: written; 1: no verl command in the script; "
-                 "2: bad input.")
-EXPORT = Command(_export_arguments,
-                 lambda a: run_export(a.profile, a.format, a.output, nodes=a.nodes,
-                                      gpus_per_node=a.gpus_per_node),
-                 description="Write a profile as a launch script: `ray job submit`, a Slurm "
-                 "sbatch file, or a dstack task. Exit 0: written; 2: bad input.")
+IMPORT = Command(
+    _import_arguments,
+    lambda a: run_import(a.script, a.output),
+    description="Read a shell script that runs main_ppo into a profile: its "
+    "overrides, environment and launcher settings, with a report of what was "
+    "kept and what was not. Exit 0: written; 1: no verl command in the script; "
+    "2: bad input.",
+)
+EXPORT = Command(
+    _export_arguments,
+    lambda a: run_export(
+        a.profile, a.format, a.output, nodes=a.nodes, gpus_per_node=a.gpus_per_node
+    ),
+    description="Write a profile as a launch script: `ray job submit`, a Slurm "
+    "sbatch file, or a dstack task. Exit 0: written; 2: bad input.",
+)

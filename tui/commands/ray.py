@@ -29,14 +29,20 @@ _MARK = {"ok": "✓", "skip": "·", "fail": "✗", "running": "…"}
 def _printer(t0: float) -> Callable[[StepEvent], None]:
     def show(ev: StepEvent) -> None:
         who = ev.host or "cluster"
-        print(f"[{ev.at - t0:6.1f}s] {_MARK.get(ev.status, ' ')} {who:<16} {ev.phase:<8} "
-              f"{ev.message}", flush=True)
+        print(
+            f"[{ev.at - t0:6.1f}s] {_MARK.get(ev.status, ' ')} {who:<16} {ev.phase:<8} "
+            f"{ev.message}",
+            flush=True,
+        )
+
     return show
 
 
 def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
-    head = f"{'HOST':<16} {'ROLE':<7} {'PYTHON':<9} {'RAY':<8} {'VERL':<8} {'DEBUGPY':<8} " \
-           f"{'GPUS':>4} {'CPUS':>4} {'MEM GiB':>8}  INTERPRETER"
+    head = (
+        f"{'HOST':<16} {'ROLE':<7} {'PYTHON':<9} {'RAY':<8} {'VERL':<8} {'DEBUGPY':<8} "
+        f"{'GPUS':>4} {'CPUS':>4} {'MEM GiB':>8}  INTERPRETER"
+    )
     rows = [head]
     for h in inv.hosts:
         f = facts.get(h.name)
@@ -45,30 +51,40 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
             continue
         gpus = h.num_gpus if h.num_gpus is not None else (f.gpu_count or 0)
         mem = f"{(f.mem_total_bytes or 0) / GIB:.0f}"
-        rows.append(f"{h.name:<16} {h.role:<7} {f.python_version or '-':<9} "
-                    f"{f.ray_version or '-':<8} {f.verl_version or '-':<8} "
-                    f"{f.debugpy_version or '-':<8} {gpus:>4} {f.cpu_count or 0:>4} {mem:>8}  "
-                    f"{h.python}")
+        rows.append(
+            f"{h.name:<16} {h.role:<7} {f.python_version or '-':<9} "
+            f"{f.ray_version or '-':<8} {f.verl_version or '-':<8} "
+            f"{f.debugpy_version or '-':<8} {gpus:>4} {f.cpu_count or 0:>4} {mem:>8}  "
+            f"{h.python}"
+        )
     return "\n".join(rows)
 
 
 def status_text(st: ClusterStatus) -> str:
-    out = [f"{plural(st.nodes_alive, 'node')} alive   ray {st.ray_version}   "
-           f"Python {st.python_version}",
-           f"dashboard: {st.dashboard}", "",
-           f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
-           f"{'MEM GiB':>8}"]
+    out = [
+        f"{plural(st.nodes_alive, 'node')} alive   ray {st.ray_version}   "
+        f"Python {st.python_version}",
+        f"dashboard: {st.dashboard}",
+        "",
+        f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
+        f"{'MEM GiB':>8}",
+    ]
     for n in st.nodes:
-        out.append(f"{n.host or '(not in file)':<16} {n.node_ip:<16} "
-                   f"{'head' if n.is_head else 'worker':<7} {'ALIVE' if n.alive else 'DEAD':<6} "
-                   f"{n.gpus:>5g} {n.cpus:>5g} {n.memory_bytes / GIB:>8.1f}")
+        out.append(
+            f"{n.host or '(not in file)':<16} {n.node_ip:<16} "
+            f"{'head' if n.is_head else 'worker':<7} {'ALIVE' if n.alive else 'DEAD':<6} "
+            f"{n.gpus:>5g} {n.cpus:>5g} {n.memory_bytes / GIB:>8.1f}"
+        )
     for m in st.missing:
         out.append(f"{m:<16} {'-':<16} {'':<7} {'absent':<6}")
     return "\n".join(out)
 
 
-async def _with_cluster(inv: Inventory, body: Callable[[RayCluster], Awaitable[int]],
-                        progress: Callable[[StepEvent], None] | None = None) -> int:
+async def _with_cluster(
+    inv: Inventory,
+    body: Callable[[RayCluster], Awaitable[int]],
+    progress: Callable[[StepEvent], None] | None = None,
+) -> int:
     task = asyncio.current_task()
     assert task is not None  # we run in one
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -113,6 +129,7 @@ def _run(coro: Awaitable[int]) -> int:
     except asyncio.CancelledError:
         code = 143
     finally:
+
         def give_up() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -152,8 +169,10 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
             print(f"\nverl-tui up: {exc}", file=sys.stderr)
             return 1
         print("\n" + status_text(status))
-        print(f"\nup in {time.monotonic() - t0:.1f} s; the dashboard URL above lives while "
-              f"this command runs: `verl-tui tunnel` keeps one open")
+        print(
+            f"\nup in {time.monotonic() - t0:.1f} s; the dashboard URL above lives while "
+            f"this command runs: `verl-tui tunnel` keeps one open"
+        )
         return 0
 
     return _run(_with_cluster(inv, body, _printer(t0)))
@@ -176,9 +195,11 @@ def run_down(inv: Inventory) -> int:
             for host, why in bad.items():
                 print(f"verl-tui down: {host}: {why}", file=sys.stderr)
             return 1
-        print(f"Ray stopped on {plural(len(report.stopped), 'host')} in "
-              f"{time.monotonic() - t0:.1f} s; "
-              "no Ray process left")
+        print(
+            f"Ray stopped on {plural(len(report.stopped), 'host')} in "
+            f"{time.monotonic() - t0:.1f} s; "
+            "no Ray process left"
+        )
         return 0
 
     return _run(_with_cluster(inv, body, _printer(t0)))
@@ -193,8 +214,9 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             msg = f"Ray is not reachable on the head ({inv.head.name}): {exc}"
             if as_json:
-                print(json_text({"nodes_alive": 0, "nodes": [], "dashboard": None,
-                                 "error": msg}, inv))
+                print(
+                    json_text({"nodes_alive": 0, "nodes": [], "dashboard": None, "error": msg}, inv)
+                )
             else:
                 print(f"verl-tui status: {msg}", file=sys.stderr)
             return 1
@@ -217,8 +239,11 @@ def run_tunnel(inv: Inventory) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui tunnel: {exc}", file=sys.stderr)
             return 1
-        print(f"dashboard and jobs API: {client.base_url}  (to {inv.head.name}'s "
-              f"127.0.0.1:{inv.ray.dashboard_port}; Ctrl-C closes)", flush=True)
+        print(
+            f"dashboard and jobs API: {client.base_url}  (to {inv.head.name}'s "
+            f"127.0.0.1:{inv.ray.dashboard_port}; Ctrl-C closes)",
+            flush=True,
+        )
         await asyncio.Event().wait()
         return 0
 
@@ -227,9 +252,11 @@ def run_tunnel(inv: Inventory) -> int:
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
+
 def _up_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--restart", action="store_true",
-                   help="stop Ray everywhere first, then start it")
+    p.add_argument(
+        "--restart", action="store_true", help="stop Ray everywhere first, then start it"
+    )
 
 
 def _no_arguments(p: argparse.ArgumentParser) -> None:
@@ -240,17 +267,32 @@ def _json_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
-UP = Command(_up_arguments, lambda a: run_up(a.inventory, restart=a.restart), hosts="optional",
-             description="Probe every host, check versions, start the Ray head, then all workers "
-             "in parallel, and wait until every node is ALIVE. Exit 3 while another up/down "
-             "holds the cluster's lock.")
-DOWN = Command(_no_arguments, lambda a: run_down(a.inventory), hosts="optional",
-               description="Stop Ray on every worker, then the head; check nothing is left. "
-               "Exit 3 while another up/down holds the cluster's lock.")
-STATUS = Command(_json_argument, lambda a: run_status(a.inventory, as_json=a.json),
-                 hosts="optional",
-                 description="Nodes alive, their resources and versions (through the head's "
-                 "dashboard, over SSH). Exit 1 when a host's node is missing.")
-TUNNEL = Command(_no_arguments, lambda a: run_tunnel(a.inventory), hosts="optional",
-                 description="Forward the head's loopback dashboard and Jobs API here; print "
-                 "the URL and hold until Ctrl-C.")
+UP = Command(
+    _up_arguments,
+    lambda a: run_up(a.inventory, restart=a.restart),
+    hosts="optional",
+    description="Probe every host, check versions, start the Ray head, then all workers "
+    "in parallel, and wait until every node is ALIVE. Exit 3 while another up/down "
+    "holds the cluster's lock.",
+)
+DOWN = Command(
+    _no_arguments,
+    lambda a: run_down(a.inventory),
+    hosts="optional",
+    description="Stop Ray on every worker, then the head; check nothing is left. "
+    "Exit 3 while another up/down holds the cluster's lock.",
+)
+STATUS = Command(
+    _json_argument,
+    lambda a: run_status(a.inventory, as_json=a.json),
+    hosts="optional",
+    description="Nodes alive, their resources and versions (through the head's "
+    "dashboard, over SSH). Exit 1 when a host's node is missing.",
+)
+TUNNEL = Command(
+    _no_arguments,
+    lambda a: run_tunnel(a.inventory),
+    hosts="optional",
+    description="Forward the head's loopback dashboard and Jobs API here; print "
+    "the URL and hold until Ctrl-C.",
+)

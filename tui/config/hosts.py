@@ -50,10 +50,10 @@ def split_jump(spec: str) -> tuple[str | None, str, int | None]:
     host, port_text = rest, ""
     if rest.startswith("["):
         close = rest.find("]")
-        after = rest[close + 1:] if close >= 0 else ""
+        after = rest[close + 1 :] if close >= 0 else ""
         if close < 0 or (after and not after.startswith(":")):
             raise ValueError("unbalanced '[' in the address")
-        host, port_text = rest[1:close], rest[close + 2:]
+        host, port_text = rest[1:close], rest[close + 2 :]
     elif rest.count(":") == 1:
         host, _, port_text = rest.partition(":")
     if user and not _JUMP_USER_RE.match(user):
@@ -109,17 +109,20 @@ class RayOptions(_Strict):
     """How Ray is started on the hosts (verl-tui up)."""
 
     port: int = Field(default=6379, ge=1, le=65535, description="GCS port on the head")
-    dashboard_port: int = Field(default=8265, ge=1, le=65535,
-                                description="dashboard/jobs API, bound to the head's loopback")
+    dashboard_port: int = Field(
+        default=8265, ge=1, le=65535, description="dashboard/jobs API, bound to the head's loopback"
+    )
     if TYPE_CHECKING:  # what _check_env stores: YAML numbers come in, strings are kept
         env: dict[str, str] = Field(default_factory=dict)
     else:
         env: dict[str, str | int | float] = Field(
-            default_factory=dict, description="exported before `ray start` on every host")
+            default_factory=dict, description="exported before `ray start` on every host"
+        )
     num_cpus: int | None = Field(default=None, ge=1)
     memory: int | None = Field(default=None, ge=1, description="bytes, ray start --memory")
-    object_store_memory: int | None = Field(default=None, ge=78643200,
-                                            description="bytes, at least 75 MiB")
+    object_store_memory: int | None = Field(
+        default=None, ge=78643200, description="bytes, at least 75 MiB"
+    )
     start_timeout: float = Field(default=120.0, gt=0, le=3600)
 
     @field_validator("env")
@@ -226,8 +229,11 @@ class Inventory(BaseModel):
 
 
 _KNOWN_KEYS = sorted(
-    {k for m in (SshOptions, TelemetryOptions, RayOptions, HostEntry, HostsFileModel)
-     for k in m.model_fields}
+    {
+        k
+        for m in (SshOptions, TelemetryOptions, RayOptions, HostEntry, HostsFileModel)
+        for k in m.model_fields
+    }
 )
 
 
@@ -265,8 +271,9 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
     seen: dict[str, int] = {}
     for i, h in enumerate(model.hosts):
         if h.name in seen:
-            raise fail(f"duplicate host name {h.name!r} (also hosts[{seen[h.name]}])",
-                       ("hosts", i, "name"))
+            raise fail(
+                f"duplicate host name {h.name!r} (also hosts[{seen[h.name]}])", ("hosts", i, "name")
+            )
         seen[h.name] = i
     heads = [i for i, h in enumerate(model.hosts) if h.role == "head"]
     if len(heads) > 1:
@@ -284,8 +291,9 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
             try:
                 split_jump(ssh.jump)
             except ValueError as exc:
-                raise fail(f"ssh.jump {ssh.jump!r} is not [user@]host[:port]: {exc}",
-                           ("hosts", i)) from None
+                raise fail(
+                    f"ssh.jump {ssh.jump!r} is not [user@]host[:port]: {exc}", ("hosts", i)
+                ) from None
         hosts.append(
             Host(
                 name=h.name,
@@ -298,14 +306,21 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
                 num_gpus=h.num_gpus,
             )
         )
-    return Inventory(cluster=model.cluster, hosts=tuple(hosts), telemetry=model.telemetry,
-                     ray=model.ray, secret_env=tuple(model.secret_env), source=source)
+    return Inventory(
+        cluster=model.cluster,
+        hosts=tuple(hosts),
+        telemetry=model.telemetry,
+        ray=model.ray,
+        secret_env=tuple(model.secret_env),
+        source=source,
+    )
 
 
 def inventory_from_doc(doc: LocatedDoc) -> Inventory:
     if not isinstance(doc.data, dict):
-        raise ConfigError("expected a mapping with a 'hosts:' list at the top level", doc.path,
-                          doc.line_of(()))
+        raise ConfigError(
+            "expected a mapping with a 'hosts:' list at the top level", doc.path, doc.line_of(())
+        )
     try:
         model = HostsFileModel.model_validate(doc.data)
     except ValidationError as exc:

@@ -41,14 +41,19 @@ MAX_VALUES = 25_000
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser: 5x faster
 # Not allowed anywhere in a file: C0 controls except TAB/LF/CR, DEL, C1 controls, the Unicode line
 # and paragraph separators and bidi embeddings/overrides/isolates (they reorder what is shown).
-_BAD_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                          "\u2066-\u2069\ufffe\uffff]")
+_BAD_CHAR_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffe\uffff]"
+)
 # Values are held to the same rule after YAML's escapes ("\e", "\0", "\x1b" …) are decoded; CR,
 # LF and TAB may stay (a multi-line description; display sanitizes them).
 _BAD_VALUE_RE = _BAD_CHAR_RE
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class ConfigError(Exception):
@@ -111,8 +116,11 @@ def check_text(text: str, path: Path | str) -> str:
     text = text.removeprefix("\ufeff")
     m = _BAD_CHAR_RE.search(text)
     if m:
-        raise ConfigError(f"control character {_char_name(m.group())} not allowed", path,
-                          _line_at(text, m.start()))
+        raise ConfigError(
+            f"control character {_char_name(m.group())} not allowed",
+            path,
+            _line_at(text, m.start()),
+        )
     return text
 
 
@@ -131,8 +139,7 @@ def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
         raise ConfigError("file not found", path) from None
     except OSError as exc:
         if exc.errno == errno.ENOTDIR:
-            raise ConfigError("file not found (a part of the path is not a folder)",
-                              path) from None
+            raise ConfigError("file not found (a part of the path is not a folder)", path) from None
         try:  # a socket cannot be opened (ENXIO): say what it is
             kind = _kind(os.stat(path).st_mode)
         except OSError:
@@ -146,8 +153,10 @@ def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
         if kind:
             raise ConfigError(f"is {kind}, expected a regular file", path)
         if st.st_size > max_bytes:
-            raise ConfigError(f"file is {st.st_size} bytes, over the {_size(max_bytes)} limit "
-                              "for config files", path)
+            raise ConfigError(
+                f"file is {st.st_size} bytes, over the {_size(max_bytes)} limit for config files",
+                path,
+            )
         chunks: list[bytes] = []
         total = 0
         while total <= max_bytes:  # the file may grow after fstat: read at most one byte more
@@ -157,8 +166,7 @@ def read_bytes(path: Path | str, *, max_bytes: int = MAX_BYTES) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
         if total > max_bytes:
-            raise ConfigError(f"file is over the {_size(max_bytes)} limit for config files",
-                              path)
+            raise ConfigError(f"file is over the {_size(max_bytes)} limit for config files", path)
         return b"".join(chunks)
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", path) from None
@@ -253,8 +261,13 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
             tag = ev.tag
             if tag is None or tag == "!":
                 tag = resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
-            node = yaml.ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark,  # type: ignore[arg-type]
-                                   style=ev.style)
+            node = yaml.ScalarNode(
+                tag,
+                ev.value,
+                ev.start_mark,  # type: ignore[arg-type]
+                ev.end_mark,  # type: ignore[arg-type]
+                style=ev.style,
+            )
             if ev.anchor is not None:
                 anchors[ev.anchor] = (node, 1, 1)
             add(node, 1, 1, 1)
@@ -262,15 +275,27 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
             if len(stack) >= MAX_DEPTH:
                 raise fail(f"nested deeper than {MAX_DEPTH} levels", ev.start_mark)
             if isinstance(ev, yaml.SequenceStartEvent):
-                tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
-                                ev.start_mark)
-                node = yaml.SequenceNode(tag, [], ev.start_mark, None,  # type: ignore[arg-type]
-                                         flow_style=ev.flow_style)
+                tag = check_tag(
+                    ev.tag, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, ev.start_mark
+                )
+                node = yaml.SequenceNode(
+                    tag,
+                    [],
+                    ev.start_mark,  # type: ignore[arg-type]
+                    None,
+                    flow_style=ev.flow_style,
+                )
             else:
-                tag = check_tag(ev.tag, yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                                ev.start_mark)
-                node = yaml.MappingNode(tag, [], ev.start_mark, None,  # type: ignore[arg-type]
-                                        flow_style=ev.flow_style)
+                tag = check_tag(
+                    ev.tag, yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, ev.start_mark
+                )
+                node = yaml.MappingNode(
+                    tag,
+                    [],
+                    ev.start_mark,  # type: ignore[arg-type]
+                    None,
+                    flow_style=ev.flow_style,
+                )
             if ev.anchor is not None:
                 open_anchors.add(ev.anchor)
             stack.append([node, ev.anchor, 1, 0])
@@ -283,25 +308,31 @@ def _compose(text: str, path: Path) -> yaml.Node | None:
             add(node, size, height + 1, 1)
         elif isinstance(ev, yaml.AliasEvent):
             if ev.anchor in open_anchors:
-                raise fail(f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
-                           "(a recursive structure)", ev.start_mark)
+                raise fail(
+                    f"alias *{ev.anchor} is inside its own anchor &{ev.anchor} "
+                    "(a recursive structure)",
+                    ev.start_mark,
+                )
             if ev.anchor not in anchors:
-                raise fail(f"alias *{ev.anchor} has no anchor &{ev.anchor} before it",
-                           ev.start_mark)
+                raise fail(
+                    f"alias *{ev.anchor} has no anchor &{ev.anchor} before it", ev.start_mark
+                )
             target, size, height = anchors[ev.anchor]
             alias_values += size
             if alias_values > MAX_ALIAS_VALUES:
-                raise fail(f"aliases expand to more than {MAX_ALIAS_VALUES} values "
-                           f"(at *{ev.anchor})", ev.start_mark)
+                raise fail(
+                    f"aliases expand to more than {MAX_ALIAS_VALUES} values (at *{ev.anchor})",
+                    ev.start_mark,
+                )
             if len(stack) + height > MAX_DEPTH:
-                raise fail(f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels",
-                           ev.start_mark)
+                raise fail(
+                    f"alias *{ev.anchor} nests deeper than {MAX_DEPTH} levels", ev.start_mark
+                )
             add(target, size, height, size)
         elif isinstance(ev, yaml.DocumentStartEvent):
             documents += 1
             if documents > 1:
-                raise fail("expected one YAML document, found a second one (---)",
-                           ev.start_mark)
+                raise fail("expected one YAML document, found a second one (---)", ev.start_mark)
     return root
 
 
@@ -357,8 +388,7 @@ class _Builder:
             raise self.fail(f"invalid value: {exc.problem}", node) from None
         except (ValueError, OverflowError, TypeError, ArithmeticError) as exc:
             reason = str(exc).split(":")[0].split(";")[0]  # not Python's advice on limits
-            raise self.fail(f"invalid value {one_line(node.value, 40)!r}: {reason}",
-                            node) from None
+            raise self.fail(f"invalid value {one_line(node.value, 40)!r}: {reason}", node) from None
         finally:
             self.constructor.constructed_objects.clear()
         if isinstance(value, str):
@@ -384,8 +414,12 @@ def parse_yaml(text: str, path: Path) -> LocatedDoc:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # An unclosed bracket is found at end of file; where it opened is more useful.
-        if mark is exc.problem_mark and exc.context_mark is not None and mark is not None and (
-                mark.line >= len(text.splitlines())):
+        if (
+            mark is exc.problem_mark
+            and exc.context_mark is not None
+            and mark is not None
+            and (mark.line >= len(text.splitlines()))
+        ):
             mark = exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         raise ConfigError(f"invalid YAML: {problem}", path, _mark_line(mark)) from None

@@ -39,17 +39,22 @@ def local_working_dir(cluster: RayCluster, job: str, workspace: Path) -> Path:
     return workspace
 
 
-async def attach_in_vscode(cluster: RayCluster, target: PausedWorker,
-                           workspace: Path) -> tuple[Path, Forward]:
+async def attach_in_vscode(
+    cluster: RayCluster, target: PausedWorker, workspace: Path
+) -> tuple[Path, Forward]:
     """Open the forward (the caller keeps it open) and write the attach configuration."""
     forward = await open_forward(cluster, target)
     try:
         remote = await remote_working_dir(cluster, target)
-        mappings = ([(str(local_working_dir(cluster, target.job, workspace)), remote)]
-                    if remote else [])
+        mappings = (
+            [(str(local_working_dir(cluster, target.job, workspace)), remote)] if remote else []
+        )
         path = write_launch_json(
-            workspace, name=f"verl-tui: {target.task} ({target.host} pid {target.pid})",
-            port=forward.local_port, path_mappings=mappings)
+            workspace,
+            name=f"verl-tui: {target.task} ({target.host} pid {target.pid})",
+            port=forward.local_port,
+            path_mappings=mappings,
+        )
     except BaseException:
         forward.close()
         raise

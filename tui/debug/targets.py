@@ -18,12 +18,30 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.remote import python_argv
 from tui.transport.types import Forward, TransportError
 
-_PAUSED = api_path("api", "v0", "workers", query={
-    "detail": "true", "limit": 10000, "filter_keys": "num_paused_threads",
-    "filter_predicates": "!=", "filter_values": 0})
-_RUNNING_TASKS = api_path("api", "v0", "tasks", query={
-    "detail": "true", "limit": 10000, "filter_keys": "state", "filter_predicates": "=",
-    "filter_values": "RUNNING"})
+_PAUSED = api_path(
+    "api",
+    "v0",
+    "workers",
+    query={
+        "detail": "true",
+        "limit": 10000,
+        "filter_keys": "num_paused_threads",
+        "filter_predicates": "!=",
+        "filter_values": 0,
+    },
+)
+_RUNNING_TASKS = api_path(
+    "api",
+    "v0",
+    "tasks",
+    query={
+        "detail": "true",
+        "limit": 10000,
+        "filter_keys": "state",
+        "filter_predicates": "=",
+        "filter_values": "RUNNING",
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,11 @@ class DebugTargets:
     problems: list[str]
 
     def to_json(self) -> dict[str, Any]:
-        return {"paused": [p.to_json() for p in self.paused],
-                "breakpoints": [b.to_json() for b in self.breakpoints],
-                "problems": self.problems}
+        return {
+            "paused": [p.to_json() for p in self.paused],
+            "breakpoints": [b.to_json() for b in self.breakpoints],
+            "problems": self.problems,
+        }
 
 
 def _rows(data: Any) -> list[dict[str, Any]]:
@@ -96,7 +116,8 @@ async def _job_names(cluster: RayCluster) -> dict[str, tuple[str, str]]:
 async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
     client = await cluster.dashboard()
     workers, tasks, jobs = await asyncio.gather(
-        client.get(_PAUSED), client.get(_RUNNING_TASKS), _job_names(cluster))
+        client.get(_PAUSED), client.get(_RUNNING_TASKS), _job_names(cluster)
+    )
     task_by_worker = {t.get("worker_id"): t for t in _rows(tasks)}
     host_by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
     out = []
@@ -111,10 +132,18 @@ async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
             continue
         ip = w.get("ip", "")
         task_name = task.get("name") or task.get("func_or_class_name") or "?"
-        out.append(PausedWorker(
-            host=host_by_ip.get(ip, ip), node_ip=ip, pid=int(w.get("pid") or 0), port=int(port),
-            worker_id=w.get("worker_id", ""), task=task_name, task_id=task.get("task_id", ""),
-            job=name))
+        out.append(
+            PausedWorker(
+                host=host_by_ip.get(ip, ip),
+                node_ip=ip,
+                pid=int(w.get("pid") or 0),
+                port=int(port),
+                worker_id=w.get("worker_id", ""),
+                task=task_name,
+                task_id=task.get("task_id", ""),
+                job=name,
+            )
+        )
     return sorted(out, key=lambda p: (p.job, p.host, p.pid))
 
 
@@ -127,8 +156,10 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
     res = await transport.run(argv, timeout=30)
     if not res.ok:
         tail = (res.stderr or res.stdout).strip().splitlines()
-        raise TransportError(f"reading breakpoints on {head.name} failed: "
-                             f"{tail[-1] if tail else f'exit {res.exit_status}'}")
+        raise TransportError(
+            f"reading breakpoints on {head.name} failed: "
+            f"{tail[-1] if tail else f'exit {res.exit_status}'}"
+        )
     try:
         data = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -142,20 +173,30 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
         if not port.isdigit():
             continue
         ip = node_ip_by_id.get(rec.get("node_id", ""), "")
-        out.append(Breakpoint(
-            key=rec["key"], host=host_by_ip.get(ip, ip or "?"), node_ip=ip, port=int(port),
-            pdb_host=pdb_host or "localhost", filename=str(rec.get("filename", "")),
-            lineno=int(rec.get("lineno") or 0), task=str(rec.get("proctitle", "")),
-            task_id=str(rec.get("task_id", "")),
-            job=rec.get("submission_id") or str(rec.get("job_id", "")),
-            traceback=rec.get("traceback"), timestamp=float(rec.get("timestamp") or 0)))
+        out.append(
+            Breakpoint(
+                key=rec["key"],
+                host=host_by_ip.get(ip, ip or "?"),
+                node_ip=ip,
+                port=int(port),
+                pdb_host=pdb_host or "localhost",
+                filename=str(rec.get("filename", "")),
+                lineno=int(rec.get("lineno") or 0),
+                task=str(rec.get("proctitle", "")),
+                task_id=str(rec.get("task_id", "")),
+                job=rec.get("submission_id") or str(rec.get("job_id", "")),
+                traceback=rec.get("traceback"),
+                timestamp=float(rec.get("timestamp") or 0),
+            )
+        )
     return sorted(out, key=lambda b: -b.timestamp)
 
 
 async def _node_ips(cluster: RayCluster) -> dict[str, str]:
     client = await cluster.dashboard()
-    data = await client.get(api_path("api", "v0", "nodes",
-                                       query={"limit": 10000, "detail": "true"}))
+    data = await client.get(
+        api_path("api", "v0", "nodes", query={"limit": 10000, "detail": "true"})
+    )
     return {n.get("node_id", ""): n.get("node_ip", "") for n in _rows(data)}
 
 
@@ -168,16 +209,19 @@ async def debug_targets(cluster: RayCluster, *, breakpoints: bool = True) -> Deb
     Without `breakpoints` the GCS KV is not read (a Python start on the head) and the
     breakpoint list comes back empty."""
     paused, bps = await asyncio.gather(
-        paused_workers(cluster), legacy_breakpoints(cluster) if breakpoints else _none(),
-        return_exceptions=True)
+        paused_workers(cluster),
+        legacy_breakpoints(cluster) if breakpoints else _none(),
+        return_exceptions=True,
+    )
     problems = []
     for what, value in (("paused workers", paused), ("breakpoints", bps)):
         if isinstance(value, (DashboardError, TransportError)):
             problems.append(f"{what}: {value}")
         elif isinstance(value, BaseException):
             raise value
-    return DebugTargets(paused if isinstance(paused, list) else [],
-                        bps if isinstance(bps, list) else [], problems)
+    return DebugTargets(
+        paused if isinstance(paused, list) else [], bps if isinstance(bps, list) else [], problems
+    )
 
 
 async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -> Forward:
@@ -185,12 +229,15 @@ async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -
     debugger listens: debugpy on the node's IP, legacy pdb on the node's loopback (unless Ray
     ran with --ray-debugger-external)."""
     if target.host not in {h.name for h in cluster.inv.hosts}:
-        raise TransportError(f"the debugger is on {target.node_ip or target.host}, which is not "
-                             f"a host of {cluster.inv.cluster}: add it to the hosts file")
+        raise TransportError(
+            f"the debugger is on {target.node_ip or target.host}, which is not "
+            f"a host of {cluster.inv.cluster}: add it to the hosts file"
+        )
     transport = await cluster.fleet.ready(target.host, 15)
     if isinstance(target, PausedWorker):
         remote = target.node_ip
     else:
-        remote = "127.0.0.1" if target.pdb_host in ("localhost", "127.0.0.1", "") \
-            else target.pdb_host
+        remote = (
+            "127.0.0.1" if target.pdb_host in ("localhost", "127.0.0.1", "") else target.pdb_host
+        )
     return await transport.forward_local_port(remote, target.port)

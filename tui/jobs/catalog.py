@@ -43,8 +43,11 @@ _ENTRIES: tuple[tuple[str, str, str], ...] = (
     ("rollout", f"{_R}.log_prob_micro_batch_size_per_gpu", "log-prob micro-batch per GPU"),
     ("rollout", f"{_R}.temperature", "temperature"),
     ("rollout", f"{_R}.val_kwargs.do_sample", "sample in validation"),
-    ("ref", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-     "log-prob micro-batch per GPU"),
+    (
+        "ref",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "log-prob micro-batch per GPU",
+    ),
     ("ref", "actor_rollout_ref.ref.fsdp_config.param_offload", "offload params"),
     ("critic", "critic.enable", "critic on (null: with gae)"),
     ("critic", "critic.model.path", "critic model"),

@@ -107,8 +107,15 @@ def _interpreter(profile: Profile, python: str | None) -> str:
     return python or profile.python or "python3"
 
 
-def _submit_lines(profile: Profile, *, address: str, python: str, indent: str,
-                  tail: tuple[str, ...] = (), env_vars: bool = True) -> list[str]:
+def _submit_lines(
+    profile: Profile,
+    *,
+    address: str,
+    python: str,
+    indent: str,
+    tail: tuple[str, ...] = (),
+    env_vars: bool = True,
+) -> list[str]:
     """`ray job submit … -- python -m verl.trainer.main_ppo` with one override per line (the
     last line has no continuation); continuation lines are indented 4 more."""
     words = [f"ray job submit --address {_q(address)}"]
@@ -116,19 +123,29 @@ def _submit_lines(profile: Profile, *, address: str, python: str, indent: str,
     if env:
         words.append(f"--runtime-env-json {_q(json.dumps(env, sort_keys=True))}")
     words.append(f"-- {_q(python)} -m {VERL_MODULE}")
-    items = [*words, *(_q(a) for a in profile.hydra_args()),
-             *(_q(o) for o in _overrides(profile, drop=_TOPOLOGY if tail else ())), *tail]
-    return [(indent if i == 0 else indent + "    ") + item
-            + (_CONT.rstrip("\n") if i < len(items) - 1 else "") for i, item in enumerate(items)]
+    items = [
+        *words,
+        *(_q(a) for a in profile.hydra_args()),
+        *(_q(o) for o in _overrides(profile, drop=_TOPOLOGY if tail else ())),
+        *tail,
+    ]
+    return [
+        (indent if i == 0 else indent + "    ")
+        + item
+        + (_CONT.rstrip("\n") if i < len(items) - 1 else "")
+        for i, item in enumerate(items)
+    ]
 
 
-def to_ray_job_submit(profile: Profile, *, address: str = DEFAULT_ADDRESS,
-                      python: str | None = None) -> str:
+def to_ray_job_submit(
+    profile: Profile, *, address: str = DEFAULT_ADDRESS, python: str | None = None
+) -> str:
     """A bash script that submits the profile to a running Ray cluster with `ray job submit`.
     The interpreter is `python`, else the profile's, else `python3` (resolved on the head)."""
     lines = ["#!/usr/bin/env bash", *_header(profile, "ray job submit"), "set -euo pipefail", ""]
-    lines += _submit_lines(profile, address=address, python=_interpreter(profile, python),
-                           indent="")
+    lines += _submit_lines(
+        profile, address=address, python=_interpreter(profile, python), indent=""
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -142,10 +159,18 @@ def _path_export(profile: Profile, python: str | None) -> list[str]:
     return [f'export PATH={_q(bindir)}:"$PATH"']
 
 
-def to_sbatch(profile: Profile, *, nodes: int, gpus_per_node: int, partition: str | None = None,
-              cpus_per_task: int | None = None, time: str | None = None,
-              account: str | None = None, job_name: str | None = None,
-              python: str | None = None) -> str:
+def to_sbatch(
+    profile: Profile,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    partition: str | None = None,
+    cpus_per_task: int | None = None,
+    time: str | None = None,
+    account: str | None = None,
+    job_name: str | None = None,
+    python: str | None = None,
+) -> str:
     """An sbatch script in Ray's documented Ray-on-Slurm pattern: the head on the first node,
     a worker on every other, then the job submitted on the head with `ray job submit` (so the
     profile's runtime env applies exactly as with `verl-tui submit`). trainer.nnodes and
@@ -155,9 +180,13 @@ def to_sbatch(profile: Profile, *, nodes: int, gpus_per_node: int, partition: st
     # verl places one {CPU: 3, GPU: 1} bundle per GPU; leave room for the driver and Ray.
     cpus = cpus_per_task or max(8, 4 * gpus_per_node)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", job_name or profile.name).strip("-") or "verl"
-    sb = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}",
-          "#SBATCH --ntasks-per-node=1", f"#SBATCH --gpus-per-node={gpus_per_node}",
-          f"#SBATCH --cpus-per-task={cpus}"]
+    sb = [
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={gpus_per_node}",
+        f"#SBATCH --cpus-per-task={cpus}",
+    ]
     for flag, value in (("partition", partition), ("time", time), ("account", account)):
         if value is not None:
             if not re.fullmatch(r"[A-Za-z0-9._:,+-]+", value):
@@ -168,23 +197,25 @@ def to_sbatch(profile: Profile, *, nodes: int, gpus_per_node: int, partition: st
     num_gpus = '--num-gpus "$SLURM_GPUS_PER_NODE"'
     num_cpus = '--num-cpus "$SLURM_CPUS_PER_TASK"'
     tail = ('trainer.nnodes="$SLURM_NNODES"', 'trainer.n_gpus_per_node="$SLURM_GPUS_PER_NODE"')
-    submit = _submit_lines(profile, address=DEFAULT_ADDRESS, python=py, indent="    ",
-                           tail=tail)
+    submit = _submit_lines(profile, address=DEFAULT_ADDRESS, python=py, indent="    ", tail=tail)
     lines = [
-        "#!/bin/bash", *sb, *_header(profile, "Ray on Slurm"), "set -euo pipefail",
+        "#!/bin/bash",
+        *sb,
+        *_header(profile, "Ray on Slurm"),
+        "set -euo pipefail",
         *_path_export(profile, python),
         "",
         "# The allocation's nodes: the first runs the Ray head, the others join it.",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'mapfile -t nodes_array <<< "$nodes"',
-        'head_node=${nodes_array[0]}',
+        "head_node=${nodes_array[0]}",
         'head_node_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)',
         "# `hostname --ip-address` may list several addresses: keep the first IPv4 one.",
         "for addr in $head_node_ip; do",
-        '    if [[ $addr =~ ^[0-9]+(\\.[0-9]+){3}$ ]]; then head_node_ip=$addr; break; fi',
+        "    if [[ $addr =~ ^[0-9]+(\\.[0-9]+){3}$ ]]; then head_node_ip=$addr; break; fi",
         "done",
         f"port={RAY_PORT}",
-        'ip_head=$head_node_ip:$port',
+        "ip_head=$head_node_ip:$port",
         "",
         'echo "Starting the Ray head on $head_node ($head_node_ip)"',
         'srun --nodes=1 --ntasks=1 -w "$head_node" \\',
@@ -195,7 +226,7 @@ def to_sbatch(profile: Profile, *, nodes: int, gpus_per_node: int, partition: st
         "",
         "worker_num=$((SLURM_JOB_NUM_NODES - 1))",
         "for ((i = 1; i <= worker_num; i++)); do",
-        '    node_i=${nodes_array[$i]}',
+        "    node_i=${nodes_array[$i]}",
         '    echo "Starting Ray worker $i on $node_i"',
         '    srun --nodes=1 --ntasks=1 -w "$node_i" \\',
         f'        ray start --address "$ip_head" {num_cpus} {num_gpus} \\',
@@ -210,9 +241,17 @@ def to_sbatch(profile: Profile, *, nodes: int, gpus_per_node: int, partition: st
     return "\n".join(lines) + "\n"
 
 
-def to_dstack(profile: Profile, *, nodes: int, gpus_per_node: int, name: str | None = None,
-              image: str | None = None, gpu: str | None = None,
-              shm_size: str = "16GB", python: str | None = None) -> str:
+def to_dstack(
+    profile: Profile,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    name: str | None = None,
+    image: str | None = None,
+    gpu: str | None = None,
+    shm_size: str = "16GB",
+    python: str | None = None,
+) -> str:
     """A dstack `type: task` running the profile on a Ray cluster of `nodes` nodes, in dstack's
     multi-node Ray pattern: rank 0 starts the head on DSTACK_MASTER_NODE_IP, the others join
     it; rank 0 waits for every node, then submits the job and exits when it ends. The env vars
@@ -220,29 +259,34 @@ def to_dstack(profile: Profile, *, nodes: int, gpus_per_node: int, name: str | N
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError("nodes and gpus_per_node must be at least 1")
     py = _interpreter(profile, python)
-    tail = ('trainer.nnodes="$DSTACK_NODES_NUM"',
-            'trainer.n_gpus_per_node="$DSTACK_GPUS_PER_NODE"')
-    submit = _submit_lines(profile, address=DEFAULT_ADDRESS, python=py, indent="  ", tail=tail,
-                           env_vars=False)
+    tail = ('trainer.nnodes="$DSTACK_NODES_NUM"', 'trainer.n_gpus_per_node="$DSTACK_GPUS_PER_NODE"')
+    submit = _submit_lines(
+        profile, address=DEFAULT_ADDRESS, python=py, indent="  ", tail=tail, env_vars=False
+    )
     ray_common = '--num-gpus="$DSTACK_GPUS_PER_NODE" --disable-usage-stats'
-    script = "\n".join([
-        *_path_export(profile, python),
-        'if [ "$DSTACK_NODE_RANK" = 0 ]; then',
-        f'  ray start --head --node-ip-address="$DSTACK_MASTER_NODE_IP" --port={RAY_PORT} '
-        f"{ray_common}",
-        "  # Wait until every node has joined: verl places its workers at start-up.",
-        '  until [ "$(ray status 2>/dev/null | grep -c " node_")" -ge "$DSTACK_NODES_NUM" ]; do',
-        "    sleep 5",
-        "  done",
-        *submit,
-        "else",
-        f'  ray start --address="$DSTACK_MASTER_NODE_IP:{RAY_PORT}" {ray_common} --block',
-        "fi",
-    ]) + "\n"
+    script = (
+        "\n".join(
+            [
+                *_path_export(profile, python),
+                'if [ "$DSTACK_NODE_RANK" = 0 ]; then',
+                f'  ray start --head --node-ip-address="$DSTACK_MASTER_NODE_IP" --port={RAY_PORT} '
+                f"{ray_common}",
+                "  # Wait until every node has joined: verl places its workers at start-up.",
+                '  until [ "$(ray status 2>/dev/null | grep -c " node_")" -ge '
+                '"$DSTACK_NODES_NUM" ]; do',
+                "    sleep 5",
+                "  done",
+                *submit,
+                "else",
+                f'  ray start --address="$DSTACK_MASTER_NODE_IP:{RAY_PORT}" {ray_common} --block',
+                "fi",
+            ]
+        )
+        + "\n"
+    )
     task: dict[str, Any] = {
         "type": "task",
-        "name": re.sub(r"[^a-z0-9-]+", "-", (name or profile.name).lower()).strip("-")
-        or "verl",
+        "name": re.sub(r"[^a-z0-9-]+", "-", (name or profile.name).lower()).strip("-") or "verl",
         "nodes": nodes,
     }
     if image:
@@ -252,11 +296,14 @@ def to_dstack(profile: Profile, *, nodes: int, gpus_per_node: int, name: str | N
         task["env"] = [f"{k}={v}" for k, v in env.items()]
     task["commands"] = [script]
     task["ports"] = [8265]  # dstack forwards the dashboard to localhost:8265 while attached
-    task["resources"] = {"gpu": f"{gpu}:{gpus_per_node}" if gpu else gpus_per_node,
-                         "shm_size": shm_size}
+    task["resources"] = {
+        "gpu": f"{gpu}:{gpus_per_node}" if gpu else gpus_per_node,
+        "shm_size": shm_size,
+    }
     header = "\n".join(_header(profile, "dstack task (Ray, multi-node)")) + "\n"
-    return header + yaml.dump(task, Dumper=_BlockDumper, sort_keys=False, width=100,
-                              allow_unicode=True)
+    return header + yaml.dump(
+        task, Dumper=_BlockDumper, sort_keys=False, width=100, allow_unicode=True
+    )
 
 
 class _BlockDumper(yaml.SafeDumper):

@@ -31,7 +31,8 @@ def parse_text(key: str, text: str) -> tuple[Any, str | None]:
     value, problem = parse_value(text)
     if problem or value is NOT_A_VALUE:
         why = (problem or "Hydra cannot parse this value").removesuffix(
-            ": imported as literal text")
+            ": imported as literal text"
+        )
         return None, f"{why} (quote text with '…', write a list as [a,b])"
     try:
         Profile._overrides({key: value})
@@ -135,18 +136,25 @@ def load_draft(cluster: str, profile_name: str) -> Draft | None:
             return None
         texts = doc["texts"]
         if not isinstance(texts, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and not unsafe_char(k + v)
-                for k, v in texts.items()):
+            isinstance(k, str) and isinstance(v, str) and not unsafe_char(k + v)
+            for k, v in texts.items()
+        ):
             return None
         toggles = doc.get("toggles") or {}
         values = doc.get("values") or {}
         if not isinstance(toggles, dict) or not isinstance(values, dict):
             return None
-        toggles = Toggles(**{k: bool(v) for k, v in toggles.items()
-                             if k in Toggles.__dataclass_fields__})
-        return Draft(profile_path=str(doc.get("profile_path", "")), profile=profile_name,
-                     texts=dict(texts), values=values, toggles=toggles,
-                     saved_at=float(doc.get("saved_at") or 0.0))
+        toggles = Toggles(
+            **{k: bool(v) for k, v in toggles.items() if k in Toggles.__dataclass_fields__}
+        )
+        return Draft(
+            profile_path=str(doc.get("profile_path", "")),
+            profile=profile_name,
+            texts=dict(texts),
+            values=values,
+            toggles=toggles,
+            saved_at=float(doc.get("saved_at") or 0.0),
+        )
     except (ConfigError, OSError, ValueError, TypeError, KeyError, RecursionError):
         # RecursionError: json's decoder on a deeply nested document.
         return None
@@ -217,8 +225,13 @@ def _owner_alive(owner: DraftOwner) -> bool:
 def _read_owner(path: Path) -> DraftOwner | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return DraftOwner(str(doc["user"]), str(doc["host"]), int(doc["pid"]),
-                          float(doc["since"]), str(doc["token"]))
+        return DraftOwner(
+            str(doc["user"]),
+            str(doc["host"]),
+            int(doc["pid"]),
+            float(doc["since"]),
+            str(doc["token"]),
+        )
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -237,8 +250,9 @@ class DraftLock:
             user = getpass.getuser()
         except (KeyError, OSError):
             user = str(os.getuid())
-        self.me = DraftOwner(user, socket.gethostname(), os.getpid(), time.time(),
-                             secrets.token_hex(8))
+        self.me = DraftOwner(
+            user, socket.gethostname(), os.getpid(), time.time(), secrets.token_hex(8)
+        )
         self.other: DraftOwner | None = None
         self.held = False
 
@@ -336,9 +350,11 @@ class DraftSaver:
         other = self.other
         self.lock = None
         self.read_only = True
-        self.note = (f"read-only copy: the draft is open in another form "
-                     f"({other.describe() if other else 'unknown'}); nothing typed here is "
-                     "saved as a draft")
+        self.note = (
+            f"read-only copy: the draft is open in another form "
+            f"({other.describe() if other else 'unknown'}); nothing typed here is "
+            "saved as a draft"
+        )
 
     def may_write(self) -> bool:
         """Still this form's draft? A form whose draft was taken over turns read-only."""
@@ -348,8 +364,10 @@ class DraftSaver:
             return True
         owner = self.lock.owner()
         self.read_only = True
-        self.note = (f"read-only: the draft was taken over by another form "
-                     f"({owner.describe() if owner else 'unknown'})")
+        self.note = (
+            f"read-only: the draft was taken over by another form "
+            f"({owner.describe() if owner else 'unknown'})"
+        )
         return False
 
     def changed(self) -> None:
@@ -361,8 +379,12 @@ class DraftSaver:
             return None
         self._dirty = False
         self._seq += 1
-        return Draft(profile_path=self.profile_path, profile=self.profile_name,
-                     texts=dict(texts), toggles=toggles), self._seq
+        return Draft(
+            profile_path=self.profile_path,
+            profile=self.profile_name,
+            texts=dict(texts),
+            toggles=toggles,
+        ), self._seq
 
     def write(self, draft: Draft, seq: int | None = None) -> bool:
         """Write `draft` unless a newer one is queued (seq) or the draft is no longer ours.

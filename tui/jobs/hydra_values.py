@@ -46,8 +46,10 @@ _DIGITS = r"[0-9](?:_?[0-9])*"
 _UINT = r"(?:0|[1-9](?:_?[0-9])*)"
 _POINT = rf"(?:{_UINT}?\.{_DIGITS}|{_UINT}\.)"
 _INT_RE = re.compile(rf"[+-]?{_UINT}")
-_FLOAT_RE = re.compile(rf"[+-]?(?:{_POINT}|(?:{_UINT}|{_POINT})[eE][+-]?{_DIGITS}"
-                       r"|[Ii][Nn][Ff]|[Nn][Aa][Nn])")
+_FLOAT_RE = re.compile(
+    rf"[+-]?(?:{_POINT}|(?:{_UINT}|{_POINT})[eE][+-]?{_DIGITS}"
+    r"|[Ii][Nn][Ff]|[Nn][Aa][Nn])"
+)
 # Texts made only of these characters are one ID/number token or several tokens that Hydra
 # joins back into the text as written (no quotes, escapes, whitespace, interpolation, lists).
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_./+-]+")
@@ -99,13 +101,15 @@ _INTERP = re.compile(r"(\\*)\$\{")
 def _literal(value: Any, found: list[str]) -> Any:
     """Undo OmegaConf's escapes (`\\${` is a literal `${`); note real interpolations."""
     if isinstance(value, str):
+
         def fix(m: re.Match[str]) -> str:
             n = len(m.group(1))
             if n % 2 == 0:  # a real interpolation: kept as written, and reported
                 end = value.find("}", m.end())
-                found.append(value[m.end() - 2:end + 1] if end >= 0 else "${")
+                found.append(value[m.end() - 2 : end + 1] if end >= 0 else "${")
                 return m.group(0)
             return "\\" * (n // 2) + "${"
+
         return _INTERP.sub(fix, value)
     if isinstance(value, list):
         return [_literal(v, found) for v in value]
@@ -130,16 +134,21 @@ def parse_value(text: str, *, shell_text: bool = False) -> tuple[Any, str | None
     except Exception:  # Hydra's parse errors have no common public base class
         if shell_text:  # an unresolved `$(…)` kept as written: reported as unresolved
             return text, None
-        return text, ("Hydra cannot parse this value (verl would refuse it): imported as "
-                      "literal text")
+        return text, (
+            "Hydra cannot parse this value (verl would refuse it): imported as literal text"
+        )
     if override.is_sweep_override():
-        return NOT_A_VALUE, ("comma-separated value is a Hydra sweep: verl refuses it without "
-                             "--multirun; write [a,b] for a list or quote it for a string")
+        return NOT_A_VALUE, (
+            "comma-separated value is a Hydra sweep: verl refuses it without "
+            "--multirun; write [a,b] for a list or quote it for a string"
+        )
     found: list[str] = []
     value = _literal(override.value(), found)
     if found and not shell_text:
-        return value, (f"OmegaConf interpolation {found[0]}: a profile holds literal values, "
-                       "so this text reaches verl unresolved; write the value itself")
+        return value, (
+            f"OmegaConf interpolation {found[0]}: a profile holds literal values, "
+            "so this text reaches verl unresolved; write the value itself"
+        )
     return value, None
 
 

@@ -32,15 +32,52 @@ PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?")
 _PY_ARG_FLAGS = {"-X", "-W", "-Q"}
 _CONFIG_FLAGS = {"--config-path", "-cp", "--config-name", "-cn"}
 MEGATRON_ALIAS = "ppo_megatron_trainer"
-_HYDRA_VALUE_FLAGS = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
-                      "--package", "-p", "--cfg", "-c", "--info", "-i", "--experimental-rerun"}
-_HYDRA_BARE_FLAGS = {"--multirun", "-m", "--resolve", "--run", "-r", "--help", "-h",
-                     "--hydra-help", "--version", "--shell-completion", "-sc"}
-_RAY_SUBMIT_VALUE_OPTS = {"--address", "--runtime-env-json", "--runtime-env", "--working-dir",
-                          "--submission-id", "--job-id", "--metadata-json",
-                          "--entrypoint-num-cpus", "--entrypoint-num-gpus",
-                          "--entrypoint-memory", "--entrypoint-resources", "--headers",
-                          "--log-style", "--log-color", "--verify", "--entrypoint-label-selector"}
+_HYDRA_VALUE_FLAGS = {
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--package",
+    "-p",
+    "--cfg",
+    "-c",
+    "--info",
+    "-i",
+    "--experimental-rerun",
+}
+_HYDRA_BARE_FLAGS = {
+    "--multirun",
+    "-m",
+    "--resolve",
+    "--run",
+    "-r",
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--version",
+    "--shell-completion",
+    "-sc",
+}
+_RAY_SUBMIT_VALUE_OPTS = {
+    "--address",
+    "--runtime-env-json",
+    "--runtime-env",
+    "--working-dir",
+    "--submission-id",
+    "--job-id",
+    "--metadata-json",
+    "--entrypoint-num-cpus",
+    "--entrypoint-num-gpus",
+    "--entrypoint-memory",
+    "--entrypoint-resources",
+    "--headers",
+    "--log-style",
+    "--log-color",
+    "--verify",
+    "--entrypoint-label-selector",
+}
 _RAY_SUBMIT_FLAGS = {"--no-wait", "-v", "--verbose"}
 _WRAPPERS = {"nohup": "nohup", "exec": "exec", "time": "time", "command": "command"}
 
@@ -77,8 +114,12 @@ class CommandReader(Expander):
 
     # -- recognition --------------------------------------------------------------------------
     def _is_verl(self, cmd: Cmd) -> bool:
-        return any(w.literal == VERL_MODULE or (w.literal or "").endswith("-m" + VERL_MODULE)
-                   or (w.literal or "").endswith("verl/trainer/main_ppo.py") for w in cmd.words)
+        return any(
+            w.literal == VERL_MODULE
+            or (w.literal or "").endswith("-m" + VERL_MODULE)
+            or (w.literal or "").endswith("verl/trainer/main_ppo.py")
+            for w in cmd.words
+        )
 
     def _shell_c(self, words: list[Word]) -> int | None:
         """Index of STRING in `[ray job submit … --] bash|sh -c STRING` when STRING runs
@@ -98,7 +139,8 @@ class CommandReader(Expander):
     def _looks_like_ray_submit(self, words: list[Word]) -> bool:
         lits = [w.literal for w in words[:3]]
         return lits == ["ray", "job", "submit"] and any(
-            self._entry_index(words[k:]) is not None for k in range(3, len(words)))
+            self._entry_index(words[k:]) is not None for k in range(3, len(words))
+        )
 
     def _python_var(self, p: Piece) -> bool:
         """`$PYTHON -m …`: a variable naming the interpreter."""
@@ -116,7 +158,8 @@ class CommandReader(Expander):
             lit = w.literal
             name = Path(lit).name if lit is not None else None
             is_py = (name is not None and PYTHON_NAME.fullmatch(name) is not None) or (
-                lit is None and len(w.pieces) == 1 and self._python_var(w.pieces[0]))
+                lit is None and len(w.pieces) == 1 and self._python_var(w.pieces[0])
+            )
             if not is_py:
                 continue
             j = k + 1
@@ -164,25 +207,36 @@ class CommandReader(Expander):
                 continue
             name, eq, _ = flag.partition("=")
             if eq and name in _CONFIG_FLAGS:
-                self._config_flag(name, strip_prefix(w, len(name) + 1)
-                                  if w.unquoted_prefix.startswith(name + "=") else w)
+                self._config_flag(
+                    name,
+                    strip_prefix(w, len(name) + 1)
+                    if w.unquoted_prefix.startswith(name + "=")
+                    else w,
+                )
                 j += 1
                 continue
             self._argument(w)
             j += 1
         self._finish_config()
         for r in cmd.redirs:
-            self.skip(r.line, self._src(r.start, r.end),
-                      "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)")
+            self.skip(
+                r.line,
+                self._src(r.start, r.end),
+                "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)",
+            )
         if cmd.sep == "&":
-            self.skip(cmd.end_line, "&", "runs in the background: dropped (a Ray job is "
-                      "detached from this terminal anyway)")
+            self.skip(
+                cmd.end_line,
+                "&",
+                "runs in the background: dropped (a Ray job is detached from this terminal anyway)",
+            )
         if cmd.enclosing:
             kw, line = cmd.enclosing[-1]
-            self.skip(cmd.line, self._src(words[0].start, words[min(len(words) - 1,
-                                                                    args_at - 1)].end),
-                      f"inside the {COMPOUND_NAMES.get(kw, kw)} at line {line}: imported as "
-                      "a single run")
+            self.skip(
+                cmd.line,
+                self._src(words[0].start, words[min(len(words) - 1, args_at - 1)].end),
+                f"inside the {COMPOUND_NAMES.get(kw, kw)} at line {line}: imported as a single run",
+            )
         for n in cmd.notes:
             self.skip(n.line, n.text, n.reason)
         return True
@@ -202,7 +256,7 @@ class CommandReader(Expander):
             exp = self.expand(w)
             a = exp.text
             if a == "--":
-                return opts[j + 1:]
+                return opts[j + 1 :]
             if not a.startswith("-"):
                 return opts[j:]
             name, eq, val = a.partition("=")
@@ -232,11 +286,19 @@ class CommandReader(Expander):
         elif name == "--working-dir":
             self._put_working_dir(val, line, text)
         elif name == "--address":
-            self.skip(line, text, "the cluster's address, not part of a profile: verl-tui "
-                                  "reaches the cluster through hosts.yaml")
+            self.skip(
+                line,
+                text,
+                "the cluster's address, not part of a profile: verl-tui "
+                "reaches the cluster through hosts.yaml",
+            )
         elif name == "--runtime-env":
-            self.skip(line, text, "a runtime env file is not read: copy its env_vars, "
-                                  "working_dir and excludes into the profile")
+            self.skip(
+                line,
+                text,
+                "a runtime env file is not read: copy its env_vars, "
+                "working_dir and excludes into the profile",
+            )
         elif name in ("--submission-id", "--job-id"):
             self.skip(line, text, "verl-tui names each submission itself")
         else:
@@ -246,8 +308,7 @@ class CommandReader(Expander):
         try:
             env = json.loads(val)
         except json.JSONDecodeError as exc:
-            self.skip(line, text, f"--runtime-env-json is not valid JSON ({exc.msg}): not "
-                                  "imported")
+            self.skip(line, text, f"--runtime-env-json is not valid JSON ({exc.msg}): not imported")
             return
         if not isinstance(env, dict):
             self.skip(line, text, "--runtime-env-json is not a JSON object: not imported")
@@ -255,17 +316,25 @@ class CommandReader(Expander):
         for key, value in env.items():
             if key == "env_vars" and isinstance(value, dict):
                 for k, v in value.items():
-                    self._put_env(str(k), v if isinstance(v, str) else json.dumps(v), line,
-                                  f"env_vars: {k}={v}")
+                    self._put_env(
+                        str(k),
+                        v if isinstance(v, str) else json.dumps(v),
+                        line,
+                        f"env_vars: {k}={v}",
+                    )
             elif key == "working_dir" and isinstance(value, str):
                 self._put_working_dir(value, line, f"working_dir: {value}")
             elif key == "excludes" and isinstance(value, list):
                 self.excludes = [str(x) for x in value]
-                self.mapped.append(Mapped(line, f"excludes={self.excludes}",
-                                          "runtime_env.excludes"))
+                self.mapped.append(
+                    Mapped(line, f"excludes={self.excludes}", "runtime_env.excludes")
+                )
             else:
-                self.skip(line, f"{key}: {json.dumps(value)}",
-                          f"runtime_env key {key!r} is not part of a profile")
+                self.skip(
+                    line,
+                    f"{key}: {json.dumps(value)}",
+                    f"runtime_env key {key!r} is not part of a profile",
+                )
 
     def _put_working_dir(self, value: str, line: int, text: str) -> None:
         problem = _rejected(lambda: RuntimeEnv(working_dir=value))
@@ -278,8 +347,12 @@ class CommandReader(Expander):
     def _put_env(self, name: str, value: str, line: int, text: str) -> None:
         """One env var into runtime_env.env_vars, if a profile accepts it."""
         if name == "RAY_ADDRESS":
-            self.skip(line, text, "RAY_ADDRESS is the cluster's address, not the job's: "
-                                  "verl-tui reaches the cluster through hosts.yaml")
+            self.skip(
+                line,
+                text,
+                "RAY_ADDRESS is the cluster's address, not the job's: "
+                "verl-tui reaches the cluster through hosts.yaml",
+            )
             return
         problem = _rejected(lambda: RuntimeEnv(env_vars={name: value}))
         if problem:
@@ -296,8 +369,10 @@ class CommandReader(Expander):
             lit = w.literal
             if lit == "env":
                 j += 1
-                while j < len(prefix) and (ASSIGN.match(prefix[j].unquoted_prefix)
-                                           or (prefix[j].literal or "").startswith("-")):
+                while j < len(prefix) and (
+                    ASSIGN.match(prefix[j].unquoted_prefix)
+                    or (prefix[j].literal or "").startswith("-")
+                ):
                     if ASSIGN.match(prefix[j].unquoted_prefix):
                         self._prefix_env(cmd, prefix[j])
                     else:
@@ -313,16 +388,22 @@ class CommandReader(Expander):
                 self.skip(w.line, lit, f"{lit}: dropped (not needed for a Ray job)")
                 j += 1
                 continue
-            self.skip(w.line, rest, "launcher prefix: dropped (verl-tui runs the job through "
-                                    "Ray on its hosts)")
+            self.skip(
+                w.line,
+                rest,
+                "launcher prefix: dropped (verl-tui runs the job through Ray on its hosts)",
+            )
             return
 
     def _interpreter(self, cmd: Cmd, words: list[Word], k: int, args_at: int) -> None:
         w = words[k]
         exp = self.expand(w)
         if exp.unresolved:
-            self.skip(w.line, w.raw, "interpreter not resolved: the profile uses the hosts' "
-                                     "python (hosts.yaml)")
+            self.skip(
+                w.line,
+                w.raw,
+                "interpreter not resolved: the profile uses the hosts' python (hosts.yaml)",
+            )
         elif exp.text.startswith("/"):
             problem = _rejected(lambda: Profile(name="x", python=exp.text))
             if problem:
@@ -330,7 +411,7 @@ class CommandReader(Expander):
             else:
                 self.python = exp.text
                 self.mapped.append(Mapped(w.line, exp.text, "python"))
-        for flag in words[k + 1:args_at]:
+        for flag in words[k + 1 : args_at]:
             f = flag.literal or flag.raw
             if f in ("-m", VERL_MODULE, "-m" + VERL_MODULE) or f.endswith("main_ppo.py"):
                 continue
@@ -338,11 +419,15 @@ class CommandReader(Expander):
                 # -u is unbuffered output; PYTHONUNBUFFERED=1 is the same for every process.
                 self.env.setdefault("PYTHONUNBUFFERED", "1")
                 self.env_lines.setdefault("PYTHONUNBUFFERED", flag.line)
-                self.mapped.append(Mapped(flag.line, f"python {f}",
-                                          "runtime_env.env_vars PYTHONUNBUFFERED=1"))
+                self.mapped.append(
+                    Mapped(flag.line, f"python {f}", "runtime_env.env_vars PYTHONUNBUFFERED=1")
+                )
                 continue
-            self.skip(flag.line, f, "python option: not kept (the profile runs "
-                                    "`python -m verl.trainer.main_ppo`)")
+            self.skip(
+                flag.line,
+                f,
+                "python option: not kept (the profile runs `python -m verl.trainer.main_ppo`)",
+            )
 
     def _arg_words(self, words: list[Word]) -> list[Word]:
         """The command's argument words with `"${ARR[@]}"` spread into one word per element
@@ -350,14 +435,24 @@ class CommandReader(Expander):
         out: list[Word] = []
         for w in words:
             ps = [p for p in w.pieces if p.kind != "lit" or p.text]
-            if len(ps) == 1 and ps[0].kind == "var" and ps[0].op == "index" and (
-                    ps[0].arg or "").strip() in ("@", "*"):
+            if (
+                len(ps) == 1
+                and ps[0].kind == "var"
+                and ps[0].op == "index"
+                and (ps[0].arg or "").strip() in ("@", "*")
+            ):
                 var = self.vars.get(ps[0].name or "")
-                if var is not None and var.items is not None and not (
-                        ps[0].quoted and (ps[0].arg or "").strip() == "*"):
+                if (
+                    var is not None
+                    and var.items is not None
+                    and not (ps[0].quoted and (ps[0].arg or "").strip() == "*")
+                ):
                     out.extend(var.items)
-                    self.mapped.append(Mapped(w.line, w.raw, f"{len(var.items)} arguments from "
-                                                             f"the array {ps[0].name}"))
+                    self.mapped.append(
+                        Mapped(
+                            w.line, w.raw, f"{len(var.items)} arguments from the array {ps[0].name}"
+                        )
+                    )
                     continue
             out.append(w)
         return out
@@ -370,8 +465,12 @@ class CommandReader(Expander):
             value = value.removesuffix(".yaml")
         problem = _rejected(lambda: Profile.model_validate({"name": "x", which: value}))
         if problem:
-            self.skip(value_word.line, f"{flag}={exp.text}", f"{which} not imported: {problem}"
-                      + (" (set it in the profile)" if exp.unresolved else ""))
+            self.skip(
+                value_word.line,
+                f"{flag}={exp.text}",
+                f"{which} not imported: {problem}"
+                + (" (set it in the profile)" if exp.unresolved else ""),
+            )
             return
         setattr(self, which, value)
         self.config_lines[which] = value_word.line
@@ -381,15 +480,23 @@ class CommandReader(Expander):
         """Hydra resolves a relative --config-path against verl/trainer (main_ppo.py's folder),
         so `config` is verl's own; ppo_megatron_trainer is verl 0.9.1's deprecated alias."""
         path = self.config_path
-        if path is not None and not path.startswith("/") and "$" not in path and \
-                os.path.normpath(path) == "config":
+        if (
+            path is not None
+            and not path.startswith("/")
+            and "$" not in path
+            and os.path.normpath(path) == "config"
+        ):
             self.config_path = path = None
         if path is not None and self._from_pwd and not Path(path).is_dir():
             found = _beside_script(path, self.cwd, self.source)
             if found is not None:
-                self._assume(self.config_lines.get("config_path", 0), path, found,
-                             "the script's project root is the folder holding it: $(pwd) "
-                             "taken as that folder")
+                self._assume(
+                    self.config_lines.get("config_path", 0),
+                    path,
+                    found,
+                    "the script's project root is the folder holding it: $(pwd) "
+                    "taken as that folder",
+                )
                 self.config_path = path = found
         if path is None and self.config_name == "ppo_trainer":
             self.config_name = None
@@ -401,22 +508,35 @@ class CommandReader(Expander):
             if not any(k.lstrip("+~") == "model_engine" for k in self.overrides):
                 self.overrides = {"model_engine": "megatron", **self.overrides}
                 self.override_lines["model_engine"] = line
-            self.mapped.append(Mapped(line, f"--config-name={MEGATRON_ALIAS}",
-                                      "overrides model_engine=megatron (verl 0.9.1 deprecates "
-                                      "ppo_megatron_trainer for ppo_trainer with "
-                                      "model_engine=megatron)"))
+            self.mapped.append(
+                Mapped(
+                    line,
+                    f"--config-name={MEGATRON_ALIAS}",
+                    "overrides model_engine=megatron (verl 0.9.1 deprecates "
+                    "ppo_megatron_trainer for ppo_trainer with "
+                    "model_engine=megatron)",
+                )
+            )
 
     def _argument(self, w: Word) -> None:
         if len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in ("@", "*"):
-            self.skip(w.line, w.raw, "passes the script's own arguments through: overrides "
-                                     "given when it runs are not in the profile")
+            self.skip(
+                w.line,
+                w.raw,
+                "passes the script's own arguments through: overrides "
+                "given when it runs are not in the profile",
+            )
             return
         exp = self.expand(w)
         a = exp.text
         flag = a.partition("=")[0]
         if flag in _HYDRA_VALUE_FLAGS or flag in _HYDRA_BARE_FLAGS:
-            self.skip(w.line, w.raw, f"Hydra option {flag}: not part of a profile (profiles "
-                                     "compose verl's ppo_trainer config)")
+            self.skip(
+                w.line,
+                w.raw,
+                f"Hydra option {flag}: not part of a profile (profiles "
+                "compose verl's ppo_trainer config)",
+            )
             return
         m = OVERRIDE.fullmatch(a)
         if m is None or a.startswith("-"):
@@ -427,8 +547,12 @@ class CommandReader(Expander):
             self.skip(w.line, w.raw, "not a Hydra key=value override: not imported")
             return
         if exp.split:
-            self.skip(w.line, w.raw, "unquoted variable holding spaces: bash would split this "
-                                     "into several arguments; imported as one value")
+            self.skip(
+                w.line,
+                w.raw,
+                "unquoted variable holding spaces: bash would split this "
+                "into several arguments; imported as one value",
+            )
         parsed: Any = None
         if value is not None:
             parsed, problem = _hydra_value(value, shell_text=bool(exp.unresolved))
@@ -444,13 +568,15 @@ class CommandReader(Expander):
             return
         for other in (key, "+" + key, "++" + key, "~" + key):
             if other in self.overrides:
-                self.skip(self.override_lines[other], f"{other}=…",
-                          f"set again at line {w.line}: the later value is imported")
+                self.skip(
+                    self.override_lines[other],
+                    f"{other}=…",
+                    f"set again at line {w.line}: the later value is imported",
+                )
                 del self.overrides[other]
         self.overrides[full] = parsed
         self.override_lines[full] = w.line
         self.mapped.append(Mapped(w.line, a, "overrides"))
-
 
 
 def strip_prefix(w: Word, n: int) -> Word:
@@ -477,7 +603,7 @@ def _beside_script(path: str, cwd: str | None, source: str) -> str | None:
     script (verl's examples run from the repository root that holds them)."""
     if not cwd or source.startswith("<") or not path.startswith(cwd.rstrip("/") + "/"):
         return None
-    tail = path[len(cwd.rstrip("/")) + 1:]
+    tail = path[len(cwd.rstrip("/")) + 1 :]
     for folder in Path(source).resolve().parents:
         if (folder / tail).is_dir():
             return str(folder / tail)

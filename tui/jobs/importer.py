@@ -68,13 +68,17 @@ _OTHER_REASONS = {
     ".": "reads another file: its variables and exports are not imported",
     "cd": "changes directory: if the job needs files from it, set runtime_env.working_dir",
     "pushd": "changes directory: if the job needs files from it, set runtime_env.working_dir",
-    "echo": "prints only", "printf": "prints only",
-    "sleep": "shell control; not part of a profile", "wait": "shell control; not part of a profile",
-    "trap": "shell control; not part of a profile", "exit": "shell control; not part of a profile",
+    "echo": "prints only",
+    "printf": "prints only",
+    "sleep": "shell control; not part of a profile",
+    "wait": "shell control; not part of a profile",
+    "trap": "shell control; not part of a profile",
+    "exit": "shell control; not part of a profile",
     "pip": "installs packages: not part of a profile (prepare the hosts' environment)",
     "pip3": "installs packages: not part of a profile (prepare the hosts' environment)",
     "mkdir": "file operation on this machine; not part of a profile",
-    "nvidia-smi": "not part of a profile", "wandb": "not part of a profile",
+    "nvidia-smi": "not part of a profile",
+    "wandb": "not part of a profile",
 }
 
 
@@ -101,9 +105,12 @@ class _Importer(CommandReader):
         if before is None and self.command_line is not None and len(pipe) > 1:
             rest = pipe[1:]
             arrow = "|&" if first.sep == "|&" else "|"
-            self.skip(rest[0].line, f"{arrow} {self._src(rest[0].start, rest[-1].end)}",
-                      "output piped to another command: dropped (Ray keeps the job's log; "
-                      "`verl-tui logs` shows it)")
+            self.skip(
+                rest[0].line,
+                f"{arrow} {self._src(rest[0].start, rest[-1].end)}",
+                "output piped to another command: dropped (Ray keeps the job's log; "
+                "`verl-tui logs` shows it)",
+            )
             return
         for c in pipe[1:]:
             self._command(c)
@@ -141,28 +148,35 @@ class _Importer(CommandReader):
             return
         if self._is_verl(cmd) or self._looks_like_ray_submit(words):
             if self.command_line is not None:
-                self.skip(cmd.line, self._src(cmd.start, cmd.end),
-                          f"a second verl command: only the first (line {self.command_line}) "
-                          "is imported")
+                self.skip(
+                    cmd.line,
+                    self._src(cmd.start, cmd.end),
+                    f"a second verl command: only the first (line {self.command_line}) is imported",
+                )
                 return
             if self._verl(cmd, assigns, words):
                 return
         self._other(cmd, words)
 
-    def _verl_in_shell_c(self, cmd: Cmd, assigns: list[Word], words: list[Word],
-                         inner: int) -> None:
+    def _verl_in_shell_c(
+        self, cmd: Cmd, assigns: list[Word], words: list[Word], inner: int
+    ) -> None:
         if self.command_line is not None:
-            self.skip(cmd.line, self._src(cmd.start, cmd.end),
-                      f"a second verl command: only the first (line {self.command_line}) is "
-                      "imported")
+            self.skip(
+                cmd.line,
+                self._src(cmd.start, cmd.end),
+                f"a second verl command: only the first (line {self.command_line}) is imported",
+            )
             return
         for w in assigns:
             self._prefix_env(cmd, w)
         if words[0].literal == "ray":
-            self._ray_submit(cmd, words[3:inner - 2])
-        self.skip(words[inner - 2].line, f"{words[inner - 2].literal} -c",
-                  "the shell around the command: dropped (the commands inside it are read "
-                  "one by one)")
+            self._ray_submit(cmd, words[3 : inner - 2])
+        self.skip(
+            words[inner - 2].line,
+            f"{words[inner - 2].literal} -c",
+            "the shell around the command: dropped (the commands inside it are read one by one)",
+        )
         # The string is a script of its own: read it with the same variables, report its lines.
         text = self.expand(words[inner], record=False).text
         saved = self.text
@@ -174,17 +188,24 @@ class _Importer(CommandReader):
         finally:
             self.text = saved
         for r in cmd.redirs:
-            self.skip(r.line, self._src(r.start, r.end),
-                      "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)")
+            self.skip(
+                r.line,
+                self._src(r.start, r.end),
+                "redirection: dropped (Ray keeps the job's log; `verl-tui logs` shows it)",
+            )
 
     def _compound_header(self, cmd: Cmd, head: str | None) -> None:
         kind = COMPOUND_NAMES.get(head or "", "conditional")
         if head in ("for", "select") and len(cmd.words) > 1 and cmd.words[1].literal:
             name = cmd.words[1].literal
-            self.vars[name] = Var(None, f"the variable of the {head} loop at line {cmd.line}: "
-                                         "it takes several values")
-        self.skip(cmd.line, self._src(cmd.start, cmd.end),
-                  f"{kind}: not part of a profile (a verl command inside it is imported once)")
+            self.vars[name] = Var(
+                None, f"the variable of the {head} loop at line {cmd.line}: it takes several values"
+            )
+        self.skip(
+            cmd.line,
+            self._src(cmd.start, cmd.end),
+            f"{kind}: not part of a profile (a verl command inside it is imported once)",
+        )
 
     def _other(self, cmd: Cmd, words: list[Word]) -> None:
         head = words[0].literal or words[0].raw
@@ -195,8 +216,10 @@ class _Importer(CommandReader):
         elif head in _OTHER_REASONS:
             reason = _OTHER_REASONS[head]
         elif OVERRIDE.fullmatch(head) and "=" in head and "." in head.split("=")[0]:
-            reason = ("a Hydra override outside the verl command (a comment line or a missing "
-                      "backslash ended the command before it): not imported")
+            reason = (
+                "a Hydra override outside the verl command (a comment line or a missing "
+                "backslash ended the command before it): not imported"
+            )
         elif PYTHON_NAME.fullmatch(Path(head).name):
             reason = "another python command: not part of a profile"
         else:
@@ -212,14 +235,17 @@ class _Importer(CommandReader):
         assert m is not None
         name, append = m.group(1), m.group(2) == "+"
         value_word = strip_prefix(w, m.end())
-        rhs = w.raw[w.raw.index("=") + 1:]
+        rhs = w.raw[w.raw.index("=") + 1 :]
         if cmd.array_assign:
             return name, Var(None, f"an array assigned at line {cmd.line}")
         if cmd.enclosing:
             kw, line = cmd.enclosing[-1]
-            return name, Var(None, f"assigned at line {cmd.line} inside the "
-                                    f"{COMPOUND_NAMES.get(kw, kw)} at line {line}: which "
-                                    "value applies is known only when the script runs")
+            return name, Var(
+                None,
+                f"assigned at line {cmd.line} inside the "
+                f"{COMPOUND_NAMES.get(kw, kw)} at line {line}: which "
+                "value applies is known only when the script runs",
+            )
         exp = self.expand(value_word, record=False)
         if exp.unresolved:
             return name, Var(None, self._why(cmd.line, name, rhs, value_word, exp))
@@ -235,14 +261,19 @@ class _Importer(CommandReader):
     def _why(line: int, name: str, rhs: str, value: Word, exp: Expanded) -> str:
         """Why an assignment is not a plain literal, in the user's terms."""
         ps = [p for p in value.pieces if p.kind != "lit" or p.text]
-        if len(ps) == 1 and ps[0].kind == "var" and ps[0].name == name and ps[0].op in (
-                ":-", "-", ":=", "="):
-            return (f"set at line {line} to {rhs}: the environment's {name} when the script "
-                    f"runs, else {ps[0].arg!r}")
+        if (
+            len(ps) == 1
+            and ps[0].kind == "var"
+            and ps[0].name == name
+            and ps[0].op in (":-", "-", ":=", "=")
+        ):
+            return (
+                f"set at line {line} to {rhs}: the environment's {name} when the script "
+                f"runs, else {ps[0].arg!r}"
+            )
         deps = list(dict.fromkeys(exp.unresolved))
         if all(d.startswith(("$(", "`")) for d in deps):
-            return (f"set at line {line} to {rhs}: command output, known only when the "
-                    "script runs")
+            return f"set at line {line} to {rhs}: command output, known only when the script runs"
         return f"set at line {line} to {rhs}, which depends on {', '.join(deps)}"
 
     def _assignments(self, cmd: Cmd, assigns: list[Word]) -> None:
@@ -254,9 +285,12 @@ class _Importer(CommandReader):
                 name = m.group(1)
                 if cmd.enclosing:
                     kw, line = cmd.enclosing[-1]
-                    self.vars[name] = Var(None, f"an array assigned at line {cmd.line} inside "
-                                                 f"the {COMPOUND_NAMES.get(kw, kw)} at line "
-                                                 f"{line}: known only when the script runs")
+                    self.vars[name] = Var(
+                        None,
+                        f"an array assigned at line {cmd.line} inside "
+                        f"the {COMPOUND_NAMES.get(kw, kw)} at line "
+                        f"{line}: known only when the script runs",
+                    )
                     continue
                 prev = self.vars.get(name)
                 if m.group(2) == "+" and prev is not None and prev.items is not None:
@@ -288,8 +322,11 @@ class _Importer(CommandReader):
                 if "x" in lit:
                     export = True
                 elif head == "export":
-                    self.skip(cmd.line, self._src(cmd.start, cmd.end),
-                              f"export {lit}: not part of a profile")
+                    self.skip(
+                        cmd.line,
+                        self._src(cmd.start, cmd.end),
+                        f"export {lit}: not part of a profile",
+                    )
                     return
                 continue
             if ASSIGN.match(w.unquoted_prefix):
@@ -306,9 +343,12 @@ class _Importer(CommandReader):
             known = self.vars.get(name)
             if known is None:
                 self._unresolved(name, "exported from the environment: not set in the script")
-                self.skip(cmd.line, f"export {name}",
-                          "exports a variable the script does not set: its value comes from the "
-                          "environment, not added to env_vars")
+                self.skip(
+                    cmd.line,
+                    f"export {name}",
+                    "exports a variable the script does not set: its value comes from the "
+                    "environment, not added to env_vars",
+                )
                 continue
             self._set_env(name, known, cmd, None)
 
@@ -328,19 +368,21 @@ def _profile_name(source: str) -> str:
     return safe or "imported"
 
 
-def import_script(text: str, *, source: str = "<script>", cwd: str | None = None
-                  ) -> ImportResult:
+def import_script(text: str, *, source: str = "<script>", cwd: str | None = None) -> ImportResult:
     """Read a verl launch script into a profile; report everything that did not map. With
     `cwd`, `$(pwd)` and `$PWD` are that directory (and said so in `assumed`)."""
     imp = _Importer(text, source, cwd)
     imp.run()
     profile = _make_profile(imp, source)
-    return ImportResult(profile=profile, unmapped=imp.unmapped,
-                        unresolved_vars=list(imp.unresolved), mapped=imp.mapped,
-                        var_notes={k: v for k, v in imp.var_notes.items()
-                                   if k in imp.unresolved},
-                        command_line=imp.command_line,
-                        assumed=sorted(imp.assumed, key=lambda a: a.line))
+    return ImportResult(
+        profile=profile,
+        unmapped=imp.unmapped,
+        unresolved_vars=list(imp.unresolved),
+        mapped=imp.mapped,
+        var_notes={k: v for k, v in imp.var_notes.items() if k in imp.unresolved},
+        command_line=imp.command_line,
+        assumed=sorted(imp.assumed, key=lambda a: a.line),
+    )
 
 
 def _make_profile(imp: _Importer, source: str) -> Profile:
@@ -350,8 +392,9 @@ def _make_profile(imp: _Importer, source: str) -> Profile:
         name=_profile_name(source),
         description=desc,
         overrides=dict(imp.overrides),
-        runtime_env=RuntimeEnv(env_vars=dict(imp.env), working_dir=imp.working_dir,
-                               excludes=list(imp.excludes)),
+        runtime_env=RuntimeEnv(
+            env_vars=dict(imp.env), working_dir=imp.working_dir, excludes=list(imp.excludes)
+        ),
         python=imp.python,
         config_name=imp.config_name,
         config_path=imp.config_path,

@@ -71,12 +71,14 @@ def debug_toggles(profile: Profile) -> tuple[bool, bool]:
 
 def resources_from_status(status: ClusterStatus) -> ClusterResources:
     """GPUs and CPUs as Ray counts them, alive nodes only."""
-    return ClusterResources(nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus)
-                                   for n in status.nodes if n.alive])
+    return ClusterResources(
+        nodes=[NodeResources(n.host or n.node_ip, n.gpus, n.cpus) for n in status.nodes if n.alive]
+    )
 
 
-async def live_resources(cluster: RayCluster, *, want_debugpy: bool = False,
-                         status: ClusterStatus | None = None) -> ClusterResources:
+async def live_resources(
+    cluster: RayCluster, *, want_debugpy: bool = False, status: ClusterStatus | None = None
+) -> ClusterResources:
     """Ray's alive nodes and, for post-mortem debugging, the hosts without debugpy (a probe of
     every host). `status`: one just read (no second round trip). DashboardError /
     TransportError when Ray cannot be reached."""
@@ -85,12 +87,14 @@ async def live_resources(cluster: RayCluster, *, want_debugpy: bool = False,
     if want_debugpy:
         st, facts = await asyncio.gather(
             cluster.status() if status is None else _given(status),
-            probe_all(cluster.fleet, cluster.inv))
+            probe_all(cluster.fleet, cluster.inv),
+        )
     else:
         st, facts = (status or await cluster.status()), {}
     resources = resources_from_status(st)
-    resources.hosts_without_debugpy = [h for h, f in facts.items()
-                                       if f.ok and not f.debugpy_version]
+    resources.hosts_without_debugpy = [
+        h for h, f in facts.items() if f.ok and not f.debugpy_version
+    ]
     return resources
 
 
@@ -98,8 +102,9 @@ async def _given(status: ClusterStatus) -> ClusterStatus:
     return status
 
 
-def planned_resources(inv: Inventory, counted: Mapping[str, tuple[int, int | None]] | None = None
-                      ) -> ClusterResources | None:
+def planned_resources(
+    inv: Inventory, counted: Mapping[str, tuple[int, int | None]] | None = None
+) -> ClusterResources | None:
     """The cluster as hosts.yaml plans it, for checking while Ray is not running: each host's
     num_gpus, else the GPUs its telemetry agent counted (`counted`: host → (GPUs, CPUs));
     None when a host's GPUs are unknown (the shape would be a guess)."""
@@ -111,8 +116,7 @@ def planned_resources(inv: Inventory, counted: Mapping[str, tuple[int, int | Non
         if gpus is None:
             return None
         cpus = inv.ray.num_cpus or ncpu
-        nodes.append(NodeResources(h.name, float(gpus),
-                                   float(cpus) if cpus else CPUS_NOT_COUNTED))
+        nodes.append(NodeResources(h.name, float(gpus), float(cpus) if cpus else CPUS_NOT_COUNTED))
     return ClusterResources(nodes=nodes) if nodes else None
 
 
@@ -127,31 +131,58 @@ def working_dir_size(spec: JobSpec) -> tuple[int | None, list[tuple[Path, str]]]
     return found.total, list(found.skipped)
 
 
-def prepare_submission(inv: Inventory | None, spec: JobSpec, cluster: ClusterResources | None, *,
-                       working_dir_bytes: int | None = None) -> tuple[Submission | None, Report]:
+def prepare_submission(
+    inv: Inventory | None,
+    spec: JobSpec,
+    cluster: ClusterResources | None,
+    *,
+    working_dir_bytes: int | None = None,
+) -> tuple[Submission | None, Report]:
     """Check `spec` (verl's config and rules, and the runtime rules against `cluster` when
     given) and build its Submission; (None, report) when the report has errors, or without a
     hosts file (`inv` None: `profile check PROFILE` alone). Blocking.
     ConfigError for a malformed --set; SchemaError when verl's config cannot be read."""
-    report = check_profile(spec.profile, sets=spec.sets, cluster=cluster,
-                           working_dir_bytes=working_dir_bytes,
-                           post_mortem=spec.wants_post_mortem)
+    report = check_profile(
+        spec.profile,
+        sets=spec.sets,
+        cluster=cluster,
+        working_dir_bytes=working_dir_bytes,
+        post_mortem=spec.wants_post_mortem,
+    )
     if not report.ok or inv is None:
         return None, report
     profile, rt = spec.profile, spec.profile.runtime_env
-    env = merged_env(inv, rt.env_vars, post_mortem=spec.wants_post_mortem,
-                     legacy_debug=spec.wants_legacy_debug, extra=spec.env)
+    env = merged_env(
+        inv,
+        rt.env_vars,
+        post_mortem=spec.wants_post_mortem,
+        legacy_debug=spec.wants_legacy_debug,
+        extra=spec.env,
+    )
     sub = verl_submission(
-        inv, name=profile.name, overrides=report.overrides, python=profile.python, env=env,
-        working_dir=spec.job_working_dir, excludes=spec.job_excludes, composed=report.config,
-        submission_id=spec.submission_id, print_config=spec.print_config,
-        env_sources=env_sources(inv, rt.env_vars, spec.env))
+        inv,
+        name=profile.name,
+        overrides=report.overrides,
+        python=profile.python,
+        env=env,
+        working_dir=spec.job_working_dir,
+        excludes=spec.job_excludes,
+        composed=report.config,
+        submission_id=spec.submission_id,
+        print_config=spec.print_config,
+        env_sources=env_sources(inv, rt.env_vars, spec.env),
+    )
     return sub, report
 
 
 def submission_json(sub: Submission) -> dict[str, object]:
     """What may be shown of a submission (secret values masked): the CLI's --json, the
     check's --json; one shape so they compare."""
-    return {"submission_id": sub.submission_id, "entrypoint": sub.entrypoint,
-            "runtime_env": sub.runtime_env(mask=True), "metadata": sub.metadata,
-            "overrides": list(sub.overrides), "secrets": sub.secrets}
+    return {
+        "submission_id": sub.submission_id,
+        "entrypoint": sub.entrypoint,
+        "runtime_env": sub.runtime_env(mask=True),
+        "metadata": sub.metadata,
+        "overrides": list(sub.overrides),
+        "secrets": sub.secrets,
+    }

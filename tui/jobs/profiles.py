@@ -116,8 +116,9 @@ class Profile(_Strict):
     @classmethod
     def _config_name(cls, v: str | None) -> str | None:
         if v is not None and not _CONFIG_NAME_RE.match(v):
-            raise ValueError("a config name: letters, digits, '_', '-', '.', '/' (e.g. "
-                             "ppo_trainer)")
+            raise ValueError(
+                "a config name: letters, digits, '_', '-', '.', '/' (e.g. ppo_trainer)"
+            )
         return v
 
     @field_validator("config_path")
@@ -231,13 +232,24 @@ def check_set(line: str) -> str:
 def _describe(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        known = ("name", "description", "python", "config_name", "config_path", "overrides",
-                 "runtime_env", "env_vars",
-                 "working_dir", "excludes")
+        known = (
+            "name",
+            "description",
+            "python",
+            "config_name",
+            "config_path",
+            "overrides",
+            "runtime_env",
+            "env_vars",
+            "working_dir",
+            "excludes",
+        )
         near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
-        return "unknown key" + (f" (did you mean {near[0]!r}?)" if near else
-                                " (a profile has name, description, python, overrides, "
-                                "runtime_env)")
+        return "unknown key" + (
+            f" (did you mean {near[0]!r}?)"
+            if near
+            else " (a profile has name, description, python, overrides, runtime_env)"
+        )
     if kind == "missing":
         return "required key is missing"
     return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
@@ -291,15 +303,17 @@ def _precheck(doc: LocatedDoc, data: dict) -> None:
                 else:
                     RuntimeEnv._env({key: value})
             except ValueError as exc:
-                raise ConfigError(f"{'.'.join(loc)}: {exc}", doc.path,
-                                  doc.line_of((*loc, key))) from None
+                raise ConfigError(
+                    f"{'.'.join(loc)}: {exc}", doc.path, doc.line_of((*loc, key))
+                ) from None
 
 
 def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Profile:
     data = doc.data
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping with an 'overrides:' block", doc.path,
-                          doc.line_of(()))
+        raise ConfigError(
+            "expected a mapping with an 'overrides:' block", doc.path, doc.line_of(())
+        )
     _precheck(doc, data)
     if "name" not in data and default_name is not None:
         data = {"name": default_name, **data}
@@ -310,8 +324,7 @@ def profile_from_doc(doc: LocatedDoc, *, default_name: str | None = None) -> Pro
         loc = tuple(err["loc"])
         where = ".".join(str(p) for p in loc)
         msg = _describe(err)
-        raise ConfigError(f"{where}: {msg}" if where else msg, doc.path,
-                          doc.line_of(loc)) from None
+        raise ConfigError(f"{where}: {msg}" if where else msg, doc.path, doc.line_of(loc)) from None
 
 
 def load_profile(path: Path | str) -> Profile:
@@ -322,8 +335,9 @@ def load_profile(path: Path | str) -> Profile:
     return _profile_from_yaml(doc, path)
 
 
-def parse_profile(text: str, path: Path | str = "<profile.yaml>", *,
-                  doc: LocatedDoc | None = None) -> Profile:
+def parse_profile(
+    text: str, path: Path | str = "<profile.yaml>", *, doc: LocatedDoc | None = None
+) -> Profile:
     return _profile_from_yaml(doc or parse_yaml(text, Path(path)), Path(path))
 
 
@@ -464,14 +478,14 @@ def resolve_profile(arg: str | Path) -> tuple[Path, str | None]:
     as_name = text.removesuffix(".yaml").removesuffix(".yml")
     named = "/" not in text and bool(_NAME_RE.match(as_name))
     if named and as_name == text and not path.exists():
-        path = next((Path(text + ext) for ext in (".yaml", ".yml")
-                     if Path(text + ext).exists()), path)  # `NAME` when NAME.yaml is here
+        path = next(
+            (Path(text + ext) for ext in (".yaml", ".yml") if Path(text + ext).exists()), path
+        )  # `NAME` when NAME.yaml is here
     if path.exists() or path.is_symlink():  # whatever it is, the loader says what is wrong
         preset = find_preset(as_name) if named else None
         note = None
         if preset is not None and preset.path.resolve() != path.resolve():
-            note = (f"{text}: using the file {path}, not the preset {preset.name!r} "
-                    f"({preset.path})")
+            note = f"{text}: using the file {path}, not the preset {preset.name!r} ({preset.path})"
         return path, note
     preset = find_preset(as_name) if named else None
     if preset is not None:
@@ -480,5 +494,7 @@ def resolve_profile(arg: str | Path) -> tuple[Path, str | None]:
         return path, None  # a path: the loader's "file not found" names it
     names = sorted({e.name for e in _entries_in_order() if e.profile is not None})
     listed = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
-    raise ConfigError(f"{text}: no such file, and no preset of that name"
-                      + (f" (presets: {listed}; verl-tui profile list)" if names else ""))
+    raise ConfigError(
+        f"{text}: no such file, and no preset of that name"
+        + (f" (presets: {listed}; verl-tui profile list)" if names else "")
+    )

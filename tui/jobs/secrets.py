@@ -19,8 +19,18 @@ from typing import Any
 
 MASK = "***"
 _WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PASSWD", "PASSPHRASE"}
-_COMPOUNDS = {"APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY", "AUTHTOKEN", "ACCESSTOKEN",
-              "APITOKEN", "AUTHKEY", "SESSIONTOKEN", "CLIENTSECRET"}
+_COMPOUNDS = {
+    "APIKEY",
+    "ACCESSKEY",
+    "SECRETKEY",
+    "PRIVATEKEY",
+    "AUTHTOKEN",
+    "ACCESSTOKEN",
+    "APITOKEN",
+    "AUTHKEY",
+    "SESSIONTOKEN",
+    "CLIENTSECRET",
+}
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -42,8 +52,9 @@ def secret_names(env: Mapping[str, Any], extra: Iterable[str] = ()) -> list[str]
 def masked(env: Mapping[str, Any], extra: Iterable[str] = ()) -> dict[str, Any]:
     """`env` with every secret's value replaced by MASK (a reference dict shown as one)."""
     extra = set(extra)
-    return {k: (MASK if is_secret_name(k, extra) or isinstance(v, dict) else v)
-            for k, v in env.items()}
+    return {
+        k: (MASK if is_secret_name(k, extra) or isinstance(v, dict) else v) for k, v in env.items()
+    }
 
 
 def ref(name: str, source: str) -> dict[str, str]:
@@ -53,16 +64,22 @@ def ref(name: str, source: str) -> dict[str, str]:
 
 
 def is_ref(value: Any) -> bool:
-    return (isinstance(value, dict) and isinstance(value.get("name"), str)
-            and isinstance(value.get("from"), str))
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("from"), str)
+    )
 
 
-def env_for_record(env: Mapping[str, str], sources: Mapping[str, str],
-                   extra: Iterable[str] = ()) -> dict[str, Any]:
+def env_for_record(
+    env: Mapping[str, str], sources: Mapping[str, str], extra: Iterable[str] = ()
+) -> dict[str, Any]:
     """env_vars for the history file: plain values as they are, secrets as references."""
     extra = set(extra)
-    return {k: (ref(k, sources.get(k, "env")) if is_secret_name(k, extra) else v)
-            for k, v in env.items()}
+    return {
+        k: (ref(k, sources.get(k, "env")) if is_secret_name(k, extra) else v)
+        for k, v in env.items()
+    }
 
 
 def describe(name: str, value: Any) -> str:
@@ -78,8 +95,11 @@ class MissingSecret(Exception):
         super().__init__(", ".join(names))
 
 
-def resolve(env: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-            fallback: Mapping[str, str] | None = None) -> dict[str, str]:
+def resolve(
+    env: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    fallback: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """A recorded env_vars back to values: references from the current environment (then
     `fallback`, e.g. hosts.yaml's ray.env); MissingSecret naming what is set nowhere."""
     environ = os.environ if environ is None else environ

@@ -49,12 +49,18 @@ class JobRow:
     def to_json(self) -> dict[str, Any]:
         r = self.record
         return {
-            "submission_id": self.submission_id, "status": self.status,
-            "entrypoint": self.entrypoint, "start_time": self.start_time,
-            "end_time": self.end_time, "duration_s": self.duration_s,
-            "driver_node": self.driver_node, "message": self.message,
-            "profile": r.profile if r else None, "config_hash": r.config_hash if r else None,
-            "in_history": r is not None, "on_head": self.on_head,
+            "submission_id": self.submission_id,
+            "status": self.status,
+            "entrypoint": self.entrypoint,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "duration_s": self.duration_s,
+            "driver_node": self.driver_node,
+            "message": self.message,
+            "profile": r.profile if r else None,
+            "config_hash": r.config_hash if r else None,
+            "in_history": r is not None,
+            "on_head": self.on_head,
             "last_known_status": r.status if r else None,
             "head_restarted_at": self.head_restarted_at,
         }
@@ -72,8 +78,9 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     """The head's jobs joined with our history; jobs only in history (a head since restarted)
     are listed too, with their last known status."""
     client = await cluster.dashboard()
-    jobs, nodes = await asyncio.gather(client.get(api_path("api", "jobs", trailing_slash=True)),
-                                       client.alive_nodes())
+    jobs, nodes = await asyncio.gather(
+        client.get(api_path("api", "jobs", trailing_slash=True)), client.alive_nodes()
+    )
     # The dashboard's answer is checked like any outside input: entries of the wrong shape are
     # skipped, texts are texts (shown sanitized), times are numbers.
     jobs = [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
@@ -93,9 +100,16 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
         driver_ip = _text(info.get("node_ip_address")) if isinstance(info, dict) else None
         driver = node_host.get(_text(j.get("driver_node_id"))) or by_ip.get(driver_ip, driver_ip)
         message = j.get("message")
-        rows[sid] = JobRow(sid, status, str(j.get("entrypoint") or ""), _ms(j.get("start_time")),
-                           _ms(j.get("end_time")), None if driver is None else str(driver),
-                           None if message is None else str(message), rec)
+        rows[sid] = JobRow(
+            sid,
+            status,
+            str(j.get("entrypoint") or ""),
+            _ms(j.get("start_time")),
+            _ms(j.get("end_time")),
+            None if driver is None else str(driver),
+            None if message is None else str(message),
+            rec,
+        )
     gone = [rec for rec in history.all() if rec.submission_id not in rows]
     restarted = await _session_start_or_none(cluster) if gone else None
     for rec in gone:
@@ -104,13 +118,29 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
         if restarted is not None and rec.submitted_at < restarted:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted))
             rows[rec.submission_id] = JobRow(
-                rec.submission_id, LOST, rec.entrypoint, rec.submitted_at, None, None,
-                f"Ray on the head restarted at {when} (last seen {rec.status or '?'})", rec,
-                on_head=False, head_restarted_at=restarted)
+                rec.submission_id,
+                LOST,
+                rec.entrypoint,
+                rec.submitted_at,
+                None,
+                None,
+                f"Ray on the head restarted at {when} (last seen {rec.status or '?'})",
+                rec,
+                on_head=False,
+                head_restarted_at=restarted,
+            )
         else:
-            rows[rec.submission_id] = JobRow(rec.submission_id, rec.status or "UNKNOWN",
-                                             rec.entrypoint, rec.submitted_at, None, None,
-                                             "not on the head", rec, on_head=False)
+            rows[rec.submission_id] = JobRow(
+                rec.submission_id,
+                rec.status or "UNKNOWN",
+                rec.entrypoint,
+                rec.submitted_at,
+                None,
+                None,
+                "not on the head",
+                rec,
+                on_head=False,
+            )
     return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
 
 
@@ -125,26 +155,37 @@ def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = No
     """The history entry: secrets only as references ({name, from}), never their values."""
     runtime_env = sub.runtime_env()
     if "env_vars" in runtime_env:
-        runtime_env["env_vars"] = env_for_record(sub.env_vars, sub.env_sources,
-                                                 (*sub.secret_extra, *inv.secret_env))
+        runtime_env["env_vars"] = env_for_record(
+            sub.env_vars, sub.env_sources, (*sub.secret_extra, *inv.secret_env)
+        )
     return JobRecord(
-        submission_id=sub.submission_id, cluster=inv.cluster, submitted_at=time.time(),
-        entrypoint=sub.entrypoint, kind="profile" if sub.profile else "raw",
-        profile=sub.profile, profile_path=profile_path, overrides=sub.overrides,
-        config_hash=sub.config_hash, runtime_env=runtime_env,
-        hosts_file=str(inv.source) if inv.source else None, status="PENDING")
+        submission_id=sub.submission_id,
+        cluster=inv.cluster,
+        submitted_at=time.time(),
+        entrypoint=sub.entrypoint,
+        kind="profile" if sub.profile else "raw",
+        profile=sub.profile,
+        profile_path=profile_path,
+        overrides=sub.overrides,
+        config_hash=sub.config_hash,
+        runtime_env=runtime_env,
+        hosts_file=str(inv.source) if inv.source else None,
+        status="PENDING",
+    )
 
 
-async def submit_and_record(cluster: RayCluster, sub: Submission, history: JobHistory,
-                            *, profile_path: str | None = None) -> str:
+async def submit_and_record(
+    cluster: RayCluster, sub: Submission, history: JobHistory, *, profile_path: str | None = None
+) -> str:
     client = await cluster.dashboard()
     sid = await submit(client, sub)
     history.save(record_for(sub, cluster.inv, profile_path=profile_path))
     return sid
 
 
-async def stop_job(cluster: RayCluster, job: str, history: JobHistory, *,
-                   wait: float = 30.0) -> str:
+async def stop_job(
+    cluster: RayCluster, job: str, history: JobHistory, *, wait: float = 30.0
+) -> str:
     """Ask the head to stop `job`; wait until it is in a final state (or `wait` passes).
     BadJobId (before anything is sent) when `job` is not a valid submission id."""
     check_job_id(job)

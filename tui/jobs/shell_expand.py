@@ -104,8 +104,12 @@ class Expander:
         if self.cwd is None:
             return None
         self._from_pwd = True
-        self._assume(line, p.text, self.cwd, "the directory the script runs from, taken as "
-                                             "the one `profile import` ran in")
+        self._assume(
+            line,
+            p.text,
+            self.cwd,
+            "the directory the script runs from, taken as the one `profile import` ran in",
+        )
         return self.cwd
 
     def _piece(self, p: Piece, line: int, out: Expanded) -> str | None:
@@ -114,8 +118,11 @@ class Expander:
             if value is not None:
                 return value
             out.unresolved.append(p.text)
-            self._unresolved(p.text, "arithmetic on values known only when the script runs "
-                                     "(integers, + - * / % and known variables are evaluated)")
+            self._unresolved(
+                p.text,
+                "arithmetic on values known only when the script runs "
+                "(integers, + - * / % and known variables are evaluated)",
+            )
             return None
         if p.kind == "subst" and re.fullmatch(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`", p.text):
             value = self._pwd(p, line)
@@ -131,8 +138,9 @@ class Expander:
             out.unresolved.extend(sub.unresolved)
             if sub.unresolved:
                 return None
-            self._assume(line, p.text, sub.text, f"script argument ${p.name} not given: its "
-                                                 "default is used")
+            self._assume(
+                line, p.text, sub.text, f"script argument ${p.name} not given: its default is used"
+            )
             return sub.text
         if p.kind == "special":
             label = p.text
@@ -156,9 +164,14 @@ class Expander:
             out.unresolved.extend(sub.unresolved)
             if sub.unresolved:
                 return None
-            self._assume(line, p.text, sub.text, f"{name} is not set in the script: its default "
-                                                 f"is used (when the script runs, {name} from "
-                                                 "the environment would win)")
+            self._assume(
+                line,
+                p.text,
+                sub.text,
+                f"{name} is not set in the script: its default "
+                f"is used (when the script runs, {name} from "
+                "the environment would win)",
+            )
             if p.op.lstrip(":") == "=":
                 self.vars[name] = Var(sub.text, f"set by {p.text} at line {line}")
             return sub.text
@@ -194,8 +207,12 @@ class Expander:
         """`${A[@]}` / `${A[*]}` joined by spaces (a whole argument list is split by
         `_arg_words`), `${A[N]}` one element; a plain variable is its own element 0."""
         idx = (p.arg or "").strip()
-        if var is not None and var.items is None and var.value is not None and idx in (
-                "0", "@", "*"):
+        if (
+            var is not None
+            and var.items is None
+            and var.value is not None
+            and idx in ("0", "@", "*")
+        ):
             return var.value
         if var is None or var.items is None:
             self._unknown(p.name or p.text, var, out, p)
@@ -233,8 +250,9 @@ class Expander:
                 text = var.value.strip() if var is not None and var.value is not None else None
                 if text is None or not re.fullmatch(r"[-+]?\d+", text):
                     if var is None:
-                        self._unresolved(name, "not set in the script (comes from the "
-                                               "environment when it runs)")
+                        self._unresolved(
+                            name, "not set in the script (comes from the environment when it runs)"
+                        )
                     return None
                 tokens.append(int(text))
             else:
@@ -255,8 +273,11 @@ class Expander:
         return None
 
 
-_ARITH_TOKEN = re.compile(r"\s+|(\d+)|\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\$([A-Za-z_][A-Za-z0-9_]*)"
-                          r"|(\*\*|[-+*/%()])|(.)", re.S)
+_ARITH_TOKEN = re.compile(
+    r"\s+|(\d+)|\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\$([A-Za-z_][A-Za-z0-9_]*)"
+    r"|(\*\*|[-+*/%()])|(.)",
+    re.S,
+)
 
 
 def _eval_int(tokens: list[str | int]) -> str | None:

@@ -72,14 +72,48 @@ class Redir:
 
 Token = Word | Op | Redir
 
-_OPS = ("&&", "||", ";;", "|&", "&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>",
-        "|", "&", ";", "(", ")", "<", ">")
+_OPS = (
+    "&&",
+    "||",
+    ";;",
+    "|&",
+    "&>>",
+    "&>",
+    ">>",
+    ">&",
+    ">|",
+    "<<<",
+    "<<-",
+    "<<",
+    "<&",
+    "<>",
+    "|",
+    "&",
+    ";",
+    "(",
+    ")",
+    "<",
+    ">",
+)
 _REDIR_OPS = {"&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?", re.S)
 _INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
-           "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 class Lexer:
@@ -97,13 +131,14 @@ class Lexer:
     def _line_text(self, line_no_offset: int) -> str:
         start = self.text.rfind("\n", 0, line_no_offset) + 1
         end = self.text.find("\n", line_no_offset)
-        return self.text[start:end if end >= 0 else self.n].strip()
+        return self.text[start : end if end >= 0 else self.n].strip()
 
     def _in_command(self) -> bool:
         # True while a simple command is being built (its words have not been ended).
         return bool(self.tokens) and not (
-            isinstance(self.tokens[-1], Op) and self.tokens[-1].text in ("\n", ";", "&", "&&",
-                                                                        "||", "|", "|&", ";;"))
+            isinstance(self.tokens[-1], Op)
+            and self.tokens[-1].text in ("\n", ";", "&", "&&", "||", "|", "|&", ";;")
+        )
 
     def _skip_to_eol(self) -> int:
         j = self.text.find("\n", self.i)
@@ -158,7 +193,7 @@ class Lexer:
             if self.text.startswith("((", self.i) and self._arith_allowed():
                 self._arith_command()
                 continue
-            m = re.match(r"[0-9]+(?=[<>])", self.text[self.i:self.i + 12])
+            m = re.match(r"[0-9]+(?=[<>])", self.text[self.i : self.i + 12])
             fd = m.group(0) if m else ""
             op = next((o for o in _OPS if self.text.startswith(o, self.i + len(fd))), None)
             if op is not None and (fd == "" or op in _REDIR_OPS):
@@ -179,7 +214,7 @@ class Lexer:
     def _arith_command(self) -> None:
         j = self.text.find("))", self.i + 2)
         end = self.n if j < 0 else j + 2
-        raw = self.text[self.i:end]
+        raw = self.text[self.i : end]
         self.tokens.append(Word([Piece("lit", raw)], raw, self.line, self.i, end))
         self.line += raw.count("\n")
         self.i = end
@@ -188,16 +223,20 @@ class Lexer:
         """`\\` then only spaces or a comment before the newline: bash passes a space argument
         and ends the command; scripts mean a continuation. Take the meaning and say so."""
         eol = self._skip_to_eol()
-        rest = self.text[self.i + 1:eol]
+        rest = self.text[self.i + 1 : eol]
         # `\#x` is an escaped hash (text); only blanks, or blanks then a comment, qualify.
         if rest.strip() and not (rest[:1] in " \t" and rest.strip().startswith("#")):
             return False
         if not rest.strip():
-            reason = ("spaces after the line-continuation backslash: read as a continuation "
-                      "(bash would end the command here)")
+            reason = (
+                "spaces after the line-continuation backslash: read as a continuation "
+                "(bash would end the command here)"
+            )
         else:
-            reason = ("comment after the line-continuation backslash: read as a continuation "
-                      "(bash would end the command here)")
+            reason = (
+                "comment after the line-continuation backslash: read as a continuation "
+                "(bash would end the command here)"
+            )
         self.notes.append(Unmapped(self.line, self._line_text(self.i), reason))
         self.i = min(eol + 1, self.n)
         self.line += 1
@@ -205,14 +244,18 @@ class Lexer:
 
     def _comment(self) -> None:
         eol = self._skip_to_eol()
-        body = self.text[self.i:eol].rstrip()
+        body = self.text[self.i : eol].rstrip()
         if body.endswith("\\") and self._in_command():
             # A commented-out override inside a continued command (`# key=v \`): bash ends the
             # command here; the script's author meant to skip one line. Take the meaning.
-            self.notes.append(Unmapped(
-                self.line, self._line_text(self.i),
-                "commented out inside the command: skipped (bash would end the command at "
-                "this line)"))
+            self.notes.append(
+                Unmapped(
+                    self.line,
+                    self._line_text(self.i),
+                    "commented out inside the command: skipped (bash would end the command at "
+                    "this line)",
+                )
+            )
             self.i = min(eol + 1, self.n)
             self.line += 1
             return
@@ -227,7 +270,7 @@ class Lexer:
             body: list[str] = []
             while self.i < self.n:
                 eol = self._skip_to_eol()
-                row = self.text[self.i:eol]
+                row = self.text[self.i : eol]
                 self.i = min(eol + 1, self.n)
                 self.line += 1
                 if (row.lstrip("\t") if dash else row) == delim:
@@ -281,9 +324,10 @@ class Lexer:
                 j = self.text.find("'", self.i + 1)
                 if j < 0:
                     j = self.n
-                    self.notes.append(Unmapped(line, self._line_text(start),
-                                               "unterminated single quote"))
-                body = self.text[self.i + 1:j]
+                    self.notes.append(
+                        Unmapped(line, self._line_text(start), "unterminated single quote")
+                    )
+                body = self.text[self.i + 1 : j]
                 pieces.append(Piece("lit", body, quoted=True))
                 self.line += body.count("\n")
                 self.i = j + 1
@@ -306,7 +350,7 @@ class Lexer:
             buf.append(c)
             self.i += 1
         flush()
-        return Word(pieces, self.text[start:self.i], line, start, self.i)
+        return Word(pieces, self.text[start : self.i], line, start, self.i)
 
     def _double_quoted(self, pieces: list[Piece], start: int, line: int) -> None:
         self.i += 1
@@ -356,7 +400,7 @@ class Lexer:
         j = self.i + 1
         while j < self.n and self.text[j] != "`":
             j += 2 if self.text[j] == "\\" else 1
-        raw = self.text[self.i:j + 1]
+        raw = self.text[self.i : j + 1]
         self.line += raw.count("\n")
         self.i = min(j + 1, self.n)
         return Piece("subst", raw, quoted=quoted)
@@ -367,7 +411,7 @@ class Lexer:
         if nxt == "{":
             j = self._matching(i + 1, "{", "}")
             j = self.n - 1 if j < 0 else j
-            raw = t[i:j + 1]
+            raw = t[i : j + 1]
             self.i = j + 1
             self.line += raw.count("\n")
             m = _PARAM.fullmatch(raw[2:-1])
@@ -397,10 +441,10 @@ class Lexer:
         m = _NAME.match(t, i + 1)
         if m:
             self.i = m.end()
-            return Piece("var", t[i:m.end()], quoted, m.group(0))
+            return Piece("var", t[i : m.end()], quoted, m.group(0))
         if nxt and nxt in "@*#?$!-0123456789":
             self.i = i + 2
-            return Piece("special", t[i:i + 2], quoted, nxt)
+            return Piece("special", t[i : i + 2], quoted, nxt)
         if nxt == "'" and not quoted:
             return self._ansi_c()
         if nxt == '"' and not quoted:
@@ -419,7 +463,7 @@ class Lexer:
                 continue
             out.append(c)
             j += 1
-        self.line += self.text[self.i:j].count("\n")
+        self.line += self.text[self.i : j].count("\n")
         self.i = j + 1
         return Piece("lit", "".join(out), quoted=True)
 

@@ -24,13 +24,28 @@ class Cmd:
     arrays: list[tuple[Word, list[Word]]] = field(default_factory=list)  # (NAME=, elements)
 
 
-OPENERS = {"if": "fi", "for": "done", "while": "done", "until": "done", "select": "done",
-            "case": "esac", "{": "}"}
+OPENERS = {
+    "if": "fi",
+    "for": "done",
+    "while": "done",
+    "until": "done",
+    "select": "done",
+    "case": "esac",
+    "{": "}",
+}
 CLOSERS = {"fi", "done", "esac", "}"}
 _PREFIX_KEYWORDS = {"then", "do", "else", "!", "time"}
-COMPOUND_NAMES = {"if": "conditional", "for": "loop", "while": "loop", "until": "loop",
-                   "select": "loop", "case": "case statement", "{": "group", "(": "subshell",
-                   "function": "function"}
+COMPOUND_NAMES = {
+    "if": "conditional",
+    "for": "loop",
+    "while": "loop",
+    "until": "loop",
+    "select": "loop",
+    "case": "case statement",
+    "{": "group",
+    "(": "subshell",
+    "function": "function",
+}
 
 
 def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
@@ -46,14 +61,22 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         first, last = cur[0], cur[-1]
         # Enclosing loops/conditionals as they were before this command's own keywords;
         # a `{ …; }` group changes nothing and is left out.
-        cmd = Cmd(words, redirs, first.line, _end_line(last), first.start, last.end, sep,
-                  tuple(s for s in stack if s[0] != "{"))
+        cmd = Cmd(
+            words,
+            redirs,
+            first.line,
+            _end_line(last),
+            first.start,
+            last.end,
+            sep,
+            tuple(s for s in stack if s[0] != "{"),
+        )
         cmd.array_assign = any(isinstance(t, Op) and t.text == "(" for t in cur)
         for k, t in enumerate(cur[:-1]):
             nxt = cur[k + 1]
             if isinstance(t, Word) and isinstance(nxt, Op) and nxt.text == "(":
                 items: list[Word] = []
-                for e in cur[k + 2:]:
+                for e in cur[k + 2 :]:
                     if isinstance(e, Op) and e.text == ")":
                         break
                     if isinstance(e, Word):
@@ -113,8 +136,7 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
 
 def _open_array(cur: list[Token]) -> bool:
     opens = [k for k, t in enumerate(cur) if isinstance(t, Op) and t.text == "("]
-    return bool(opens) and not any(isinstance(t, Op) and t.text == ")"
-                                   for t in cur[opens[-1]:])
+    return bool(opens) and not any(isinstance(t, Op) and t.text == ")" for t in cur[opens[-1] :])
 
 
 def pipelines(cmds: list[Cmd]) -> list[list[Cmd]]:

@@ -72,14 +72,16 @@ class Submission:
     def secrets(self) -> list[str]:
         return secret_names(self.env_vars, self.secret_extra)
 
-    def runtime_env(self, working_dir_uri: str | None = None, *,
-                    mask: bool = False) -> dict[str, Any]:
+    def runtime_env(
+        self, working_dir_uri: str | None = None, *, mask: bool = False
+    ) -> dict[str, Any]:
         """What Ray gets (values in clear: the job needs them), or with `mask` what may be
         shown or written anywhere else."""
         env: dict[str, Any] = {}
         if self.env_vars:
-            env["env_vars"] = (masked(self.env_vars, self.secret_extra) if mask
-                               else dict(self.env_vars))
+            env["env_vars"] = (
+                masked(self.env_vars, self.secret_extra) if mask else dict(self.env_vars)
+            )
         wd = working_dir_uri or self.working_dir
         if wd:
             env["working_dir"] = wd
@@ -98,8 +100,11 @@ def config_hash(config: Mapping[str, Any] | Sequence[str]) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def env_sources(inv: Inventory, profile_env: Mapping[str, Any] | None = None,
-                extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def env_sources(
+    inv: Inventory,
+    profile_env: Mapping[str, Any] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Where each variable of merged_env's result came from (the last one that set it)."""
     out = {k: "hosts" for k in inv.ray.env}
     out.update({k: "profile" for k in profile_env or {}})
@@ -107,9 +112,14 @@ def env_sources(inv: Inventory, profile_env: Mapping[str, Any] | None = None,
     return out
 
 
-def merged_env(inv: Inventory, profile_env: Mapping[str, str] | None = None, *,
-               post_mortem: bool = False, legacy_debug: bool = False,
-               extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def merged_env(
+    inv: Inventory,
+    profile_env: Mapping[str, str] | None = None,
+    *,
+    post_mortem: bool = False,
+    legacy_debug: bool = False,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """hosts.yaml ray.env < profile env < command line < debugger toggles."""
     env = dict(inv.ray.env)
     env.update({k: str(v) for k, v in (profile_env or {}).items()})
@@ -121,42 +131,70 @@ def merged_env(inv: Inventory, profile_env: Mapping[str, str] | None = None, *,
     return env
 
 
-def verl_submission(inv: Inventory, *, name: str, overrides: list[str],
-                    python: str | None = None, env: Mapping[str, str] | None = None,
-                    working_dir: str | None = None, excludes: Sequence[str] = (),
-                    composed: Mapping[str, Any] | None = None,
-                    submission_id: str | None = None,
-                    print_config: bool = False,
-                    env_sources: Mapping[str, str] | None = None) -> Submission:
+def verl_submission(
+    inv: Inventory,
+    *,
+    name: str,
+    overrides: list[str],
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    working_dir: str | None = None,
+    excludes: Sequence[str] = (),
+    composed: Mapping[str, Any] | None = None,
+    submission_id: str | None = None,
+    print_config: bool = False,
+    env_sources: Mapping[str, str] | None = None,
+) -> Submission:
     py = python or inv.head.python  # absolute: `python` on PATH may not be the hosts' one
     digest = config_hash(composed if composed is not None else overrides)
     sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(name)
     # --cfg job: the cluster's own verl composes and prints the config, then exits (no GPU).
     flags = ["--cfg", "job"] if print_config else []
     return Submission(
-        submission_id=sid, entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
-        env_vars=with_interpreter_path(env or {}, py), working_dir=working_dir,
+        submission_id=sid,
+        entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
+        env_vars=with_interpreter_path(env or {}, py),
+        working_dir=working_dir,
         excludes=list(excludes),
         metadata={"verl_tui": __version__, "profile": name, "config_hash": digest},
-        profile=name, overrides=list(overrides), config_hash=digest,
-        secret_extra=tuple(inv.secret_env), env_sources=dict(env_sources or {}))
+        profile=name,
+        overrides=list(overrides),
+        config_hash=digest,
+        secret_extra=tuple(inv.secret_env),
+        env_sources=dict(env_sources or {}),
+    )
 
 
-def raw_submission(command: Sequence[str], *, env: Mapping[str, str] | None = None,
-                   working_dir: str | None = None, excludes: Sequence[str] = (),
-                   submission_id: str | None = None, secret_extra: Sequence[str] = (),
-                   env_sources: Mapping[str, str] | None = None,
-                   python: str | None = None) -> Submission:
+def raw_submission(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    working_dir: str | None = None,
+    excludes: Sequence[str] = (),
+    submission_id: str | None = None,
+    secret_extra: Sequence[str] = (),
+    env_sources: Mapping[str, str] | None = None,
+    python: str | None = None,
+) -> Submission:
     """A command as given, except that a leading `python`/`python3` is `python` (the hosts'
     interpreter) and the interpreter's directory comes first on the job's PATH."""
     if not command:
         raise ValueError("no command after --")
-    sid = (check_job_id(submission_id, "--submission-id") if submission_id
-           else readable_id(Path(command[0]).name))
-    return Submission(submission_id=sid, entrypoint_argv=interpreter_argv(command, python),
-                      env_vars=with_interpreter_path(env or {}, python), working_dir=working_dir,
-                      excludes=list(excludes), metadata={"verl_tui": __version__},
-                      secret_extra=tuple(secret_extra), env_sources=dict(env_sources or {}))
+    sid = (
+        check_job_id(submission_id, "--submission-id")
+        if submission_id
+        else readable_id(Path(command[0]).name)
+    )
+    return Submission(
+        submission_id=sid,
+        entrypoint_argv=interpreter_argv(command, python),
+        env_vars=with_interpreter_path(env or {}, python),
+        working_dir=working_dir,
+        excludes=list(excludes),
+        metadata={"verl_tui": __version__},
+        secret_extra=tuple(secret_extra),
+        env_sources=dict(env_sources or {}),
+    )
 
 
 def shell_command(sub: Submission, address: str) -> str:
@@ -168,10 +206,14 @@ def shell_command(sub: Submission, address: str) -> str:
         options.append(f"--runtime-env-json={json.dumps(env, sort_keys=True)}")
     if sub.metadata:
         options.append(f"--metadata-json={json.dumps(sub.metadata, sort_keys=True)}")
-    note = (f"# secret values shown as {MASK}: {', '.join(sub.secrets)}\n" if sub.secrets
-            else "")
-    return (note + "ray job submit \\\n    " + " \\\n    ".join(shlex.quote(o) for o in options)
-            + " \\\n    -- " + shlex.join(sub.entrypoint_argv))
+    note = f"# secret values shown as {MASK}: {', '.join(sub.secrets)}\n" if sub.secrets else ""
+    return (
+        note
+        + "ray job submit \\\n    "
+        + " \\\n    ".join(shlex.quote(o) for o in options)
+        + " \\\n    -- "
+        + shlex.join(sub.entrypoint_argv)
+    )
 
 
 async def submit(client: DashboardClient, sub: Submission) -> str:
@@ -183,8 +225,11 @@ async def submit(client: DashboardClient, sub: Submission) -> str:
         if not await client.exists(path):
             await client.put_bytes(path, pkg.data)
         uri = pkg.uri
-    body: dict[str, Any] = {"entrypoint": sub.entrypoint, "submission_id": sub.submission_id,
-                            "metadata": sub.metadata}
+    body: dict[str, Any] = {
+        "entrypoint": sub.entrypoint,
+        "submission_id": sub.submission_id,
+        "metadata": sub.metadata,
+    }
     env = sub.runtime_env(uri)
     if env:
         body["runtime_env"] = env

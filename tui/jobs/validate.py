@@ -51,9 +51,9 @@ def cluster_shape(cluster: ClusterResources) -> tuple[int, int]:
     return (len(gpus), min(gpus)) if gpus else (0, 0)
 
 
-def _compose(overrides: list[str], config_name: str | None = None,
-             config_path: str | None = None
-             ) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
+def _compose(
+    overrides: list[str], config_name: str | None = None, config_path: str | None = None
+) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
     """Compose, dropping an override that fails and retrying, so every bad key is reported."""
     problems: list[Problem] = []
     current = list(overrides)
@@ -72,15 +72,21 @@ def _compose(overrides: list[str], config_name: str | None = None,
             current = [o for o in current if o not in drop[:1]]
             continue
         for key in result.unresolved:
-            problems.append(Problem(key, "its ${…} interpolation does not resolve: kept as text",
-                                    "warn"))
+            problems.append(
+                Problem(key, "its ${…} interpolation does not resolve: kept as text", "warn")
+            )
         return result.config, current, problems
     return None, current, problems
 
 
-def check_profile(profile: Profile, *, sets: Sequence[str] = (),
-                  cluster: ClusterResources | None = None, working_dir_bytes: int | None = None,
-                  post_mortem: bool | None = None) -> Report:
+def check_profile(
+    profile: Profile,
+    *,
+    sets: Sequence[str] = (),
+    cluster: ClusterResources | None = None,
+    working_dir_bytes: int | None = None,
+    post_mortem: bool | None = None,
+) -> Report:
     """Compose `profile` (+ `sets`, Hydra override strings as on verl's command line) and check
     it. trainer.nnodes / n_gpus_per_node follow the live cluster unless the profile or a --set
     pins them. ConfigError for a malformed --set; SchemaError when verl is not installed."""
@@ -100,19 +106,29 @@ def check_profile(profile: Profile, *, sets: Sequence[str] = (),
                 from_cluster[key] = value
     all_overrides = [*overrides, *sets, *(f"{k}={v}" for k, v in from_cluster.items())]
     config, used, compose_problems = _compose(  # SchemaError: verl missing
-        all_overrides, profile.config_name, profile.config_path)
+        all_overrides, profile.config_name, profile.config_path
+    )
     problems += compose_problems + _config_notes(profile)
     env = profile.runtime_env.env_vars
     if post_mortem is None:
         post_mortem = is_truthy(env.get("RAY_DEBUG_POST_MORTEM"))
     if config is not None:
-        problems += check_rules(config, cluster, working_dir_bytes=working_dir_bytes,
-                                post_mortem=post_mortem, excludes=profile.runtime_env.excludes,
-                                working_dir=profile.runtime_env.working_dir)
+        problems += check_rules(
+            config,
+            cluster,
+            working_dir_bytes=working_dir_bytes,
+            post_mortem=post_mortem,
+            excludes=profile.runtime_env.excludes,
+            working_dir=profile.runtime_env.working_dir,
+        )
         problems += check_runtime_env(env, config)
     elif post_mortem and cluster is not None and cluster.hosts_without_debugpy:
-        problems.append(Problem(POST_MORTEM_KEY, "debugpy>=1.8 missing on "
-                                + ", ".join(cluster.hosts_without_debugpy)))
+        problems.append(
+            Problem(
+                POST_MORTEM_KEY,
+                "debugpy>=1.8 missing on " + ", ".join(cluster.hosts_without_debugpy),
+            )
+        )
     problems.sort(key=lambda p: p.level != "error")
     # main_ppo's --config-path/--config-name lead the command line: what is submitted.
     return Report(problems, config, [*profile.hydra_args(), *used], from_cluster)
@@ -131,8 +147,14 @@ def _config_notes(profile: Profile) -> list[Problem]:
     for written, _ in custom_searchpath(custom, name) if custom else ():
         rel = written.removeprefix("file://")
         if written.startswith("file://") and not rel.startswith("/"):
-            out.append(Problem("config_path", f"{name}.yaml searches {written}, relative to the "
-                                              "job's working directory: the job must run from a "
-                                              "verl checkout (runtime_env.working_dir), or write "
-                                              "pkg://verl.trainer.config there", "warn"))
+            out.append(
+                Problem(
+                    "config_path",
+                    f"{name}.yaml searches {written}, relative to the "
+                    "job's working directory: the job must run from a "
+                    "verl checkout (runtime_env.working_dir), or write "
+                    "pkg://verl.trainer.config there",
+                    "warn",
+                )
+            )
     return out

@@ -35,7 +35,6 @@ class ComposeError(SchemaError):
         super().__init__(f"{key}: {message}" if key else message)
 
 
-
 @dataclass
 class Composed:
     config: dict[str, Any]
@@ -57,33 +56,42 @@ def _hydra_compose(overrides: list[str], name: str = CONFIG_NAME, custom_dir: st
 
 
 @functools.cache
-def base_cfg(name: str = CONFIG_NAME, custom_dir: str = "", groups: tuple[str, ...] = ()
-              ) -> Any:
+def base_cfg(name: str = CONFIG_NAME, custom_dir: str = "", groups: tuple[str, ...] = ()) -> Any:
     try:
         return _hydra_compose(list(groups), name, custom_dir)
     except Exception as exc:  # a broken verl install or custom config: one line
         if custom_dir:
-            raise ComposeError("config_name", f"{name} in {custom_dir} does not compose: "
-                                              f"{_first_line(exc)}") from None
-        raise SchemaError(f"verl's {name}.yaml does not compose: {_first_line(exc)}"
-                          ) from None
+            raise ComposeError(
+                "config_name", f"{name} in {custom_dir} does not compose: {_first_line(exc)}"
+            ) from None
+        raise SchemaError(f"verl's {name}.yaml does not compose: {_first_line(exc)}") from None
 
 
 def _is_group(override: Any, custom_dir: str = "") -> bool:
     """A plain config-group choice (`model_engine=megatron`), nothing else Hydra-special."""
     key = override.key_or_group
-    return (override.package is None and not override.is_sweep_override()
-            and key.split(".")[0] != "hydra" and "." not in key
-            and ((verl_config_dir() / key).is_dir()
-                 or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())))
+    return (
+        override.package is None
+        and not override.is_sweep_override()
+        and key.split(".")[0] != "hydra"
+        and "." not in key
+        and (
+            (verl_config_dir() / key).is_dir()
+            or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())
+        )
+    )
 
 
 def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
     # Config-group overrides change the defaults list; only a full Hydra compose applies them.
     key = override.key_or_group
-    return (override.package is not None or override.is_sweep_override()
-            or key.split(".")[0] == "hydra" or (verl_config_dir() / key).is_dir()
-            or (bool(custom_dir) and (Path(custom_dir) / key).is_dir()))
+    return (
+        override.package is not None
+        or override.is_sweep_override()
+        or key.split(".")[0] == "hydra"
+        or (verl_config_dir() / key).is_dir()
+        or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())
+    )
 
 
 # -- which config: --config-name / --config-path as main_ppo takes them ----------------------
@@ -91,8 +99,9 @@ def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
 _VERL_CONFIG_TAIL = ("verl", "trainer", "config")
 
 
-def resolve_config(config_name: str | None = None, config_path: str | None = None
-                   ) -> tuple[str, str]:
+def resolve_config(
+    config_name: str | None = None, config_path: str | None = None
+) -> tuple[str, str]:
     """(config name, custom config folder or "" for verl's own), as Hydra resolves main_ppo's
     `--config-name` / `--config-path`: a relative path is relative to verl/trainer (the folder
     of main_ppo.py), so `config` is verl's own. ComposeError (key config_name / config_path)
@@ -106,12 +115,17 @@ def resolve_config(config_name: str | None = None, config_path: str | None = Non
         folder = Path(os.path.normpath(path if path.is_absolute() else own.parent / path))
     if folder == own:
         if not (own / f"{name}.yaml").is_file():
-            raise ComposeError("config_name", f"verl has no config {name!r} (its own: "
-                                              f"{', '.join(builtin_configs())})")
+            raise ComposeError(
+                "config_name",
+                f"verl has no config {name!r} (its own: {', '.join(builtin_configs())})",
+            )
         return name, ""
     if not folder.is_dir():
-        raise ComposeError("config_path", f"{config_path}: no such folder on this machine, so "
-                                          "the custom config cannot be checked")
+        raise ComposeError(
+            "config_path",
+            f"{config_path}: no such folder on this machine, so "
+            "the custom config cannot be checked",
+        )
     if not (folder / f"{name}.yaml").is_file():
         raise ComposeError("config_name", f"no {name}.yaml in {folder}")
     return name, str(folder)
@@ -120,8 +134,9 @@ def resolve_config(config_name: str | None = None, config_path: str | None = Non
 @functools.cache
 def builtin_configs() -> tuple[str, ...]:
     """verl's own top-level configs main_ppo can be pointed at (generated ones left out)."""
-    return tuple(sorted(p.stem for p in verl_config_dir().glob("*.yaml")
-                        if not p.stem.startswith("_")))
+    return tuple(
+        sorted(p.stem for p in verl_config_dir().glob("*.yaml") if not p.stem.startswith("_"))
+    )
 
 
 @functools.cache
@@ -132,8 +147,7 @@ def custom_searchpath(custom_dir: str, name: str = "") -> tuple[tuple[str, str],
     import yaml
 
     out = []
-    files = [Path(custom_dir) / f"{name}.yaml"] if name else sorted(Path(custom_dir).glob(
-        "*.yaml"))
+    files = [Path(custom_dir) / f"{name}.yaml"] if name else sorted(Path(custom_dir).glob("*.yaml"))
     for f in files:
         try:
             data = yaml.safe_load(f.read_text(encoding="utf-8"))
@@ -144,8 +158,11 @@ def custom_searchpath(custom_dir: str, name: str = "") -> tuple[tuple[str, str],
         for entry in entries if isinstance(entries, list) else []:
             text = str(entry)
             rel = text.removeprefix("file://")
-            if text.startswith("file://") and not os.path.isabs(rel) and tuple(
-                    Path(os.path.normpath(rel)).parts[-3:]) == _VERL_CONFIG_TAIL:
+            if (
+                text.startswith("file://")
+                and not os.path.isabs(rel)
+                and tuple(Path(os.path.normpath(rel)).parts[-3:]) == _VERL_CONFIG_TAIL
+            ):
                 out.append((text, f"file://{verl_config_dir()}"))
             elif text.rstrip("/") == "pkg://verl.trainer.config":
                 # Hydra would import verl (and torch) to find it: the same folder, as a file.
@@ -181,13 +198,13 @@ def _parse(overrides: list[str]) -> list[Any]:
             parsed.append(parser.parse_override(line))
         except HydraException as exc:
             key = line.split("=", 1)[0].lstrip("+~") if "=" in line else None
-            raise ComposeError(key or None, f"bad override syntax ({_first_line(exc)})"
-                               ) from None
+            raise ComposeError(key or None, f"bad override syntax ({_first_line(exc)})") from None
     return parsed
 
 
-def compose_cfg(overrides: list[str], config_name: str | None = None,
-                config_path: str | None = None) -> Any:
+def compose_cfg(
+    overrides: list[str], config_name: str | None = None, config_path: str | None = None
+) -> Any:
     """The composed OmegaConf DictConfig (struct mode); ComposeError on a bad override.
     config_name / config_path as main_ppo's --config-name / --config-path (None: verl's
     ppo_trainer)."""
@@ -196,8 +213,11 @@ def compose_cfg(overrides: list[str], config_name: str | None = None,
     parsed = _parse(overrides)
     for o in parsed:
         if o.is_sweep_override():
-            raise ComposeError(o.key_or_group, "a comma in an unquoted value makes Hydra sweep: "
-                               "quote the value ('a,b') or write a list ([a,b])")
+            raise ComposeError(
+                o.key_or_group,
+                "a comma in an unquoted value makes Hydra sweep: "
+                "quote the value ('a,b') or write a list ([a,b])",
+            )
     keys = None if (name, custom) == (CONFIG_NAME, "") else config_keys(name, custom)
     full = [k for k, o in enumerate(parsed) if _needs_full_compose(o, custom)]
     if full and all(_is_group(parsed[k], custom) for k in full):
@@ -218,8 +238,11 @@ def compose_cfg(overrides: list[str], config_name: str | None = None,
         except Exception as exc:  # Hydra, OmegaConf and ValueError alike
             err = _compose_error(exc, None, keys)
         # Hydra names the first missing parent; the override names the key the user wrote.
-        longer = [o.key_or_group.lstrip("+~") for o in parsed
-                  if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")]
+        longer = [
+            o.key_or_group.lstrip("+~")
+            for o in parsed
+            if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")
+        ]
         if len(longer) == 1 and err.message.startswith("not a key"):
             err = ComposeError(longer[0], _unknown(longer[0], keys))
         raise err
@@ -237,8 +260,7 @@ def compose_cfg(overrides: list[str], config_name: str | None = None,
 
 
 @functools.cache
-def config_keys(name: str, custom_dir: str = "", groups: tuple[str, ...] = ()
-                ) -> frozenset[str]:
+def config_keys(name: str, custom_dir: str = "", groups: tuple[str, ...] = ()) -> frozenset[str]:
     """Every dotted key of one config as composed (the did-you-mean pool for it)."""
     from omegaconf import OmegaConf
 
@@ -246,14 +268,16 @@ def config_keys(name: str, custom_dir: str = "", groups: tuple[str, ...] = ()
     return frozenset(flat_keys(cast("dict[str, Any]", raw)))  # a DictConfig: a dict
 
 
-def compose_detailed(overrides: list[str], config_name: str | None = None,
-                     config_path: str | None = None) -> Composed:
+def compose_detailed(
+    overrides: list[str], config_name: str | None = None, config_path: str | None = None
+) -> Composed:
     cfg = compose_cfg(overrides, config_name, config_path)
     return Composed(*_to_plain(cfg))
 
 
-def compose(overrides: list[str], config_name: str | None = None,
-            config_path: str | None = None) -> dict[str, Any]:
+def compose(
+    overrides: list[str], config_name: str | None = None, config_path: str | None = None
+) -> dict[str, Any]:
     """verl's composed config with `overrides` as plain dicts/lists; interpolations resolved
     (one that cannot be resolved stays its raw "${…}" string)."""
     if not overrides and not config_name and not config_path:
@@ -278,8 +302,7 @@ def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 
     def walk(node: Any, raw_node: Any, path: str) -> Any:
         if isinstance(node, (DictConfig, ListConfig)):
-            keys: Iterable[Any] = (node.keys() if isinstance(node, DictConfig)
-                                   else range(len(node)))
+            keys: Iterable[Any] = node.keys() if isinstance(node, DictConfig) else range(len(node))
             out: Any = {} if isinstance(node, DictConfig) else []
             for k in keys:
                 sub = f"{path}.{k}" if path else str(k)
@@ -290,8 +313,13 @@ def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
                         failed.append(sub)
                     child, value = None, raw_node[k]
                 else:
-                    value = walk(child, raw_node[k] if isinstance(raw_node, (dict, list))
-                                 and child is not None else child, sub)
+                    value = walk(
+                        child,
+                        raw_node[k]
+                        if isinstance(raw_node, (dict, list)) and child is not None
+                        else child,
+                        sub,
+                    )
                 if isinstance(out, dict):
                     out[k] = value
                 else:
@@ -328,8 +356,9 @@ def _full_key(exc: BaseException) -> str | None:
     return None
 
 
-def _compose_error(exc: BaseException, key: str | None,
-                   keys: Iterable[str] | None = None) -> ComposeError:
+def _compose_error(
+    exc: BaseException, key: str | None, keys: Iterable[str] | None = None
+) -> ComposeError:
     text = _chain_text(exc)
     inner = _full_key(exc)
     if inner and key and key.lstrip("+~").startswith(inner + "."):
@@ -380,6 +409,10 @@ def _unknown(key: str, keys: Iterable[str] | None) -> str:
     return unknown_key_message(key, keys)
 
 
-on_source_change(base_cfg.cache_clear, builtin_configs.cache_clear,
-                 custom_searchpath.cache_clear, config_keys.cache_clear,
-                 base_plain.cache_clear)
+on_source_change(
+    base_cfg.cache_clear,
+    builtin_configs.cache_clear,
+    custom_searchpath.cache_clear,
+    config_keys.cache_clear,
+    base_plain.cache_clear,
+)

@@ -21,13 +21,19 @@ MISSING = "???"  # OmegaConf's marker for a value that must be set
 # Keys verl moved; an override of the old name fails composition ("Could not override").
 # Each is proven by verl 0.9.1's own files (the third field says where).
 RENAMED: tuple[tuple[str, str, str], ...] = (
-    ("critic.model.fsdp_config", "critic.fsdp",
-     "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp"),
+    (
+        "critic.model.fsdp_config",
+        "critic.fsdp",
+        "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp",
+    ),
     # main_ppo reads only reward.*; the top-level blocks are legacy (legacy_reward_impl.yaml,
     # migrated by verl/experimental/reward_loop/reward_loop.py::migrate_legacy_reward_impl).
     ("reward_model", "reward.reward_model", "the reward model config lives in reward.reward_model"),
-    ("custom_reward_function", "reward.custom_reward_function",
-     "main_ppo reads reward.custom_reward_function"),
+    (
+        "custom_reward_function",
+        "reward.custom_reward_function",
+        "main_ppo reads reward.custom_reward_function",
+    ),
     ("sandbox_fusion", "reward.sandbox_fusion", "main_ppo reads reward.sandbox_fusion"),
 )
 
@@ -48,7 +54,7 @@ def renamed_to(key: str) -> tuple[str, str] | None:
     key = key.lstrip("+~")
     for old, new, why in RENAMED:
         if key == old or key.startswith(old + "."):
-            return new + key[len(old):], why
+            return new + key[len(old) :], why
     return None
 
 
@@ -138,10 +144,14 @@ def _dataclass_fields() -> dict[str, dict[str, str]]:
             continue
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                fields = {st.target.id: ast.unparse(st.annotation) for st in node.body
-                          if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
-                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
-                         for b in node.bases]
+                fields = {
+                    st.target.id: ast.unparse(st.annotation)
+                    for st in node.body
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+                }
+                bases = [
+                    b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+                ]
                 own.setdefault(node.name, (bases, fields))
 
     def resolved(name: str, depth: int = 0) -> dict[str, str]:
@@ -160,8 +170,14 @@ def _dataclass_fields() -> dict[str, dict[str, str]]:
 def _type_name(value: Any) -> str:
     if value is None or value == MISSING:
         return "any"
-    for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
-                    (list, "list"), (dict, "dict")):
+    for t, name in (
+        (bool, "bool"),
+        (int, "int"),
+        (float, "float"),
+        (str, "str"),
+        (list, "list"),
+        (dict, "dict"),
+    ):
         if isinstance(value, t):
             return name
     return type(value).__name__
@@ -187,8 +203,11 @@ def _defaults_list() -> list[tuple[str, str]]:
         dl = loader.compute_defaults_list(CONFIG_NAME, [], RunMode.RUN)
     out = []
     for d in dl.defaults:
-        if d.config_path is None or d.config_path.startswith("hydra/") or (
-                d.package or "").startswith("hydra"):
+        if (
+            d.config_path is None
+            or d.config_path.startswith("hydra/")
+            or (d.package or "").startswith("hydra")
+        ):
             continue
         out.append((d.config_path, d.package or ""))
     return out
@@ -283,11 +302,21 @@ def key_catalog() -> dict[str, KeyInfo]:
             if kind == "any" or typed.split(" |")[0] == kind:
                 kind = typed
         kind = _NULL_TYPES.get(key, kind) if kind == "any" else kind
-        out[key] = KeyInfo(key=key, type=kind, default=value,
-                           help=helps.get(key, ""), required=value == MISSING, follows=follows,
-                           choices=CHOICES.get(key, ()))
+        out[key] = KeyInfo(
+            key=key,
+            type=kind,
+            default=value,
+            help=helps.get(key, ""),
+            required=value == MISSING,
+            follows=follows,
+            choices=CHOICES.get(key, ()),
+        )
     return out
 
 
-on_source_change(_dataclass_fields.cache_clear, _file_help.cache_clear, _help_by_key.cache_clear,
-                 key_catalog.cache_clear)
+on_source_change(
+    _dataclass_fields.cache_clear,
+    _file_help.cache_clear,
+    _help_by_key.cache_clear,
+    key_catalog.cache_clear,
+)

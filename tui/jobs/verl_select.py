@@ -35,7 +35,6 @@ class SchemaError(Exception):
     """verl's config cannot be read (verl missing, or its files do not compose)."""
 
 
-
 # -- locating verl -------------------------------------------------------------------------
 
 
@@ -58,9 +57,15 @@ class VerlSource:
         return f"verl {self.version or '(unknown version)'} from {self.origin}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "from": self.origin, "host": self.host,
-                "python": self.python, "cached": self.cached, "files_read": self.files_read,
-                "note": self.note}
+        return {
+            "version": self.version,
+            "from": self.origin,
+            "host": self.host,
+            "python": self.python,
+            "cached": self.cached,
+            "files_read": self.files_read,
+            "note": self.note,
+        }
 
 
 _active: VerlSource | None = None  # selected by a service (the cluster's verl)
@@ -73,8 +78,12 @@ def use_source(source: VerlSource | None, *, cluster_failure: str | None = None)
     which host was asked and why it gave no verl, for the error when there is none here."""
     global _active, _cluster_failure
     with HYDRA_LOCK:
-        same = (_active is not None and source is not None and _active.root == source.root
-                and _active.version == source.version)
+        same = (
+            _active is not None
+            and source is not None
+            and _active.root == source.root
+            and _active.version == source.version
+        )
         _active, _cluster_failure = source, cluster_failure
         if not same:
             _clear_caches()
@@ -89,13 +98,17 @@ def current_source() -> VerlSource:
         return local
     where = sys.executable or "this interpreter"
     if _cluster_failure:
-        raise SchemaError(f"verl is not installed on the cluster ({_cluster_failure}) nor in "
-                          f"this Python ({where}): pip install verl on the hosts; profiles "
-                          "are checked against verl's own config")
-    raise SchemaError(f"verl is not installed in this Python ({where}) and no cluster was "
-                      "asked: give the hosts file (profile check --hosts HOSTS.yaml) to read "
-                      "the cluster's verl, or pip install verl here; profiles are checked "
-                      "against verl's own config")
+        raise SchemaError(
+            f"verl is not installed on the cluster ({_cluster_failure}) nor in "
+            f"this Python ({where}): pip install verl on the hosts; profiles "
+            "are checked against verl's own config"
+        )
+    raise SchemaError(
+        f"verl is not installed in this Python ({where}) and no cluster was "
+        "asked: give the hosts file (profile check --hosts HOSTS.yaml) to read "
+        "the cluster's verl, or pip install verl here; profiles are checked "
+        "against verl's own config"
+    )
 
 
 @functools.cache
@@ -108,8 +121,12 @@ def local_source() -> VerlSource | None:
     for loc in list(spec.submodule_search_locations or []) if spec else []:
         root = Path(loc)
         if (root / "trainer" / "config" / f"{CONFIG_NAME}.yaml").is_file():
-            return VerlSource(root=root, version=_local_version(root), origin="this Python",
-                              python=sys.executable or "python")
+            return VerlSource(
+                root=root,
+                version=_local_version(root),
+                origin="this Python",
+                python=sys.executable or "python",
+            )
     return None
 
 
@@ -136,10 +153,12 @@ def require_hydra() -> None:
     lacking = [m for m in ("hydra", "omegaconf") if not _importable(m)]
     _hydra_ok = not lacking
     if lacking:
-        raise SchemaError(f"{' and '.join(lacking)} missing in this Python "
-                          f"({sys.executable or 'this interpreter'}): they are verl-tui's own "
-                          "dependencies (pip install hydra-core omegaconf); profiles are "
-                          "composed with them")
+        raise SchemaError(
+            f"{' and '.join(lacking)} missing in this Python "
+            f"({sys.executable or 'this interpreter'}): they are verl-tui's own "
+            "dependencies (pip install hydra-core omegaconf); profiles are "
+            "composed with them"
+        )
 
 
 def verl_config_dir() -> Path:
@@ -154,7 +173,6 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
 
 
 def _clear_caches() -> None:

@@ -64,8 +64,12 @@ class Manifest:
         return f"{self.version}-{digest}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "root": self.root, "python": self.python,
-                "files": [list(f) for f in self.files]}
+        return {
+            "version": self.version,
+            "root": self.root,
+            "python": self.python,
+            "files": [list(f) for f in self.files],
+        }
 
 
 def cache_root() -> Path:
@@ -97,8 +101,13 @@ def _answer(stdout: str, stderr: str, status: int | None, where: str) -> dict[st
             break
     if not isinstance(data, dict):
         lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
-        why = (lines[-1] if lines and lines[0].startswith("Traceback") else
-               lines[0] if lines else f"exit status {status}, no answer")
+        why = (
+            lines[-1]
+            if lines and lines[0].startswith("Traceback")
+            else lines[0]
+            if lines
+            else f"exit status {status}, no answer"
+        )
         raise VerlUnavailable(f"{where}: {one_line(why)[:300]}")
     if "error" in data:
         raise VerlUnavailable(f"{where}: {one_line(str(data['error']))[:300]}")
@@ -109,28 +118,32 @@ def parse_manifest(data: dict[str, Any], where: str) -> Manifest:
     """The manifest part of an answer; VerlUnavailable naming what is wrong with it."""
     version, root, python = data.get("version"), data.get("root"), data.get("python")
     if not isinstance(version, str) or not _VERSION_RE.match(version):
-        raise VerlUnavailable(f"{where}: verl reports no usable version "
-                              f"({one_line(repr(version))[:80]})")
+        raise VerlUnavailable(
+            f"{where}: verl reports no usable version ({one_line(repr(version))[:80]})"
+        )
     files = data.get("files")
     if not isinstance(files, list) or not files or len(files) > MAX_FILES:
         raise VerlUnavailable(f"{where}: verl's file list is missing or too long")
     out: list[tuple[str, int, int]] = []
     for item in files:
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                        for n in item[1:])):
+        if not (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in item[1:])
+        ):
             raise VerlUnavailable(f"{where}: bad entry in verl's file list")
         rel = item[0]
         if not _REL_RE.match(rel) or ".." in rel.split("/") or "//" in rel:
-            raise VerlUnavailable(f"{where}: unsafe path in verl's file list: "
-                                  f"{one_line(rel)[:80]}")
+            raise VerlUnavailable(f"{where}: unsafe path in verl's file list: {one_line(rel)[:80]}")
         out.append((rel, item[1], item[2]))
     if sum(size for _, size, _ in out) > MAX_BYTES:
         raise VerlUnavailable(f"{where}: verl's config files exceed {MAX_BYTES >> 20} MiB")
     if "trainer/config/ppo_trainer.yaml" not in {rel for rel, _, _ in out}:
         raise VerlUnavailable(f"{where}: verl's trainer/config/ppo_trainer.yaml is missing")
-    return Manifest(version, one_line(str(root))[:300], one_line(str(python))[:300],
-                    tuple(sorted(out)))
+    return Manifest(
+        version, one_line(str(root))[:300], one_line(str(python))[:300], tuple(sorted(out))
+    )
 
 
 def _unpack(tar_b64: Any, manifest: Manifest, dest: Path, where: str) -> None:
@@ -148,11 +161,11 @@ def _unpack(tar_b64: Any, manifest: Manifest, dest: Path, where: str) -> None:
             for member in tar:
                 rel = member.name
                 if not member.isfile() or rel not in sizes or rel in written:
-                    raise VerlUnavailable(f"{where}: unexpected entry in the file archive: "
-                                          f"{one_line(rel)[:80]}")
+                    raise VerlUnavailable(
+                        f"{where}: unexpected entry in the file archive: {one_line(rel)[:80]}"
+                    )
                 if member.size != sizes[rel]:
-                    raise VerlUnavailable(f"{where}: {rel} changed while it was read; "
-                                          "try again")
+                    raise VerlUnavailable(f"{where}: {rel} changed while it was read; try again")
                 src = tar.extractfile(member)
                 data = src.read(sizes[rel] + 1) if src else b""
                 if len(data) != sizes[rel]:
@@ -162,8 +175,9 @@ def _unpack(tar_b64: Any, manifest: Manifest, dest: Path, where: str) -> None:
                 target.write_bytes(data)
                 written.add(rel)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise VerlUnavailable(f"{where}: the file archive cannot be read: "
-                              f"{one_line(str(exc))[:120]}") from None
+        raise VerlUnavailable(
+            f"{where}: the file archive cannot be read: {one_line(str(exc))[:120]}"
+        ) from None
     missing = sorted(set(sizes) - written)
     if missing:
         raise VerlUnavailable(f"{where}: the file archive lacks {missing[0]}")
@@ -179,8 +193,11 @@ def cached_folder(manifest: Manifest) -> Path | None:
         saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(saved, dict) or saved.get("version") != manifest.version or [
-            tuple(f) for f in saved.get("files") or []] != list(manifest.files):
+    if (
+        not isinstance(saved, dict)
+        or saved.get("version") != manifest.version
+        or [tuple(f) for f in saved.get("files") or []] != list(manifest.files)
+    ):
         return None
     pkg = folder / "verl"  # laid out like the installed package
     return pkg if (pkg / "trainer" / "config" / "ppo_trainer.yaml").is_file() else None
@@ -225,8 +242,9 @@ def _prune(root: Path, keep: Path) -> None:
 # -- reading a host's verl -------------------------------------------------------------------
 
 
-async def read_from_host(fleet: Fleet, host: str, *, timeout: float = DEFAULT_TIMEOUT
-                         ) -> VerlSource:
+async def read_from_host(
+    fleet: Fleet, host: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> VerlSource:
     """The host's verl config as a local folder: from the cache when its manifest is there,
     else read over SSH and cached. VerlUnavailable (one line naming the host) otherwise."""
     spec = fleet.inventory.host(host)
@@ -239,8 +257,14 @@ async def read_from_host(fleet: Fleet, host: str, *, timeout: float = DEFAULT_TI
     manifest = parse_manifest(_answer(res.stdout, res.stderr, res.exit_status, where), where)
     found = cached_folder(manifest)
     if found is not None:
-        return VerlSource(root=found, version=manifest.version, origin=spec.name,
-                          python=spec.python, host=spec.name, cached=True)
+        return VerlSource(
+            root=found,
+            version=manifest.version,
+            origin=spec.name,
+            python=spec.python,
+            host=spec.name,
+            cached=True,
+        )
     try:
         res = await transport.run(remote_argv(spec.python, "files"), timeout=timeout)
     except TransportError as exc:
@@ -248,12 +272,19 @@ async def read_from_host(fleet: Fleet, host: str, *, timeout: float = DEFAULT_TI
     data = _answer(res.stdout, res.stderr, res.exit_status, where)
     manifest = parse_manifest(data, where)  # the files as sent (they may have just changed)
     pkg = await asyncio.to_thread(_store, manifest, data.get("tar_b64"), where)
-    return VerlSource(root=pkg, version=manifest.version, origin=spec.name, python=spec.python,
-                      host=spec.name, files_read=len(manifest.files))
+    return VerlSource(
+        root=pkg,
+        version=manifest.version,
+        origin=spec.name,
+        python=spec.python,
+        host=spec.name,
+        files_read=len(manifest.files),
+    )
 
 
-async def select_verl(fleet: Fleet, inventory: Inventory, *,
-                      timeout: float = DEFAULT_TIMEOUT) -> VerlSource:
+async def select_verl(
+    fleet: Fleet, inventory: Inventory, *, timeout: float = DEFAULT_TIMEOUT
+) -> VerlSource:
     """Make the head's verl the one profiles compose with (schema.use_source) and return it.
     The head runs the job's driver, so its verl is what the job composes with. When the head
     has none, this Python's verl with a `note` saying why; SchemaError when neither has one."""
@@ -265,8 +296,11 @@ async def select_verl(fleet: Fleet, inventory: Inventory, *,
         if local is None:
             schema.use_source(None, cluster_failure=f"asked {exc}")
             return schema.current_source()  # no verl here either: SchemaError naming both
-        source = replace(local, note=f"the cluster's verl was not read ({exc}): composed with "
-                                     f"this Python's verl {local.version or ''}".rstrip())
+        source = replace(
+            local,
+            note=f"the cluster's verl was not read ({exc}): composed with "
+            f"this Python's verl {local.version or ''}".rstrip(),
+        )
     schema.use_source(source)
     return source
 
@@ -285,5 +319,13 @@ def select_verl_sync(inventory: Inventory, *, timeout: float = DEFAULT_TIMEOUT) 
     return asyncio.run(body())
 
 
-__all__ = ["Manifest", "SchemaError", "VerlSource", "VerlUnavailable", "cache_root",
-           "read_from_host", "select_verl", "select_verl_sync"]
+__all__ = [
+    "Manifest",
+    "SchemaError",
+    "VerlSource",
+    "VerlUnavailable",
+    "cache_root",
+    "read_from_host",
+    "select_verl",
+    "select_verl_sync",
+]

@@ -52,8 +52,12 @@ class Scan:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -81,8 +85,7 @@ def scan(root: Path, excludes: list[str] | tuple[str, ...] = ()) -> Scan:
             try:
                 st = path.stat()
             except FileNotFoundError:
-                out.skipped.append((path, "dangling symlink" if path.is_symlink()
-                                    else "vanished"))
+                out.skipped.append((path, "dangling symlink" if path.is_symlink() else "vanished"))
                 continue
             except OSError as exc:
                 out.skipped.append((path, exc.strerror or str(exc)))
@@ -112,9 +115,11 @@ def package(root: Path, excludes: list[str] | tuple[str, ...] = ()) -> Package:
     if total > MAX_UPLOAD_BYTES:
         biggest = sorted(found.files, key=lambda f: f[2], reverse=True)[:3]
         names = ", ".join(rel.split("/")[0] for rel, _, _ in biggest)
-        raise WorkdirError(f"working_dir {root} is {total / 2**20:.0f} MiB, over Ray's "
-                           f"{MAX_UPLOAD_BYTES // 2**20} MiB upload limit: add excludes "
-                           f"(largest: {names})")
+        raise WorkdirError(
+            f"working_dir {root} is {total / 2**20:.0f} MiB, over Ray's "
+            f"{MAX_UPLOAD_BYTES // 2**20} MiB upload limit: add excludes "
+            f"(largest: {names})"
+        )
     digest = hashlib.sha1()
     buf = io.BytesIO()
     files = 0

@@ -47,7 +47,8 @@ ANSI_RE_B = re.compile(ANSI_RE.pattern.encode())
 # then torchrun's `[rank3]:` / `[default0]:`.
 PREFIX_RE = re.compile(
     r"(?:\((?:[^()\s]+ )?(?:pid=\d+|raylet|gcs_server|autoscaler \+[^,()]*)(?:, ip=[^()\s]+)?\) ?)?"
-    r"(?:\[(?:rank|default)\d+\]: ?)?")
+    r"(?:\[(?:rank|default)\d+\]: ?)?"
+)
 REPEATED_RE = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
 
 # Severity. Each regex runs only after a cheap substring test passes (see classify): this is
@@ -58,15 +59,23 @@ EXCEPTION_RE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b(?:\
 WARNING_CLASS_RE = re.compile(r"\b[A-Z]\w*Warning\b:")
 # glog / torch c10 ([E1118 03:18:39.86 …] or [E ProcessGroupNCCL.cpp:475]) and Ray's C++ logs
 # ([2025-01-16 08:48:22,123 E 1234 1250] …): the level letter after the bracket or the date.
-GLOG_RE = re.compile(r"\[?([EFW])(?:\d{4} \d\d:\d\d| \S+\.(?:cpp|cc|h|hpp):\d+\])"
-                     r"|\[\d{4}-\d\d-\d\d [\d:,.]+ ([EFW]) \d+ \d+\]")
+GLOG_RE = re.compile(
+    r"\[?([EFW])(?:\d{4} \d\d:\d\d| \S+\.(?:cpp|cc|h|hpp):\d+\])"
+    r"|\[\d{4}-\d\d-\d\d [\d:,.]+ ([EFW]) \d+ \d+\]"
+)
 # ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=…): frames follow, indented.
 RAY_ERROR_HEADER_RE = re.compile(r"(?:ray\.exceptions\.)?Ray(?:Task|Actor)Error(?:\([\w.]+\))?: ")
-RAY_ERROR_HEADS = ("RayTaskError", "RayActorError", "ray.exceptions.RayTaskError",
-                   "ray.exceptions.RayActorError")
+RAY_ERROR_HEADS = (
+    "RayTaskError",
+    "RayActorError",
+    "ray.exceptions.RayTaskError",
+    "ray.exceptions.RayActorError",
+)
 TRACEBACK_HEAD = "Traceback (most recent call last)"
-CHAIN_HEADS = ("During handling of the above exception",
-               "The above exception was the direct cause of the following exception")
+CHAIN_HEADS = (
+    "During handling of the above exception",
+    "The above exception was the direct cause of the following exception",
+)
 
 
 @dataclass(frozen=True)
@@ -140,13 +149,16 @@ def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...]:
     could never find its lines)."""
     cover = _cover(_sre_parse.parse(pattern.pattern, pattern.flags))
     if not cover or min(map(len, cover)) < MIN_LITERAL or not all(s.isascii() for s in cover):
-        raise ValueError(f"signature pattern {pattern.pattern!r} needs a literal of "
-                         f"{MIN_LITERAL}+ ASCII characters in every alternative")
+        raise ValueError(
+            f"signature pattern {pattern.pattern!r} needs a literal of "
+            f"{MIN_LITERAL}+ ASCII characters in every alternative"
+        )
     return tuple(sorted({s.lower() for s in cover}))
 
 
-def _sig(key: str, pattern: str, hint: str | HintFn, severity: int = ERROR, *,
-         ignore_case: bool = False) -> Signature:
+def _sig(
+    key: str, pattern: str, hint: str | HintFn, severity: int = ERROR, *, ignore_case: bool = False
+) -> Signature:
     # re.ASCII: case-insensitive parts fold ASCII letters only, as bytes.lower() does, so the
     # derived literals are found in the lowercased block whenever the pattern matches.
     rx = re.compile(pattern, re.ASCII | (re.IGNORECASE if ignore_case else 0))
@@ -156,16 +168,22 @@ def _sig(key: str, pattern: str, hint: str | HintFn, severity: int = ERROR, *,
 # -- hints that depend on the match --------------------------------------------------------------
 
 # pip names of the packages verl's workers import by another name
-_PIP_NAMES = {"transfer_queue": "TransferQueue", "flash_attn": "flash-attn (--no-build-isolation)",
-              "vllm": "vllm", "sglang": "sglang"}
+_PIP_NAMES = {
+    "transfer_queue": "TransferQueue",
+    "flash_attn": "flash-attn (--no-build-isolation)",
+    "vllm": "vllm",
+    "sglang": "sglang",
+}
 
 
 def _import_hint(m: re.Match[str]) -> str:
     pkg = m.group("pkg") or m.group("pkg2") or "?"
     pip = _PIP_NAMES.get(pkg, pkg)
-    return (f"Python package '{pkg}' is missing or broken in the interpreter that ran this worker:"
-            f" install {pip} (built for this torch) into that Python on every node (hosts.yaml "
-            "python:), the same version everywhere, then restart Ray (verl-tui up --restart)")
+    return (
+        f"Python package '{pkg}' is missing or broken in the interpreter that ran this worker:"
+        f" install {pip} (built for this torch) into that Python on every node (hosts.yaml "
+        "python:), the same version everywhere, then restart Ray (verl-tui up --restart)"
+    )
 
 
 def _override_hint(m: re.Match[str]) -> str:
@@ -176,116 +194,162 @@ def _override_hint(m: re.Match[str]) -> str:
     moved = renamed_to(key)
     if moved is not None:
         new, why = moved
-        return (f"verl renamed '{key}': write {new}=… instead ({why}); verl-tui profile check "
-                "lists every such key")
-    return (f"verl's config has no key '{key}' (removed from verl or misspelt): drop or rename "
-            f"it (verl-tui profile check names the nearest real key); write +{key}=… only to add "
-            "a key of your own")
+        return (
+            f"verl renamed '{key}': write {new}=… instead ({why}); verl-tui profile check "
+            "lists every such key"
+        )
+    return (
+        f"verl's config has no key '{key}' (removed from verl or misspelt): drop or rename "
+        f"it (verl-tui profile check names the nearest real key); write +{key}=… only to add "
+        "a key of your own"
+    )
 
 
 # -- the table: the more specific signatures first ---------------------------------------------
 
 SIGNATURES: tuple[Signature, ...] = (
-    _sig("nccl_timeout",
-         r"Watchdog caught collective operation timeout|NCCL operations have failed or timed out"
-         r"|ProcessGroupNCCL.*\b(?:[Tt]imeout|timed out)|Timeout at NCCL work"
-         r"|NCCL communicator was aborted"
-         r"|(?:ncclUniqueId|NCCL communicator).*(?:Socket Timeout|timed out)",
-         "an NCCL collective timed out: a rank died or hung first (look for its error above) or "
-         "the nodes cannot reach each other; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in "
-         "hosts.yaml ray.env to the interface the nodes share, check IB ports (verl-tui check); "
-         "NCCL_DEBUG=INFO says more"),
-    _sig("gloo_full_mesh", r"connectFullMesh failed",
-         "the ranks could not connect to each other (Gloo): set GLOO_SOCKET_IFNAME and "
-         "NCCL_SOCKET_IFNAME in hosts.yaml ray.env to the interface the nodes share (not lo or "
-         "docker0); check IB ports and firewalls (verl-tui check)"),
-    _sig("nccl_network",
-         r"NCCL WARN (?:NET/|[Ss]ocket|Call to (?:ibv_|connect))|unhandled system error"
-         r"|ncclSystemError|ncclRemoteError",
-         "NCCL could not set up its network: point NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) in "
-         "hosts.yaml ray.env at the interface the nodes share; for InfiniBand check NCCL_IB_HCA "
-         "and that the IB ports are up (verl-tui check)"),
-    _sig("vllm_pg_gpus",
-         r"number of required GPUs exceeds the total number of available GPUs in the placement "
-         r"group|Tensor parallel size \(\d+\) exceeds available GPUs",
-         "vLLM's tensor parallel group does not fit the GPUs of its placement group: make "
-         "actor_rollout_ref.rollout.tensor_model_parallel_size ≤ trainer.n_gpus_per_node (and "
-         "the GPUs Ray sees on each node, `ray status`)"),
-    _sig("gpus_short",
-         r"Total available GPUs (?P<have>[\d.]+) is less than total desired GPUs (?P<want>[\d.]+)",
-         "the job wants {want} GPUs but Ray has {have} free: make trainer.nnodes × "
-         "trainer.n_gpus_per_node fit the cluster (all nodes up? another job holding GPUs?)"),
-    _sig("placement_pending",
-         r"cannot be scheduled right now|No available node types can fulfill"
-         r"|pending placement groups?\b|Waiting for (?:creating a )?placement group",
-         "Ray cannot place the job's placement group, so the job waits forever: every node needs "
-         "trainer.n_gpus_per_node free GPUs and 3 × n_gpus_per_node free CPUs (verl reserves 3 "
-         "CPUs per GPU); `ray status` (verl-tui status) shows the node short of GPUs/CPUs or a job "
-         "still holding them; else lower trainer.nnodes / n_gpus_per_node",
-         WARNING),  # Ray's own level: it may pass while a runtime_env installs
-    _sig("gcs_connect",
-         r"Failed to connect to (?:the )?GCS|Unable to connect to GCS"
-         r"|Failed to get cluster ID from GCS|Timed out while waiting for GCS"
-         r"|GCS may have been killed|Could not find any running Ray instance",
-         "the job cannot reach Ray's GCS on the head (port 6379 unless hosts.yaml ray.port says "
-         "otherwise): is Ray up (verl-tui status)? can every node reach the head's node_ip "
-         "through the firewall, with the same Ray version?"),
-    _sig("vllm_cumem_oom", r"CUDA Error: out of memory at \S*cumem",
-         "vLLM could not take its GPU memory back on wake-up (sleep mode): the actor's weights, "
-         "grads or optimizer still fill the GPU; lower actor_rollout_ref.rollout."
-         "gpu_memory_utilization (e.g. 0.5) or turn on the actor's param/optimizer offload",
-         ignore_case=True),
-    _sig("cuda_oom",
-         r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError",
-         "a GPU ran out of memory: lower actor_rollout_ref.rollout.gpu_memory_utilization "
-         "(the KV cache share), the *micro_batch_size_per_gpu / ppo_max_token_len_per_gpu, or "
-         "turn on param/optimizer offload and gradient checkpointing", ignore_case=True),
-    _sig("kv_cache",
-         r"No available memory for the cache blocks"
-         r"|KV cache is needed, which is larger than the available KV cache memory"
-         r"|is larger than the maximum number of tokens that can be stored in KV cache",
-         "vLLM has no room for its KV cache: raise "
-         "actor_rollout_ref.rollout.gpu_memory_utilization, or lower rollout.max_model_len / "
-         "max_num_batched_tokens, or raise rollout.tensor_model_parallel_size"),
-    _sig("host_oom",
-         r"killed due to (?:the )?node running low on memory|killed due to memory pressure"
-         r"|Out of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:",
-         "a node ran out of host RAM and a worker was killed (Ray's memory monitor or the "
-         "kernel's OOM killer): lower host memory use (rollout batch, dataloader workers, CPU "
-         "offload, reward workers) or add RAM; `ray memory` and `dmesg` show the holders",
-         ignore_case=True),
-    _sig("actor_died",
-         r"actor died unexpectedly before finishing this task|ActorDiedError"
-         r"|actor is dead because its worker process has died"
-         r"|worker died or was killed while executing a task",
-         "a Ray worker process died without a Python error: most often the host's OOM killer "
-         "(`dmesg` or raylet.out on that node; a 'running low on memory' line above), else a "
-         "segfault or `ray stop`; the first error above or the worker's .err log names it"),
-    _sig("hf_cache_perm", r"\[Errno 13\] Permission denied: '(?:[^']*/)?\.cache\b",
-         "the Hugging Face cache is not writable (a user without a home directory gets "
-         "'/.cache'): set HF_HOME (and XDG_CACHE_HOME) to a writable folder on every node, in the "
-         "job env or hosts.yaml ray.env"),
-    _sig("import_missing",
-         r"(?:ModuleNotFoundError: |^)No module named "
-         r"'(?P<pkg>transfer_queue|vllm|sglang|flash_attn)\b"
-         r"|ImportError: .*?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
-         _import_hint),
-    _sig("mkl_gomp", r"MKL_THREADING_LAYER=INTEL is incompatible with libgomp",
-         "numpy's MKL clashes with torch's libgomp: set MKL_SERVICE_FORCE_INTEL=1 (or "
-         "MKL_THREADING_LAYER=GNU) in the job env or hosts.yaml ray.env, or import numpy first"),
-    _sig("upload_too_large",
-         r"Request Entity Too Large|RequestEntityTooLarge|Maximum request body size \d+ exceeded"
-         r"|Package size \([^)]*\) exceeds the maximum size|status code 413\b",
-         "the job's working_dir is too big to upload: exclude checkpoints, data, outputs, .venv "
-         "and .git (runtime_env excludes or .rayignore) and keep data on shared storage"),
+    _sig(
+        "nccl_timeout",
+        r"Watchdog caught collective operation timeout|NCCL operations have failed or timed out"
+        r"|ProcessGroupNCCL.*\b(?:[Tt]imeout|timed out)|Timeout at NCCL work"
+        r"|NCCL communicator was aborted"
+        r"|(?:ncclUniqueId|NCCL communicator).*(?:Socket Timeout|timed out)",
+        "an NCCL collective timed out: a rank died or hung first (look for its error above) or "
+        "the nodes cannot reach each other; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in "
+        "hosts.yaml ray.env to the interface the nodes share, check IB ports (verl-tui check); "
+        "NCCL_DEBUG=INFO says more",
+    ),
+    _sig(
+        "gloo_full_mesh",
+        r"connectFullMesh failed",
+        "the ranks could not connect to each other (Gloo): set GLOO_SOCKET_IFNAME and "
+        "NCCL_SOCKET_IFNAME in hosts.yaml ray.env to the interface the nodes share (not lo or "
+        "docker0); check IB ports and firewalls (verl-tui check)",
+    ),
+    _sig(
+        "nccl_network",
+        r"NCCL WARN (?:NET/|[Ss]ocket|Call to (?:ibv_|connect))|unhandled system error"
+        r"|ncclSystemError|ncclRemoteError",
+        "NCCL could not set up its network: point NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) in "
+        "hosts.yaml ray.env at the interface the nodes share; for InfiniBand check NCCL_IB_HCA "
+        "and that the IB ports are up (verl-tui check)",
+    ),
+    _sig(
+        "vllm_pg_gpus",
+        r"number of required GPUs exceeds the total number of available GPUs in the placement "
+        r"group|Tensor parallel size \(\d+\) exceeds available GPUs",
+        "vLLM's tensor parallel group does not fit the GPUs of its placement group: make "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size ≤ trainer.n_gpus_per_node (and "
+        "the GPUs Ray sees on each node, `ray status`)",
+    ),
+    _sig(
+        "gpus_short",
+        r"Total available GPUs (?P<have>[\d.]+) is less than total desired GPUs (?P<want>[\d.]+)",
+        "the job wants {want} GPUs but Ray has {have} free: make trainer.nnodes × "
+        "trainer.n_gpus_per_node fit the cluster (all nodes up? another job holding GPUs?)",
+    ),
+    _sig(
+        "placement_pending",
+        r"cannot be scheduled right now|No available node types can fulfill"
+        r"|pending placement groups?\b|Waiting for (?:creating a )?placement group",
+        "Ray cannot place the job's placement group, so the job waits forever: every node needs "
+        "trainer.n_gpus_per_node free GPUs and 3 × n_gpus_per_node free CPUs (verl reserves 3 "
+        "CPUs per GPU); `ray status` (verl-tui status) shows the node short of GPUs/CPUs or a job "
+        "still holding them; else lower trainer.nnodes / n_gpus_per_node",
+        WARNING,
+    ),  # Ray's own level: it may pass while a runtime_env installs
+    _sig(
+        "gcs_connect",
+        r"Failed to connect to (?:the )?GCS|Unable to connect to GCS"
+        r"|Failed to get cluster ID from GCS|Timed out while waiting for GCS"
+        r"|GCS may have been killed|Could not find any running Ray instance",
+        "the job cannot reach Ray's GCS on the head (port 6379 unless hosts.yaml ray.port says "
+        "otherwise): is Ray up (verl-tui status)? can every node reach the head's node_ip "
+        "through the firewall, with the same Ray version?",
+    ),
+    _sig(
+        "vllm_cumem_oom",
+        r"CUDA Error: out of memory at \S*cumem",
+        "vLLM could not take its GPU memory back on wake-up (sleep mode): the actor's weights, "
+        "grads or optimizer still fill the GPU; lower actor_rollout_ref.rollout."
+        "gpu_memory_utilization (e.g. 0.5) or turn on the actor's param/optimizer offload",
+        ignore_case=True,
+    ),
+    _sig(
+        "cuda_oom",
+        r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError",
+        "a GPU ran out of memory: lower actor_rollout_ref.rollout.gpu_memory_utilization "
+        "(the KV cache share), the *micro_batch_size_per_gpu / ppo_max_token_len_per_gpu, or "
+        "turn on param/optimizer offload and gradient checkpointing",
+        ignore_case=True,
+    ),
+    _sig(
+        "kv_cache",
+        r"No available memory for the cache blocks"
+        r"|KV cache is needed, which is larger than the available KV cache memory"
+        r"|is larger than the maximum number of tokens that can be stored in KV cache",
+        "vLLM has no room for its KV cache: raise "
+        "actor_rollout_ref.rollout.gpu_memory_utilization, or lower rollout.max_model_len / "
+        "max_num_batched_tokens, or raise rollout.tensor_model_parallel_size",
+    ),
+    _sig(
+        "host_oom",
+        r"killed due to (?:the )?node running low on memory|killed due to memory pressure"
+        r"|Out of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:",
+        "a node ran out of host RAM and a worker was killed (Ray's memory monitor or the "
+        "kernel's OOM killer): lower host memory use (rollout batch, dataloader workers, CPU "
+        "offload, reward workers) or add RAM; `ray memory` and `dmesg` show the holders",
+        ignore_case=True,
+    ),
+    _sig(
+        "actor_died",
+        r"actor died unexpectedly before finishing this task|ActorDiedError"
+        r"|actor is dead because its worker process has died"
+        r"|worker died or was killed while executing a task",
+        "a Ray worker process died without a Python error: most often the host's OOM killer "
+        "(`dmesg` or raylet.out on that node; a 'running low on memory' line above), else a "
+        "segfault or `ray stop`; the first error above or the worker's .err log names it",
+    ),
+    _sig(
+        "hf_cache_perm",
+        r"\[Errno 13\] Permission denied: '(?:[^']*/)?\.cache\b",
+        "the Hugging Face cache is not writable (a user without a home directory gets "
+        "'/.cache'): set HF_HOME (and XDG_CACHE_HOME) to a writable folder on every node, in the "
+        "job env or hosts.yaml ray.env",
+    ),
+    _sig(
+        "import_missing",
+        r"(?:ModuleNotFoundError: |^)No module named "
+        r"'(?P<pkg>transfer_queue|vllm|sglang|flash_attn)\b"
+        r"|ImportError: .*?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
+        _import_hint,
+    ),
+    _sig(
+        "mkl_gomp",
+        r"MKL_THREADING_LAYER=INTEL is incompatible with libgomp",
+        "numpy's MKL clashes with torch's libgomp: set MKL_SERVICE_FORCE_INTEL=1 (or "
+        "MKL_THREADING_LAYER=GNU) in the job env or hosts.yaml ray.env, or import numpy first",
+    ),
+    _sig(
+        "upload_too_large",
+        r"Request Entity Too Large|RequestEntityTooLarge|Maximum request body size \d+ exceeded"
+        r"|Package size \([^)]*\) exceeds the maximum size|status code 413\b",
+        "the job's working_dir is too big to upload: exclude checkpoints, data, outputs, .venv "
+        "and .git (runtime_env excludes or .rayignore) and keep data on shared storage",
+    ),
     _sig("hydra_override", r"Could not override '(?P<key>[^']+)'", _override_hint),
-    _sig("hydra_failed", r"^Error executing job with overrides:",
-         "Hydra's summary after verl failed: the cause is the exception printed just above (the "
-         "end of its traceback, or the hint above it); HYDRA_FULL_ERROR=1 shows Hydra's frames"),
-    _sig("ray_version",
-         r"\bVersion mismatch: The cluster was started with|Ray version mismatch",
-         "the job's Ray (or Python) differs from the cluster's: install the same versions on "
-         "every host and in the job's interpreter (hosts.yaml python:), then restart Ray"),
+    _sig(
+        "hydra_failed",
+        r"^Error executing job with overrides:",
+        "Hydra's summary after verl failed: the cause is the exception printed just above (the "
+        "end of its traceback, or the hint above it); HYDRA_FULL_ERROR=1 shows Hydra's frames",
+    ),
+    _sig(
+        "ray_version",
+        r"\bVersion mismatch: The cluster was started with|Ray version mismatch",
+        "the job's Ray (or Python) differs from the cluster's: install the same versions on "
+        "every host and in the job's interpreter (hosts.yaml python:), then restart Ray",
+    ),
 )
 
 
@@ -316,10 +380,48 @@ Training Progress: 12%|█▏ | 12/100 [18:02<2:12:15, 90.2s/it] Processed promp
 Job 'raysubmit_x' submitted successfully; Status for job 'raysubmit_x': RUNNING; Job is running
  Tailing logs until the job exits (disable with --no-wait)
 """
-_STOP_WORDS = frozenset((
-    "the", "to", "for", "of", "on", "in", "at", "is", "was", "be", "been", "are", "and", "or",
-    "not", "no", "with", "from", "by", "as", "it", "this", "that", "may", "can", "has", "have",
-    "had", "any", "all", "now", "than", "its", "into", "out", "per", "set", "use"))
+_STOP_WORDS = frozenset(
+    (
+        "the",
+        "to",
+        "for",
+        "of",
+        "on",
+        "in",
+        "at",
+        "is",
+        "was",
+        "be",
+        "been",
+        "are",
+        "and",
+        "or",
+        "not",
+        "no",
+        "with",
+        "from",
+        "by",
+        "as",
+        "it",
+        "this",
+        "that",
+        "may",
+        "can",
+        "has",
+        "have",
+        "had",
+        "any",
+        "all",
+        "now",
+        "than",
+        "its",
+        "into",
+        "out",
+        "per",
+        "set",
+        "use",
+    )
+)
 _WORD_RE = re.compile(r"[a-z0-9_]+(?:-[a-z0-9_]+)*")
 
 
@@ -332,9 +434,15 @@ def _choose_anchors(literals: list[str], given: tuple[str, ...]) -> tuple[str, .
     healthy = _HEALTHY.lower()
     chosen: list[str] = []
     while left:
-        words = {w for lit in left for w in _WORD_RE.findall(lit)
-                 if len(w) >= MIN_LITERAL and w not in _STOP_WORDS and not w.isdigit()
-                 and w not in healthy}
+        words = {
+            w
+            for lit in left
+            for w in _WORD_RE.findall(lit)
+            if len(w) >= MIN_LITERAL
+            and w not in _STOP_WORDS
+            and not w.isdigit()
+            and w not in healthy
+        }
         # a word covers every literal that contains it, even inside a longer word
         counts = {w: sum(w in lit for lit in left) for w in words}
         word = max(counts, key=lambda w: (counts[w], len(w), w)) if counts else ""
@@ -354,8 +462,10 @@ class Prefilter:
     def build(cls, signatures: tuple[Signature, ...]) -> Prefilter:
         literals = sorted({lit for sig in signatures for lit in sig.literals})
         anchors = _choose_anchors(literals, CLASS_NEEDLES)
-        by_anchor = {a: tuple(i for i, sig in enumerate(signatures)
-                              if any(a in lit for lit in sig.literals)) for a in anchors}
+        by_anchor = {
+            a: tuple(i for i, sig in enumerate(signatures) if any(a in lit for lit in sig.literals))
+            for a in anchors
+        }
         return cls(anchors, by_anchor)
 
     def candidates(self, low: str) -> list[int]:
@@ -385,7 +495,7 @@ def split_source(plain: str) -> tuple[str, str]:
     if plain[:1] in ("(", "["):
         m = PREFIX_RE.match(plain)
         if m is not None and m.end():
-            source, msg = plain[:m.end()].rstrip(), plain[m.end():]
+            source, msg = plain[: m.end()].rstrip(), plain[m.end() :]
     if "across cluster]" in msg:
         msg = REPEATED_RE.sub("", msg)
     return source, msg
@@ -441,8 +551,9 @@ def candidate_starts(data: bytes) -> list[int]:
     return sorted(starts)
 
 
-def scan_block(clf: LineClassifier, data: bytes, first: int
-               ) -> Iterator[tuple[int, int, Hint | None, str]]:
+def scan_block(
+    clf: LineClassifier, data: bytes, first: int
+) -> Iterator[tuple[int, int, Hint | None, str]]:
     """(line number, flags, hint, text) of every line of `data` (plain text, whole lines, the
     first numbered `first`) that gets a flag. Lines without an anchor are skipped unread unless
     a traceback is open, when every line is fed. The log store and `explain` both use this."""
@@ -510,7 +621,8 @@ class LineClassifier:
                 del opened[key]
         body = msg.lstrip()
         if body.startswith(TRACEBACK_HEAD) or (
-                msg.startswith(RAY_ERROR_HEADS) and RAY_ERROR_HEADER_RE.match(msg)):
+            msg.startswith(RAY_ERROR_HEADS) and RAY_ERROR_HEADER_RE.match(msg)
+        ):
             opened[source] = [line_no, 0, 0]
             return TRACEBACK | ERROR
         st = opened.get(source)

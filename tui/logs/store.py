@@ -335,8 +335,15 @@ class LogStore:
         """What a regex is searched in."""
         return data.decode("utf-8", "replace")
 
-    def find(self, pattern: str | Query, start: int = 0, *, backwards: bool = False,
-             regex: bool = False, ignore_case: bool = True) -> int | None:
+    def find(
+        self,
+        pattern: str | Query,
+        start: int = 0,
+        *,
+        backwards: bool = False,
+        regex: bool = False,
+        ignore_case: bool = True,
+    ) -> int | None:
         """The first line at or after `start` (or the last at or before it, `backwards`) that
         matches, ANSI codes ignored; None if there is none. Raises re.error for a bad regex."""
         q = self._as_query(pattern, regex, ignore_case)
@@ -375,8 +382,15 @@ class LogStore:
                     return first + text.count("\n", 0, pos)
         return None
 
-    def matching(self, pattern: str | Query, start: int = 0, end: int | None = None, *,
-                 regex: bool = False, ignore_case: bool = True) -> array:
+    def matching(
+        self,
+        pattern: str | Query,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        regex: bool = False,
+        ignore_case: bool = True,
+    ) -> array:
         """Every line in [start, end) that matches, ascending, as array('I'). To keep a filter
         current, call again with start = the previous end."""
         q = self._as_query(pattern, regex, ignore_case)

@@ -41,26 +41,35 @@ def parts() -> set[str]:
 
 
 def _text(name: str) -> str:
-    return importlib.resources.files(__name__).joinpath(f"{name}.py").read_text(
-        encoding="utf-8")
+    return importlib.resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
 
 
-def _spans(text: str, names: set[str], future: bool
-           ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+def _spans(
+    text: str, names: set[str], future: bool
+) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
     """Line spans (0-based, end exclusive) of the top-level imports the join drops (``from
     tui.remote.<one of names>``, and ``from __future__`` when ``future``), and of the closing
     ``if __name__ …`` block (None when the module does not end with one)."""
     tree = ast.parse(text)
     drop = []
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (
                 (future and node.module == "__future__")
-                or (node.module or "").removeprefix("tui.remote.") in names):
+                or (node.module or "").removeprefix("tui.remote.") in names
+            )
+        ):
             drop.append((node.lineno - 1, node.end_lineno or node.lineno))
     last = tree.body[-1] if tree.body else None
     main = None
-    if (isinstance(last, ast.If) and isinstance(last.test, ast.Compare)
-            and isinstance(last.test.left, ast.Name) and last.test.left.id == "__name__"):
+    if (
+        isinstance(last, ast.If)
+        and isinstance(last.test, ast.Compare)
+        and isinstance(last.test.left, ast.Name)
+        and last.test.left.id == "__name__"
+    ):
         main = (last.lineno - 1, last.end_lineno or last.lineno)
     return drop, main
 
@@ -77,15 +86,17 @@ def join(program: str, names: tuple[str, ...]) -> str:
     drop, main = _spans(text, set(names), future=False)
     if main is None:
         raise ValueError(f"bundle {program!r}: the program must end with its __main__ block")
-    chunks = [_without(lines[:main[0]], drop)]
+    chunks = [_without(lines[: main[0]], drop)]
     for name in names:
         part = _text(name)
         part_drop, part_main = _spans(part, set(names), future=True)
         if part_main is not None:
             raise ValueError(f"bundle {program!r}: part {name!r} has a __main__ block")
-        chunks.append(f"# ---- {name}.py, joined by the loader (tui/remote/__init__.py)\n"
-                      + _without(part.splitlines(keepends=True), part_drop))
-    chunks.append("".join(lines[main[0]:main[1]]).strip("\n"))
+        chunks.append(
+            f"# ---- {name}.py, joined by the loader (tui/remote/__init__.py)\n"
+            + _without(part.splitlines(keepends=True), part_drop)
+        )
+    chunks.append("".join(lines[main[0] : main[1]]).strip("\n"))
     return "\n\n\n".join(chunks) + "\n"
 
 

@@ -11,11 +11,16 @@ AMD_VENDOR_ID = "0x1002"
 # PCI device ids -> marketing names where product_name (the board's FRU EEPROM) is absent;
 # the ids are the ones Ray's AMD accelerator manager knows (ray/_private/accelerators/amd_gpu.py).
 AMD_DEVICE_NAMES = {
-    "0x738c": "AMD Instinct MI100", "0x7408": "AMD Instinct MI250X",
-    "0x740c": "AMD Instinct MI250X/MI250", "0x740f": "AMD Instinct MI210",
-    "0x74a0": "AMD Instinct MI300A", "0x74a1": "AMD Instinct MI300X",
-    "0x74a2": "AMD Instinct MI308X", "0x74a5": "AMD Instinct MI325X",
-    "0x74a9": "AMD Instinct MI300X HF", "0x75a0": "AMD Instinct MI350X",
+    "0x738c": "AMD Instinct MI100",
+    "0x7408": "AMD Instinct MI250X",
+    "0x740c": "AMD Instinct MI250X/MI250",
+    "0x740f": "AMD Instinct MI210",
+    "0x74a0": "AMD Instinct MI300A",
+    "0x74a1": "AMD Instinct MI300X",
+    "0x74a2": "AMD Instinct MI308X",
+    "0x74a5": "AMD Instinct MI325X",
+    "0x74a9": "AMD Instinct MI300X HF",
+    "0x75a0": "AMD Instinct MI350X",
     "0x75a3": "AMD Instinct MI355X",
 }
 

@@ -131,8 +131,7 @@ def _meta(step_dir, rel):
 
 
 def op_scan(root):
-    out = {"root": root, "exists": os.path.isdir(root), "latest": None, "steps": {},
-           "errors": []}
+    out = {"root": root, "exists": os.path.isdir(root), "latest": None, "steps": {}, "errors": []}
     if not out["exists"]:
         if os.path.exists(root):
             _fail(f"{root} is not a directory")
@@ -170,8 +169,9 @@ def op_ls(top):
     if not os.path.isdir(top):
         _fail(f"{top} is not a directory")
     files, errors, truncated = _walk(top)
-    _emit({"files": [[rel, size] for rel, size, _ in files], "errors": errors,
-           "truncated": truncated})
+    _emit(
+        {"files": [[rel, size] for rel, size, _ in files], "errors": errors, "truncated": truncated}
+    )
 
 
 def op_sha(paths):
@@ -304,8 +304,9 @@ def op_recv(final):
     folder = os.path.dirname(final) or "."
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=PARTIAL_PREFIX, suffix="." + os.path.basename(final),
-                                   dir=folder)
+        fd, tmp = tempfile.mkstemp(
+            prefix=PARTIAL_PREFIX, suffix="." + os.path.basename(final), dir=folder
+        )
     except OSError as exc:
         _fail(f"cannot write in {folder}: {_one_line(exc)}")
     mask = os.umask(0)

@@ -82,9 +82,13 @@ class HostStats:
         except (OSError, ValueError, IndexError):
             pass
         total, avail = mem.get("MemTotal"), mem.get("MemAvailable")
-        return {"cpu_percent": self._cpu_percent(), "load1": load1,
-                "mem_used_bytes": total - avail if total and avail is not None else None,
-                "mem_total_bytes": total, "ncpu": self.ncpu}
+        return {
+            "cpu_percent": self._cpu_percent(),
+            "load1": load1,
+            "mem_used_bytes": total - avail if total and avail is not None else None,
+            "mem_total_bytes": total,
+            "ncpu": self.ncpu,
+        }
 
 
 class MixedBackend:
@@ -126,7 +130,8 @@ class MixedBackend:
 def _nvidia_absent(backend):
     """No NVIDIA stack at all here (not: a driver that fails), so the host is AMD-only."""
     return isinstance(backend, NoneBackend) or (
-        isinstance(backend, NvmlBackend) and not backend.ok and backend.error == NO_LIBRARY)
+        isinstance(backend, NvmlBackend) and not backend.ok and backend.error == NO_LIBRARY
+    )
 
 
 def _open_backend(interval, once):
@@ -183,19 +188,37 @@ def main(argv: list[str] | None = None) -> int:
     host = HostStats()
     backend = _open_backend(interval, args.once)
     try:
-        emit({"type": "hello", "agent": AGENT_PROTOCOL, "hostname": socket.gethostname(),
-              "pid": os.getpid(), "python": platform.python_version(),
-              "source": backend.source, "driver": backend.driver,
-              "nvml_version": backend.nvml_version, "error": backend.error,
-              "ncpu": host.ncpu})
+        emit(
+            {
+                "type": "hello",
+                "agent": AGENT_PROTOCOL,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "python": platform.python_version(),
+                "source": backend.source,
+                "driver": backend.driver,
+                "nvml_version": backend.nvml_version,
+                "error": backend.error,
+                "ncpu": host.ncpu,
+            }
+        )
         start, slot, seq = time.monotonic(), 0, 0
         while not stop.is_set():
             t = time.time()
             gpus = backend.sweep()
             # driver rides along: NVML may come up after the hello (a driver loaded later).
-            emit({"type": "sample", "seq": seq, "t": round(t, 6), "source": backend.source,
-                  "driver": backend.driver, "error": backend.error, "host": host.sample(),
-                  "gpus": gpus})
+            emit(
+                {
+                    "type": "sample",
+                    "seq": seq,
+                    "t": round(t, 6),
+                    "source": backend.source,
+                    "driver": backend.driver,
+                    "error": backend.error,
+                    "host": host.sample(),
+                    "gpus": gpus,
+                }
+            )
             seq += 1
             if args.once:
                 break

@@ -46,8 +46,9 @@ def _sysfs_int(path, lo, hi, failures):
 def _amd_hwmon(device):
     """The device's hwmon directory (device/hwmon/hwmonN), or None."""
     try:
-        names = sorted(n for n in os.listdir(os.path.join(device, "hwmon"))
-                       if n.startswith("hwmon"))
+        names = sorted(
+            n for n in os.listdir(os.path.join(device, "hwmon")) if n.startswith("hwmon")
+        )
     except OSError:
         return None
     return os.path.join(device, "hwmon", names[0]) if names else None
@@ -57,8 +58,7 @@ def _amd_temperature(hwmon, failures):
     """°C from the preferred labelled channel (temp*_input is in millidegrees)."""
     by_label, first = {}, None
     for channel in range(1, 10):
-        value = _sysfs_int(os.path.join(hwmon, f"temp{channel}_input"), -100_000, 300_000,
-                           failures)
+        value = _sysfs_int(os.path.join(hwmon, f"temp{channel}_input"), -100_000, 300_000, failures)
         if value is None:
             continue
         try:
@@ -127,8 +127,7 @@ class AmdSysfsBackend:
         total = _sysfs_int(os.path.join(device, "mem_info_vram_total"), 1, 1 << 50, failures)
         used = _sysfs_int(os.path.join(device, "mem_info_vram_used"), 0, 1 << 50, failures)
         gpu["memory_total_bytes"] = total
-        gpu["memory_used_bytes"] = used if used is None or total is None or used <= total \
-            else None
+        gpu["memory_used_bytes"] = used if used is None or total is None or used <= total else None
         hwmon = _amd_hwmon(device)
         if hwmon is not None:
             gpu["temperature_c"] = _amd_temperature(hwmon, failures)
@@ -186,8 +185,11 @@ class _AmdSmiLib:
                     self.names[pci] = lib.amdsmi_get_gpu_asic_info(h).get("market_name")
             entry["name"] = self.names.get(pci)
             with contextlib.suppress(Exception):
-                entry["processes"] = [_amd_process(p) for p in lib.amdsmi_get_gpu_process_list(h)
-                                      if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+                entry["processes"] = [
+                    _amd_process(p)
+                    for p in lib.amdsmi_get_gpu_process_list(h)
+                    if isinstance(p, dict) and isinstance(p.get("pid"), int)
+                ]
             out[pci] = entry
         return out
 
@@ -200,9 +202,11 @@ def _amd_process(p):
     mem = p.get("memory_usage")
     vram = mem.get("vram_mem") if isinstance(mem, dict) else p.get("mem")
     name = p.get("name")
-    return {"pid": p["pid"],
-            "name": name if isinstance(name, str) and name != "N/A" else _proc_name(p["pid"]),
-            "memory_bytes": vram if isinstance(vram, int) and vram >= 0 else None}
+    return {
+        "pid": p["pid"],
+        "name": name if isinstance(name, str) and name != "N/A" else _proc_name(p["pid"]),
+        "memory_bytes": vram if isinstance(vram, int) and vram >= 0 else None,
+    }
 
 
 def _amd_value(value, scale=1.0):
@@ -227,8 +231,9 @@ def _amd_gpu_fields(gpu, util, mem_util, used, total, temp, power, limit):
     for key, value in (("util_percent", util), ("mem_util_percent", mem_util)):
         gpu[key] = float(value) if value is not None and 0 <= value <= 100 else None
     gpu["memory_total_bytes"] = int(total) if total is not None and total > 0 else None
-    gpu["memory_used_bytes"] = int(used) if used is not None and 0 <= used <= (
-        total or used) else None
+    gpu["memory_used_bytes"] = (
+        int(used) if used is not None and 0 <= used <= (total or used) else None
+    )
     gpu["temperature_c"] = float(temp) if temp is not None and -100 <= temp <= 300 else None
     gpu["power_w"] = float(power) if power is not None and 0 <= power <= 100_000 else None
     gpu["power_limit_w"] = float(limit) if limit is not None and 0 < limit <= 100_000 else None
@@ -251,14 +256,28 @@ def parse_amd_smi_metric(text):
             value = item.get(name)
             return value if isinstance(value, dict) else {}
 
-        usage, power, temp, mem = (section("usage"), section("power"), section("temperature"),
-                                   section("mem_usage"))
-        temperature = next((t for t in (_amd_value(temp.get(k)) for k in ("edge", "hotspot"))
-                            if t is not None), None)
-        gpus.append(_amd_gpu_fields(
-            gpu, _amd_value(usage.get("gfx_activity")), _amd_value(usage.get("umc_activity")),
-            _amd_value(mem.get("used_vram"), MIB), _amd_value(mem.get("total_vram"), MIB),
-            temperature, _amd_value(power.get("socket_power")), None))
+        usage, power, temp, mem = (
+            section("usage"),
+            section("power"),
+            section("temperature"),
+            section("mem_usage"),
+        )
+        temperature = next(
+            (t for t in (_amd_value(temp.get(k)) for k in ("edge", "hotspot")) if t is not None),
+            None,
+        )
+        gpus.append(
+            _amd_gpu_fields(
+                gpu,
+                _amd_value(usage.get("gfx_activity")),
+                _amd_value(usage.get("umc_activity")),
+                _amd_value(mem.get("used_vram"), MIB),
+                _amd_value(mem.get("total_vram"), MIB),
+                temperature,
+                _amd_value(power.get("socket_power")),
+                None,
+            )
+        )
     return gpus
 
 
@@ -270,8 +289,11 @@ def parse_rocm_smi(text):
     """`rocm-smi ... --json`: {"card0": {"GPU use (%)": "0", ...}, ...}; all values strings."""
     doc = json.loads(text)
     gpus = []
-    cards = [(k, v) for k, v in (doc.items() if isinstance(doc, dict) else ())
-             if k.startswith("card") and k[4:].isdigit() and isinstance(v, dict)]
+    cards = [
+        (k, v)
+        for k, v in (doc.items() if isinstance(doc, dict) else ())
+        if k.startswith("card") and k[4:].isdigit() and isinstance(v, dict)
+    ]
     for key, card in sorted(cards, key=lambda kv: int(kv[0][4:])):
         gpu = _empty_gpu(int(key[4:]))
         name = card.get("Card Series") or card.get("Device Name")
@@ -279,23 +301,44 @@ def parse_rocm_smi(text):
         uid = card.get("Unique ID")
         gpu["uuid"] = uid if isinstance(uid, str) and uid != "N/A" else None
         mem_util = card.get("GPU Memory Read/Write Activity (%)", card.get("GPU memory use (%)"))
-        gpus.append(_amd_gpu_fields(
-            gpu, _amd_value(card.get("GPU use (%)")), _amd_value(mem_util),
-            _amd_value(card.get("VRAM Total Used Memory (B)")),
-            _amd_value(card.get("VRAM Total Memory (B)")),
-            next((t for t in (_amd_value(card.get(k)) for k in ROCM_SMI_TEMP) if t is not None),
-                 None),
-            next((p for p in (_amd_value(card.get(k)) for k in ROCM_SMI_POWER) if p is not None),
-                 None),
-            _amd_value(card.get("Max Graphics Package Power (W)"))))
+        gpus.append(
+            _amd_gpu_fields(
+                gpu,
+                _amd_value(card.get("GPU use (%)")),
+                _amd_value(mem_util),
+                _amd_value(card.get("VRAM Total Used Memory (B)")),
+                _amd_value(card.get("VRAM Total Memory (B)")),
+                next(
+                    (t for t in (_amd_value(card.get(k)) for k in ROCM_SMI_TEMP) if t is not None),
+                    None,
+                ),
+                next(
+                    (p for p in (_amd_value(card.get(k)) for k in ROCM_SMI_POWER) if p is not None),
+                    None,
+                ),
+                _amd_value(card.get("Max Graphics Package Power (W)")),
+            )
+        )
     return gpus
 
 
 AMD_CLIS = {
     "amd-smi": (["metric", "--json"], parse_amd_smi_metric),
-    "rocm-smi": (["--showproductname", "--showuse", "--showmemuse", "--showmeminfo", "vram",
-                  "--showtemp", "--showpower", "--showmaxpower", "--showuniqueid", "--json"],
-                 parse_rocm_smi),
+    "rocm-smi": (
+        [
+            "--showproductname",
+            "--showuse",
+            "--showmemuse",
+            "--showmeminfo",
+            "vram",
+            "--showtemp",
+            "--showpower",
+            "--showmaxpower",
+            "--showuniqueid",
+            "--json",
+        ],
+        parse_rocm_smi,
+    ),
 }
 
 
@@ -318,12 +361,14 @@ class AmdCliBackend:
 
     def run_once(self):
         try:
-            proc = subprocess.run(self.argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=AMD_CLI_TIMEOUT_S)
+            proc = subprocess.run(
+                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=AMD_CLI_TIMEOUT_S
+            )
             if proc.returncode != 0:
                 lines = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
-                raise RuntimeError(lines.splitlines()[0] if lines else
-                                   f"exit status {proc.returncode}")
+                raise RuntimeError(
+                    lines.splitlines()[0] if lines else f"exit status {proc.returncode}"
+                )
             gpus = self.parse(proc.stdout.decode("utf-8", "replace"))
         except Exception as err:  # timeout, bad JSON, a crash: say why, keep the last answer
             with self.lock:

@@ -8,10 +8,21 @@ MIB = 1024 * 1024
 
 
 def _empty_gpu(index, error=None):
-    return {"index": index, "name": None, "uuid": None, "util_percent": None,
-            "mem_util_percent": None, "memory_used_bytes": None, "memory_total_bytes": None,
-            "temperature_c": None, "power_w": None, "power_limit_w": None, "processes": None,
-            "error": error, "util_window_s": None}
+    return {
+        "index": index,
+        "name": None,
+        "uuid": None,
+        "util_percent": None,
+        "mem_util_percent": None,
+        "memory_used_bytes": None,
+        "memory_total_bytes": None,
+        "temperature_c": None,
+        "power_w": None,
+        "power_limit_w": None,
+        "processes": None,
+        "error": error,
+        "util_window_s": None,
+    }
 
 
 def _proc_name(pid):

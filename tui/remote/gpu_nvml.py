@@ -20,20 +20,34 @@ from tui.remote.gpu_common import MIB, _empty_gpu, _proc_name
 RETRY_S = float(os.environ.get("VERL_TUI_AGENT_NVML_RETRY_S", "10"))
 NO_LIBRARY = "NVML library not found (no NVIDIA driver on this host)"
 NO_TOOLS = "pynvml is not installed and nvidia-smi was not found"
-SMI_FIELDS = ("index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
-              "temperature.gpu,power.draw,power.limit")
+SMI_FIELDS = (
+    "index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
+    "temperature.gpu,power.draw,power.limit"
+)
 # Alternatives for calls whose C symbol changed over driver releases, preferred first.
 TEMPERATURE = ("nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureV")
-PROCESSES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
-             "nvmlDeviceGetComputeRunningProcesses")
+PROCESSES = (
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+)
 # nvmlDeviceGetSamples: GPU utilization (nvmlSamplingType_t), the nvmlValue_t member for each
 # nvmlValueType_t, and how many sweeps in a row may bring no new sample before NVML's whole
 # buffer is read again (its clock may have stepped back below the last timestamp seen).
 UTIL_SAMPLES = 1
 VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 UTIL_RESYNC = 3
-SMI_KEYS = ("name", "uuid", "util_percent", "mem_util_percent", "memory_used_bytes",
-            "memory_total_bytes", "temperature_c", "power_w", "power_limit_w")
+SMI_KEYS = (
+    "name",
+    "uuid",
+    "util_percent",
+    "mem_util_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+)
 
 
 def _text(value):
@@ -51,8 +65,10 @@ class NvmlBackend:
         self.error = None
         self.driver = self.nvml_version = None
         self.static = {}  # index -> {"handle", "name", "uuid", "power_limit_w"}
-        self.lost_codes = {getattr(pynvml, "NVML_ERROR_GPU_IS_LOST", 15),
-                           getattr(pynvml, "NVML_ERROR_RESET_REQUIRED", 16)}
+        self.lost_codes = {
+            getattr(pynvml, "NVML_ERROR_GPU_IS_LOST", 15),
+            getattr(pynvml, "NVML_ERROR_RESET_REQUIRED", 16),
+        }
         self.next_init = 0.0
         self._init()
 
@@ -89,8 +105,10 @@ class NvmlBackend:
     def _newest(self, names, *args):
         """Call the first of ``names`` that both this pynvml and the driver provide."""
         nv, error = self.nv, None
-        missing = (nv.NVMLError_FunctionNotFound,
-                   getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError_FunctionNotFound))
+        missing = (
+            nv.NVMLError_FunctionNotFound,
+            getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError_FunctionNotFound),
+        )
         for name in names:
             fn = getattr(nv, name, None)
             if fn is not None:
@@ -134,9 +152,16 @@ class NvmlBackend:
         st = self.static.get(index)
         try:
             if st is None:
-                st = {"handle": nv.nvmlDeviceGetHandleByIndex(index), "name": None,
-                      "uuid": None, "power_limit_w": None,
-                      "util_ts": 0, "util_newest": None, "util_empty": 0, "util_ok": True}
+                st = {
+                    "handle": nv.nvmlDeviceGetHandleByIndex(index),
+                    "name": None,
+                    "uuid": None,
+                    "power_limit_w": None,
+                    "util_ts": 0,
+                    "util_newest": None,
+                    "util_empty": 0,
+                    "util_ok": True,
+                }
                 self.static[index] = st
             h = st["handle"]
             # Static values: read until one read succeeds, then cached.
@@ -165,9 +190,15 @@ class NvmlBackend:
             procs = self._call(self._newest, PROCESSES, h)
             if procs is not None:
                 gpu["processes"] = [
-                    {"pid": int(p.pid), "name": _proc_name(int(p.pid)),
-                     "memory_bytes": int(p.usedGpuMemory) if p.usedGpuMemory is not None
-                     else None} for p in procs]
+                    {
+                        "pid": int(p.pid),
+                        "name": _proc_name(int(p.pid)),
+                        "memory_bytes": int(p.usedGpuMemory)
+                        if p.usedGpuMemory is not None
+                        else None,
+                    }
+                    for p in procs
+                ]
             return gpu
         except Exception as err:  # handle failed or GPU lost: drop the cache, retry next sweep
             self.static.pop(index, None)
@@ -196,8 +227,9 @@ class NvmlBackend:
         except Exception:  # a pynvml without the call, ctypes trouble: instantaneous only
             st["util_ok"] = False
             return None
-        member = VALUE_FIELDS[vtype] if type(vtype) is int and 0 <= vtype < len(VALUE_FIELDS) \
-            else None
+        member = (
+            VALUE_FIELDS[vtype] if type(vtype) is int and 0 <= vtype < len(VALUE_FIELDS) else None
+        )
         points, newest = [], last
         for sample in samples:
             ts = int(sample.timeStamp)
@@ -250,8 +282,7 @@ def _mean_util(points, prev):
     gaps = [stamps[i] - stamps[i - 1] for i in range(1, len(stamps))]  # (no pairwise in 3.8)
     usual = sorted(gaps)[len(gaps) // 2] if gaps else None
     first = stamps[0] - prev if prev else usual
-    weights = [w if usual is None or w is None else min(w, 2 * usual)
-               for w in [first, *gaps]]
+    weights = [w if usual is None or w is None else min(w, 2 * usual) for w in [first, *gaps]]
     if any(w is None for w in weights) or sum(weights) <= 0:
         weights = [1] * len(points)  # a lone sample, or duplicate stamps: equal weights
         span = stamps[-1] - stamps[0]
@@ -296,8 +327,12 @@ class SmiBackend:
         self.next_start = time.monotonic() + RETRY_S
         try:
             # stderr joins stdout: nvidia-smi's failure text becomes this backend's error.
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
         except OSError as err:
             self.proc, self.error = None, f"cannot run nvidia-smi: {err}"
             self.first.set()

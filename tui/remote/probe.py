@@ -35,15 +35,41 @@ import time
 from tui.remote.probe_gpus import _amd_gpus, _nvidia_gpus
 
 PROBE_PROTOCOL = 1
-PACKAGES = ("ray", "verl", "debugpy", "numpy", "numexpr", "mkl", "mkl-service", "nvidia-ml-py",
-            "torch", "vllm", "sglang")
-ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE",
-            "NUMEXPR_MAX_THREADS", "MKL_THREADING_LAYER", "MKL_SERVICE_FORCE_INTEL", "HF_HOME",
-            "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-            "RAY_ADDRESS", "RAY_USE_MULTIPROCESSING_CPU_COUNT",
-            "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "LD_LIBRARY_PATH", "PYTHONPATH",
-            "VIRTUAL_ENV")
+PACKAGES = (
+    "ray",
+    "verl",
+    "debugpy",
+    "numpy",
+    "numexpr",
+    "mkl",
+    "mkl-service",
+    "nvidia-ml-py",
+    "torch",
+    "vllm",
+    "sglang",
+)
+ENV_KEYS = (
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+    "NUMEXPR_MAX_THREADS",
+    "MKL_THREADING_LAYER",
+    "MKL_SERVICE_FORCE_INTEL",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "TRANSFORMERS_CACHE",
+    "XDG_CACHE_HOME",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "RAY_ADDRESS",
+    "RAY_USE_MULTIPROCESSING_CPU_COUNT",
+    "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+)
 # Processes that are Ray's own: gcs_server/raylet binaries, ray::* workers and agents,
 # ray-dashboard-* modules, and Python processes running code from the ray package.
 RAY_COMMS = ("gcs_server", "raylet")
@@ -90,7 +116,8 @@ def _scan_version(name):
     norm = re.sub(r"[-_.]+", "_", name).lower()
     for entry in sys.path:
         for meta in glob.glob(os.path.join(entry, "*.dist-info")) + glob.glob(
-                os.path.join(entry, "*.egg-info")):
+            os.path.join(entry, "*.egg-info")
+        ):
             base = os.path.basename(meta).rsplit(".", 1)[0]
             dist, _, version = base.partition("-")
             if re.sub(r"[-_.]+", "_", dist).lower() == norm and version:
@@ -124,8 +151,10 @@ def mkl_section(packages):
         config = os.path.join(root, "__config__.py")
         if os.path.exists(config):
             numpy_mkl = bool(_MKL_CONFIG_RE.search(_read(config)))
-        for pattern in (os.path.join(root, ".libs", "*mkl*"),
-                        os.path.join(os.path.dirname(root), "numpy.libs", "*mkl*")):
+        for pattern in (
+            os.path.join(root, ".libs", "*mkl*"),
+            os.path.join(os.path.dirname(root), "numpy.libs", "*mkl*"),
+        ):
             libs += glob.glob(pattern)
     libs += glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*"))
     libs += glob.glob(os.path.join(sys.prefix, "lib", "libmkl_core.so*"))
@@ -145,11 +174,23 @@ def gpu_section():
     if amd is None:
         return dict(nvidia, amd_count=0)
     if not nvidia.get("count"):  # no NVIDIA stack, or none found: an AMD host
-        return {"count": amd["count"], "names": amd["names"], "driver": None,
-                "source": amd["source"], "error": None, "amd_count": amd["count"]}
-    return {"count": nvidia["count"] + amd["count"], "names": nvidia["names"] + amd["names"],
-            "driver": nvidia.get("driver"), "source": f"{nvidia['source']}+{amd['source']}",
-            "error": None, "amd_count": amd["count"]}
+        return {
+            "count": amd["count"],
+            "names": amd["names"],
+            "driver": None,
+            "source": amd["source"],
+            "error": None,
+            "amd_count": amd["count"],
+        }
+    return {
+        "count": nvidia["count"] + amd["count"],
+        "names": nvidia["names"] + amd["names"],
+        "driver": nvidia.get("driver"),
+        "source": f"{nvidia['source']}+{amd['source']}",
+        "error": None,
+        "amd_count": amd["count"],
+    }
+
 
 def _cgroup_cpu_quota():
     """CPUs allowed by a cgroup quota (v1 cfs or v2 cpu.max), as Ray reads them; None: none."""
@@ -198,8 +239,13 @@ def cpu_section():
         limits = [x for x in (quota, cpuset) if x]
         if limits:
             ray_cpus = int(min(limits))
-    return {"count": count, "affinity": affinity, "cgroup_quota": quota, "cgroup_cpuset": cpuset,
-            "ray_detected": ray_cpus}
+    return {
+        "count": count,
+        "affinity": affinity,
+        "cgroup_quota": quota,
+        "cgroup_cpuset": cpuset,
+        "ray_detected": ray_cpus,
+    }
 
 
 def memory_section():
@@ -218,8 +264,11 @@ def memory_section():
         if text.isdigit() and int(text) < (1 << 60):
             limit = int(text)
         break
-    return {"total": mem.get("MemTotal"), "available": mem.get("MemAvailable"),
-            "cgroup_limit": limit}
+    return {
+        "total": mem.get("MemTotal"),
+        "available": mem.get("MemAvailable"),
+        "cgroup_limit": limit,
+    }
 
 
 # ioctl numbers from <linux/sockios.h>, flags from <net/if.h>
@@ -255,9 +304,14 @@ def interfaces_section():
     try:
         for _index, name in socket.if_nameindex():
             packed = struct.pack("256s", name.encode()[:15])
-            entry = {"name": name, "ipv4": [], "ipv6": [a["address"] for a in v6.get(name, [])
-                                                        if not a["link_local"]],
-                     "up": None, "loopback": name == "lo", "running": None}
+            entry = {
+                "name": name,
+                "ipv4": [],
+                "ipv6": [a["address"] for a in v6.get(name, []) if not a["link_local"]],
+                "up": None,
+                "loopback": name == "lo",
+                "running": None,
+            }
             try:
                 flags = struct.unpack("H", fcntl.ioctl(sock, SIOCGIFFLAGS, packed)[16:18])[0]
                 entry["up"] = bool(flags & IFF_UP)
@@ -291,8 +345,15 @@ def hf_cache_section():
         base = env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
         path, source = os.path.join(base, "huggingface", "hub"), "default"
     path = os.path.abspath(os.path.expanduser(path))
-    out = {"path": path, "source": source, "exists": os.path.isdir(path), "readable": False,
-           "writable": False, "checked": None, "error": None}
+    out = {
+        "path": path,
+        "source": source,
+        "exists": os.path.isdir(path),
+        "readable": False,
+        "writable": False,
+        "checked": None,
+        "error": None,
+    }
     # Absent: the hub creates it on first use, so what matters is its nearest existing parent.
     checked = path
     while not os.path.exists(checked) and os.path.dirname(checked) != checked:
@@ -323,8 +384,14 @@ def _parse_ibstat(text):
             continue
         m = re.match(r"Port (\d+):$", line)
         if m and ca is not None:
-            port = {"ca": ca, "port": int(m.group(1)), "state": None, "physical_state": None,
-                    "rate": None, "link_layer": None}
+            port = {
+                "ca": ca,
+                "port": int(m.group(1)),
+                "state": None,
+                "physical_state": None,
+                "rate": None,
+                "link_layer": None,
+            }
             ports.append(port)
             continue
         if port is None or ":" not in line:
@@ -355,23 +422,31 @@ def _sysfs_ib():
             return value.split(":", 1)[1].strip() if ":" in value else value  # "4: ACTIVE"
 
         state, phys = attr("state"), attr("phys_state")
-        ports.append({"ca": parts[-3], "port": int(parts[-1]) if parts[-1].isdigit() else 0,
-                      "state": state.capitalize() if state else None,
-                      "physical_state": phys, "rate": attr("rate"),
-                      "link_layer": attr("link_layer")})
+        ports.append(
+            {
+                "ca": parts[-3],
+                "port": int(parts[-1]) if parts[-1].isdigit() else 0,
+                "state": state.capitalize() if state else None,
+                "physical_state": phys,
+                "rate": attr("rate"),
+                "link_layer": attr("link_layer"),
+            }
+        )
     return ports
 
 
 def ib_section():
     ibstat = shutil.which("ibstat")
     if ibstat is not None:
-        proc = subprocess.run([ibstat], capture_output=True, text=True,
-                              timeout=IBSTAT_TIMEOUT_S)
+        proc = subprocess.run([ibstat], capture_output=True, text=True, timeout=IBSTAT_TIMEOUT_S)
         if proc.returncode == 0:
             return {"source": "ibstat", "ports": _parse_ibstat(proc.stdout), "error": None}
         msg = (proc.stderr or proc.stdout).strip().splitlines()
-        return {"source": "ibstat", "ports": [],
-                "error": "ibstat: " + (msg[0] if msg else f"exit {proc.returncode}")}
+        return {
+            "source": "ibstat",
+            "ports": [],
+            "error": "ibstat: " + (msg[0] if msg else f"exit {proc.returncode}"),
+        }
     if os.path.isdir("/sys/class/infiniband"):
         return {"source": "sysfs", "ports": _sysfs_ib(), "error": None}
     return {"source": None, "ports": [], "error": None}
@@ -441,15 +516,26 @@ def processes_and_listeners(ports):
             if cmdline is None:
                 cmdline = (_proc_text(pid, "cmdline") or "").replace("\0", " ").strip()
             listeners[str(hit[0])] = {
-                "pid": int(pid), "name": comm, "address": hit[1], "cmdline": cmdline[:300],
-                "ray": bool(comm in RAY_COMMS or comm.startswith(("ray::", "ray-dashboard"))
-                            or RAY_CMDLINE_RE.search(cmdline)),
+                "pid": int(pid),
+                "name": comm,
+                "address": hit[1],
+                "cmdline": cmdline[:300],
+                "ray": bool(
+                    comm in RAY_COMMS
+                    or comm.startswith(("ray::", "ray-dashboard"))
+                    or RAY_CMDLINE_RE.search(cmdline)
+                ),
             }
     # A listener whose owner we may not see (another user's process): known, owner unknown.
     for port, address in listening.values():
         if listeners.get(str(port)) is None:
-            listeners[str(port)] = {"pid": None, "name": None, "address": address,
-                                    "cmdline": None, "ray": False}
+            listeners[str(port)] = {
+                "pid": None,
+                "name": None,
+                "address": address,
+                "cmdline": None,
+                "ray": False,
+            }
     return listeners, ray
 
 
@@ -513,8 +599,10 @@ if __name__ == "__main__":
     try:
         main(sys.argv[1:])
     except BaseException as exc:  # the cockpit must always get one JSON line
-        sys.stdout.write(json.dumps({"protocol": PROBE_PROTOCOL, "fatal": _one_line(exc),
-                                     "time": time.time()}) + "\n")
+        sys.stdout.write(
+            json.dumps({"protocol": PROBE_PROTOCOL, "fatal": _one_line(exc), "time": time.time()})
+            + "\n"
+        )
         sys.stdout.flush()
     # A daemon thread stuck in a wedged driver must not keep the process alive.
     os._exit(0)

@@ -54,8 +54,7 @@ def _nvml():
             driver = driver.decode() if isinstance(driver, bytes) else driver
         except Exception:
             driver = None
-        return {"count": count, "names": names, "driver": driver, "source": "nvml",
-                "error": None}
+        return {"count": count, "names": names, "driver": driver, "source": "nvml", "error": None}
     finally:
         with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
@@ -69,10 +68,18 @@ def _nvidia_smi():
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         raise RuntimeError("nvidia-smi -L: " + (msg[0] if msg else f"exit {proc.returncode}"))
-    names = [ln.split(":", 1)[1].split("(UUID")[0].strip() for ln in proc.stdout.splitlines()
-             if ln.startswith("GPU ") and ":" in ln]
-    return {"count": len(names), "names": names, "driver": None, "source": "nvidia-smi",
-            "error": None}
+    names = [
+        ln.split(":", 1)[1].split("(UUID")[0].strip()
+        for ln in proc.stdout.splitlines()
+        if ln.startswith("GPU ") and ":" in ln
+    ]
+    return {
+        "count": len(names),
+        "names": names,
+        "driver": None,
+        "source": "nvidia-smi",
+        "error": None,
+    }
 
 
 def _nvidia_gpus():
@@ -82,13 +89,23 @@ def _nvidia_gpus():
         found = _nvidia_smi()
         if found is not None:
             return found
-        return {"count": None, "names": [], "driver": None, "source": None,
-                "error": "pynvml is not installed in this interpreter and nvidia-smi is absent"}
+        return {
+            "count": None,
+            "names": [],
+            "driver": None,
+            "source": None,
+            "error": "pynvml is not installed in this interpreter and nvidia-smi is absent",
+        }
     try:
         return _with_timeout(_nvml, NVML_TIMEOUT_S, "NVML")
     except Exception as exc:
-        return {"count": None, "names": [], "driver": None, "source": "nvml",
-                "error": f"NVML: {str(exc).strip() or type(exc).__name__}"}
+        return {
+            "count": None,
+            "names": [],
+            "driver": None,
+            "source": "nvml",
+            "error": f"NVML: {str(exc).strip() or type(exc).__name__}",
+        }
 
 
 # AMD GPUs, counted from the same sources as the GPU agent: amdgpu cards in sysfs (the same
@@ -107,19 +124,21 @@ def _amd_label(device):
         except _Unreadable:
             return None
 
-    return attr("product_name") or AMD_DEVICE_NAMES.get((attr("device") or "").lower(),
-                                                        "AMD GPU")
+    return attr("product_name") or AMD_DEVICE_NAMES.get((attr("device") or "").lower(), "AMD GPU")
 
 
 def _amd_cli():
-    for argv, source in ((["amd-smi", "list", "--json"], "amd-smi"),
-                         (["rocm-smi", "--showproductname", "--json"], "rocm-smi")):
+    for argv, source in (
+        (["amd-smi", "list", "--json"], "amd-smi"),
+        (["rocm-smi", "--showproductname", "--json"], "rocm-smi"),
+    ):
         exe = shutil.which(argv[0])
         if exe is None:
             continue
         try:
-            proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True,
-                                  timeout=NVML_TIMEOUT_S)
+            proc = subprocess.run(
+                [exe, *argv[1:]], capture_output=True, text=True, timeout=NVML_TIMEOUT_S
+            )
             doc = json.loads(proc.stdout) if proc.returncode == 0 else None
         except (OSError, ValueError, subprocess.SubprocessError):
             continue
@@ -128,9 +147,11 @@ def _amd_cli():
         if isinstance(doc, list):
             names = ["AMD GPU" for item in doc if isinstance(item, dict) and "gpu" in item]
         elif isinstance(doc, dict):
-            names = [v.get("Card Series") or v.get("Device Name") or "AMD GPU"
-                     for k, v in sorted(doc.items()) if k.startswith("card")
-                     and isinstance(v, dict)]
+            names = [
+                v.get("Card Series") or v.get("Device Name") or "AMD GPU"
+                for k, v in sorted(doc.items())
+                if k.startswith("card") and isinstance(v, dict)
+            ]
         else:
             names = []
         if names:

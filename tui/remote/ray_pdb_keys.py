@@ -23,11 +23,14 @@ def main(address):
     gcs = GcsClient(address=address)
     ns = b"ray_pdb"
     jobs = {}
-    for info in gcs.get_all_job_info(skip_submission_job_info_field=True,
-                                     skip_is_running_tasks_field=True).values():
+    for info in gcs.get_all_job_info(
+        skip_submission_job_info_field=True, skip_is_running_tasks_field=True
+    ).values():
         meta = dict(info.config.metadata)
-        jobs[info.job_id.hex()] = {"alive": not info.is_dead,
-                                   "submission_id": meta.get("job_submission_id")}
+        jobs[info.job_id.hex()] = {
+            "alive": not info.is_dead,
+            "submission_id": meta.get("job_submission_id"),
+        }
     out = []
     for key in gcs.internal_kv_keys(b"RAY_PDB_", namespace=ns):
         raw = gcs.internal_kv_get(key, namespace=ns)

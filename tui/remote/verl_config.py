@@ -90,8 +90,7 @@ def main(argv):
         _fail("bad SPEC_JSON")
     root = _locate()
     files = _files(root, spec)
-    answer = {"version": _version(root), "root": root, "python": sys.executable,
-              "files": files}
+    answer = {"version": _version(root), "root": root, "python": sys.executable, "files": files}
     if argv[0] == "files":
         limit = int(argv[2]) if len(argv) > 2 else 16 << 20
         total = sum(size for _, size, _ in files)

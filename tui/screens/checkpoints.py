@@ -75,8 +75,7 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(" Checkpoints", id="ckpt-title")
-        table: DataTable[Text] = DataTable(id="ckpt-steps", cursor_type="row",
-                                           zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="ckpt-steps", cursor_type="row", zebra_stripes=True)
         table.add_columns("step", "W", "complete", *self.host_names, "size", "latest")
         yield table
         yield Static("", id="ckpt-detail")
@@ -129,8 +128,11 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             self.rescan()
         elif what == "merge":
             if not value.startswith("/"):
-                self.notify("the merged model's folder must be an absolute path on that host",
-                            severity="error", timeout=6)
+                self.notify(
+                    "the merged model's folder must be an absolute path on that host",
+                    severity="error",
+                    timeout=6,
+                )
                 return
             self._close_prompt()
             step, host = self._merge_args
@@ -181,8 +183,15 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
                 style = "green" if host in on else ""
                 cells.append(cell(_ranks(ranks) if ranks is not None else "", style=style))
             latest = "◀ latest" if s.latest_on else ""
-            table.add_row(cell(s.step), cell(s.world_size or "?"), complete, *cells,
-                          human_size(s.size_bytes), latest, key=str(s.step))
+            table.add_row(
+                cell(s.step),
+                cell(s.world_size or "?"),
+                complete,
+                *cells,
+                human_size(s.size_bytes),
+                latest,
+                key=str(s.step),
+            )
         if current is not None and index.step(current.step) is not None:
             table.move_cursor(row=table.get_row_index(str(current.step)))
         down = [h for h, scan in index.hosts.items() if not scan.ok]
@@ -207,22 +216,30 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
         s = self.current
         box = self.query_one("#ckpt-detail", Static)
         if s is None:
-            box.update("" if self.index is None else
-                       f"no global_step_N under {markup(self.root)} on any host")
+            box.update(
+                ""
+                if self.index is None
+                else f"no global_step_N under {markup(self.root)} on any host"
+            )
             return
         t = Text()
         t.append(f"global_step_{s.step}", "bold")
         t.append(f"   world size {s.world_size}   roles: {', '.join(s.roles)}\n")
         for role, missing in s.missing.items():
             for kind, ranks in missing.items():
-                t.append(f"{role}/{kind}: ranks {_ranks(tuple(ranks))} exist on no host\n",
-                         "red")
+                t.append(f"{role}/{kind}: ranks {_ranks(tuple(ranks))} exist on no host\n", "red")
         if s.complete and not s.complete_on:
-            t.append("complete across hosts, on none alone: c collects it onto the target "
-                     "host, then m merges there\n", "yellow")
+            t.append(
+                "complete across hosts, on none alone: c collects it onto the target "
+                "host, then m merges there\n",
+                "yellow",
+            )
         elif s.complete_on:
-            t.append(f"complete on {', '.join(s.complete_on)}: m merges there; resume from "
-                     f"it in the job form\n", "green")
+            t.append(
+                f"complete on {', '.join(s.complete_on)}: m merges there; resume from "
+                f"it in the job form\n",
+                "green",
+            )
         box.update(styled(t))  # roles and host names come from the hosts' folders
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
@@ -262,8 +279,9 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
         def progress(p: CopyProgress) -> None:
             now = time.monotonic()
             if p.finished:
-                out.write(Text(f"  {one_line(p.path)}  ← {one_line(p.source)}  "
-                               f"{human_size(p.total)}"))
+                out.write(
+                    Text(f"  {one_line(p.path)}  ← {one_line(p.source)}  {human_size(p.total)}")
+                )
             if now - last[0] < 0.1 and not p.finished:
                 return  # coalesced: at most ~10 updates a second
             last[0] = now
@@ -276,15 +294,28 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             out.write(Text(f"collect failed: {clean(exc)}", "red"))
         else:
             for c in report.conflicts:
-                out.write(Text(f"  conflict, left untouched: {one_line(c.path)}: "
-                               f"{one_line(c.reason)}", "bold red"))
+                out.write(
+                    Text(
+                        f"  conflict, left untouched: {one_line(c.path)}: {one_line(c.reason)}",
+                        "bold red",
+                    )
+                )
             for f in report.failed:
-                out.write(Text(f"  failed: {one_line(f.path)} from {one_line(f.source)}: "
-                               f"{one_line(f.error)}", "red"))
-            verdict = ("done" if report.ok else "NOT complete")
-            out.write(Text(f"{verdict}: {len(report.copied)} copied, {len(report.present)} "
-                           f"already there, sha256 checked, {report.mb_per_s:.0f} MB/s",
-                           "green" if report.ok else "red"))
+                out.write(
+                    Text(
+                        f"  failed: {one_line(f.path)} from {one_line(f.source)}: "
+                        f"{one_line(f.error)}",
+                        "red",
+                    )
+                )
+            verdict = "done" if report.ok else "NOT complete"
+            out.write(
+                Text(
+                    f"{verdict}: {len(report.copied)} copied, {len(report.present)} "
+                    f"already there, sha256 checked, {report.mb_per_s:.0f} MB/s",
+                    "green" if report.ok else "red",
+                )
+            )
         finally:
             self.busy = None
             row.remove_class("-active")
@@ -301,8 +332,12 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             return
         host = self.host_names[self.host_i]
         if host not in s.complete_on:
-            self.notify(f"global_step_{s.step:d} is not complete on {markup(host)}: collect it "
-                        "there first (c)", severity="warning", timeout=6)
+            self.notify(
+                f"global_step_{s.step:d} is not complete on {markup(host)}: collect it "
+                "there first (c)",
+                severity="warning",
+                timeout=6,
+            )
             return
         self._merge_args = (s.step, host)
         default = f"{self.root.rstrip('/')}/merged/global_step_{s.step}_hf"
@@ -320,8 +355,7 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             out.write(Text(clean(line)))
 
         try:
-            result = await merge(self.fleet, host, local_dir, target, backend=None,
-                                 on_line=show)
+            result = await merge(self.fleet, host, local_dir, target, backend=None, on_line=show)
         except (CkptError, TransportError) as exc:
             out.write(Text(f"merge refused: {clean(exc)}", "red"))
             return
@@ -332,8 +366,9 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             for path, size in result.files:
                 out.write(Text(f"  {one_line(path)}  {human_size(size)}"))
         else:
-            out.write(Text(f"merge failed (exit {result.exit_status:d}): {clean(result.error)}",
-                           "red"))
+            out.write(
+                Text(f"merge failed (exit {result.exit_status:d}): {clean(result.error)}", "red")
+            )
 
     def action_back(self) -> None:
         self.app.pop_screen()

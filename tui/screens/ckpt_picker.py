@@ -46,8 +46,9 @@ class CheckpointPickerScreen(ReportsWorkerFailures, ModalScreen[StepState | None
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"[b]Resume from[/b] {markup(self.root)}   scanning every host…",
-                         id="picker-title")
+            yield Static(
+                f"[b]Resume from[/b] {markup(self.root)}   scanning every host…", id="picker-title"
+            )
             table: DataTable[Text] = DataTable(id="picker-steps", cursor_type="row")
             table.add_columns("step", "W", "complete", "where", "note")
             yield table
@@ -69,15 +70,21 @@ class CheckpointPickerScreen(ReportsWorkerFailures, ModalScreen[StepState | None
         for s in sorted(self.index.steps, key=lambda s: -s.step):
             warn = world_size_warning(s.world_size, self.nnodes, self.gpus_per_node)
             where = ", ".join(s.complete_on) or ("spread over hosts" if s.complete else "-")
-            table.add_row(cell(s.step), cell(s.world_size or "?"),
-                          Text("yes", "green") if s.complete else Text("no", "red"), cell(where),
-                          cell(warn or "", style="yellow"), key=str(s.step))
-        title.update(f"[b]Resume from[/b] {markup(self.root)}   "
-                     f"{plural(len(self.index.steps), 'step')} "
-                     f"(enter picks a complete one)")
+            table.add_row(
+                cell(s.step),
+                cell(s.world_size or "?"),
+                Text("yes", "green") if s.complete else Text("no", "red"),
+                cell(where),
+                cell(warn or "", style="yellow"),
+                key=str(s.step),
+            )
+        title.update(
+            f"[b]Resume from[/b] {markup(self.root)}   "
+            f"{plural(len(self.index.steps), 'step')} "
+            f"(enter picks a complete one)"
+        )
         if not self.index.steps:
-            self.query_one("#picker-note", Static).update(
-                "no global_step_N there on any host")
+            self.query_one("#picker-note", Static).update("no global_step_N there on any host")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if self.index is None:
@@ -85,7 +92,8 @@ class CheckpointPickerScreen(ReportsWorkerFailures, ModalScreen[StepState | None
         step = self.index.step(int(cast(str, event.row_key.value)))  # key=str(step)
         if step is None or not step.complete:
             self.query_one("#picker-note", Static).update(
-                Text("that step is missing ranks: pick a complete one", "red"))
+                Text("that step is missing ranks: pick a complete one", "red")
+            )
             return
         self.dismiss(step)
 

@@ -60,8 +60,14 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
     ClusterScreen GpuTable { height: 1fr; }
     """
 
-    def __init__(self, cluster: str, hosts: Mapping[str, HostTelemetry], insecure: list[str],
-                 history_s: float = 300.0, roles: list[str] | None = None):
+    def __init__(
+        self,
+        cluster: str,
+        hosts: Mapping[str, HostTelemetry],
+        insecure: list[str],
+        history_s: float = 300.0,
+        roles: list[str] | None = None,
+    ):
         super().__init__()
         # Host names, head first: for the Ray column's role labels.
         self.roles = roles or list(hosts)
@@ -143,9 +149,19 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
         # (Insecure host keys: the app's banner on every screen says it, not the summary.)
-        self.query_one(ClusterSummary).update(styled(summary_text(
-            self.cluster, self.hosts, t.sort_key, t.sort_reverse, t.filter_text,
-            self._ray_summary())), layout=False)
+        self.query_one(ClusterSummary).update(
+            styled(
+                summary_text(
+                    self.cluster,
+                    self.hosts,
+                    t.sort_key,
+                    t.sort_reverse,
+                    t.filter_text,
+                    self._ray_summary(),
+                )
+            ),
+            layout=False,
+        )
 
     def _refresh_details(self) -> None:
         row = self.table.current_row

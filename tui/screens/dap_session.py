@@ -61,9 +61,11 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
     def compose(self) -> ComposeResult:
         t = self.target
         # Task, host, frames, variables and source come from the paused worker: all cleaned.
-        yield Static(f" post-mortem — {markup(t.task)} on {markup(t.host)} pid {markup(t.pid)}"
-                     "   connecting…",
-                     id="dap-title")
+        yield Static(
+            f" post-mortem — {markup(t.task)} on {markup(t.host)} pid {markup(t.pid)}"
+            "   connecting…",
+            id="dap-title",
+        )
         yield Static("", id="dap-exception")
         with Horizontal():
             with Vertical(id="dap-left"):
@@ -74,8 +76,10 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             with Vertical():
                 yield Static("", id="dap-source")
                 yield RichLog(id="dap-eval-log", wrap=True, markup=False)
-        yield Input(placeholder="expression in the selected frame (Enter evaluates, Escape "
-                    "leaves)", id="dap-eval")
+        yield Input(
+            placeholder="expression in the selected frame (Enter evaluates, Escape leaves)",
+            id="dap-eval",
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -87,7 +91,8 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
         t = self.target
         self.query_one("#dap-title", Static).update(
             f" post-mortem — {markup(t.task)} on {markup(t.host)} pid {markup(t.pid)}   "
-            f"{markup(state)}")
+            f"{markup(state)}"
+        )
 
     @work(exclusive=True, group="dap", exit_on_error=False)
     async def connect(self) -> None:
@@ -127,8 +132,9 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
     async def _show_source(self, frame: Frame) -> None:
         box = self.query_one("#dap-source", Static)
         if not frame.path:
-            box.update(Text(f"{one_line(frame.name)}: no source (native or generated code)",
-                            style="dim"))
+            box.update(
+                Text(f"{one_line(frame.name)}: no source (native or generated code)", style="dim")
+            )
             return
         lines = self._sources.get(frame.path)
         if lines is None:
@@ -140,14 +146,27 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
                 lines = []
             self._sources[frame.path] = lines
         if not lines:
-            box.update(Text(f"{one_line(frame.path)}:{one_line(frame.line)}\n(source not "
-                            f"readable on {one_line(self.target.host)})", style="dim"))
+            box.update(
+                Text(
+                    f"{one_line(frame.path)}:{one_line(frame.line)}\n(source not "
+                    f"readable on {one_line(self.target.host)})",
+                    style="dim",
+                )
+            )
             return
         start = max(1, frame.line - CONTEXT_LINES)
         end = min(len(lines), frame.line + CONTEXT_LINES)
-        code = clean("\n".join(lines[start - 1:end]))
-        box.update(Syntax(code, "python", line_numbers=True, start_line=start,
-                          highlight_lines={frame.line}, word_wrap=False))
+        code = clean("\n".join(lines[start - 1 : end]))
+        box.update(
+            Syntax(
+                code,
+                "python",
+                line_numbers=True,
+                start_line=start,
+                highlight_lines={frame.line},
+                word_wrap=False,
+            )
+        )
         box.border_title = markup(f"{frame.path}:{frame.line}")
 
     async def _show_variables(self, frame: Frame) -> None:
@@ -158,8 +177,11 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             return
         try:
             for scope in await self.dap.scopes(frame.id):
-                node = tree.root.add(Text(one_line(scope.name), "bold"), data=scope.reference,
-                                     expand=scope.name.lower().startswith("local"))
+                node = tree.root.add(
+                    Text(one_line(scope.name), "bold"),
+                    data=scope.reference,
+                    expand=scope.name.lower().startswith("local"),
+                )
                 if node.is_expanded:
                     await self._fill_node(node, scope.reference)
         except DapError as exc:

@@ -59,8 +59,9 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(" Debugger", id="debug-title")
-        table: DataTable[Text | str] = DataTable(id="debug-targets", cursor_type="row",
-                                                 zebra_stripes=True)
+        table: DataTable[Text | str] = DataTable(
+            id="debug-targets", cursor_type="row", zebra_stripes=True
+        )
         table.add_columns("kind", "host", "pid", "port", "job", "task / where", "age")
         yield table
         yield Static("", id="debug-detail")
@@ -107,17 +108,34 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         table.clear()
         for key, t in self.targets.items():
             if isinstance(t, PausedWorker):
-                table.add_row(Text("post-mortem", "bold red"), cell(t.host), cell(t.pid),
-                              cell(t.port), cell(t.job), cell(t.task), "", key=key)
+                table.add_row(
+                    Text("post-mortem", "bold red"),
+                    cell(t.host),
+                    cell(t.pid),
+                    cell(t.port),
+                    cell(t.job),
+                    cell(t.task),
+                    "",
+                    key=key,
+                )
             else:
                 age = f"{int(time.time() - t.timestamp)}s" if t.timestamp else ""
-                table.add_row(Text("breakpoint", "bold yellow"), cell(t.host), "", cell(t.port),
-                              cell(t.job), cell(f"{Path(t.filename).name}:{t.lineno}  {t.task}"),
-                              age, key=key)
+                table.add_row(
+                    Text("breakpoint", "bold yellow"),
+                    cell(t.host),
+                    "",
+                    cell(t.port),
+                    cell(t.job),
+                    cell(f"{Path(t.filename).name}:{t.lineno}  {t.task}"),
+                    age,
+                    key=key,
+                )
         if current is not None and _key(current) in self.targets:
             table.move_cursor(row=table.get_row_index(_key(current)))
-        title = (f" Debugger — {markup(self.cluster.inv.cluster)}   {len(self.paused)} paused, "
-                 f"{plural(len(self.breakpoints), 'breakpoint')}")
+        title = (
+            f" Debugger — {markup(self.cluster.inv.cluster)}   {len(self.paused)} paused, "
+            f"{plural(len(self.breakpoints), 'breakpoint')}"
+        )
         if self.error:
             title += f"   {markup(self.error)}"
         self.query_one("#debug-title", Static).update(title)
@@ -138,19 +156,23 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         t = self.current
         detail = self.query_one("#debug-detail", Static)
         if t is None:
-            detail.update("loading…" if not self.loaded else
-                          "nothing waits for a debugger. Submit with the job form's post-mortem "
-                          "toggle (RAY_DEBUG_POST_MORTEM=1) or legacy debugging (RAY_DEBUG="
-                          "legacy) and a failing task or breakpoint() shows up here.")
+            detail.update(
+                "loading…"
+                if not self.loaded
+                else "nothing waits for a debugger. Submit with the job form's post-mortem "
+                "toggle (RAY_DEBUG_POST_MORTEM=1) or legacy debugging (RAY_DEBUG="
+                "legacy) and a failing task or breakpoint() shows up here."
+            )
             return
         text = Text()
         if isinstance(t, PausedWorker):
             text.append("post-mortem ", "bold red")
             text.append(f"{t.task} on {t.host} (pid {t.pid}), debugpy on {t.node_ip}:{t.port}\n")
-            text.append(f"job {t.job}   worker {t.worker_id[:16]}   task {t.task_id[:16]}\n",
-                        "dim")
-            text.append("a: attach here (stack, variables, evaluate, continue)   "
-                        "v: VS Code attach config with a kept SSH forward")
+            text.append(f"job {t.job}   worker {t.worker_id[:16]}   task {t.task_id[:16]}\n", "dim")
+            text.append(
+                "a: attach here (stack, variables, evaluate, continue)   "
+                "v: VS Code attach config with a kept SSH forward"
+            )
         else:
             text.append("legacy breakpoint ", "bold yellow")
             text.append(f"{t.filename}:{t.lineno} on {t.host}, pdb on {t.pdb_host}:{t.port}\n")
@@ -198,9 +220,12 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         keep = getattr(self.app, "keep_forward", None)
         if keep is not None:
             keep(forward)
-        self.notify(f"wrote {markup(path)}: attach configuration for {markup(target.task)} on "
-                    f"127.0.0.1:{forward.local_port:d}; the forward stays open while verl-tui "
-                    "runs", timeout=12)
+        self.notify(
+            f"wrote {markup(path)}: attach configuration for {markup(target.task)} on "
+            f"127.0.0.1:{forward.local_port:d}; the forward stays open while verl-tui "
+            "runs",
+            timeout=12,
+        )
 
     def action_refresh(self) -> None:
         self.poll()

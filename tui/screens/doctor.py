@@ -57,9 +57,12 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         self._shown: list[Finding] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Doctor — {one_line(self.inventory.cluster)} "
-                     f"({plural(len(self.inventory.hosts), 'host')})",
-                     id="doctor-title", markup=False)
+        yield Static(
+            f"Doctor — {one_line(self.inventory.cluster)} "
+            f"({plural(len(self.inventory.hosts), 'host')})",
+            id="doctor-title",
+            markup=False,
+        )
         yield Static("", id="doctor-progress", markup=False)
         table: DataTable = DataTable(id="findings", cursor_type="row")
         table.add_columns("status", "check", "host", "finding")
@@ -81,8 +84,7 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         self._started = time.monotonic()
         self._set_progress("starting")
         try:
-            findings = await run_doctor(self.fleet, self.inventory,
-                                        progress=self._set_progress)
+            findings = await run_doctor(self.fleet, self.inventory, progress=self._set_progress)
         except Exception as exc:  # the screen says why; the app must not die of it
             self.running = False
             self.error = f"doctor failed: {type(exc).__name__}: {exc}"
@@ -114,8 +116,10 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         elif self.findings:
             counts = summarize(self.findings)
             shown = " (showing warn/fail only)" if self.only_problems else ""
-            line.update(f"{counts['ok']:d} ok · {counts['warn']:d} warn · {counts['fail']:d} fail"
-                        f" in {self._elapsed:.1f} s{shown} — c re-runs, f filters")
+            line.update(
+                f"{counts['ok']:d} ok · {counts['warn']:d} warn · {counts['fail']:d} fail"
+                f" in {self._elapsed:.1f} s{shown} — c re-runs, f filters"
+            )
         else:
             line.update(one_line(self.progress_text))
 
@@ -125,12 +129,16 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         table = self.query_one("#findings", DataTable)
         previous = self._current()
         table.clear()
-        self._shown = [f for f in self.findings
-                       if not self.only_problems or f.status != "ok"]
+        self._shown = [f for f in self.findings if not self.only_problems or f.status != "ok"]
         for i, f in enumerate(self._shown):
             # Findings quote hosts' answers (versions, errors): Text cells, cleaned.
-            table.add_row(STATUS_CELLS[f.status], cell(f.title), cell(f.host or "(cluster)"),
-                          cell(f.finding), key=str(i))
+            table.add_row(
+                STATUS_CELLS[f.status],
+                cell(f.title),
+                cell(f.host or "(cluster)"),
+                cell(f.finding),
+                key=str(i),
+            )
         if previous in self._shown:
             table.move_cursor(row=self._shown.index(previous))
         self._show_progress()
@@ -145,8 +153,7 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         pane = self.query_one("#doctor-fix", Static)
         f = self._current()
         if f is None:
-            pane.update("No warnings or failures." if self.only_problems and self.findings
-                        else "")
+            pane.update("No warnings or failures." if self.only_problems and self.findings else "")
             return
         text = Text()
         text.append(f"{f.title}", style="bold")

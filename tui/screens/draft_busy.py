@@ -41,10 +41,16 @@ class DraftBusyScreen(ReportsWorkerFailures, ModalScreen[str]):
     def compose(self) -> ComposeResult:
         who = self.other.describe() if self.other else "another form (owner unknown)"
         with Vertical():
-            yield Static(Text(f"this draft is open in another form: {one_line(who)}"),
-                         id="draft-busy-question")
-            yield Static(Text("Take over: this form saves the draft, the other stops saving. "
-                              "Read-only copy: edit and submit here, nothing is saved."))
+            yield Static(
+                Text(f"this draft is open in another form: {one_line(who)}"),
+                id="draft-busy-question",
+            )
+            yield Static(
+                Text(
+                    "Take over: this form saves the draft, the other stops saving. "
+                    "Read-only copy: edit and submit here, nothing is saved."
+                )
+            )
             with Horizontal():
                 yield Button("Take over (t)", id="take", variant="warning")
                 yield Button("Read-only copy (r)", id="copy")

@@ -11,8 +11,15 @@ from textual.widgets import Static
 from tui.screens.error import ReportsWorkerFailures
 
 # Keys Textual renders by name; show them the way people type them.
-_KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc",
-              "pageup": "PgUp", "pagedown": "PgDn", "ctrl+p": "ctrl+p"}
+_KEY_NAMES = {
+    "slash": "/",
+    "question_mark": "?",
+    "space": "space",
+    "escape": "esc",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "ctrl+p": "ctrl+p",
+}
 
 
 def key_label(keys: str) -> str:
@@ -33,8 +40,11 @@ def collect_bindings(screen) -> list[tuple[str, str, str]]:
     seen: set[tuple[str, str]] = set()
     sources = [("Everywhere", screen.app), (node_title(screen), screen)]
     # Our own widgets only: Textual's Input editing keys are standard and would drown ours.
-    sources += [(node_title(w), w) for w in screen.query("*")
-                if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")]
+    sources += [
+        (node_title(w), w)
+        for w in screen.query("*")
+        if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")
+    ]
     for where, node in sources:
         for b in node.BINDINGS:
             binding = b if isinstance(b, Binding) else Binding(*b)
@@ -70,7 +80,9 @@ class HelpScreen(ReportsWorkerFailures, ModalScreen[None]):
                 section = where
                 lines.append(f"\n[b $accent]{where}[/]")
             lines.append(f"  [b]{keys:<18}[/b] {desc}")
-        lines.append("\n[dim]Hosts fold with enter; the command palette (ctrl+p) lists every "
-                     "action by name.[/dim]")
+        lines.append(
+            "\n[dim]Hosts fold with enter; the command palette (ctrl+p) lists every "
+            "action by name.[/dim]"
+        )
         with VerticalScroll():
             yield Static("\n".join(lines), markup=True)

@@ -72,9 +72,15 @@ __all__ = ["RAY_NOT_RUNNING", "DraftBusyScreen", "JobFormScreen"]
 DEBOUNCE_S = 0.3  # re-validate / autosave this long after the last keystroke
 RAY_WATCH_S = 1.0  # how often the form looks at the app's Ray monitor (no request)
 
-_GROUP_TITLES = {"data": "Data", "actor": "Actor & model", "rollout": "Rollout",
-                 "ref": "Reference policy", "critic": "Critic", "algorithm": "Algorithm",
-                 "trainer": "Trainer"}
+_GROUP_TITLES = {
+    "data": "Data",
+    "actor": "Actor & model",
+    "rollout": "Rollout",
+    "ref": "Reference policy",
+    "critic": "Critic",
+    "algorithm": "Algorithm",
+    "trainer": "Trainer",
+}
 
 
 @dataclass
@@ -114,15 +120,25 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
     JobFormScreen #submit { margin: 0 1; }
     """
 
-    def __init__(self, cluster: RayCluster, history: JobHistory, profile_path: Path, *,
-                 initial_sets: list[str] | None = None,
-                 secret_refs: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: RayCluster,
+        history: JobHistory,
+        profile_path: Path,
+        *,
+        initial_sets: list[str] | None = None,
+        secret_refs: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__()
         # A resubmitted job's secrets given on its command line: names only (the history keeps
         # no values); each is taken from this environment or typed into its field.
-        self.secret_names = [r["name"] for r in secret_refs or [] if isinstance(r, dict)
-                             and isinstance(r.get("name"), str)
-                             and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])]
+        self.secret_names = [
+            r["name"]
+            for r in secret_refs or []
+            if isinstance(r, dict)
+            and isinstance(r.get("name"), str)
+            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])
+        ]
         self.cluster = cluster
         self.history = history
         try:  # a file, or a preset's name
@@ -153,8 +169,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
     # -- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f" New job — {one_line(self.profile_path.name)}", "bold"),
-                     id="form-title")
+        yield Static(
+            Text(f" New job — {one_line(self.profile_path.name)}", "bold"), id="form-title"
+        )
         yield Static("", id="form-problems")
         with VerticalScroll(id="form-body"):
             yield Static("loading verl's config…", id="form-loading")
@@ -208,7 +225,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         if loaded.profile is None or loaded.error:
             self._show_header()
             self.query_one("#form-loading", Static).update(
-                Text(f"cannot open this profile: {clean(loaded.error)}", "bold red"))
+                Text(f"cannot open this profile: {clean(loaded.error)}", "bold red")
+            )
             self.query_one("#form-summary", Static).update(Text("not submittable", "red"))
             return
         profile = loaded.profile
@@ -239,14 +257,12 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         self.fields = {}
         widgets: list[Any] = [Static("Run", classes="group-title"), FormToggles(toggles)]
         if self.secret_names:
-            widgets += [Static("Secrets", classes="group-title"),
-                        SecretFields(self.secret_names)]
+            widgets += [Static("Secrets", classes="group-title"), SecretFields(self.secret_names)]
         by_group: dict[str, list[CatalogItem]] = {g: [] for g in GROUPS}
         for item in self._items:
             by_group.setdefault(item.group, []).append(item)
         for group, items in by_group.items():
-            widgets.append(Static(markup(_GROUP_TITLES.get(group, group)),
-                                  classes="group-title"))
+            widgets.append(Static(markup(_GROUP_TITLES.get(group, group)), classes="group-title"))
             for item in items:
                 f = FormField(item.key, item.label, item.info, texts.get(item.key, ""))
                 self.fields[item.key] = f
@@ -267,8 +283,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         if self.resources is not None:
             nnodes, per_node = cluster_shape(self.resources)
             source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
-            t.append(f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs{source}",
-                     "bold cyan")
+            t.append(
+                f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs{source}", "bold cyan"
+            )
         if self.verl is not None:
             t.append(f"   {self.verl.label}", "bold green")
         if p and p.description:
@@ -299,21 +316,33 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         order += [k for k in current if k not in order]
         return {k: current[k] for k in order}
 
-    def _spec(self, texts: dict[str, str], toggles: Toggles, removed_unknown: list[str],
-              env: dict[str, str] | None = None) -> tuple[JobSpec, dict[str, str]]:
+    def _spec(
+        self,
+        texts: dict[str, str],
+        toggles: Toggles,
+        removed_unknown: list[str],
+        env: dict[str, str] | None = None,
+    ) -> tuple[JobSpec, dict[str, str]]:
         """(the pipeline's input, key → problem of this form's own). Parses: call in a thread."""
         assert self.profile is not None
         overrides, local = overrides_from_texts(texts)
         for key in removed_unknown:
             local[key] = unknown_key_message(key)
         profile = self.profile.model_copy(update={"overrides": overrides})
-        return JobSpec(profile, env=env or {}, post_mortem=toggles.post_mortem,
-                       legacy_debug=toggles.legacy_debug,
-                       print_config=toggles.print_config), local
+        return JobSpec(
+            profile,
+            env=env or {},
+            post_mortem=toggles.post_mortem,
+            legacy_debug=toggles.legacy_debug,
+            print_config=toggles.print_config,
+        ), local
 
     def _empty_unknown(self) -> list[str]:
-        return [k for k, f in self.fields.items() if f.removable and not f.text
-                and k not in self.infos and not k.startswith(("+", "~"))]
+        return [
+            k
+            for k, f in self.fields.items()
+            if f.removable and not f.text and k not in self.infos and not k.startswith(("+", "~"))
+        ]
 
     def current_profile(self) -> tuple[Profile, dict[str, str]]:
         spec, local = self._spec(self.texts(), self.toggles, self._empty_unknown())
@@ -370,13 +399,19 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
 
     # -- validation ----------------------------------------------------------------------
 
-    def _check_sync(self, texts: dict[str, str], toggles: Toggles, unknown: list[str],
-                    resources: ClusterResources | None, env: dict[str, str] | None = None
-                    ) -> tuple[Submission | None, Report, dict[str, str]]:
+    def _check_sync(
+        self,
+        texts: dict[str, str],
+        toggles: Toggles,
+        unknown: list[str],
+        resources: ClusterResources | None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[Submission | None, Report, dict[str, str]]:
         spec, local = self._spec(texts, toggles, unknown, env)
         try:
-            sub, report = prepare_submission(self.cluster.inv, spec, resources,
-                                             working_dir_bytes=self.wd_bytes)
+            sub, report = prepare_submission(
+                self.cluster.inv, spec, resources, working_dir_bytes=self.wd_bytes
+            )
         except (SchemaError, ConfigError, ValueError) as exc:
             sub, report = None, Report([Problem(None, str(exc))], None)
         return sub, report, local
@@ -386,8 +421,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         report lands on the fields. The Submission when there is no error."""
         texts, toggles, unknown = self.texts(), self.toggles, self._empty_unknown()
         t0 = time.perf_counter()
-        sub, report, local = await asyncio.to_thread(self._check_sync, texts, toggles,
-                                                     unknown, self.resources, env)
+        sub, report, local = await asyncio.to_thread(
+            self._check_sync, texts, toggles, unknown, self.resources, env
+        )
         self.latencies.append(time.perf_counter() - t0)
         for key, f in self.fields.items():
             f.local_problem = local.get(key)
@@ -424,9 +460,13 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
     def can_submit(self) -> bool:
         """The last check found no error. A check still pending does not turn it off (no
         flicker while typing): submitting checks again and refuses on any error."""
-        return (self.profile is not None and self.report is not None
-                and self.error_count == 0 and self.report.config is not None
-                and not self._submitting)
+        return (
+            self.profile is not None
+            and self.report is not None
+            and self.error_count == 0
+            and self.report.config is not None
+            and not self._submitting
+        )
 
     def _update_submit(self) -> None:
         try:
@@ -440,9 +480,14 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         if not self.validated or self.report is None:
             summary.update(Text("checking…", "dim"))
             return
-        summary.update(summary_text(
-            self.error_count, len(self.report.warnings), against_ray=self.resources_from == "ray",
-            latency_s=self.latencies[-1] if self.latencies else None))
+        summary.update(
+            summary_text(
+                self.error_count,
+                len(self.report.warnings),
+                against_ray=self.resources_from == "ray",
+                latency_s=self.latencies[-1] if self.latencies else None,
+            )
+        )
 
     def action_revalidate(self) -> None:
         if self._debounce is not None:
@@ -469,8 +514,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         if self._submitting:
             return
         if self.report is None or (self.validated and not self.can_submit):
-            what = (f"{self.error_count} error(s) to fix first" if self.report is not None
-                    else "still checking")
+            what = (
+                f"{self.error_count} error(s) to fix first"
+                if self.report is not None
+                else "still checking"
+            )
             self.notify(f"not submitted: {markup(what)}", severity="warning", timeout=4)
             return
         self.submit()
@@ -497,8 +545,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
             return {}
         values, missing = self.query_one(SecretFields).values()
         if missing:
-            self.notify(f"not submitted: secret ${markup(missing[0])} is not set here: fill "
-                        "its field", severity="error", timeout=8)
+            self.notify(
+                f"not submitted: secret ${markup(missing[0])} is not set here: fill its field",
+                severity="error",
+                timeout=8,
+            )
             return None
         return values
 
@@ -513,16 +564,18 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
             return
         # What is validated is exactly what is submitted: a fresh check on the live cluster.
         try:
-            resources = await live_resources(self.cluster,
-                                             want_debugpy=self.toggles.post_mortem)
+            resources = await live_resources(self.cluster, want_debugpy=self.toggles.post_mortem)
         except DashboardError:
             self._use_planned(RAY_NOT_RUNNING)
             self._show_header()
             self.notify(f"not submitted: {RAY_NOT_RUNNING}", severity="error", timeout=8)
             return
         except (TransportError, OSError) as exc:
-            self.notify(f"not submitted: the head is not reachable: {markup(exc)}",
-                        severity="error", timeout=8)
+            self.notify(
+                f"not submitted: the head is not reachable: {markup(exc)}",
+                severity="error",
+                timeout=8,
+            )
             return
         self._set_live(resources)
         self._probed_debugpy = self.toggles.post_mortem
@@ -532,8 +585,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
             self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
             return
         try:
-            sid = await submit_and_record(self.cluster, sub, self.history,
-                                          profile_path=str(self.profile_path.resolve()))
+            sid = await submit_and_record(
+                self.cluster, sub, self.history, profile_path=str(self.profile_path.resolve())
+            )
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
             self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
             return

@@ -59,10 +59,11 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
     def _use_planned(self, note: str) -> None:
         self.resources = self._planned()
         self.resources_from = "hosts.yaml" if self.resources is not None else None
-        self.cluster_note = note + ("; checked against hosts.yaml's GPUs meanwhile"
-                                    if self.resources is not None
-                                    else "; checked without the cluster (hosts.yaml gives "
-                                         "no num_gpus)")
+        self.cluster_note = note + (
+            "; checked against hosts.yaml's GPUs meanwhile"
+            if self.resources is not None
+            else "; checked without the cluster (hosts.yaml gives no num_gpus)"
+        )
 
     def _cluster_from_monitor(self) -> bool:
         """Take what the app's Ray monitor already knows; False when it knows nothing yet."""
@@ -104,8 +105,7 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
             try:
                 self._probed_debugpy = False
                 want = self.toggles.post_mortem
-                resources = await live_resources(self.cluster, want_debugpy=want,
-                                                 status=status)
+                resources = await live_resources(self.cluster, want_debugpy=want, status=status)
                 self._probed_debugpy = want
                 self._set_live(resources)
             except DashboardError:
@@ -121,8 +121,9 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
         if self.resources is None or self._probed_debugpy or self.cluster.fleet is None:
             return
         facts = await probe_all(self.cluster.fleet, self.cluster.inv)
-        self.resources.hosts_without_debugpy = [h for h, f in facts.items()
-                                                if f.ok and not f.debugpy_version]
+        self.resources.hosts_without_debugpy = [
+            h for h, f in facts.items() if f.ok and not f.debugpy_version
+        ]
         self._probed_debugpy = True
 
     @work(exclusive=True, group="form-probe", exit_on_error=False)

@@ -97,8 +97,11 @@ class FormDrafts(ReportsWorkerFailures, Screen[str | None]):
     def _draft_lost(self) -> None:
         if self.is_mounted:
             self._show_header()
-            self.notify(markup(self.draft_note or "draft taken over elsewhere"),
-                        severity="warning", timeout=8)
+            self.notify(
+                markup(self.draft_note or "draft taken over elsewhere"),
+                severity="warning",
+                timeout=8,
+            )
 
     def flush_draft(self) -> None:
         """Write a pending draft now (leaving the screen, the app closing)."""

@@ -45,11 +45,14 @@ class FormResume(ReportsWorkerFailures, Screen[str | None]):
         if not root and self.profile is not None:
             root = str(self.profile.overrides.get("trainer.default_local_dir", ""))
         if not root.startswith("/"):
-            self.notify("set trainer.default_local_dir to an absolute folder first: that is "
-                        "where the checkpoints are", severity="warning", timeout=6)
+            self.notify(
+                "set trainer.default_local_dir to an absolute folder first: that is "
+                "where the checkpoints are",
+                severity="warning",
+                timeout=6,
+            )
             return
-        nnodes, per_node = (cluster_shape(self.resources) if self.resources is not None
-                            else (1, 1))
+        nnodes, per_node = cluster_shape(self.resources) if self.resources is not None else (1, 1)
         nnodes = self._int_text("trainer.nnodes") or nnodes
         per_node = self._int_text("trainer.n_gpus_per_node") or per_node
 
@@ -60,9 +63,15 @@ class FormResume(ReportsWorkerFailures, Screen[str | None]):
             for key, text in resume_values(path).items():
                 self.post_message(AddKey.Add(key, text))
             warn = world_size_warning(step.world_size, nnodes, per_node)
-            self.notify(markup(warn or f"resuming from global_step_{step.step}"),
-                        severity="warning" if warn else "information", timeout=10)
+            self.notify(
+                markup(warn or f"resuming from global_step_{step.step}"),
+                severity="warning" if warn else "information",
+                timeout=10,
+            )
 
-        self.app.push_screen(CheckpointPickerScreen(
-            self.cluster.fleet, self.cluster.inv, root, nnodes=nnodes, gpus_per_node=per_node),
-            picked)
+        self.app.push_screen(
+            CheckpointPickerScreen(
+                self.cluster.fleet, self.cluster.inv, root, nnodes=nnodes, gpus_per_node=per_node
+            ),
+            picked,
+        )

@@ -48,8 +48,14 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
     JobLogsScreen TabPane { padding: 0; }
     """
 
-    def __init__(self, cluster: RayCluster, submission_id: str, *, metrics: bool = False,
-                 total_steps: int | None = None):
+    def __init__(
+        self,
+        cluster: RayCluster,
+        submission_id: str,
+        *,
+        metrics: bool = False,
+        total_steps: int | None = None,
+    ):
         super().__init__()
         self.cluster = cluster
         self.sid = submission_id
@@ -61,8 +67,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
         yield Static(f" Job {markup(self.sid)}", id="joblog-title")
         with TabbedContent(initial="tab-metrics" if self.start_on_metrics else "tab-log"):
             with TabPane("Log", id="tab-log"):
-                yield LogPane(title=self.sid, save_path=default_save_path(self.sid),
-                              id="job-log")
+                yield LogPane(title=self.sid, save_path=default_save_path(self.sid), id="job-log")
             with TabPane("Metrics", id="tab-metrics"):
                 yield MetricsPanel(id="job-metrics")
         yield Footer()
@@ -98,8 +103,9 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
             try:
                 first = True
                 # Also a job from before a Ray restart (its old session's log, over SSH).
-                async for chunk in any_job_log_chunks(self.cluster, self.sid, follow=True,
-                                                      ends=ends):
+                async for chunk in any_job_log_chunks(
+                    self.cluster, self.sid, follow=True, ends=ends
+                ):
                     if first:
                         self.pane.clear()
                         self.metrics.clear()
@@ -108,7 +114,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
                     # A long log's first chunk is big: feed it in slices so keys are
                     # answered meanwhile.
                     for start in range(0, len(chunk), SLICE):
-                        part = chunk[start:start + SLICE]
+                        part = chunk[start : start + SLICE]
                         self.pane.append(part)
                         self.metrics.feed_text(part)
                         if len(chunk) > SLICE:

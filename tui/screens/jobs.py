@@ -28,8 +28,14 @@ from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
 
 POLL_S = 3.0
-_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "bold red", "STOPPED": "yellow",
-                 "RUNNING": "bold cyan", "PENDING": "cyan", "LOST": "magenta"}
+_STATUS_STYLE = {
+    "SUCCEEDED": "green",
+    "FAILED": "bold red",
+    "STOPPED": "yellow",
+    "RUNNING": "bold cyan",
+    "PENDING": "cyan",
+    "LOST": "magenta",
+}
 
 
 def _env_entry(name: str, value: object) -> str:
@@ -71,8 +77,9 @@ class JobsScreen(ReportsWorkerFailures, Screen):
     def compose(self) -> ComposeResult:
         yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
         table: DataTable[Text] = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
-        table.add_columns("submission id", "status", "age", "duration", "profile", "driver",
-                          "message")
+        table.add_columns(
+            "submission id", "status", "age", "duration", "profile", "driver", "message"
+        )
         yield table
         yield Static("", id="job-detail")
         yield Footer()
@@ -111,11 +118,17 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             # cell would be Rich markup).
             status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
             profile = r.record.profile if r.record and r.record.profile else "-"
-            table.add_row(cell(r.submission_id), status, age(r.start_time),
-                          duration(r.duration_s), cell(profile), cell(r.driver_node or "-"),
-                          cell(r.message or "", 60), key=r.submission_id)
-        if current is not None and any(r.submission_id == current.submission_id
-                                       for r in self.rows):
+            table.add_row(
+                cell(r.submission_id),
+                status,
+                age(r.start_time),
+                duration(r.duration_s),
+                cell(profile),
+                cell(r.driver_node or "-"),
+                cell(r.message or "", 60),
+                key=r.submission_id,
+            )
+        if current is not None and any(r.submission_id == current.submission_id for r in self.rows):
             table.move_cursor(row=table.get_row_index(current.submission_id))
         title = f" Jobs — {markup(self.cluster.inv.cluster)}   {plural(len(self.rows), 'job')}"
         if self.error:
@@ -149,17 +162,21 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         if rec is not None:
             if rec.profile:
                 t.append("profile: ", "dim")
-                t.append(f"{one_line(rec.profile)}  config {one_line(rec.config_hash)}  "
-                         f"({one_line(rec.profile_path)})\n")
+                t.append(
+                    f"{one_line(rec.profile)}  config {one_line(rec.config_hash)}  "
+                    f"({one_line(rec.profile_path)})\n"
+                )
             if rec.overrides:
                 t.append("overrides: ", "dim")
                 t.append(one_line(" ".join(rec.overrides), 500) + "\n")
-            env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env,
-                                                                         dict) else None
+            env = (
+                (rec.runtime_env or {}).get("env_vars")
+                if isinstance(rec.runtime_env, dict)
+                else None
+            )
             if isinstance(env, dict) and env:
                 t.append("env: ", "dim")
-                t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400)
-                         + "\n")
+                t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
         if row.message:
             t.append(clean(row.message[:300]), "italic")
         pane.update(t)
@@ -180,8 +197,9 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         if not self._addressable(row):
             return
         steps = total_steps_from(row.record.overrides) if row.record else None
-        self.app.push_screen(JobLogsScreen(self.cluster, row.submission_id, metrics=metrics,
-                                           total_steps=steps))
+        self.app.push_screen(
+            JobLogsScreen(self.cluster, row.submission_id, metrics=metrics, total_steps=steps)
+        )
 
     def action_logs(self) -> None:
         self._open_logs(metrics=False)
@@ -196,8 +214,11 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         row = self.current
         root = default_local_dir_of(row.record) if row is not None and row.record else None
         if row is not None and root is None:
-            self.notify(f"{markup(row.submission_id)}: no absolute trainer.default_local_dir "
-                        "recorded; type the folder", timeout=5)
+            self.notify(
+                f"{markup(row.submission_id)}: no absolute trainer.default_local_dir "
+                "recorded; type the folder",
+                timeout=5,
+            )
         from tui.screens.checkpoints import CheckpointsScreen
 
         self.app.push_screen(CheckpointsScreen(self.cluster.fleet, self.cluster.inv, root))
@@ -212,15 +233,26 @@ class JobsScreen(ReportsWorkerFailures, Screen):
 
     # -- new job / resubmit with edits -----------------------------------------------------
 
-    def open_form(self, profile_path: Path, initial_sets: list[str] | None = None,
-                  secret_refs: list[dict[str, str]] | None = None) -> None:
+    def open_form(
+        self,
+        profile_path: Path,
+        initial_sets: list[str] | None = None,
+        secret_refs: list[dict[str, str]] | None = None,
+    ) -> None:
         def done(sid: str | None) -> None:
             if sid:
                 self.action_refresh()
 
-        self.app.push_screen(JobFormScreen(self.cluster, self.history, profile_path,
-                                           initial_sets=initial_sets,
-                                           secret_refs=secret_refs), done)
+        self.app.push_screen(
+            JobFormScreen(
+                self.cluster,
+                self.history,
+                profile_path,
+                initial_sets=initial_sets,
+                secret_refs=secret_refs,
+            ),
+            done,
+        )
 
     def action_new_job(self) -> None:
         def picked(path: Path | None) -> None:
@@ -236,28 +268,35 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             return
         rec = row.record
         if rec is None or rec.kind != "profile" or not rec.profile_path:
-            self.notify(f"{markup(row.submission_id)} has no profile (a raw command): nothing "
-                        "to edit; "
-                        "n starts a new job from a profile", severity="warning", timeout=5)
+            self.notify(
+                f"{markup(row.submission_id)} has no profile (a raw command): nothing "
+                "to edit; "
+                "n starts a new job from a profile",
+                severity="warning",
+                timeout=5,
+            )
             return
         path = Path(rec.profile_path)
         if not path.is_file():
-            self.notify(f"{markup(row.submission_id)}: its profile {markup(path)} is gone",
-                        severity="error",
-                        timeout=5)
+            self.notify(
+                f"{markup(row.submission_id)}: its profile {markup(path)} is gone",
+                severity="error",
+                timeout=5,
+            )
             return
-        env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env,
-                                                                     dict) else None
-        refs = [v for v in (env or {}).values()
-                if isinstance(v, dict) and v.get("from") == "env"]
+        env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env, dict) else None
+        refs = [v for v in (env or {}).values() if isinstance(v, dict) and v.get("from") == "env"]
         self.open_form(path, list(rec.overrides), refs)
 
     def _addressable(self, row: JobRow) -> bool:
         """A job whose id is not a valid submission id cannot be named in a URL safely."""
         if is_job_id(row.submission_id):
             return True
-        self.notify("this job's id is not a Ray submission id: verl-tui will not address it",
-                    severity="error", timeout=5)
+        self.notify(
+            "this job's id is not a Ray submission id: verl-tui will not address it",
+            severity="error",
+            timeout=5,
+        )
         return False
 
     def action_stop(self) -> None:
@@ -266,8 +305,12 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             self.notify("no running job selected", timeout=2)
             return
         if not row.on_head:
-            self.notify(f"{markup(row.submission_id)} is not on the head (restarted?): "
-                        "nothing to stop; x forgets it here", severity="warning", timeout=5)
+            self.notify(
+                f"{markup(row.submission_id)} is not on the head (restarted?): "
+                "nothing to stop; x forgets it here",
+                severity="warning",
+                timeout=5,
+            )
             return
         if not self._addressable(row):
             return
@@ -276,8 +319,12 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             if yes:
                 self._stop(row.submission_id)
 
-        self.app.push_screen(ConfirmScreen(f"Stop job {one_line(row.submission_id)}?",
-                                           "Ray stops its driver and its tasks."), answered)
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Stop job {one_line(row.submission_id)}?", "Ray stops its driver and its tasks."
+            ),
+            answered,
+        )
 
     @work(group="jobs-stop", exit_on_error=False)
     async def _stop(self, sid: str) -> None:
@@ -303,9 +350,13 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             if yes:
                 self._delete(row.submission_id)
 
-        self.app.push_screen(ConfirmScreen(f"Delete job {one_line(row.submission_id)}?",
-                                           "Its record and logs on the head, and its local "
-                                           "history entry."), answered)
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete job {one_line(row.submission_id)}?",
+                "Its record and logs on the head, and its local history entry.",
+            ),
+            answered,
+        )
 
     @work(group="jobs-delete", exit_on_error=False)
     async def _delete(self, sid: str) -> None:

@@ -24,8 +24,16 @@ from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 
-_KIND_STYLE = {"raylet": "cyan", "gcs": "magenta", "worker": "", "driver": "green",
-               "dashboard": "dim", "agent": "dim", "autoscaler": "dim", "other": "dim"}
+_KIND_STYLE = {
+    "raylet": "cyan",
+    "gcs": "magenta",
+    "worker": "",
+    "driver": "green",
+    "dashboard": "dim",
+    "agent": "dim",
+    "autoscaler": "dim",
+    "other": "dim",
+}
 
 
 class NodeLogsScreen(ReportsWorkerFailures, Screen):
@@ -85,9 +93,14 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         table.clear()
         for host in hosts:
             for f in self.files.get(host, []):
-                table.add_row(cell(host), cell(f.name),
-                              cell(f.kind, style=_KIND_STYLE.get(f.kind, "")),
-                              human_size(f.size), age(f.mtime), key=f"{host}\t{f.name}")
+                table.add_row(
+                    cell(host),
+                    cell(f.name),
+                    cell(f.kind, style=_KIND_STYLE.get(f.kind, "")),
+                    human_size(f.size),
+                    age(f.mtime),
+                    key=f"{host}\t{f.name}",
+                )
         if current is not None:
             # The file may be gone (rotated, a new session).
             with contextlib.suppress(Exception):
@@ -95,8 +108,10 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         title = " Node logs" + (f" — {markup(self.only)}" if self.only else " — all hosts")
         title += f"   {plural(table.row_count, 'file')}"
         if self.errors:
-            title += "   " + "; ".join(f"{markup(h)}: {markup(e.removeprefix(f'{h}: '))}"
-                                       for h, e in sorted(self.errors.items()))
+            title += "   " + "; ".join(
+                f"{markup(h)}: {markup(e.removeprefix(f'{h}: '))}"
+                for h, e in sorted(self.errors.items())
+            )
         self.query_one("#nodelogs-title", Static).update(title)
 
     def _current_key(self) -> str | None:

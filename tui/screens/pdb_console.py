@@ -25,6 +25,7 @@ def _shown(reply: str) -> str:
     """pdb's CRLF text as lines, every control sequence dropped or shown escaped."""
     return clean(reply.replace("\r\n", "\n"))
 
+
 class PdbConsoleScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [Binding("escape", "back", "Back")]
 
@@ -44,11 +45,16 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
 
     def compose(self) -> ComposeResult:
         t = self.target
-        yield Static(f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   "
-                     "connecting…", id="pdb-title")
+        yield Static(
+            f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   connecting…",
+            id="pdb-title",
+        )
         yield RichLog(id="pdb-log", wrap=True, markup=False, highlight=False)
-        yield Input(placeholder="pdb command (p x, where, list, n, s, c …; Up/Down: history)",
-                    id="pdb-input", disabled=True)
+        yield Input(
+            placeholder="pdb command (p x, where, list, n, s, c …; Up/Down: history)",
+            id="pdb-input",
+            disabled=True,
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -57,8 +63,8 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
     def _title(self, state: str) -> None:
         t = self.target
         self.query_one("#pdb-title", Static).update(
-            f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   "
-            f"{markup(state)}")
+            f" pdb — {markup(t.filename)}:{markup(t.lineno)} on {markup(t.host)}   {markup(state)}"
+        )
 
     @property
     def transcript(self) -> RichLog:
@@ -137,6 +143,11 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
                 self.app.pop_screen()
 
         # pdb reads EOF when we hang up, and quits: the task fails with BdbQuit.
-        self.app.push_screen(ConfirmScreen(
-            "Leave the pdb session?", "Hanging up makes pdb quit: the task fails with BdbQuit. "
-            "Type c instead to let it run on."), answered)
+        self.app.push_screen(
+            ConfirmScreen(
+                "Leave the pdb session?",
+                "Hanging up makes pdb quit: the task fails with BdbQuit. "
+                "Type c instead to let it run on.",
+            ),
+            answered,
+        )

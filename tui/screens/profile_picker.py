@@ -25,7 +25,7 @@ def clip_words(text: str, limit: int) -> str:
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
-    cut = text[:limit - 1]
+    cut = text[: limit - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:-") + "…"
 
@@ -50,11 +50,13 @@ class ProfilePickerScreen(ReportsWorkerFailures, ModalScreen[Path | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("New job from a profile  [dim](enter picks, esc cancels)[/dim]",
-                         id="picker-title")
+            yield Static(
+                "New job from a profile  [dim](enter picks, esc cancels)[/dim]", id="picker-title"
+            )
             yield OptionList(id="profiles")
-            yield Static("[dim]" + "   ".join(markup(d) for d in self.dirs) + "[/dim]",
-                         id="picker-dirs")
+            yield Static(
+                "[dim]" + "   ".join(markup(d) for d in self.dirs) + "[/dim]", id="picker-dirs"
+            )
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
@@ -66,8 +68,11 @@ class ProfilePickerScreen(ReportsWorkerFailures, ModalScreen[Path | None]):
         options = self.query_one(OptionList)
         options.clear_options()
         if not self.entries:
-            options.add_option(Option("no profiles found in "
-                                      + ", ".join(markup(d) for d in self.dirs), disabled=True))
+            options.add_option(
+                Option(
+                    "no profiles found in " + ", ".join(markup(d) for d in self.dirs), disabled=True
+                )
+            )
             return
         for i, e in enumerate(self.entries):
             t = Text()

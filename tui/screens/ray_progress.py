@@ -15,8 +15,12 @@ from tui.cluster.ray_cluster import StepEvent
 from tui.sanitize import clean, one_line
 from tui.screens.error import ReportsWorkerFailures
 
-_STYLE = {"ok": ("✓", "green"), "skip": ("·", "dim"), "fail": ("✗", "bold red"),
-          "running": ("…", "cyan")}
+_STYLE = {
+    "ok": ("✓", "green"),
+    "skip": ("·", "dim"),
+    "fail": ("✗", "bold red"),
+    "running": ("…", "cyan"),
+}
 
 
 class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
@@ -42,8 +46,9 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
         with Vertical():
             yield Static(one_line(self.title_text), id="title", markup=False)
             yield RichLog(id="steps", wrap=True, markup=False)
-            yield Static("running… (the cockpit stays usable; esc closes once finished)",
-                         id="outcome")
+            yield Static(
+                "running… (the cockpit stays usable; esc closes once finished)", id="outcome"
+            )
 
     def add_event(self, ev: StepEvent) -> None:
         mark, style = _STYLE.get(ev.status, (" ", ""))
@@ -56,13 +61,13 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
     def finish(self, ok: bool, message: str) -> None:
         self.finished = True
         out = self.query_one("#outcome", Static)
-        out.update(Text(clean(message) + "   (esc closes)",
-                        style="bold green" if ok else "bold red"))
+        out.update(
+            Text(clean(message) + "   (esc closes)", style="bold green" if ok else "bold red")
+        )
 
     def action_close(self) -> None:
         if self.finished:
             self.dismiss(None)
         else:
-            self.notify("still running — it goes on in the background if you leave",
-                        timeout=2)
+            self.notify("still running — it goes on in the background if you leave", timeout=2)
             self.dismiss(None)

@@ -158,8 +158,9 @@ class Fleet:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _set(self, link: _HostLink, state: HostState, error: str | None = None,
-             attempts: int = 0) -> None:
+    def _set(
+        self, link: _HostLink, state: HostState, error: str | None = None, attempts: int = 0
+    ) -> None:
         old = link.status
         if old.state == state and old.error == error and old.attempts == attempts:
             return
@@ -212,6 +213,7 @@ class Fleet:
             return
         await self._load_ssh()
         from tui.transport import ssh
+
         attempts = 0
         was_up = False
         while not self._closing:
@@ -225,8 +227,11 @@ class Fleet:
                     state = HostState.LOST
                 self._set(link, state, failure.reason, attempts)
                 link.settled.set()
-                if state in (HostState.HOST_KEY_MISMATCH, HostState.HOST_KEY_UNKNOWN,
-                             HostState.AUTH_FAILED):
+                if state in (
+                    HostState.HOST_KEY_MISMATCH,
+                    HostState.HOST_KEY_UNKNOWN,
+                    HostState.AUTH_FAILED,
+                ):
                     delay = _SLOW_RETRY_S
                 else:
                     delay = min(0.5 * 2 ** (attempts - 1), self._reconnect_max_delay)

@@ -75,8 +75,9 @@ def decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").rstrip("\r")
 
 
-async def read_lines(read: Callable[[int], Awaitable[bytes]],
-                     splitter: LineSplitter) -> AsyncIterator[str]:
+async def read_lines(
+    read: Callable[[int], Awaitable[bytes]], splitter: LineSplitter
+) -> AsyncIterator[str]:
     """Lines from `read(n)` (an asyncio/asyncssh reader's read) until EOF."""
     while True:
         data = await read(CHUNK)

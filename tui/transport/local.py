@@ -146,15 +146,21 @@ class LocalTransport:
                 await asyncio.shield(asyncio.wait_for(proc.wait(), 5.0))
             if isinstance(exc, asyncio.TimeoutError):
                 raise TransportError(
-                    f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+                    f"{self.host}: {argv[0]} timed out after {timeout} s"
+                ) from None
             raise
         return RunResult(
-            tuple(argv), proc.returncode, out.decode("utf-8", "replace"),
+            tuple(argv),
+            proc.returncode,
+            out.decode("utf-8", "replace"),
             err.decode("utf-8", "replace"),
         )
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> LocalStream:
         try:
@@ -170,6 +176,7 @@ class LocalTransport:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
         return LocalStream(proc, max_line)
 
-    async def forward_local_port(self, remote_host: str, remote_port: int,
-                                 local_port: int = 0) -> LocalForward:
+    async def forward_local_port(
+        self, remote_host: str, remote_port: int, local_port: int = 0
+    ) -> LocalForward:
         return LocalForward(remote_port)

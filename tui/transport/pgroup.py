@@ -37,7 +37,7 @@ def parse_mark(line: bytes) -> tuple[str, int] | None:
     """("pgid" | "pid", number) from a marker line, or None if `line` is not one."""
     if not line.startswith(MARK):
         return None
-    kind, _, number = line[len(MARK):].decode("ascii", "replace").strip().partition(" ")
+    kind, _, number = line[len(MARK) :].decode("ascii", "replace").strip().partition(" ")
     if kind not in ("pgid", "pid") or not number.isdigit() or int(number) <= 1:
         return None
     return kind, int(number)
@@ -47,6 +47,8 @@ def kill_command(kind: str, number: int, grace: float = 2.0) -> str:
     """TERM the group (or process), wait up to `grace` seconds for it to go, then KILL."""
     target = f"-- -{int(number)}" if kind == "pgid" else f"-- {int(number)}"
     steps = max(1, int(grace / 0.1))
-    return (f"kill -s TERM {target} 2>/dev/null || exit 0; i=0; "
-            f"while [ $i -lt {steps} ]; do kill -s 0 {target} 2>/dev/null || exit 0; "
-            f"sleep 0.1; i=$((i+1)); done; kill -s KILL {target} 2>/dev/null; exit 0")
+    return (
+        f"kill -s TERM {target} 2>/dev/null || exit 0; i=0; "
+        f"while [ $i -lt {steps} ]; do kill -s 0 {target} 2>/dev/null || exit 0; "
+        f"sleep 0.1; i=$((i+1)); done; kill -s KILL {target} 2>/dev/null; exit 0"
+    )

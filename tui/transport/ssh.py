@@ -76,8 +76,9 @@ def _preflight(ssh: SshOptions) -> sshfiles.Checked:
         raise ConnectFailure(exc.state, exc.reason) from None
 
 
-def _options(ssh: SshOptions, *, host: str,
-             checked: sshfiles.Checked | None = None) -> dict[str, Any]:
+def _options(
+    ssh: SshOptions, *, host: str, checked: sshfiles.Checked | None = None
+) -> dict[str, Any]:
     opts: dict[str, Any] = {
         "connect_timeout": ssh.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
         "login_timeout": ssh.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
@@ -119,8 +120,9 @@ def _key_problem(ssh: SshOptions, address: str, port: int | None) -> ConnectFail
             f"host key of {name} differs from {path} — possible impersonation; "
             f"if the host was reinstalled: ssh-keygen -f {path} -R '{name}'",
         )
-    scan = f"ssh-keyscan -p {port} {address}" if port not in (None, 22) else \
-        f"ssh-keyscan {address}"
+    scan = (
+        f"ssh-keyscan -p {port} {address}" if port not in (None, 22) else f"ssh-keyscan {address}"
+    )
     return ConnectFailure(
         HostState.HOST_KEY_UNKNOWN,
         f"{name} is not in {path} — verify its key, then add it ({scan})",
@@ -167,8 +169,10 @@ async def open_connection(
     checked = _preflight(host.ssh)
     try:
         conn, _ = await asyncssh.create_connection(
-            lambda: client, host.address, tunnel=tunnel,
-            **_options(host.ssh, host=host.name, checked=checked)
+            lambda: client,
+            host.address,
+            tunnel=tunnel,
+            **_options(host.ssh, host=host.name, checked=checked),
         )
     except Exception as exc:
         raise classify(exc, host.ssh, host.address) from None
@@ -192,16 +196,21 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
         return await asyncssh.connect(address, **opts)
     except Exception as exc:
         classified = classify(exc, ssh, address)
-        raise ConnectFailure(classified.state,
-                             f"via jump host {spec}: {classified.reason}") from None
+        raise ConnectFailure(
+            classified.state, f"via jump host {spec}: {classified.reason}"
+        ) from None
 
 
 class SshStream:
     """A remote command's output as lines. The command leads its own process group on the host
     (pgroup.group_command), so close() can end all of it even if it ignores EOF on stdin."""
 
-    def __init__(self, proc: asyncssh.SSHClientProcess, conn: asyncssh.SSHClientConnection,
-                 max_line: int = DEFAULT_MAX_LINE):
+    def __init__(
+        self,
+        proc: asyncssh.SSHClientProcess,
+        conn: asyncssh.SSHClientConnection,
+        max_line: int = DEFAULT_MAX_LINE,
+    ):
         self._proc = proc
         self._conn = conn
         self._splitter = LineSplitter(max_line)
@@ -300,7 +309,7 @@ async def _kill_remote(conn: asyncssh.SSHClientConnection, group: tuple[str, int
 def _take_mark(err: bytes) -> tuple[tuple[str, int] | None, bytes]:
     """Split the wrapper's group marker line out of a command's collected stderr."""
     at = err.find(MARK)
-    if at < 0 or (at > 0 and err[at - 1:at] != b"\n"):
+    if at < 0 or (at > 0 and err[at - 1 : at] != b"\n"):
         return None, err
     nl = err.find(b"\n", at)
     end = len(err) if nl < 0 else nl + 1
@@ -353,9 +362,12 @@ class SshTransport:
                 if input is not None:
                     proc.stdin.write(input.encode())
                 proc.stdin.write_eof()
-            await asyncio.wait_for(asyncio.gather(
-                _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()),
-                timeout)
+            await asyncio.wait_for(
+                asyncio.gather(
+                    _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()
+                ),
+                timeout,
+            )
         except BaseException as exc:
             # Timed out, cancelled, or the channel failed: end the command's group, then report.
             group, _ = _take_mark(bytes(err))
@@ -364,13 +376,18 @@ class SshTransport:
             proc.close()
             if isinstance(exc, asyncio.TimeoutError):
                 raise TransportError(
-                    f"{self.host}: {argv[0]} timed out after {timeout} s") from None
+                    f"{self.host}: {argv[0]} timed out after {timeout} s"
+                ) from None
             if isinstance(exc, (asyncssh.Error, OSError)):
                 raise TransportError(f"{self.host}: {exc}") from None
             raise
         _, err_bytes = _take_mark(bytes(err))
-        return RunResult(tuple(argv), proc.exit_status, out.decode("utf-8", "replace"),
-                         err_bytes.decode("utf-8", "replace"))
+        return RunResult(
+            tuple(argv),
+            proc.exit_status,
+            out.decode("utf-8", "replace"),
+            err_bytes.decode("utf-8", "replace"),
+        )
 
     async def _start(self, cmd: str) -> asyncssh.SSHClientProcess:
         """create_process, bytes in and out; if the caller is cancelled while the channel
@@ -385,7 +402,10 @@ class SshTransport:
             raise
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> SshStream:
         try:
@@ -394,12 +414,14 @@ class SshTransport:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
         return SshStream(proc, self._conn, max_line)
 
-    async def forward_local_port(self, remote_host: str, remote_port: int,
-                                 local_port: int = 0) -> SshForward:
+    async def forward_local_port(
+        self, remote_host: str, remote_port: int, local_port: int = 0
+    ) -> SshForward:
         """Listen on 127.0.0.1:local_port (0: any free port) and tunnel to the remote side."""
         try:
             listener = await self._conn.forward_local_port(
-                "127.0.0.1", local_port, remote_host, remote_port)
+                "127.0.0.1", local_port, remote_host, remote_port
+            )
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(
                 f"{self.host}: cannot forward to {remote_host}:{remote_port}: {exc}"

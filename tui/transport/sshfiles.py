@@ -29,8 +29,13 @@ MAX_KEY_BYTES = 1 << 20  # OpenSSH's MAX_KEY_FILE_SIZE
 MAX_KNOWN_HOSTS_BYTES = 64 << 20
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class FileProblem(Exception):
@@ -56,8 +61,7 @@ _warned: set[tuple[str, tuple[int, ...]]] = set()
 
 
 def _signature(st: os.stat_result) -> tuple[int, ...]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode,
-            st.st_uid)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)
 
 
 def _stat(path: Path, what: str, state: HostState) -> os.stat_result:
@@ -67,8 +71,7 @@ def _stat(path: Path, what: str, state: HostState) -> os.stat_result:
     except (FileNotFoundError, NotADirectoryError):
         raise FileProblem(state, f"{what} not found: {path}") from None
     except OSError as exc:
-        raise FileProblem(state, f"{what} {path} is not readable: "
-                                 f"{exc.strerror or exc}") from None
+        raise FileProblem(state, f"{what} {path} is not readable: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         raise FileProblem(state, f"{what} {path} is {kind}, not a file")
@@ -123,8 +126,9 @@ def _key_kind(path: Path) -> str:
         hint = ""
         if data.lstrip().startswith((b"ssh-", b"ecdsa-", b"sk-")):
             hint = " (it holds a public key: name the file without .pub)"
-        raise FileProblem(HostState.AUTH_FAILED,
-                          f"identity file {path} is not a private key{hint}: {exc}") from None
+        raise FileProblem(
+            HostState.AUTH_FAILED, f"identity file {path} is not a private key{hint}: {exc}"
+        ) from None
 
 
 def check_identity(path: Path) -> bool:
@@ -136,22 +140,31 @@ def check_identity(path: Path) -> bool:
     # ignored"); a key owned by someone else is not checked. The same rule here.
     mode = stat.S_IMODE(st.st_mode)
     if st.st_uid == os.getuid() and mode & 0o077:
-        raise FileProblem(HostState.AUTH_FAILED,
-                          f"unprotected private key file {path}: permissions {mode:04o} are too "
-                          f"open; OpenSSH ignores such a key (chmod 600 {path})")
+        raise FileProblem(
+            HostState.AUTH_FAILED,
+            f"unprotected private key file {path}: permissions {mode:04o} are too "
+            f"open; OpenSSH ignores such a key (chmod 600 {path})",
+        )
     if mode & 0o077:
         key = (str(path), _signature(st))
         if key not in _warned:
             _warned.add(key)
-            log.warning("private key file %s: permissions %04o are open to others (it is "
-                        "owned by uid %d, so OpenSSH would use it too)", path, mode, st.st_uid)
+            log.warning(
+                "private key file %s: permissions %04o are open to others (it is "
+                "owned by uid %d, so OpenSSH would use it too)",
+                path,
+                mode,
+                st.st_uid,
+            )
     kind = _cached("identity", path, st, lambda: _key_kind(path))
     if kind == "encrypted":
         if not _agent_available():
-            raise FileProblem(HostState.AUTH_FAILED,
-                              f"identity file {path} is encrypted (passphrase-protected) and no "
-                              "ssh-agent is running (SSH_AUTH_SOCK): add it with ssh-add, or "
-                              "use a key without a passphrase")
+            raise FileProblem(
+                HostState.AUTH_FAILED,
+                f"identity file {path} is encrypted (passphrase-protected) and no "
+                "ssh-agent is running (SSH_AUTH_SOCK): add it with ssh-add, or "
+                "use a key without a passphrase",
+            )
         return True
     return False
 
@@ -167,9 +180,10 @@ def _parse_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
     except (ValueError, asyncssh.Error) as exc:
         line = next((i for i, ln in enumerate(text.splitlines(), 1) if _bad_entry(ln)), None)
         where = f"{path}:{line}" if line else str(path)
-        raise FileProblem(HostState.HOST_KEY_UNKNOWN,
-                          f"known_hosts {where}: invalid entry ({str(exc).split(':')[0]})"
-                          ) from None
+        raise FileProblem(
+            HostState.HOST_KEY_UNKNOWN,
+            f"known_hosts {where}: invalid entry ({str(exc).split(':')[0]})",
+        ) from None
 
 
 def _bad_entry(line: str) -> bool:
@@ -188,8 +202,10 @@ def known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
         st = _stat(path, "known_hosts file", HostState.HOST_KEY_UNKNOWN)
     except FileProblem as exc:
         if "not found" in exc.reason:
-            raise FileProblem(exc.state, f"{exc.reason} (verify each host's key, then add it: "
-                                         f"ssh-keyscan HOST >> {path})") from None
+            raise FileProblem(
+                exc.state,
+                f"{exc.reason} (verify each host's key, then add it: ssh-keyscan HOST >> {path})",
+            ) from None
         raise
     return _cached("known_hosts", path, st, lambda: _parse_known_hosts(path))
 

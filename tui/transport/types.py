@@ -97,7 +97,10 @@ class Transport(Protocol):
     ) -> RunResult: ...
 
     async def stream(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
         max_line: int = ...,
     ) -> StreamProcess: ...
 

@@ -11,8 +11,11 @@ from tui.sanitize import one_line
 
 def insecure_text(hosts: list[str]) -> Text:
     names = ", ".join(one_line(h) for h in hosts)
-    return Text(f" HOST KEY CHECK OFF: {names} (insecure_skip_host_key_check): anyone on the "
-                "path can pose as these hosts ", style="bold white on red")
+    return Text(
+        f" HOST KEY CHECK OFF: {names} (insecure_skip_host_key_check): anyone on the "
+        "path can pose as these hosts ",
+        style="bold white on red",
+    )
 
 
 class InsecureBanner(Static):

@@ -61,8 +61,10 @@ def gpu_details(ht: HostTelemetry, index: int) -> Text:
         parts.append(f"power limit {gpu.power_limit_w:.0f} W")
     hist = ht.util_history.get(index)
     if hist:
-        parts.append(f"util over last {len(hist)} samples: mean {sum(hist) / len(hist):.0f}%, "
-                     f"max {max(hist):.0f}%")
+        parts.append(
+            f"util over last {len(hist)} samples: mean {sum(hist) / len(hist):.0f}%, "
+            f"max {max(hist):.0f}%"
+        )
     t.append("\n" + "   ".join(parts), "dim")
     if gpu.processes is None:
         t.append(f"\nprocesses: not reported by {s.source if s else 'the agent'}", "dim")

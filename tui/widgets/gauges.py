@@ -25,8 +25,9 @@ def bar(fraction: float | None, width: int) -> str:
     return text.ljust(width)
 
 
-def sparkline(values: Iterable[float], width: int, top: float = 100.0, per_cell: int = 1,
-              newest: int = 0) -> str:
+def sparkline(
+    values: Iterable[float], width: int, top: float = 100.0, per_cell: int = 1, newest: int = 0
+) -> str:
     """Values as block glyphs, newest at the right. Each cell is the mean of `per_cell`
     consecutive values so a long history fits a short column; `newest` is how many values the
     newest (still filling) cell holds, so cells keep their boundaries as values arrive instead

@@ -221,7 +221,7 @@ class GpuTable(ScrollView, can_focus=True):
         # touches a few rows, not the whole table.
         top = self.scroll_offset.y
         start = None
-        for y, row in enumerate(self.rows[top: top + self.size.height], start=top):
+        for y, row in enumerate(self.rows[top : top + self.size.height], start=top):
             if row.host in changed:
                 if start is None:
                     start = y
@@ -337,14 +337,22 @@ class GpuTable(ScrollView, can_focus=True):
     def _host_segments(self, ht: HostTelemetry, st: dict[str, Style], width: int) -> list[Segment]:
         state = ht.display_state
         fold = "▸" if ht.name in self.collapsed else "▾"
-        state_style = st["ok"] if state == "up" else (
-            st["dim"] if state in ("connecting", "starting") else st["bad"])
-        segs = [Segment(f"{fold} {one_line(ht.name)}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
-                Segment(f"{one_line(state):<17} ", state_style)]
+        state_style = (
+            st["ok"]
+            if state == "up"
+            else (st["dim"] if state in ("connecting", "starting") else st["bad"])
+        )
+        segs = [
+            Segment(f"{fold} {one_line(ht.name)}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
+            Segment(f"{one_line(state):<17} ", state_style),
+        ]
         if self.ray_label is not None:
             label = one_line(self.ray_label(ht.name))
-            ray_style = st["ok"] if label.endswith("alive") else (
-                st["bad"] if label.endswith(("dead", "absent")) else st["dim"])
+            ray_style = (
+                st["ok"]
+                if label.endswith("alive")
+                else (st["bad"] if label.endswith(("dead", "absent")) else st["dim"])
+            )
             segs.append(Segment(f"ray {label:<18} ", ray_style))
         s = ht.latest
         if s is not None and state in ("up", "no NVML", "stale"):
@@ -365,8 +373,9 @@ class GpuTable(ScrollView, can_focus=True):
             segs.append(Segment(one_line(error), st["bad"] if state != "up" else st["warn"]))
         return segs
 
-    def _gpu_segments(self, ht: HostTelemetry, index: int, st: dict[str, Style],
-                      width: int) -> list[Segment]:
+    def _gpu_segments(
+        self, ht: HostTelemetry, index: int, st: dict[str, Style], width: int
+    ) -> list[Segment]:
         s = ht.latest
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
         if s is None or gpu is None:
@@ -383,19 +392,33 @@ class GpuTable(ScrollView, can_focus=True):
         idle = idle_while_peers_busy(gpu, s.gpus)
         ubar_style = st["warn"] if idle else st["bar"]
         segs.append(Segment(bar(None if util is None else util / 100, W_UTIL - 6), ubar_style))
-        segs.append(Segment(" -   " if util is None else f"{util:3.0f}% ",
-                            st["warn"] if idle else st["host"]))
+        segs.append(
+            Segment(
+                " -   " if util is None else f"{util:3.0f}% ", st["warn"] if idle else st["host"]
+            )
+        )
         # Memory: bar + used/total GiB; nearly full is flagged.
         frac = gpu.memory_fraction
-        mstyle = st["bad"] if frac is not None and frac >= MEM_FULL else (
-            st["warn"] if frac is not None and frac >= MEM_HIGH else st["bar"])
+        mstyle = (
+            st["bad"]
+            if frac is not None and frac >= MEM_FULL
+            else (st["warn"] if frac is not None and frac >= MEM_HIGH else st["bar"])
+        )
         segs.append(Segment(bar(frac, 8), mstyle))
-        segs.append(Segment(
-            f" {gib(gpu.memory_used_bytes)}/{gib(gpu.memory_total_bytes, 0)}G"[: W_MEM - 9]
-            .ljust(W_MEM - 8), mstyle if mstyle is not st["bar"] else st["host"]))
+        segs.append(
+            Segment(
+                f" {gib(gpu.memory_used_bytes)}/{gib(gpu.memory_total_bytes, 0)}G"[
+                    : W_MEM - 9
+                ].ljust(W_MEM - 8),
+                mstyle if mstyle is not st["bar"] else st["host"],
+            )
+        )
         temp = gpu.temperature_c
-        tstyle = st["bad"] if temp is not None and temp >= HOT_C else (
-            st["warn"] if temp is not None and temp >= WARM_C else st["host"])
+        tstyle = (
+            st["bad"]
+            if temp is not None and temp >= HOT_C
+            else (st["warn"] if temp is not None and temp >= WARM_C else st["host"])
+        )
         segs.append(Segment(("-" if temp is None else f"{temp:.0f}°C").ljust(W_TEMP), tstyle))
         power = "-" if gpu.power_w is None else f"{gpu.power_w:.0f}"
         limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
@@ -406,9 +429,17 @@ class GpuTable(ScrollView, can_focus=True):
         # The whole kept history (default 300 samples) squeezed into the column.
         spark_w = spark_width(width)
         per_cell = -(-ht.history_len // spark_w)
-        segs.append(Segment(sparkline(ht.util_history.get(index, ()), spark_w,
-                                      per_cell=per_cell, newest=ht.samples % per_cell),
-                            st["spark"]))
+        segs.append(
+            Segment(
+                sparkline(
+                    ht.util_history.get(index, ()),
+                    spark_w,
+                    per_cell=per_cell,
+                    newest=ht.samples % per_cell,
+                ),
+                st["spark"],
+            )
+        )
         if stale:  # last known values of a host we cannot reach: keep them, greyed out
             segs = [Segment(one_line(seg.text), st["dim"]) for seg in segs]
         return segs

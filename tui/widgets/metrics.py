@@ -104,7 +104,7 @@ def short_labels(keys: Sequence[str]) -> list[str]:
     tail = 0
     while all(len(p) > head + tail + 1 and p[-1 - tail] == parts[0][-1 - tail] for p in parts):
         tail += 1
-    return ["/".join(p[head:len(p) - tail]) for p in parts]
+    return ["/".join(p[head : len(p) - tail]) for p in parts]
 
 
 def thin(points: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
@@ -163,9 +163,12 @@ class MetricChart(Vertical, can_focus=True):
         latest = tracker.latest()
         labels = short_labels(keys)
         # Metric keys come from the job's log lines: markup-escaped (titles are markup).
-        self.border_subtitle = markup("  ".join(
-            (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
-            for key, label in zip(keys, labels, strict=True)))
+        self.border_subtitle = markup(
+            "  ".join(
+                (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
+                for key, label in zip(keys, labels, strict=True)
+            )
+        )
         limit = max(self.size.width, 40) * POINTS_PER_CELL
         plotted: dict[str, list[tuple[int, float]]] = {}
         for key in keys:
@@ -177,8 +180,12 @@ class MetricChart(Vertical, can_focus=True):
         for key, points in plotted.items():
             if points:
                 xs, ys = zip(*points, strict=True)
-                plt.plot(list(xs), list(ys), marker="braille",
-                         label=labels[keys.index(key)] if len(keys) > 1 else None)
+                plt.plot(
+                    list(xs),
+                    list(ys),
+                    marker="braille",
+                    label=labels[keys.index(key)] if len(keys) > 1 else None,
+                )
         plt.xaxes(True, False)  # left and bottom axes only: the border already frames it
         plt.yaxes(True, False)
         self.plotted = plotted
@@ -207,8 +214,9 @@ class MetricPicker(ModalScreen[str | None]):
     MetricPicker OptionList { height: auto; max-height: 24; border: none; }
     """
 
-    def __init__(self, keys: Sequence[str], latest: dict[str, float], chart: str,
-                 current: str | None = None) -> None:
+    def __init__(
+        self, keys: Sequence[str], latest: dict[str, float], chart: str, current: str | None = None
+    ) -> None:
         super().__init__()
         self.all_keys = sorted(keys)
         self.latest = latest
@@ -217,8 +225,11 @@ class MetricPicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"Chart “{markup(self.chart)}” shows…  [dim](type to filter, enter picks, "
-                         "esc cancels)[/dim]", id="picker-title")
+            yield Static(
+                f"Chart “{markup(self.chart)}” shows…  [dim](type to filter, enter picks, "
+                "esc cancels)[/dim]",
+                id="picker-title",
+            )
             yield Input(placeholder="filter, e.g. val-core or actor kl", id="picker-filter")
             yield OptionList(id="picker-keys")
 
@@ -293,8 +304,14 @@ class MetricsPanel(Widget, can_focus=True):
     MetricsPanel #metrics-charts.narrow { grid-size: 2 3; }
     """
 
-    def __init__(self, *, tracker: MetricsTracker | None = None, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tracker: MetricsTracker | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.tracker = tracker if tracker is not None else MetricsTracker()
         self.specs: list[ChartSpec] = list(DEFAULT_CHARTS)
@@ -381,8 +398,10 @@ class MetricsPanel(Widget, can_focus=True):
                 parts.append(f"{spec.short or spec.title} {fmt_value(latest[keys[0]])}")
         for key, value in latest.items():
             if key.startswith("val-core/"):
-                parts.append(f"{key.removeprefix('val-core/')} {fmt_value(value)}"
-                             f" @{tracker.latest_step(key)}")
+                parts.append(
+                    f"{key.removeprefix('val-core/')} {fmt_value(value)}"
+                    f" @{tracker.latest_step(key)}"
+                )
         return " · ".join(parts)
 
     # --- keys ------------------------------------------------------------------------------
@@ -404,8 +423,10 @@ class MetricsPanel(Widget, can_focus=True):
             if key is not None:
                 self.set_chart(index, ChartSpec(key, (key,), key.rsplit("/", 1)[-1]))
 
-        self.app.push_screen(MetricPicker(keys, self.tracker.latest(), spec.title,
-                                          shown[0] if shown else None), picked)
+        self.app.push_screen(
+            MetricPicker(keys, self.tracker.latest(), spec.title, shown[0] if shown else None),
+            picked,
+        )
 
     def set_chart(self, index: int, spec: ChartSpec) -> None:
         """Show `spec` in chart `index` (0 is top left, row by row)."""

@@ -12,18 +12,29 @@ from tui.fmt import GIB
 from tui.sanitize import one_line
 
 
-def summary_text(cluster: str, hosts: Mapping[str, HostTelemetry],
-                 sort_key: str, sort_reverse: bool, filter_text: str,
-                 ray: tuple[str, str] | None = None) -> Text:
+def summary_text(
+    cluster: str,
+    hosts: Mapping[str, HostTelemetry],
+    sort_key: str,
+    sort_reverse: bool,
+    filter_text: str,
+    ray: tuple[str, str] | None = None,
+) -> Text:
     up = sum(1 for h in hosts.values() if h.display_state in ("up", "no NVML", "stale"))
-    gpus = [g for h in hosts.values() if h.latest and h.display_state == "up"
-            for g in h.latest.gpus if not g.error]
+    gpus = [
+        g
+        for h in hosts.values()
+        if h.latest and h.display_state == "up"
+        for g in h.latest.gpus
+        if not g.error
+    ]
     utils = [g.util_percent for g in gpus if g.util_percent is not None]
     used = sum(g.memory_used_bytes or 0 for g in gpus)
     total = sum(g.memory_total_bytes or 0 for g in gpus)
     power = sum(g.power_w or 0 for g in gpus)
-    problems = sum(1 for h in hosts.values()
-                   if h.display_state not in ("up", "connecting", "starting"))
+    problems = sum(
+        1 for h in hosts.values() if h.display_state not in ("up", "connecting", "starting")
+    )
 
     t = Text()
     t.append(" verl-tui ", "bold reverse")

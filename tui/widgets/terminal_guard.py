@@ -30,8 +30,10 @@ def _guarded_render(self: Strip, console: Console) -> str:
     if self._render_cache is None:
         segments = self._segments
         if any(_UNSAFE_RE.search(seg.text) for seg in segments):
-            safe = Strip([Segment(_UNSAFE_RE.sub("", seg.text), seg.style, seg.control)
-                          for seg in segments], self.cell_length)
+            safe = Strip(
+                [Segment(_UNSAFE_RE.sub("", seg.text), seg.style, seg.control) for seg in segments],
+                self.cell_length,
+            )
             self._render_cache = _original_render(safe, console)
     return _original_render(self, console)
 

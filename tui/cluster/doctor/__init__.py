@@ -74,8 +74,30 @@ from tui.cluster.doctor.network import IfSpec, classify_port
 from tui.cluster.doctor.runner import ORDER, arrange, evaluate, run_doctor
 from tui.cluster.doctor.versions import host_key_findings, reach_findings
 
-__all__ = ["CHECKS", "CONNECT_TIMEOUT_S", "CPUS_PER_GPU", "LISTENER_LIFETIME_S", "MAX_PARALLEL",
-           "MEM_WARN_BYTES", "MEM_WARN_FRACTION", "MIN_DEBUGPY", "NUMEXPR_CPU_LIMIT", "ORDER",
-           "SKEW_FAIL_S", "SKEW_WARN_S", "STATUSES", "Finding", "IfSpec", "Status", "arrange",
-           "classify_clock_offsets", "classify_port", "effective_gpus", "evaluate",
-           "host_key_findings", "reach_findings", "run_doctor", "summarize"]
+__all__ = [
+    "CHECKS",
+    "CONNECT_TIMEOUT_S",
+    "CPUS_PER_GPU",
+    "LISTENER_LIFETIME_S",
+    "MAX_PARALLEL",
+    "MEM_WARN_BYTES",
+    "MEM_WARN_FRACTION",
+    "MIN_DEBUGPY",
+    "NUMEXPR_CPU_LIMIT",
+    "ORDER",
+    "SKEW_FAIL_S",
+    "SKEW_WARN_S",
+    "STATUSES",
+    "Finding",
+    "IfSpec",
+    "Status",
+    "arrange",
+    "classify_clock_offsets",
+    "classify_port",
+    "effective_gpus",
+    "evaluate",
+    "host_key_findings",
+    "reach_findings",
+    "run_doctor",
+    "summarize",
+]

@@ -59,8 +59,14 @@ class Finding:
     fix: str  # one line: a command or a hosts.yaml key; "" when nothing needs doing
 
     def to_json(self) -> dict[str, str | None]:
-        return {"check": self.check, "title": self.title, "status": self.status,
-                "host": self.host, "finding": self.finding, "fix": self.fix}
+        return {
+            "check": self.check,
+            "title": self.title,
+            "status": self.status,
+            "host": self.host,
+            "finding": self.finding,
+            "fix": self.fix,
+        }
 
 
 def _f(check: str, status: Status, host: str | None, finding: str, fix: str = "") -> Finding:
@@ -90,4 +96,3 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 
 def _pip(python: str, requirement: str) -> str:
     return shlex.join([python, "-m", "pip", "install", requirement])
-

@@ -18,8 +18,11 @@ def effective_gpus(host: Host, facts: HostFacts) -> tuple[int | None, str]:
         return host.num_gpus, "num_gpus in hosts.yaml"
     count = facts.gpu_count
     # Ray's AMD accelerator manager reads HIP_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES otherwise.
-    var = "HIP_VISIBLE_DEVICES" if facts.amd_gpu_count and facts.env.get(
-        "HIP_VISIBLE_DEVICES") is not None else "CUDA_VISIBLE_DEVICES"
+    var = (
+        "HIP_VISIBLE_DEVICES"
+        if facts.amd_gpu_count and facts.env.get("HIP_VISIBLE_DEVICES") is not None
+        else "CUDA_VISIBLE_DEVICES"
+    )
     visible = facts.env.get(var)
     if visible is not None:
         ids = [v for v in visible.split(",") if v.strip() and v.strip() != "NoDevFiles"]
@@ -32,27 +35,54 @@ def _visible_findings(name: str, f: HostFacts) -> list[Finding]:
     """The HIP/ROCR/CUDA_VISIBLE_DEVICES rule (as tui.jobs.rules.check_runtime_env applies it
     to a job's env_vars) on what ``ray start`` and its workers inherit on this host."""
     env, out = f.env, []
-    rocr, hip, cuda = (env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                                             "CUDA_VISIBLE_DEVICES"))
+    rocr, hip, cuda = (
+        env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    )
     if rocr and (hip or cuda):
-        out.append(_f("gpu-count", "fail", name,
-                      "ROCR_VISIBLE_DEVICES is set together with HIP/CUDA_VISIBLE_DEVICES: "
-                      "verl's workers refuse that", "keep only HIP_VISIBLE_DEVICES (ray.env or "
-                      "the host's environment)"))
+        out.append(
+            _f(
+                "gpu-count",
+                "fail",
+                name,
+                "ROCR_VISIBLE_DEVICES is set together with HIP/CUDA_VISIBLE_DEVICES: "
+                "verl's workers refuse that",
+                "keep only HIP_VISIBLE_DEVICES (ray.env or the host's environment)",
+            )
+        )
     elif rocr is not None and f.amd_gpu_count:
-        out.append(_f("gpu-count", "fail", name,
-                      f"ROCR_VISIBLE_DEVICES={rocr} without HIP_VISIBLE_DEVICES: Ray refuses "
-                      "to start on AMD GPUs", f"use HIP_VISIBLE_DEVICES={rocr} instead"))
+        out.append(
+            _f(
+                "gpu-count",
+                "fail",
+                name,
+                f"ROCR_VISIBLE_DEVICES={rocr} without HIP_VISIBLE_DEVICES: Ray refuses "
+                "to start on AMD GPUs",
+                f"use HIP_VISIBLE_DEVICES={rocr} instead",
+            )
+        )
     if hip and cuda and hip != cuda:
-        out.append(_f("gpu-count", "fail", name,
-                      f"HIP_VISIBLE_DEVICES={hip} differs from CUDA_VISIBLE_DEVICES={cuda}: "
-                      "verl requires the same value", "set both to the same list, or only one"))
+        out.append(
+            _f(
+                "gpu-count",
+                "fail",
+                name,
+                f"HIP_VISIBLE_DEVICES={hip} differs from CUDA_VISIBLE_DEVICES={cuda}: "
+                "verl requires the same value",
+                "set both to the same list, or only one",
+            )
+        )
     if f.amd_gpu_count and f.gpu_count and f.amd_gpu_count < f.gpu_count:
-        out.append(_f("gpu-count", "warn", name,
-                      f"NVIDIA and AMD GPUs on one host ({f.gpu_count - f.amd_gpu_count} + "
-                      f"{f.amd_gpu_count}): Ray has one GPU resource for both",
-                      "give Ray one vendor: num_gpus in hosts.yaml and CUDA_VISIBLE_DEVICES or "
-                      "HIP_VISIBLE_DEVICES in ray.env"))
+        out.append(
+            _f(
+                "gpu-count",
+                "warn",
+                name,
+                f"NVIDIA and AMD GPUs on one host ({f.gpu_count - f.amd_gpu_count} + "
+                f"{f.amd_gpu_count}): Ray has one GPU resource for both",
+                "give Ray one vendor: num_gpus in hosts.yaml and CUDA_VISIBLE_DEVICES or "
+                "HIP_VISIBLE_DEVICES in ray.env",
+            )
+        )
     return out
 
 
@@ -68,15 +98,25 @@ def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
         if count is None:
             # pynvml there but no libnvidia-ml: a driver problem, not a missing package.
             no_driver = "not found" in (f.gpu_error or "").lower() and f.nvml_py_version
-            fix = ("no NVIDIA driver library on this host: install the driver, or set the "
-                   "host's num_gpus: in hosts.yaml" if no_driver else
-                   f"{_pip(host.python, 'nvidia-ml-py')}, or set the host's num_gpus: "
-                   "in hosts.yaml")
+            fix = (
+                "no NVIDIA driver library on this host: install the driver, or set the "
+                "host's num_gpus: in hosts.yaml"
+                if no_driver
+                else f"{_pip(host.python, 'nvidia-ml-py')}, or set the host's num_gpus: "
+                "in hosts.yaml"
+            )
             out.append(_f("gpu-count", "warn", name, f"GPU count unknown: {f.gpu_error}", fix))
         elif count == 0 and host.num_gpus is None:
-            out.append(_f("gpu-count", "warn", name, f"no GPUs visible ({source})",
-                          "check nvidia-smi (or amd-smi) there; CPU-only on purpose: set the "
-                          "host's num_gpus: 0"))
+            out.append(
+                _f(
+                    "gpu-count",
+                    "warn",
+                    name,
+                    f"no GPUs visible ({source})",
+                    "check nvidia-smi (or amd-smi) there; CPU-only on purpose: set the "
+                    "host's num_gpus: 0",
+                )
+            )
         elif count > 0:
             counts[name] = count
     if len(set(counts.values())) > 1:
@@ -85,10 +125,15 @@ def _gpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
             by_count.setdefault(c, []).append(name)
         desc = "; ".join(f"{c} on {_names(ns)}" for c, ns in sorted(by_count.items()))
         low = min(by_count)
-        out.append(_f("gpu-count", "fail", None,
-                      f"GPU counts differ: {desc} (verl needs n_gpus_per_node on every node)",
-                      f"bring the missing GPUs back, or set num_gpus: {low} on the hosts with "
-                      "more"))
+        out.append(
+            _f(
+                "gpu-count",
+                "fail",
+                None,
+                f"GPU counts differ: {desc} (verl needs n_gpus_per_node on every node)",
+                f"bring the missing GPUs back, or set num_gpus: {low} on the hosts with more",
+            )
+        )
     elif counts:
         n = next(iter(counts.values()))
         out.append(_f("gpu-count", "ok", None, f"{n} GPU(s) on each of {len(counts)} node(s)"))
@@ -113,12 +158,18 @@ def _cpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
             continue
         need = CPUS_PER_GPU * gpus
         if cpus < need:
-            out.append(_f("cpus-per-gpu", "fail", name,
-                          f"{cpus} CPUs ({source}) for {gpus} GPUs: verl's placement group needs "
-                          f"{CPUS_PER_GPU} per GPU ({need})",
-                          f"use nodes with ≥ {need} CPUs, fewer GPUs per node (num_gpus: "
-                          f"{cpus // CPUS_PER_GPU}), or ray.num_cpus: {need} if the CPUs are "
-                          "really there"))
+            out.append(
+                _f(
+                    "cpus-per-gpu",
+                    "fail",
+                    name,
+                    f"{cpus} CPUs ({source}) for {gpus} GPUs: verl's placement group needs "
+                    f"{CPUS_PER_GPU} per GPU ({need})",
+                    f"use nodes with ≥ {need} CPUs, fewer GPUs per node (num_gpus: "
+                    f"{cpus // CPUS_PER_GPU}), or ray.num_cpus: {need} if the CPUs are "
+                    "really there",
+                )
+            )
         else:
             out.append(_f("cpus-per-gpu", "ok", name, f"{cpus} CPUs ({source}) for {gpus} GPUs"))
     return out

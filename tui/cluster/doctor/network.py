@@ -41,11 +41,20 @@ def _head_port_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) ->
     if f is None or not f.ok:
         return []
     out = []
-    for port, what, key in ((inventory.ray.port, "GCS", "ray.port"),
-                            (inventory.ray.dashboard_port, "dashboard", "ray.dashboard_port")):
+    for port, what, key in (
+        (inventory.ray.port, "GCS", "ray.port"),
+        (inventory.ray.dashboard_port, "dashboard", "ray.dashboard_port"),
+    ):
         if port not in f.listeners:
-            out.append(_f("head-ports", "warn", head.name, f"port {port} ({what}) not inspected "
-                          f"({f.probe_errors.get('procs', 'no listener data')})"))
+            out.append(
+                _f(
+                    "head-ports",
+                    "warn",
+                    head.name,
+                    f"port {port} ({what}) not inspected "
+                    f"({f.probe_errors.get('procs', 'no listener data')})",
+                )
+            )
             continue
         listener = f.listeners[port]
         status, text = classify_port(port, what, listener)
@@ -105,36 +114,52 @@ def _ifname_problems(var: str, value: str, facts: HostFacts) -> tuple[Status, st
     have = ", ".join(i.name for i in ifaces if not i.loopback) or "none"
     if var == "GLOO_SOCKET_IFNAME":
         # Gloo opens a device per listed name and needs each, by exact name, with an address.
-        missing = [n for n in spec.names if not any(i.name == n and i.has_address
-                                                     for i in ifaces)]
+        missing = [n for n in spec.names if not any(i.name == n and i.has_address for i in ifaces)]
         if missing:
-            return "fail", f"{var}={value}: no interface {', '.join(missing)} with an address " \
-                           f"here (has {have})"
+            return (
+                "fail",
+                f"{var}={value}: no interface {', '.join(missing)} with an address "
+                f"here (has {have})",
+            )
         return "ok", f"{var}={value}"
     selected = [i for i in ifaces if i.has_address and spec.selects(i.name)]
     if not selected:
         bare = [i.name for i in ifaces if spec.selects(i.name) and not spec.exclude]
         detail = f" ({', '.join(bare)} has no IP address)" if bare else ""
-        return "fail", f"{var}={value} matches no interface with an address here{detail} " \
-                       f"(has {have})"
+        return (
+            "fail",
+            f"{var}={value} matches no interface with an address here{detail} (has {have})",
+        )
     if not spec.exclude:
-        unmatched = [n for n in spec.names
-                     if not any(spec.item_matches(n, i.name) for i in ifaces if i.has_address)]
+        unmatched = [
+            n
+            for n in spec.names
+            if not any(spec.item_matches(n, i.name) for i in ifaces if i.has_address)
+        ]
         if unmatched:
-            return "warn", f"{var}={value}: {', '.join(unmatched)} matches nothing here " \
-                           f"(uses {', '.join(i.name for i in selected)})"
+            return (
+                "warn",
+                f"{var}={value}: {', '.join(unmatched)} matches nothing here "
+                f"(uses {', '.join(i.name for i in selected)})",
+            )
     return "ok", f"{var}={value} → {', '.join(i.name for i in selected)}"
 
 
-def _socket_ifname_findings(inventory: Inventory,
-                            facts: Mapping[str, HostFacts]) -> list[Finding]:
+def _socket_ifname_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
     out = []
     for name, f in facts.items():
         if not f.ok:
             continue
         if not f.interfaces:
-            out.append(_f("socket-ifname", "warn", name, "interfaces could not be listed: "
-                          f"{f.probe_errors.get('interfaces', 'none found')}"))
+            out.append(
+                _f(
+                    "socket-ifname",
+                    "warn",
+                    name,
+                    "interfaces could not be listed: "
+                    f"{f.probe_errors.get('interfaces', 'none found')}",
+                )
+            )
             continue
         host = inventory.host(name)
         own = f.interface_with_address(host.node_ip)
@@ -146,18 +171,26 @@ def _socket_ifname_findings(inventory: Inventory,
                 parts.append(_ifname_problems(var, f.env[var], f))
         candidates = _nccl_default(f.interfaces)
         if unset and len(candidates) > 1:
-            parts.append(("warn", f"{' and '.join(unset)} unset with several interfaces "
-                                  f"({', '.join(i.name for i in candidates)}): NCCL/Gloo may "
-                                  "pick one the other nodes cannot reach"))
+            parts.append(
+                (
+                    "warn",
+                    f"{' and '.join(unset)} unset with several interfaces "
+                    f"({', '.join(i.name for i in candidates)}): NCCL/Gloo may "
+                    "pick one the other nodes cannot reach",
+                )
+            )
         worst: Status = max((s for s, _ in parts), key=STATUSES.index, default="ok")
         if worst == "ok":
             text = "; ".join(t for _, t in parts) or (
-                f"one candidate interface ({', '.join(i.name for i in candidates) or 'none'})")
+                f"one candidate interface ({', '.join(i.name for i in candidates) or 'none'})"
+            )
             out.append(_f("socket-ifname", "ok", name, text))
         else:
             text = "; ".join(t for s, t in parts if s != "ok")
-            fix = (f"ray.env: {{NCCL_SOCKET_IFNAME: {suggest}, GLOO_SOCKET_IFNAME: {suggest}}} "
-                   "naming the interface that carries node_ip on every host")
+            fix = (
+                f"ray.env: {{NCCL_SOCKET_IFNAME: {suggest}, GLOO_SOCKET_IFNAME: {suggest}}} "
+                "naming the interface that carries node_ip on every host"
+            )
             out.append(_f("socket-ifname", worst, name, text, fix))
     return out
 
@@ -168,16 +201,30 @@ def _infiniband_findings(facts: Mapping[str, HostFacts]) -> list[Finding]:
         if not f.ok:
             continue
         if f.env.get("NCCL_IB_DISABLE", "").strip() in ("1", "true", "True"):
-            out.append(_f("infiniband", "ok", name, "NCCL_IB_DISABLE is set: NCCL will not use "
-                                                   "InfiniBand"))
+            out.append(
+                _f("infiniband", "ok", name, "NCCL_IB_DISABLE is set: NCCL will not use InfiniBand")
+            )
             continue
         if f.ib_source is None:
-            out.append(_f("infiniband", "ok", name, "no ibstat and no /sys/class/infiniband "
-                                                   "(no InfiniBand here)"))
+            out.append(
+                _f(
+                    "infiniband",
+                    "ok",
+                    name,
+                    "no ibstat and no /sys/class/infiniband (no InfiniBand here)",
+                )
+            )
             continue
         if f.ib_error:
-            out.append(_f("infiniband", "warn", name, f.ib_error,
-                          "check the IB stack: ibstat; systemctl status openibd"))
+            out.append(
+                _f(
+                    "infiniband",
+                    "warn",
+                    name,
+                    f.ib_error,
+                    "check the IB stack: ibstat; systemctl status openibd",
+                )
+            )
             continue
         ports = list(f.ib_ports)
         hca = f.env.get("NCCL_IB_HCA")
@@ -186,22 +233,41 @@ def _infiniband_findings(facts: Mapping[str, HostFacts]) -> list[Finding]:
             ports = [p for p in ports if spec.selects(p.ca)]
         if not ports:
             what = f"no HCA port matches NCCL_IB_HCA={hca}" if hca else "no HCA ports listed"
-            out.append(_f("infiniband", "warn" if not hca else "fail", name,
-                          f"{what} ({f.ib_source})",
-                          "check NCCL_IB_HCA in ray.env against ibstat -l" if hca
-                          else "check the IB stack: ibstat"))
+            out.append(
+                _f(
+                    "infiniband",
+                    "warn" if not hca else "fail",
+                    name,
+                    f"{what} ({f.ib_source})",
+                    "check NCCL_IB_HCA in ray.env against ibstat -l"
+                    if hca
+                    else "check the IB stack: ibstat",
+                )
+            )
             continue
         down = [p for p in ports if not p.active]
         if not down:
-            out.append(_f("infiniband", "ok", name, f"{len(ports)} port(s) Active/LinkUp: "
-                          f"{_names([p.label for p in ports])}"))
+            out.append(
+                _f(
+                    "infiniband",
+                    "ok",
+                    name,
+                    f"{len(ports)} port(s) Active/LinkUp: {_names([p.label for p in ports])}",
+                )
+            )
             continue
         desc = _names([f"{p.label} {p.state}/{p.physical_state}" for p in down])
         status: Status = "fail" if len(down) == len(ports) else "warn"
-        out.append(_f("infiniband", status, name, f"{len(down)} of {len(ports)} IB port(s) not "
-                      f"Active/LinkUp: {desc}",
-                      "check cables/subnet manager (ibstat, sminfo), or leave those HCAs out: "
-                      "ray.env: {NCCL_IB_HCA: <active HCAs>}"))
+        out.append(
+            _f(
+                "infiniband",
+                status,
+                name,
+                f"{len(down)} of {len(ports)} IB port(s) not Active/LinkUp: {desc}",
+                "check cables/subnet manager (ibstat, sminfo), or leave those HCAs out: "
+                "ray.env: {NCCL_IB_HCA: <active HCAs>}",
+            )
+        )
     return out
 
 
@@ -216,8 +282,13 @@ def _explain_connect_error(text: str) -> str:
     return text
 
 
-async def _gcs_reach(fleet: Fleet, inventory: Inventory, facts: Mapping[str, HostFacts],
-                     progress: Callable[[str], None], timeout: float) -> list[Finding]:
+async def _gcs_reach(
+    fleet: Fleet,
+    inventory: Inventory,
+    facts: Mapping[str, HostFacts],
+    progress: Callable[[str], None],
+    timeout: float,
+) -> list[Finding]:
     head = inventory.head
     port = inventory.ray.port
     workers = [h for h in inventory.hosts if not h.is_head]
@@ -226,30 +297,40 @@ async def _gcs_reach(fleet: Fleet, inventory: Inventory, facts: Mapping[str, Hos
     hf = facts.get(head.name)
     if hf is None or not hf.ok or fleet.transport(head.name) is None:
         return [_f("gcs-reach", "warn", None, f"not tested: head {head.name} was not probed")]
-    testers = [w for w in workers if facts.get(w.name) and facts[w.name].ok
-               and fleet.transport(w.name) is not None]
+    testers = [
+        w
+        for w in workers
+        if facts.get(w.name) and facts[w.name].ok and fleet.transport(w.name) is not None
+    ]
     if not testers:
         return [_f("gcs-reach", "warn", None, "not tested: no worker could be probed")]
     listener = hf.listeners.get(port)
     stream = None
     how = f"{head.name}'s GCS port"
     try:
-        if listener is None or (listener.address not in _WILDCARDS
-                                and listener.address != head.node_ip):
+        if listener is None or (
+            listener.address not in _WILDCARDS and listener.address != head.node_ip
+        ):
             progress(f"opening a test listener on {head.node_ip}:{port}")
             transport = fleet.transport(head.name)
             assert transport is not None
             stream = await transport.stream(
-                python_argv(head.python, "port_listener", head.node_ip, str(port),
-                            str(LISTENER_LIFETIME_S)))
+                python_argv(
+                    head.python, "port_listener", head.node_ip, str(port), str(LISTENER_LIFETIME_S)
+                )
+            )
             first = await _first_line(stream, min(timeout, 15.0))
             if first != "ready":
                 err = (first or await stream.stderr_tail() or "no answer").removeprefix("error: ")
-                return [_f("gcs-reach", "fail", head.name,
-                           f"cannot listen on node_ip {head.node_ip}:{port} on {head.name}: "
-                           f"{err}",
-                           f"set node_ip: of {head.name} to one of its addresses "
-                           f"({_addresses(hf)})")]
+                return [
+                    _f(
+                        "gcs-reach",
+                        "fail",
+                        head.name,
+                        f"cannot listen on node_ip {head.node_ip}:{port} on {head.name}: {err}",
+                        f"set node_ip: of {head.name} to one of its addresses ({_addresses(hf)})",
+                    )
+                ]
             how = "a test listener"
         progress(f"connecting to {head.node_ip}:{port} from {len(testers)} worker(s)")
         slots = asyncio.Semaphore(MAX_PARALLEL)
@@ -296,7 +377,11 @@ async def _connect_from(fleet: Fleet, worker: Host, head: Host, port: int, how: 
     why = await tcp_reachable(transport, worker.python, head.node_ip, port, CONNECT_TIMEOUT_S)
     if why is None:
         return _f("gcs-reach", "ok", worker.name, f"reached {target} ({how})")
-    return _f("gcs-reach", "fail", worker.name,
-              f"cannot reach {target}: {_explain_connect_error(why)}",
-              f"open TCP {port} from {worker.name} to {head.node_ip} (firewall, security "
-              f"group), or set node_ip: of {head.name} to an address {worker.name} can reach")
+    return _f(
+        "gcs-reach",
+        "fail",
+        worker.name,
+        f"cannot reach {target}: {_explain_connect_error(why)}",
+        f"open TCP {port} from {worker.name} to {head.node_ip} (firewall, security "
+        f"group), or set node_ip: of {head.name} to an address {worker.name} can reach",
+    )

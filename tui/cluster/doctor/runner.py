@@ -106,8 +106,13 @@ def arrange(findings: Iterable[Finding], host_order: Sequence[str]) -> list[Find
     say the same thing on several hosts become one row (host None) naming those hosts.
     """
     rank = {h: i for i, h in enumerate(host_order)}
-    items = sorted(findings, key=lambda f: (ORDER.get(f.check, len(ORDER)),
-                                            -1 if f.host is None else rank.get(f.host, 0)))
+    items = sorted(
+        findings,
+        key=lambda f: (
+            ORDER.get(f.check, len(ORDER)),
+            -1 if f.host is None else rank.get(f.host, 0),
+        ),
+    )
     by_check: dict[str, list[Finding]] = {}
     for f in items:
         by_check.setdefault(f.check, []).append(f)
@@ -142,8 +147,9 @@ async def run_doctor(
     say(f"connecting to {len(names)} host(s)")
     connect_wait = left(max(1.0, timeout * 0.4))
     await fleet.wait_settled(connect_wait)
-    findings = reach_findings(inventory, {n: fleet.status(n) for n in names},
-                              time.monotonic() - start)
+    findings = reach_findings(
+        inventory, {n: fleet.status(n) for n in names}, time.monotonic() - start
+    )
     findings += host_key_findings(inventory)
     up = [n for n in names if fleet.status(n).state == HostState.UP]
     say(f"probing {len(up)} host(s)")
@@ -152,7 +158,8 @@ async def run_doctor(
     say("testing the GCS port from the workers")
     with contextlib.suppress(asyncio.TimeoutError):
         findings += await asyncio.wait_for(
-            _gcs_reach(fleet, inventory, facts, say, left(30.0)), left(45.0))
+            _gcs_reach(fleet, inventory, facts, say, left(30.0)), left(45.0)
+        )
     if not any(f.check == "gcs-reach" for f in findings):
         findings.append(_f("gcs-reach", "warn", None, "not finished in time"))
     say("done")

@@ -12,8 +12,9 @@ from tui.config.hosts import Host, Inventory
 from tui.transport.types import HostState, LinkStatus
 
 
-def reach_findings(inventory: Inventory, statuses: Mapping[str, LinkStatus],
-                   waited_s: float) -> list[Finding]:
+def reach_findings(
+    inventory: Inventory, statuses: Mapping[str, LinkStatus], waited_s: float
+) -> list[Finding]:
     out = []
     for host in inventory.hosts:
         st = statuses[host.name]
@@ -23,13 +24,25 @@ def reach_findings(inventory: Inventory, statuses: Mapping[str, LinkStatus],
         elif st.state == HostState.UP:
             out.append(_f("ssh-reach", "ok", host.name, "connected"))
         elif st.state == HostState.CONNECTING:
-            out.append(_f("ssh-reach", "fail", host.name,
-                          f"no SSH connection to {where} within {waited_s:.0f} s",
-                          f"check address/port in hosts.yaml: ssh -p {host.ssh.port or 22} "
-                          f"{where} true"))
+            out.append(
+                _f(
+                    "ssh-reach",
+                    "fail",
+                    host.name,
+                    f"no SSH connection to {where} within {waited_s:.0f} s",
+                    f"check address/port in hosts.yaml: ssh -p {host.ssh.port or 22} {where} true",
+                )
+            )
         else:
-            out.append(_f("ssh-reach", "fail", host.name,
-                          f"{st.state.value}: {st.error or 'no detail'}", _reach_fix(host, st)))
+            out.append(
+                _f(
+                    "ssh-reach",
+                    "fail",
+                    host.name,
+                    f"{st.state.value}: {st.error or 'no detail'}",
+                    _reach_fix(host, st),
+                )
+            )
     return out
 
 
@@ -39,33 +52,50 @@ def host_key_findings(inventory: Inventory) -> list[Finding]:
     out = []
     for host in inventory.hosts:
         if host.transport != "local" and host.ssh.insecure_skip_host_key_check:
-            out.append(_f(
-                "host-keys", "warn", host.name,
-                "host key NOT checked (insecure_skip_host_key_check: true): anyone on the path "
-                "can pose as this host",
-                f"ssh-keyscan -p {host.ssh.port or 22} {host.address} >> ~/.ssh/known_hosts "
-                "(compare the fingerprint with the host's), then remove "
-                "insecure_skip_host_key_check from hosts.yaml"))
+            out.append(
+                _f(
+                    "host-keys",
+                    "warn",
+                    host.name,
+                    "host key NOT checked (insecure_skip_host_key_check: true): anyone on the path "
+                    "can pose as this host",
+                    f"ssh-keyscan -p {host.ssh.port or 22} {host.address} >> ~/.ssh/known_hosts "
+                    "(compare the fingerprint with the host's), then remove "
+                    "insecure_skip_host_key_check from hosts.yaml",
+                )
+            )
     if not out:
-        out.append(_f("host-keys", "ok", None, "every SSH host's key is checked against "
-                      "known_hosts" if any(h.transport != "local" for h in inventory.hosts)
-                      else "local transport only (no SSH)"))
+        out.append(
+            _f(
+                "host-keys",
+                "ok",
+                None,
+                "every SSH host's key is checked against known_hosts"
+                if any(h.transport != "local" for h in inventory.hosts)
+                else "local transport only (no SSH)",
+            )
+        )
     return out
 
 
 def _reach_fix(host: Host, st: LinkStatus) -> str:
     where = f"{host.ssh.user + '@' if host.ssh.user else ''}{host.address}"
     if st.state == HostState.AUTH_FAILED:
-        return (f"check ssh.user and ssh.identity_file in hosts.yaml; try: ssh -i KEY {where} "
-                "true")
+        return f"check ssh.user and ssh.identity_file in hosts.yaml; try: ssh -i KEY {where} true"
     if st.state == HostState.HOST_KEY_UNKNOWN:
-        return (f"verify the host key, then: ssh-keyscan {host.address} >> "
-                f"{host.ssh.known_hosts or '~/.ssh/known_hosts'}")
+        return (
+            f"verify the host key, then: ssh-keyscan {host.address} >> "
+            f"{host.ssh.known_hosts or '~/.ssh/known_hosts'}"
+        )
     if st.state == HostState.HOST_KEY_MISMATCH:
-        return (f"if {host.name} was reinstalled: ssh-keygen -f "
-                f"{host.ssh.known_hosts or '~/.ssh/known_hosts'} -R {host.address}")
-    return (f"check that sshd runs and address/port in hosts.yaml are right: ssh -p "
-            f"{host.ssh.port or 22} {where} true")
+        return (
+            f"if {host.name} was reinstalled: ssh-keygen -f "
+            f"{host.ssh.known_hosts or '~/.ssh/known_hosts'} -R {host.address}"
+        )
+    return (
+        f"check that sshd runs and address/port in hosts.yaml are right: ssh -p "
+        f"{host.ssh.port or 22} {where} true"
+    )
 
 
 def _interpreter_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
@@ -77,12 +107,25 @@ def _interpreter_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) 
         if f.ok:
             where = f.python_executable or host.python
             real = f" → {f.python_realpath}" if f.python_realpath not in (None, where) else ""
-            out.append(_f("python-interpreter", "ok", host.name,
-                          f"Python {f.python_version} at {where}{real}"))
+            out.append(
+                _f(
+                    "python-interpreter",
+                    "ok",
+                    host.name,
+                    f"Python {f.python_version} at {where}{real}",
+                )
+            )
         else:
-            out.append(_f("python-interpreter", "fail", host.name, f.error or "probe failed",
-                          f"set python: (or hosts[].python: for {host.name}) in hosts.yaml to "
-                          "the interpreter of the venv that has ray"))
+            out.append(
+                _f(
+                    "python-interpreter",
+                    "fail",
+                    host.name,
+                    f.error or "probe failed",
+                    f"set python: (or hosts[].python: for {host.name}) in hosts.yaml to "
+                    "the interpreter of the venv that has ray",
+                )
+            )
     return out
 
 
@@ -98,8 +141,7 @@ def _reference(inventory: Inventory, values: Mapping[str, str]) -> tuple[str, st
     return value, "most hosts"
 
 
-def _python_version_findings(inventory: Inventory,
-                             facts: Mapping[str, HostFacts]) -> list[Finding]:
+def _python_version_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
     versions = {n: f.python_version for n, f in facts.items() if f.ok and f.python_version}
     if not versions:
         return []
@@ -111,15 +153,24 @@ def _python_version_findings(inventory: Inventory,
         level = facts[name].env.get("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "patch")
         same_minor = _version_tuple(version)[:2] == _version_tuple(ref)[:2]
         status: Status = "warn" if level == "minor" and same_minor else "fail"
-        why = ("allowed by RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor" if status == "warn"
-               else "Ray refuses a worker whose Python differs from the head's")
-        out.append(_f("python-version", status, name,
-                      f"Python {version} here, {ref} on {whose} ({why})",
-                      f"make every host's python: a venv built from Python {ref} "
-                      f"(e.g. uv venv -p {ref})"))
+        why = (
+            "allowed by RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor"
+            if status == "warn"
+            else "Ray refuses a worker whose Python differs from the head's"
+        )
+        out.append(
+            _f(
+                "python-version",
+                status,
+                name,
+                f"Python {version} here, {ref} on {whose} ({why})",
+                f"make every host's python: a venv built from Python {ref} (e.g. uv venv -p {ref})",
+            )
+        )
     if not out:
-        out.append(_f("python-version", "ok", None,
-                      f"Python {ref} on all {len(versions)} probed hosts"))
+        out.append(
+            _f("python-version", "ok", None, f"Python {ref} on all {len(versions)} probed hosts")
+        )
     return out
 
 
@@ -132,34 +183,69 @@ def _ray_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
     for name, f in probed.items():
         python = inventory.host(name).python
         if f.ray_version is None:
-            out.append(_f("ray-installed", "fail", name, f"ray is not installed for {python}",
-                          _pip(python, req)))
+            out.append(
+                _f(
+                    "ray-installed",
+                    "fail",
+                    name,
+                    f"ray is not installed for {python}",
+                    _pip(python, req),
+                )
+            )
         else:
             out.append(_f("ray-installed", "ok", name, f"ray {f.ray_version}"))
     mismatched = [n for n, v in versions.items() if v != ref]
     for name in mismatched:
-        out.append(_f("ray-version", "fail", name,
-                      f"ray {versions[name]} here, {ref} on {whose} (Ray refuses a worker whose "
-                      "version differs)", _pip(inventory.host(name).python, req)))
+        out.append(
+            _f(
+                "ray-version",
+                "fail",
+                name,
+                f"ray {versions[name]} here, {ref} on {whose} (Ray refuses a worker whose "
+                "version differs)",
+                _pip(inventory.host(name).python, req),
+            )
+        )
     if versions and not mismatched:
-        out.append(_f("ray-version", "ok", None, f"ray {ref} on all {len(versions)} hosts "
-                                                 "that have it"))
+        out.append(
+            _f("ray-version", "ok", None, f"ray {ref} on all {len(versions)} hosts that have it")
+        )
     for name, f in probed.items():
         python = inventory.host(name).python
         if f.verl_version is None:
-            out.append(_f("verl-installed", "warn", name,
-                          f"verl is not installed for {python} (jobs import it)",
-                          _pip(python, "verl")))
+            out.append(
+                _f(
+                    "verl-installed",
+                    "warn",
+                    name,
+                    f"verl is not installed for {python} (jobs import it)",
+                    _pip(python, "verl"),
+                )
+            )
         else:
             out.append(_f("verl-installed", "ok", name, f"verl {f.verl_version}"))
         if f.debugpy_version is None:
-            out.append(_f("debugpy", "warn", name,
-                          "debugpy is missing: post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
-                          "needs debugpy ≥ 1.8 on every worker", _pip(python, "debugpy>=1.8")))
+            out.append(
+                _f(
+                    "debugpy",
+                    "warn",
+                    name,
+                    "debugpy is missing: post-mortem debugging (RAY_DEBUG_POST_MORTEM) "
+                    "needs debugpy ≥ 1.8 on every worker",
+                    _pip(python, "debugpy>=1.8"),
+                )
+            )
         elif _version_tuple(f.debugpy_version)[:2] < MIN_DEBUGPY:
-            out.append(_f("debugpy", "warn", name,
-                          f"debugpy {f.debugpy_version} is older than 1.8 (Ray's post-mortem "
-                          "debugger needs ≥ 1.8)", _pip(python, "debugpy>=1.8")))
+            out.append(
+                _f(
+                    "debugpy",
+                    "warn",
+                    name,
+                    f"debugpy {f.debugpy_version} is older than 1.8 (Ray's post-mortem "
+                    "debugger needs ≥ 1.8)",
+                    _pip(python, "debugpy>=1.8"),
+                )
+            )
         else:
             out.append(_f("debugpy", "ok", name, f"debugpy {f.debugpy_version}"))
     return out

@@ -26,7 +26,9 @@ class AddKey(Input):
     def __init__(self, keys: Iterable[str], **kwargs) -> None:
         super().__init__(
             placeholder="add a key: type a dotted key (→ completes), enter adds; key=value works",
-            suggester=SuggestFromList(list(keys), case_sensitive=False), **kwargs)
+            suggester=SuggestFromList(list(keys), case_sensitive=False),
+            **kwargs,
+        )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

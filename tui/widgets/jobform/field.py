@@ -57,8 +57,9 @@ class FormField(Vertical):
             super().__init__()
             self.field = field
 
-    def __init__(self, key: str, label: str, info: KeyInfo | None, text: str = "", *,
-                 removable: bool = False) -> None:
+    def __init__(
+        self, key: str, label: str, info: KeyInfo | None, text: str = "", *, removable: bool = False
+    ) -> None:
         super().__init__(classes="form-field")
         self.key = key
         self.label = label
@@ -95,8 +96,12 @@ class FormField(Vertical):
             options = list(info.choices)
             if self._text and self._text not in options:
                 options.append(self._text)
-            yield Select([(o, o) for o in options], prompt=f"verl's default: {default}",
-                         allow_blank=True, value=self._text or Select.NULL)
+            yield Select(
+                [(o, o) for o in options],
+                prompt=f"verl's default: {default}",
+                allow_blank=True,
+                value=self._text or Select.NULL,
+            )
         elif kind == "switch":
             assert info is not None
             on = self._text == "true" if self._text else bool(info.default)
@@ -113,8 +118,9 @@ class FormField(Vertical):
 
     def _switch_note(self) -> str:
         default = _BOOL_TEXT.get(bool(self.info.default)) if self.info else "?"
-        return (f"set to {self._text}" if self._text else "not set") + \
-            f"  (verl's default: {default})"
+        return (
+            f"set to {self._text}" if self._text else "not set"
+        ) + f"  (verl's default: {default})"
 
     # -- value ---------------------------------------------------------------------------
 
@@ -133,8 +139,9 @@ class FormField(Vertical):
                 sel = self.query_one(Select)
                 sel.value = text if text else Select.NULL
             else:
-                self.query_one(Switch).value = (text == "true" if text else
-                                                bool(self.info and self.info.default))
+                self.query_one(Switch).value = (
+                    text == "true" if text else bool(self.info and self.info.default)
+                )
                 self.query_one(".switch-note", Static).update(one_line(self._switch_note()))
 
     def _set_from_editor(self, text: str) -> None:

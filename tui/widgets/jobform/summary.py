@@ -14,8 +14,7 @@ from tui.sanitize import clean, one_line
 MAX_LOOSE = 8  # problems listed above the form; the rest counted
 
 
-def summary_text(errors: int, warnings: int, *, against_ray: bool,
-                 latency_s: float | None) -> Text:
+def summary_text(errors: int, warnings: int, *, against_ray: bool, latency_s: float | None) -> Text:
     t = Text()
     if errors:
         t.append(plural(errors, "error"), "bold red")
@@ -33,9 +32,11 @@ def summary_text(errors: int, warnings: int, *, against_ray: bool,
     return t
 
 
-def place_problems(problems: Iterable[Problem], keys: Iterable[str]
-                   ) -> tuple[dict[str, list[Problem]], list[Problem]]:
+def place_problems(
+    problems: Iterable[Problem], keys: Iterable[str]
+) -> tuple[dict[str, list[Problem]], list[Problem]]:
     """(field key → its problems, the problems no field owns). `+key`/`~key` are `key`."""
+
     def norm(key: str | None) -> str | None:
         return key.lstrip("+~") if key else key
 
@@ -56,8 +57,10 @@ def loose_text(loose: list[Problem]) -> Text:
     """The problems no field owns, one line each (empty Text when there are none)."""
     t = Text()
     for p in loose[:MAX_LOOSE]:
-        t.append("✗ " if p.level == "error" else "! ",
-                 "bold red" if p.level == "error" else "bold yellow")
+        t.append(
+            "✗ " if p.level == "error" else "! ",
+            "bold red" if p.level == "error" else "bold yellow",
+        )
         t.append(f"{one_line(p.key or 'profile')}: ", "bold")
         t.append(clean(p.message) + "\n")
     if len(loose) > MAX_LOOSE:
@@ -69,5 +72,10 @@ def loose_text(loose: list[Problem]) -> Text:
 def show_field_problems(fields: Mapping[str, Any], placed: Mapping[str, list[Problem]]) -> None:
     """Each field shows its problems, less the one it found itself (shown already)."""
     for key, f in fields.items():
-        f.show_problems([p for p in placed.get(key, []) if not (
-            f.local_problem and p.message == f.local_problem)])
+        f.show_problems(
+            [
+                p
+                for p in placed.get(key, [])
+                if not (f.local_problem and p.message == f.local_problem)
+            ]
+        )

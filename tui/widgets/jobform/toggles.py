@@ -28,20 +28,28 @@ class FormToggles(Vertical):
 
     def compose(self) -> ComposeResult:
         t = self._initial
-        yield Checkbox("post-mortem debugging (RAY_DEBUG_POST_MORTEM=1)", t.post_mortem,
-                       id="toggle-post-mortem")
-        yield Checkbox("legacy ray debug (RAY_DEBUG=legacy)", t.legacy_debug,
-                       id="toggle-legacy-debug")
-        yield Checkbox("print config only (main_ppo --cfg job: verl composes and prints the "
-                       "config on the cluster, no GPU)", t.print_config,
-                       id="toggle-print-config")
+        yield Checkbox(
+            "post-mortem debugging (RAY_DEBUG_POST_MORTEM=1)",
+            t.post_mortem,
+            id="toggle-post-mortem",
+        )
+        yield Checkbox(
+            "legacy ray debug (RAY_DEBUG=legacy)", t.legacy_debug, id="toggle-legacy-debug"
+        )
+        yield Checkbox(
+            "print config only (main_ppo --cfg job: verl composes and prints the "
+            "config on the cluster, no GPU)",
+            t.print_config,
+            id="toggle-print-config",
+        )
 
     @property
     def value(self) -> Toggles:
         return Toggles(
             post_mortem=self.query_one("#toggle-post-mortem", Checkbox).value,
             legacy_debug=self.query_one("#toggle-legacy-debug", Checkbox).value,
-            print_config=self.query_one("#toggle-print-config", Checkbox).value)
+            print_config=self.query_one("#toggle-print-config", Checkbox).value,
+        )
 
 
 class SecretFields(Vertical):
@@ -60,10 +68,14 @@ class SecretFields(Vertical):
         for name in self.names:
             here = name in os.environ
             state = "set here" if here else "not set here"
-            yield Static(Text(f"secret: from ${one_line(name)} — {one_line(state)}"),
-                         classes="secret-label")
-            yield Input(password=True, id=f"secret-{name}",
-                        placeholder=(f"${name} is used" if here else f"type {name} (required)"))
+            yield Static(
+                Text(f"secret: from ${one_line(name)} — {one_line(state)}"), classes="secret-label"
+            )
+            yield Input(
+                password=True,
+                id=f"secret-{name}",
+                placeholder=(f"${name} is used" if here else f"type {name} (required)"),
+            )
 
     def values(self) -> tuple[dict[str, str], list[str]]:
         """(name → value, names set nowhere): typed here first, else this environment."""

@@ -12,5 +12,18 @@ from tui.widgets.logview.render import MAX_RENDER
 from tui.widgets.logview.rows import HINT, LINE, NONE, PENDING
 from tui.widgets.logview.view import CONTEXT, SCAN_LINES, TICK_S, LogView
 
-__all__ = ["CONTEXT", "HINT", "LINE", "LOAD_SLICE", "MAX_RENDER", "NONE", "PENDING",
-           "PROMPT_LABELS", "SCAN_LINES", "TICK_S", "LogPane", "LogView", "ansi_text"]
+__all__ = [
+    "CONTEXT",
+    "HINT",
+    "LINE",
+    "LOAD_SLICE",
+    "MAX_RENDER",
+    "NONE",
+    "PENDING",
+    "PROMPT_LABELS",
+    "SCAN_LINES",
+    "TICK_S",
+    "LogPane",
+    "LogView",
+    "ansi_text",
+]

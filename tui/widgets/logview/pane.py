@@ -67,8 +67,14 @@ class LogPane(Widget):
             self.path = path
             super().__init__()
 
-    def __init__(self, title: str = "", save_path: str | Path | None = None, *,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        title: str = "",
+        save_path: str | Path | None = None,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self._title = title
         self._title_bar = Static(one_line(title), classes="log-title", markup=False)
@@ -117,7 +123,7 @@ class LogPane(Widget):
     async def load(self, text: str, status: str | None = None) -> None:
         """A finished job's whole log: appended in slices so keys stay answered meanwhile."""
         for start in range(0, len(text), LOAD_SLICE):
-            self.log_view.append(text[start:start + LOAD_SLICE])
+            self.log_view.append(text[start : start + LOAD_SLICE])
             await asyncio.sleep(0)
         self.finish(status)
 
@@ -217,8 +223,9 @@ class LogPane(Widget):
         parts: list[tuple[str, str]] = [(f"{len(view.store):,} lines", "")]
         if view.search_query is not None:
             parts.append((f"/{view.search_query.pattern}  {view.match_info()}", "bold"))
-        parts.append(("FOLLOW", "bold green") if view.follow else
-                     ("PAUSED (F follows)", "bold yellow"))
+        parts.append(
+            ("FOLLOW", "bold green") if view.follow else ("PAUSED (F follows)", "bold yellow")
+        )
         if view.wrap:
             parts.append(("WRAP", "bold"))
         if view.filter_on:

@@ -82,9 +82,11 @@ class LogRender(LogRows):
         elif kind == HINT:
             hint = store.hint(line)
             st = self._styles()
-            text = Text.assemble(("  ↳ hint: ", st["hint-label"]),
-                                 (one_line(hint.text) if hint else "", st["hint"]),
-                                 style=st["base"])
+            text = Text.assemble(
+                ("  ↳ hint: ", st["hint-label"]),
+                (one_line(hint.text) if hint else "", st["hint"]),
+                style=st["base"],
+            )
         elif kind == PENDING:
             text = self._text(store.pending, 0, False)
         else:
@@ -154,8 +156,11 @@ class LogRender(LogRows):
         if self._frame is not None:
             width, x, top = self._frame
         else:
-            width, x, top = (self.scrollable_content_region.width, self.scroll_offset.x,
-                             self.scroll_offset.y)
+            width, x, top = (
+                self.scrollable_content_region.width,
+                self.scroll_offset.x,
+                self.scroll_offset.y,
+            )
         base = self._styles()["base"]
         if self.wrap:
             layout = self._wrap_layout()

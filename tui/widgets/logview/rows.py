@@ -23,8 +23,9 @@ LINE, HINT, PENDING, NONE = range(4)
 class LogRows(ScrollView):
     """The state of a log view and its row map (LogView adds keys, search and rendering)."""
 
-    def __init__(self, store: LogStore | None = None, *, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, store: LogStore | None = None, *, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self._owns_store = store is None
         self.store = store if store is not None else LogStore()
@@ -118,7 +119,7 @@ class LogRows(ScrollView):
         if new:
             base = len(self._matches)
             hinted = self.store.hint_lines()
-            for h in hinted[bisect_left(hinted, start):bisect_left(hinted, end)]:
+            for h in hinted[bisect_left(hinted, start) : bisect_left(hinted, end)]:
                 k = bisect_left(new, h)
                 if k < len(new) and new[k] == h:
                     self._fh_pos.append(base + k)

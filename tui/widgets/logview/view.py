@@ -325,8 +325,9 @@ class LogView(LogRender, can_focus=True):
             if target is not None and target >= self._n:  # stored, not yet taken in
                 target = None
             if target is None:
-                target = self.store.find(q, 0 if direction > 0 else self._n - 1,
-                                         backwards=direction < 0)
+                target = self.store.find(
+                    q, 0 if direction > 0 else self._n - 1, backwards=direction < 0
+                )
                 wrapped = target is not None
         if target is None or target >= self._n:
             self._say(f"not found: {q.pattern}")
@@ -404,13 +405,20 @@ class LogView(LogRender, can_focus=True):
         return f"-/{total:,}"
 
     def status_key(self) -> tuple:
-        return (self._n, bool(self._pend), self.match_info(), self.follow, self.wrap,
-                self.filter_on, self.ended, self.message,
-                self.search_query.pattern if self.search_query else None)
+        return (
+            self._n,
+            bool(self._pend),
+            self.match_info(),
+            self.follow,
+            self.wrap,
+            self.filter_on,
+            self.ended,
+            self.message,
+            self.search_query.pattern if self.search_query else None,
+        )
 
     def _post_status(self) -> None:
         key = self.status_key()
         if key != self._last_status:
             self._last_status = key
             self.post_message(self.StatusChanged())
-
