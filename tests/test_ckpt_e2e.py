@@ -163,7 +163,10 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
         screen = app.screen
         assert isinstance(screen, CheckpointsScreen)
         prompt = screen.query_one("#ckpt-prompt", Input)
-        assert prompt.has_focus  # no folder yet: it asks
+        assert not prompt.has_focus  # keys go to the table; `/` asks for the folder
+        await pilot.press("slash")
+        await pilot.pause(0.2)
+        assert prompt.has_focus
         prompt.value = str(root)
         await pilot.press("enter")
         await until(

@@ -64,7 +64,7 @@ def test_base_matches_verls_generated_reference() -> None:
     """_generated_ppo_trainer.yaml is verl's flat dump of this very composition."""
     from omegaconf import OmegaConf
 
-    base = flat_keys(OmegaConf.to_container(schema._base_cfg(), resolve=False))
+    base = flat_keys(OmegaConf.to_container(schema._base_cfg("ppo_trainer", "", ()), resolve=False))
     gen = flat_keys(
         yaml.safe_load((schema.verl_config_dir() / "_generated_ppo_trainer.yaml").read_text())
     )

@@ -319,7 +319,7 @@ class DraftLock:
 class DraftSaver:
     """Writes one form's draft: at most once per change, the newest state only, never over a
     draft another form took over. `take` runs on the UI loop (cheap: the texts as typed);
-    `write` parses and writes, in a worker thread (it may import Hydra)."""
+    `store` parses and writes, in a worker thread (it may import Hydra)."""
 
     def __init__(self, cluster: str, profile_name: str, profile_path: str) -> None:
         self.cluster = cluster
@@ -386,7 +386,7 @@ class DraftSaver:
             toggles=toggles,
         ), self._seq
 
-    def write(self, draft: Draft, seq: int | None = None) -> bool:
+    def store(self, draft: Draft, seq: int | None = None) -> bool:
         """Write `draft` unless a newer one is queued (seq) or the draft is no longer ours.
         False when this write found the draft taken over (the form says so once)."""
         with self._io:

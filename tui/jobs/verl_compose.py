@@ -56,7 +56,9 @@ def _hydra_compose(overrides: list[str], name: str = CONFIG_NAME, custom_dir: st
 
 
 @functools.cache
-def base_cfg(name: str = CONFIG_NAME, custom_dir: str = "", groups: tuple[str, ...] = ()) -> Any:
+def base_cfg(name: str, custom_dir: str, groups: tuple[str, ...]) -> Any:
+    """verl's composed base config (cached: always call with all three arguments, which are
+    the cache key)."""
     try:
         return _hydra_compose(list(groups), name, custom_dir)
     except Exception as exc:  # a broken verl install or custom config: one line
@@ -209,7 +211,7 @@ def compose_cfg(
     config_name / config_path as main_ppo's --config-name / --config-path (None: verl's
     ppo_trainer)."""
     name, custom = resolve_config(config_name, config_path)
-    base = base_cfg(name, custom)
+    base = base_cfg(name, custom, ())
     parsed = _parse(overrides)
     for o in parsed:
         if o.is_sweep_override():
@@ -287,7 +289,7 @@ def compose(
 
 @functools.cache
 def base_plain() -> Composed:
-    return Composed(*_to_plain(base_cfg()))
+    return Composed(*_to_plain(base_cfg(CONFIG_NAME, "", ())))
 
 
 def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:

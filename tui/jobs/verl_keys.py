@@ -187,7 +187,7 @@ def _raw_flat() -> dict[str, Any]:
     verl_config_dir()  # first: SchemaError, not ImportError, without OmegaConf
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.to_container(base_cfg(), resolve=False)
+    raw = OmegaConf.to_container(base_cfg(CONFIG_NAME, "", ()), resolve=False)
     return flat_keys(cast("dict[str, Any]", raw))  # a DictConfig: a dict
 
 

@@ -209,7 +209,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         except OSError:
             wd_bytes = None
         texts = texts_from_profile(profile)
-        texts.update(texts_from_sets(self.initial_sets))
+        texts |= texts_from_sets(self.initial_sets)
         return _Loaded(profile, None, items, infos, draft, wd_bytes, texts)
 
     @work(exclusive=True, group="form-load", exit_on_error=False)

@@ -91,7 +91,7 @@ class FormDrafts(ReportsWorkerFailures, Screen[str | None]):
     @work(thread=True, group="draft", exit_on_error=False)
     def _write_draft(self, draft: Draft, seq: int) -> None:
         assert self.drafts is not None
-        if not self.drafts.write(draft, seq):
+        if not self.drafts.store(draft, seq):
             self.app.call_from_thread(self._draft_lost)
 
     def _draft_lost(self) -> None:
@@ -112,7 +112,7 @@ class FormDrafts(ReportsWorkerFailures, Screen[str | None]):
             return
         pending = self.drafts.take(self.texts(), self.toggles)
         if pending is not None:
-            self.drafts.write(pending[0])
+            self.drafts.store(pending[0])
 
     async def action_discard_draft(self) -> None:
         if self.profile is None or self.drafts is None:
