@@ -323,8 +323,8 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
         await pilot.pause(0.5)
         save(app, "error_modal")
     except RuntimeError:
-        # The modal comes from VerlTuiApp.on_worker_state_changed, which a screen's worker's
-        # failure does not reach today: say so instead of failing every other picture.
+        # The modal comes from the app's one failure handler (screens hand their workers'
+        # failures to it): if it does not come, say so instead of failing every other picture.
         NOT_SHOT.append("error_modal: a failed draft write (ENOSPC) showed no error modal")
     finally:
         filler.unlink()  # before the form's last draft write on the way out
