@@ -1,7 +1,7 @@
-"""The profile picker over the repository's presets (profiles/)."""
+"""The profile picker over the repository's presets (profiles/, copied to a fixed folder)."""
 
-from snapshot_apps.replay import REPO, ScreenApp
+from snapshot_apps.replay import ScreenApp, fixed_presets
 
 from tui.screens.profile_picker import ProfilePickerScreen
 
-app = ScreenApp(lambda app: ProfilePickerScreen([REPO / "profiles"]))
+app = ScreenApp(lambda app: ProfilePickerScreen([fixed_presets()]))

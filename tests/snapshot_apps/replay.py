@@ -36,6 +36,16 @@ RECORDED = Path(__file__).parent / "recorded"
 REPO = Path(__file__).resolve().parents[2]
 
 
+def fixed_presets() -> Path:
+    """The repository's presets copied to one fixed folder: screens show a profile's path, and
+    where a checkout lives differs between machines (CI clones elsewhere)."""
+    dest = Path(tempfile.gettempdir()) / "verl-tui-snapshots" / "profiles"
+    dest.mkdir(parents=True, exist_ok=True)
+    for src in sorted((REPO / "profiles").glob("*.yaml")):
+        (dest / src.name).write_bytes(src.read_bytes())
+    return dest
+
+
 def load(name: str) -> Any:
     return json.loads((RECORDED / name).read_text())
 
