@@ -51,12 +51,14 @@ class RayMonitor:
         self._task: asyncio.Task | None = None
         self._paused = False
         self._wake = asyncio.Event()
+        self._closed = False
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="ray-monitor")
 
     async def close(self) -> None:
+        self._closed = True  # a poll that ends while it is cancelled tells no one any more
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -73,7 +75,8 @@ class RayMonitor:
 
     def _set(self, view: RayView) -> None:
         self.view = view
-        self._on_change(view)
+        if not self._closed:
+            self._on_change(view)
 
     async def poll_once(self) -> RayView:
         try:

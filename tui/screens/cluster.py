@@ -149,19 +149,21 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
         # (Insecure host keys: the app's banner on every screen says it, not the summary.)
-        self.query_one(ClusterSummary).update(
-            styled(
-                summary_text(
-                    self.cluster,
-                    self.hosts,
-                    t.sort_key,
-                    t.sort_reverse,
-                    t.filter_text,
-                    self._ray_summary(),
-                )
-            ),
-            layout=False,
-        )
+        # (query, not query_one: while the app shuts down the summary may be gone already)
+        for summary in self.query(ClusterSummary):
+            summary.update(
+                styled(
+                    summary_text(
+                        self.cluster,
+                        self.hosts,
+                        t.sort_key,
+                        t.sort_reverse,
+                        t.filter_text,
+                        self._ray_summary(),
+                    )
+                ),
+                layout=False,
+            )
 
     def _refresh_details(self) -> None:
         row = self.table.current_row
