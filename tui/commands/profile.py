@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tui.commands import Command
 from tui.commands.output import json_text
 from tui.config.yamlfile import ConfigError
+from tui.fmt import plural
 from tui.jobs.rules import ClusterResources, Problem
 from tui.sanitize import one_line
 
@@ -130,9 +131,7 @@ def run_profile_check(
         print(f"{p.key or profile.name}: {tag}{p.message}")
     n_err, n_warn = len(report.errors), len(report.warnings)
     shape = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in report.from_cluster.items())
-    summary = (
-        f"{profile.name}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}"
-    )
+    summary = f"{profile.name}: {plural(n_err, 'error')}, {plural(n_warn, 'warning')}"
     if shape:
         summary += f" (from the cluster: {shape})"
     print(f"{summary} — {used.label}")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tui.fmt import plural
 from tui.jobs.rules_base import (
     COMMON_EXCLUDES,
     CPUS_PER_GPU,
@@ -44,7 +45,7 @@ def _cluster_rules(
             Problem(
                 "trainer.nnodes",
                 f"needs {need} GPUs but Ray sees {have:g} on "
-                f"{_n(len(cluster.nodes), 'node')}: lower trainer.nnodes / "
+                f"{plural(len(cluster.nodes), 'node')}: lower trainer.nnodes / "
                 "n_gpus_per_node or bring nodes up",
             )
         )
@@ -63,16 +64,12 @@ def _cluster_rules(
         out.append(
             Problem(
                 "trainer.n_gpus_per_node",
-                f"needs {_n(nnodes, 'node')} with ≥ {per_node} GPUs and ≥ {need_cpu} "
+                f"needs {plural(nnodes, 'node')} with ≥ {per_node} GPUs and ≥ {need_cpu} "
                 f"CPUs each (verl packs {CPUS_PER_GPU} CPUs per GPU), {fits} "
                 f"{'has' if fits == 1 else 'have'} them"
                 + (f"; short: {', '.join(short)}" if short else ""),
             )
         )
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 # Where a job's relative paths resolve: Ray runs the entrypoint and every worker in the
