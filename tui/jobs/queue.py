@@ -1,0 +1,541 @@
+"""The local job queue: validated submissions that wait for the cluster's GPUs.
+
+One JSON file per cluster under the state dir (`queue/<cluster>/queue.json`), its entries in
+queue order (priority first, then FIFO; `move` reorders by hand). Every change takes a flock on
+`queue.lock` (blocking: changes are short), re-reads the file, changes it and writes it back
+atomically (temp file + rename), so two processes (the cockpit and `verl-tui watch`, or a CLI
+`submit --queue` next to them) never lose or duplicate an entry; readers need no lock.
+
+An entry is a Submission frozen at queue time: its submission id is chosen then, and its env
+vars are stored the way the history stores them (secrets as references, never values: they
+are taken from the environment of the process that starts the job). What the job needs comes
+from its composed config (nnodes × n_gpus_per_node, 3 CPUs per GPU, extra resource pools) and
+is checked with the validator's own rule (rules_runtime._cluster_rules) against Ray's
+*available* resources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tui.cluster.dashboard import check_job_id, is_job_id
+from tui.config.hosts import Inventory
+from tui.jobs.history import _SAFE
+from tui.jobs.rules_base import CPUS_PER_GPU, ClusterResources, NodeResources, Problem, _Cfg
+from tui.jobs.rules_runtime import _cluster_rules
+from tui.jobs.secrets import env_for_record, resolve
+from tui.jobs.submit import Submission
+from tui.state import atomic_write_json, state_dir
+
+QUEUE_VERSION = 1
+LOCK_WAIT_S = 20.0  # a change holds the lock for milliseconds; longer means a stuck holder
+# A job the queue just started holds its place in the free resources this long (or until it
+# ends): Ray counts its placement groups only once verl has created them, and the
+# autoscaler's usage report lags a few seconds behind that.
+SETTLE_S = 120.0
+
+State = Literal["queued", "starting"]
+
+# The config keys verl reads to size resource pools beyond trainer.* (rules_runtime).
+_POOL_KEYS = (
+    "reward.reward_model.enable_resource_pool",
+    "reward.reward_model.nnodes",
+    "reward.reward_model.n_gpus_per_node",
+    "distillation.enabled",
+    "distillation.nnodes",
+    "distillation.n_gpus_per_node",
+)
+
+
+class QueueError(Exception):
+    """A queue change that cannot be made (unknown id, duplicate id, stuck lock): one line."""
+
+
+@dataclass
+class Needs:
+    """What a job takes from the cluster: `nnodes` placement groups of `gpus_per_node`
+    bundles {CPU: 3, GPU: 1}, plus GPUs of extra pools. All zero: a raw command (no known
+    size: it waits only for its turn)."""
+
+    nnodes: int = 0
+    gpus_per_node: int = 0
+    pools: dict[str, Any] = field(default_factory=dict)  # the _POOL_KEYS subset of the config
+
+    @property
+    def gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node + _extra_gpus(self.pools)
+
+    @property
+    def cpus_per_node(self) -> int:
+        return CPUS_PER_GPU * self.gpus_per_node
+
+    def describe(self) -> str:
+        if not self.nnodes:
+            return "-"
+        text = f"{self.nnodes}×{self.gpus_per_node} GPU, {self.cpus_per_node} CPU/node"
+        extra = _extra_gpus(self.pools)
+        return text + (f" +{extra} GPU" if extra else "")
+
+    def problems(self, resources: ClusterResources) -> list[Problem]:
+        """The validator's cluster rule on `resources` (free or total): [] when it fits."""
+        out: list[Problem] = []
+        if self.nnodes and self.gpus_per_node:
+            _cluster_rules(_Cfg(self.pools, out), out, resources, self.nnodes, self.gpus_per_node)
+        return out
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> Needs:
+        if not cfg:
+            return cls()
+        c = _Cfg(cfg, [])
+        pools: dict[str, Any] = {}
+        for key in _POOL_KEYS:
+            value = c.get(key)
+            if value is not None:
+                node = pools
+                *parents, last = key.split(".")
+                for p in parents:
+                    node = node.setdefault(p, {})
+                node[last] = value
+        return cls(c.as_int("trainer.nnodes") or 0, c.as_int("trainer.n_gpus_per_node") or 0, pools)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Needs:
+        if not isinstance(doc, dict):
+            return cls()
+        nn, per = doc.get("nnodes"), doc.get("gpus_per_node")
+        pools = doc.get("pools")
+        return cls(
+            nn if isinstance(nn, int) and nn >= 0 else 0,
+            per if isinstance(per, int) and per >= 0 else 0,
+            pools if isinstance(pools, dict) else {},
+        )
+
+
+def _extra_gpus(pools: Mapping[str, Any]) -> int:
+    from tui.jobs.rules_runtime import _extra_pool_gpus
+
+    return _extra_pool_gpus(_Cfg(pools, [])) if pools else 0
+
+
+@dataclass
+class QueueEntry:
+    submission_id: str
+    cluster: str
+    queued_at: float
+    entrypoint_argv: list[str]
+    priority: int = 0
+    kind: str = "profile"  # profile | raw
+    runtime_env: dict[str, Any] = field(default_factory=dict)  # env_vars as the history keeps them
+    metadata: dict[str, str] = field(default_factory=dict)
+    profile: str | None = None
+    profile_path: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    config_hash: str | None = None
+    needs: Needs = field(default_factory=Needs)
+    group: str | None = None  # a sweep's name
+    tags: dict[str, str] = field(default_factory=dict)  # e.g. {"sweep": NAME, "grid": "lr=…"}
+    hosts_file: str | None = None
+    state: State = "queued"
+    started_at: float | None = None  # when a supervisor began submitting it
+    reason: str | None = None  # why it waits (or cannot start), as the supervisor last saw it
+    blocked: bool = False  # cannot start on the cluster as it is (skipped, kept)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> QueueEntry | None:
+        """An entry read back from the file; None for anything of the wrong shape (the file
+        is ours, but a hand edit must not crash the supervisor)."""
+        if not isinstance(doc, dict) or not is_job_id(doc.get("submission_id")):
+            return None
+        argv = doc.get("entrypoint_argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or not argv:
+            return None
+        try:
+            entry = cls(
+                **{k: v for k, v in doc.items() if k in cls.__dataclass_fields__ and k != "needs"},
+                needs=Needs.from_json(doc.get("needs")),
+            )
+        except TypeError:
+            return None
+        if not isinstance(entry.queued_at, (int, float)) or not isinstance(entry.priority, int):
+            return None
+        if entry.state not in ("queued", "starting"):
+            entry.state = "queued"
+        return entry
+
+    @property
+    def env_refs(self) -> dict[str, Any]:
+        env = self.runtime_env.get("env_vars") if isinstance(self.runtime_env, dict) else None
+        return env if isinstance(env, dict) else {}
+
+    def summary_json(self, position: int) -> dict[str, Any]:
+        """One row of `verl-tui queue --json`."""
+        return {
+            "position": position,
+            "submission_id": self.submission_id,
+            "priority": self.priority,
+            "profile": self.profile,
+            "kind": self.kind,
+            "needs": {
+                "nnodes": self.needs.nnodes,
+                "gpus_per_node": self.needs.gpus_per_node,
+                "cpus_per_node": self.needs.cpus_per_node,
+                "gpus": self.needs.gpus,
+            },
+            "queued_at": self.queued_at,
+            "waiting_s": max(0.0, time.time() - self.queued_at),
+            "state": self.state,
+            "reason": self.reason,
+            "blocked": self.blocked,
+            "group": self.group,
+            "tags": dict(self.tags),
+            "overrides": list(self.overrides),
+        }
+
+
+def entry_for(
+    sub: Submission,
+    inv: Inventory,
+    *,
+    needs: Needs,
+    priority: int = 0,
+    profile_path: str | None = None,
+    group: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> QueueEntry:
+    """A validated Submission as a queue entry (secrets as references, like the history)."""
+    runtime_env = sub.runtime_env()
+    if "env_vars" in runtime_env:
+        runtime_env["env_vars"] = env_for_record(
+            sub.env_vars, sub.env_sources, (*sub.secret_extra, *inv.secret_env)
+        )
+    return QueueEntry(
+        submission_id=check_job_id(sub.submission_id, "submission id"),
+        cluster=inv.cluster,
+        queued_at=time.time(),
+        entrypoint_argv=list(sub.entrypoint_argv),
+        priority=priority,
+        kind="profile" if sub.profile else "raw",
+        runtime_env=runtime_env,
+        metadata=dict(sub.metadata),
+        profile=sub.profile,
+        profile_path=profile_path,
+        overrides=list(sub.overrides),
+        config_hash=sub.config_hash,
+        needs=needs,
+        group=group,
+        tags=dict(tags or {}),
+        hosts_file=str(inv.source) if inv.source else None,
+    )
+
+
+def submission_of(
+    entry: QueueEntry, inv: Inventory, environ: Mapping[str, str] | None = None
+) -> Submission:
+    """The entry back as a Submission, secrets from `environ` (this process's environment),
+    else hosts.yaml's ray.env. MissingSecret when one is set nowhere."""
+    env = resolve(entry.env_refs, environ, dict(inv.ray.env))
+    rt = entry.runtime_env if isinstance(entry.runtime_env, dict) else {}
+    wd = rt.get("working_dir")
+    sources = {
+        v["name"]: v["from"]
+        for v in entry.env_refs.values()
+        if isinstance(v, dict) and isinstance(v.get("name"), str)
+    }
+    return Submission(
+        submission_id=entry.submission_id,
+        entrypoint_argv=list(entry.entrypoint_argv),
+        env_vars=env,
+        working_dir=wd if isinstance(wd, str) else None,
+        excludes=[str(x) for x in rt.get("excludes") or []],
+        metadata={k: str(v) for k, v in entry.metadata.items()},
+        profile=entry.profile,
+        overrides=list(entry.overrides),
+        config_hash=entry.config_hash,
+        secret_extra=tuple(inv.secret_env),
+        env_sources={k: sources.get(k, "env") for k in env},
+    )
+
+
+@dataclass
+class Started:
+    """A job the queue started recently: its needs stay reserved (see SETTLE_S)."""
+
+    submission_id: str
+    needs: Needs
+    at: float
+
+
+class JobQueue:
+    """The queue of one cluster. Reads are lock-free; every change goes through `_change`."""
+
+    def __init__(self, cluster: str, root: Path | None = None):
+        self.cluster = cluster
+        self.dir = (root or state_dir() / "queue") / _SAFE.sub("_", cluster)
+        self.path = self.dir / "queue.json"
+        self.lock_path = self.dir / "queue.lock"
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _read(self) -> tuple[list[QueueEntry], list[Started]]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return [], []
+        except (OSError, ValueError):
+            return [], []  # damaged: treated as empty, and the next change rewrites it
+        if not isinstance(doc, dict):
+            return [], []
+        entries = [e for e in map(QueueEntry.from_json, doc.get("entries") or []) if e]
+        started = []
+        for s in doc.get("started") or []:
+            if isinstance(s, dict) and is_job_id(s.get("submission_id")):
+                at = s.get("at")
+                if isinstance(at, (int, float)):
+                    started.append(
+                        Started(s["submission_id"], Needs.from_json(s.get("needs")), float(at))
+                    )
+        return entries, started
+
+    def entries(self) -> list[QueueEntry]:
+        return self._read()[0]
+
+    def started(self, now: float | None = None) -> list[Started]:
+        now = time.time() if now is None else now
+        return [s for s in self._read()[1] if now - s.at < SETTLE_S]
+
+    def get(self, submission_id: str) -> QueueEntry | None:
+        return next((e for e in self.entries() if e.submission_id == submission_id), None)
+
+    def position(self, submission_id: str) -> int | None:
+        for i, e in enumerate(self.entries(), 1):
+            if e.submission_id == submission_id:
+                return i
+        return None
+
+    # -- changing ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise QueueError(
+                            f"the queue of {self.cluster} is locked by another process "
+                            f"({self.lock_path})"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # drops the flock
+
+    def _change(
+        self, fn: Callable[[list[QueueEntry], list[Started]], Any]
+    ) -> Any:  # returns what fn returns
+        with self._locked():
+            entries, started = self._read()
+            result = fn(entries, started)
+            now = time.time()
+            atomic_write_json(
+                self.path,
+                {
+                    "version": QUEUE_VERSION,
+                    "cluster": self.cluster,
+                    "entries": [e.to_json() for e in entries],
+                    "started": [asdict(s) for s in started if now - s.at < SETTLE_S],
+                },
+            )
+            return result
+
+    def add(self, entry: QueueEntry, *, taken: Callable[[str], bool] | None = None) -> int:
+        """Put `entry` after every entry of its priority or higher; its 1-based position.
+        QueueError when its id is queued already (or `taken` says the history has it)."""
+        return self.add_all([entry], taken=taken)[0]
+
+    def add_all(
+        self, new: list[QueueEntry], *, taken: Callable[[str], bool] | None = None
+    ) -> list[int]:
+        """All of `new` or none (a sweep): positions in the same order."""
+
+        def change(entries: list[QueueEntry], _s: list[Started]) -> list[int]:
+            ids = {e.submission_id for e in entries}
+            for e in new:
+                if e.submission_id in ids or (taken is not None and taken(e.submission_id)):
+                    raise QueueError(f"submission id {e.submission_id} is already used")
+                ids.add(e.submission_id)
+            for e in new:
+                at = next(
+                    (i for i, old in enumerate(entries) if old.priority < e.priority), len(entries)
+                )
+                entries.insert(at, e)
+            return [entries.index(e) + 1 for e in new]
+
+        result: list[int] = self._change(change)
+        return result
+
+    def cancel(self, submission_id: str) -> QueueEntry:
+        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry:
+            entry = _find(entries, submission_id, self.cluster)
+            if entry.state == "starting":
+                raise QueueError(f"{submission_id} is being submitted now: stop it instead")
+            entries.remove(entry)
+            return entry
+
+        result: QueueEntry = self._change(change)
+        return result
+
+    def move(self, submission_id: str, to: int) -> int:
+        """Move an entry to 1-based position `to` (clamped); its new position. It keeps its
+        priority: the order is the queue's truth, priority only places new entries."""
+
+        def change(entries: list[QueueEntry], _s: list[Started]) -> int:
+            entry = _find(entries, submission_id, self.cluster)
+            entries.remove(entry)
+            at = min(max(to, 1), len(entries) + 1) - 1
+            entries.insert(at, entry)
+            return at + 1
+
+        result: int = self._change(change)
+        return result
+
+    def update(self, submission_id: str, **changes: Any) -> QueueEntry | None:
+        """Set fields of an entry (None when it is gone: cancelled meanwhile)."""
+
+        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry | None:
+            entry = next((e for e in entries if e.submission_id == submission_id), None)
+            if entry is not None:
+                for k, v in changes.items():
+                    setattr(entry, k, v)
+            return entry
+
+        result: QueueEntry | None = self._change(change)
+        return result
+
+    def begin_start(self, submission_id: str) -> QueueEntry | None:
+        """Mark an entry `starting` (written before anything is sent: a supervisor killed
+        mid-submit finds it so and checks the head before sending it again). None when it
+        is gone (cancelled) or another process is starting it already."""
+
+        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry | None:
+            entry = next((e for e in entries if e.submission_id == submission_id), None)
+            if entry is None:
+                return None
+            entry.state = "starting"
+            entry.started_at = time.time()
+            return entry
+
+        result: QueueEntry | None = self._change(change)
+        return result
+
+    def finish_start(self, submission_id: str, needs: Needs) -> None:
+        """The job is on the head: out of the queue, its needs reserved for SETTLE_S."""
+
+        def change(entries: list[QueueEntry], started: list[Started]) -> None:
+            entries[:] = [e for e in entries if e.submission_id != submission_id]
+            if not any(s.submission_id == submission_id for s in started):
+                started.append(Started(submission_id, needs, time.time()))
+
+        self._change(change)
+
+    def release(self, submission_ids: set[str]) -> None:
+        """Jobs that ended: their reservations go."""
+
+        def change(_e: list[QueueEntry], started: list[Started]) -> None:
+            started[:] = [s for s in started if s.submission_id not in submission_ids]
+
+        self._change(change)
+
+
+def _find(entries: list[QueueEntry], submission_id: str, cluster: str) -> QueueEntry:
+    for e in entries:
+        if e.submission_id == submission_id:
+            return e
+    raise QueueError(f"{submission_id} is not in the queue of {cluster} (verl-tui queue lists it)")
+
+
+def free_after(resources: ClusterResources, reserved: list[Needs]) -> ClusterResources:
+    """`resources` less what recently started jobs will take: their GPUs and CPUs taken from
+    the nodes with the most free GPUs first (where Ray's STRICT_PACK groups would go)."""
+    gpus = [n.gpus for n in resources.nodes]
+    cpus = [n.cpus for n in resources.nodes]
+    for needs in reserved:
+        for _ in range(needs.nnodes):
+            fit = [
+                i
+                for i in range(len(gpus))
+                if gpus[i] >= needs.gpus_per_node and cpus[i] >= needs.cpus_per_node
+            ]
+            if not fit:
+                break
+            best = max(fit, key=lambda i: gpus[i])
+            gpus[best] -= needs.gpus_per_node
+            cpus[best] -= needs.cpus_per_node
+    nodes = [NodeResources(n.host, gpus[i], cpus[i]) for i, n in enumerate(resources.nodes)]
+    return ClusterResources(nodes=nodes)
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    ):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def free_from_report(
+    report: Any, nodes: list[dict[str, Any]], inv: Inventory
+) -> ClusterResources | None:
+    """Free GPUs and CPUs per alive node out of the dashboard's /api/cluster_status answer
+    (the autoscaler's load report: `usageByNode` {node_id: {resource: [used, total]}}, refreshed
+    every few seconds) joined with the alive nodes; None when the report has no per-node part."""
+    data = report.get("data") if isinstance(report, dict) else None
+    status = data.get("clusterStatus") if isinstance(data, dict) else None
+    load = status.get("loadMetricsReport") if isinstance(status, dict) else None
+    by_node = load.get("usageByNode") if isinstance(load, dict) else None
+    if not isinstance(by_node, dict):
+        return None
+    host_of = {h.node_ip: h.name for h in inv.hosts}
+    out = []
+    for n in nodes:
+        nid, ip = n.get("node_id"), n.get("node_ip")
+        usage = by_node.get(nid) if isinstance(nid, str) else None
+        if not isinstance(usage, dict):
+            continue  # alive but not in the report yet: nothing known free there
+        gpu, cpu = _pair(usage.get("GPU")), _pair(usage.get("CPU"))
+        free_gpu = max(0.0, gpu[1] - gpu[0]) if gpu else 0.0
+        free_cpu = max(0.0, cpu[1] - cpu[0]) if cpu else 0.0
+        name = host_of.get(ip) if isinstance(ip, str) else None
+        out.append(NodeResources(name or str(ip or nid), free_gpu, free_cpu))
+    return ClusterResources(nodes=out)
+
+
+async def free_resources(client: Any, inv: Inventory) -> ClusterResources | None:
+    """Ray's free resources per alive node now (DashboardError when Ray cannot be asked)."""
+    import asyncio
+
+    from tui.cluster.dashboard import api_path
+
+    report, nodes = await asyncio.gather(
+        client.get(api_path("api", "cluster_status")), client.alive_nodes()
+    )
+    return free_from_report(report, [n for n in nodes if isinstance(n, dict)], inv)

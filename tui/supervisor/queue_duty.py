@@ -1,0 +1,222 @@
+"""The queue's duty: each tick, start the queued jobs that Ray's free resources hold, in queue
+order (priority, then FIFO; `queue --move` reorders), through the supervisor's one validated
+submission path (ctx.submit: the history record is written before the POST).
+
+- The head of the queue waits while the free GPUs/CPUs per node do not hold it (the
+  validator's own rule, rules_runtime._cluster_rules, on Ray's *available* resources); the
+  entries behind it wait too (no overtaking: a large job is never starved by small ones).
+- An entry that cannot start on the cluster as it is (more GPUs than Ray has in total: the
+  cluster shrank; a secret not set in this process's environment) is kept with the reason and
+  skipped, so it does not block the rest.
+- Crash safety: an entry is marked `starting` (with its submission id, chosen when it was
+  queued) before anything is sent. A supervisor killed mid-submit finds it so, asks the head
+  whether that id is there, and only sends it when it is not; Ray accepts an id at most once.
+- A job just started keeps its needs reserved (queue.SETTLE_S, or until it ends): Ray counts
+  verl's placement groups only once they are created, and its usage report lags behind.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tui.cluster.dashboard import TERMINAL, DashboardError, job_path
+from tui.fmt import duration
+from tui.jobs.queue import (
+    JobQueue,
+    QueueEntry,
+    QueueError,
+    free_after,
+    free_resources,
+    submission_of,
+)
+from tui.jobs.rules_base import ClusterResources
+from tui.jobs.secrets import MissingSecret
+from tui.jobs.workdir import WorkdirError
+from tui.supervisor.duty import SubmitRejected, SupervisorContext
+from tui.supervisor.events import Decision
+from tui.transport.types import TransportError
+
+
+def queue_of(ctx: SupervisorContext) -> JobQueue:
+    return JobQueue(ctx.inv.cluster, ctx.state_dir / "queue")
+
+
+class QueueDuty:
+    name = "queue"
+
+    def __init__(self, queue: JobQueue | None = None) -> None:
+        self._queue = queue
+
+    async def tick(self, ctx: SupervisorContext) -> list[Decision]:
+        queue = self._queue or queue_of(ctx)
+        out: list[Decision] = []
+        client = await ctx.dashboard()
+        reserved = await self._reservations(queue, client)
+        entries = queue.entries()
+        if not entries:
+            return out
+        entries = [e for e in entries if not await self._recovered(ctx, queue, e, out)]
+        if not entries:
+            return out
+        total = await ctx.live_resources()
+        free = await free_resources(client, ctx.inv)
+        if free is None:
+            self._wait(queue, entries[0], "Ray's resource report is not there yet", out)
+            return out
+        free = free_after(free, reserved)
+        for entry in entries:
+            blocked = self._cannot_start(ctx, entry, total)
+            if blocked:
+                self._wait(queue, entry, blocked, out, blocked=True)
+                continue
+            short = entry.needs.problems(free)
+            if short:
+                self._wait(queue, entry, "waiting for free resources: " + short[0].message, out)
+                break  # the head of the queue waits; nothing overtakes it
+            if not await self._start(ctx, queue, entry, out):
+                break
+            free = free_after(free, [entry.needs])
+        return out
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def _reservations(self, queue: JobQueue, client: Any) -> list[Any]:
+        """Needs of recently started jobs that are still on their way (ended ones released)."""
+        started = queue.started()
+        ended = set()
+        for s in started:
+            try:
+                job = await client.get(job_path(s.submission_id))
+            except DashboardError:
+                continue  # not known yet (or a hiccup): keep it reserved
+            if isinstance(job, dict) and job.get("status") in TERMINAL:
+                ended.add(s.submission_id)
+        if ended:
+            queue.release(ended)
+        return [s.needs for s in started if s.submission_id not in ended]
+
+    async def _recovered(
+        self, ctx: SupervisorContext, queue: JobQueue, entry: QueueEntry, out: list[Decision]
+    ) -> bool:
+        """An entry left `starting` by a supervisor that died: done when the head has its id
+        (True), else back in line as it was (False)."""
+        if entry.state != "starting":
+            return False
+        client = await ctx.dashboard()
+        if await client.exists(job_path(entry.submission_id)):
+            queue.finish_start(entry.submission_id, entry.needs)
+            self._tag(ctx, entry)
+            out.append(
+                Decision(
+                    "queue-start",
+                    entry.submission_id,
+                    "found on the head after a restart: it was submitted (not sent again)",
+                    details=self._details(entry),
+                )
+            )
+            return True
+        queue.update(entry.submission_id, state="queued", started_at=None)
+        entry.state = "queued"
+        return False
+
+    def _cannot_start(
+        self, ctx: SupervisorContext, entry: QueueEntry, total: ClusterResources
+    ) -> str | None:
+        problems = entry.needs.problems(total)
+        if problems:
+            return "cannot start on this cluster now: " + problems[0].message
+        try:
+            submission_of(entry, ctx.inv)
+        except MissingSecret as exc:
+            names = ", ".join(f"${n}" for n in exc.names)
+            return f"secret {names} is not set in the supervisor's environment"
+        return None
+
+    def _wait(
+        self,
+        queue: JobQueue,
+        entry: QueueEntry,
+        reason: str,
+        out: list[Decision],
+        *,
+        blocked: bool = False,
+    ) -> None:
+        """Keep the entry with its reason; a decision only when the reason changed (a tick
+        every few seconds must not repeat it)."""
+        if entry.reason == reason and entry.blocked == blocked:
+            return
+        queue.update(entry.submission_id, reason=reason, blocked=blocked)
+        out.append(
+            Decision("queue-wait", entry.submission_id, reason, details=self._details(entry))
+        )
+
+    async def _start(
+        self, ctx: SupervisorContext, queue: JobQueue, entry: QueueEntry, out: list[Decision]
+    ) -> bool:
+        marked = queue.begin_start(entry.submission_id)
+        if marked is None:
+            return True  # cancelled meanwhile: the next one may go
+        try:
+            sub = submission_of(entry, ctx.inv)
+            sid = await ctx.submit(sub, profile_path=entry.profile_path)
+        except (
+            SubmitRejected,
+            DashboardError,
+            TransportError,
+            WorkdirError,
+            MissingSecret,
+            OSError,
+        ) as exc:
+            queue.update(
+                entry.submission_id,
+                state="queued",
+                started_at=None,
+                reason=f"submit failed: {exc}",
+            )
+            out.append(
+                Decision(
+                    "error",
+                    entry.submission_id,
+                    f"queued job not submitted: {exc}",
+                    details=self._details(entry),
+                )
+            )
+            return False
+        try:
+            queue.finish_start(sid, entry.needs)
+        except QueueError as exc:  # the job is on the head; the queue file could not be written
+            out.append(Decision("error", sid, f"submitted, but the queue not updated: {exc}"))
+        self._tag(ctx, entry)
+        waited = duration(time.time() - entry.queued_at)
+        out.append(
+            Decision(
+                "queue-start",
+                sid,
+                f"submitted from the queue after {waited} ({entry.needs.describe()})",
+                details=self._details(entry),
+            )
+        )
+        return True
+
+    def _tag(self, ctx: SupervisorContext, entry: QueueEntry) -> None:
+        """The sweep/queue tags onto the job's history record."""
+        rec = ctx.history.get(entry.submission_id)
+        if rec is not None and entry.tags and hasattr(rec, "tags"):
+            rec.tags = {**(getattr(rec, "tags", None) or {}), **entry.tags}
+            ctx.history.save(rec)
+
+    @staticmethod
+    def _details(entry: QueueEntry) -> dict[str, Any]:
+        return {
+            "profile": entry.profile,
+            "priority": entry.priority,
+            "group": entry.group,
+            "tags": dict(entry.tags),
+            "queued_at": entry.queued_at,
+            "needs": {
+                "nnodes": entry.needs.nnodes,
+                "gpus_per_node": entry.needs.gpus_per_node,
+                "gpus": entry.needs.gpus,
+            },
+        }
