@@ -30,9 +30,20 @@ class JobRecord:
     hosts_file: str | None = None
     status: str | None = None  # last status seen (the head is the truth while it lives)
     note: str | None = None
+    # Runs that heal themselves (tui/supervisor): all optional, so older records still load.
+    attempt: int = 1  # 1 for a first submission, n for the (n-1)th retry
+    retry_of: str | None = None  # the failed submission this one retries
+    retry_policy: dict[str, Any] | None = None  # {"retries": N, "retry_on": [signature, ...]}
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # the supervisor's, newest last
+    # The retry decided but maybe not yet sent: {"submission_id", "attempt", "resume_from", "at"}
+    # written before the POST, so a supervisor restarted in between sends that same id again.
+    pending_retry: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_DECISIONS = 50  # per record: a job retried all night must not grow its file without bound
 
 
 class JobHistory:
@@ -73,6 +84,20 @@ class JobHistory:
         if rec is not None and rec.status != status:
             rec.status = status
             self.save(rec)
+
+    def add_decision(self, submission_id: str, decision: dict[str, Any]) -> bool:
+        """Append a supervisor decision to the job's record (the newest MAX_DECISIONS kept);
+        False when the job is not in this history."""
+        rec = self.get(submission_id)
+        if rec is None:
+            return False
+        rec.decisions = [*(rec.decisions or []), decision][-MAX_DECISIONS:]
+        self.save(rec)
+        return True
+
+    def retries_of(self, submission_id: str) -> list[JobRecord]:
+        """Records that retry `submission_id` (at most one, unless a file was copied in)."""
+        return [r for r in self.all() if r.retry_of == submission_id]
 
     def forget(self, submission_id: str) -> None:
         self._path(submission_id).unlink(missing_ok=True)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import JobSpec
     from tui.jobs.rules import ClusterResources
+    from tui.jobs.service import JobRow
     from tui.jobs.submit import Submission
     from tui.transport.fleet import Fleet
 
@@ -55,6 +56,9 @@ class SupervisorContext:
     # The submission function (tui/supervisor/submitting.py); replaceable in tests only.
     submitter: Callable[..., Awaitable[str]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # duty-private state, by duty name
+    # The head's jobs joined with history (tui/jobs/service.JobRow), read once at the start of
+    # each tick by the supervisor: duties read it rather than asking the head again.
+    jobs: list[JobRow] = field(default_factory=list)
 
     @property
     def fleet(self) -> Fleet:

@@ -1,0 +1,248 @@
+"""The supervisor loop: the one code path behind `verl-tui watch` and the cockpit's background
+task. Each tick it renews its lease on the head (only the holder acts), reads the jobs once
+(head list joined with history: `ctx.jobs`), calls every duty in order, and for each Decision a
+duty returns: records it (the job's history record, bounded, and the supervisor's own log under
+the state dir), then hands it to `ctx.notify` and to `on_decision` (the printer / the UI).
+A duty that raises becomes an "error" decision; the loop goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.lock import LockOwner
+from tui.sanitize import one_line
+from tui.state import atomic_write_json
+from tui.supervisor.duty import Duty, SupervisorContext
+from tui.supervisor.events import Decision
+from tui.supervisor.lease import HeadLease, LeaseHeld, supervised_by
+from tui.transport.types import TransportError
+
+DEFAULT_INTERVAL_S = 10.0
+LOG_MAX_BYTES = 1 << 20  # the supervisor's own log is cut to its newer half past this
+
+
+def default_duties(ctx: SupervisorContext) -> list[Duty]:
+    """Every duty, in tick order: job ends first (their decisions precede a retry's)."""
+    from tui.supervisor.ends import EndsDuty
+    from tui.supervisor.retry import RetryDuty
+
+    duties: list[Duty] = [EndsDuty(), RetryDuty()]
+    return duties
+
+
+def supervisor_dir(ctx: SupervisorContext) -> Path:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in ctx.inv.cluster) or "cluster"
+    return ctx.state_dir / "supervisor" / safe
+
+
+class DecisionLog:
+    """The supervisor's decisions as JSON lines (jobs' records hold theirs too); read by the
+    cockpit for decisions that name no job, and by `watch` for nothing: it is for people."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, d: Decision) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(d.to_json()) + "\n")
+        if self.path.stat().st_size > LOG_MAX_BYTES:
+            lines = self.path.read_text(encoding="utf-8").splitlines()[-2000:]
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            tmp.replace(self.path)
+
+    def tail(self, n: int = 50) -> list[Decision]:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()[-n:]
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                d = Decision.from_json(json.loads(line))
+            except ValueError:
+                continue
+            if d is not None:
+                out.append(d)
+        return out
+
+
+class Supervisor:
+    def __init__(
+        self,
+        ctx: SupervisorContext,
+        duties: list[Duty] | None = None,
+        *,
+        interval: float = DEFAULT_INTERVAL_S,
+        lease: HeadLease | None = None,
+        on_decision: Callable[[Decision], Any] | None = None,
+    ):
+        self.ctx = ctx
+        self.interval = interval
+        self.lease = lease or HeadLease(ctx.inv, ctx.fleet)
+        self.duties: list[Duty] = list(duties) if duties is not None else default_duties(ctx)
+        self.on_decision = on_decision
+        self.log = DecisionLog(supervisor_dir(ctx) / "decisions.jsonl")
+        self.recent: deque[Decision] = deque(maxlen=200)
+        self.holder: LockOwner | None = None  # another supervisor holding the cluster
+        self.acting = False
+        self.ticks = 0
+        self._wake = asyncio.Event()
+        ctx.record = self.record
+        ctx.holder = self.lease.owner
+        self._state = self._load_state()
+        ctx.extras["first_started"] = self.first_started
+
+    # -- state kept across restarts ----------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any]:
+        path = supervisor_dir(self.ctx) / "state.json"
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            doc = {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("first_started"), (int, float)):
+            doc = {"first_started": time.time()}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, doc)
+        return doc
+
+    @property
+    def first_started(self) -> float:
+        """When a supervisor first watched this cluster from this machine: jobs that ended
+        before are history, not news."""
+        return float(self._state["first_started"])
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def add_duty(self, duty: Duty) -> None:
+        self.duties.append(duty)
+
+    def record(self, d: Decision) -> None:
+        if d.submission_id:
+            self.ctx.history.add_decision(d.submission_id, d.to_json())
+        # A full disk must not stop the supervisor; the job's record has the decision.
+        with contextlib.suppress(OSError):
+            self.log.append(d)
+        self.recent.append(d)
+
+    async def _publish(self, d: Decision) -> None:
+        self.record(d)
+        for fn in (self.ctx.notify, self.on_decision):
+            if fn is None:
+                continue
+            try:
+                result = fn(d)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # a notifier's failure is shown, never fatal
+                err = Decision("error", d.submission_id, f"notify failed: {exc}")
+                self.recent.append(err)
+                if self.on_decision is not None and fn is not self.on_decision:
+                    self.on_decision(err)
+
+    # -- the lease ---------------------------------------------------------------------------
+
+    async def acquire(self) -> None:
+        """Take the cluster (LeaseHeld naming the holder; TransportError: head unreachable)."""
+        await self.lease.acquire()
+        self.acting, self.holder = True, None
+
+    async def _renew(self) -> list[Decision]:
+        was = self.acting
+        try:
+            await self.lease.acquire()
+        except LeaseHeld as exc:
+            self.acting, self.holder = False, exc.owner
+            if was:
+                return [Decision("lock", None, f"lost the cluster: {exc}")]
+            return []
+        except (TransportError, OSError) as exc:
+            # Nobody can act on a head we cannot reach; keep our claim (it expires by itself).
+            self.acting = False
+            return [Decision("error", None, f"head unreachable, not acting: {exc}")] if was else []
+        self.acting, self.holder = True, None
+        if not was:
+            owner = self.lease.owner
+            return [
+                Decision(
+                    "lock",
+                    None,
+                    f"supervising as {owner.user}@{owner.host} (pid {owner.pid})",
+                    details={"holder": owner.to_json()},
+                )
+            ]
+        return []
+
+    def supervised_by(self) -> str | None:
+        """ "supervised by user@host (pid)" while another supervisor acts; None otherwise."""
+        return None if self.acting else (supervised_by(self.holder) if self.holder else None)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def tick(self) -> list[Decision]:
+        self.ticks += 1
+        out = await self._renew()
+        if self.acting:
+            out += await self._run_duties()
+        for d in out:
+            await self._publish(d)
+        return out
+
+    async def _run_duties(self) -> list[Decision]:
+        from tui.jobs.service import list_jobs
+
+        ctx = self.ctx
+        try:
+            ctx.jobs = await list_jobs(ctx.cluster, ctx.history)
+        except (DashboardError, TransportError, OSError) as exc:
+            ctx.jobs = []
+            return [Decision("error", None, f"cannot list jobs: {one_line(str(exc), 200)}")]
+        out: list[Decision] = []
+        for duty in self.duties:
+            try:
+                out += await duty.tick(ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one duty's bug must not stop the others
+                out.append(Decision("error", None, f"{duty.name}: {type(exc).__name__}: {exc}"))
+        return out
+
+    def wake(self) -> None:
+        """Tick now (a job was just submitted, a key was pressed)."""
+        self._wake.set()
+
+    async def run(self, *, once: bool = False, stop: asyncio.Event | None = None) -> None:
+        """Tick every `interval` until `stop` is set (or once). The caller takes the lease
+        first where refusing matters (`watch`); the cockpit just starts this and stands by
+        while another supervisor acts."""
+        while True:
+            await self.tick()
+            if once or (stop is not None and stop.is_set()):
+                return
+            self._wake.clear()
+            waits = [asyncio.ensure_future(self._wake.wait())]
+            if stop is not None:
+                waits.append(asyncio.ensure_future(stop.wait()))
+            _done, pending = await asyncio.wait(
+                waits, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED
+            )
+            for t in (*_done, *pending):
+                t.cancel()
+            if stop is not None and stop.is_set():
+                return
+
+    async def close(self) -> None:
+        """Give the cluster back (another supervisor may take it at once)."""
+        self.acting = False
+        await self.lease.release()

@@ -1,0 +1,57 @@
+"""A job's retry policy: how many retries, on which failures. Given with `submit --retries N
+[--retry-on SIG,…]`, a profile's `retries:`/`retry_on:` or the job form's field; kept in the
+job's history record (`retry_policy`), inherited by each retry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tui.logs.retriable import RETRIABLE_KEYS, check_retry_on
+
+MAX_RETRIES = 100
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 0
+    retry_on: tuple[str, ...] = RETRIABLE_KEYS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"retries": self.retries, "retry_on": list(self.retry_on)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> RetryPolicy | None:
+        """From a history record (input: None for anything malformed)."""
+        if not isinstance(doc, dict):
+            return None
+        n = doc.get("retries")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_RETRIES:
+            return None
+        on = doc.get("retry_on")
+        try:
+            keys = check_retry_on(on, "retry_on") if isinstance(on, list) else RETRIABLE_KEYS
+        except ValueError:
+            return None
+        return cls(n, keys)
+
+
+def parse_policy(
+    retries: Any, retry_on: Any = None, *, where: str = "--retries"
+) -> RetryPolicy | None:
+    """A policy from user input (a CLI flag, a profile key, a form field); None for no retries.
+    ValueError (one line naming `where`) for a bad value."""
+    if retries is None or retries == "":
+        if retry_on:
+            raise ValueError(f"{where}: retry_on needs retries (a number of retries)")
+        return None
+    try:
+        n = int(str(retries).strip())
+    except ValueError:
+        raise ValueError(f"{where}: {retries!r} is not a number of retries") from None
+    if not 0 <= n <= MAX_RETRIES:
+        raise ValueError(f"{where}: retries must be 0..{MAX_RETRIES}, not {n}")
+    if isinstance(retry_on, str):
+        retry_on = retry_on.split(",")
+    keys = check_retry_on(retry_on, f"{where} retry_on") if retry_on else RETRIABLE_KEYS
+    return RetryPolicy(n, keys) if n else None

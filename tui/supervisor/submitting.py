@@ -1,0 +1,72 @@
+"""The supervisor's submissions go through the one validated path: a JobSpec is checked by
+tui/jobs/pipeline.prepare_submission against Ray's live resources (verl's rules, the world-size
+and per-node rules), then recorded and sent like `verl-tui submit` does (tui/jobs/service's
+record_for, tui/jobs/submit.submit). One difference, for crash safety: the history record is
+written BEFORE the POST, with the submission id chosen here, and a POST whose id the head
+already has counts as done. A supervisor killed between the two sends that same id again,
+which Ray can accept at most once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tui.cluster.dashboard import DashboardError, job_path
+from tui.jobs.service import record_for
+from tui.jobs.submit import Submission, submit
+from tui.supervisor.duty import SubmitRejected
+
+if TYPE_CHECKING:
+    from tui.jobs.pipeline import JobSpec
+    from tui.supervisor.duty import SupervisorContext
+
+
+async def build_validated(ctx: SupervisorContext, spec: JobSpec) -> Submission:
+    """The Submission of `spec`, checked against the live cluster; SubmitRejected with the
+    report's errors otherwise."""
+    from tui.jobs.pipeline import prepare_submission, working_dir_size
+
+    resources = await ctx.live_resources()
+
+    def build() -> tuple[Submission | None, Any]:
+        wd_bytes, _skipped = working_dir_size(spec)
+        return prepare_submission(ctx.inv, spec, resources, working_dir_bytes=wd_bytes)
+
+    sub, report = await asyncio.to_thread(build)  # composing verl's config blocks
+    if sub is None:
+        raise SubmitRejected([str(p) for p in report.errors] or ["verl's config did not compose"])
+    return sub
+
+
+async def on_head(ctx: SupervisorContext, sid: str) -> bool:
+    """Whether the head knows submission `sid` (a 404 is no)."""
+    client = await ctx.dashboard()
+    return await client.exists(job_path(sid))
+
+
+async def submit_validated(
+    ctx: SupervisorContext,
+    spec: JobSpec | Submission,
+    *,
+    profile_path: str | None = None,
+    retry_of: str | None = None,
+    attempt: int = 1,
+    retry_policy: dict[str, Any] | None = None,
+) -> str:
+    sub = spec if isinstance(spec, Submission) else await build_validated(ctx, spec)
+    if ctx.history.get(sub.submission_id) is None:
+        rec = record_for(sub, ctx.inv, profile_path=profile_path)
+        rec.attempt, rec.retry_of, rec.retry_policy = attempt, retry_of, retry_policy
+        rec.status = "SUBMITTING"
+        ctx.history.save(rec)
+    client = await ctx.dashboard()
+    try:
+        sid = await submit(client, sub)
+    except DashboardError:
+        # A POST that reached the head before the answer was lost, or a resend after a crash:
+        # Ray refuses a known id, and the job is there — that is success, not a second job.
+        if not await on_head(ctx, sub.submission_id):
+            raise
+        sid = sub.submission_id
+    ctx.history.set_status(sid, "PENDING")
+    return sid
