@@ -44,7 +44,28 @@
  *                             util mem (v1 and v2) mem_v2 (only _v2) temp power power_limit
  *                             samples (nvmlDeviceGetSamples) procs (the _v2 and _v3 calls),
  *                             procs_v3 (only _v3: an older driver, with 13 FUNCTION_NOT_FOUND),
- *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST)
+ *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST);
+ *                             health calls: ecc_mode ecc_count (nvmlDeviceGetTotalEccErrors)
+ *                             retired remap clocks (Event and Throttle names) pcie (the four
+ *                             link calls) persistence events (nvmlDeviceRegisterEvents)
+ *
+ * Health (defaults: a healthy GPU; "retired_pending" absent -> NOT_SUPPORTED, as on Hopper):
+ *   ecc_mode 0|1              nvmlDeviceGetEccMode (current and pending)
+ *   ecc_uncorrected VOL AGG   nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE / AGGREGATE);
+ *   ecc_corrected VOL AGG     the same for CORRECTED
+ *   retired_pending 0|1       nvmlDeviceGetRetiredPagesPendingStatus
+ *   remap CORR UNC PEND FAIL  nvmlDeviceGetRemappedRows
+ *   clock_reasons MASK        nvmlDeviceGetCurrentClocks{Event,Throttle}Reasons (0x.. or decimal)
+ *   pcie_gen CUR MAX          nvmlDeviceGetCurrPcieLinkGeneration / GetMaxPcieLinkGeneration
+ *   pcie_width CUR MAX        nvmlDeviceGetCurrPcieLinkWidth / GetMaxPcieLinkWidth
+ *   persistence 0|1           nvmlDeviceGetPersistenceMode
+ *   xid VALUE COUNT           COUNT XID critical-error events so far on this GPU, the last with
+ *                             VALUE: an event set registered on it (nvmlDeviceRegisterEvents)
+ *                             delivers the ones it has not delivered yet, one per
+ *                             nvmlEventSetWait[_v2]; none pending -> NVML_ERROR_TIMEOUT at once
+ *
+ * Built with -DFAKE_NVML_NO_HEALTH, none of the health or event symbols exist (a driver older
+ * than those calls: pynvml raises NVMLError_FunctionNotFound).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +76,7 @@ typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_TIMEOUT = 10, NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_GPU_IS_LOST = 15, NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999
 };
@@ -90,9 +111,12 @@ typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSa
 #define MAX_SAMPLES 256
 #define NVML_GPU_UTILIZATION_SAMPLES 1
 enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_MEM_V2, F_TEMP, F_POWER, F_POWER_LIMIT,
-       F_SAMPLES, F_PROCS, F_PROCS_V3, F_N };
+       F_SAMPLES, F_PROCS, F_PROCS_V3, F_ECC_MODE, F_ECC_COUNT, F_RETIRED, F_REMAP, F_CLOCKS,
+       F_PCIE, F_PERSISTENCE, F_EVENTS, F_N };
 static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "mem_v2", "temp",
-                                      "power", "power_limit", "samples", "procs", "procs_v3"};
+                                      "power", "power_limit", "samples", "procs", "procs_v3",
+                                      "ecc_mode", "ecc_count", "retired", "remap", "clocks",
+                                      "pcie", "persistence", "events"};
 
 typedef struct {
     char name[96], uuid[96];
@@ -107,6 +131,12 @@ typedef struct {
     unsigned int ncycle, buffer, nsamples, sample_type;
     unsigned long long cycle[MAX_CYCLE];
     unsigned long long sample_ts[MAX_SAMPLES], sample_val[MAX_SAMPLES];
+    /* health */
+    unsigned int ecc_mode, persistence, pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
+    int retired_pending;  /* -1: NOT_SUPPORTED */
+    unsigned long long ecc_unc_vol, ecc_unc_agg, ecc_cor_vol, ecc_cor_agg, clock_reasons;
+    unsigned int remap_cor, remap_unc, remap_pending, remap_failure;
+    unsigned long long xid_value, xid_count;
 } fake_gpu;
 
 typedef struct {
@@ -152,6 +182,10 @@ static int load_state(fake_state *out) {
             if (g) {
                 g->buffer = 120;
                 g->sample_type = 1;  /* NVML_VALUE_TYPE_UNSIGNED_INT */
+                g->ecc_mode = g->persistence = 1;  /* a healthy H100 in a PCIe 5 x16 slot */
+                g->pcie_gen = g->pcie_gen_max = 5;
+                g->pcie_width = g->pcie_width_max = 16;
+                g->retired_pending = -1;
             }
         } else if (!g) {
             continue;  /* a per-GPU key before any "gpu" line, or too many GPUs */
@@ -188,7 +222,22 @@ static int load_state(fake_state *out) {
             while (*rest == ' ' || *rest == '\t') rest++;
             g->proc_mem[g->nprocs++] = strncmp(rest, "na", 2) ? strtoull(rest, NULL, 10)
                                                                : ~0ULL;
-        } else if (!strcmp(key, "error")) {
+        } else if (!strcmp(key, "ecc_mode")) g->ecc_mode = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "persistence")) g->persistence = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "retired_pending")) g->retired_pending = atoi(val);
+        else if (!strcmp(key, "clock_reasons")) g->clock_reasons = strtoull(val, NULL, 0);
+        else if (!strcmp(key, "ecc_uncorrected"))
+            sscanf(val, "%llu %llu", &g->ecc_unc_vol, &g->ecc_unc_agg);
+        else if (!strcmp(key, "ecc_corrected"))
+            sscanf(val, "%llu %llu", &g->ecc_cor_vol, &g->ecc_cor_agg);
+        else if (!strcmp(key, "remap"))
+            sscanf(val, "%u %u %u %u", &g->remap_cor, &g->remap_unc, &g->remap_pending,
+                   &g->remap_failure);
+        else if (!strcmp(key, "pcie_gen")) sscanf(val, "%u %u", &g->pcie_gen, &g->pcie_gen_max);
+        else if (!strcmp(key, "pcie_width"))
+            sscanf(val, "%u %u", &g->pcie_width, &g->pcie_width_max);
+        else if (!strcmp(key, "xid")) sscanf(val, "%llu %llu", &g->xid_value, &g->xid_count);
+        else if (!strcmp(key, "error")) {
             char *code = val + strcspn(val, " \t");
             int i;
             if (*code) *code++ = 0;
@@ -251,6 +300,7 @@ const char *nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
@@ -489,3 +539,141 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(void *device, unsigned int 
                                                      nvmlProcessInfo_t *infos) {
     return running_processes(device, count, infos, 0);
 }
+
+/* ---- health ------------------------------------------------------------------------------ */
+#ifndef FAKE_NVML_NO_HEALTH
+
+#define GET_UINT(func, F, expr)                                                  \
+    nvmlReturn_t func(void *device, unsigned int *out) {                         \
+        fake_gpu *g;                                                             \
+        nvmlReturn_t r = check(device, F, &g);                                   \
+        if (r) return r;                                                         \
+        if (!out) return NVML_ERROR_INVALID_ARGUMENT;                            \
+        *out = (expr);                                                           \
+        return NVML_SUCCESS;                                                     \
+    }
+GET_UINT(nvmlDeviceGetCurrPcieLinkGeneration, F_PCIE, g->pcie_gen)
+GET_UINT(nvmlDeviceGetMaxPcieLinkGeneration, F_PCIE, g->pcie_gen_max)
+GET_UINT(nvmlDeviceGetCurrPcieLinkWidth, F_PCIE, g->pcie_width)
+GET_UINT(nvmlDeviceGetMaxPcieLinkWidth, F_PCIE, g->pcie_width_max)
+GET_UINT(nvmlDeviceGetPersistenceMode, F_PERSISTENCE, g->persistence)
+
+nvmlReturn_t nvmlDeviceGetEccMode(void *device, unsigned int *current, unsigned int *pending) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_ECC_MODE, &g);
+    if (r) return r;
+    if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+    *current = *pending = g->ecc_mode;
+    return NVML_SUCCESS;
+}
+
+/* errorType 0 corrected, 1 uncorrected; counterType 0 volatile, 1 aggregate. */
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(void *device, int errorType, int counterType,
+                                         unsigned long long *count) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_ECC_COUNT, &g);
+    if (r) return r;
+    if (!count || errorType < 0 || errorType > 1 || counterType < 0 || counterType > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g->ecc_mode) return NVML_ERROR_NOT_SUPPORTED;  /* ECC off: no counters */
+    *count = errorType ? (counterType ? g->ecc_unc_agg : g->ecc_unc_vol)
+                       : (counterType ? g->ecc_cor_agg : g->ecc_cor_vol);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(void *device, unsigned int *pending) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_RETIRED, &g);
+    if (r) return r;
+    if (!pending) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->retired_pending < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *pending = (unsigned)g->retired_pending;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(void *device, unsigned int *corr, unsigned int *unc,
+                                       unsigned int *pending, unsigned int *failure) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_REMAP, &g);
+    if (r) return r;
+    if (!corr || !unc || !pending || !failure) return NVML_ERROR_INVALID_ARGUMENT;
+    *corr = g->remap_cor;
+    *unc = g->remap_unc;
+    *pending = g->remap_pending;
+    *failure = g->remap_failure;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(void *device, unsigned long long *reasons) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_CLOCKS, &g);
+    if (r) return r;
+    if (!reasons) return NVML_ERROR_INVALID_ARGUMENT;
+    *reasons = g->clock_reasons;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(void *device,
+                                                       unsigned long long *reasons) {
+    return nvmlDeviceGetCurrentClocksEventReasons(device, reasons);
+}
+
+/* ---- XID events: an event set remembers, per GPU index, how many events it delivered ---- */
+typedef struct {
+    void *device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+typedef struct {
+    int registered[MAX_GPUS];
+    unsigned long long delivered[MAX_GPUS];
+} fake_event_set;
+
+nvmlReturn_t nvmlEventSetCreate(void **set) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    *set = calloc(1, sizeof(fake_event_set));
+    return *set ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+nvmlReturn_t nvmlEventSetFree(void *set) {
+    free(set);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(void *device, unsigned long long types, void *set) {
+    fake_gpu *g;
+    fake_event_set *es = (fake_event_set *)set;
+    nvmlReturn_t r = check(device, F_EVENTS, &g);
+    long i;
+    if (r) return r;
+    if (!es) return NVML_ERROR_INVALID_ARGUMENT;
+    if (types & ~0x8ULL) return NVML_ERROR_NOT_SUPPORTED;  /* only XID critical errors */
+    i = g - state.gpus;
+    es->registered[i] = 1;
+    es->delivered[i] = g->xid_count;  /* events before registration are not delivered */
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(void *set, nvmlEventData_t *data, unsigned int timeoutms) {
+    fake_event_set *es = (fake_event_set *)set;
+    unsigned int i;
+    (void)timeoutms;  /* never blocks: a test that waits would only slow the suite */
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!es || !data) return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < state.ngpus; i++) {
+        if (es->registered[i] && state.gpus[i].xid_count > es->delivered[i]) {
+            es->delivered[i]++;
+            memset(data, 0, sizeof *data);
+            data->device = &state.gpus[i];
+            data->eventType = 0x8;
+            data->eventData = state.gpus[i].xid_value;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+nvmlReturn_t nvmlEventSetWait(void *set, nvmlEventData_t *data, unsigned int timeoutms) {
+    return nvmlEventSetWait_v2(set, data, timeoutms);
+}
+
+#endif /* FAKE_NVML_NO_HEALTH */

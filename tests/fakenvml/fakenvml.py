@@ -23,6 +23,7 @@ MIB = 1024 * 1024
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 
@@ -40,18 +41,49 @@ ERROR_FUNCS = (
     "samples",
     "procs",
     "procs_v3",
+    "ecc_mode",
+    "ecc_count",
+    "retired",
+    "remap",
+    "clocks",
+    "pcie",
+    "persistence",
+    "events",
     "all",
 )
+# The health calls' names in `errors` (every one of them: "not supported everywhere").
+HEALTH_FUNCS = (
+    "ecc_mode",
+    "ecc_count",
+    "retired",
+    "remap",
+    "clocks",
+    "pcie",
+    "persistence",
+    "events",
+)
+# nvmlClocksEventReason* bits (nvml.h) for `FakeGpu.clock_reasons`.
+CLOCKS_IDLE = 0x1
+CLOCKS_SW_POWER_CAP = 0x4
+CLOCKS_HW_SLOWDOWN = 0x8
+CLOCKS_SW_THERMAL = 0x20
+CLOCKS_HW_THERMAL = 0x40
+CLOCKS_HW_POWER_BRAKE = 0x80
 
 
-def build_fake_nvml(outdir: Path) -> Path:
-    """Compile fake_nvml.c into ``outdir/libnvidia-ml.so.1``; return ``outdir``."""
+def build_fake_nvml(outdir: Path, health: bool = True) -> Path:
+    """Compile fake_nvml.c into ``outdir/libnvidia-ml.so.1``; return ``outdir``.
+
+    ``health=False`` leaves out the health and event calls (a driver older than them: pynvml
+    raises NVMLError_FunctionNotFound for each)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         raise RuntimeError("cannot build the fake NVML: no gcc/cc on PATH")
     cmd = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(outdir / LIBNAME), str(SOURCE)]
+    if not health:
+        cmd.insert(1, "-DFAKE_NVML_NO_HEALTH")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(
@@ -87,6 +119,17 @@ class FakeGpu:
     # Or explicit (timestamp µs, raw value) samples, served in this order (garbage allowed).
     samples: list[tuple[int, int]] = field(default_factory=list)
     samples_type: int = 1  # nvmlValueType_t reported: 0 double, 1 unsigned int, 3 u64, ...
+    # Health (defaults: a healthy H100 in a PCIe 5 x16 slot; retired pages Not Supported).
+    ecc_mode: bool = True
+    ecc_uncorrected: tuple[int, int] = (0, 0)  # (volatile, aggregate)
+    ecc_corrected: tuple[int, int] = (0, 0)
+    retired_pending: bool | None = None  # None: NOT_SUPPORTED, as on Hopper
+    remap: tuple[int, int, int, int] = (0, 0, 0, 0)  # corrected, uncorrected, pending, failure
+    clock_reasons: int = 0  # CLOCKS_* bits
+    pcie_gen: tuple[int, int] = (5, 5)  # (current, max)
+    pcie_width: tuple[int, int] = (16, 16)
+    persistence: bool = True
+    xid: tuple[int, int] = (0, 0)  # (last XID value, events so far)
 
 
 def default_uuid(index: int) -> str:
@@ -127,6 +170,19 @@ def render_state(
                 f"samples_cycle {' '.join(str(v) for v in gpu.samples_cycle)}",
                 f"samples_buffer {gpu.samples_buffer}",
             ]
+        lines += [
+            f"ecc_mode {int(gpu.ecc_mode)}",
+            "ecc_uncorrected {} {}".format(*gpu.ecc_uncorrected),
+            "ecc_corrected {} {}".format(*gpu.ecc_corrected),
+            "remap {} {} {} {}".format(*gpu.remap),
+            f"clock_reasons {gpu.clock_reasons:#x}",
+            "pcie_gen {} {}".format(*gpu.pcie_gen),
+            "pcie_width {} {}".format(*gpu.pcie_width),
+            f"persistence {int(gpu.persistence)}",
+            "xid {} {}".format(*gpu.xid),
+        ]
+        if gpu.retired_pending is not None:
+            lines.append(f"retired_pending {int(gpu.retired_pending)}")
         lines += [f"sample {ts} {value}" for ts, value in gpu.samples]
         lines.append(f"samples_type {gpu.samples_type}")
         for func, code in gpu.errors.items():

@@ -30,7 +30,7 @@ import importlib.resources
 
 # program -> the parts joined after it, in order (a part used at another's top level first).
 BUNDLES: dict[str, tuple[str, ...]] = {
-    "gpu_agent": ("gpu_common", "amd_cards", "gpu_nvml", "gpu_amd"),
+    "gpu_agent": ("gpu_common", "amd_cards", "gpu_nvml", "nvml_health", "gpu_amd"),
     "probe": ("amd_cards", "probe_gpus"),
 }
 

@@ -15,6 +15,7 @@ import threading
 import time
 
 from tui.remote.gpu_common import MIB, _empty_gpu, _proc_name
+from tui.remote.nvml_health import HEALTH_EVERY_S, read_health
 
 # How often a failed nvmlInit (or a dead nvidia-smi) is retried: a driver can come back.
 RETRY_S = float(os.environ.get("VERL_TUI_AGENT_NVML_RETRY_S", "10"))
@@ -70,6 +71,7 @@ class NvmlBackend:
             getattr(pynvml, "NVML_ERROR_RESET_REQUIRED", 16),
         }
         self.next_init = 0.0
+        self.next_health = 0.0  # health readings ride on one sample every HEALTH_EVERY_S
         self._init()
 
     @property
@@ -88,6 +90,7 @@ class NvmlBackend:
             self.error = f"NVML init failed: {err}"
             return
         self.ok, self.error, self.static = True, None, {}
+        self.next_health = 0.0  # NVML (re)started: the next sample carries health
         self.driver = self._call(nv.nvmlSystemGetDriverVersion)
         self.nvml_version = self._call(nv.nvmlSystemGetNVMLVersion)
 
@@ -145,9 +148,13 @@ class NvmlBackend:
             self.ok, self.error = False, f"NVML failed: {err}"
             return []
         self.error = None
-        return [self._device(i) for i in range(count)]
+        now = time.monotonic()
+        health = now >= self.next_health
+        if health:
+            self.next_health = now + HEALTH_EVERY_S
+        return [self._device(i, health) for i in range(count)]
 
-    def _device(self, index):
+    def _device(self, index, health=False):
         nv = self.nv
         st = self.static.get(index)
         try:
@@ -199,6 +206,8 @@ class NvmlBackend:
                     }
                     for p in procs
                 ]
+            if health:
+                gpu["health"] = read_health(self, st, h)
             return gpu
         except Exception as err:  # handle failed or GPU lost: drop the cache, retry next sweep
             self.static.pop(index, None)
