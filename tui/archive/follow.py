@@ -1,0 +1,222 @@
+"""A job's log, read in this order: the head's Jobs API (archived while it streams), then the run
+archive, then the head's old Ray session directory over SSH (archived too). The one home of
+"read a job's log" for `logs`, the log pane, the metrics screen and the supervisor.
+
+While a followed job runs, its GPU use is sampled: the telemetry of the GPUs its workers hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from tui.archive.gpu_use import SampleSource, job_worker_pids
+from tui.archive.store import ArchiveStore
+from tui.archive.writer import ArchiveWriter, info_fields
+from tui.cluster.dashboard import TERMINAL, DashboardClient, DashboardError
+from tui.cluster.job_logs import LOST, JobLogEnd, job_info, job_log_chunks, old_session_log
+from tui.jobs.history import JobHistory
+from tui.transport.types import TransportError
+
+if TYPE_CHECKING:
+    from tui.cluster.ray_cluster import RayCluster
+
+log = logging.getLogger(__name__)
+
+GPU_SAMPLE_S = 2.0  # read the newest telemetry this often (each host sample counts once)
+PIDS_EVERY = 5  # ... and ask Ray for the job's worker pids every this many reads
+FROM_ARCHIVE = "from the run archive"
+
+
+def stores_for(cluster: RayCluster) -> tuple[ArchiveStore, JobHistory]:
+    return ArchiveStore(cluster.inv.cluster), JobHistory(cluster.inv.cluster)
+
+
+async def archived_log_chunks(
+    cluster: RayCluster,
+    sid: str,
+    *,
+    follow: bool = True,
+    ends: list[JobLogEnd] | None = None,
+    store: ArchiveStore | None = None,
+    samples: SampleSource | None = None,
+) -> AsyncIterator[str]:
+    """Yield the job's log text in chunks (the first is everything so far), archiving it.
+
+    The Jobs API first; for a job the head does not know (Ray restarted) or an unreachable
+    head: the archive (when it holds the whole run, or more than the head's old session), else
+    the old session's driver log over SSH. DashboardError (HTTP 404) when none has it.
+    `samples`: the newest telemetry per host (the cockpit's); None starts the GPU agents for
+    the time a running job is followed."""
+    store = store or ArchiveStore(cluster.inv.cluster)
+    history = JobHistory(cluster.inv.cluster)
+    try:
+        client = await cluster.dashboard()
+        info = await job_info(client, sid)
+    except (DashboardError, TransportError) as exc:
+        missing = exc
+    else:
+        async for chunk in _from_head(client, cluster, sid, info, follow, ends, store, samples):
+            yield chunk
+        return
+    async for chunk in _fallback(cluster, sid, ends, store, history, missing):
+        yield chunk
+
+
+async def _from_head(
+    client: DashboardClient,
+    cluster: RayCluster,
+    sid: str,
+    info: dict[str, Any],
+    follow: bool,
+    ends: list[JobLogEnd] | None,
+    store: ArchiveStore,
+    samples: SampleSource | None,
+) -> AsyncIterator[str]:
+    writer = ArchiveWriter(store, sid, JobHistory(cluster.inv.cluster).get(sid))
+    writer.update(**info_fields(info))
+    driver = _driver_host(cluster, info)
+    if driver:
+        writer.note_hosts([driver])
+    running = follow and info.get("status") not in TERMINAL
+    sampler = (
+        asyncio.create_task(_sample_gpus(client, cluster, info, writer, samples))
+        if running
+        else None
+    )
+    mine: list[JobLogEnd] = []
+    try:
+        async for chunk in job_log_chunks(client, sid, follow=follow, ends=mine):
+            writer.feed(chunk)
+            yield chunk
+    finally:
+        if sampler is not None:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sampler
+        end = mine[-1] if mine else JobLogEnd(None)
+        if end.status is None:
+            writer.flush(final=True)  # cut short: what arrived stays archived
+        else:
+            writer.finish(end.status, end.message, done=end.status in TERMINAL)
+    if mine:
+        with contextlib.suppress(DashboardError, TransportError):
+            writer.update(**info_fields(await job_info(client, sid)))  # its end time
+            writer.flush()
+        if ends is not None:
+            ends.append(mine[-1])
+
+
+async def _fallback(
+    cluster: RayCluster,
+    sid: str,
+    ends: list[JobLogEnd] | None,
+    store: ArchiveStore,
+    history: JobHistory,
+    missing: Exception,
+) -> AsyncIterator[str]:
+    meta = store.meta(sid)
+    archived = store.read_log(sid) if meta is not None else None
+    if meta is not None and archived is not None and meta.get("final"):
+        yield from_archive(archived, meta, ends)
+        return
+    old: str | None = None
+    with contextlib.suppress(TransportError, OSError, DashboardError):
+        transport = await cluster.fleet.ready(cluster.inv.head.name, 20)
+        old = await old_session_log(transport, sid)
+    if old is not None and (archived is None or len(old) > len(archived)):
+        writer = ArchiveWriter(store, sid, history.get(sid))
+        writer.feed(old)
+        rec = history.get(sid)
+        writer.finish(LOST, "the head restarted since; log from its old session", done=False)
+        if rec is not None and rec.status:
+            writer.update(last_known_status=rec.status)
+            writer.flush()
+        yield old
+        if ends is not None:
+            ends.append(JobLogEnd(LOST, "the head restarted since; log from its old session"))
+        return
+    if meta is not None and archived is not None:
+        yield from_archive(archived, meta, ends)
+        return
+    raise missing
+
+
+def from_archive(text: str, meta: dict[str, Any], ends: list[JobLogEnd] | None) -> str:
+    status = meta.get("status") if meta.get("final") else LOST
+    if ends is not None:
+        ends.append(JobLogEnd(status if isinstance(status, str) else LOST, FROM_ARCHIVE))
+    return text
+
+
+def _driver_host(cluster: RayCluster, info: dict[str, Any]) -> str | None:
+    d = info.get("driver_info")
+    ip = d.get("node_ip_address") if isinstance(d, dict) else None
+    if not isinstance(ip, str):
+        return None
+    return next((h.name for h in cluster.inv.hosts if h.node_ip == ip), ip)
+
+
+async def _sample_gpus(
+    client: DashboardClient,
+    cluster: RayCluster,
+    info: dict[str, Any],
+    writer: ArchiveWriter,
+    samples: SampleSource | None,
+) -> None:
+    """Until cancelled: the job's worker pids (from Ray) × the GPUs' process lists (from the
+    agents) → the writer's GPU use and the hosts the job ran on."""
+    job_id = info.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        return
+    d = info.get("driver_info")
+    driver = None
+    if isinstance(d, dict) and isinstance(d.get("node_ip_address"), str):
+        pid = d.get("pid")
+        if isinstance(pid, (int, str)) and str(pid).isdigit():
+            driver = (d["node_ip_address"], int(pid))
+    monitor = None
+    if samples is None:
+        from tui.cluster.telemetry import TelemetryMonitor
+
+        monitor = TelemetryMonitor(cluster.fleet, cluster.inv)
+        monitor.start()
+        hosts = monitor.hosts
+        samples = lambda: {n: ht.latest for n, ht in hosts.items()}  # noqa: E731
+    pids: dict[str, set[int]] = {}
+    try:
+        n = 0
+        while True:
+            if n % PIDS_EVERY == 0:
+                try:
+                    pids = await job_worker_pids(client, job_id, cluster.inv, driver)
+                except DashboardError as exc:
+                    log.debug("job pids: %s", exc)
+                writer.note_hosts(pids)
+            if writer.gpu_use.add_all(samples(), pids):
+                writer.note_hosts(g.split(":")[0] for g in writer.gpu_use.gpus)
+            n += 1
+            await asyncio.sleep(GPU_SAMPLE_S)
+    finally:
+        if monitor is not None:
+            await monitor.close()
+
+
+async def follow_and_archive(
+    cluster: RayCluster,
+    sid: str,
+    *,
+    store: ArchiveStore | None = None,
+    samples: SampleSource | None = None,
+) -> JobLogEnd:
+    """Follow a job to its end and archive it, printing nothing: for a supervisor. Returns how
+    it ended (DashboardError / TransportError as archived_log_chunks raises them)."""
+    ends: list[JobLogEnd] = []
+    async for _chunk in archived_log_chunks(
+        cluster, sid, follow=True, ends=ends, store=store, samples=samples
+    ):
+        pass
+    return ends[-1] if ends else JobLogEnd(None)
