@@ -3,7 +3,7 @@ imported): one direction of dependency, top to bottom.
 
     UI      tui/app.py, tui/screens, tui/widgets, tui/palette.py      may import services
     CLI     tui/cli.py, tui/__main__.py, tui/commands, tui/interrupts  may import services
-    services tui/cluster, tui/jobs, tui/ckpt, tui/debug, tui/logs, tui/metrics
+    services tui/cluster, tui/jobs, tui/ckpt, tui/debug, tui/logs, tui/metrics, tui/archive
             never UI, CLI or Textual; sideways only along SIDEWAYS below
     transport tui/transport: never services, UI or CLI; the only importer of asyncssh
     remote  tui/remote: programs shipped as source to a host's Python: stdlib only (+ pynvml
@@ -32,7 +32,15 @@ from tui.remote import BUNDLES
 ROOT = Path(__file__).resolve().parents[1]
 TUI = ROOT / "tui"
 
-SERVICES = ("tui.cluster", "tui.jobs", "tui.ckpt", "tui.debug", "tui.logs", "tui.metrics")
+SERVICES = (
+    "tui.cluster",
+    "tui.jobs",
+    "tui.ckpt",
+    "tui.debug",
+    "tui.logs",
+    "tui.metrics",
+    "tui.archive",
+)
 UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
 CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
 LEAVES = ("tui", "tui.sanitize", "tui.fmt", "tui.state")
@@ -50,6 +58,10 @@ SIDEWAYS = {
     "submitted from (job history)",
     ("tui.ckpt", "tui.jobs"): "resume writes a profile that continues from a checkpoint",
     ("tui.logs", "tui.jobs"): "log hints name config keys checked against verl's schema",
+    ("tui.archive", "tui.cluster"): "the archive reads job logs and worker pids from the head",
+    ("tui.archive", "tui.jobs"): "archived runs carry their history record; the config diff "
+    "takes verl's defaults from the composed base config",
+    ("tui.archive", "tui.metrics"): "archived runs keep the metric series parsed from the log",
 }
 REFUSED_SIDEWAYS = [
     ("tui.cluster", "tui.jobs"),
