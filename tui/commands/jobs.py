@@ -79,6 +79,8 @@ def run_submit_raw(
     submission_id: str | None,
     dry_run: bool,
     as_json: bool,
+    queue: bool = False,
+    priority: int = 0,
 ) -> int:
     if submission_id is not None:
         check_job_id(submission_id, "--submission-id")
@@ -100,6 +102,10 @@ def run_submit_raw(
     if dry_run:
         print(shell_command(sub, address))
         return 0
+    if queue:  # a raw command: no size known, it waits only for its turn
+        from tui.commands.queue import enqueue
+
+        return enqueue(inv, sub, None, priority=priority, as_json=as_json)
 
     async def body(cluster: RayCluster) -> int:
         try:
@@ -169,6 +175,8 @@ def run_submit_profile(
     dry_run: bool,
     as_json: bool,
     print_config: bool = False,
+    queue: bool = False,
+    priority: int = 0,
 ) -> int:
     """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
@@ -208,7 +216,10 @@ def run_submit_profile(
                 one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"), file=sys.stderr
             )
         sub, report = prepare_submission(inv, spec, cluster, working_dir_bytes=wd_bytes)
+        composed.append(report.config)
         return sub, report.problems
+
+    composed: list[Any] = []  # the checked config (a queued job's size comes from it)
 
     def show_problems(problems: list[Any]) -> None:
         for p in problems:
@@ -241,6 +252,13 @@ def run_submit_profile(
         if dry_run:
             print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
             return 0
+        if queue:
+            from tui.commands.queue import enqueue
+
+            path = str(profile_path.resolve())
+            return enqueue(
+                inv, sub, composed[-1], priority=priority, profile_path=path, as_json=as_json
+            )
         try:
             sid = await submit_and_record(
                 cluster, sub, JobHistory(inv.cluster), profile_path=str(profile_path.resolve())
@@ -427,10 +445,27 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
         "and exits (no GPU needed)",
     )
     p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="validate now, then wait in the local queue until the GPUs are free "
+        "(a supervisor submits it: the cockpit or `verl-tui watch`)",
+    )
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --queue: higher goes first (default 0; equal: first come first)",
+    )
 
 
 def _submit(args: argparse.Namespace) -> int:
     inv = args.inventory
+    if args.priority and not args.queue:
+        raise ConfigError("--priority goes with --queue")
+    if args.queue and (args.resubmit or args.dry_run):
+        raise ConfigError("--queue goes with a PROFILE or a command, not --resubmit/--dry-run")
     if args.resubmit:
         if args.command or args.profile is not None:
             raise ConfigError("give --resubmit ID alone, not with a PROFILE or a command")
@@ -453,6 +488,8 @@ def _submit(args: argparse.Namespace) -> int:
             submission_id=args.submission_id,
             dry_run=args.dry_run,
             as_json=args.json,
+            queue=args.queue,
+            priority=args.priority,
         )
     if args.profile is None:
         raise ConfigError("nothing to submit: give a PROFILE or -- COMMAND ARGS...")
@@ -469,6 +506,8 @@ def _submit(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         as_json=args.json,
         print_config=args.print_config,
+        queue=args.queue,
+        priority=args.priority,
     )
 
 
@@ -480,6 +519,7 @@ SUBMIT = Command(
     usage="verl-tui submit [-h] HOSTS.yaml PROFILE [--set KEY=VALUE ...] [--env K=V ...]\n"
     "                [--working-dir DIR] [--exclude PATTERN ...] [--submission-id ID]\n"
     "                [--post-mortem] [--legacy-debug] [--print-config] [--dry-run] [--json]\n"
+    "                [--queue [--priority N]]\n"
     "       verl-tui submit [-h] HOSTS.yaml [--env K=V ...] [--working-dir DIR]\n"
     "                [--exclude PATTERN ...] [--submission-id ID] [--dry-run] [--json]\n"
     "                -- COMMAND ARGS...\n"
