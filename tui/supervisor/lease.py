@@ -121,7 +121,7 @@ class HeadLease:
             if "busy" in doc:
                 self.held = False
                 raise LeaseHeld(owner, left)
-        held = doc.get("held") if isinstance(doc.get("held"), dict) else {}
+        held = doc["held"] if isinstance(doc.get("held"), dict) else {}
         self.held = True
         since = held.get("since")
         if isinstance(since, (int, float)):
@@ -133,7 +133,7 @@ class HeadLease:
     async def read(self) -> LeaseState:
         """Who holds the cluster now (owner None when nobody holds a live lease)."""
         doc = await self._call("read")
-        raw = doc.get("doc") if isinstance(doc.get("doc"), dict) else {}
+        raw = doc["doc"] if isinstance(doc.get("doc"), dict) else {}
         left = float(doc.get("left") or 0)
         owner = LockOwner.from_json(raw) if left > 0 else None
         return LeaseState(bool(raw.get("token") == self.token and left > 0), owner, left)

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 async def build_validated(ctx: SupervisorContext, spec: JobSpec) -> Submission:
     """The Submission of `spec`, checked against the live cluster; SubmitRejected with the
     report's errors otherwise."""
+    return (await build_validated_report(ctx, spec))[0]
+
+
+async def build_validated_report(ctx: SupervisorContext, spec: JobSpec) -> tuple[Submission, Any]:
+    """build_validated, with the validation Report (its composed config)."""
     from tui.jobs.pipeline import prepare_submission, working_dir_size
 
     resources = await ctx.live_resources()
@@ -35,7 +40,7 @@ async def build_validated(ctx: SupervisorContext, spec: JobSpec) -> Submission:
     sub, report = await asyncio.to_thread(build)  # composing verl's config blocks
     if sub is None:
         raise SubmitRejected([str(p) for p in report.errors] or ["verl's config did not compose"])
-    return sub
+    return sub, report
 
 
 async def on_head(ctx: SupervisorContext, sid: str) -> bool:
