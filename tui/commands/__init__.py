@@ -117,6 +117,9 @@ COMMANDS: dict[str, Node] = {
     "sweep": Entry(
         "tui.commands.sweep:SWEEP", "validate a grid of a profile's values, queue every run"
     ),
+    "watch": Entry(
+        "tui.commands.watch:WATCH", "supervise jobs headless: retry failed runs, run the queue"
+    ),
     "logs": Entry("tui.commands.logs:LOGS", "a job's driver log, or a host's Ray log files"),
     "debug": Entry(
         "tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb breakpoints"

@@ -23,7 +23,7 @@ from tui.sanitize import one_line
 from tui.state import atomic_write_json
 from tui.supervisor.duty import Duty, SupervisorContext
 from tui.supervisor.events import Decision
-from tui.supervisor.lease import HeadLease, LeaseHeld, supervised_by
+from tui.supervisor.lease import LEASE_TTL_S, HeadLease, LeaseHeld, supervised_by
 from tui.transport.types import TransportError
 
 DEFAULT_INTERVAL_S = 10.0
@@ -89,7 +89,8 @@ class Supervisor:
     ):
         self.ctx = ctx
         self.interval = interval
-        self.lease = lease or HeadLease(ctx.inv, ctx.fleet)
+        # The lease outlives a few missed heartbeats (a slow tick), never many.
+        self.lease = lease or HeadLease(ctx.inv, ctx.fleet, ttl=max(LEASE_TTL_S, 3 * interval))
         self.duties: list[Duty] = list(duties) if duties is not None else default_duties(ctx)
         self.on_decision = on_decision
         self.log = DecisionLog(supervisor_dir(ctx) / "decisions.jsonl")
@@ -155,8 +156,7 @@ class Supervisor:
 
     async def acquire(self) -> None:
         """Take the cluster (LeaseHeld naming the holder; TransportError: head unreachable)."""
-        await self.lease.acquire()
-        self.acting, self.holder = True, None
+        await self.lease.acquire()  # the first tick says "supervising as …"
 
     async def _renew(self) -> list[Decision]:
         was = self.acting
