@@ -121,6 +121,10 @@ COMMANDS: dict[str, Node] = {
         "tui.commands.watch:WATCH", "supervise jobs headless: retry failed runs, run the queue"
     ),
     "logs": Entry("tui.commands.logs:LOGS", "a job's driver log, or a host's Ray log files"),
+    "compare": Entry(
+        "tui.commands.compare:COMPARE",
+        "runs side by side from the run archive: summary, differing config keys, series",
+    ),
     "debug": Entry(
         "tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb breakpoints"
     ),
