@@ -33,9 +33,10 @@ LOG_MAX_BYTES = 1 << 20  # the supervisor's own log is cut to its newer half pas
 def default_duties(ctx: SupervisorContext) -> list[Duty]:
     """Every duty, in tick order: job ends first (their decisions precede a retry's)."""
     from tui.supervisor.ends import EndsDuty
+    from tui.supervisor.queue_duty import QueueDuty
     from tui.supervisor.retry import RetryDuty
 
-    duties: list[Duty] = [EndsDuty(), RetryDuty()]
+    duties: list[Duty] = [EndsDuty(), RetryDuty(), QueueDuty()]
     return duties
 
 
