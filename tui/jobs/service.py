@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.cluster.dashboard import TERMINAL, api_path, check_job_id, job_path
 from tui.cluster.job_logs import LOST, head_session_start
@@ -16,6 +17,9 @@ from tui.jobs.history import JobHistory, JobRecord
 from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, submit
 from tui.transport.types import TransportError
+
+if TYPE_CHECKING:
+    from tui.cluster.doctor.findings import Finding
 
 
 @dataclass
@@ -63,6 +67,11 @@ class JobRow:
             "on_head": self.on_head,
             "last_known_status": r.status if r else None,
             "head_restarted_at": self.head_restarted_at,
+            # Runs that heal themselves: the chain of retries (tui/supervisor/retry.py).
+            "attempt": r.attempt if r else 1,
+            "retry_of": r.retry_of if r else None,
+            "retry_policy": r.retry_policy if r else None,
+            "decisions": list(r.decisions or [])[-10:] if r else [],
         }
 
 
@@ -175,8 +184,26 @@ def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = No
 
 
 async def submit_and_record(
-    cluster: RayCluster, sub: Submission, history: JobHistory, *, profile_path: str | None = None
+    cluster: RayCluster,
+    sub: Submission,
+    history: JobHistory,
+    *,
+    profile_path: str | None = None,
+    preflight: bool = True,
+    on_preflight: Callable[[list[Finding]], None] | None = None,
 ) -> str:
+    """Submit `sub` and record it. A verl job (one built from a profile) first passes the job
+    preflight on every host (tui/jobs/preflight.py: data, model, imports, limits):
+    PreflightFailed with the findings when one fails, nothing sent. `on_preflight` sees the
+    findings either way (warnings are worth showing); `preflight=False` skips it."""
+    if preflight and sub.profile is not None:
+        from tui.jobs.preflight import PreflightFailed, failed, preflight_submission
+
+        findings = await preflight_submission(cluster.fleet, cluster.inv, sub)
+        if on_preflight is not None:
+            on_preflight(findings)
+        if failed(findings):
+            raise PreflightFailed(findings)
     client = await cluster.dashboard()
     sid = await submit(client, sub)
     history.save(record_for(sub, cluster.inv, profile_path=profile_path))

@@ -29,6 +29,7 @@ from typing import Any
 
 from tui.config.hosts import Inventory
 from tui.jobs import schema
+from tui.jobs.preflight_imports import SOURCE_FILES as IMPORT_MAP_FILES
 from tui.jobs.schema import SchemaError, VerlSource
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -40,7 +41,8 @@ MAX_BYTES = 16 << 20  # verl 0.9.1's config + dataclass files are ~0.9 MiB
 MAX_FILES = 4000
 KEEP_CACHED = 6  # folders of other versions kept (a cluster switched back finds its own)
 # What composition reads: the YAML tree, and the dataclass sources that type null defaults.
-SPEC = {"yaml": ["trainer/config"], "py": list(schema._DATACLASS_FILES)}
+# And the files the job preflight's import map reads (tui/jobs/preflight_imports.py).
+SPEC = {"yaml": ["trainer/config"], "py": [*schema._DATACLASS_FILES, *IMPORT_MAP_FILES]}
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")
 _REL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,300}\.(yaml|py)$")
 

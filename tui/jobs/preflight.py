@@ -1,0 +1,370 @@
+"""The preflight that knows the job: what one verl config needs of every host — its data and
+model paths, the HF models it would download, the modules verl's code path imports for it, and
+the host limits it meets (/dev/shm, open files, disk for Ray's temp dir and the checkpoints,
+node names) — asked of all hosts in parallel over SSH (tui/remote/job_preflight.py), answered
+as doctor Findings (ok / warn / fail, one line, a fix).
+
+One home: `verl-tui check --profile`, the job form and every submission (service.py's
+submit_and_record, so the CLI, the form and a queue all get it) call this module.
+
+Why per host: verl's TaskRunner is a Ray actor that may land on any node; it resolves
+``${oc.env:…}`` there and opens the data and the model there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui.cluster.doctor.findings import MAX_PARALLEL, Finding, Status
+from tui.config.hosts import Host, Inventory
+from tui.jobs.preflight_imports import Required, required_modules
+from tui.jobs.rules_base import need_critic
+from tui.remote import python_argv
+from tui.sanitize import one_line
+from tui.transport.fleet import Fleet
+from tui.transport.types import TransportError
+
+DEFAULT_TIMEOUT = 30.0
+NOFILE_MIN = 65536  # Ray raises its soft limit to the hard one: the hard limit is what counts
+SHM_MIN = 1 << 30  # NCCL's shared-memory transport and vLLM want more than Docker's 64 MiB
+RAY_TMP_MIN = 10 << 30  # Ray's logs, spilled objects and working_dir copies
+CKPT_MIN = 20 << 30  # checkpoint room when the model's size is unknown here
+# One FSDP checkpoint of a bf16 model of W weight bytes: fp32 params (2W) + Adam moments (4W).
+CKPT_FACTOR = 6
+OBJECT_STORE_FRACTION = 0.3  # Ray's default object store: 30 % of available memory
+_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHELL_VAR = re.compile(r"\$(?!\{oc\.env:)\{?([A-Za-z_][A-Za-z0-9_]*)")
+_SHELL_VAR_FULL = re.compile(
+    r"\$\{(?!oc\.env:)([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+_OC_ENV = "${oc.env:"
+
+DATA_KEYS = ("data.train_files", "data.val_files")
+FILE_KEYS = (
+    "data.custom_cls.path",
+    "custom_reward_function.path",
+    "reward.custom_reward_function.path",
+)
+ACTOR_MODEL_KEYS = (
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.model.tokenizer_path",
+    "actor_rollout_ref.model.hf_config_path",
+)
+CRITIC_MODEL_KEYS = ("critic.model.path", "critic.model.tokenizer_path")
+CKPT_KEY = "trainer.default_local_dir"
+
+# module → (what to install, a config way around it)
+INSTALL_HINTS = {
+    "transfer_queue": ("transferqueue", "or trainer.use_v1=false (verl's legacy TaskRunner)"),
+    "vllm": ("vllm", "or another actor_rollout_ref.rollout.name"),
+    "sglang": ("sglang", "or another actor_rollout_ref.rollout.name"),
+    "tensorrt_llm": ("tensorrt_llm", "or another actor_rollout_ref.rollout.name"),
+    "flash_attn": (
+        "flash-attn --no-build-isolation",
+        "or +actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    ),
+    "megatron": ("megatron-core", "or actor_rollout_ref.actor.strategy=fsdp"),
+}
+# Where transformers falls back without flash-attn (its `kernels` hub package).
+ALTERNATIVES = {"flash_attn": ("kernels",)}
+
+
+class PreflightFailed(Exception):
+    """A submission the preflight refused; `findings` holds every row (failures first)."""
+
+    def __init__(self, findings: list[Finding]):
+        self.findings = findings
+        bad = [f for f in findings if f.status == "fail"]
+        first = bad[0] if bad else None
+        where = f"{first.host}: " if first and first.host else ""
+        super().__init__(
+            f"preflight: {len(bad)} problem(s)"
+            + (f"; first: {first.title}: {where}{first.finding}" if first else "")
+        )
+
+
+# ---- what the job needs (from the composed config, no host needed) -------------------------
+
+
+@dataclass(frozen=True)
+class PathNeed:
+    key: str
+    value: str  # the config's raw text (${oc.env:…} unresolved: each host resolves it)
+    model: bool = False
+
+
+@dataclass
+class JobNeeds:
+    paths: list[PathNeed] = field(default_factory=list)
+    hf_ids: list[tuple[str, str]] = field(default_factory=list)  # (key, org/name)
+    modules: list[Required] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # import map entries verl no longer has
+    local: list[Finding] = field(default_factory=list)  # decided without hosts (~, $VAR)
+    env: dict[str, str] = field(default_factory=dict)  # the job's env_vars
+    ckpt_dir: str | None = None
+    trained_models: list[str] = field(default_factory=list)  # keys whose size a ckpt holds
+    object_store: int | None = None
+
+    def request(self) -> dict[str, Any]:
+        """What the remote part gets on stdin."""
+        return {
+            "env": self.env,
+            "paths": [{"value": p.value, "model": p.model} for p in self.paths],
+            "hf_ids": sorted({i for _, i in self.hf_ids}),
+            "modules": sorted({r.module for r in self.modules} | _alternatives(self.modules)),
+            "disks": {"ray_tmp": "", **({"ckpt": self.ckpt_dir} if self.ckpt_dir else {})},
+        }
+
+
+def _alternatives(mods: Sequence[Required]) -> set[str]:
+    return {a for r in mods for a in ALTERNATIVES.get(r.module, ())}
+
+
+def _get(cfg: Mapping[str, Any], key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _values(v: Any) -> list[str]:
+    if v is None or v == "":
+        return []
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v if x not in (None, "")]
+    return [str(v)]
+
+
+def _f(
+    check: str, title: str, status: Status, host: str | None, text: str, fix: str = ""
+) -> Finding:
+    return Finding(check, title, status, host, " ".join(text.split()), " ".join(fix.split()))
+
+
+def _after_home(value: str) -> str:
+    rest = value[1:].lstrip("/")
+    return "${oc.env:HOME}/" + rest if rest else "${oc.env:HOME}"
+
+
+def classify_value(key: str, value: str, *, model: bool, working_dir: str | None) -> str | Finding:
+    """'path', 'hf', 'remote' (a URI: not checked), or a Finding decided here (~, $VAR,
+    a relative path)."""
+    check = f"path:{key}"
+    if "://" in value:
+        return "remote"
+    if value.startswith("~"):
+        return _f(
+            check,
+            key,
+            "fail",
+            None,
+            f"{key}={value}: '~' is not expanded by Hydra or verl (it looks for "
+            f"'<cwd>/{value}')",
+            f"{key}={_after_home(value)} (or an absolute path)",
+        )
+    shell = _SHELL_VAR.search(value)
+    if shell:
+        fixed = _SHELL_VAR_FULL.sub(lambda m: _OC_ENV + (m.group(1) or m.group(2)) + "}", value)
+        return _f(
+            check,
+            key,
+            "fail",
+            None,
+            f"{key}={value}: ${shell.group(1)} is not expanded by Hydra or verl",
+            f"{key}={fixed} (each host resolves it) or an absolute path",
+        )
+    if value.startswith("/") or value.startswith(_OC_ENV):
+        return "path"
+    if model and _HF_ID.match(value):
+        return "hf"
+    status: Status = "warn" if working_dir else "fail"
+    return _f(
+        check,
+        key,
+        status,
+        None,
+        f"{key}={value} is relative: verl opens it in the job's working directory (Ray's copy "
+        f"of {'working_dir' if working_dir else 'an empty folder: no working_dir'})",
+        f"{key}=/absolute/path (or ${{oc.env:HOME}}/…)",
+    )
+
+
+def raw_config(overrides: Sequence[str]) -> dict[str, Any]:
+    """verl's composed config with interpolations NOT resolved (each host resolves oc.env),
+    from a submission's overrides (main_ppo's --config-path/--config-name first)."""
+    from omegaconf import OmegaConf
+
+    from tui.jobs.verl_compose import compose_cfg
+
+    name = path = None
+    rest = []
+    for o in overrides:
+        if o.startswith("--config-name="):
+            name = o.split("=", 1)[1]
+        elif o.startswith("--config-path="):
+            path = o.split("=", 1)[1]
+        elif not o.startswith("--"):
+            rest.append(o)
+    cfg = compose_cfg(rest, name, path)
+    return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+
+
+def job_needs(
+    raw: Mapping[str, Any],
+    resolved: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    verl_root: Path | None,
+    working_dir: str | None = None,
+    object_store: int | None = None,
+) -> JobNeeds:
+    """What the config needs of the hosts. `raw`: the composed config unresolved (paths keep
+    ${oc.env:…}); `resolved`: the same resolved here (for switches and non-env values)."""
+    needs = JobNeeds(env=dict(env), object_store=object_store)
+    model_keys = list(ACTOR_MODEL_KEYS)
+    needs.trained_models.append("actor_rollout_ref.model.path")
+    if need_critic(resolved):
+        model_keys += CRITIC_MODEL_KEYS
+        needs.trained_models.append("critic.model.path")
+    if _get(resolved, "reward.reward_model.enable"):
+        model_keys.append("reward.reward_model.model_path")
+    if _get(resolved, "reward_model.enable"):
+        model_keys.append("reward_model.model.path")
+    wanted = [(k, False) for k in (*DATA_KEYS, *FILE_KEYS)] + [(k, True) for k in model_keys]
+    for key, model in wanted:
+        raw_v, res_v = _get(raw, key), _get(resolved, key)
+        # Keep ${oc.env:…} for the host; any other interpolation is the config's own.
+        use = raw_v if _OC_ENV in str(raw_v) else res_v
+        for value in _values(use):
+            kind = classify_value(key, value, model=model, working_dir=working_dir)
+            if isinstance(kind, Finding):
+                needs.local.append(kind)
+            elif kind == "path":
+                needs.paths.append(PathNeed(key, value, model))
+            elif kind == "hf":
+                needs.hf_ids.append((key, value))
+    ckpt = _get(raw, CKPT_KEY)
+    ckpt = ckpt if _OC_ENV in str(ckpt) else _get(resolved, CKPT_KEY)
+    save_freq = _get(resolved, "trainer.save_freq")
+    absolute = isinstance(ckpt, str) and (ckpt.startswith("/") or ckpt.startswith(_OC_ENV))
+    if absolute and isinstance(save_freq, int) and save_freq > 0:
+        needs.ckpt_dir = str(ckpt)
+    if verl_root is not None:
+        needs.modules, needs.notes = required_modules(resolved, verl_root)
+    return needs
+
+
+# ---- asking the hosts ---------------------------------------------------------------------
+
+
+async def _ask(fleet: Fleet, host: Host, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The remote part's answer, or {"error": why}."""
+    try:
+        transport = await fleet.ready(host.name, timeout)
+        res = await transport.run(
+            python_argv(host.python, "job_preflight"), input=json.dumps(req), timeout=timeout
+        )
+    except TransportError as exc:
+        return {"error": one_line(str(exc), 300)}
+    except (TimeoutError, asyncio.TimeoutError):
+        return {"error": f"no answer within {timeout:.0f} s"}
+    line = res.stdout.strip().splitlines()[-1:] if res.stdout else []
+    try:
+        data = json.loads(line[0]) if line else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        why = one_line(res.stderr or res.stdout or f"exit status {res.exit_status}", 300)
+        return {"error": f"{host.python}: {why}"}
+    return data
+
+
+async def ask_hosts(
+    fleet: Fleet, inv: Inventory, needs: JobNeeds, *, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, dict[str, Any]]:
+    """Every host's answer (in parallel, bounded), by host name."""
+    req = needs.request()
+    req["resolve"] = sorted({h.node_ip for h in inv.hosts})
+    slots = asyncio.Semaphore(MAX_PARALLEL)
+
+    async def one(h: Host) -> tuple[str, dict[str, Any]]:
+        async with slots:
+            try:
+                return h.name, await asyncio.wait_for(_ask(fleet, h, req, timeout), timeout + 5)
+            except (TimeoutError, asyncio.TimeoutError):
+                return h.name, {"error": f"no answer within {timeout:.0f} s"}
+
+    return dict(await asyncio.gather(*(one(h) for h in inv.hosts)))
+
+
+async def run_preflight(
+    fleet: Fleet, inv: Inventory, needs: JobNeeds, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[Finding]:
+    """The job's findings on every host, in report order (identical host rows folded)."""
+    from tui.cluster.doctor.runner import arrange
+    from tui.jobs.preflight_eval import evaluate_answers
+
+    answers = await ask_hosts(fleet, inv, needs, timeout=timeout)
+    return arrange(evaluate_answers(inv, needs, answers), [h.name for h in inv.hosts])
+
+
+def pip_fix(python: str, module: str) -> str:
+    pkg, other = INSTALL_HINTS.get(module, (module, ""))
+    return f"{shlex.join([python, '-m', 'pip', 'install'])} {pkg} {other}".strip()
+
+
+# ---- one submission -----------------------------------------------------------------------
+
+
+def configs_for(overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(raw, resolved) composed configs of a submission's overrides (blocking: compose)."""
+    from tui.jobs.verl_compose import _to_plain
+
+    raw = raw_config(overrides)
+    from omegaconf import OmegaConf
+
+    resolved, _ = _to_plain(OmegaConf.create(raw))
+    return raw, resolved
+
+
+def needs_for_submission(inv: Inventory, sub: Any) -> JobNeeds:
+    """A verl Submission's needs (blocking). `sub`: tui.jobs.submit.Submission."""
+    from tui.jobs.verl_select import SchemaError, current_source
+
+    raw, resolved = configs_for(sub.overrides)
+    try:
+        root: Path | None = current_source().root
+    except SchemaError:
+        root = None
+    needs = job_needs(
+        raw,
+        resolved,
+        env=sub.env_vars,
+        verl_root=root,
+        working_dir=sub.working_dir,
+        object_store=inv.ray.object_store_memory,
+    )
+    if root is None:
+        needs.notes.append("verl's source is not readable here: its imports were not checked")
+    return needs
+
+
+async def preflight_submission(
+    fleet: Fleet, inv: Inventory, sub: Any, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[Finding]:
+    """The preflight of one verl Submission on every host of `inv`."""
+    needs = await asyncio.to_thread(needs_for_submission, inv, sub)
+    return await run_preflight(fleet, inv, needs, timeout=timeout)
+
+
+def failed(findings: Sequence[Finding]) -> bool:
+    return any(f.status == "fail" for f in findings)

@@ -1,0 +1,353 @@
+"""The job preflight's hosts' answers (tui/remote/job_preflight.py) turned into Findings: pure
+functions, so every rule is testable from a hand-made answer as well as from real hosts.
+
+Check ids: ``path:<key>``, ``hf:<key>``, ``import:<module>``, ``import-map``, ``dev-shm``,
+``nofile``, ``disk:ray-tmp``, ``disk:checkpoint``, ``resolve``, ``preflight`` (a host that did
+not answer). Thresholds and why: tui/jobs/preflight.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+from tui.cluster.doctor.findings import Finding
+from tui.config.hosts import Inventory
+from tui.fmt import GIB
+from tui.jobs.preflight import (
+    CKPT_FACTOR,
+    CKPT_MIN,
+    NOFILE_MIN,
+    OBJECT_STORE_FRACTION,
+    RAY_TMP_MIN,
+    SHM_MIN,
+    JobNeeds,
+    _f,
+    pip_fix,
+)
+
+OBJECT_STORE_CAP = 200 * 10**9  # Ray caps its default object store at 200 GB
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / (1 << 20):.0f} MiB"
+
+
+def _dict(m: Mapping[str, Any] | Any, key: str) -> dict[str, Any]:
+    """m[key] when it is a dict (an answer from a host is untrusted), else {}."""
+    v = m.get(key) if isinstance(m, Mapping) else None
+    return v if isinstance(v, dict) else {}
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _paths(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    got = ans.get("paths") or []
+    for need, a in zip(needs.paths, got, strict=False):
+        if not isinstance(a, dict):
+            continue
+        check, key = f"path:{need.key}", need.key
+        shown = str(a.get("path") or need.value)
+        via = f" (from {need.value})" if shown != need.value else ""
+        if a.get("error") and not a.get("exists"):
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "fail",
+                    host,
+                    f"{shown}{via}: {a['error']}",
+                    "copy it to this host (verl's TaskRunner may run on any node), or put it on "
+                    "a filesystem every host mounts",
+                )
+            )
+        elif not a.get("readable"):
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "fail",
+                    host,
+                    f"{shown}: not readable by the job's user",
+                    f"chmod -R a+rX {shown}",
+                )
+            )
+        elif need.model and a.get("config_json") is False:
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "fail",
+                    host,
+                    f"{shown}: not a Hugging Face model folder (no config.json)",
+                    "point it at the folder holding config.json and the weights",
+                )
+            )
+        else:
+            out.append(_f(check, key, "ok", host, f"{need.value} readable"))
+    return out
+
+
+def _hf(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    hf = _dict(ans, "hf")
+    models = _dict(hf, "models")
+    offline = [str(x) for x in hf.get("offline") or []]
+    for key, repo in needs.hf_ids:
+        check = f"hf:{key}"
+        m = _dict(models, repo)
+        if m.get("cached"):
+            out.append(_f(check, key, "ok", host, f"{repo} in the HF cache"))
+        elif offline:
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "fail",
+                    host,
+                    f"{repo} is not in the HF cache {hf.get('cache')} and "
+                    f"{offline[0]}=1 forbids the download",
+                    f"huggingface-cli download {repo} on this host (same HF_HOME), or unset "
+                    f"{offline[0]}",
+                )
+            )
+        else:
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "warn",
+                    host,
+                    f"{repo} is not in the HF cache: the job would download it here",
+                    f"huggingface-cli download {repo} on these hosts first (same HF_HOME)",
+                )
+            )
+    return out
+
+
+def _imports(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    from tui.jobs.preflight import ALTERNATIVES
+
+    out = []
+    mods = _dict(ans, "modules")
+    python = str(ans.get("python") or inv.host(host).python)
+    for r in needs.modules:
+        check = f"import:{r.module}"
+        title = f"import {r.module}"
+        found = [
+            m
+            for m in (r.module, *ALTERNATIVES.get(r.module, ()))
+            if _dict(mods, m).get("found")
+        ]
+        if found:
+            out.append(_f(check, title, "ok", host, f"{found[0]} found ({r.key})"))
+            continue
+        out.append(
+            _f(
+                check,
+                title,
+                "fail",
+                host,
+                f"{r.module} not importable by {python}: {r.why} — {r.key} ({r.cite})",
+                pip_fix(python, r.module),
+            )
+        )
+    return out
+
+
+def _limits(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    lim = _dict(ans, "limits")
+    shm = _dict(lim, "shm")
+    avail = lim.get("mem_available")
+    store = needs.object_store
+    if store is None and isinstance(avail, int):
+        store = min(int(avail * OBJECT_STORE_FRACTION), OBJECT_STORE_CAP)
+    need = max(SHM_MIN, store or 0)
+    total = shm.get("total")
+    if not isinstance(total, int):
+        out.append(
+            _f("dev-shm", "/dev/shm", "warn", host, f"/dev/shm: {shm.get('error', 'unknown')}")
+        )
+    elif total < need:
+        out.append(
+            _f(
+                "dev-shm",
+                "/dev/shm",
+                "warn",
+                host,
+                f"/dev/shm is {_gib(total)}, below {_gib(need)} (Ray's object store"
+                f"{' (ray.object_store_memory)' if needs.object_store else ', 30 % of free memory'}"
+                ", NCCL, vLLM): Ray falls back to /tmp, NCCL can fail with 'Bus error'",
+                "mount -o remount,size=64g /dev/shm (containers: --shm-size=64g or "
+                "--ipc=host)",
+            )
+        )
+    else:
+        out.append(_f("dev-shm", "/dev/shm", "ok", host, f"/dev/shm {_gib(total)}"))
+    nofile = lim.get("nofile")
+    if isinstance(nofile, list) and len(nofile) == 2:
+        hard = nofile[1]
+        if 0 <= hard < NOFILE_MIN:
+            out.append(
+                _f(
+                    "nofile",
+                    "open files",
+                    "warn",
+                    host,
+                    f"ulimit -n hard limit {hard} < {NOFILE_MIN}: Ray and NCCL open many sockets "
+                    "and files ('Too many open files')",
+                    "raise nofile in /etc/security/limits.conf (or the container's --ulimit)",
+                )
+            )
+        else:
+            shown = "unlimited" if hard < 0 else str(hard)
+            out.append(_f("nofile", "open files", "ok", host, f"ulimit -n hard {shown}"))
+    return out
+
+
+def _model_bytes(needs: JobNeeds, ans: Mapping[str, Any]) -> int | None:
+    """Weight bytes of the models a checkpoint holds (actor, critic), as this host sees them."""
+    total, known = 0, False
+    hf = _dict(ans, "hf")
+    models = _dict(hf, "models")
+    for key in needs.trained_models:
+        for need, a in zip(needs.paths, ans.get("paths") or [], strict=False):
+            if need.key == key and isinstance(a, dict) and isinstance(a.get("bytes"), int):
+                total, known = total + a["bytes"], known or a["bytes"] > 0
+        for k, repo in needs.hf_ids:
+            m = models.get(repo)
+            if k == key and isinstance(m, dict) and isinstance(m.get("bytes"), int):
+                total, known = total + m["bytes"], known or m["bytes"] > 0
+    return total if known else None
+
+
+def _disks(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    disks = _dict(ans, "disks")
+    weights = _model_bytes(needs, ans)
+    ckpt_need = CKPT_FACTOR * weights if weights else CKPT_MIN
+    why_ckpt = (
+        f"one checkpoint ≈ {CKPT_FACTOR} × {_gib(weights)} of weights" if weights else "no size"
+    )
+    for label, check, title, need, why in (
+        ("ray_tmp", "disk:ray-tmp", "Ray temp dir", RAY_TMP_MIN, "logs, spilled objects"),
+        ("ckpt", "disk:checkpoint", "checkpoint dir", ckpt_need, why_ckpt),
+    ):
+        d = disks.get(label)
+        if not isinstance(d, dict):
+            continue
+        free = d.get("free")
+        path = str(d.get("path"))
+        if not isinstance(free, int):
+            out.append(_f(check, title, "warn", host, f"{path}: {d.get('error', 'unknown')}"))
+        elif free < need:
+            out.append(
+                _f(
+                    check,
+                    title,
+                    "warn",
+                    host,
+                    f"{path}: {_gib(free)} free, below {_gib(need)} ({why})",
+                    "free space there, or point it elsewhere"
+                    + (" (trainer.default_local_dir=…)" if label == "ckpt" else " (RAY_TMPDIR)"),
+                )
+            )
+        elif d.get("writable") is False:
+            out.append(
+                _f(
+                    check,
+                    title,
+                    "fail" if label == "ckpt" else "warn",
+                    host,
+                    f"{path}: {d.get('checked')} is not writable by the job's user",
+                    f"mkdir -p {path} and give it to the job's user",
+                )
+            )
+        else:
+            out.append(_f(check, title, "ok", host, f"{path}: {_gib(free)} free"))
+    return out
+
+
+def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    res = _dict(ans, "resolve")
+    names = sorted({h.node_ip for h in inv.hosts if not _is_ip(h.node_ip)})
+    bad = [n for n in names if not _dict(res, n).get("ok")]
+    if bad:
+        out.append(
+            _f(
+                "resolve",
+                "node names",
+                "fail",
+                host,
+                f"cannot resolve {', '.join(bad)} (Ray's node address): its raylet "
+                "cannot reach the head or peers",
+                "use IP addresses in hosts.yaml node_ip, or add them to /etc/hosts / DNS",
+            )
+        )
+    me = str(ans.get("hostname") or "")
+    mine = res.get(me) if me else None
+    if me and not (isinstance(mine, dict) and mine.get("ok")):
+        out.append(
+            _f(
+                "resolve",
+                "node names",
+                "warn",
+                host,
+                f"its own hostname {me} does not resolve: torch's Gloo groups pick the "
+                "loopback device and cross-node groups can hang",
+                "add it to /etc/hosts, or set GLOO_SOCKET_IFNAME in ray.env",
+            )
+        )
+    if not out:
+        shown = f"{len(names)} node name(s) and " if names else ""
+        out.append(_f("resolve", "node names", "ok", host, f"{shown}its hostname resolve"))
+    return out
+
+
+def evaluate_answers(
+    inv: Inventory, needs: JobNeeds, answers: Mapping[str, Mapping[str, Any]]
+) -> list[Finding]:
+    """Every finding: decided-here ones first (~, $VAR), then each host's answer."""
+    out = list(needs.local)
+    for note in needs.notes:
+        out.append(
+            _f(
+                "import-map",
+                "verl import map",
+                "warn",
+                None,
+                note,
+                "verl-tui's import map needs an update for this verl",
+            )
+        )
+    for host in (h.name for h in inv.hosts):
+        ans = answers.get(host) or {"error": "not asked"}
+        if ans.get("error"):
+            out.append(
+                _f(
+                    "preflight",
+                    "job preflight",
+                    "fail",
+                    host,
+                    f"not checked: {ans['error']}",
+                    "verl-tui check HOSTS (reach, interpreter)",
+                )
+            )
+            continue
+        out += _paths(host, needs, ans)
+        out += _hf(host, needs, ans)
+        out += _imports(inv, host, needs, ans)
+        out += _limits(host, needs, ans)
+        out += _disks(host, needs, ans)
+        out += _resolve(inv, host, ans)
+    return out
