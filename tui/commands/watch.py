@@ -44,6 +44,9 @@ def run_watch(
     async def body(cluster: RayCluster) -> int:
         ctx = SupervisorContext(inv, cluster, JobHistory(inv.cluster), state_dir())
         sup = Supervisor(ctx, interval=interval, on_decision=show)
+        from tui.supervisor.notify import install
+
+        install(ctx, echo=show)  # hosts.yaml notify: (a notifier's failure is printed too)
         for duty in sup.duties:
             if isinstance(duty, RetryDuty):
                 duty.bring_up = bring_up

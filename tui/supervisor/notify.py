@@ -204,14 +204,25 @@ class Notifier:
 
 
 def install(
-    ctx: Any, *, show: Show | None = None, bell: Callable[[], None] | None = None
+    ctx: Any,
+    *,
+    show: Show | None = None,
+    bell: Callable[[], None] | None = None,
+    echo: Callable[[Decision], None] | None = None,
 ) -> Notifier:
     """Make a Notifier from the context's hosts.yaml `notify:` and set it as `ctx.notify`; a
-    notifier's failure is recorded through `ctx.record` (and shown through `show`). The
-    cockpit passes `show=lambda line, sev: app.notify(line, severity=sev)` and
-    `bell=app.bell`; `verl-tui watch` passes neither (it prints every decision itself)."""
+    notifier's failure is recorded through `ctx.record` and handed to `echo` (`verl-tui
+    watch`'s printer) and `show`. The cockpit passes `show=lambda line, sev:
+    app.notify(line, severity=sev)` and `bell=app.bell`; `watch` passes `echo` only (it
+    prints every decision itself). Call it after the Supervisor set `ctx.record`."""
+
+    def report(d: Decision) -> None:
+        ctx.record(d)
+        if echo is not None:
+            echo(d)
+
     notifier = Notifier(
-        getattr(ctx.inv, "notify", None), ctx.inv.cluster, show=show, bell=bell, report=ctx.record
+        getattr(ctx.inv, "notify", None), ctx.inv.cluster, show=show, bell=bell, report=report
     )
     ctx.notify = notifier
     return notifier
