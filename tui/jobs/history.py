@@ -38,6 +38,8 @@ class JobRecord:
     # The retry decided but maybe not yet sent: {"submission_id", "attempt", "resume_from", "at"}
     # written before the POST, so a supervisor restarted in between sends that same id again.
     pending_retry: dict[str, Any] | None = None
+    # Queue and sweep labels: {"sweep": NAME, "grid": "key=value, …"} (tui/jobs/sweep.py).
+    tags: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

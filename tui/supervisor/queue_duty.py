@@ -202,8 +202,8 @@ class QueueDuty:
     def _tag(self, ctx: SupervisorContext, entry: QueueEntry) -> None:
         """The sweep/queue tags onto the job's history record."""
         rec = ctx.history.get(entry.submission_id)
-        if rec is not None and entry.tags and hasattr(rec, "tags"):
-            rec.tags = {**(getattr(rec, "tags", None) or {}), **entry.tags}
+        if rec is not None and entry.tags:
+            rec.tags = {**(rec.tags or {}), **entry.tags}
             ctx.history.save(rec)
 
     @staticmethod
