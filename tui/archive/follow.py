@@ -17,7 +17,13 @@ from tui.archive.gpu_use import SampleSource, job_worker_pids
 from tui.archive.store import ArchiveStore
 from tui.archive.writer import ArchiveWriter, info_fields
 from tui.cluster.dashboard import TERMINAL, DashboardClient, DashboardError
-from tui.cluster.job_logs import LOST, JobLogEnd, job_info, job_log_chunks, old_session_log
+from tui.cluster.job_logs import (
+    LOST,
+    JobLogEnd,
+    any_job_log_chunks,
+    job_info,
+    old_session_log,
+)
 from tui.jobs.history import JobHistory
 from tui.transport.types import TransportError
 
@@ -89,7 +95,8 @@ async def _from_head(
     )
     mine: list[JobLogEnd] = []
     try:
-        async for chunk in job_log_chunks(client, sid, follow=follow, ends=mine):
+        # The whole log in file order (the head's file over SSH, else the Jobs API).
+        async for chunk in any_job_log_chunks(cluster, sid, follow=follow, ends=mine):
             writer.feed(chunk)
             yield chunk
     finally:

@@ -27,26 +27,36 @@ def _write(text: str) -> None:
 
 
 def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
+    from tui.archive.follow import archived_log_chunks
+    from tui.archive.store import ArchiveStore
     from tui.cluster.dashboard import DashboardError, check_job_id
-    from tui.cluster.job_logs import JobLogEnd, any_job_log_chunks
+    from tui.cluster.job_logs import JobLogEnd
+    from tui.sanitize import one_line
 
     check_job_id(job, "JOB")  # before anything is sent: bad id → exit 2
+    store = ArchiveStore(inv.cluster)  # a bad VERL_TUI_ARCHIVE_MAX: exit 2 here
 
     async def body(cluster: RayCluster) -> int:
         ends: list[JobLogEnd] = []
         try:
-            # A job from before a Ray restart: its log from the head's old session directory.
-            async for chunk in any_job_log_chunks(cluster, job, follow=follow, ends=ends):
+            # The head's Jobs API (archived as it streams), else the run archive, else the
+            # head's old session directory (a job from before a Ray restart).
+            async for chunk in archived_log_chunks(
+                cluster, job, follow=follow, ends=ends, store=store
+            ):
                 _write(chunk)
         except (DashboardError, TransportError) as exc:
             msg = str(exc)
             if "HTTP 404" in msg:
                 msg = (
-                    f"no job {job!r} on the head, nor its log in an old session "
-                    "(verl-tui jobs lists them)"
+                    f"no job {job!r} on the head, in the run archive, nor its log in an "
+                    "old session (verl-tui jobs lists them)"
                 )
             print(f"verl-tui logs: {msg}", file=sys.stderr)
             return 1
+        finally:
+            for warning in store.take_warnings():
+                print(f"verl-tui logs: {one_line(warning, 300)}", file=sys.stderr)
         end = ends[-1] if ends else JobLogEnd(None)
         if follow:
             print(
@@ -130,8 +140,9 @@ LOGS = Command(
     intermixed=True,
     usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
     "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
-    description="Print a job's driver log (through the head's Jobs API; for a job "
-    "from before a Ray restart, from the head's old session directory over SSH), "
+    description="Print a job's driver log (through the head's Jobs API, archived on the "
+    "way; for a job from before a Ray restart, from the run archive, else the head's old "
+    "session directory over SSH), "
     "or list and "
     "print a host's Ray session log files (over SSH). With --follow and a job: exit "
     "0 when it SUCCEEDED, 1 otherwise.",
