@@ -25,7 +25,9 @@ from tui.jobs.secrets import MissingSecret, resolve
 from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
 from tui.jobs.submit import Submission, env_sources, raw_submission, shell_command
 from tui.jobs.workdir import WorkdirError
+from tui.logs.retriable import help_text as retriable_help
 from tui.sanitize import one_line
+from tui.supervisor.policy import RetryPolicy, parse_policy, record_policy, stash_policy
 from tui.transport.types import TransportError
 
 
@@ -81,6 +83,7 @@ def run_submit_raw(
     as_json: bool,
     queue: bool = False,
     priority: int = 0,
+    retry_policy: RetryPolicy | None = None,
 ) -> int:
     if submission_id is not None:
         check_job_id(submission_id, "--submission-id")
@@ -105,11 +108,14 @@ def run_submit_raw(
     if queue:  # a raw command: no size known, it waits only for its turn
         from tui.commands.queue import enqueue
 
+        stash_policy(inv.cluster, sub.submission_id, retry_policy)
         return enqueue(inv, sub, None, priority=priority, as_json=as_json)
 
     async def body(cluster: RayCluster) -> int:
         try:
-            sid = await submit_and_record(cluster, sub, JobHistory(inv.cluster))
+            history = JobHistory(inv.cluster)
+            sid = await submit_and_record(cluster, sub, history)
+            record_policy(history, sid, retry_policy)
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
@@ -177,6 +183,7 @@ def run_submit_profile(
     print_config: bool = False,
     queue: bool = False,
     priority: int = 0,
+    retry_policy: RetryPolicy | None = None,
 ) -> int:
     """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
@@ -191,6 +198,8 @@ def run_submit_profile(
     if note:
         print(f"verl-tui submit: {note}", file=sys.stderr)
     profile = load_profile(profile_path)  # ConfigError: one line, exit 2 (cli.main)
+    # --retries wins over the profile's retries: key (both validated where they were read).
+    retry_policy = retry_policy or policy_of_profile(profile, profile_path)
     # The job composes with the cluster's own verl (read from the head, cached by version);
     # SchemaError (exit 2) when neither the cluster nor this Python has verl.
     source = select_verl_sync(inv)
@@ -256,13 +265,16 @@ def run_submit_profile(
             from tui.commands.queue import enqueue
 
             path = str(profile_path.resolve())
+            stash_policy(inv.cluster, sub.submission_id, retry_policy)
             return enqueue(
                 inv, sub, composed[-1], priority=priority, profile_path=path, as_json=as_json
             )
         try:
+            history = JobHistory(inv.cluster)
             sid = await submit_and_record(
-                cluster, sub, JobHistory(inv.cluster), profile_path=str(profile_path.resolve())
+                cluster, sub, history, profile_path=str(profile_path.resolve())
             )
+            record_policy(history, sid, retry_policy)
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
             return 1
@@ -270,6 +282,16 @@ def run_submit_profile(
         return 0
 
     return _run(_with_cluster(inv, body))
+
+
+def policy_of_profile(profile: Any, path: Path) -> RetryPolicy | None:
+    """A profile's `retries:` / `retry_on:` as a policy (ConfigError naming the file)."""
+    try:
+        return parse_policy(
+            getattr(profile, "retries", None), getattr(profile, "retry_on", None), where=str(path)
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def resubmission(
@@ -452,6 +474,17 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
         "(a supervisor submits it: the cockpit or `verl-tui watch`)",
     )
     p.add_argument(
+        "--retries",
+        metavar="N",
+        help="retry a failed run up to N times when its log shows a cluster failure, from its "
+        "latest complete checkpoint (a supervisor does it: the cockpit or `verl-tui watch`)",
+    )
+    p.add_argument(
+        "--retry-on",
+        metavar="SIG,...",
+        help=f"only these failures are retried (default: all): {retriable_help()}",
+    )
+    p.add_argument(
         "--priority",
         type=int,
         default=0,
@@ -462,6 +495,12 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     inv = args.inventory
+    try:
+        policy = parse_policy(args.retries, args.retry_on, where="--retries")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if (args.retries or args.retry_on) and (args.resubmit or args.dry_run):
+        raise ConfigError("--retries goes with a PROFILE or a command, not --resubmit/--dry-run")
     if args.priority and not args.queue:
         raise ConfigError("--priority goes with --queue")
     if args.queue and (args.resubmit or args.dry_run):
@@ -490,6 +529,7 @@ def _submit(args: argparse.Namespace) -> int:
             as_json=args.json,
             queue=args.queue,
             priority=args.priority,
+            retry_policy=policy,
         )
     if args.profile is None:
         raise ConfigError("nothing to submit: give a PROFILE or -- COMMAND ARGS...")
@@ -508,6 +548,7 @@ def _submit(args: argparse.Namespace) -> int:
         print_config=args.print_config,
         queue=args.queue,
         priority=args.priority,
+        retry_policy=policy,
     )
 
 
@@ -519,7 +560,7 @@ SUBMIT = Command(
     usage="verl-tui submit [-h] HOSTS.yaml PROFILE [--set KEY=VALUE ...] [--env K=V ...]\n"
     "                [--working-dir DIR] [--exclude PATTERN ...] [--submission-id ID]\n"
     "                [--post-mortem] [--legacy-debug] [--print-config] [--dry-run] [--json]\n"
-    "                [--queue [--priority N]]\n"
+    "                [--queue [--priority N]] [--retries N [--retry-on SIG,...]]\n"
     "       verl-tui submit [-h] HOSTS.yaml [--env K=V ...] [--working-dir DIR]\n"
     "                [--exclude PATTERN ...] [--submission-id ID] [--dry-run] [--json]\n"
     "                -- COMMAND ARGS...\n"

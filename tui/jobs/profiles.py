@@ -111,6 +111,19 @@ class Profile(_Strict):
     config_path: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     runtime_env: RuntimeEnv = Field(default_factory=RuntimeEnv)
+    # Runs that heal themselves (tui/supervisor): retry a failed run up to `retries` times when
+    # its log shows one of `retry_on` (tui/logs/retriable.py; default: all of them).
+    retries: int | None = Field(default=None, ge=0, le=100)
+    retry_on: list[str] | None = None
+
+    @field_validator("retry_on")
+    @classmethod
+    def _retry_on(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        from tui.logs.retriable import check_retry_on
+
+        return list(check_retry_on(v, ""))
 
     @field_validator("config_name")
     @classmethod
@@ -364,6 +377,10 @@ def profile_to_yaml(profile: Profile) -> str:
     rt = profile.runtime_env.model_dump(exclude_defaults=True)
     if rt:
         data["runtime_env"] = rt
+    if profile.retries is not None:
+        data["retries"] = profile.retries
+    if profile.retry_on is not None:
+        data["retry_on"] = list(profile.retry_on)
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 

@@ -135,6 +135,7 @@ def judge(
 
 def check_retry_on(values: list[str] | tuple[str, ...], where: str) -> tuple[str, ...]:
     """Validated retry_on keys; ValueError (one line naming `where`) for an unknown one."""
+    pre = f"{where}: " if where else ""
     out = []
     for v in values:
         v = str(v).strip()
@@ -142,11 +143,11 @@ def check_retry_on(values: list[str] | tuple[str, ...], where: str) -> tuple[str
             continue
         if v not in RETRIABLE_KEYS:
             raise ValueError(
-                f"{where}: unknown retriable signature {v!r} (one of: {', '.join(RETRIABLE_KEYS)})"
+                f"{pre}unknown retriable signature {v!r} (one of: {', '.join(RETRIABLE_KEYS)})"
             )
         out.append(v)
     if not out:
-        raise ValueError(f"{where}: name at least one signature ({', '.join(RETRIABLE_KEYS)})")
+        raise ValueError(f"{pre}name at least one signature ({', '.join(RETRIABLE_KEYS)})")
     return tuple(dict.fromkeys(out))
 
 

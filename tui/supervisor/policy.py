@@ -5,6 +5,7 @@ job's history record (`retry_policy`), inherited by each retry."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tui.logs.retriable import RETRIABLE_KEYS, check_retry_on
@@ -55,3 +56,40 @@ def parse_policy(
         retry_on = retry_on.split(",")
     keys = check_retry_on(retry_on, f"{where} retry_on") if retry_on else RETRIABLE_KEYS
     return RetryPolicy(n, keys) if n else None
+
+
+def record_policy(history: Any, submission_id: str, policy: RetryPolicy | None) -> None:
+    """Put `policy` on a just-submitted job's history record (JobHistory)."""
+    if policy is None:
+        return
+    rec = history.get(submission_id)
+    if rec is not None:
+        rec.retry_policy = policy.to_json()
+        history.save(rec)
+
+
+def _stash_path(cluster: str, submission_id: str) -> Path:
+    from tui.state import state_dir
+
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cluster) or "cluster"
+    return state_dir() / "supervisor" / safe / "policies" / f"{submission_id}.json"
+
+
+def stash_policy(cluster: str, submission_id: str, policy: RetryPolicy | None) -> None:
+    """The policy of a job that is not submitted yet (queued): the supervisor's submit puts it
+    on the record when the job is sent (`stashed_policy`)."""
+    if policy is not None:
+        from tui.state import atomic_write_json
+
+        atomic_write_json(_stash_path(cluster, submission_id), policy.to_json())
+
+
+def stashed_policy(cluster: str, submission_id: str) -> dict[str, Any] | None:
+    import json
+
+    try:
+        doc = json.loads(_stash_path(cluster, submission_id).read_text())
+    except (OSError, ValueError):
+        return None
+    policy = RetryPolicy.from_json(doc)
+    return policy.to_json() if policy else None

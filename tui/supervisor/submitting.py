@@ -59,6 +59,10 @@ async def submit_validated(
     retry_policy: dict[str, Any] | None = None,
 ) -> str:
     sub = spec if isinstance(spec, Submission) else await build_validated(ctx, spec)
+    if retry_policy is None:  # a queued job's `submit --queue --retries N`
+        from tui.supervisor.policy import stashed_policy
+
+        retry_policy = stashed_policy(ctx.inv.cluster, sub.submission_id)
     if ctx.history.get(sub.submission_id) is None:
         rec = record_for(sub, ctx.inv, profile_path=profile_path)
         rec.attempt, rec.retry_of, rec.retry_policy = attempt, retry_of, retry_policy
