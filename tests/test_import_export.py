@@ -440,7 +440,7 @@ def test_sbatch_and_dstack_parse(name, tmp_path):
     for line in (
         "#SBATCH --nodes=2",
         "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --gres=gpu:4",
         "#SBATCH --cpus-per-task=16",
         "#SBATCH --partition=gpu",
         "#SBATCH --time=04:00:00",

@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The top level: the cockpit's arguments, and every command with its one line."""
     parser = Parser(
         prog=PROG,
-        usage=f"{PROG} [-h] [--version] [HOSTS.yaml]\n       {PROG} COMMAND [ARGS...]",
+        usage=f"{PROG} [-h] [--version] [HOSTS.yaml | --slurm JOBID [--base BASE.yaml]]\n"
+        f"       {PROG} COMMAND [ARGS...]",
         description="Terminal cockpit for multi-node verl training on Ray.\n"
         "Without a command, opens the cockpit on HOSTS.yaml.",
         epilog=f"commands ({PROG} COMMAND --help for each one's arguments):\n"
@@ -40,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     hosts_argument(parser, required=False)
+    parser.add_argument(
+        "--slurm", metavar="JOBID", help="open on a running Slurm allocation (see `slurm`)"
+    )
+    parser.add_argument(
+        "--base", type=Path, metavar="BASE.yaml", help="with --slurm: ssh/python/... keys"
+    )
     return parser
 
 
@@ -108,12 +115,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _headless(args_list)
             return exit_code() or code
 
-    args = build_parser().parse_args(args_list)  # --help and --version end here, light
+    parser = build_parser()
+    args = parser.parse_args(args_list)  # --help and --version end here, light
 
     from tui.commands import load_hosts
     from tui.config.yamlfile import ConfigError
 
+    if args.base is not None and args.slurm is None:
+        parser.error("--base goes with --slurm JOBID")
+    if args.slurm is not None and args.hosts is not None:
+        parser.error("give HOSTS.yaml or --slurm JOBID, not both")
     try:
+        if args.slurm is not None:  # the allocation's inventory, written to the state dir
+            from tui.commands.slurm import cockpit_hosts
+
+            args.hosts = cockpit_hosts(args.slurm, args.base)
         inventory = load_hosts(args.hosts)
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

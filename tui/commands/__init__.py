@@ -135,6 +135,9 @@ COMMANDS: dict[str, Node] = {
         "tui.commands.explain:EXPLAIN",
         "known failures in a saved log, each with its line and a hint",
     ),
+    "slurm": Entry(
+        "tui.commands.slurm:SLURM", "a running Slurm allocation as an inventory (hosts.yaml)"
+    ),
     "profile": Group(
         "hyperparameter profiles: " + ", ".join(PROFILE_COMMANDS),
         PROFILE_COMMANDS,

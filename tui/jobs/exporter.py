@@ -159,6 +159,47 @@ def _path_export(profile: Profile, python: str | None) -> list[str]:
     return [f'export PATH={_q(bindir)}:"$PATH"']
 
 
+# Bash helpers of the sbatch script (no profile value in them).
+_SBATCH_NODE_IP = r"""
+# A node's IPv4 address for Ray: its NodeAddr (what slurmctld itself connects to, so
+# no cluster DNS is needed), resolved on this host if it is a name, else what the node says.
+node_ip() {
+    local addr
+    addr=$(scontrol show node "$1" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 \
+        | cut -d= -f2 || true)
+    if [[ ! $addr =~ ^[0-9]+(\.[0-9]+){3}$ && -n $addr ]]; then
+        addr=$(getent ahostsv4 "$addr" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
+    fi
+    if [[ ! $addr =~ ^[0-9]+(\.[0-9]+){3}$ ]]; then
+        # `hostname --ip-address` may list several addresses: keep the first IPv4 one.
+        for addr in $(srun --overlap --nodes=1 --ntasks=1 -w "$1" hostname --ip-address); do
+            if [[ $addr =~ ^[0-9]+(\.[0-9]+){3}$ ]]; then break; fi
+        done
+    fi
+    printf '%s\n' "$addr"
+}
+
+# Ray nodes alive, as `ray status` lists them (0 while the head does not answer).
+ray_nodes() {
+    ray status --address "$ip_head" 2>/dev/null | grep -c '^ *1 node_' || true
+}
+
+# Wait until at least $1 Ray nodes are alive, or fail after $ray_wait seconds.
+wait_for_nodes() {
+    local deadline=$((SECONDS + ray_wait)) alive
+    while alive=$(ray_nodes); [ "$alive" -lt "$1" ]; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "Ray: $alive of $1 nodes alive after $ray_wait s; giving up" >&2
+            ray status --address "$ip_head" >&2 || true
+            exit 1
+        fi
+        sleep 2
+    done
+    echo "Ray: $alive of $SLURM_JOB_NUM_NODES nodes alive"
+}
+"""
+
+
 def to_sbatch(
     profile: Profile,
     *,
@@ -171,10 +212,14 @@ def to_sbatch(
     job_name: str | None = None,
     python: str | None = None,
 ) -> str:
-    """An sbatch script in Ray's documented Ray-on-Slurm pattern: the head on the first node,
-    a worker on every other, then the job submitted on the head with `ray job submit` (so the
-    profile's runtime env applies exactly as with `verl-tui submit`). trainer.nnodes and
-    trainer.n_gpus_per_node come from the allocation."""
+    """An sbatch script in verl's and Ray's Ray-on-Slurm shape (verl's
+    examples/slurm/ray_on_slurm.slurm): the head (`ray start --head --block`, one srun step) on
+    the first node of `scontrol show hostnames $SLURM_JOB_NODELIST` at its NodeAddr, a worker
+    step on every other node, a wait until all nodes are alive (`ray status`), then the job on
+    the head with `ray job submit` (so the profile's runtime env applies exactly as with
+    `verl-tui submit`). trainer.nnodes and trainer.n_gpus_per_node come from the allocation.
+    Arguments after the script's name (`sbatch job.sbatch ray status`) run on the head instead
+    of the training: a smoke test of the cluster."""
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError("nodes and gpus_per_node must be at least 1")
     # verl places one {CPU: 3, GPU: 1} bundle per GPU; leave room for the driver and Ray.
@@ -184,7 +229,9 @@ def to_sbatch(
         f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={gpus_per_node}",
+        # --gres, not --gpus-per-node: what every Slurm with GPUs takes (and what sets
+        # CUDA_VISIBLE_DEVICES in the steps); the count is also written below for Ray.
+        f"#SBATCH --gres=gpu:{gpus_per_node}",
         f"#SBATCH --cpus-per-task={cpus}",
     ]
     for flag, value in (("partition", partition), ("time", time), ("account", account)):
@@ -194,46 +241,52 @@ def to_sbatch(
             sb.append(f"#SBATCH --{flag}={value}")
     sb.append("#SBATCH --output=slurm-%j.out")
     py = _interpreter(profile, python)
-    num_gpus = '--num-gpus "$SLURM_GPUS_PER_NODE"'
-    num_cpus = '--num-cpus "$SLURM_CPUS_PER_TASK"'
-    tail = ('trainer.nnodes="$SLURM_NNODES"', 'trainer.n_gpus_per_node="$SLURM_GPUS_PER_NODE"')
+    ray_res = '--num-cpus "$SLURM_CPUS_PER_TASK" --num-gpus "$gpus_per_node"'
+    tail = ('trainer.nnodes="$SLURM_NNODES"', 'trainer.n_gpus_per_node="$gpus_per_node"')
     submit = _submit_lines(profile, address=DEFAULT_ADDRESS, python=py, indent="    ", tail=tail)
     lines = [
         "#!/bin/bash",
         *sb,
         *_header(profile, "Ray on Slurm"),
+        "# `sbatch THIS_FILE CMD ARGS...` runs CMD on the head once Ray is up, instead of the",
+        "# training (e.g. `ray status`: a smoke test of the allocation).",
         "set -euo pipefail",
         *_path_export(profile, python),
+        f"gpus_per_node={gpus_per_node}",
+        "ray_wait=300  # seconds for the Ray nodes to come up",
         "",
-        "# The allocation's nodes: the first runs the Ray head, the others join it.",
+        _SBATCH_NODE_IP.strip("\n"),
+        "",
+        "# The allocation's nodes: the first (the batch host) runs the Ray head, the others join.",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'mapfile -t nodes_array <<< "$nodes"',
         "head_node=${nodes_array[0]}",
-        'head_node_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)',
-        "# `hostname --ip-address` may list several addresses: keep the first IPv4 one.",
-        "for addr in $head_node_ip; do",
-        "    if [[ $addr =~ ^[0-9]+(\\.[0-9]+){3}$ ]]; then head_node_ip=$addr; break; fi",
-        "done",
+        'head_node_ip=$(node_ip "$head_node")',
         f"port={RAY_PORT}",
         "ip_head=$head_node_ip:$port",
         "",
         'echo "Starting the Ray head on $head_node ($head_node_ip)"',
         'srun --nodes=1 --ntasks=1 -w "$head_node" \\',
         '    ray start --head --node-ip-address="$head_node_ip" --port="$port" \\',
-        f"    {num_cpus} {num_gpus} --disable-usage-stats --block &",
-        "# Give the head time to come up before workers dial it.",
-        "sleep 10",
+        f"    {ray_res} --disable-usage-stats --block &",
+        "wait_for_nodes 1  # the head answers before workers dial it",
         "",
         "worker_num=$((SLURM_JOB_NUM_NODES - 1))",
         "for ((i = 1; i <= worker_num; i++)); do",
         "    node_i=${nodes_array[$i]}",
-        '    echo "Starting Ray worker $i on $node_i"',
+        '    node_i_ip=$(node_ip "$node_i")',
+        '    echo "Starting Ray worker $i on $node_i ($node_i_ip)"',
         '    srun --nodes=1 --ntasks=1 -w "$node_i" \\',
-        f'        ray start --address "$ip_head" {num_cpus} {num_gpus} \\',
-        "        --disable-usage-stats --block &",
-        "    sleep 5",
+        '        ray start --address "$ip_head" --node-ip-address="$node_i_ip" \\',
+        f"        {ray_res} --disable-usage-stats --block &",
         "done",
+        'wait_for_nodes "$SLURM_JOB_NUM_NODES"',
+        'ray status --address "$ip_head"',
         "",
+        'if [ "$#" -gt 0 ]; then',
+        '    srun --overlap --nodes=1 --ntasks=1 -w "$head_node" "$@"',
+        "    exit",
+        "fi",
         "# The job, submitted on the head node (the dashboard listens on its loopback only).",
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
         *submit,
