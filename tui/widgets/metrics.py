@@ -169,22 +169,31 @@ class MetricChart(Vertical, can_focus=True):
                 for key, label in zip(keys, labels, strict=True)
             )
         )
+        self.plot_series(
+            {key: tracker.series(key) for key in keys}, labels if len(keys) > 1 else None
+        )
+
+    def plot_series(
+        self, series: dict[str, list[tuple[int, float]]], labels: Sequence[str] | None
+    ) -> None:
+        """Draw each series (by step) over the others; `labels` name them in the legend. The
+        one place a chart is drawn: the job's metrics and the compare screen's runs."""
         limit = max(self.size.width, 40) * POINTS_PER_CELL
         plotted: dict[str, list[tuple[int, float]]] = {}
-        for key in keys:
+        for key, raw in series.items():
             # plotext fails on inf ("cannot convert float NaN to integer") and nan: a gap instead.
-            points = [(s, v) for s, v in tracker.series(key) if math.isfinite(v)]
+            points = [(s, v) for s, v in raw if math.isfinite(v)]
             plotted[key] = thin(points, limit)
         plt = self.plot.plt
         plt.clear_data()
-        for key, points in plotted.items():
+        for i, points in enumerate(plotted.values()):
             if points:
                 xs, ys = zip(*points, strict=True)
                 plt.plot(
                     list(xs),
                     list(ys),
                     marker="braille",
-                    label=labels[keys.index(key)] if len(keys) > 1 else None,
+                    label=labels[i] if labels else None,
                 )
         plt.xaxes(True, False)  # left and bottom axes only: the border already frames it
         plt.yaxes(True, False)
