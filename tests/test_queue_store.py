@@ -1,0 +1,207 @@
+"""The queue's file (tui/jobs/queue.py) without a cluster: real processes adding at the same
+time lose and duplicate nothing; priority then FIFO; move/cancel through the real CLI
+(`verl-tui queue` reads only local state: no SSH); a damaged or hand-edited file does not
+crash it; the fit rule is the validator's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tui.jobs.queue import (
+    JobQueue,
+    Needs,
+    QueueEntry,
+    QueueError,
+    free_after,
+    free_from_report,
+)
+from tui.jobs.rules_base import ClusterResources, NodeResources
+
+VENV_PY = sys.executable
+
+
+def entry(sid: str, priority: int = 0, nnodes: int = 1, per: int = 4) -> QueueEntry:
+    return QueueEntry(
+        submission_id=sid,
+        cluster="c1",
+        queued_at=time.time(),
+        entrypoint_argv=["python3", "-c", "print(1)"],
+        priority=priority,
+        needs=Needs(nnodes, per),
+    )
+
+
+def test_two_processes_adding_at_once_lose_nothing(tmp_path):
+    """Two real processes (the cockpit and a CLI, say) add 40 entries each, interleaved with
+    moves; every entry is there once."""
+    worker = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from pathlib import Path
+        from tui.jobs.queue import JobQueue
+        from test_queue_store import entry
+        q = JobQueue("c1", Path({str(tmp_path)!r}))
+        tag = sys.argv[1]
+        for i in range(40):
+            q.add(entry(f"{{tag}}-{{i}}", priority=i % 3))
+            if i % 7 == 0:
+                q.move(f"{{tag}}-{{i}}", 1)
+        """
+    )
+    procs = [
+        subprocess.Popen([VENV_PY, "-c", worker, tag], stderr=subprocess.PIPE, text=True)
+        for tag in ("a", "b")
+    ]
+    for p in procs:
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    ids = [e.submission_id for e in JobQueue("c1", tmp_path).entries()]
+    assert len(ids) == 80 and len(set(ids)) == 80
+    assert set(ids) == {f"{t}-{i}" for t in "ab" for i in range(40)}
+
+
+def test_priority_then_fifo_move_cancel(tmp_path):
+    q = JobQueue("c1", tmp_path)
+    for sid, prio in (("a", 0), ("b", 0), ("c", 5), ("d", 1), ("e", 5)):
+        q.add(entry(sid, prio))
+    assert [e.submission_id for e in q.entries()] == ["c", "e", "d", "a", "b"]
+    with pytest.raises(QueueError, match="already used"):
+        q.add(entry("a"))
+    with pytest.raises(QueueError, match="already used"):
+        q.add(entry("z"), taken=lambda sid: sid == "z")  # in the history already
+    assert q.move("b", 1) == 1 and q.move("c", 99) == 5
+    assert [e.submission_id for e in q.entries()] == ["b", "e", "d", "a", "c"]
+    assert q.cancel("d").submission_id == "d" and q.position("a") == 3
+    with pytest.raises(QueueError, match="not in the queue"):
+        q.cancel("d")
+    # A sweep is queued all or none: one taken id and nothing of it is added.
+    with pytest.raises(QueueError):
+        q.add_all([entry("s1"), entry("a")])
+    assert q.get("s1") is None
+    # An entry being started cannot be cancelled (the supervisor is sending it).
+    assert q.begin_start("e") is not None
+    with pytest.raises(QueueError, match="being submitted"):
+        q.cancel("e")
+
+
+def test_damaged_and_hand_edited_files(tmp_path):
+    q = JobQueue("c1", tmp_path)
+    q.add(entry("good"))
+    doc = json.loads(q.path.read_text())
+    doc["entries"] += [
+        {"submission_id": "../../etc", "entrypoint_argv": ["x"], "queued_at": 1, "cluster": "c"},
+        {"submission_id": "noargv", "entrypoint_argv": [], "queued_at": 1, "cluster": "c"},
+        {"submission_id": "x", "queued_at": "yesterday", "entrypoint_argv": ["x"], "cluster": "c"},
+        "not a dict",
+    ]
+    q.path.write_text(json.dumps(doc))
+    assert [e.submission_id for e in q.entries()] == ["good"]
+    q.path.write_text("{ not json")
+    assert q.entries() == []
+    q.add(entry("after"))  # the next change rewrites it whole
+    assert [e.submission_id for e in q.entries()] == ["after"]
+
+
+def test_fit_uses_the_validators_rule():
+    needs = Needs(2, 4)  # 2 nodes × 4 GPUs, 12 CPUs each
+    two = ClusterResources([NodeResources("n1", 4, 12), NodeResources("n2", 4, 12)])
+    assert needs.problems(two) == []
+    short_cpu = ClusterResources([NodeResources("n1", 4, 12), NodeResources("n2", 4, 11)])
+    (p,) = needs.problems(short_cpu)
+    assert p.key == "trainer.n_gpus_per_node" and "n2 (11 CPUs)" in p.message
+    (p,) = needs.problems(ClusterResources([NodeResources("n1", 4, 12)]))
+    assert "needs 8 GPUs" in p.message
+    # A job just started keeps its share: the next one does not fit until it shows in Ray.
+    assert Needs(1, 4).problems(free_after(two, [Needs(1, 4)])) == []
+    assert Needs(2, 4).problems(free_after(two, [Needs(1, 4)]))
+    assert Needs().problems(ClusterResources([])) == []  # a raw command: only its turn
+    # Extra resource pools count (the reward model's own GPUs).
+    pools = {
+        "reward": {
+            "reward_model": {"enable_resource_pool": True, "nnodes": 1, "n_gpus_per_node": 2}
+        }
+    }
+    assert Needs(1, 4, pools).gpus == 6
+    assert Needs(1, 4, pools).problems(ClusterResources([NodeResources("n1", 4, 12)]))
+
+
+def test_free_from_the_dashboards_report():
+    """The shape Ray 2.60's /api/cluster_status answers (seen on the namespace cluster)."""
+    from tui.config.hosts import parse_inventory
+
+    inv = parse_inventory("hosts:\n  - name: h1\n    address: 10.0.0.1\n")
+    report = {
+        "data": {
+            "clusterStatus": {
+                "loadMetricsReport": {
+                    "usageByNode": {
+                        "abc": {"GPU": [3.0, 4.0], "CPU": [5.0, 12.0]},
+                        "dead": {"GPU": [0.0, 8.0]},
+                        "weird": {"GPU": "lots"},
+                    }
+                }
+            }
+        }
+    }
+    nodes = [
+        {"node_id": "abc", "node_ip": "10.0.0.1"},
+        {"node_id": "weird", "node_ip": "10.0.0.9"},
+    ]
+    free = free_from_report(report, nodes, inv)
+    assert free is not None
+    assert [(n.host, n.gpus, n.cpus) for n in free.nodes] == [
+        ("h1", 1.0, 7.0),
+        ("10.0.0.9", 0.0, 0.0),
+    ]
+    assert free_from_report({"data": {}}, nodes, inv) is None
+
+
+def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_queue_cli_lists_moves_cancels(tmp_path):
+    import os
+
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("cluster: c1\nhosts:\n  - name: h1\n    address: 10.0.0.1\n")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    q = JobQueue("c1", tmp_path / "state" / "verl-tui" / "queue")
+    empty = cli(env, "queue", str(hosts))
+    assert empty.returncode == 0 and "empty" in empty.stdout
+    for sid, prio in (("first", 0), ("second", 0), ("urgent", 9)):
+        q.add(entry(sid, prio))
+    q.update("first", reason="waiting for free resources: needs 4 GPUs", blocked=False)
+    doc = json.loads(cli(env, "queue", str(hosts), "--json").stdout)
+    rows = doc["queue"]
+    assert [(r["position"], r["submission_id"]) for r in rows] == [
+        (1, "urgent"),
+        (2, "first"),
+        (3, "second"),
+    ]
+    assert rows[1]["needs"] == {"nnodes": 1, "gpus_per_node": 4, "cpus_per_node": 12, "gpus": 4}
+    assert rows[1]["reason"].startswith("waiting") and rows[0]["waiting_s"] >= 0
+    table = cli(env, "queue", str(hosts)).stdout
+    assert "1×4 GPU, 12 CPU/node" in table and "3 jobs queued" in table
+    assert cli(env, "queue", str(hosts), "--move", "second", "--to", "1").returncode == 0
+    assert cli(env, "queue", str(hosts), "--move", "urgent", "--down").returncode == 0
+    assert [e.submission_id for e in q.entries()] == ["second", "first", "urgent"]
+    assert cli(env, "queue", str(hosts), "--cancel", "first").returncode == 0
+    assert [e.submission_id for e in q.entries()] == ["second", "urgent"]
+    gone = cli(env, "queue", str(hosts), "--cancel", "first")
+    assert gone.returncode == 1 and "not in the queue" in gone.stderr
+    bad = cli(env, "queue", str(hosts), "--cancel", "../x")
+    assert bad.returncode == 2 and "not a Ray submission id" in bad.stderr
+    alone = cli(env, "queue", str(hosts), "--to", "2")
+    assert alone.returncode == 2 and "--move" in alone.stderr
+    assert "Traceback" not in bad.stderr + alone.stderr + gone.stderr
