@@ -1,10 +1,11 @@
-"""A job's driver log from the head's Jobs API, through the tunnel: the whole log at once for a
-finished job, then (while it runs) Ray's websocket tail.
+"""A job's driver log: read as a file on the head over SSH by byte offset (driver_log.py) when
+it is there, else through the head's Jobs API (the whole log at once, then Ray's websocket tail).
 
-The tail replays the file from its first line in chunks of at most 10 lines, so a long log would
-take minutes to arrive through it. We take the log in one GET first and skip that many
-characters of the tail: nothing is lost between the two (the tail starts at the file's start)
-and nothing is shown twice.
+The file is the fast way for a big log: its last lines first (the first screen), the part before
+them in the background, and new lines by following the file from the byte where the tail began,
+so nothing is lost or shown twice. The Jobs API is the fallback (the file is on another node, or
+cannot be read): its tail replays the file from its first line in chunks of at most 10 lines, so
+we take the log in one GET first and skip that many characters of the tail.
 """
 
 from __future__ import annotations
@@ -17,16 +18,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tui.cluster import driver_log
 from tui.cluster.dashboard import TERMINAL, DashboardClient, DashboardError, check_job_id, job_path
+from tui.cluster.driver_log import TAIL_BYTES, DriverLog, JobEnd
+from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
     from tui.transport.types import Transport
 
-RAY_TEMP = "/tmp/ray"  # Ray's default temp root; its sessions are session_<date>_<time>_<us>_<pid>
+RAY_TEMP = driver_log.RAY_TEMP
 _SESSION_RE = re.compile(r"session_(\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})_(\d{6})_\d+")
 # Status of a job in our history that the head no longer knows (Ray restarted since).
 LOST = "LOST"
+LOST_MESSAGE = "the head restarted since; log from its old session"
+STATUS_POLL_S = 1.0  # while following the file: how often the job's status is asked
 
 
 @dataclass
@@ -131,50 +137,110 @@ async def head_session_start(cluster: RayCluster) -> float | None:
 async def old_session_log(transport: Transport, sid: str) -> str | None:
     """The driver log of `sid` from any session directory on this host (the newest if several),
     or None. The id is checked and every path is an argv word: nothing reaches a shell."""
-    check_job_id(sid, "JOB")
-    name = f"job-driver-{sid}.log"
-    # session_latest is a link: find does not follow it, so each file is listed once.
-    res = await transport.run(
-        [
-            "find",
-            RAY_TEMP,
-            "-mindepth",
-            "3",
-            "-maxdepth",
-            "3",
-            "-path",
-            posixpath.join(RAY_TEMP, "session_*", "logs", name),
-            "-type",
-            "f",
-        ],
-        timeout=30,
-    )
-    paths = sorted(p for p in res.stdout.splitlines() if p.endswith("/" + name))
-    if not paths:
+    log = await driver_log.locate(transport, sid, tail_bytes=1)
+    if log is None:
         return None
-    out = await transport.run(["cat", "--", paths[-1]], timeout=120)
-    return out.stdout if out.ok else None
+    return "".join([text async for text in driver_log.read_from(log, 0)])
+
+
+@dataclass
+class OpenedLog:
+    """Where a job's log comes from: its driver log file (None: only the Jobs API has it) and
+    the job's status, updated when a follow ends."""
+
+    sid: str
+    status: str
+    message: str | None
+    file: DriverLog | None
+    client: DashboardClient | None  # None for a LOST job (the head does not know it)
+
+    @property
+    def running(self) -> bool:
+        return self.client is not None and self.status not in TERMINAL
+
+
+async def _locate(cluster: RayCluster, sid: str, tail_bytes: int) -> DriverLog | None:
+    try:
+        transport = await cluster.fleet.ready(cluster.inv.head.name, 20)
+        return await driver_log.locate(
+            transport, sid, tail_bytes=tail_bytes, temp=driver_log.RAY_TEMP
+        )
+    except TransportError:
+        return None
+
+
+async def open_job_log(
+    cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_BYTES
+) -> OpenedLog:
+    """The job's status and its driver log file on the head. A job the head does not know
+    (Ray restarted since) is LOST, with its log from an old session directory; DashboardError
+    (HTTP 404) when neither has it."""
+    check_job_id(sid, "JOB")
+    client = await cluster.dashboard()
+    try:
+        status, message = await job_status(client, sid)
+    except DashboardError as exc:
+        if "HTTP 404" not in str(exc):
+            raise
+        file = await _locate(cluster, sid, tail_bytes)
+        if file is None:
+            raise
+        return OpenedLog(sid, LOST, LOST_MESSAGE, file, None)
+    return OpenedLog(sid, status, message, await _locate(cluster, sid, tail_bytes), client)
+
+
+async def _watch_status(opened: OpenedLog, ended: JobEnd) -> None:
+    assert opened.client is not None
+    while True:
+        await asyncio.sleep(STATUS_POLL_S)
+        try:
+            status, message = await job_status(opened.client, opened.sid)
+        except DashboardError:
+            continue  # a dropped tunnel connection: ask again
+        if status in TERMINAL:
+            opened.status, opened.message = status, message
+            ended.set()
+            return
+
+
+async def file_text(opened: OpenedLog, start: int, *, follow: bool) -> AsyncIterator[str]:
+    """The driver log file's text from byte `start` (0, or `opened.file.tail_start`) in
+    chunks; with `follow` and a running job, on until the job ended and its last lines are
+    in (`opened.status` is then the final one)."""
+    assert opened.file is not None
+    follow = follow and opened.running
+    ended = JobEnd()
+    watcher = asyncio.ensure_future(_watch_status(opened, ended)) if follow else None
+    try:
+        async for text in driver_log.read_from(opened.file, start, follow=follow, ended=ended):
+            yield text
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+
+
+async def older_text(opened: OpenedLog) -> AsyncIterator[str]:
+    """The part of the file before its tail, in file order (the background backfill)."""
+    assert opened.file is not None
+    async for text in driver_log.read_range(opened.file, 0, opened.file.tail_start):
+        yield text
 
 
 async def any_job_log_chunks(
     cluster: RayCluster, sid: str, *, follow: bool = True, ends: list[JobLogEnd] | None = None
 ) -> AsyncIterator[str]:
-    """job_log_chunks through the head's Jobs API; for a job the head does not know (Ray
-    restarted since), its driver log from an old session directory on the head over SSH,
-    ending as LOST. DashboardError (HTTP 404) when neither has it."""
-    client = await cluster.dashboard()
-    try:
-        async for chunk in job_log_chunks(client, sid, follow=follow, ends=ends):
+    """The job's whole log in file order, in chunks, streamed: from its driver log file on the
+    head when readable, else through the Jobs API (job_log_chunks). With `follow`, on while the
+    job runs. A job the head does not know (Ray restarted since) gets its log from an old
+    session directory and ends LOST. DashboardError (HTTP 404) when neither has it. The final
+    status is appended to `ends` when given."""
+    opened = await open_job_log(cluster, sid)
+    if opened.file is None:
+        assert opened.client is not None
+        async for chunk in job_log_chunks(opened.client, sid, follow=follow, ends=ends):
             yield chunk
         return
-    except DashboardError as exc:
-        if "HTTP 404" not in str(exc):
-            raise
-        missing = exc
-    transport = await cluster.fleet.ready(cluster.inv.head.name, 20)
-    text = await old_session_log(transport, sid)
-    if text is None:
-        raise missing
-    yield text
+    async for chunk in file_text(opened, 0, follow=follow):
+        yield chunk
     if ends is not None:
-        ends.append(JobLogEnd(LOST, "the head restarted since; log from its old session"))
+        ends.append(JobLogEnd(opened.status, opened.message))

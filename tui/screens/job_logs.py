@@ -1,9 +1,11 @@
-"""A job's log and its training metrics: the driver log followed live through the Jobs API,
-and verl's `step:N - key:value` lines turned into charts with a progress bar and ETA."""
+"""A job's log and its training metrics: the driver log (its end first, read from the head's
+file over SSH, else through the Jobs API) followed live, and verl's `step:N - key:value` lines
+turned into charts with a progress bar and ETA."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
@@ -13,7 +15,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.job_logs import JobLogEnd, any_job_log_chunks
+from tui.cluster.job_logs import (
+    JobLogEnd,
+    OpenedLog,
+    file_text,
+    job_log_chunks,
+    older_text,
+    open_job_log,
+)
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
@@ -23,7 +32,7 @@ from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
 
 RETRY_S = 3.0
-SLICE = 1 << 20
+SLICE = 256 << 10  # characters appended between two looks at the keys
 
 
 def default_save_path(sid: str) -> Path:
@@ -62,6 +71,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
         self.start_on_metrics = metrics
         self.total_steps = total_steps
         self.status: str | None = None
+        self._metrics_wait: list[str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(f" Job {markup(self.sid)}", id="joblog-title")
@@ -96,29 +106,16 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
 
     @work(exclusive=True, group="job-log", exit_on_error=False)
     async def follow(self) -> None:
-        # One stream at a time; if the tunnel breaks while the job runs, start again from the
-        # top into a fresh pane (the snapshot + tail join is exact only from the start).
+        # One reader at a time; if the link breaks while the job runs, start again from the
+        # top into a fresh pane.
         while True:
-            ends: list[JobLogEnd] = []
             try:
-                first = True
-                # Also a job from before a Ray restart (its old session's log, over SSH).
-                async for chunk in any_job_log_chunks(
-                    self.cluster, self.sid, follow=True, ends=ends
-                ):
-                    if first:
-                        self.pane.clear()
-                        self.metrics.clear()
-                        first = False
-                        self._title("following")
-                    # A long log's first chunk is big: feed it in slices so keys are
-                    # answered meanwhile.
-                    for start in range(0, len(chunk), SLICE):
-                        part = chunk[start : start + SLICE]
-                        self.pane.append(part)
-                        self.metrics.feed_text(part)
-                        if len(chunk) > SLICE:
-                            await asyncio.sleep(0)
+                opened = await open_job_log(self.cluster, self.sid)
+                if opened.file is not None:
+                    await self._from_file(opened)
+                    end = JobLogEnd(opened.status, opened.message)
+                else:  # the file is not on the head (or not readable): Ray's Jobs API
+                    end = await self._from_jobs_api(opened)
             except (DashboardError, TransportError) as exc:
                 msg = str(exc)
                 if "HTTP 404" in msg:
@@ -127,13 +124,68 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
                 self._title(f"log unavailable ({msg}); retrying")
                 await asyncio.sleep(RETRY_S)
                 continue
-            end = ends[-1] if ends else JobLogEnd(None)
             self.status = end.status
             self.pane.finish(end.status or "ended")
             self.metrics.feed_text("\n")  # a last line without newline counts too
             # Ray's message goes on with ", last available logs (truncated …):": the log is here.
             self._title((end.message or "").split(", last available logs")[0][:100])
             return
+
+    async def _from_file(self, opened: OpenedLog) -> None:
+        """The file's last lines first, then the lines before them in the background while
+        the end is followed from the byte where the tail began."""
+        assert opened.file is not None
+        start = opened.file.tail_start
+        self.pane.clear()
+        self.metrics.clear()
+        self._title("following" if opened.running else "")
+        # The charts need the lines in order: the tail's text waits until the older part is in.
+        self._metrics_wait = [] if start else None
+        older = None
+        if start:
+            self.pane.start_backfill(start)
+            older = asyncio.ensure_future(self._backfill(opened))
+        try:
+            async for text in file_text(opened, start, follow=True):
+                await self._feed(text, self.pane.append, self._metrics_wait is None)
+                if self._metrics_wait is not None:
+                    self._metrics_wait.append(text)
+            if older is not None:
+                await older
+        finally:
+            if older is not None:
+                older.cancel()
+
+    async def _backfill(self, opened: OpenedLog) -> None:
+        async for text in older_text(opened):
+            await self._feed(text, self.pane.backfill, True)
+        self.pane.end_backfill()
+        for text in self._metrics_wait or ():
+            self.metrics.feed_text(text)
+        self._metrics_wait = None
+
+    async def _feed(self, text: str, into: Callable[[str], None], metrics: bool) -> None:
+        # A big chunk goes in slices so keys are answered meanwhile.
+        for start in range(0, len(text), SLICE):
+            part = text[start : start + SLICE]
+            into(part)
+            if metrics:
+                self.metrics.feed_text(part)
+            if len(text) > SLICE:
+                await asyncio.sleep(0)
+
+    async def _from_jobs_api(self, opened: OpenedLog) -> JobLogEnd:
+        assert opened.client is not None
+        ends: list[JobLogEnd] = []
+        first = True
+        async for chunk in job_log_chunks(opened.client, self.sid, follow=True, ends=ends):
+            if first:
+                self.pane.clear()
+                self.metrics.clear()
+                first = False
+                self._title("following")
+            await self._feed(chunk, self.pane.append, True)
+        return ends[-1] if ends else JobLogEnd(None)
 
     def _focus_tab(self) -> None:
         tabs = self.query_one(TabbedContent)

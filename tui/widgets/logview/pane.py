@@ -89,6 +89,8 @@ class LogPane(Widget):
         self._search_text = ""
         self._save_text = ""
         self._note = ""  # the pane's own remark (saved to …, save failed …)
+        self._older: LogStore | None = None  # lines before the shown tail, while they load
+        self._older_total = self._older_done = 0
         self._status_text = ""
 
     @property
@@ -131,7 +133,56 @@ class LogPane(Widget):
         self.log_view.finish(status)
         self._render_status()
 
+    # A big log shows its end first: `append` feeds the shown store from the tail on, while
+    # `backfill` collects the lines before the tail (in file order) in a store of their own;
+    # `end_backfill` appends the shown lines to it and swaps it in (the view keeps its place).
+
+    def start_backfill(self, total_bytes: int = 0) -> None:
+        self._drop_backfill()
+        self._older = LogStore()
+        self._older_total, self._older_done = total_bytes, 0
+        self._render_status()
+
+    def backfill(self, text: str) -> None:
+        """Older text, in file order, before everything `append` was given."""
+        if self._older is None or self.store.closed:
+            return
+        self._older.append(text)
+        self._older_done += len(text)
+        self._render_status()
+
+    def end_backfill(self) -> None:
+        older, self._older = self._older, None
+        if older is None or self.store.closed:
+            return
+        older.flush_pending()  # the tail began at a line start
+        shift, shown = len(older), self.store
+        batch: list[str] = []
+        for i in range(len(shown)):
+            batch.append(shown.line(i))
+            if len(batch) >= 4096:
+                older.append("\n".join(batch) + "\n")
+                batch.clear()
+        if batch:
+            older.append("\n".join(batch) + "\n")
+        older.append(shown.pending)
+        self.log_view.replace_store(older, shift)
+        self._render_status()
+
+    @property
+    def backfilling(self) -> bool:
+        return self._older is not None
+
+    def _drop_backfill(self) -> None:
+        if self._older is not None:
+            self._older.close()
+            self._older = None
+
+    def on_unmount(self) -> None:
+        self._drop_backfill()
+
     def clear(self) -> None:
+        self._drop_backfill()
         self.log_view.clear()
         self._note = ""
         self._save_text = ""  # another log: its owner's default path again
@@ -221,6 +272,9 @@ class LogPane(Widget):
     def _render_status(self) -> None:
         view = self.log_view
         parts: list[tuple[str, str]] = [(f"{len(view.store):,} lines", "")]
+        if self._older is not None:
+            done = self._older_done / self._older_total if self._older_total else 0.0
+            parts.append((f"loading older lines {min(done, 1.0):.0%}", "italic"))
         if view.search_query is not None:
             parts.append((f"/{view.search_query.pattern}  {view.match_info()}", "bold"))
         parts.append(

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 
-from tui.logs.store import Query
+from tui.logs.store import LogStore, Query
 from tui.widgets.logview.render import MAX_RENDER, LogRender
 from tui.widgets.logview.rows import HINT, LINE
 
@@ -107,6 +107,21 @@ class LogView(LogRender, can_focus=True):
         self.message = ""
         self.follow = True
         self._tick(force=True)
+
+    def replace_store(self, store: LogStore, shift: int) -> None:
+        """Show `store` instead, which holds `shift` older lines and then this view's lines (a
+        backfill finished): the same lines stay on screen, or the end if following; a search
+        is scanned again over the larger store."""
+        anchor = self.top_line() + shift
+        current = None if self.current is None else self.current + shift
+        old, owned = self.store, self._owns_store
+        self.store, self._owns_store = store, True
+        if owned:
+            old.close()
+        self._reset_rows()
+        self.current = current
+        self._tick(force=True)
+        self._keep_line_after_remap(anchor)
 
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self._tick)
