@@ -101,6 +101,7 @@ class Supervisor:
         self.ticks = 0
         self._wake = asyncio.Event()
         ctx.record = self.record
+        ctx.publish = self._publish
         ctx.holder = self.lease.owner
         self._state = self._load_state()
         ctx.extras["first_started"] = self.first_started

@@ -59,6 +59,8 @@ class SupervisorContext:
     # The head's jobs joined with history (tui/jobs/service.JobRow), read once at the start of
     # each tick by the supervisor: duties read it rather than asking the head again.
     jobs: list[JobRow] = field(default_factory=list)
+    # Set by the supervisor: what `emit` does (record + notify + its printer / the cockpit).
+    publish: Callable[[Decision], Awaitable[None]] | None = None
 
     @property
     def fleet(self) -> Fleet:
@@ -105,6 +107,9 @@ class SupervisorContext:
 
     async def emit(self, decision: Decision) -> None:
         """Record and notify now (for a duty that must report before its tick ends)."""
+        if self.publish is not None:  # the supervisor's: record, notify, print / show
+            await self.publish(decision)
+            return
         self.record(decision)
         result = self.notify(decision)
         if inspect.isawaitable(result):

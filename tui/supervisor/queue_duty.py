@@ -38,6 +38,16 @@ from tui.supervisor.events import Decision
 from tui.transport.types import TransportError
 
 
+def waiting_text(entry: QueueEntry, free: ClusterResources) -> str:
+    """Why the head of the queue waits: what it needs, what Ray has free per node now."""
+    nodes = ", ".join(f"{n.host} {n.gpus:g} GPU/{n.cpus:g} CPU" for n in free.nodes[:8])
+    more = f" (+{len(free.nodes) - 8} nodes)" if len(free.nodes) > 8 else ""
+    return (
+        f"waiting for free resources: needs {entry.needs.describe()}; free now: "
+        f"{nodes or 'no node'}{more}"
+    )
+
+
 def queue_of(ctx: SupervisorContext) -> JobQueue:
     return JobQueue(ctx.inv.cluster, ctx.state_dir / "queue")
 
@@ -70,9 +80,8 @@ class QueueDuty:
             if blocked:
                 self._wait(queue, entry, blocked, out, blocked=True)
                 continue
-            short = entry.needs.problems(free)
-            if short:
-                self._wait(queue, entry, "waiting for free resources: " + short[0].message, out)
+            if entry.needs.problems(free):
+                self._wait(queue, entry, waiting_text(entry, free), out)
                 break  # the head of the queue waits; nothing overtakes it
             if not await self._start(ctx, queue, entry, out):
                 break

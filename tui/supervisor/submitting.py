@@ -31,6 +31,11 @@ async def build_validated_report(ctx: SupervisorContext, spec: JobSpec) -> tuple
     """build_validated, with the validation Report (its composed config)."""
     from tui.jobs.pipeline import prepare_submission, working_dir_size
 
+    if "verl_source" not in ctx.extras:
+        # Compose with the cluster's own verl (read from the head once), as `submit` does.
+        from tui.jobs.verl_source import select_verl
+
+        ctx.extras["verl_source"] = await select_verl(ctx.fleet, ctx.inv)
     resources = await ctx.live_resources()
 
     def build() -> tuple[Submission | None, Any]:
