@@ -30,6 +30,7 @@ def run_sweep(
     priority: int,
     dry_run: bool,
     as_json: bool,
+    print_config: bool = False,
 ) -> int:
     from tui.commands.jobs import DRY_RUN_RAY_WAIT_S
     from tui.commands.ray import _run, _with_cluster
@@ -56,7 +57,7 @@ def run_sweep(
     source = select_verl_sync(inv)
     if source.note:
         print(f"verl-tui sweep: warning: {source.note}", file=sys.stderr)
-    spec = JobSpec(profile, sets=list(sets))
+    spec = JobSpec(profile, sets=list(sets), print_config=print_config)
 
     def plan(resources: Any) -> Any:
         wd_bytes, _skipped = working_dir_size(spec)
@@ -168,6 +169,11 @@ def _sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="validate every combination, queue nothing"
     )
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="each run is main_ppo --cfg job: the cluster's verl prints its config and exits",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
@@ -182,6 +188,7 @@ SWEEP = Command(
         priority=a.priority,
         dry_run=a.dry_run,
         as_json=a.json,
+        print_config=a.print_config,
     ),
     hosts="required",
     description="Run a profile over a grid of values: every combination is validated against "
