@@ -227,3 +227,24 @@ async def follow_and_archive(
     ):
         pass
     return ends[-1] if ends else JobLogEnd(None)
+
+
+async def refresh_archive(
+    cluster: RayCluster, sids: list[str], store: ArchiveStore | None = None
+) -> list[str]:
+    """Bring the archive up to date for runs it lacks or that had not ended: their log read
+    once from the head (or its old session), archived on the way. One line per run that could
+    not be read and is not archived either."""
+    store = store or ArchiveStore(cluster.inv.cluster)
+    problems = []
+    for sid in sids:
+        meta = store.meta(sid)
+        if meta is not None and meta.get("final"):
+            continue
+        try:
+            async for _chunk in archived_log_chunks(cluster, sid, follow=False, store=store):
+                pass
+        except (DashboardError, TransportError) as exc:
+            if meta is None:
+                problems.append(f"{sid}: {exc}")
+    return problems

@@ -25,27 +25,6 @@ def _warn(store: ArchiveStore) -> None:
         print(f"verl-tui compare: {one_line(w, 300)}", file=sys.stderr)
 
 
-async def refresh(cluster: RayCluster, store: ArchiveStore, sids: list[str]) -> list[str]:
-    """Bring the archive up to date for runs it lacks or that had not ended: their log from
-    the head (or its old session), archived on the way. Returns one line per failure."""
-    from tui.archive.follow import archived_log_chunks
-    from tui.cluster.dashboard import DashboardError
-    from tui.transport.types import TransportError
-
-    problems = []
-    for sid in sids:
-        meta = store.meta(sid)
-        if meta is not None and meta.get("final"):
-            continue
-        try:
-            async for _chunk in archived_log_chunks(cluster, sid, follow=False, store=store):
-                pass
-        except (DashboardError, TransportError) as exc:
-            if meta is None:
-                problems.append(f"{sid}: {exc}")
-    return problems
-
-
 def run_compare(
     inv: Inventory,
     jobs: list[str],
@@ -68,7 +47,9 @@ def run_compare(
     store = ArchiveStore(inv.cluster)  # ConfigError for a bad VERL_TUI_ARCHIVE_MAX: exit 2
 
     async def body(cluster: RayCluster) -> int:
-        for line in await refresh(cluster, store, jobs):
+        from tui.archive.follow import refresh_archive
+
+        for line in await refresh_archive(cluster, jobs, store):
             print(f"verl-tui compare: not refreshed: {line}", file=sys.stderr)
         return 0
 
