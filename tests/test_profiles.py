@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -62,7 +63,8 @@ def test_preset_composes_and_passes_its_own_rules(name: str) -> None:
     assert cfg["trainer"]["nnodes"] == nodes and cfg["trainer"]["n_gpus_per_node"] == gpus
     assert cfg["trainer"]["default_local_dir"].startswith("/")
     assert "/" in cfg["actor_rollout_ref"]["model"]["path"]  # a Hugging Face id
-    assert cfg["data"]["train_files"] == "~/data/gsm8k/train.parquet"
+    # ${oc.env:HOME} (where verl's gsm8k.py writes), resolved here with this process's HOME
+    assert cfg["data"]["train_files"] == os.environ["HOME"] + "/data/gsm8k/train.parquet"
     # too small a cluster is caught: too few CPUs for verl's {CPU: 3, GPU: 1} bundles
     small = check_profile(prof, cluster=cluster(nodes, gpus, cpus=2 * gpus))
     assert [p.key for p in small.errors] == ["trainer.n_gpus_per_node"]
@@ -146,7 +148,9 @@ def _hostile(marker: Path) -> list[str]:
         "trailing\\",
         "\\'",
         "\\\\'",
-        "${oc.env:HOME}",
+        "${oc.decode:x}",
+        "x${oc.env:HOME",
+        "${oc.env:HOME,'}",
         "\\${x}",
         "$${x}",
         "${",
@@ -428,3 +432,15 @@ def test_backslash_before_a_final_newline_round_trips():
     value = "ends with a backslash\\\n"
     (line,) = to_hydra_overrides({"trainer.experiment_name": value})
     assert compose([line])["trainer"]["experiment_name"] == value
+
+
+def test_env_interpolation_is_the_one_a_profile_keeps() -> None:
+    """${oc.env:NAME} reaches verl unescaped (each node resolves it, as verl's TaskRunner does);
+    every other ${…} stays literal text."""
+    ov = to_hydra_overrides(
+        {"data.train_files": "${oc.env:HOME}/d.parquet", "trainer.experiment_name": "${x}"}
+    )
+    assert "data.train_files='${oc.env:HOME}/d.parquet'" in ov
+    cfg = schema.compose(ov)
+    assert cfg["data"]["train_files"] == os.environ["HOME"] + "/d.parquet"
+    assert cfg["trainer"]["experiment_name"] == "${x}"

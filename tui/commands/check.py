@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from tui.commands import Command, seconds
 from tui.commands.output import json_text
+from tui.config.yamlfile import ConfigError
 from tui.sanitize import one_line, raw
 
 if TYPE_CHECKING:  # imported where used: `verl-tui check --help` stays light
     from tui.cluster.doctor import Finding
     from tui.config.hosts import Inventory
+    from tui.jobs.profiles import Profile
+    from tui.transport.fleet import Fleet
 
 SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
 _COLORS = {"ok": "\x1b[32m", "warn": "\x1b[33m", "fail": "\x1b[31m"}
@@ -59,7 +64,10 @@ def format_table(findings: list[Finding], *, color: bool = False) -> str:
 
 
 async def _doctor(
-    inventory: Inventory, timeout: float, progress_to: TextIO | None
+    inventory: Inventory,
+    timeout: float,
+    progress_to: TextIO | None,
+    job: tuple[Profile, list[str]] | None = None,
 ) -> list[Finding]:
     def progress(msg: str) -> None:
         if progress_to is not None:
@@ -71,19 +79,69 @@ async def _doctor(
 
     async with Fleet(inventory) as fleet:
         try:
-            return await run_doctor(fleet, inventory, progress=progress, timeout=timeout)
+            if job is None:
+                return await run_doctor(fleet, inventory, progress=progress, timeout=timeout)
+            return await _with_job(fleet, inventory, job, timeout, progress)
         finally:
             if progress_to is not None:
                 progress_to.write("\r\x1b[K")
                 progress_to.flush()
 
 
-def run_check(inventory: Inventory, *, as_json: bool, timeout: float = 60) -> int:
-    """Run the doctor and print its findings; 0 when nothing failed, 1 otherwise."""
+async def _with_job(
+    fleet: Fleet,
+    inventory: Inventory,
+    job: tuple[Profile, list[str]],
+    timeout: float,
+    progress: Callable[[str], None],
+) -> list[Finding]:
+    """The doctor and the job preflight (tui/jobs/preflight.py) side by side: the profile is
+    composed with the head's verl, then every host is asked what the job needs."""
+    from tui.cluster.doctor import run_doctor
+    from tui.jobs.pipeline import planned_resources
+    from tui.jobs.preflight import needs_for_profile, run_preflight
+    from tui.jobs.verl_source import select_verl
+
+    profile, sets = job
+    doctor = asyncio.create_task(run_doctor(fleet, inventory, progress=progress, timeout=timeout))
+    try:
+        await select_verl(fleet, inventory, timeout=timeout)
+        found, needs = await asyncio.to_thread(
+            needs_for_profile, inventory, profile, sets, planned_resources(inventory)
+        )
+        if needs is not None:
+            found += await run_preflight(fleet, inventory, needs, timeout=min(timeout, 30.0))
+    except BaseException:
+        doctor.cancel()
+        raise
+    return [*await doctor, *found]
+
+
+def run_check(
+    inventory: Inventory,
+    *,
+    as_json: bool,
+    timeout: float = 60,
+    profile: Path | None = None,
+    sets: Sequence[str] = (),
+) -> int:
+    """Run the doctor (and with `profile` the job preflight: its data, model, imports and
+    limits on every host) and print the findings; 0 when nothing failed, 1 otherwise.
+    ConfigError / SchemaError (exit 2) for a bad profile or --set."""
+    job = None
+    if profile is not None:
+        from tui.jobs.profiles import check_set, load_profile, resolve_profile
+
+        path, note = resolve_profile(profile)
+        if note:
+            print(f"verl-tui check: {note}", file=sys.stderr)
+        for line in sets:
+            check_set(line)
+        job = (load_profile(path), list(sets))
     # Progress goes to stderr, and only to a terminal: stdout stays the table or the JSON.
     progress_to = raw(sys.stderr) if sys.stderr.isatty() else None
     try:
-        findings = asyncio.run(_doctor(inventory, timeout, progress_to))
+        findings = asyncio.run(_doctor(inventory, timeout, progress_to, job))
     except KeyboardInterrupt:
         return 130
     try:
@@ -113,10 +171,32 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds for the whole check (default 60)",
     )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="PROFILE",
+        help="also check what this job needs of every host (a profile file or a preset's name):"
+        " data and model paths, HF cache, verl's imports for it, /dev/shm, open files, disk",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Hydra override on top of the profile (repeatable)",
+    )
 
 
 def _run_args(args: argparse.Namespace) -> int:
-    return run_check(args.inventory, as_json=args.json, timeout=args.timeout)
+    if args.set and args.profile is None:
+        raise ConfigError("--set: needs --profile")
+    return run_check(
+        args.inventory,
+        as_json=args.json,
+        timeout=args.timeout,
+        profile=args.profile,
+        sets=args.set,
+    )
 
 
 CHECK = Command(

@@ -96,6 +96,10 @@ def warm_up() -> None:
 
 
 _INTERP = re.compile(r"(\\*)\$\{")
+# The one interpolation a profile may hold: the job's environment where verl resolves its config
+# (`${oc.env:HOME}/data/x.parquet`, on the node that runs the TaskRunner). Any other `${…}`
+# stays literal text.
+ENV_INTERP = re.compile(r"\$\{oc\.env:[A-Za-z_][A-Za-z0-9_]*(?:,[^${}\\']*)?\}")
 
 
 def _literal(value: Any, found: list[str]) -> Any:
@@ -104,7 +108,9 @@ def _literal(value: Any, found: list[str]) -> Any:
 
         def fix(m: re.Match[str]) -> str:
             n = len(m.group(1))
-            if n % 2 == 0:  # a real interpolation: kept as written, and reported
+            if n % 2 == 0:  # a real interpolation: kept as written, reported unless oc.env
+                if ENV_INTERP.match(value, m.end() - 2):
+                    return m.group(0)
                 end = value.find("}", m.end())
                 found.append(value[m.end() - 2 : end + 1] if end >= 0 else "${")
                 return m.group(0)
@@ -162,7 +168,13 @@ def read_value(text: str) -> Any:
 def _quote(text: str) -> str:
     # OmegaConf first: `${` starts an interpolation; escape it (and the backslashes before it)
     # so the value stays literal text.
-    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
+    # ${oc.env:NAME} alone passes (ENV_INTERP), unescaped and not preceded by a backslash.
+    def esc(m: re.Match[str]) -> str:
+        if not m.group(1) and ENV_INTERP.match(text, m.end() - 2):
+            return m.group(0)
+        return m.group(1) * 2 + "\\${"
+
+    text = re.sub(r"(\\*)\$\{", esc, text)
     # Hydra's quoted string: backslashes are literal except before a quote or at the end.
     text = re.sub(r"(\\+)(?='|\Z)", lambda m: m.group(1) * 2, text)
     return "'" + text.replace("'", "\\'") + "'"

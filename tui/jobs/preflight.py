@@ -368,3 +368,41 @@ async def preflight_submission(
 
 def failed(findings: Sequence[Finding]) -> bool:
     return any(f.status == "fail" for f in findings)
+
+
+# ---- a profile (verl-tui check --profile, the job form) -----------------------------------
+
+
+def problem_findings(problems: Sequence[Any]) -> list[Finding]:
+    """verl's and the runtime rules' Problems (tui.jobs.rules) as Findings, check "profile"."""
+    return [
+        _f(
+            "profile",
+            "profile",
+            "fail" if p.level == "error" else "warn",
+            None,
+            f"{p.key or 'profile'}: {p.message}",
+        )
+        for p in problems
+    ]
+
+
+def needs_for_profile(
+    inv: Inventory, profile: Any, sets: Sequence[str] = (), cluster: Any = None
+) -> tuple[list[Finding], JobNeeds | None]:
+    """(the profile's validation findings, its needs or None when it does not compose).
+    Blocking (composes). `profile`: tui.jobs.profiles.Profile; ConfigError for a bad --set."""
+    from tui.jobs.submit import merged_env
+    from tui.jobs.validate import check_profile
+
+    report = check_profile(profile, sets=sets, cluster=cluster)
+    found = problem_findings(report.problems)
+    if report.config is None:
+        return found, None
+
+    class _Sub:  # what needs_for_submission reads of a Submission
+        overrides = report.overrides
+        env_vars = merged_env(inv, profile.runtime_env.env_vars)
+        working_dir = profile.runtime_env.working_dir
+
+    return found, needs_for_submission(inv, _Sub)
