@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from tui.cluster.models import GpuProcess, GpuSample, HostSample
+from tui.cluster.models import GpuHealth, GpuProcess, GpuSample, HostSample
 from tui.sanitize import one_line
 
 MAX_GPUS = 64
@@ -49,6 +49,39 @@ INDEX = (0, 65535)
 SEQ = (0, 1 << 62)
 EPOCH = (0.0, 1e10)  # seconds since 1970, up to the year 2286
 WINDOW_S = (0.0, 86400.0)  # util_window_s: the span a utilization mean covers
+# A GPU's `health` object (tui/remote/nvml_health.py): field -> bool, or (lo, hi) of an int.
+U64 = (0, (1 << 64) - 1)
+_HEALTH_FIELDS: dict[str, tuple[int, int] | None] = {
+    "ecc_mode": None,
+    "ecc_volatile_uncorrected": U64,
+    "ecc_aggregate_uncorrected": U64,
+    "retired_pages_pending": None,
+    "remap_corrected": U64,
+    "remap_uncorrected": U64,
+    "remap_pending": None,
+    "remap_failure": None,
+    "clock_reasons_mask": U64,
+    "pcie_gen": (0, 64),
+    "pcie_gen_max": (0, 64),
+    "pcie_width": (0, 64),
+    "pcie_width_max": (0, 64),
+    "persistence": None,
+    "xid_count": U64,
+    "xid_last": (0, (1 << 32) - 1),
+}
+CLOCK_REASONS = frozenset(
+    {
+        "idle",
+        "app_clocks",
+        "sw_power_cap",
+        "hw_slowdown",
+        "sync_boost",
+        "sw_thermal",
+        "hw_thermal",
+        "hw_power_brake",
+        "display_clocks",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -226,6 +259,34 @@ def _processes(c: _Checker, procs: list, path: str) -> tuple[GpuProcess, ...]:
     return tuple(out)
 
 
+def _health(c: _Checker, h: object, path: str, util: float | None) -> GpuHealth:
+    """A GPU's health object (sent every few seconds, so plain code, not the fast path):
+    every field typed and bounded; a bad one becomes None (n/a) and a problem."""
+    path += "health."
+    out = GpuHealth(util_percent=util)
+    if type(h) is not dict:
+        c.bad(path[:-1], h, "not an object")
+        return out
+    for key, bounds in _HEALTH_FIELDS.items():
+        v = h.get(key)
+        if v is None:
+            continue
+        if type(v) is bool if bounds is None else type(v) is int and bounds[0] <= v <= bounds[1]:
+            setattr(out, key, v)
+        else:
+            c.bad(path + key, v, "not true/false" if bounds is None else "")
+    reasons = h.get("clock_reasons")
+    if reasons is not None:
+        if type(reasons) is list and len(reasons) <= len(CLOCK_REASONS):
+            known = tuple(r for r in reasons if type(r) is str and r in CLOCK_REASONS)
+            if len(known) != len(reasons):
+                c.bad(path + "clock_reasons", reasons, "unknown reason")
+            out.clock_reasons = known
+        else:
+            c.bad(path + "clock_reasons", reasons, "not a list of reasons")
+    return out
+
+
 def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
     # Written for speed (every GPU of every host, every second): locals, one pass over a
     # table, and paths for problem messages built only when something is wrong.
@@ -273,6 +334,7 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
     ):
         window = _number(c, window, *WINDOW_S, False, path, "util_window_s")
     util, mem_util, mem_used, mem_total, temperature, power, power_limit = values
+    health = get("health")  # on one sample every few seconds
     return GpuSample(
         index,
         _short_text(c, get("name"), path, "name"),
@@ -288,6 +350,7 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         None if error is None else c.str_(g, "error", ERROR_LEN, path),
         window,
         vendor=vendor,
+        health=None if health is None else _health(c, health, path, util),
     )
 
 

@@ -21,6 +21,59 @@ class GpuProcess:
 
 
 @dataclass(slots=True)
+class GpuHealth:
+    """NVML health readings of one GPU (tui/remote/nvml_health.py), read every few seconds.
+
+    None: n/a -- the driver, GPU or pynvml cannot answer (NotSupported, FunctionNotFound), or
+    the agent sent bad data (then also a host problem). Judged by tui.cluster.gpu_health."""
+
+    ecc_mode: bool | None = None  # ECC enabled now
+    ecc_volatile_uncorrected: int | None = None  # since the driver loaded
+    ecc_aggregate_uncorrected: int | None = None  # over the GPU's life
+    retired_pages_pending: bool | None = None  # pre-Hopper page retirement
+    remap_corrected: int | None = None  # Ampere+ row remapping
+    remap_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    clock_reasons: tuple[str, ...] | None = None  # nvml_health.CLOCK_REASONS words
+    clock_reasons_mask: int | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    persistence: bool | None = None
+    xid_count: int | None = None  # XID critical errors since the agent started
+    xid_last: int | None = None
+    # Cockpit side: the GPU's utilization in the sample that carried these readings (an idle
+    # GPU lowers its PCIe generation legitimately), and that sample's time.
+    util_percent: float | None = None
+    t: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ecc_mode": self.ecc_mode,
+            "ecc_volatile_uncorrected": self.ecc_volatile_uncorrected,
+            "ecc_aggregate_uncorrected": self.ecc_aggregate_uncorrected,
+            "retired_pages_pending": self.retired_pages_pending,
+            "remap_corrected": self.remap_corrected,
+            "remap_uncorrected": self.remap_uncorrected,
+            "remap_pending": self.remap_pending,
+            "remap_failure": self.remap_failure,
+            "clock_reasons": None if self.clock_reasons is None else list(self.clock_reasons),
+            "clock_reasons_mask": self.clock_reasons_mask,
+            "pcie_gen": self.pcie_gen,
+            "pcie_gen_max": self.pcie_gen_max,
+            "pcie_width": self.pcie_width,
+            "pcie_width_max": self.pcie_width_max,
+            "persistence": self.persistence,
+            "xid_count": self.xid_count,
+            "xid_last": self.xid_last,
+            "util_percent": self.util_percent,
+            "sample_time": self.t,
+        }
+
+
+@dataclass(slots=True)
 class GpuSample:
     index: int
     name: str | None = None
@@ -38,6 +91,9 @@ class GpuSample:
     # instantaneous reading (nvidia-smi, an old driver, or no new sample).
     util_window_s: float | None = None
     vendor: str | None = None  # "nvidia" | "amd"; None: an NVIDIA-only agent's GPU
+    # The latest health readings: the agent sends them every few seconds, and
+    # HostTelemetry.record carries them onto the samples in between. None: never read.
+    health: GpuHealth | None = None
 
     @property
     def memory_fraction(self) -> float | None:
@@ -74,6 +130,7 @@ class GpuSample:
             "error": self.error,
             "vendor": self.vendor,
             "util_window_s": self.util_window_s,
+            "health": None if self.health is None else self.health.to_json(),
         }
 
 
@@ -137,6 +194,7 @@ class HostTelemetry:
     bad_lines: int = 0  # lines of this agent run that were not JSON objects
     oversize_lines: int = 0  # lines of this agent run dropped for their length
     error_from_agent: bool = False  # `error` came from the agent's own error line
+    health: dict[int, GpuHealth] = field(default_factory=dict)  # latest per GPU index
 
     def note_problem(self, key: str, message: str, now: float) -> None:
         problems = self.problems
@@ -156,7 +214,14 @@ class HostTelemetry:
     def record(self, sample: HostSample) -> None:
         self.latest = sample
         self.samples += 1
+        health = self.health
         for gpu in sample.gpus:
+            # Health rides on one sample every few seconds: carry the latest onto the others.
+            if gpu.health is not None:
+                gpu.health.t = sample.t
+                health[gpu.index] = gpu.health
+            elif gpu.error is None:
+                gpu.health = health.get(gpu.index)
             util = self.util_history.get(gpu.index)
             if util is None:
                 util = self.util_history[gpu.index] = deque(maxlen=self.history_len)
