@@ -24,6 +24,7 @@ from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
+from tui.screens.jobs_queue import QueueRows, grouped, profile_label
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
 
@@ -47,7 +48,7 @@ def _env_entry(name: str, value: object) -> str:
     return describe(name, value)
 
 
-class JobsScreen(ReportsWorkerFailures, Screen):
+class JobsScreen(ReportsWorkerFailures, QueueRows, Screen):
     BINDINGS = [
         Binding("l", "logs", "Log"),
         Binding("m", "metrics", "Metrics"),
@@ -57,6 +58,9 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         Binding("s", "stop", "Stop job"),
         Binding("x", "delete", "Delete job"),
         Binding("r", "refresh", "Refresh"),
+        Binding("delete", "queue_cancel", "Cancel queued"),
+        Binding("left_square_bracket", "queue_up", "Queue earlier"),
+        Binding("right_square_bracket", "queue_down", "Queue later"),
         Binding("escape,b", "back", "Back"),
     ]
 
@@ -71,6 +75,7 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         self.cluster = cluster
         self.history = history
         self.rows: list[JobRow] = []
+        self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
         self.error: str | None = None
         self.loaded = False
 
@@ -102,6 +107,7 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         except (DashboardError, TransportError) as exc:
             rows = self.rows
             self.error = f"Ray is not reachable: {exc}"
+        await self.refresh_queue()
         self.rows = rows
         self.loaded = True
         self._fill()
@@ -112,12 +118,14 @@ class JobsScreen(ReportsWorkerFailures, Screen):
         except NoMatches:  # the screen is going away (app closing): nothing to show
             return
         current = self.current
+        queued_key = self.cursor_key(table)
         table.clear()
-        for r in self.rows:
+        self.fill_queue(table)
+        for r in grouped(self.rows):
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
             status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
-            profile = r.record.profile if r.record and r.record.profile else "-"
+            profile = profile_label(r)
             table.add_row(
                 cell(r.submission_id),
                 status,
@@ -130,7 +138,10 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             )
         if current is not None and any(r.submission_id == current.submission_id for r in self.rows):
             table.move_cursor(row=table.get_row_index(current.submission_id))
+        self.restore_queue_cursor(table, queued_key)
         title = f" Jobs — {markup(self.cluster.inv.cluster)}   {plural(len(self.rows), 'job')}"
+        if self.queued:
+            title += f", {len(self.queued)} queued"
         if self.error:
             title += f"   {markup(self.error)}"
         self.query_one("#jobs-title", Static).update(title)
@@ -150,6 +161,8 @@ class JobsScreen(ReportsWorkerFailures, Screen):
     def _show_detail(self) -> None:
         row = self.current
         pane = self.query_one("#job-detail", Static)
+        if row is None and self.show_queued_detail(pane):
+            return
         if row is None:
             pane.update("no jobs yet" if self.loaded else "loading…")
             return

@@ -1,0 +1,205 @@
+"""The Jobs screen's queue part: queued jobs as rows on top (position, what they wait for), the
+keys that cancel and reorder them, and sweep runs kept together. Mixed into JobsScreen so the
+screen's own file stays about jobs on the head."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, Static
+from textual.widgets.data_table import CellDoesNotExist
+
+from tui.fmt import age, duration
+from tui.jobs.queue import JobQueue, QueueEntry, QueueError
+from tui.jobs.service import JobRow
+from tui.sanitize import cell, markup, one_line
+from tui.screens.confirm import ConfirmScreen
+
+QUEUE_KEY = "queued:"  # row keys of queued jobs (a submission id never has a ':')
+
+
+def load_queue(cluster: str) -> list[QueueEntry]:
+    """The queue's entries (a local file: read in a thread from the screen)."""
+    return JobQueue(cluster).entries()
+
+
+def sweep_of(row: JobRow) -> str | None:
+    rec = row.record
+    tags = getattr(rec, "tags", None) if rec is not None else None
+    return tags.get("sweep") if isinstance(tags, dict) else None
+
+
+def grouped(rows: list[JobRow]) -> list[JobRow]:
+    """`rows` (newest first) with each sweep's runs together, where its newest run is."""
+    out: list[JobRow] = []
+    placed: set[str] = set()
+    for r in rows:
+        name = sweep_of(r)
+        if name is None:
+            out.append(r)
+        elif name not in placed:
+            placed.add(name)
+            out.extend(x for x in rows if sweep_of(x) == name)
+    return out
+
+
+def profile_label(row: JobRow) -> str:
+    profile = row.record.profile if row.record and row.record.profile else "-"
+    name = sweep_of(row)
+    return f"⊞ {name}: {profile}" if name else profile
+
+
+def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
+    """One queued job as the Jobs table's seven columns."""
+    if entry.state == "starting":
+        status, style = "STARTING", "bold cyan"
+    elif entry.blocked:
+        status, style = f"BLOCKED #{position}", "magenta"
+    else:
+        status, style = f"QUEUED #{position}", "blue"
+    profile = entry.profile or "-"
+    if entry.group:
+        profile = f"⊞ {entry.group}: {profile}"
+    return [
+        cell(entry.submission_id),
+        cell(status, style=style),
+        Text(age(entry.queued_at)),
+        Text("-"),
+        cell(profile),
+        cell(entry.needs.describe()),
+        cell(entry.reason or "waits for a supervisor (cockpit or verl-tui watch)", 60),
+    ]
+
+
+def queue_detail(entry: QueueEntry, position: int) -> Text:
+    t = Text()
+    t.append(one_line(entry.submission_id), "bold")
+    t.append(f"  queued #{position}, priority {entry.priority}, ")
+    t.append(f"waiting {duration(time.time() - entry.queued_at)}\n")
+    t.append("needs: ", "dim")
+    t.append(one_line(entry.needs.describe()) + "\n")
+    if entry.tags:
+        t.append("sweep: ", "dim")
+        t.append(one_line(", ".join(f"{k}={v}" for k, v in entry.tags.items()), 300) + "\n")
+    if entry.overrides:
+        t.append("overrides: ", "dim")
+        t.append(one_line(" ".join(entry.overrides), 400) + "\n")
+    if entry.reason:
+        t.append(one_line(entry.reason, 300), "italic")
+    t.append("\n[ / ] move it, c cancels it", "dim")
+    return t
+
+
+class QueueRows:
+    """The queue's part of JobsScreen (which defines rows, cluster, poll and the table)."""
+
+    queued: list[QueueEntry]
+    cluster: Any
+
+    async def refresh_queue(self) -> None:
+        try:
+            self.queued = await asyncio.to_thread(load_queue, self.cluster.inv.cluster)
+        except OSError:
+            self.queued = []
+
+    def fill_queue(self, table: DataTable[Text]) -> None:
+        """Queued rows go first, in queue order (the head of the queue on top)."""
+        for i, e in enumerate(self.queued, 1):
+            table.add_row(*queue_cells(e, i), key=QUEUE_KEY + e.submission_id)
+
+    def cursor_key(self, table: DataTable[Text]) -> str | None:
+        if table.row_count == 0 or table.cursor_row is None:
+            return None
+        try:
+            value = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        except CellDoesNotExist:
+            return None
+        return value
+
+    def current_queued(self) -> tuple[QueueEntry, int] | None:
+        table = self.query_one(DataTable)  # type: ignore[attr-defined]
+        key = self.cursor_key(table)
+        if not key or not key.startswith(QUEUE_KEY):
+            return None
+        sid = key.removeprefix(QUEUE_KEY)
+        for i, e in enumerate(self.queued, 1):
+            if e.submission_id == sid:
+                return e, i
+        return None
+
+    def show_queued_detail(self, pane: Static) -> bool:
+        found = self.current_queued()
+        if found is None:
+            return False
+        pane.update(queue_detail(*found))
+        return True
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def action_queue_cancel(self) -> None:
+        found = self.current_queued()
+        if found is None:
+            self.notify("no queued job selected", timeout=2)  # type: ignore[attr-defined]
+            return
+        entry, _pos = found
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._queue_change("cancel", entry.submission_id)
+
+        self.app.push_screen(  # type: ignore[attr-defined]
+            ConfirmScreen(
+                f"Cancel queued job {one_line(entry.submission_id)}?",
+                "It leaves the queue; nothing was sent to Ray.",
+            ),
+            answered,
+        )
+
+    def action_queue_up(self) -> None:
+        self._queue_move(-1)
+
+    def action_queue_down(self) -> None:
+        self._queue_move(+1)
+
+    def _queue_move(self, step: int) -> None:
+        found = self.current_queued()
+        if found is None:
+            self.notify("no queued job selected", timeout=2)  # type: ignore[attr-defined]
+            return
+        entry, pos = found
+        self._queue_change("move", entry.submission_id, pos + step)
+
+    @work(group="queue-change", exit_on_error=False)
+    async def _queue_change(self, what: str, sid: str, to: int = 0) -> None:
+        queue = JobQueue(self.cluster.inv.cluster)
+        try:
+            if what == "cancel":
+                await asyncio.to_thread(queue.cancel, sid)
+                self.notify(f"{markup(sid)} cancelled", timeout=3)  # type: ignore[attr-defined]
+            else:
+                now = await asyncio.to_thread(queue.move, sid, to)
+                self.notify(f"{markup(sid)}: position {now}", timeout=2)  # type: ignore[attr-defined]
+        except QueueError as exc:
+            self.notify(markup(exc), severity="error", timeout=5)  # type: ignore[attr-defined]
+            return
+        await self.refresh_queue()
+        self._fill()  # type: ignore[attr-defined]
+        table = self.query_one(DataTable)  # type: ignore[attr-defined]
+        key = QUEUE_KEY + sid
+        if what == "move" and key in table.rows:
+            table.move_cursor(row=table.get_row_index(key))
+
+    def restore_queue_cursor(self, table: DataTable[Text], key: str | None) -> None:
+        """Keep the cursor on the queued row it was on across a refill."""
+        if not key or not key.startswith(QUEUE_KEY):
+            return
+        from textual.widgets.data_table import RowDoesNotExist
+
+        with contextlib.suppress(RowDoesNotExist):  # it left the queue meanwhile
+            table.move_cursor(row=table.get_row_index(key))
