@@ -24,6 +24,7 @@ from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
+from tui.screens.jobs_compare import CompareMarks
 from tui.screens.jobs_queue import QueueRows, grouped, profile_label
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
@@ -48,7 +49,7 @@ def _env_entry(name: str, value: object) -> str:
     return describe(name, value)
 
 
-class JobsScreen(ReportsWorkerFailures, QueueRows, Screen):
+class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
     BINDINGS = [
         Binding("l", "logs", "Log"),
         Binding("m", "metrics", "Metrics"),
@@ -58,6 +59,8 @@ class JobsScreen(ReportsWorkerFailures, QueueRows, Screen):
         Binding("s", "stop", "Stop job"),
         Binding("x", "delete", "Delete job"),
         Binding("r", "refresh", "Refresh"),
+        Binding("space", "mark", "Mark"),
+        Binding("c", "compare", "Compare marked"),
         Binding("delete", "queue_cancel", "Cancel queued"),
         Binding("left_square_bracket", "queue_up", "Queue earlier"),
         Binding("right_square_bracket", "queue_down", "Queue later"),
@@ -127,7 +130,7 @@ class JobsScreen(ReportsWorkerFailures, QueueRows, Screen):
             status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
             profile = profile_label(r)
             table.add_row(
-                cell(r.submission_id),
+                cell(self.mark_prefix(r.submission_id) + r.submission_id),
                 status,
                 age(r.start_time),
                 duration(r.duration_s),
@@ -190,6 +193,10 @@ class JobsScreen(ReportsWorkerFailures, QueueRows, Screen):
             if isinstance(env, dict) and env:
                 t.append("env: ", "dim")
                 t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
+        gpu = self.gpu_detail(row.submission_id)  # the run archive's GPU use
+        if gpu:
+            t.append("gpu: ", "dim")
+            t.append(one_line(gpu, 200) + "\n")
         if row.message:
             t.append(clean(row.message[:300]), "italic")
         pane.update(t)
