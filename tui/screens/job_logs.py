@@ -27,6 +27,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
+from tui.screens.job_logs_archive import ArchivedLog
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
@@ -45,7 +46,7 @@ def total_steps_from(overrides: list[str]) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-class JobLogsScreen(ReportsWorkerFailures, Screen):
+class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
     BINDINGS = [
         Binding("t", "toggle_tab", "Log / metrics"),
         Binding("escape", "back", "Back"),
@@ -95,6 +96,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
             self.metrics.set_total_steps(self.total_steps)
         self._focus_tab()
         self.follow()
+        self.archive_job()  # into the run archive, while it is shown
 
     def _title(self, note: str = "") -> None:
         text = f" Job {markup(self.sid)}"
@@ -106,6 +108,8 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
 
     @work(exclusive=True, group="job-log", exit_on_error=False)
     async def follow(self) -> None:
+        if await self.show_archived(only_final=True):  # the head forgot it; archived whole
+            return
         # One reader at a time; if the link breaks while the job runs, start again from the
         # top into a fresh pane.
         while True:
@@ -119,7 +123,8 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
             except (DashboardError, TransportError) as exc:
                 msg = str(exc)
                 if "HTTP 404" in msg:
-                    self._title(f"no such job on the head: {self.sid}")
+                    if not await self.show_archived(only_final=False):
+                        self._title(f"no such job on the head: {self.sid}")
                     return
                 self._title(f"log unavailable ({msg}); retrying")
                 await asyncio.sleep(RETRY_S)
