@@ -57,6 +57,7 @@ from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
 from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
 from tui.screens.job_form_drafts import FormDrafts
+from tui.screens.job_form_queue import FormQueue
 from tui.screens.job_form_resume import FormResume
 from tui.transport.types import TransportError
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
@@ -98,7 +99,7 @@ def _norm(key: str | None) -> str | None:
     return key.lstrip("+~") if key else key
 
 
-class JobFormScreen(FormCluster, FormDrafts, FormResume):
+class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit", priority=True),
         Binding("ctrl+r", "revalidate", "Re-validate now", priority=True),
@@ -177,6 +178,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
             yield Static("loading verl's config…", id="form-loading")
         with Horizontal(id="form-bar"):
             yield Static("checking…", id="form-summary")
+            yield self.queue_switch()
             yield Button("Submit (ctrl+s)", id="submit", variant="success", disabled=True)
         yield Footer()
 
@@ -583,6 +585,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume):
         sub = await self.check(secrets)
         if sub is None:
             self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
+            return
+        if await self.enqueue(sub):  # the Queue switch: validated, then waits for the GPUs
             return
         try:
             sid = await submit_and_record(
