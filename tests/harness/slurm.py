@@ -29,7 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.nshosts import HarnessError, NsCluster, _children, _pid_alive, _tail
+from harness.nshosts import HarnessError, NsCluster, _children, _tail
 
 __all__ = ["SLURM_PACKAGES", "SlurmCluster"]
 
@@ -78,7 +78,9 @@ class SlurmCluster:
         """An environment whose Slurm commands talk to this cluster."""
         return {**(os.environ if base is None else base), "SLURM_CONF": str(self.conf)}
 
-    def run(self, *argv: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self, *argv: str, timeout: float = 30, check: bool = True
+    ) -> subprocess.CompletedProcess:
         proc = subprocess.run(
             list(argv),
             capture_output=True,
@@ -315,9 +317,7 @@ class SlurmCluster:
         self._wait(lambda: self.munge_socket.exists(), self._munged, "munged")
 
     def _start_ctld(self) -> None:
-        self._ctld = self._popen(
-            ["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld.out"
-        )
+        self._ctld = self._popen(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
 
         def up() -> bool:
             return "UP" in self.run("scontrol", "ping", check=False, timeout=10).stdout
@@ -336,7 +336,9 @@ class SlurmCluster:
         enter = ["nsenter", f"--target={host.sshd_pid}", "--mount", "--"]
         mounts = subprocess.run(
             [*enter, "findmnt", "-n", "-o", "FSTYPE", "/sys/fs/cgroup"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         if not mounts.stdout.strip():
             # cgroup v1's plugin also stats the name=systemd hierarchy: mount that one (the
@@ -348,7 +350,9 @@ class SlurmCluster:
             )
             done = subprocess.run(
                 [*enter, "sh", "-c", script],
-                capture_output=True, text=True, timeout=10,
+                capture_output=True,
+                text=True,
+                timeout=10,
             )
             if done.returncode != 0:
                 raise HarnessError(f"{name}: cannot mount a cgroup tree: {done.stderr}")
@@ -392,6 +396,3 @@ class SlurmCluster:
                     f"{what} not ready within {self.start_timeout:g} s\n{self.logs()}"
                 )
             time.sleep(0.2)
-
-    def alive(self) -> bool:
-        return self._ctld is not None and _pid_alive(self._ctld.pid)

@@ -352,6 +352,9 @@ def load_base(path: Path | None) -> LocatedDoc | None:
             doc.path,
             doc.line_of(("hosts",)),
         )
+    # Checked now, with a stand-in host, so its mistakes are found before any Slurm call.
+    probe = {**doc.data, "hosts": [{"name": "slurm-node"}]}
+    inventory_from_doc(LocatedDoc(data=probe, path=doc.path, lines=dict(doc.lines)))
     return doc
 
 
@@ -387,10 +390,10 @@ def inventory_text(alloc: Allocation, base: LocatedDoc | None, base_path: Path |
     )
     text = header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
     parse_inventory(text, f"<slurm job {alloc.job_id}>")
-    return one_line_safe(text)
+    return _no_controls(text)
 
 
-def one_line_safe(text: str) -> str:
+def _no_controls(text: str) -> str:
     # safe_dump escapes control characters in values; the check makes that a guarantee.
     if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text):
         raise SlurmError("the inventory would hold a control character")
