@@ -72,8 +72,8 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
         Text(age(entry.queued_at)),
         Text("-"),
         cell(profile),
-        cell(entry.needs.describe()),
-        cell(entry.reason or "waits for a supervisor (cockpit or verl-tui watch)", 60),
+        Text("-"),
+        cell(entry.reason or f"needs {entry.needs.describe()}; waits for a supervisor", 60),
     ]
 
 
@@ -92,7 +92,7 @@ def queue_detail(entry: QueueEntry, position: int) -> Text:
         t.append(one_line(" ".join(entry.overrides), 400) + "\n")
     if entry.reason:
         t.append(one_line(entry.reason, 300), "italic")
-    t.append("\n[ / ] move it, c cancels it", "dim")
+    t.append("\n[ and ] move it, del cancels it", "dim")
     return t
 
 
