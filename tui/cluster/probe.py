@@ -2,7 +2,10 @@
 
 The probe runs with the host's configured interpreter and with hosts.yaml ``ray.env`` exported
 (by default), so its answers are what ``ray start`` and Ray's workers will see: the packages of
-that interpreter, the GPUs NVML shows it, the effective NCCL/MKL/HF variables.
+that interpreter, the GPUs NVML shows it, the effective NCCL/MKL/HF variables. Like every
+command, it runs after the host's ``env_setup`` and inside its ``container`` (the transport does
+that), so a bare ``python:`` is the one the setup put on PATH: ``python_executable`` is it,
+resolved (`interpreter_label`, `resolve_python`).
 
 `HostFacts` is the stable interface for bring-up and the doctor. Its fields (None = unknown):
 
@@ -51,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,10 +361,12 @@ async def probe_host(
         return HostFacts(host=name, error=str(exc), reached=True)
     after = time.time()
     if res.exit_status == 127:
+        after_setup = " after env_setup" if spec.env_setup else ""
         return HostFacts(
             host=name,
             reached=True,
-            error=f"interpreter not found: {spec.python} ({_first_line(res.stderr)})",
+            error=f"interpreter not found{after_setup}: {spec.python} "
+            f"({_first_line(res.stderr)})",
         )
     if res.exit_status == 126:
         return HostFacts(
@@ -384,6 +390,47 @@ async def probe_host(
     remote = data.get("time")
     offset = remote - (before + after) / 2 if isinstance(remote, (int, float)) else None
     return facts_from_json(name, data, rtt_s=after - before, clock_offset_s=offset)
+
+
+def interpreter_label(host: Host, facts: HostFacts | None = None) -> str:
+    """hosts.yaml's `python:` as the probe found it: a bare name with what it resolved to after
+    the host's env_setup (`python → /opt/conda/envs/verl/bin/python`), and the container it
+    runs in, if any."""
+    python = host.python
+    found = facts.python_executable if facts is not None and facts.ok else None
+    text = python if not found or found == python else f"{python} → {found}"
+    if host.container is not None:
+        text += f"  (in {host.container.label})"
+    return text
+
+
+class InterpreterNotFound(TransportError):
+    """A bare `python:` that no command on the host's PATH (after env_setup) answers to."""
+
+
+_resolved: weakref.WeakKeyDictionary[Fleet, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+async def resolve_python(fleet: Fleet, host: Host | str, *, timeout: float = 20.0) -> str:
+    """The absolute path of the host's interpreter: hosts.yaml's `python:` when it is a path,
+    else what `command -v NAME` answers on the host after its env_setup (inside its container),
+    cached per fleet. TransportError (InterpreterNotFound) when it cannot be resolved."""
+    spec = fleet.inventory.host(host) if isinstance(host, str) else host
+    if "/" in spec.python:
+        return spec.python
+    known = _resolved.setdefault(fleet, {})
+    if spec.name in known:
+        return known[spec.name]
+    transport = await _transport(fleet, spec.name, timeout)
+    res = await transport.run(
+        ["sh", "-c", 'command -v "$1"', "verl-tui", spec.python], timeout=timeout
+    )
+    found = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
+    if not res.ok or not found.startswith("/"):
+        after = " after env_setup" if spec.env_setup else ""
+        raise InterpreterNotFound(f"{spec.name}: {spec.python!r} is not on PATH{after}")
+    known[spec.name] = found
+    return found
 
 
 def default_ports(inventory: Inventory) -> tuple[int, int]:

@@ -112,7 +112,9 @@ def last_error_line(text: str) -> str:
 
 def _ray_env(inv: Inventory, host: Host, facts: HostFacts) -> dict[str, str]:
     # The interpreter's directory first on PATH: `python` in job entrypoints then means it.
-    bindir = posixpath.dirname(host.python)
+    # A bare `python:` is what the probe resolved it to after the host's env_setup.
+    python = host.python if "/" in host.python else (facts.python_executable or "")
+    bindir = posixpath.dirname(python)
     path = facts.path_env or "/usr/local/bin:/usr/bin:/bin"
     env = {"PATH": f"{bindir}:{path}" if bindir else path}
     env.update(inv.ray.env)

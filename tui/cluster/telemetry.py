@@ -18,7 +18,7 @@ from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
-from tui.transport.types import HostState, LinkStatus, TransportError
+from tui.transport.types import SETUP_FAILED_EXIT, HostState, LinkStatus, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ def agent_argv(python: str, interval: float, once: bool = False) -> list[str]:
 def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
+    if exit_status == SETUP_FAILED_EXIT and "env_setup failed" in last:
+        return last  # the transport's one line: host, step, the setup's output tail
     if exit_status == 127 or "not found" in last or "No such file" in last:
         return f"interpreter {python!r} not found on the host (set python: in hosts.yaml)"
     if last:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tui.commands import Command
 from tui.commands.output import json_text
 from tui.fmt import GIB, plural
+from tui.sanitize import one_line
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui up --help` stays light
@@ -43,6 +44,8 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
         f"{'HOST':<16} {'ROLE':<7} {'PYTHON':<9} {'RAY':<8} {'VERL':<8} {'DEBUGPY':<8} "
         f"{'GPUS':>4} {'CPUS':>4} {'MEM GiB':>8}  INTERPRETER"
     )
+    from tui.cluster.probe import interpreter_label
+
     rows = [head]
     for h in inv.hosts:
         f = facts.get(h.name)
@@ -55,7 +58,7 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
             f"{h.name:<16} {h.role:<7} {f.python_version or '-':<9} "
             f"{f.ray_version or '-':<8} {f.verl_version or '-':<8} "
             f"{f.debugpy_version or '-':<8} {gpus:>4} {f.cpu_count or 0:>4} {mem:>8}  "
-            f"{h.python}"
+            f"{one_line(interpreter_label(h, f))}"
         )
     return "\n".join(rows)
 

@@ -10,11 +10,19 @@ import ipaddress
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
+from tui.config.notify import NotifyOptions
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -136,6 +144,89 @@ class RayOptions(_Strict):
         return {k: str(val) for k, val in v.items()}
 
 
+# env_setup: shell steps run on the host before every command (conda, modules); bounded so a
+# hosts file cannot turn every remote command line into megabytes.
+MAX_SETUP_STEPS = 32
+MAX_SETUP_CHARS = 4096
+_SETUP_BAD_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # TAB, LF allowed
+_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+MAX_EXEC_WORDS = 64
+_WORD_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _check_setup(v: object) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, (str, list, tuple)):
+        raise ValueError("env_setup is a shell line or a list of shell lines")
+    steps = [v] if isinstance(v, str) else list(v)
+    if len(steps) > MAX_SETUP_STEPS:
+        raise ValueError(f"at most {MAX_SETUP_STEPS} env_setup lines")
+    out = []
+    for i, step in enumerate(steps):
+        where = "" if isinstance(v, str) else f"line {i + 1}: "
+        if not isinstance(step, str):
+            raise ValueError(f"{where}env_setup lines are strings (quote it)")
+        if len(step) > MAX_SETUP_CHARS:
+            raise ValueError(f"{where}longer than {MAX_SETUP_CHARS} characters")
+        if _SETUP_BAD_RE.search(step):
+            raise ValueError(f"{where}contains a control character")
+        if step.strip():
+            out.append(step.strip())
+    return tuple(out)
+
+
+class ContainerSpec(_Strict):
+    """Where a host's commands run: a named docker/podman container, an apptainer instance, or
+    any runtime through `exec:` (an argv prefix that runs the rest inside it)."""
+
+    runtime: Literal["docker", "podman", "apptainer"] | None = None
+    name: str | None = None
+    exec: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=MAX_EXEC_WORDS)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str | None) -> str | None:
+        if v is not None and not _CONTAINER_NAME_RE.match(v):
+            raise ValueError(
+                "container names use letters, digits, '_', '.' and '-' (max 128)"
+            )
+        return v
+
+    @field_validator("exec")
+    @classmethod
+    def _check_exec(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for word in v or ():
+            if not word or len(word) > MAX_SETUP_CHARS or _WORD_BAD_RE.search(word):
+                raise ValueError("exec words are non-empty one-line strings")
+        return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ContainerSpec:
+        if self.exec is not None:
+            if self.runtime is not None or self.name is not None:
+                raise ValueError("give either exec: [...] or runtime: + name:, not both")
+        elif self.runtime is None or self.name is None:
+            raise ValueError("container needs runtime: (docker|podman|apptainer) and name:")
+        return self
+
+    def prefix(self) -> tuple[str, ...]:
+        """The argv that runs the words after it inside the container. Environment variables
+        do not cross into it: commands pass theirs explicitly (`env K=V`) inside."""
+        if self.exec is not None:
+            return self.exec
+        assert self.name is not None
+        if self.runtime == "apptainer":
+            return ("apptainer", "exec", f"instance://{self.name}")
+        return (str(self.runtime), "exec", "-i", self.name)
+
+    @property
+    def label(self) -> str:
+        if self.exec is not None:
+            return "exec: " + " ".join(self.exec)
+        return f"{self.runtime}:{self.name}"
+
+
 class HostEntry(_Strict):
     name: str
     address: str | None = None
@@ -145,6 +236,13 @@ class HostEntry(_Strict):
     transport: Literal["ssh", "local"] = "ssh"
     num_gpus: int | None = Field(default=None, ge=0, description="default: what NVML counts")
     ssh: SshOptions | None = None
+    # None: the top level's; [] / null turn the top level's off for this host.
+    env_setup: tuple[str, ...] | None = None  # a string or a list of strings in the file
+    container: ContainerSpec | None = None
+
+    _setup = field_validator("env_setup", mode="before")(
+        classmethod(lambda cls, v: _check_setup(v))
+    )
 
     @field_validator("name")
     @classmethod
@@ -173,7 +271,14 @@ class HostsFileModel(_Strict):
     # Extra environment variable names whose values are secrets (masked, never stored),
     # beyond the names that say so themselves (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIAL).
     secret_env: list[str] = Field(default_factory=list, max_length=1000)
+    notify: NotifyOptions | None = None  # where supervisor events go (tui/config/notify.py)
+    env_setup: tuple[str, ...] | None = None  # a string or a list of strings in the file
+    container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
+
+    _setup = field_validator("env_setup", mode="before")(
+        classmethod(lambda cls, v: _check_setup(v))
+    )
 
     @field_validator("secret_env")
     @classmethod
@@ -197,6 +302,8 @@ class Host(BaseModel):
     transport: Literal["ssh", "local"]
     ssh: SshOptions
     num_gpus: int | None = None
+    env_setup: tuple[str, ...] = ()  # shell steps run before every command on the host
+    container: ContainerSpec | None = None  # every command runs inside it
 
     @property
     def is_head(self) -> bool:
@@ -211,6 +318,7 @@ class Inventory(BaseModel):
     telemetry: TelemetryOptions = TelemetryOptions()
     ray: RayOptions = RayOptions()
     secret_env: tuple[str, ...] = ()
+    notify: NotifyOptions | None = None
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -231,7 +339,14 @@ class Inventory(BaseModel):
 _KNOWN_KEYS = sorted(
     {
         k
-        for m in (SshOptions, TelemetryOptions, RayOptions, HostEntry, HostsFileModel)
+        for m in (
+            SshOptions,
+            TelemetryOptions,
+            RayOptions,
+            ContainerSpec,
+            HostEntry,
+            HostsFileModel,
+        )
         for k in m.model_fields
     }
 )
@@ -262,6 +377,11 @@ def _default_python(model: HostsFileModel, host: HostEntry) -> str:
     if host.transport == "local" and "python" not in model.model_fields_set:
         return sys.executable
     return model.python
+
+
+def _inherited(host: HostEntry, model: HostsFileModel, key: str) -> Any:
+    """A host's own value when its block names the key (null/[]: none), else the top level's."""
+    return getattr(host if key in host.model_fields_set else model, key)
 
 
 def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None) -> Inventory:
@@ -304,6 +424,8 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
                 transport=h.transport,
                 ssh=ssh,
                 num_gpus=h.num_gpus,
+                env_setup=_inherited(h, model, "env_setup") or (),
+                container=_inherited(h, model, "container"),
             )
         )
     return Inventory(
@@ -312,6 +434,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
         telemetry=model.telemetry,
         ray=model.ray,
         secret_env=tuple(model.secret_env),
+        notify=model.notify,
         source=source,
     )
 

@@ -15,7 +15,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import JobHistory, JobRecord
 from tui.jobs.secrets import env_for_record
-from tui.jobs.submit import Submission, submit
+from tui.jobs.submit import Submission, resolved_interpreter, submit
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
@@ -195,7 +195,10 @@ async def submit_and_record(
     """Submit `sub` and record it. A verl job (one built from a profile) first passes the job
     preflight on every host (tui/jobs/preflight.py: data, model, imports, limits):
     PreflightFailed with the findings when one fails, nothing sent. `on_preflight` sees the
-    findings either way (warnings are worth showing); `preflight=False` skips it."""
+    findings either way (warnings are worth showing); `preflight=False` skips it. A bare
+    interpreter name (hosts.yaml `python: python` after an env_setup) is resolved on the head
+    first: the job runs, and records, the absolute path."""
+    sub = await resolved_interpreter(cluster.fleet, sub)
     if preflight and sub.profile is not None:
         from tui.jobs.preflight import PreflightFailed, failed, preflight_submission
 

@@ -11,15 +11,18 @@ import secrets
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui import __version__
 from tui.cluster.dashboard import DashboardClient, api_path, check_job_id
 from tui.config.hosts import Inventory
 from tui.jobs.secrets import MASK, masked, secret_names
 from tui.jobs.workdir import package
+
+if TYPE_CHECKING:
+    from tui.transport.fleet import Fleet
 
 VERL_MAIN = ("-m", "verl.trainer.main_ppo")
 # A raw command's first word that means "the hosts' interpreter": rewritten to hosts.yaml's
@@ -61,6 +64,9 @@ class Submission:
     # from ("env": command line / environment, "profile", "hosts") for the history's refs.
     secret_extra: tuple[str, ...] = ()
     env_sources: dict[str, str] = field(default_factory=dict)
+    # The interpreter the entrypoint names; a bare name (hosts.yaml `python: python` with an
+    # env_setup) is resolved on the head at submit time (resolved_interpreter).
+    python: str | None = None
 
     @property
     def entrypoint(self) -> str:
@@ -162,6 +168,7 @@ def verl_submission(
         config_hash=digest,
         secret_extra=tuple(inv.secret_env),
         env_sources=dict(env_sources or {}),
+        python=py,
     )
 
 
@@ -194,6 +201,28 @@ def raw_submission(
         metadata={"verl_tui": __version__},
         secret_extra=tuple(secret_extra),
         env_sources=dict(env_sources or {}),
+        python=python,
+    )
+
+
+async def resolved_interpreter(fleet: Fleet, sub: Submission) -> Submission:
+    """`sub` with a bare interpreter name replaced by its absolute path on the head (after the
+    head's env_setup, inside its container), in the entrypoint and first on the job's PATH, as
+    an absolute `python:` is at build time. TransportError when it cannot be resolved."""
+    bare = sub.python
+    if not bare or "/" in bare:
+        return sub
+    from tui.cluster.probe import resolve_python
+
+    path = await resolve_python(fleet, fleet.inventory.head)
+    argv = list(sub.entrypoint_argv)
+    if argv and argv[0] == bare:
+        argv[0] = path
+    return replace(
+        sub,
+        entrypoint_argv=argv,
+        env_vars=with_interpreter_path(sub.env_vars, path),
+        python=path,
     )
 
 

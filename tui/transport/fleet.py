@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tui.config.hosts import Host, Inventory
 from tui.transport.local import LocalTransport
-from tui.transport.types import HostState, HostUnavailable, LinkStatus, Transport
+from tui.transport.types import HostShell, HostState, HostUnavailable, LinkStatus, Transport
 
 if TYPE_CHECKING:
     import asyncssh
@@ -207,7 +207,7 @@ class Fleet:
     async def _supervise(self, link: _HostLink) -> None:
         host = link.host
         if host.transport == "local":
-            link.transport = LocalTransport(host.name)
+            link.transport = LocalTransport(host.name, HostShell.for_host(host))
             link.settled.set()
             self._set(link, HostState.UP)
             return
@@ -243,7 +243,7 @@ class Fleet:
             attempts = 0
             was_up = True
             link.conn = conn
-            link.transport = ssh.SshTransport(host.name, conn)
+            link.transport = ssh.SshTransport(host.name, conn, HostShell.for_host(host))
             self._set(link, HostState.UP)
             link.settled.set()
             await conn.wait_closed()

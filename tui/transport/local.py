@@ -9,13 +9,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.transport.lines import DEFAULT_MAX_LINE, LineSplitter, read_lines
-from tui.transport.types import RunResult, TransportError
+from tui.transport.types import (
+    NO_SHELL,
+    SETUP_MARK,
+    HostShell,
+    RunResult,
+    TransportError,
+    command_line,
+    setup_failure,
+)
 
 EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
 TERM_GRACE_S = 2.0  # then this long after SIGTERM before SIGKILL
@@ -51,8 +60,18 @@ async def end_group(proc: asyncio.subprocess.Process, term_grace: float = TERM_G
 
 
 class LocalStream:
-    def __init__(self, proc: asyncio.subprocess.Process, max_line: int = DEFAULT_MAX_LINE):
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        max_line: int = DEFAULT_MAX_LINE,
+        *,
+        host: str = "localhost",
+        shell: HostShell = NO_SHELL,
+    ):
         self._proc = proc
+        self._host = host
+        self._shell = shell
+        self._setup_failed: str | None = None
         self._splitter = LineSplitter(max_line)
         self._stderr: deque[str] = deque(maxlen=50)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
@@ -63,6 +82,12 @@ class LocalStream:
         assert self._proc.stderr is not None
         with contextlib.suppress(Exception):
             async for line in read_lines(self._proc.stderr.read, LineSplitter(64 << 10)):
+                if self._shell.env_setup and line.startswith(SETUP_MARK.decode()):
+                    before = "\n".join([*self._stderr, line]).encode()
+                    failed = setup_failure(self._host, self._shell, before)
+                    if failed is not None:
+                        self._setup_failed = str(failed)
+                        continue
                 self._stderr.append(line)
 
     async def lines(self) -> AsyncIterator[str]:
@@ -77,7 +102,7 @@ class LocalStream:
     async def stderr_tail(self) -> str:
         # asyncio.wait: never raises, even if close() already cancelled the reader.
         await asyncio.wait([self._stderr_task], timeout=1.0)
-        return "\n".join(self._stderr)[-2000:]
+        return self._setup_failed or "\n".join(self._stderr)[-2000:]
 
     @property
     def exit_status(self) -> int | None:
@@ -113,8 +138,24 @@ class LocalForward:
 
 
 class LocalTransport:
-    def __init__(self, host: str = "localhost"):
+    """With a HostShell (env_setup, container), each command runs as `sh -c LINE`: the
+    container prefix, then the setup, then `env K=V argv` (the container sees no environment
+    of ours). Giving up on a command kills its group here, which ends a container runtime's
+    client but not always what it started inside (SSH hosts kill inside too: see pgroup)."""
+
+    def __init__(self, host: str = "localhost", shell: HostShell = NO_SHELL):
         self.host = host
+        self.shell = shell
+
+    def _argv(
+        self, argv: Sequence[str], env: Mapping[str, str] | None
+    ) -> tuple[Sequence[str], Mapping[str, str] | None]:
+        if not self.shell:
+            return argv, env
+        line = command_line(argv, env, self.shell)
+        if self.shell.container:
+            line = f"{shlex.join(self.shell.container)} {line}"
+        return ["sh", "-c", line], None
 
     async def run(
         self,
@@ -124,6 +165,8 @@ class LocalTransport:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> RunResult:
+        given = tuple(argv)
+        argv, env = self._argv(argv, env)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -134,7 +177,7 @@ class LocalTransport:
                 start_new_session=True,
             )
         except OSError as exc:
-            return RunResult(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror or exc}")
+            return RunResult(given, 127, "", f"{argv[0]}: {exc.strerror or exc}")
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(input.encode() if input is not None else None), timeout
@@ -146,11 +189,15 @@ class LocalTransport:
                 await asyncio.shield(asyncio.wait_for(proc.wait(), 5.0))
             if isinstance(exc, asyncio.TimeoutError):
                 raise TransportError(
-                    f"{self.host}: {argv[0]} timed out after {timeout} s"
+                    f"{self.host}: {given[0]} timed out after {timeout} s"
                 ) from None
             raise
+        if self.shell.env_setup:
+            failed = setup_failure(self.host, self.shell, err)
+            if failed is not None:
+                raise failed
         return RunResult(
-            tuple(argv),
+            given,
             proc.returncode,
             out.decode("utf-8", "replace"),
             err.decode("utf-8", "replace"),
@@ -163,6 +210,8 @@ class LocalTransport:
         env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> LocalStream:
+        given = argv
+        argv, env = self._argv(argv, env)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -173,8 +222,8 @@ class LocalTransport:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        return LocalStream(proc, max_line)
+            raise TransportError(f"{self.host}: cannot start {given[0]}: {exc}") from None
+        return LocalStream(proc, max_line, host=self.host, shell=self.shell)
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

@@ -19,8 +19,17 @@ from tui.config.hosts import Host, SshOptions
 from tui.config.hosts import split_jump as config_split_jump
 from tui.transport import sshfiles
 from tui.transport.lines import CHUNK, DEFAULT_MAX_LINE, LineSplitter, decode, read_lines
-from tui.transport.pgroup import MARK, group_command, kill_command, parse_mark
-from tui.transport.types import HostState, RunResult, TransportError, command_line
+from tui.transport.pgroup import MARK, group_command, kill_command, kill_order, parse_mark
+from tui.transport.types import (
+    NO_SHELL,
+    SETUP_MARK,
+    HostShell,
+    HostState,
+    RunResult,
+    TransportError,
+    command_line,
+    setup_failure,
+)
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE_INTERVAL = 1.0
@@ -210,19 +219,27 @@ class SshStream:
         proc: asyncssh.SSHClientProcess,
         conn: asyncssh.SSHClientConnection,
         max_line: int = DEFAULT_MAX_LINE,
+        *,
+        host: str = "",
+        shell: HostShell = NO_SHELL,
     ):
         self._proc = proc
         self._conn = conn
+        self._host = host
+        self._shell = shell
         self._splitter = LineSplitter(max_line)
         self._stderr: deque[str] = deque(maxlen=50)
-        self._group: tuple[str, int] | None = None
+        self._setup_failed: str | None = None
+        # The host's group, then (in a container) the container's: see pgroup.
+        self._groups: list[tuple[str, int]] = []
+        self._marks_wanted = 2 if shell.container else 1
         self._group_known = asyncio.Event()
         self._closed = False
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
         # Read stderr continuously so a chatty command never stalls on a full window. The
-        # wrapper's group marker comes first (after whatever a login shell's rc files print).
+        # wrapper's group markers come first (after whatever a login shell's rc files print).
         splitter = LineSplitter(64 << 10)
         seen = 0
         try:
@@ -234,11 +251,18 @@ class SshStream:
                     if not self._group_known.is_set():
                         mark = parse_mark(raw)
                         seen += 1
-                        if mark is not None or seen > 20:
-                            self._group = mark
+                        if mark is not None:
+                            self._groups.append(mark)
+                        if len(self._groups) >= self._marks_wanted or seen > 20:
                             self._group_known.set()
-                            if mark is not None:
-                                continue
+                        if mark is not None:
+                            continue
+                    if self._shell.env_setup and raw.startswith(SETUP_MARK):
+                        before = "\n".join(self._stderr).encode()
+                        failed = setup_failure(self._host, self._shell, before + b"\n" + raw)
+                        if failed is not None:
+                            self._setup_failed = str(failed)
+                            continue
                     self._stderr.append(decode(raw))
         except Exception:  # the channel died: what we have is all there is
             pass
@@ -257,9 +281,11 @@ class SshStream:
         return self._splitter.oversize
 
     async def stderr_tail(self) -> str:
+        """The command's last stderr lines; where the host's env_setup failed, only the one
+        line that says so (host, step, output tail)."""
         # asyncio.wait: never raises, even if close() already cancelled the reader.
         await asyncio.wait([self._stderr_task], timeout=1.0)
-        return "\n".join(self._stderr)
+        return self._setup_failed or "\n".join(self._stderr)
 
     @property
     def exit_status(self) -> int | None:
@@ -295,25 +321,37 @@ class SshStream:
     async def _kill_group(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._group_known.wait(), 2.0)
-        if self._group is not None:
-            await _kill_remote(self._conn, self._group)
+        await _kill_remote(self._conn, self._groups, self._shell)
 
 
-async def _kill_remote(conn: asyncssh.SSHClientConnection, group: tuple[str, int]) -> None:
-    """TERM then KILL a process group on the host, through a separate exec (the command's own
-    channel may be gone). Best effort: a dead connection cannot kill anything."""
-    with contextlib.suppress(Exception):
-        await conn.run(kill_command(*group), check=False, timeout=KILL_TIMEOUT_S)
+async def _kill_remote(
+    conn: asyncssh.SSHClientConnection, groups: list[tuple[str, int]], shell: HostShell
+) -> None:
+    """TERM then KILL the command's process groups (the container's inside it first), through
+    a separate exec each (the command's own channel may be gone). Best effort: a dead
+    connection cannot kill anything."""
+    for group in kill_order(groups):
+        cmd = kill_command(*group, container=shell.container)
+        with contextlib.suppress(Exception):
+            await conn.run(cmd, check=False, timeout=KILL_TIMEOUT_S)
 
 
-def _take_mark(err: bytes) -> tuple[tuple[str, int] | None, bytes]:
-    """Split the wrapper's group marker line out of a command's collected stderr."""
-    at = err.find(MARK)
-    if at < 0 or (at > 0 and err[at - 1 : at] != b"\n"):
-        return None, err
-    nl = err.find(b"\n", at)
-    end = len(err) if nl < 0 else nl + 1
-    return parse_mark(err[at:end]), err[:at] + err[end:]
+def _take_marks(err: bytes) -> tuple[list[tuple[str, int]], bytes]:
+    """Split the wrappers' group marker lines (host, then container) out of a command's
+    collected stderr."""
+    marks: list[tuple[str, int]] = []
+    for _ in range(2):
+        at = err.find(MARK)
+        if at < 0 or (at > 0 and err[at - 1 : at] != b"\n"):
+            break
+        nl = err.find(b"\n", at)
+        end = len(err) if nl < 0 else nl + 1
+        mark = parse_mark(err[at:end])
+        if mark is None:
+            break
+        marks.append(mark)
+        err = err[:at] + err[end:]
+    return marks, err
 
 
 async def _collect(reader: asyncssh.SSHReader, buf: bytearray) -> None:
@@ -337,9 +375,15 @@ class SshForward:
 
 
 class SshTransport:
-    def __init__(self, host: str, conn: asyncssh.SSHClientConnection):
+    def __init__(
+        self, host: str, conn: asyncssh.SSHClientConnection, shell: HostShell = NO_SHELL
+    ):
         self.host = host
+        self.shell = shell  # env_setup and container: every command goes through them
         self._conn = conn
+
+    def _command(self, argv: Sequence[str], env: Mapping[str, str] | None) -> str:
+        return group_command(command_line(argv, env, self.shell), self.shell.container)
 
     async def run(
         self,
@@ -351,7 +395,7 @@ class SshTransport:
     ) -> RunResult:
         """Run to completion. stdin gets `input` then EOF. On timeout or cancellation the
         command's whole process group on the host is killed: nothing is left behind."""
-        cmd = group_command(command_line(argv, env))
+        cmd = self._command(argv, env)
         try:
             proc = await self._start(cmd)
         except (asyncssh.Error, OSError) as exc:
@@ -370,9 +414,11 @@ class SshTransport:
             )
         except BaseException as exc:
             # Timed out, cancelled, or the channel failed: end the command's group, then report.
-            group, _ = _take_mark(bytes(err))
-            if group is not None:
-                await asyncio.shield(asyncio.ensure_future(_kill_remote(self._conn, group)))
+            groups, _ = _take_marks(bytes(err))
+            if groups:
+                await asyncio.shield(
+                    asyncio.ensure_future(_kill_remote(self._conn, groups, self.shell))
+                )
             proc.close()
             if isinstance(exc, asyncio.TimeoutError):
                 raise TransportError(
@@ -381,7 +427,11 @@ class SshTransport:
             if isinstance(exc, (asyncssh.Error, OSError)):
                 raise TransportError(f"{self.host}: {exc}") from None
             raise
-        _, err_bytes = _take_mark(bytes(err))
+        _, err_bytes = _take_marks(bytes(err))
+        if self.shell.env_setup:
+            failed = setup_failure(self.host, self.shell, err_bytes)
+            if failed is not None:
+                raise failed
         return RunResult(
             tuple(argv),
             proc.exit_status,
@@ -398,7 +448,7 @@ class SshTransport:
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
                 proc = await asyncio.wait_for(task, KILL_TIMEOUT_S)
-                await SshStream(proc, self._conn).close()
+                await SshStream(proc, self._conn, shell=self.shell).close()
             raise
 
     async def stream(
@@ -409,10 +459,10 @@ class SshTransport:
         max_line: int = DEFAULT_MAX_LINE,
     ) -> SshStream:
         try:
-            proc = await self._start(group_command(command_line(argv, env)))
+            proc = await self._start(self._command(argv, env))
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        return SshStream(proc, self._conn, max_line)
+        return SshStream(proc, self._conn, max_line, host=self.host, shell=self.shell)
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

@@ -7,7 +7,12 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from tui.sanitize import one_line
+
+if TYPE_CHECKING:
+    from tui.config.hosts import Host
 
 
 class HostState(str, enum.Enum):
@@ -109,8 +114,62 @@ class Transport(Protocol):
     ) -> Forward: ...
 
 
-def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    """One shell-safe command line from an argv list (and env as `env K=V` words)."""
+@dataclass(frozen=True)
+class HostShell:
+    """How every command on one host is wrapped: hosts.yaml `env_setup` steps run first (in
+    the host's shell, inside the container if any), `container` is the argv prefix that runs
+    a command inside the host's container. The empty one changes nothing."""
+
+    env_setup: tuple[str, ...] = ()
+    container: tuple[str, ...] = ()
+    container_label: str = ""
+
+    @classmethod
+    def for_host(cls, host: Host) -> HostShell:
+        ctr = host.container
+        return cls(
+            tuple(host.env_setup), ctr.prefix() if ctr else (), ctr.label if ctr else ""
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.env_setup or self.container)
+
+
+NO_SHELL = HostShell()
+
+# The setup failure marker on stderr: "\x1everl-tui-setup-failed STEP STATUS".
+SETUP_MARK = b"\x1everl-tui-setup-failed "
+SETUP_FAILED_EXIT = 97
+# bash where the host has one (users write `source`, `module load`, `conda activate` as in their
+# shell); POSIX sh otherwise. $1 is the setup script, the rest the command.
+_SETUP_RUNNER = (
+    's=$1; shift; if command -v bash >/dev/null 2>&1; then exec bash -c "$s" verl-tui "$@"; fi; '
+    'exec sh -c "$s" verl-tui "$@"'
+)
+
+
+def setup_script(steps: Sequence[str]) -> str:
+    """The shell text that runs `steps` in order, then `exec "$@"`. The steps' stdout goes to
+    stderr (a command's stdout may be a line protocol, like the agent's) and their stdin is
+    /dev/null (it may be the command's input); the first failing step stops everything with
+    the marker line and exit status SETUP_FAILED_EXIT."""
+    out = ["exec 3>&1 1>&2"]
+    for i, step in enumerate(steps, 1):
+        # The newline before `}`: a step may end in a comment.
+        out.append(
+            f"{{ {step}\n}} </dev/null || {{ printf '\\036verl-tui-setup-failed {i} %s\\n' "
+            f'"$?" >&2; exit {SETUP_FAILED_EXIT}; }}'
+        )
+    out.append('exec 1>&3 3>&-; exec "$@"')
+    return "\n".join(out)
+
+
+def command_line(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, shell: HostShell = NO_SHELL
+) -> str:
+    """One shell-safe command line from an argv list (and env as `env K=V` words), after the
+    host's env_setup when it has one (the env words come after it: they win). The container
+    prefix is not part of it (pgroup.group_command puts it outside the group prologue)."""
     if not argv:
         raise ValueError("empty argv")
     words = list(argv)
@@ -119,4 +178,33 @@ def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> s
             if not key.replace("_", "a").isalnum() or key[0].isdigit():
                 raise ValueError(f"invalid environment variable name {key!r}")
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *words]
+    if shell.env_setup:
+        words = ["sh", "-c", _SETUP_RUNNER, "verl-tui", setup_script(shell.env_setup), *words]
     return shlex.join(words)
+
+
+class EnvSetupFailed(TransportError):
+    """A host's env_setup step failed: nothing of the command ran."""
+
+
+def setup_failure(host: str, shell: HostShell, stderr: bytes) -> EnvSetupFailed | None:
+    """The one-line error for a command whose env_setup failed (from its stderr), or None.
+    It names the host, the step, its exit status and the last lines the setup printed."""
+    at = stderr.rfind(SETUP_MARK)
+    if at < 0 or (at > 0 and stderr[at - 1 : at] != b"\n"):
+        return None
+    fields = stderr[at + len(SETUP_MARK) :].split(b"\n", 1)[0].decode("ascii", "replace").split()
+    if len(fields) != 2 or not fields[0].isdigit() or not fields[1].isdigit():
+        return None
+    step, status = int(fields[0]), fields[1]
+    text = shell.env_setup[step - 1] if 0 < step <= len(shell.env_setup) else f"step {step}"
+    before = stderr[:at].decode("utf-8", "replace").splitlines()
+    tail = " | ".join(ln.strip() for ln in before if ln.strip() and "\x1e" not in ln)[-300:]
+    where = f" in {shell.container_label}" if shell.container else ""
+    return EnvSetupFailed(
+        one_line(
+            f"{host}: env_setup failed{where} (exit {status}) at `{text}`"
+            + (f": {tail}" if tail else " (no output)"),
+            600,
+        )
+    )
