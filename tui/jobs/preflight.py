@@ -167,8 +167,7 @@ def classify_value(key: str, value: str, *, model: bool, working_dir: str | None
             key,
             "fail",
             None,
-            f"{key}={value}: '~' is not expanded by Hydra or verl (it looks for "
-            f"'<cwd>/{value}')",
+            f"{key}={value}: '~' is not expanded by Hydra or verl (it looks for '<cwd>/{value}')",
             f"{key}={_after_home(value)} (or an absolute path)",
         )
     shell = _SHELL_VAR.search(value)

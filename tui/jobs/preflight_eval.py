@@ -31,7 +31,9 @@ OBJECT_STORE_CAP = 200 * 10**9  # Ray caps its default object store at 200 GB
 
 
 def _gib(n: float) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / (1 << 20):.0f} MiB"
+    if n >= GIB / 10:
+        return f"{n / GIB:.1f} GiB"
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def _dict(m: Mapping[str, Any] | Any, key: str) -> dict[str, Any]:
@@ -143,9 +145,7 @@ def _imports(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any])
         check = f"import:{r.module}"
         title = f"import {r.module}"
         found = [
-            m
-            for m in (r.module, *ALTERNATIVES.get(r.module, ()))
-            if _dict(mods, m).get("found")
+            m for m in (r.module, *ALTERNATIVES.get(r.module, ())) if _dict(mods, m).get("found")
         ]
         if found:
             out.append(_f(check, title, "ok", host, f"{found[0]} found ({r.key})"))
@@ -187,8 +187,7 @@ def _limits(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]
                 f"/dev/shm is {_gib(total)}, below {_gib(need)} (Ray's object store"
                 f"{' (ray.object_store_memory)' if needs.object_store else ', 30 % of free memory'}"
                 ", NCCL, vLLM): Ray falls back to /tmp, NCCL can fail with 'Bus error'",
-                "mount -o remount,size=64g /dev/shm (containers: --shm-size=64g or "
-                "--ipc=host)",
+                "mount -o remount,size=64g /dev/shm (containers: --shm-size=64g or --ipc=host)",
             )
         )
     else:
@@ -299,8 +298,8 @@ def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]
     if me and not (isinstance(mine, dict) and mine.get("ok")):
         out.append(
             _f(
-                "resolve",
-                "node names",
+                "hostname",
+                "own hostname",
                 "warn",
                 host,
                 f"its own hostname {me} does not resolve: torch's Gloo groups pick the "
@@ -308,9 +307,11 @@ def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]
                 "add it to /etc/hosts, or set GLOO_SOCKET_IFNAME in ray.env",
             )
         )
-    if not out:
-        shown = f"{len(names)} node name(s) and " if names else ""
-        out.append(_f("resolve", "node names", "ok", host, f"{shown}its hostname resolve"))
+    elif me:
+        out.append(_f("hostname", "own hostname", "ok", host, "its hostname resolves"))
+    if not bad:
+        shown = f"resolves {', '.join(names)}" if names else "node_ip values are IP addresses"
+        out.append(_f("resolve", "node names", "ok", host, shown))
     return out
 
 

@@ -165,8 +165,10 @@ def witness(root: Path, need: Need) -> str | None:
     if need.literal is not None:
         ok = _has_literal(nodes, need.literal)
         return None if ok else f"{where} no longer mentions {need.literal!r}"
-    return None if _imports(imported_modules(nodes), need.module) else (
-        f"{where} no longer imports {need.module}"
+    return (
+        None
+        if _imports(imported_modules(nodes), need.module)
+        else (f"{where} no longer imports {need.module}")
     )
 
 
@@ -309,4 +311,3 @@ SOURCE_FILES = (
     "workers/rollout/sglang_rollout",
     "workers/rollout/trtllm_rollout",
 )
-

@@ -1,0 +1,349 @@
+"""The job preflight (tui/jobs/preflight.py) on real namespace sshd hosts with real verl compose.
+
+Each host has its own HOME (so `${oc.env:HOME}/data/gsm8k/…` resolves per host, and the HF
+cache ~/.cache/huggingface/hub is per host) and its own PYTHONPATH folder, where a test puts
+tiny stand-in packages (`transfer_queue/__init__.py`, …): the lab's verl 0.9.1 has neither
+TransferQueue nor vLLM, which is exactly what the preset must be refused for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from harness.nshosts import NsCluster
+
+from tui.cluster.doctor.findings import Finding
+from tui.config.hosts import Inventory, load_inventory
+from tui.jobs.preflight import needs_for_profile, run_preflight
+from tui.jobs.profiles import load_profile
+from tui.transport.fleet import Fleet
+
+NAMES = ("node1", "node2", "node3")
+REPO = Path(__file__).resolve().parent.parent
+PRESET = "grpo-gsm8k-qwen2.5-0.5b"
+MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+# What verl imports for the preset (use_v1 default, rollout vllm, flash_attention_2 default).
+PRESET_MODULES = ("transfer_queue", "vllm", "flash_attn")
+
+
+@dataclass
+class Lab:
+    cluster: NsCluster
+    root: Path
+    homes: dict[str, Path]
+    sites: dict[str, Path]
+    count: int = 0
+
+    def inventory(self, ray_env: dict[str, str] | None = None) -> Inventory:
+        self.count += 1
+        data = {
+            "cluster": "preflighttest",
+            "python": sys.executable,
+            "ssh": {
+                "user": "root",
+                "identity_file": str(self.cluster.client_key),
+                "known_hosts": str(self.cluster.known_hosts),
+                "config": "",
+                "connect_timeout": 2,
+            },
+            "ray": {"num_cpus": 6, "env": ray_env or {}},
+            "hosts": [
+                {"name": n, "address": self.cluster.host(n).address, "num_gpus": 1} for n in NAMES
+            ],
+        }
+        path = self.root / f"hosts{self.count}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return load_inventory(path)
+
+    def prepare_data(self, name: str) -> None:
+        """What verl's examples/data_preprocess/gsm8k.py leaves: ~/data/gsm8k/{train,test}.parquet
+        (its default --local_save_dir), real parquet files."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out = self.homes[name] / "data" / "gsm8k"
+        out.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "test"):
+            table = pa.table({"data_source": ["openai/gsm8k"], "prompt": [f"{split} 1+1?"]})
+            pq.write_table(table, out / f"{split}.parquet")
+
+    def cache_model(self, name: str) -> None:
+        """An HF hub cache entry as huggingface_hub lays it out (snapshot with config.json)."""
+        snap = (
+            self.homes[name]
+            / ".cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct/snapshots/0123abcd"
+        )
+        snap.mkdir(parents=True, exist_ok=True)
+        (snap / "config.json").write_text('{"model_type": "qwen2"}')
+        (snap / "model.safetensors").write_bytes(b"\0" * 4096)
+
+    def install(self, name: str, *modules: str) -> None:
+        for m in modules:
+            pkg = self.sites[name] / m
+            pkg.mkdir(parents=True, exist_ok=True)
+            (pkg / "__init__.py").write_text("")
+
+    def reset(self) -> None:
+        for d in (*self.homes.values(), *self.sites.values()):
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+
+    def ready(self) -> None:
+        """Every host as the README's preparation leaves it."""
+        self.reset()
+        for n in NAMES:
+            self.prepare_data(n)
+            self.cache_model(n)
+            self.install(n, *PRESET_MODULES)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("preflight")
+    homes = {n: root / f"home-{n}" for n in NAMES}
+    sites = {n: root / f"site-{n}" for n in NAMES}
+    host_env = {n: {"HOME": str(homes[n]), "PYTHONPATH": str(sites[n])} for n in NAMES}
+    cluster = NsCluster(3, root / "cluster", host_env=host_env)
+    try:
+        cluster.start()
+        yield Lab(cluster, root, homes, sites)
+    finally:
+        cluster.stop()
+
+
+async def preflight(inv: Inventory, *sets: str, profile: str = PRESET) -> list[Finding]:
+    prof = load_profile(REPO / "profiles" / f"{profile}.yaml")
+    found, needs = needs_for_profile(inv, prof, sets)
+    assert needs is not None, found
+    async with Fleet(inv) as fleet:
+        return found + await run_preflight(fleet, inv, needs, timeout=20)
+
+
+def rows(findings: list[Finding], check: str, status: str | None = None) -> list[Finding]:
+    return [f for f in findings if f.check == check and (status is None or f.status == status)]
+
+
+def show(findings: list[Finding]) -> str:
+    return "\n".join(f"{f.status} {f.check} {f.host}: {f.finding} | {f.fix}" for f in findings)
+
+
+def job_failures(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.status == "fail"]
+
+
+# --------------------------------------------------------------------------- failing cases
+
+
+async def test_the_lab_as_it_is_refuses_the_preset_for_transfer_queue_and_vllm(lab):
+    """verl 0.9.1 without TransferQueue and vLLM: exactly those (and flash-attn, verl's default
+    attention) fail, on every host, each naming the module, the config key and verl's file."""
+    lab.ready()
+    for n in NAMES:
+        shutil.rmtree(lab.sites[n])
+        lab.sites[n].mkdir()
+    findings = await preflight(lab.inventory())
+    failed = {f.check for f in job_failures(findings)}
+    assert failed == {f"import:{m}" for m in PRESET_MODULES}, show(findings)
+    tq = rows(findings, "import:transfer_queue", "fail")
+    assert len(tq) == 1 and tq[0].host is None and "(all 3 hosts)" in tq[0].finding
+    assert "trainer.use_v1" in tq[0].finding and "verl/trainer/main_ppo.py" in tq[0].finding
+    assert "transferqueue" in tq[0].fix and "trainer.use_v1=false" in tq[0].fix
+    vllm = rows(findings, "import:vllm", "fail")[0]
+    assert "actor_rollout_ref.rollout.name" in vllm.finding
+    assert "vllm_async_server.py" in vllm.finding
+
+
+async def test_a_module_missing_on_one_host_names_that_host(lab):
+    lab.ready()
+    shutil.rmtree(lab.sites["node2"] / "vllm")
+    findings = await preflight(lab.inventory())
+    bad = job_failures(findings)
+    assert [(f.check, f.host) for f in bad] == [("import:vllm", "node2")], show(findings)
+
+
+async def test_use_v1_false_needs_no_transfer_queue(lab):
+    """verl 0.9.1 still has the legacy TaskRunner (main_ppo_v0): use_v1=false is valid."""
+    lab.ready()
+    for n in NAMES:
+        shutil.rmtree(lab.sites[n] / "transfer_queue")
+    findings = await preflight(lab.inventory(), "trainer.use_v1=false")
+    assert job_failures(findings) == [], show(findings)
+    assert not rows(findings, "import:transfer_queue")
+
+
+async def test_missing_data_on_one_host_is_an_error_naming_it(lab):
+    lab.ready()
+    (lab.homes["node3"] / "data/gsm8k/train.parquet").unlink()
+    findings = await preflight(lab.inventory())
+    bad = job_failures(findings)
+    assert [(f.check, f.host) for f in bad] == [("path:data.train_files", "node3")], show(findings)
+    assert str(lab.homes["node3"]) + "/data/gsm8k/train.parquet" in bad[0].finding
+    assert "${oc.env:HOME}" in bad[0].finding  # what it was resolved from
+    ok = rows(findings, "path:data.train_files", "ok")
+    assert len(ok) == 1 and "(2 hosts: node1, node2)" in ok[0].finding
+
+
+async def test_unreadable_data_and_a_model_folder_without_config(lab):
+    lab.ready()
+    model = lab.root / "models" / "qwen"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "weights.safetensors").write_bytes(b"x")
+    findings = await preflight(lab.inventory(), f"actor_rollout_ref.model.path={model}")
+    bad = rows(findings, "path:actor_rollout_ref.model.path", "fail")
+    assert len(bad) == 1 and "no config.json" in bad[0].finding, show(findings)
+    (model / "config.json").write_text("{}")
+    findings = await preflight(lab.inventory(), f"actor_rollout_ref.model.path={model}")
+    assert job_failures(findings) == [], show(findings)
+    assert not rows(findings, "hf:actor_rollout_ref.model.path")  # a folder, not an HF id
+
+
+async def test_tilde_and_shell_variables_are_errors_with_the_fix(lab):
+    lab.ready()
+    findings = await preflight(
+        lab.inventory(),
+        "data.train_files='~/data/gsm8k/train.parquet'",
+        "data.val_files='$HOME/data/gsm8k/test.parquet'",
+    )
+    tilde = rows(findings, "path:data.train_files", "fail")
+    assert len(tilde) == 1 and tilde[0].host is None, show(findings)
+    assert "'~' is not expanded" in tilde[0].finding
+    assert tilde[0].fix.startswith("data.train_files=${oc.env:HOME}/data/gsm8k/train.parquet")
+    var = rows(findings, "path:data.val_files", "fail")
+    assert len(var) == 1 and "$HOME is not expanded" in var[0].finding
+    assert var[0].fix.startswith("data.val_files=${oc.env:HOME}/data/gsm8k/test.parquet")
+
+
+async def test_hf_id_not_cached_warns_naming_hosts_and_fails_offline(lab):
+    lab.ready()
+    for n in ("node2", "node3"):
+        shutil.rmtree(lab.homes[n] / ".cache")
+    findings = await preflight(lab.inventory())
+    warn = rows(findings, "hf:actor_rollout_ref.model.path", "warn")
+    assert len(warn) == 1 and "(2 hosts: node2, node3)" in warn[0].finding, show(findings)
+    assert MODEL in warn[0].finding and "download" in warn[0].finding
+    assert job_failures(findings) == []
+
+    findings = await preflight(lab.inventory(ray_env={"HF_HUB_OFFLINE": "1"}))
+    bad = job_failures(findings)
+    assert [(f.check, f.host) for f in bad] == [
+        ("hf:actor_rollout_ref.model.path", "node2"),
+        ("hf:actor_rollout_ref.model.path", "node3"),
+    ], show(findings)
+    assert "HF_HUB_OFFLINE=1 forbids the download" in bad[0].finding
+    assert str(lab.homes["node2"]) + "/.cache/huggingface/hub" in bad[0].finding
+
+
+async def test_small_dev_shm_warns(lab):
+    lab.ready()
+    lab.cluster.exec_in("node2", ["mount", "-o", "remount,size=64m", "/dev/shm"], check=True)
+    try:
+        findings = await preflight(lab.inventory())
+    finally:
+        lab.cluster.exec_in("node2", ["mount", "-o", "remount,size=50%", "/dev/shm"], check=True)
+    warn = rows(findings, "dev-shm", "warn")
+    assert [f.host for f in warn] == ["node2"], show(findings)
+    assert "/dev/shm is 64 MiB" in warn[0].finding and "--shm-size" in warn[0].fix
+    assert job_failures(findings) == []
+
+
+async def test_checkpoint_dir_without_room_warns(lab):
+    """A checkpoint of the cached model (4 KiB of weights → 24 KiB) on a 16 KiB tmpfs."""
+    lab.ready()
+    small = lab.root / "ckpt-small"
+    small.mkdir(exist_ok=True)
+    # Each host has its own mount namespace: the tmpfs goes into every one of them.
+    for n in NAMES:
+        mount = ["mount", "-t", "tmpfs", "-o", "size=16k", "vt-ckpt", str(small)]
+        lab.cluster.exec_in(n, mount, check=True)
+    try:
+        findings = await preflight(lab.inventory(), f"trainer.default_local_dir={small}/run")
+    finally:
+        for n in NAMES:
+            lab.cluster.exec_in(n, ["umount", str(small)], check=True)
+    warn = rows(findings, "disk:checkpoint", "warn")
+    assert len(warn) == 1 and "(all 3 hosts)" in warn[0].finding, show(findings)
+    assert "below 24 KiB (one checkpoint ≈ 6 × 4 KiB of weights)" in warn[0].finding
+
+
+async def test_unresolvable_node_name_fails_on_every_host(lab):
+    lab.ready()
+    inv = lab.inventory()
+    data = yaml.safe_load(Path(inv.source).read_text())
+    data["hosts"][1]["node_ip"] = "node2.invalid"
+    path = lab.root / "hosts-badname.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    findings = await preflight(load_inventory(path))
+    bad = rows(findings, "resolve", "fail")
+    assert len(bad) == 1 and "node2.invalid" in bad[0].finding, show(findings)
+    assert "(all 3 hosts)" in bad[0].finding
+
+
+# --------------------------------------------------------------------------- passing case
+
+
+async def test_every_preset_passes_once_the_hosts_are_prepared(lab):
+    """README's preparation (gsm8k.py's parquet files, the model in the HF cache, verl's
+    runtime packages): no preset fails a data, model or import check on any host."""
+    lab.ready()
+    inv = lab.inventory()
+    for n in NAMES:  # the other presets' models, cached too
+        for repo in ("Qwen--Qwen3-32B", "Qwen--Qwen2.5-7B-Instruct"):
+            snap = lab.homes[n] / f".cache/huggingface/hub/models--{repo}/snapshots/0"
+            snap.mkdir(parents=True, exist_ok=True)
+            (snap / "config.json").write_text("{}")
+    for preset in sorted(p.stem for p in (REPO / "profiles").glob("*.yaml")):
+        findings = await preflight(inv, profile=preset)
+        assert job_failures(findings) == [], (preset, show(findings))
+        assert rows(findings, "path:data.train_files", "ok"), preset
+        assert rows(findings, "hf:actor_rollout_ref.model.path", "ok"), preset
+
+
+def test_check_profile_cli_end_to_end(lab):
+    """`verl-tui check HOSTS --profile P --json` on 3 hosts: the doctor's rows and the job's;
+    exit 1 while the lab lacks TransferQueue/vLLM, 0 once they are there."""
+    lab.ready()
+    inv = lab.inventory()
+    argv = [sys.executable, "-m", "tui", "check", str(inv.source), "--profile", PRESET, "--json"]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    checks = {c["check"] for c in out["checks"]}
+    assert {"ssh-reach", "ray-version", "path:data.train_files", "import:vllm"} <= checks
+    assert out["summary"]["fail"] == 0
+    print(f"check --profile on 3 hosts: {took:.1f} s")
+
+    shutil.rmtree(lab.sites["node1"] / "vllm")
+    proc = subprocess.run(
+        [*argv[:-1], "--set", "trainer.use_v1=false"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("✗ import:vllm"))
+    assert "node1" in line and "actor_rollout_ref.rollout.name" in line
+
+
+def test_check_set_without_profile_is_bad_input(lab):
+    inv = lab.inventory()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui", "check", str(inv.source), "--set", "a=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and "--set: needs --profile" in proc.stderr
+    assert "Traceback" not in proc.stderr

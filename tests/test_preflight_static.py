@@ -1,0 +1,126 @@
+"""The job preflight's parts that need no host: the import map read from verl's own source
+(a verl upgrade that moves a cited import fails here), the shipped presets' paths, and the
+classification of path values (~, $VAR, HF ids)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tui.jobs.preflight import classify_value, configs_for, job_needs
+from tui.jobs.preflight_imports import (
+    NEEDS,
+    ROLLOUT_ENGINES,
+    SOURCE_FILES,
+    logger_modules,
+    required_modules,
+    rollout_modules,
+    witness,
+)
+from tui.jobs.profiles import load_profile, to_hydra_overrides
+
+REPO = Path(__file__).resolve().parent.parent
+PRESETS = sorted((REPO / "profiles").glob("*.yaml"))
+
+
+def verl_root() -> Path:
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@pytest.mark.parametrize("need", NEEDS, ids=lambda n: n.module)
+def test_every_cited_import_is_still_in_verl(need) -> None:
+    """Fails loudly when a verl upgrade moves or drops an import the map cites."""
+    assert witness(verl_root(), need) is None
+
+
+def test_rollout_engines_and_loggers_are_read_from_verl() -> None:
+    root = verl_root()
+    loaders = rollout_modules(root)
+    # every engine verl registers is one the map knows (a new one fails here)
+    assert set(loaders) == set(ROLLOUT_ENGINES)
+    for name, module_file in loaders.items():
+        text = (root / module_file).read_text()
+        assert re.search(rf"^\s*(import|from) {ROLLOUT_ENGINES[name]}\b", text, re.M), name
+    loggers = logger_modules(root)
+    assert loggers["wandb"] == ["wandb"] and loggers["mlflow"] == ["mlflow"]
+    assert "console" not in loggers  # verl's own LocalLogger: nothing to install
+
+
+def test_import_map_files_are_what_verl_source_ships() -> None:
+    from tui.jobs.verl_source import SPEC
+
+    root = verl_root()
+    for rel in SOURCE_FILES:
+        assert rel in SPEC["py"] and (root / rel).exists(), rel
+
+
+def test_a_verl_without_the_cited_import_is_reported_not_used(tmp_path: Path) -> None:
+    """An edited copy of verl (TaskRunnerV1.run no longer imports transfer_queue): the module
+    is not asked for, and the note names the file and the scope."""
+    root = tmp_path / "verl"
+    shutil.copytree(verl_root() / "trainer", root / "trainer")
+    main = root / "trainer" / "main_ppo.py"
+    main.write_text(main.read_text().replace("import transfer_queue as tq", "tq = None"))
+    cfg = {"trainer": {"use_v1": True, "logger": ["console"]}}
+    mods, notes = required_modules(cfg, root)
+    assert "transfer_queue" not in {m.module for m in mods}
+    assert any(
+        "verl/trainer/main_ppo.py (TaskRunnerV1.run) no longer imports transfer_queue" in n
+        for n in notes
+    ), notes
+    assert witness(verl_root(), NEEDS[0]) is None  # the real one still has it
+
+
+def test_modules_follow_the_config() -> None:
+    root = verl_root()
+
+    def mods(*sets: str) -> set[str]:
+        _, resolved = configs_for(["actor_rollout_ref.rollout.name=vllm", *sets])
+        return {m.module for m in required_modules(resolved, root)[0]}
+
+    assert mods("trainer.logger=[console]") == {"transfer_queue", "vllm", "flash_attn"}
+    assert mods(
+        "trainer.use_v1=false",
+        "trainer.logger=[console,wandb]",
+        "actor_rollout_ref.rollout.name=sglang",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    ) == {"sglang", "wandb"}
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_shipped_presets_have_no_tilde_or_shell_variables(path: Path) -> None:
+    prof = load_profile(path)
+    text = path.read_text()
+    assert not re.search(r":\s*~", text) and not re.search(r"\$(?!\{oc\.env:)", text)
+    raw, resolved = configs_for(to_hydra_overrides(prof.overrides))
+    needs = job_needs(raw, resolved, env={}, verl_root=None)
+    assert needs.local == [], needs.local  # nothing decided against it before any host
+    assert {p.key for p in needs.paths} >= {"data.train_files", "data.val_files"}
+    assert all(p.value.startswith("${oc.env:HOME}/data/gsm8k/") for p in needs.paths[:2])
+    assert needs.hf_ids[0][0] == "actor_rollout_ref.model.path"
+
+
+@pytest.mark.parametrize(
+    ("value", "model", "expect"),
+    [
+        ("/data/x.parquet", False, "path"),
+        ("${oc.env:HOME}/x.parquet", False, "path"),
+        ("hdfs://nn/x.parquet", False, "remote"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", True, "hf"),
+        ("~/x.parquet", False, "fail"),
+        ("$HOME/x", False, "fail"),
+        ("${HOME}/x", True, "fail"),
+        ("data/x.parquet", False, "fail"),  # relative, no working_dir
+    ],
+)
+def test_classify_value(value: str, model: bool, expect: str) -> None:
+    got = classify_value("k", value, model=model, working_dir=None)
+    assert (got if isinstance(got, str) else got.status) == expect
+    if expect == "fail":
+        assert "${oc.env:" in got.fix or "/absolute/path" in got.fix
