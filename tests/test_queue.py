@@ -1,0 +1,234 @@
+"""The queue and sweeps on a real namespace Ray cluster (one host, Ray told 4 GPUs and 12 CPUs),
+driven through the real CLI: `submit --queue`, `sweep`, `queue`, and `verl-tui watch --once`
+(the supervisor: its lease on the head, the QueueDuty, hosts.yaml notify: to a real command and
+a real local webhook)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_notify import Hook, recorder
+from test_ray_lifecycle import VENV_PY, running_ray
+
+from tui.config.hosts import load_inventory
+from tui.jobs.queue import JobQueue, free_resources
+
+PRESET = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
+HOLD = """
+import time, ray
+from ray.util.placement_group import placement_group
+ray.init()
+pg = placement_group([{"GPU": 1, "CPU": 1}] * 4, strategy="PACK")
+ray.get(pg.ready())
+print("HELD", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_q(tmp_path_factory):
+    """(cluster, hosts.yaml, env, payload file, webhook) for the module: one host with Ray."""
+    work = tmp_path_factory.mktemp("queue")
+    hook = Hook()
+    argv, payloads = recorder(work)
+    with running_ray(work, 1, ray_extra="num_cpus: 12", num_gpus=4) as (cluster, path, env):
+        with path.open("a") as f:
+            f.write(f"notify:\n  command: {json.dumps(list(argv))}\n  webhook: {hook.url}\n")
+        yield cluster, path, env, payloads, hook
+    hook.close()
+
+
+def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def watch_once(env, path) -> str:
+    out = cli(env, "watch", str(path), "--once")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def queue_doc(env, path) -> list[dict]:
+    out = cli(env, "queue", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["queue"]
+
+
+def free_gpus(path: Path, env: dict) -> float:
+    """What the queue duty reads: Ray's free GPUs per the dashboard's report, summed."""
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.transport.fleet import Fleet
+
+    async def ask() -> float:
+        inv = load_inventory(path)
+        async with Fleet(inv) as fleet:
+            cluster = RayCluster(fleet, inv)
+            try:
+                free = await free_resources(await cluster.dashboard(), inv)
+            finally:
+                await cluster.close()
+        return sum(n.gpus for n in free.nodes) if free else -1.0
+
+    return asyncio.run(ask())
+
+
+def wait_free(path, env, want: float, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (got := free_gpus(path, env)) != want:
+        assert time.monotonic() < deadline, f"free GPUs {got}, want {want}"
+        time.sleep(1)
+
+
+def job_status(env, path, sid) -> str | None:
+    doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
+    return next((j["status"] for j in doc["jobs"] if j["submission_id"] == sid), None)
+
+
+def wait_status(env, path, sid, want: set[str], timeout: float = 180.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (status := job_status(env, path, sid)) not in want:
+        assert time.monotonic() < deadline, f"{sid}: {status}, want {want}"
+        time.sleep(2)
+    return status
+
+
+def payloads_of(file: Path) -> list[dict]:
+    return [json.loads(x) for x in file.read_text().splitlines()] if file.exists() else []
+
+
+def test_queue_waits_for_the_gpus_in_priority_order(ray_q, tmp_path):
+    _cluster, path, env, payloads, hook = ray_q
+    wd = tmp_path / "holder"
+    wd.mkdir()
+    (wd / "hold.py").write_text(HOLD)
+    held = cli(env, "submit", str(path), "--working-dir", str(wd), "--submission-id", "holder-1",
+               "--", "python", "hold.py")  # fmt: skip
+    assert held.returncode == 0, held.stderr
+    wait_free(path, env, 0.0)  # the holder's placement group has every GPU
+
+    common = ("submit", str(path), str(PRESET), "--queue", "--print-config")
+    low = cli(env, *common, "--submission-id", "q-low")
+    high = cli(env, *common, "--priority", "5", "--submission-id", "q-high")
+    assert low.returncode == 0 and high.returncode == 0, low.stderr + high.stderr
+    assert "queued q-high at position 1" in high.stdout
+    rows = queue_doc(env, path)
+    assert [(r["position"], r["submission_id"]) for r in rows] == [(1, "q-high"), (2, "q-low")]
+    assert rows[0]["needs"]["gpus"] == 4 and rows[0]["needs"]["cpus_per_node"] == 12
+    assert rows[0]["overrides"][-1] == "trainer.n_gpus_per_node=4"  # sized from the live cluster
+
+    out = watch_once(env, path)
+    assert "queue-wait q-high: waiting for free resources: needs 1×4 GPU" in out
+    assert "free now: node1 0 GPU" in out and "queue-start" not in out
+    assert [r["submission_id"] for r in queue_doc(env, path)] == ["q-high", "q-low"]
+    assert job_status(env, path, "q-high") is None  # nothing reached Ray
+
+    assert cli(env, "stop", str(path), "holder-1").returncode == 0
+    wait_free(path, env, 4.0)
+    out = watch_once(env, path)
+    assert "queue-start q-high: submitted from the queue" in out
+    assert "queue-start q-low" not in out  # q-high's GPUs are reserved until it ends
+    assert [r["submission_id"] for r in queue_doc(env, path)] == ["q-low"]
+    assert wait_status(env, path, "q-high", {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+
+    out = watch_once(env, path)
+    assert "queue-start q-low" in out
+    assert queue_doc(env, path) == []
+    assert wait_status(env, path, "q-low", {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+
+    # The notify: command and webhook got the same payloads, in order.
+    starts = [p["submission_id"] for p in payloads_of(payloads) if p["event"] == "queue-start"]
+    assert starts == ["q-high", "q-low"]
+    assert [b["submission_id"] for b in hook.bodies if b["event"] == "queue-start"] == starts
+    ends = {p["submission_id"]: p for p in payloads_of(payloads) if p["event"] == "job-end"}
+    assert "holder-1" in ends and ends["holder-1"]["cluster"] == "raytest"
+
+
+def test_a_crash_between_mark_and_answer_never_submits_twice(ray_q):
+    """A supervisor killed after its POST but before the queue was updated: the next one finds
+    the id on the head and does not send it again."""
+    _cluster, path, env, _p, _h = ray_q
+    queued = cli(env, "submit", str(path), "--queue", "--submission-id", "q-crash", "--",
+                 "python", "-c", "print('once')")  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    q = JobQueue("raytest", Path(env["XDG_STATE_HOME"]) / "verl-tui" / "queue")
+    assert q.begin_start("q-crash") is not None  # what the dead supervisor wrote first
+    sent = cli(env, "submit", str(path), "--submission-id", "q-crash", "--",
+               "python", "-c", "print('once')")  # fmt: skip  (its POST)
+    assert sent.returncode == 0, sent.stderr
+    out = watch_once(env, path)
+    assert "queue-start q-crash: found on the head after a restart" in out
+    assert queue_doc(env, path) == []
+    again = cli(env, "submit", str(path), "--submission-id", "q-crash", "--", "true")
+    assert again.returncode == 1  # Ray takes an id once: a second send could not pass either
+    jobs = json.loads(cli(env, "jobs", str(path), "--json").stdout)["jobs"]
+    assert [j["submission_id"] for j in jobs].count("q-crash") == 1
+
+
+def test_sweep_queues_every_validated_combination(ray_q):
+    _cluster, path, env, _p, _h = ray_q
+    grid = ("--grid", "actor_rollout_ref.actor.optim.lr=1e-6,2e-6",
+            "--grid", "data.train_batch_size=64,128")  # fmt: skip
+    bad = cli(env, "sweep", str(path), str(PRESET), "--grid", "data.train_batch_size=64,3")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "combination data.train_batch_size=3: data.train_batch_size:" in bad.stderr
+    assert "nothing queued (1 of 2 combinations invalid)" in bad.stderr
+    assert queue_doc(env, path) == []  # all or nothing
+
+    out = cli(env, "sweep", str(path), str(PRESET), *grid, "--name", "lr bs",
+              "--set", "trainer.experiment_name=sw", "--print-config", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    ids = [r["submission_id"] for r in doc["runs"]]
+    assert ids == ["lr-bs-lr1e-6-tbs64", "lr-bs-lr1e-6-tbs128",
+                   "lr-bs-lr2e-6-tbs64", "lr-bs-lr2e-6-tbs128"]  # fmt: skip
+    rows = queue_doc(env, path)
+    assert [r["submission_id"] for r in rows] == ids
+    for row, run in zip(rows, doc["runs"], strict=True):
+        lr, bs = run["values"].values()
+        assert f"actor_rollout_ref.actor.optim.lr={lr}" in row["overrides"]
+        assert f"data.train_batch_size={bs}" in row["overrides"]
+        assert "trainer.experiment_name=sw" in row["overrides"]
+        assert row["group"] == "lr bs" and row["tags"]["sweep"] == "lr bs"
+        assert row["needs"]["gpus"] == 4
+    again = cli(env, "sweep", str(path), str(PRESET), *grid, "--name", "lr bs", "--dry-run")
+    assert again.returncode == 0 and "lr-bs-lr1e-6-tbs64-2" in again.stdout  # ids stay unique
+
+    # The first run starts (the GPUs are free); its history record carries the sweep's tags.
+    out = watch_once(env, path)
+    assert "queue-start lr-bs-lr1e-6-tbs64" in out and "queue-wait lr-bs-lr1e-6-tbs128" in out
+    rec = next((Path(env["XDG_STATE_HOME"]) / "verl-tui" / "history").rglob(
+        "lr-bs-lr1e-6-tbs64.json"))  # fmt: skip
+    tags = json.loads(rec.read_text())["tags"]
+    assert tags == {"sweep": "lr bs", "grid": "actor_rollout_ref.actor.optim.lr=1e-6, "
+                    "data.train_batch_size=64"}  # fmt: skip
+    for sid in ids[1:]:
+        assert cli(env, "queue", str(path), "--cancel", sid).returncode == 0
+    wait_status(env, path, "lr-bs-lr1e-6-tbs64", {"SUCCEEDED", "FAILED"})
+
+
+def test_a_failing_notifier_is_shown_not_fatal(ray_q, tmp_path):
+    _cluster, path, env, _p, _h = ray_q
+    broken = tmp_path / "hosts-broken-notify.yaml"
+    text = path.read_text().split("notify:")[0]
+    fail = [sys.executable, "-c", "import sys; sys.stderr.write('pager down'); sys.exit(4)"]
+    broken.write_text(text + f"notify:\n  command: {json.dumps(fail)}\n  timeout: 5\n")
+    queued = cli(env, "submit", str(broken), "--queue", "--submission-id", "q-notify", "--",
+                 "python", "-c", "print(1)")  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    out = cli(env, "watch", str(broken), "--once")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "queue-start q-notify" in out.stdout
+    assert (
+        "error q-notify: notifier failed for queue-start: notify command "
+        f"{sys.executable}: exit status 4: pager down" in out.stdout
+    )
+    assert queue_doc(env, path) == [] and "Traceback" not in out.stderr
+    wait_status(env, path, "q-notify", {"SUCCEEDED", "FAILED"})
