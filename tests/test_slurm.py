@@ -306,6 +306,7 @@ def test_hostile_job_name_cannot_plant_nodes(slurm):
         cluster.wait_state(job, ("RUNNING",))
         shown = cluster.run("scontrol", "show", "job", job).stdout
         out = cli(env, "slurm", job)
+        print("hostile job name kept by Slurm:", "\n   NodeList=evil" in shown)
         if "\n   NodeList=evil" in shown:  # Slurm kept the newline: refused
             assert "lines (cannot read the job)" in _one_line_error(out)
         else:  # Slurm dropped or escaped it: the real node, nothing else
@@ -428,3 +429,25 @@ def test_exported_sbatch_brings_ray_up(slurm):
             break
         time.sleep(0.5)
     assert not left, left
+
+
+def test_array_job_needs_one_task(slurm):
+    """`scontrol show job ARRAYID` prints one record per task: name a task (`ID_N`)."""
+    ns, cluster, work, env = slurm
+    job = cluster.sbatch(
+        f"--chdir={work}", "-o", "/dev/null", "--array=0-1", "-N", "1", "--wrap", "sleep 600"
+    )
+    try:
+        for task in ("0", "1"):
+            cluster.wait_state(f"{job}_{task}", ("RUNNING",))
+        msg = _one_line_error(cli(env, "slurm", job))
+        assert f"Slurm job {job} has 2 records" in msg and "e.g. 12_0" in msg, msg
+        out = cli(env, "slurm", f"{job}_1")
+        assert out.returncode == 0, out.stderr
+        doc = yaml.safe_load(out.stdout)
+        assert doc["cluster"] == f"slurm-{job}_1"
+        (host,) = doc["hosts"]
+        assert host["name"] in ("node1", "node2")
+        assert host["address"] == ns.host(host["name"]).address
+    finally:
+        cluster.run("scancel", job)

@@ -8,11 +8,17 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tui.cluster.slurm import TIMEOUT, Allocation, inventory_for_job, state_file
 from tui.commands import PROG, Command, seconds
 from tui.config.yamlfile import ConfigError
 from tui.state import atomic_write_text
+
+if TYPE_CHECKING:
+    from tui.cluster.slurm import Allocation
+
+# The service (and the hosts.yaml models, pydantic) is imported when a command runs: `slurm
+# --help` stays light.
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -25,10 +31,13 @@ def _summary(alloc: Allocation) -> str:
 
 
 def write_inventory(
-    job_id: str, output: Path | None, base: Path | None, *, timeout: float = TIMEOUT
+    job_id: str, output: Path | None, base: Path | None, *, timeout: float | None = None
 ) -> tuple[Allocation, str]:
     """Read the allocation and write its hosts.yaml to `output` (atomically; a 0644-style mode)
     or return the text only (output None). ConfigError/SlurmError: one line."""
+    from tui.cluster.slurm import TIMEOUT, inventory_for_job
+
+    timeout = TIMEOUT if timeout is None else timeout
     alloc, text = asyncio.run(inventory_for_job(job_id, base, timeout=timeout))
     if output is not None:
         try:
@@ -44,6 +53,8 @@ def write_inventory(
 def cockpit_hosts(job_id: str, base: Path | None) -> Path:
     """`verl-tui --slurm JOBID`: the allocation's hosts.yaml, written to the state dir (so every
     part that wants a hosts file path has one); its path."""
+    from tui.cluster.slurm import state_file
+
     path = state_file(job_id)
     alloc, _ = write_inventory(job_id, path, base)
     print(f"{_summary(alloc)} → {path}", file=sys.stderr)
@@ -68,8 +79,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=seconds,
-        default=TIMEOUT,
-        help=f"seconds to wait for each scontrol call (default {TIMEOUT:g})",
+        help="seconds to wait for each scontrol call (default 30)",
     )
 
 
