@@ -12,3 +12,73 @@ def test_sweep_builder(snap_compare):
         await pilot.pause()
 
     assert snap_compare(APPS / "sweep_builder_replay.py", terminal_size=(150, 48), run_before=ready)
+
+
+async def test_form_sweep_builder_queues_all_or_nothing():
+    """The job form (gsm8k preset, recorded cluster) → ctrl+g → a 2×2 grid → ctrl+s: four
+    validated runs in the queue; a grid with an invalid value queues nothing and says which."""
+    from snapshot_apps.job_form_replay import PROFILE
+    from snapshot_apps.replay import ScreenApp, wait_for
+    from textual.widgets import Input
+
+    from tui.jobs.queue import JobQueue
+    from tui.jobs.rules import ClusterResources, NodeResources
+    from tui.screens.job_form import JobFormScreen
+    from tui.screens.sweep_builder import SweepBuilderScreen
+
+    def open_form(app):
+        return JobFormScreen(app.ray, app.history, PROFILE)
+
+    app = ScreenApp(open_form)
+    notes: list[str] = []
+    async with app.run_test(size=(160, 46)) as pilot:
+        form = pilot.app.screen
+        await wait_for(pilot, lambda: form.validated and form.cluster_note is None, 60)
+        # The recorded run was on CPU machines (Ray counted 0 GPUs): give the form the shape a
+        # GPU cluster has, as Ray's answer would (2 nodes × 4 GPUs, 12 CPUs).
+        form.resources = ClusterResources(
+            [NodeResources("node1", 4, 12), NodeResources("node2", 4, 12)]
+        )
+        real_notify = pilot.app.notify
+        pilot.app.notify = lambda msg, **kw: (notes.append(str(msg)), real_notify(msg, **kw))
+
+        async def grid(rows: dict[str, str]) -> None:
+            await pilot.press("ctrl+g")
+            await wait_for(pilot, lambda: isinstance(pilot.app.screen, SweepBuilderScreen))
+            for selector, value in rows.items():
+                pilot.app.screen.query_one(selector, Input).value = value
+            await pilot.pause(0.1)
+            await pilot.press("ctrl+s")
+
+        await grid(
+            {
+                "#sweep-name": "bad",
+                "#sweep-key-0": "data.train_batch_size",
+                "#sweep-values-0": "64,3",
+            }
+        )
+        await wait_for(pilot, lambda: any("sweep not queued" in n for n in notes), 60)
+        assert any("combination data.train_batch_size=3" in n for n in notes), notes
+        assert JobQueue("grpo-demo").entries() == []
+        assert pilot.app.screen is form  # still open, nothing lost
+
+        await grid(
+            {
+                "#sweep-name": "lrbs",
+                "#sweep-key-0": "actor_rollout_ref.actor.optim.lr",
+                "#sweep-values-0": "1e-6,2e-6",
+                "#sweep-key-1": "data.train_batch_size",
+                "#sweep-values-1": "64,128",
+            }
+        )
+        await wait_for(pilot, lambda: len(JobQueue("grpo-demo").entries()) == 4, 60)
+        entries = JobQueue("grpo-demo").entries()
+        assert [e.submission_id for e in entries] == [
+            "lrbs-lr1e-6-tbs64",
+            "lrbs-lr1e-6-tbs128",
+            "lrbs-lr2e-6-tbs64",
+            "lrbs-lr2e-6-tbs128",
+        ]
+        assert "data.train_batch_size=128" in entries[1].overrides
+        assert all(e.group == "lrbs" and e.needs.nnodes >= 1 for e in entries)
+        await wait_for(pilot, lambda: any("4 runs queued" in n for n in notes), 10)
