@@ -82,6 +82,39 @@ def _gpu(
     }
 
 
+def _health(**bad: object) -> dict:
+    """An H100's NVML health readings (tui/remote/nvml_health.py), healthy unless `bad` says."""
+    return {
+        "ecc_mode": True,
+        "ecc_volatile_uncorrected": 0,
+        "ecc_aggregate_uncorrected": 0,
+        "retired_pages_pending": None,  # Not Supported on Hopper
+        "remap_corrected": 0,
+        "remap_uncorrected": 0,
+        "remap_pending": False,
+        "remap_failure": False,
+        "clock_reasons": ["sw_power_cap"],
+        "clock_reasons_mask": 4,
+        "pcie_gen": 5,
+        "pcie_gen_max": 5,
+        "pcie_width": 16,
+        "pcie_width_max": 16,
+        "persistence": True,
+        "xid_count": 0,
+        "xid_last": None,
+        **bad,
+    }
+
+
+# (host, gpu) -> what its health readings say; every other GPU is healthy.
+_UNHEALTHY = {
+    (0, 2): {"ecc_volatile_uncorrected": 2, "ecc_aggregate_uncorrected": 2},
+    (1, 4): {"clock_reasons": ["hw_slowdown"], "clock_reasons_mask": 8},
+    (2, 1): {"pcie_width": 8},
+}
+HEALTH_EVERY = 10  # steps: the agent reads health every 10 s at 1 Hz
+
+
 def sample_line(
     host_i: int, step: int, gpus: list[dict], *, source: str = "nvml", error: str | None = None
 ) -> str:
@@ -154,6 +187,10 @@ class ReplayApp(VerlTuiApp):
                     )
                     for g in range(8)
                 ]
+                if step % HEALTH_EVERY == 0:
+                    for gpu in gpus:
+                        if not gpu["error"]:
+                            gpu["health"] = _health(**_UNHEALTHY.get((i, gpu["index"]), {}))
                 mon.ingest_line(name, sample_line(i, step, gpus))
             mon.ingest_line(
                 "login-cpu",

@@ -25,8 +25,25 @@ def snapshot(monitor: TelemetryMonitor) -> dict:
     return {
         "cluster": monitor.inventory.cluster,
         "time": time.time(),
-        "hosts": [ht.to_json() for ht in monitor.hosts.values()],  # problems: list of str
+        "hosts": [_host_json(ht) for ht in monitor.hosts.values()],  # problems: list of str
     }
+
+
+def _host_json(ht: HostTelemetry) -> dict:
+    """The host's JSON with GPU health judged: each GPU's `health` object gets its `level`
+    (error/warn/ok, null when nothing was read) and the host its `gpu_health` findings."""
+    from tui.cluster.gpu_health import gpu_level, judge_host
+
+    out = ht.to_json()
+    gpus = ht.latest.gpus if ht.latest is not None and out["gpus"] else ()
+    for gpu, data in zip(gpus, out["gpus"], strict=True):
+        if data.get("health") is not None:
+            data["health"]["level"] = gpu_level(gpu, len(gpus) > 1)
+    out["gpu_health"] = [f.to_json() for f in judge_host(gpus)]
+    return out
+
+
+_FLAGS = {"error": "  health ERROR", "warn": "  health warn", "ok": "  health ok"}
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:
@@ -35,6 +52,8 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 
 def format_text(hosts: list[HostTelemetry]) -> str:
     """Every host and GPU, one line each; everything from outside goes through one_line."""
+    from tui.cluster.gpu_health import gpu_level, judge_host
+
     out = []
     now = time.time()
     for ht in hosts:
@@ -51,12 +70,20 @@ def format_text(hosts: list[HostTelemetry]) -> str:
                 continue
             used = None if g.memory_used_bytes is None else g.memory_used_bytes / GIB
             total = None if g.memory_total_bytes is None else g.memory_total_bytes / GIB
+            level = gpu_level(g, len(ht.latest.gpus) > 1)
             out.append(
                 f"  gpu{g.index:<2} {one_line(g.name or '?', 24):<24}"
                 f" util {_num(g.util_percent, '3.0f', '%')}"
                 f"  mem {_num(used, '5.1f')}/{_num(total, '.1f')} GiB"
                 f"  {_num(g.temperature_c, '3.0f', '°C')}  {_num(g.power_w, '4.0f', ' W')}"
+                + (_FLAGS.get(level, "") if level else "")
             )
+        for f in judge_host(ht.latest.gpus):
+            if f.level in ("error", "warn"):
+                fix = f" (fix: {one_line(f.fix)})" if f.fix else ""
+                out.append(f"  health {f.level}: {one_line(f.message)}{fix}")
+            else:
+                out.append(f"  health: {one_line(f.message)}")
     return "\n".join(out)
 
 

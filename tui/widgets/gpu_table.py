@@ -20,6 +20,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tui.cluster.gpu_health import gpu_level, judge_host, worst
 from tui.cluster.models import GpuSample, HostTelemetry
 from tui.sanitize import one_line
 from tui.widgets.gauges import bar, gib, sparkline
@@ -36,6 +37,9 @@ def _short_name(name: str | None) -> str:
 
 
 SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
+# NVML health flag before a GPU's index (tui.cluster.gpu_health): glyph, style name. A healthy or
+# unread GPU shows none, so the table stays quiet until something needs a look.
+HEALTH_FLAGS = {"error": ("✖", "bad"), "warn": ("▲", "warn")}
 
 # Thresholds a person would flag on sight.
 HOT_C, WARM_C = 83.0, 75.0
@@ -368,6 +372,10 @@ class GpuTable(ScrollView, can_focus=True):
                 mean = f" · mean util {sum(utils) / len(utils):.0f}%" if utils else ""
                 info.append(f"{len(s.gpus)} GPU{'s' if len(s.gpus) != 1 else ''}{mean}")
             segs.append(Segment("  ".join(info) + "  ", st["dim"]))
+            level = worst(judge_host(s.gpus)) if s.gpus else None
+            if level in HEALTH_FLAGS:
+                glyph, name = HEALTH_FLAGS[level]
+                segs.append(Segment(one_line(f"{glyph} GPU health {level}  "), st[name]))
         error = ht.display_error
         if error:
             segs.append(Segment(one_line(error), st["bad"] if state != "up" else st["warn"]))
@@ -382,7 +390,15 @@ class GpuTable(ScrollView, can_focus=True):
             return [Segment(f"   gpu{index:d} (gone)", st["dim"])]
         label = f"  {gpu.index:>2d} {_short_name(gpu.name)}"
         label_style = st["bad"] if gpu.error else st["dim"]
-        segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
+        flag = HEALTH_FLAGS.get(gpu_level(gpu, len(s.gpus) > 1) or "")
+        if flag is None:
+            segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
+        else:  # the glyph replaces the label's second space
+            segs = [
+                Segment(" ", label_style),
+                Segment(one_line(flag[0]), st[flag[1]]),
+                Segment(label[2 : W_NAME - 1].ljust(W_NAME - 2), label_style),
+            ]
         if gpu.error:
             segs.append(Segment(one_line(gpu.error), st["bad"]))
             return segs

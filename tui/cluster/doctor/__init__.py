@@ -28,6 +28,10 @@ gpu-count          equal GPU counts per node, NVIDIA and AMD alike (hosts.yaml n
                    devices rule: ROCR_VISIBLE_DEVICES with HIP/CUDA_VISIBLE_DEVICES (verl
                    refuses it), ROCR without HIP on an AMD host (Ray refuses it), HIP ≠ CUDA
                    → fail; NVIDIA and AMD GPUs on one host → warn (one Ray GPU resource)
+gpu-health         NVML health per NVIDIA host, read by the GPU agent run once (tui/cluster/
+                   gpu_health judges it): uncorrectable ECC, row remap failure/pending, page
+                   retirement pending → fail; HW/thermal slowdown, PCIe link below max,
+                   persistence off on a multi-GPU node, XID errors → warn
 cpus-per-gpu       Ray's CPUs (ray.num_cpus, else detected) ≥ 3 × GPUs (verl's bundles) → fail
 hf-cache           the Hugging Face hub cache readable and writable → fail
 memory             available memory < 10 % of total or < 8 GiB → warn

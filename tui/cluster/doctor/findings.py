@@ -40,6 +40,7 @@ CHECKS: dict[str, str] = {
     "socket-ifname": "NCCL/Gloo interface",
     "infiniband": "InfiniBand ports",
     "gpu-count": "GPU count equal",
+    "gpu-health": "GPU health (NVML)",
     "cpus-per-gpu": "CPUs ≥ 3 × GPUs",
     "hf-cache": "HF cache writable",
     "memory": "Free memory",

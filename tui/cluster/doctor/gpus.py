@@ -1,13 +1,31 @@
-"""GPU checks: equal GPU counts per node (NVIDIA and AMD), the visible-devices rules, and
-enough CPUs for verl's bundles."""
+"""GPU checks: equal GPU counts per node (NVIDIA and AMD), the visible-devices rules, enough
+CPUs for verl's bundles, and GPU health from NVML (the GPU agent run once per host)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 
-from tui.cluster.doctor.findings import CPUS_PER_GPU, Finding, _f, _names, _pip
+from tui.cluster.agent_schema import parse_line
+from tui.cluster.doctor.findings import (
+    CPUS_PER_GPU,
+    MAX_PARALLEL,
+    Finding,
+    Status,
+    _f,
+    _names,
+    _pip,
+)
+from tui.cluster.gpu_health import judge_host
+from tui.cluster.models import HostSample
 from tui.cluster.probe import HostFacts
+from tui.cluster.telemetry import agent_argv
 from tui.config.hosts import Host, Inventory
+from tui.sanitize import one_line
+from tui.transport.fleet import Fleet
+from tui.transport.types import HostUnavailable, TransportError
+
+MAX_HEALTH_SHOWN = 3  # findings named in one host's row; `verl-tui gpus` lists them all
 
 # --------------------------------------------------------------------------- resources
 
@@ -173,3 +191,78 @@ def _cpu_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[
         else:
             out.append(_f("cpus-per-gpu", "ok", name, f"{cpus} CPUs ({source}) for {gpus} GPUs"))
     return out
+
+
+# --------------------------------------------------------------------------- GPU health
+
+
+def nvidia_hosts(facts: Mapping[str, HostFacts]) -> list[str]:
+    """Hosts whose probe saw NVIDIA GPUs (the ones NVML health applies to)."""
+    return [
+        name
+        for name, f in facts.items()
+        if f.ok and (f.gpu_count or 0) - (f.amd_gpu_count or 0) > 0
+    ]
+
+
+def health_row(host: Host, sample: HostSample | None, why: str | None) -> Finding:
+    """One host's "gpu-health" row from its agent sample (None: the agent gave none, `why`)."""
+    name = host.name
+    if sample is None:
+        return _f("gpu-health", "warn", name, f"GPU health not read: {why or 'no sample'}")
+    found = judge_host(sample.gpus)
+    if not found:
+        why = sample.error or f"telemetry source {sample.source} has no health readings"
+        return _f(
+            "gpu-health",
+            "warn",
+            name,
+            f"GPU health not read: {why}",
+            f"{_pip(host.python, 'nvidia-ml-py')} (NVML health needs pynvml)",
+        )
+    bad = [f for f in found if f.level in ("error", "warn")]
+    if not bad:
+        return _f("gpu-health", "ok", name, found[0].message)
+    status: Status = "fail" if any(f.level == "error" for f in bad) else "warn"
+    text = "; ".join(f.message for f in bad[:MAX_HEALTH_SHOWN])
+    if len(bad) > MAX_HEALTH_SHOWN:
+        text += f" (+{len(bad) - MAX_HEALTH_SHOWN} more: verl-tui gpus)"
+    return _f("gpu-health", status, name, one_line(text, 400), one_line(bad[0].fix, 200))
+
+
+async def read_health(
+    fleet: Fleet, host: Host, timeout: float
+) -> tuple[HostSample | None, str | None]:
+    """The GPU agent run once on `host` (``--once``: its one sample carries health)."""
+    try:
+        transport = await fleet.ready(host.name, timeout)
+        res = await transport.run(agent_argv(host.python, 1.0, once=True), timeout=timeout)
+    except (HostUnavailable, TransportError, asyncio.TimeoutError) as exc:
+        return None, one_line(str(exc) or type(exc).__name__, 200)
+    for line in res.stdout.splitlines():
+        msg = parse_line(line, 0.0)
+        if msg.kind == "sample" and msg.sample is not None:
+            return msg.sample, None
+        if msg.kind == "error":
+            return None, msg.message
+    return None, one_line(
+        res.stderr.strip().splitlines()[-1]
+        if res.stderr.strip()
+        else f"agent exit status {res.exit_status}, no sample",
+        200,
+    )
+
+
+async def gpu_health_findings(
+    fleet: Fleet, inventory: Inventory, names: Sequence[str], timeout: float
+) -> list[Finding]:
+    """A "gpu-health" row per host in `names`, read in parallel (bounded)."""
+    slots = asyncio.Semaphore(MAX_PARALLEL)
+
+    async def one(name: str) -> Finding:
+        host = inventory.host(name)
+        async with slots:
+            sample, why = await read_health(fleet, host, timeout)
+        return health_row(host, sample, why)
+
+    return list(await asyncio.gather(*(one(n) for n in names)))

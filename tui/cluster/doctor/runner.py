@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from tui.cluster.doctor.findings import CHECKS, Finding, _f, _names
-from tui.cluster.doctor.gpus import _cpu_findings, _gpu_findings
+from tui.cluster.doctor.gpus import _cpu_findings, _gpu_findings, gpu_health_findings, nvidia_hosts
 from tui.cluster.doctor.host_limits import (
     _clock_findings,
     _hf_findings,
@@ -155,6 +155,10 @@ async def run_doctor(
     say(f"probing {len(up)} host(s)")
     facts = await probe_all(fleet, inventory, timeout=left(30.0))
     findings += evaluate(inventory, facts)
+    nvidia = nvidia_hosts(facts)
+    if nvidia:
+        say(f"reading GPU health on {len(nvidia)} host(s)")
+        findings += await gpu_health_findings(fleet, inventory, nvidia, left(30.0))
     say("testing the GCS port from the workers")
     with contextlib.suppress(asyncio.TimeoutError):
         findings += await asyncio.wait_for(
