@@ -347,3 +347,66 @@ def test_check_set_without_profile_is_bad_input(lab):
     )
     assert proc.returncode == 2 and "--set: needs --profile" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab):
+    """`verl-tui submit` on a real Ray head (node1, 1 GPU declared): the preset is refused
+    while TransferQueue is missing there (exit 1, the finding on stderr, nothing on the head);
+    --skip-preflight sends it anyway."""
+    import os
+
+    lab.ready()
+    shutil.rmtree(lab.sites["node1"] / "transfer_queue")
+    path = lab.root / "hosts-ray.yaml"
+    node1 = lab.cluster.host("node1")
+    path.write_text(
+        "\n".join(
+            [
+                "cluster: preflightray",
+                f"python: {sys.executable}",
+                "ssh:",
+                "  user: root",
+                f"  identity_file: {lab.cluster.client_key}",
+                f"  known_hosts: {lab.cluster.known_hosts}",
+                "  config: ''",
+                "ray:",
+                "  num_cpus: 4",
+                "  memory: 1000000000",
+                "  object_store_memory: 100000000",
+                "hosts:",
+                f"  - {{name: node1, address: {node1.address}, num_gpus: 1}}",
+            ]
+        )
+        + "\n"
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(lab.root / "state")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "tui", *args],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+            cwd=REPO,
+        )
+
+    up = cli("up", str(path))
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        res = cli("submit", str(path), PRESET, "--submission-id", "pf-refused")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "✗ import:transfer_queue" in res.stderr and "node1" in res.stderr
+        assert "not submitted: the job preflight failed" in res.stderr
+        jobs = json.loads(cli("jobs", str(path), "--json").stdout)["jobs"]
+        assert [j["submission_id"] for j in jobs] == []
+
+        res = cli("submit", str(path), PRESET, "--submission-id", "pf-forced", "--skip-preflight")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "submitted pf-forced" in res.stdout
+        cli("stop", str(path), "pf-forced")
+    finally:
+        cli("down", str(path))

@@ -17,8 +17,10 @@ from tui.sanitize import one_line, raw
 
 if TYPE_CHECKING:  # imported where used: `verl-tui check --help` stays light
     from tui.cluster.doctor import Finding
+    from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import Inventory
     from tui.jobs.profiles import Profile
+    from tui.jobs.submit import Submission
     from tui.transport.fleet import Fleet
 
 SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -157,6 +159,28 @@ def run_check(
     except BrokenPipeError:
         sys.stderr.close()  # `verl-tui check | head`: the reader left
     return 1 if any(f.status == "fail" for f in findings) else 0
+
+
+async def preflight_passes(cluster: RayCluster, sub: Submission) -> bool:
+    """The job preflight of `sub` (tui/jobs/preflight.py) on every host; its warnings and
+    failures printed to stderr; False when one fails (nothing is then sent)."""
+    from tui.jobs.preflight import failed, needs_preflight, preflight_submission
+
+    if not needs_preflight(sub):
+        return True
+    findings = await preflight_submission(cluster.fleet, cluster.inv, sub)
+    shown = [f for f in findings if f.status != "ok"]
+    if shown:
+        print(format_table(shown).rsplit("\n\n", 1)[0], file=sys.stderr)
+    if failed(findings):
+        print(
+            "verl-tui submit: not submitted: the job preflight failed (fix the problems above; "
+            "verl-tui check HOSTS --profile P shows every check; --skip-preflight sends it "
+            "anyway)",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------

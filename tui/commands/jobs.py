@@ -184,6 +184,7 @@ def run_submit_profile(
     queue: bool = False,
     priority: int = 0,
     retry_policy: RetryPolicy | None = None,
+    skip_preflight: bool = False,
 ) -> int:
     """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
@@ -261,6 +262,12 @@ def run_submit_profile(
         if dry_run:
             print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
             return 0
+        # The job preflight (data, model, verl's imports, host limits on every host), once for
+        # a direct submit and a queued one alike (the queue's supervisor sends it later).
+        from tui.commands.check import preflight_passes
+
+        if not skip_preflight and not await preflight_passes(cluster, sub):
+            return 1
         if queue:
             from tui.commands.queue import enqueue
 
@@ -272,7 +279,7 @@ def run_submit_profile(
         try:
             history = JobHistory(inv.cluster)
             sid = await submit_and_record(
-                cluster, sub, history, profile_path=str(profile_path.resolve())
+                cluster, sub, history, profile_path=str(profile_path.resolve()), preflight=False
             )
             record_policy(history, sid, retry_policy)
         except (DashboardError, TransportError, WorkdirError) as exc:
@@ -383,7 +390,13 @@ def resubmission(
 
 
 def run_resubmit(
-    inv: Inventory, job: str, *, submission_id: str | None, dry_run: bool, as_json: bool
+    inv: Inventory,
+    job: str,
+    *,
+    submission_id: str | None,
+    dry_run: bool,
+    as_json: bool,
+    skip_preflight: bool = False,
 ) -> int:
     sub, profile_path = resubmission(inv, job, submission_id=submission_id)
     if dry_run:
@@ -391,9 +404,13 @@ def run_resubmit(
         return 0
 
     async def body(cluster: RayCluster) -> int:
+        from tui.commands.check import preflight_passes
+
+        if not skip_preflight and not await preflight_passes(cluster, sub):
+            return 1
         try:
             sid = await submit_and_record(
-                cluster, sub, JobHistory(inv.cluster), profile_path=profile_path
+                cluster, sub, JobHistory(inv.cluster), profile_path=profile_path, preflight=False
             )
         except (DashboardError, TransportError, WorkdirError) as exc:
             print(f"verl-tui submit: {exc}", file=sys.stderr)
@@ -461,6 +478,12 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
         help="print the equivalent `ray job submit` command, submit nothing",
     )
     p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="send a verl job although the job preflight (data, model, imports, host limits "
+        "on every host) fails",
+    )
+    p.add_argument(
         "--print-config",
         action="store_true",
         help="run main_ppo --cfg job: the cluster's verl prints the composed config "
@@ -514,6 +537,7 @@ def _submit(args: argparse.Namespace) -> int:
             submission_id=args.submission_id,
             dry_run=args.dry_run,
             as_json=args.json,
+            skip_preflight=args.skip_preflight,
         )
     if args.command:
         if args.profile is not None:
@@ -549,6 +573,7 @@ def _submit(args: argparse.Namespace) -> int:
         queue=args.queue,
         priority=args.priority,
         retry_policy=policy,
+        skip_preflight=args.skip_preflight,
     )
 
 
@@ -560,15 +585,17 @@ SUBMIT = Command(
     usage="verl-tui submit [-h] HOSTS.yaml PROFILE [--set KEY=VALUE ...] [--env K=V ...]\n"
     "                [--working-dir DIR] [--exclude PATTERN ...] [--submission-id ID]\n"
     "                [--post-mortem] [--legacy-debug] [--print-config] [--dry-run] [--json]\n"
+    "                [--skip-preflight]\n"
     "                [--queue [--priority N]] [--retries N [--retry-on SIG,...]]\n"
     "       verl-tui submit [-h] HOSTS.yaml [--env K=V ...] [--working-dir DIR]\n"
     "                [--exclude PATTERN ...] [--submission-id ID] [--dry-run] [--json]\n"
     "                -- COMMAND ARGS...\n"
     "       verl-tui submit [-h] HOSTS.yaml --resubmit SUBMISSION_ID [--submission-id ID]\n"
-    "                [--dry-run] [--json]",
+    "                [--dry-run] [--json] [--skip-preflight]",
     description="Submit a verl profile (a file or a preset's name), or any command given after "
     "--, as a Ray job through the head's Jobs API over SSH; --resubmit sends a job of the "
-    "local history again. The profile is validated against verl's rules and the live cluster "
+    "local history again. The profile is validated against verl's rules and the live cluster, "
+    "and the job preflight asks every host for its data, model, verl's imports and limits "
     "first: exit 1 with the problems, nothing submitted.",
 )
 

@@ -14,6 +14,7 @@ Why per host: verl's TaskRunner is a Ray actor that may land on any node; it res
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import shlex
@@ -405,3 +406,11 @@ def needs_for_profile(
         working_dir = profile.runtime_env.working_dir
 
     return found, needs_for_submission(inv, _Sub)
+
+
+def needs_preflight(sub: Any) -> bool:
+    """A verl job that will open its data and model: built from a profile, and not main_ppo's
+    `--cfg job` (it prints the composed config and exits, touching nothing)."""
+    argv = list(getattr(sub, "entrypoint_argv", []))
+    printing = any(pair == ("--cfg", "job") for pair in itertools.pairwise(argv))
+    return sub.profile is not None and not printing

@@ -192,14 +192,16 @@ async def submit_and_record(
     preflight: bool = True,
     on_preflight: Callable[[list[Finding]], None] | None = None,
 ) -> str:
-    """Submit `sub` and record it. A verl job (one built from a profile) first passes the job
-    preflight on every host (tui/jobs/preflight.py: data, model, imports, limits):
+    """Submit `sub` and record it. A verl job (built from a profile; not `--cfg job`) first
+    passes the job preflight on every host (tui/jobs/preflight.py: data, model, imports, limits):
     PreflightFailed with the findings when one fails, nothing sent. `on_preflight` sees the
     findings either way (warnings are worth showing); `preflight=False` skips it. A bare
     interpreter name (hosts.yaml `python: python` after an env_setup) is resolved on the head
     first: the job runs, and records, the absolute path."""
     sub = await resolved_interpreter(cluster.fleet, sub)
-    if preflight and sub.profile is not None:
+    from tui.jobs.preflight import needs_preflight
+
+    if preflight and needs_preflight(sub):
         from tui.jobs.preflight import PreflightFailed, failed, preflight_submission
 
         findings = await preflight_submission(cluster.fleet, cluster.inv, sub)
