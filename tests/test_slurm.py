@@ -380,12 +380,15 @@ def test_exported_sbatch_brings_ray_up(slurm):
         "2",
         "--gpus-per-node",
         str(GPUS),
+        "--cpus-per-task",  # Ray's CPUs per node; the test nodes have 16 "CPUs" each
+        "4",
         "-o",
         str(script),
     )
     assert out.returncode == 0, out.stderr
-    text = script.read_text()
-    assert f"#SBATCH --gres=gpu:{GPUS}" in text and "#SBATCH --nodes=2" in text
+    text = script.read_text().splitlines()
+    for line in ("--nodes=2", f"--gres=gpu:{GPUS}", "--ntasks-per-node=1", "--cpus-per-task=4"):
+        assert f"#SBATCH {line}" in text, line
     # Smoke-test mode: the arguments run on the head once Ray is up, in place of the training;
     # here a real Ray job through the head's Jobs API, as the training would be submitted.
     prog = (
@@ -396,7 +399,6 @@ def test_exported_sbatch_brings_ray_up(slurm):
     t0 = time.monotonic()
     job = cluster.sbatch(
         f"--chdir={work}",
-        "--cpus-per-task=4",  # the test nodes have 16 "CPUs"; the script's default asks 16
         str(script),
         "ray",
         "job",
@@ -441,7 +443,7 @@ def test_array_job_needs_one_task(slurm):
         for task in ("0", "1"):
             cluster.wait_state(f"{job}_{task}", ("RUNNING",))
         msg = _one_line_error(cli(env, "slurm", job))
-        assert f"Slurm job {job} has 2 records" in msg and "e.g. 12_0" in msg, msg
+        assert f"Slurm job {job} has 2 records" in msg and f"e.g. {job}_0" in msg, msg
         out = cli(env, "slurm", f"{job}_1")
         assert out.returncode == 0, out.stderr
         doc = yaml.safe_load(out.stdout)

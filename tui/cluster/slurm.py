@@ -219,8 +219,8 @@ def parse_job(text: str, job: str) -> JobInfo:
     records = [r for r in re.split(r"\n\s*\n", text) if r.strip()]
     if len(records) != 1:
         raise SlurmError(
-            f"Slurm job {job} has {len(records) or 'no'} records (an array or heterogeneous "
-            "job): name one part, e.g. 12_0 or 12+0"
+            f"Slurm job {job} has {len(records)} records (an array or heterogeneous job): "
+            f"name one part, e.g. {job}_0 or {job}+0"
             if records
             else f"scontrol show job {job}: no output"
         )

@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tui.commands import Command
 from tui.config.yamlfile import ConfigError, read_text
@@ -98,13 +98,20 @@ def run_import(
 
 
 def render(
-    profile: Profile, kind: str, *, nodes: int, gpus_per_node: int, address: str = DEFAULT_ADDRESS
+    profile: Profile,
+    kind: str,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    address: str = DEFAULT_ADDRESS,
+    sbatch: dict[str, Any] | None = None,
 ) -> str:
-    """The launch script of one kind (ray-job, sbatch, dstack) for a profile."""
+    """The launch script of one kind (ray-job, sbatch, dstack) for a profile; `sbatch`: the
+    Slurm options of to_sbatch (partition, time, account, cpus_per_task)."""
     if kind == "ray-job":
         return to_ray_job_submit(profile, address=address)
     if kind == "sbatch":
-        return to_sbatch(profile, nodes=nodes, gpus_per_node=gpus_per_node)
+        return to_sbatch(profile, nodes=nodes, gpus_per_node=gpus_per_node, **(sbatch or {}))
     if kind == "dstack":
         return to_dstack(profile, nodes=nodes, gpus_per_node=gpus_per_node)
     raise ValueError(f"unknown format {kind!r}: choose one of {', '.join(EXPORTERS)}")
@@ -118,6 +125,7 @@ def run_export(
     nodes: int,
     gpus_per_node: int,
     address: str = DEFAULT_ADDRESS,
+    sbatch: dict[str, Any] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
@@ -137,7 +145,9 @@ def run_export(
         print(str(exc), file=stderr)
         return EXIT_BAD_INPUT
     try:
-        text = render(profile, kind, nodes=nodes, gpus_per_node=gpus_per_node, address=address)
+        text = render(
+            profile, kind, nodes=nodes, gpus_per_node=gpus_per_node, address=address, sbatch=sbatch
+        )
     except ValueError as exc:
         print(f"{profile_path}: {exc}", file=stderr)
         return EXIT_BAD_INPUT
@@ -199,6 +209,22 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         default=8,
         help="GPUs per node to allocate (sbatch, dstack; default 8)",
     )
+    for flag, what in (
+        ("--partition", "Slurm partition (sbatch)"),
+        ("--time", "Slurm time limit, e.g. 04:00:00 (sbatch)"),
+        ("--account", "Slurm account (sbatch)"),
+    ):
+        p.add_argument(flag, help=what)
+    p.add_argument(
+        "--cpus-per-task",
+        type=int,
+        help="CPUs per node for Ray (sbatch; default max(8, 4 x GPUs per node))",
+    )
+
+
+def _sbatch_options(a: argparse.Namespace) -> dict[str, Any]:
+    keys = ("partition", "time", "account", "cpus_per_task")
+    return {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
 
 
 IMPORT = Command(
@@ -212,7 +238,12 @@ IMPORT = Command(
 EXPORT = Command(
     _export_arguments,
     lambda a: run_export(
-        a.profile, a.format, a.output, nodes=a.nodes, gpus_per_node=a.gpus_per_node
+        a.profile,
+        a.format,
+        a.output,
+        nodes=a.nodes,
+        gpus_per_node=a.gpus_per_node,
+        sbatch=_sbatch_options(a),
     ),
     description="Write a profile as a launch script: `ray job submit`, a Slurm "
     "sbatch file, or a dstack task. Exit 0: written; 2: bad input.",

@@ -222,6 +222,8 @@ def to_sbatch(
     of the training: a smoke test of the cluster."""
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError("nodes and gpus_per_node must be at least 1")
+    if cpus_per_task is not None and cpus_per_task < 1:
+        raise ValueError("cpus_per_task must be at least 1")
     # verl places one {CPU: 3, GPU: 1} bundle per GPU; leave room for the driver and Ray.
     cpus = cpus_per_task or max(8, 4 * gpus_per_node)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", job_name or profile.name).strip("-") or "verl"
