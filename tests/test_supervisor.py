@@ -200,6 +200,20 @@ def _stop(proc: subprocess.Popen) -> int:
     return proc.wait(timeout=60)
 
 
+def _lease_holder(path: Path):
+    from tui.config.hosts import load_inventory
+    from tui.supervisor.lease import HeadLease
+    from tui.transport.fleet import Fleet
+
+    inv = load_inventory(path)
+
+    async def body():
+        async with Fleet(inv) as fleet:
+            return (await HeadLease(inv, fleet).read()).owner
+
+    return asyncio.run(body())
+
+
 def _submit_in_process(path: Path, env: dict, profile: Path, sid: str, retries: int) -> str:
     """Through the supervisor's validated path (prepare_submission against Ray's live nodes):
     `submit` would also run the job preflight, which this stand-in interpreter cannot pass."""
@@ -253,7 +267,8 @@ def test_nccl_timeout_is_retried_once_from_the_latest_complete_checkpoint(
         time.sleep(3)
     finally:
         code = _stop(watch)
-    assert code == 0, watch.stderr.read() if watch.stderr else ""
+    assert code == 143, watch.stderr.read() if watch.stderr else ""  # SIGTERM, as every command
+    assert _lease_holder(path) is None  # it gave the cluster back on its way out
 
     resume = f"{root}/global_step_{STEP}"  # not the half-written global_step_6
     details = retry["details"]
