@@ -34,7 +34,11 @@ def fixed_run(sid: str, rate: float, lr: str, batch: str | None, steps: int) -> 
         "status": "SUCCEEDED",
         "start_time": 1_764_000_000.0,
         "end_time": 1_764_000_000.0 + steps * 40 / (1 + rate),
-        "gpu_use": {"util_mean": 40 + 10 * rate, "mem_mean_bytes": 30 << 30, "gpus": ["a:0", "a:1"]},
+        "gpu_use": {
+            "util_mean": 40 + 10 * rate,
+            "mem_mean_bytes": 30 << 30,
+            "gpus": ["a:0", "a:1"],
+        },
         "hosts": ["gpu-node-1"],
     }
     return Run(sid, "SUCCEEDED", series, meta, overrides, 30)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GPU_SAMPLE_S = 2.0  # read the newest telemetry this often (each host sample counts once)
-PIDS_EVERY = 5  # ... and ask Ray for the job's worker pids every this many reads
+PIDS_EVERY = 3  # ... and ask Ray for the job's worker pids every this many reads (new workers)
 FROM_ARCHIVE = "from the run archive"
 
 
@@ -111,7 +111,11 @@ async def _from_head(
             writer.finish(end.status, end.message, done=end.status in TERMINAL)
     if mine:
         with contextlib.suppress(DashboardError, TransportError):
-            writer.update(**info_fields(await job_info(client, sid)))  # its end time
+            final = await job_info(client, sid)
+            writer.update(**info_fields(final))  # its end time
+            driver = _driver_host(cluster, final)
+            if driver:
+                writer.note_hosts([driver])
             writer.flush()
         if ends is not None:
             ends.append(mine[-1])
@@ -176,15 +180,6 @@ async def _sample_gpus(
 ) -> None:
     """Until cancelled: the job's worker pids (from Ray) × the GPUs' process lists (from the
     agents) → the writer's GPU use and the hosts the job ran on."""
-    job_id = info.get("job_id")
-    if not isinstance(job_id, str) or not job_id:
-        return
-    d = info.get("driver_info")
-    driver = None
-    if isinstance(d, dict) and isinstance(d.get("node_ip_address"), str):
-        pid = d.get("pid")
-        if isinstance(pid, (int, str)) and str(pid).isdigit():
-            driver = (d["node_ip_address"], int(pid))
     monitor = None
     if samples is None:
         from tui.cluster.telemetry import TelemetryMonitor
@@ -194,12 +189,17 @@ async def _sample_gpus(
         hosts = monitor.hosts
         samples = lambda: {n: ht.latest for n, ht in hosts.items()}  # noqa: E731
     pids: dict[str, set[int]] = {}
+    sid = str(info.get("submission_id") or "")
     try:
         n = 0
         while True:
-            if n % PIDS_EVERY == 0:
+            if n % PIDS_EVERY == 0 or not pids:
                 try:
-                    pids = await job_worker_pids(client, job_id, cluster.inv, driver)
+                    if not info.get("job_id") and sid:
+                        info = await job_info(client, sid)  # Ray names the job once it starts
+                    job_id, driver = _job_ids(info)
+                    if job_id:
+                        pids = await job_worker_pids(client, job_id, cluster.inv, driver)
                 except DashboardError as exc:
                     log.debug("job pids: %s", exc)
                 writer.note_hosts(pids)
@@ -210,6 +210,18 @@ async def _sample_gpus(
     finally:
         if monitor is not None:
             await monitor.close()
+
+
+def _job_ids(info: dict[str, Any]) -> tuple[str | None, tuple[str, int] | None]:
+    """Ray's hex job id and the driver's (node IP, pid) from the Jobs API's answer."""
+    job_id = info.get("job_id")
+    d = info.get("driver_info")
+    driver = None
+    if isinstance(d, dict) and isinstance(d.get("node_ip_address"), str):
+        pid = d.get("pid")
+        if isinstance(pid, (int, str)) and str(pid).isdigit():
+            driver = (d["node_ip_address"], int(pid))
+    return (job_id if isinstance(job_id, str) and job_id else None), driver
 
 
 async def follow_and_archive(

@@ -88,4 +88,3 @@ class CompareMarks:
         store = ArchiveStore(self.cluster.inv.cluster, max_bytes=0)
         meta = store.meta(sid)
         return gpu_use_text(meta.get("gpu_use")) if meta else None
-
