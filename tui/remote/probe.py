@@ -491,6 +491,9 @@ def processes_and_listeners(ports):
             continue
         comm = (_proc_text(pid, "comm") or "").strip()
         cmdline = None
+        # A zombie (a container's PID 1 that reaps nothing, after `ray stop`) runs nothing.
+        if (_proc_text(pid, "stat") or "").rpartition(")")[2].split()[:1] == ["Z"]:
+            continue
         if comm in RAY_COMMS or comm.startswith(("ray::", "ray-dashboard")):
             ray.setdefault(comm, []).append(int(pid))
         elif comm.startswith("python"):
