@@ -67,6 +67,8 @@ def base_yaml(ns, path: Path) -> Path:
                 "telemetry:",
                 "  interval: 0.5",
                 "secret_env: [SLURMTEST_PASS]",
+                # Runs before every command on the hosts; Ray (and so the job) inherits it.
+                "env_setup: export VERL_TUI_SLURM_SETUP=from-base",
             ]
         )
         + "\n"
@@ -204,6 +206,7 @@ def test_allocation_inventory_up_job_down(slurm):
     assert doc["ssh"]["identity_file"] == str(ns.client_key)
     assert doc["ray"]["object_store_memory"] == 100000000
     assert doc["telemetry"] == {"interval": 0.5} and doc["secret_env"] == ["SLURMTEST_PASS"]
+    assert doc["env_setup"] == "export VERL_TUI_SLURM_SETUP=from-base"
     printed = cli(env, "slurm", job, "--base", str(base))
     assert printed.returncode == 0 and printed.stdout == hosts.read_text(), printed.stderr
 
@@ -224,7 +227,8 @@ def test_allocation_inventory_up_job_down(slurm):
         TIMINGS["hosts.yaml → Ray up (2 nodes)"] = t_up - t_file
         prog = (
             "import ray; ray.init(); nodes = [n for n in ray.nodes() if n['Alive']]; "
-            "print('ALIVE', len(nodes), int(sum(n['Resources'].get('GPU', 0) for n in nodes)))"
+            "print('ALIVE', len(nodes), int(sum(n['Resources'].get('GPU', 0) for n in nodes)));"
+            "import os; print('SETUP', os.environ.get('VERL_TUI_SLURM_SETUP'))"
         )
         sid = f"slurm-{uuid.uuid4().hex[:6]}"
         sub = cli(env, "submit", str(hosts), "--submission-id", sid, "--", "python", "-c", prog)
@@ -233,6 +237,7 @@ def test_allocation_inventory_up_job_down(slurm):
         logs = cli(env, "logs", str(hosts), sid)
         assert status == "SUCCEEDED", logs.stdout + logs.stderr
         assert f"ALIVE 2 {2 * GPUS}" in logs.stdout, logs.stdout
+        assert "SETUP from-base" in logs.stdout, logs.stdout  # the base's env_setup ran
     finally:
         down = cli(env, "down", str(hosts))
     assert down.returncode == 0, down.stdout + down.stderr
