@@ -242,7 +242,10 @@ class ArchiveStore:
             f.write(member)
             f.flush()
             os.fsync(f.fileno())
-        log["members"].append([log["gz_bytes"], log["lines"], log["chars"]])
+        # Only a member that starts a line is a place to start reading line N from.
+        if log.get("nl", True):
+            log["members"].append([log["gz_bytes"], log["lines"], log["chars"]])
+        log["nl"] = text.endswith("\n")
         log["gz_bytes"] += len(member)
         log["chars"] += len(text)
         log["lines"] += text.count("\n")

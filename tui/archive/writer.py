@@ -140,14 +140,30 @@ class ArchiveWriter:
             log = meta["log"]
             stored = log["chars"]
             end = self._buf_start + len(data)
-            if data and self._buf_start <= stored < end and not log.get("truncated"):
+            new = data[stored - self._buf_start :] if self._buf_start <= stored < end else ""
+            keep = ""
+            if new and not final:
+                # Members end at a line's end (so each starts one): the rest waits for its
+                # newline, unless one line alone grows past a few flushes' worth.
+                cut = new.rfind("\n") + 1
+                if cut:
+                    new, keep = new[:cut], new[cut:]
+                elif len(new) < 4 * FLUSH_BYTES:
+                    new, keep = "", new
+            if new and not log.get("truncated"):
                 before = store.job_bytes(sid)
-                if before + len(data) // 4 > store.max_bytes:
+                if before + len(new) // 4 > store.max_bytes:
                     log["truncated"] = True  # one run alone past the bound: keep its metrics
                 else:
-                    store.append_log(sid, meta, data[stored - self._buf_start :])
-                    self._grown += len(data)
-            self._stored = max(log["chars"], end)
+                    store.append_log(sid, meta, new)
+                    self._grown += len(new)
+            if log.get("truncated"):
+                keep = ""
+                self._stored = max(log["chars"], end)
+            else:
+                self._stored = log["chars"]
+            if keep:
+                self._buf, self._buf_len, self._buf_start = [keep], len(keep), end - len(keep)
             now = self._clock()
             tracker = self.tracker
             if tracker.version != self._metrics_version and (
