@@ -458,3 +458,82 @@ def test_array_job_needs_one_task(slurm):
         assert host["address"] == ns.host(host["name"]).address
     finally:
         cluster.run("scancel", job)
+
+
+# --- scontrol output is untrusted -------------------------------------------------------------
+
+_JOB_TEXT = """JobId=7 JobName=wrap
+   UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A
+   JobState=RUNNING Reason=None Dependency=(null)
+   NodeList=gpu-[001-002]
+   BatchHost=gpu-001
+   {detail}
+   Command=(null)
+   {tres}
+"""
+
+
+class _JobText:
+    """A job record in scontrol's layout; an empty part leaves its line out."""
+
+    @staticmethod
+    def format(detail: str, tres: str) -> str:
+        text = _JOB_TEXT.format(detail=detail, tres=tres)
+        return "\n".join(line for line in text.splitlines() if line.strip()) + "\n"
+
+
+JOB_TEXT = _JobText()
+
+
+def test_job_records_from_other_slurm_versions():
+    from tui.cluster.slurm import parse_job
+
+    # Slurm 23+ spells the request gres/gpu:N; no per-node detail lines without -d.
+    info = parse_job(JOB_TEXT.format(detail="", tres="TresPerNode=gres/gpu:8"), "7")
+    assert info.nodes == ("gpu-001", "gpu-002") and info.gpus == {"gpu-001": 8, "gpu-002": 8}
+    # Detail lines win over the request, node by node (typed GPUs summed).
+    detail = (
+        "Nodes=gpu-001 CPU_IDs=0-7 Mem=0 GRES=gpu:a100:2(IDX:0-1),gpu:v100:1(IDX:2)\n"
+        "     Nodes=gpu-002 CPU_IDs=0-7 Mem=0 GRES=gpu:a100:4(IDX:0-3)"
+    )
+    info = parse_job(JOB_TEXT.format(detail=detail, tres="TresPerNode=gres:gpu:4"), "7")
+    assert info.gpus == {"gpu-001": 3, "gpu-002": 4}
+
+
+@pytest.mark.parametrize(
+    "detail, tres, message",
+    [
+        ("Nodes=gpu-001 CPU_IDs=0 Mem=0 GRES=gpu:4(IDX:0-3)", "", "do not match NodeList"),
+        ("Nodes=gpu-00[1-3] CPU_IDs=0 Mem=0 GRES=gpu:4", "", "do not match NodeList"),
+        ("NodeList=evil[1-2]", "", "2 NodeList= lines"),
+        ("JobState=RUNNING", "", "2 JobState= lines"),
+    ],
+)
+def test_job_records_that_do_not_add_up_are_refused(detail, tres, message):
+    from tui.cluster.slurm import SlurmError, parse_job
+
+    with pytest.raises(SlurmError, match=message):
+        parse_job(JOB_TEXT.format(detail=detail, tres=tres), "7")
+
+
+def test_node_records_are_checked():
+    from tui.cluster.slurm import SlurmError, parse_nodes
+
+    line = "NodeName={n} Arch=x86_64 Gres=gpu:4 NodeAddr={a} NodeHostName={n} OS=Linux {tail}"
+    wanted = ("n1", "n2")
+    ok = "\n".join(line.format(n=n, a=f"10.0.0.{i}", tail="") for i, n in enumerate(wanted, 1))
+    assert parse_nodes(ok, wanted) == {"n1": "10.0.0.1", "n2": "10.0.0.2"}
+    # Free text after NodeAddr (OS, Reason) cannot replace it.
+    fake = line.format(n="n1", a="10.0.0.1", tail="Reason=x NodeAddr=6.6.6.6")
+    assert parse_nodes(fake, ("n1",)) == {"n1": "10.0.0.1"}
+    bad = [
+        (line.format(n="n1", a="10.0.0.1;id", tail=""), "is not a host name or IP address"),
+        (line.format(n="n1", a="-oProxyCommand=x", tail=""), "is not a host name"),
+        (line.format(n="n9", a="10.0.0.9", tail=""), "unexpected node"),
+        (ok + "\n" + line.format(n="n1", a="10.0.0.7", tail=""), "listed twice"),
+        (line.format(n="n1", a="10.0.0.1", tail=""), "no record for n2"),
+        ("garbage\n" + ok, "not a node record"),
+    ]
+    for text, message in bad:
+        with pytest.raises(SlurmError, match=message):
+            parse_nodes(text, wanted if "n2" in message or "twice" in message else ("n1",))
