@@ -352,16 +352,30 @@ def test_check_set_without_profile_is_bad_input(lab):
 # --------------------------------------------------------------------------- submit
 
 
-def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab):
-    """`verl-tui submit` on a real Ray head (node1, 1 GPU declared): the preset is refused
-    while TransferQueue is missing there (exit 1, the finding on stderr, nothing on the head);
-    --skip-preflight sends it anyway."""
+@dataclass
+class Head:
+    path: Path
+    env: dict[str, str]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "tui", *args],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=self.env,
+            cwd=REPO,
+        )
+
+
+@pytest.fixture(scope="module")
+def ray_head(lab) -> Iterator[Head]:
+    """Ray on node1 alone (1 GPU declared, so the preset's shape rules pass): submits need a
+    live head; the preflight then asks node1."""
     import os
 
-    lab.ready()
-    shutil.rmtree(lab.sites["node1"] / "transfer_queue")
-    path = lab.root / "hosts-ray.yaml"
     node1 = lab.cluster.host("node1")
+    path = lab.root / "hosts-ray.yaml"
     path.write_text(
         "\n".join(
             [
@@ -382,31 +396,92 @@ def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab):
         )
         + "\n"
     )
-    env = {**os.environ, "XDG_STATE_HOME": str(lab.root / "state")}
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "tui", *args],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-            cwd=REPO,
-        )
-
-    up = cli("up", str(path))
+    head = Head(path, {**os.environ, "XDG_STATE_HOME": str(lab.root / "state")})
+    up = head.cli("up", str(path))
     assert up.returncode == 0, up.stdout + up.stderr
     try:
-        res = cli("submit", str(path), PRESET, "--submission-id", "pf-refused")
-        assert res.returncode == 1, res.stdout + res.stderr
-        assert "✗ import:transfer_queue" in res.stderr and "node1" in res.stderr
-        assert "not submitted: the job preflight failed" in res.stderr
-        jobs = json.loads(cli("jobs", str(path), "--json").stdout)["jobs"]
-        assert [j["submission_id"] for j in jobs] == []
-
-        res = cli("submit", str(path), PRESET, "--submission-id", "pf-forced", "--skip-preflight")
-        assert res.returncode == 0, res.stdout + res.stderr
-        assert "submitted pf-forced" in res.stdout
-        cli("stop", str(path), "pf-forced")
+        yield head
     finally:
-        cli("down", str(path))
+        head.cli("down", str(path))
+
+
+def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab, ray_head):
+    """`verl-tui submit`: the preset is refused while TransferQueue is missing on the head
+    (exit 1, the finding on stderr, nothing on the head); --skip-preflight sends it anyway."""
+    lab.ready()
+    shutil.rmtree(lab.sites["node1"] / "transfer_queue")
+    path, cli = ray_head.path, ray_head.cli
+    res = cli("submit", str(path), PRESET, "--submission-id", "pf-refused")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "✗ import:transfer_queue" in res.stderr and "node1" in res.stderr
+    assert "not submitted: the job preflight failed" in res.stderr
+    jobs = json.loads(cli("jobs", str(path), "--json").stdout)["jobs"]
+    assert [j["submission_id"] for j in jobs] == []
+
+    res = cli("submit", str(path), PRESET, "--submission-id", "pf-forced", "--skip-preflight")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "submitted pf-forced" in res.stdout
+    cli("stop", str(path), "pf-forced")
+
+
+async def test_form_shows_the_preflight_and_submits_on_a_second_press(lab, ray_head, monkeypatch):
+    """The job form: submit runs the preflight; a missing data file is shown on its field
+    (naming the host), nothing is sent; submit again sends it anyway."""
+    from textual.widgets import OptionList
+
+    from tui.app import VerlTuiApp
+    from tui.jobs.history import JobHistory
+    from tui.screens.job_form import JobFormScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.profile_picker import ProfilePickerScreen
+
+    lab.ready()
+    (lab.homes["node1"] / "data/gsm8k/test.parquet").unlink()
+    monkeypatch.setenv("XDG_STATE_HOME", ray_head.env["XDG_STATE_HOME"])
+    inv = load_inventory(ray_head.path)
+    before = {r.submission_id for r in JobHistory(inv.cluster).all()}
+    app = VerlTuiApp(inv, interval=0.5)
+
+    async def until(pilot, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await pilot.pause(0.1)
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 20, "Jobs")
+        await pilot.press("n")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, ProfilePickerScreen) and bool(app.screen.entries),
+            30,
+            "the profile list",
+        )
+        picker = app.screen
+        want = (REPO / "profiles" / f"{PRESET}.yaml").resolve()
+        index = next(i for i, e in enumerate(picker.entries) if e.path.resolve() == want)
+        picker.query_one(OptionList).highlighted = index
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, JobFormScreen), 30, "the form")
+        form = app.screen
+        await until(
+            pilot,
+            lambda: form.validated and bool(form.fields) and form.resources is not None,
+            60,
+            "the form checked on the cluster",
+        )
+        await pilot.press("ctrl+s")
+        field = form.fields["data.val_files"]
+        await until(pilot, lambda: "preflight" in field.problem_text, 60, "the preflight")
+        assert "node1" in field.problem_text and "test.parquet" in field.problem_text
+        assert isinstance(app.screen, JobFormScreen)  # not submitted
+        assert {r.submission_id for r in JobHistory(inv.cluster).all()} == before
+        box = str(form.query_one("#form-problems").render())
+        assert "job preflight: 1 problem, not submitted" in box
+
+        await pilot.press("ctrl+s")  # the same config again: sent anyway
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 60, "back on Jobs")
+    new = {r.submission_id for r in JobHistory(inv.cluster).all()} - before
+    assert len(new) == 1
+    ray_head.cli("stop", str(ray_head.path), new.pop())

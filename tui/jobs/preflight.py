@@ -414,3 +414,22 @@ def needs_preflight(sub: Any) -> bool:
     argv = list(getattr(sub, "entrypoint_argv", []))
     printing = any(pair == ("--cfg", "job") for pair in itertools.pairwise(argv))
     return sub.profile is not None and not printing
+
+
+def as_problems(findings: Sequence[Finding]) -> list[Any]:
+    """The preflight's failures and warnings as the form's Problems: a path/HF row on its
+    config key's field, the rest (imports, limits) in the problems box; host and fix inline."""
+    from tui.jobs.rules_base import Problem
+
+    out = []
+    for f in findings:
+        if f.status == "ok":
+            continue
+        kind, _, key = f.check.partition(":")
+        where = f"{f.host}: " if f.host else ""
+        fix = f" — fix: {f.fix}" if f.fix else ""
+        field = key if kind in ("path", "hf") else None
+        label = "" if field else f"{f.title}: "
+        text = f"preflight: {label}{where}{f.finding}{fix}"
+        out.append(Problem(field, text, "error" if f.status == "fail" else "warn"))
+    return out

@@ -586,11 +586,19 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         if sub is None:
             self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
             return
+        from tui.screens.job_form_preflight import preflight_gate
+
+        if not await preflight_gate(self, sub):  # data, model, imports, limits on every host
+            return
         if await self.enqueue(sub):  # the Queue switch: validated, then waits for the GPUs
             return
         try:
             sid = await submit_and_record(
-                self.cluster, sub, self.history, profile_path=str(self.profile_path.resolve())
+                self.cluster,
+                sub,
+                self.history,
+                profile_path=str(self.profile_path.resolve()),
+                preflight=False,  # just run above
             )
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
             self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
