@@ -537,3 +537,44 @@ def test_node_records_are_checked():
     for text, message in bad:
         with pytest.raises(SlurmError, match=message):
             parse_nodes(text, wanted if "n2" in message or "twice" in message else ("n1",))
+
+
+# --- the harness itself -----------------------------------------------------------------------
+
+_KILLED_RUN = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from harness.nshosts import NsCluster
+from harness.slurm import SlurmCluster
+ns = NsCluster(1, Path({work!r}) / "hosts")
+ns.start()
+s = SlurmCluster(ns, Path({work!r}) / "slurm", gpus_per_node=1)
+s.start()
+print("READY", s._ctld.pid, s._munged.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_daemons_of_a_killed_run_are_reaped(tmp_path):
+    """A test run SIGKILLed mid-way leaves slurmctld and munged (own sessions) behind: the next
+    start kills those whose owner is dead, and only those."""
+    from harness import nshosts
+    from harness.slurm import cleanup_stale
+
+    code = _KILLED_RUN.format(tests=str(Path(__file__).parent), work=str(tmp_path))
+    run = subprocess.Popen([VENV_PY, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = run.stdout.readline() if run.stdout else ""
+        assert line.startswith("READY"), line
+        pids = [int(p) for p in line.split()[1:]]
+    finally:
+        run.kill()
+        run.wait(10)
+    assert all(nshosts._pid_alive(p) for p in pids)  # orphaned, still running
+    assert sorted(cleanup_stale()) == sorted(pids)
+    deadline = time.monotonic() + 10
+    while any(nshosts._pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(nshosts._pid_alive(p) for p in pids)
+    nshosts.cleanup_stale()  # the dead run's namespace host

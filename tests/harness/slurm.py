@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -29,11 +30,15 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.nshosts import HarnessError, NsCluster, _children, _tail
+from harness.nshosts import HarnessError, NsCluster, _children, _pid_alive, _tail
 
-__all__ = ["SLURM_PACKAGES", "SlurmCluster"]
+__all__ = ["SLURM_PACKAGES", "SlurmCluster", "cleanup_stale"]
 
 SLURM_PACKAGES = ("slurmctld", "slurmd", "munge", "slurm-client")
+# One file per running SlurmCluster: its owner's pid and the root-namespace daemons it started.
+# A test run killed before its atexit (SIGKILL, OOM) leaves slurmctld/munged behind; the next
+# start kills those of dead owners (slurmd dies with its namespace host anyway).
+OWNERS = Path("/tmp/vt-slurm-owners")
 _TOOLS = ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "scancel", "sinfo")
 
 
@@ -41,6 +46,31 @@ def _free_port(address: str) -> int:
     with socket.socket() as sock:
         sock.bind((address, 0))
         return int(sock.getsockname()[1])
+
+
+def cleanup_stale() -> list[int]:
+    """Kill the slurmctld/munged of SlurmClusters whose owning process is dead; their pids."""
+    killed: list[int] = []
+    for record in OWNERS.glob("*.json") if OWNERS.is_dir() else []:
+        try:
+            data = json.loads(record.read_text())
+            owner, pids, marker = int(data["owner"]), data["pids"], str(data["marker"])
+        except (OSError, ValueError, KeyError, TypeError):
+            record.unlink(missing_ok=True)
+            continue
+        if _pid_alive(owner):
+            continue
+        for pid in pids:
+            try:  # only a process that is still ours: its command line names our work dir
+                cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes().decode(errors="replace")
+            except (OSError, ValueError):
+                continue
+            if marker in cmdline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+        record.unlink(missing_ok=True)
+    return killed
 
 
 class SlurmCluster:
@@ -161,6 +191,7 @@ class SlurmCluster:
                 f"{', '.join(missing)}: not found (apt-get install {' '.join(SLURM_PACKAGES)};"
                 " ./run-tests installs them)"
             )
+        cleanup_stale()
         self._started = True
         atexit.register(self.stop)
         t0 = time.monotonic()
@@ -168,6 +199,7 @@ class SlurmCluster:
             self._write_files()
             self._start_munged()
             self._start_ctld()
+            self._record_owner()
             for host in self.ns.hosts:
                 self._start_slurmd(host.name)
             self._wait_nodes_idle()
@@ -200,10 +232,21 @@ class SlurmCluster:
                 with contextlib.suppress(ProcessLookupError):
                     proc.terminate()
                 self._reap(proc, what, errors)
+        self._owner_file.unlink(missing_ok=True)
         if errors:
             raise HarnessError(f"slurm {self.name}: " + "; ".join(errors))
 
     # ------------------------------------------------------------------ internals
+
+    @property
+    def _owner_file(self) -> Path:
+        return OWNERS / f"{os.getpid()}-{self.name}.json"
+
+    def _record_owner(self) -> None:
+        OWNERS.mkdir(mode=0o700, exist_ok=True)
+        pids = [p.pid for p in (self._ctld, self._munged) if p is not None]
+        record = {"owner": os.getpid(), "pids": pids, "marker": str(self.workdir)}
+        self._owner_file.write_text(json.dumps(record))
 
     @staticmethod
     def _reap(proc: subprocess.Popen, what: str, errors: list[str]) -> None:
