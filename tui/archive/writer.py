@@ -12,7 +12,7 @@ from tui.archive.store import ArchiveStore
 from tui.jobs.history import JobRecord
 from tui.metrics import MetricsTracker
 
-FLUSH_BYTES = 256 << 10  # a member per this much text at most: good compression, few members
+FLUSH_BYTES = 4 << 20  # a member per this much text at most: each costs an fsync (~10 ms)
 FLUSH_S = 2.0  # and at least this often while text arrives
 METRICS_S = 10.0  # the series file is rewritten whole: not on every flush
 CLEANUP_BYTES = 16 << 20  # look at the bound again after this much new archive
