@@ -3,8 +3,10 @@
     python3 bench/device_gpu_health.py cost      # health-sweep cost, from the shipped agent text
     python3 bench/device_gpu_health.py load S    # keep GPU 0 busy for S seconds (torch matmuls)
     python3 bench/device_gpu_health.py show FILE # the health objects in an agent's output
+    .venv/bin/python bench/device_gpu_health.py judge FILE  # here: the cockpit's verdicts on it
 
-Stdlib + pynvml (+ torch for `load`): the device has those, not the cockpit's packages.
+Stdlib + pynvml (+ torch for `load`): the device has those, not the cockpit's packages
+(`judge` runs here, with them: the boundary schema, HostTelemetry and the judge).
 """
 
 from __future__ import annotations
@@ -83,11 +85,36 @@ def show(path: str) -> None:
                 )
 
 
+def judge(path: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tui.cluster.agent_schema import parse_line
+    from tui.cluster.gpu_health import gpu_level, judge_host
+    from tui.cluster.models import HostTelemetry
+    from tui.transport.types import HostState, LinkStatus
+
+    ht = HostTelemetry("device", LinkStatus("device", HostState.UP))
+    for line in Path(path).read_text().splitlines():
+        msg = parse_line(line, time.time())
+        for field, problem in msg.problems:
+            print("problem:", field, problem)
+        if msg.sample is None:
+            continue
+        carried = any(g.health is not None for g in msg.sample.gpus)
+        ht.record(msg.sample)
+        if carried:
+            gpus = ht.latest.gpus if ht.latest else ()
+            flags = [gpu_level(g, len(gpus) > 1) for g in gpus]
+            found = [f"{f.level}: {f.message}" for f in judge_host(gpus)]
+            print(f"seq {msg.sample.seq:>3} flags {flags} findings {found}")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "cost"
     if what == "cost":
         cost()
     elif what == "load":
         load(float(sys.argv[2]))
+    elif what == "judge":
+        judge(sys.argv[2])
     else:
         show(sys.argv[2])
