@@ -461,7 +461,7 @@ def test_kill9_and_crashes_never_submit_twice(ray_up, monkeypatch):
     # The restarted watch retries the retry (attempt 3), and never k9-1 again.
     again = cli(env, "watch", str(path), "--once", "--json")
     assert again.returncode == 0, again.stderr
-    assert [json.loads(ln)["kind"] for ln in again.stdout.splitlines()][0] == "lock"
+    assert next(json.loads(ln)["kind"] for ln in again.stdout.splitlines()) == "lock"
     jobs = _jobs(env, path)
     assert [s for s, j in jobs.items() if j["retry_of"] == "k9-1"] == ["k9-1-retry1"]
     assert [s for s, j in jobs.items() if j["retry_of"] == "k9-1-retry1"] == ["k9-1-retry2"]
