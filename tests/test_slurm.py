@@ -6,8 +6,8 @@ munge; tests/harness/slurm.py) whose slurmd's run inside two namespace sshd host
 - `verl-tui --slurm JOBID` opening the cockpit (tmux);
 - the errors: no such job, a pending job, no scontrol, a bad base file, a hostile job name;
 - our hostlist parser against `scontrol show hostnames`;
-- `profile export --format sbatch` submitted with `sbatch` and seen to bring Ray up on both
-  nodes (the script's smoke-test mode runs a real Ray job instead of the training).
+- `profile export --format sbatch` submitted with `sbatch --print-config` and seen to bring Ray
+  up on both nodes and run verl's main_ppo (`--cfg job`) through the head's Jobs API.
 """
 
 from __future__ import annotations
@@ -394,34 +394,22 @@ def test_exported_sbatch_brings_ray_up(slurm):
     text = script.read_text().splitlines()
     for line in ("--nodes=2", f"--gres=gpu:{GPUS}", "--ntasks-per-node=1", "--cpus-per-task=4"):
         assert f"#SBATCH {line}" in text, line
-    # Smoke-test mode: the arguments run on the head once Ray is up, in place of the training;
-    # here a real Ray job through the head's Jobs API, as the training would be submitted.
-    prog = (
-        "import ray; ray.init(); nodes = [n for n in ray.nodes() if n['Alive']]; "
-        "print('JOB SEES', len(nodes), 'NODES', int(sum(n['Resources'].get('GPU', 0) "
-        "for n in nodes)), 'GPUS')"
-    )
+    # The dry run: Ray up on the allocation exactly as for training, then the training command
+    # itself through the head's Jobs API with main_ppo's --cfg job (real verl composes and
+    # prints its config on the cluster, then exits: no GPU work).
     t0 = time.monotonic()
-    job = cluster.sbatch(
-        f"--chdir={work}",
-        str(script),
-        "ray",
-        "job",
-        "submit",
-        "--address",
-        "http://127.0.0.1:8265",
-        "--",
-        "python",
-        "-c",
-        prog,
-        env={**env},
-    )
-    state = cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=300)
-    TIMINGS["sbatch script → Ray job done"] = time.monotonic() - t0
+    job = cluster.sbatch(f"--chdir={work}", str(script), "--print-config", env={**env})
+    state = cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=400)
+    TIMINGS["sbatch script → Ray up → verl job done"] = time.monotonic() - t0
     log = (work / f"slurm-{job}.out").read_text()
     assert state == "COMPLETED", log
     assert "Ray: 2 of 2 nodes alive" in log, log
-    assert f"JOB SEES 2 NODES {2 * GPUS} GPUS" in log, log
+    status = log[log.index("Active:") : log.index("Pending:")]
+    assert status.count(" 1 node_") == 2, status
+    assert f"0.0/{2 * GPUS}.0 GPU" in log, log  # --num-gpus from the script, on both nodes
+    # verl's composed config, with the allocation's topology in it.
+    assert "nnodes: 2\n" in log and f"n_gpus_per_node: {GPUS}\n" in log, log
+    assert "succeeded" in log, log
     for h in ns.hosts:
         assert f"({h.address})" in log  # each node's NodeAddr became its Ray node address
     # The job ended: Slurm took its steps down, Ray with them, on both hosts.
@@ -537,6 +525,23 @@ def test_node_records_are_checked():
     for text, message in bad:
         with pytest.raises(SlurmError, match=message):
             parse_nodes(text, wanted if "n2" in message or "twice" in message else ("n1",))
+
+
+def test_sbatch_script_refuses_unknown_arguments(tmp_path):
+    from tui.jobs.exporter import to_sbatch
+    from tui.jobs.profiles import Profile
+
+    script = tmp_path / "x.sbatch"
+    script.write_text(to_sbatch(Profile(name="x"), nodes=1, gpus_per_node=1))
+    # It stops before touching Slurm or Ray (neither is on this PATH).
+    done = subprocess.run(
+        ["/bin/bash", str(script), "ray", "status"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/nonexistent"},
+        timeout=10,
+    )
+    assert done.returncode == 2 and "unknown argument: ray" in done.stderr, done.stderr
 
 
 # --- the harness itself -----------------------------------------------------------------------

@@ -115,14 +115,16 @@ def _submit_lines(
     indent: str,
     tail: tuple[str, ...] = (),
     env_vars: bool = True,
+    first: tuple[str, ...] = (),
 ) -> list[str]:
     """`ray job submit … -- python -m verl.trainer.main_ppo` with one override per line (the
-    last line has no continuation); continuation lines are indented 4 more."""
+    last line has no continuation); continuation lines are indented 4 more. `first`: shell
+    words (not quoted here) right after the module."""
     words = [f"ray job submit --address {_q(address)}"]
     env = _runtime_env(profile, env_vars=env_vars)
     if env:
         words.append(f"--runtime-env-json {_q(json.dumps(env, sort_keys=True))}")
-    words.append(f"-- {_q(python)} -m {VERL_MODULE}")
+    words.append(" ".join([f"-- {_q(python)} -m {VERL_MODULE}", *first]))
     items = [
         *words,
         *(_q(a) for a in profile.hydra_args()),
@@ -218,8 +220,8 @@ def to_sbatch(
     step on every other node, a wait until all nodes are alive (`ray status`), then the job on
     the head with `ray job submit` (so the profile's runtime env applies exactly as with
     `verl-tui submit`). trainer.nnodes and trainer.n_gpus_per_node come from the allocation.
-    Arguments after the script's name (`sbatch job.sbatch ray status`) run on the head instead
-    of the training: a smoke test of the cluster."""
+    `sbatch job.sbatch --print-config` is the dry run: all of it, with main_ppo's `--cfg job`
+    (verl composes and prints the config on the cluster, then exits; no GPU work)."""
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError("nodes and gpus_per_node must be at least 1")
     if cpus_per_task is not None and cpus_per_task < 1:
@@ -245,14 +247,28 @@ def to_sbatch(
     py = _interpreter(profile, python)
     ray_res = '--num-cpus "$SLURM_CPUS_PER_TASK" --num-gpus "$gpus_per_node"'
     tail = ('trainer.nnodes="$SLURM_NNODES"', 'trainer.n_gpus_per_node="$gpus_per_node"')
-    submit = _submit_lines(profile, address=DEFAULT_ADDRESS, python=py, indent="    ", tail=tail)
+    submit = _submit_lines(
+        profile,
+        address=DEFAULT_ADDRESS,
+        python=py,
+        indent="    ",
+        tail=tail,
+        first=('${cfg[@]+"${cfg[@]}"}',),
+    )
     lines = [
         "#!/bin/bash",
         *sb,
         *_header(profile, "Ray on Slurm"),
-        "# `sbatch THIS_FILE CMD ARGS...` runs CMD on the head once Ray is up, instead of the",
-        "# training (e.g. `ray status`: a smoke test of the allocation).",
+        "# `sbatch THIS_FILE --print-config`: a dry run. Ray comes up as for training, then verl",
+        "# only composes and prints its config on the cluster (main_ppo --cfg job) and exits.",
         "set -euo pipefail",
+        "cfg=()",
+        'if [ "${1:-}" = --print-config ]; then',
+        "    cfg=(--cfg job)",
+        'elif [ "$#" -gt 0 ]; then',
+        '    echo "unknown argument: $1 (the script takes --print-config or nothing)" >&2',
+        "    exit 2",
+        "fi",
         *_path_export(profile, python),
         f"gpus_per_node={gpus_per_node}",
         "ray_wait=300  # seconds for the Ray nodes to come up",
@@ -285,10 +301,6 @@ def to_sbatch(
         'wait_for_nodes "$SLURM_JOB_NUM_NODES"',
         'ray status --address "$ip_head"',
         "",
-        'if [ "$#" -gt 0 ]; then',
-        '    srun --overlap --nodes=1 --ntasks=1 -w "$head_node" "$@"',
-        "    exit",
-        "fi",
         "# The job, submitted on the head node (the dashboard listens on its loopback only).",
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
         *submit,
