@@ -8,8 +8,16 @@ APPS = Path(__file__).parent / "snapshot_apps"
 
 
 def test_sweep_builder(snap_compare):
+    from snapshot_apps.replay import wait_for
+
     async def ready(pilot):
-        await pilot.pause()
+        from textual.widgets import Input
+
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.query_one("#sweep-values-1", Input).value != "")
+        # Off the inputs: a focused input's cursor and scroll position vary between frames.
+        screen.query_one("#sweep-queue").focus()
+        await wait_for(pilot, lambda: getattr(pilot.app.focused, "id", None) == "sweep-queue")
 
     assert snap_compare(APPS / "sweep_builder_replay.py", terminal_size=(150, 48), run_before=ready)
 

@@ -105,6 +105,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         Binding("ctrl+r", "revalidate", "Re-validate now", priority=True),
         Binding("ctrl+d", "discard_draft", "Discard draft", priority=True),
         Binding("ctrl+k", "resume_from", "Resume from a checkpoint", priority=True),
+        Binding("ctrl+g", "sweep", "Sweep (grid of values)", priority=True),
         Binding("escape", "back", "Back (draft kept)"),
     ]
 

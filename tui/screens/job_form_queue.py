@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Checkbox
 
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 class FormQueue(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's queue and sweep part (a base class: the form's state is the screen's)."""
 
-    BINDINGS = [Binding("ctrl+g", "sweep", "Sweep (grid of values)", priority=True)]
+    # ctrl+g (action_sweep) is bound in JobFormScreen.BINDINGS, after Submit in the footer.
 
     if TYPE_CHECKING:  # the screen's, used here
         cluster: RayCluster
