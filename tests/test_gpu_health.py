@@ -33,6 +33,8 @@ from fakenvml.fakenvml import (
     write_state,
 )
 from harness.nshosts import NsCluster
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tui.app import VerlTuiApp
 from tui.cluster.agent_schema import parse_line
@@ -281,6 +283,33 @@ def test_bad_health_fields_become_na_and_host_problems() -> None:
     assert line.sample.gpus[0].util_percent == 90.0
     assert line.sample.gpus[0].health == GpuHealth(util_percent=90.0)
     assert [p for p, _ in line.problems] == ["gpus[0].health"]
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(sorted(HEALTH_KEYS)), JSON, max_size=len(HEALTH_KEYS)))
+def test_any_health_object_parses_typed_and_judges(health: dict) -> None:
+    """Whatever a host sends as health: never raises; each field None or its type; judged."""
+    line = parse_line(sample_with(health, n=2), 0.0)
+    for g in line.sample.gpus:
+        h = g.health
+        for key in HEALTH_KEYS - {"clock_reasons"}:
+            value = getattr(h, key)
+            assert value is None or type(value) in (bool, int), (key, value)
+        assert h.clock_reasons is None or all(type(r) is str for r in h.clock_reasons)
+    assert {f.level for f in judge_host(line.sample.gpus)} <= {"error", "warn", "ok", "na"}
 
 
 def test_latest_health_carried_onto_samples_between_sweeps() -> None:
