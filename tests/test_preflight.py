@@ -336,22 +336,6 @@ def test_check_profile_cli_end_to_end(lab):
     assert "node1" in line and "actor_rollout_ref.rollout.name" in line
 
 
-def test_check_set_without_profile_is_bad_input(lab):
-    inv = lab.inventory()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui", "check", str(inv.source), "--set", "a=1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
-    assert proc.returncode == 2 and "--set: needs --profile" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
-# --------------------------------------------------------------------------- submit
-
-
 @dataclass
 class Head:
     path: Path

@@ -124,3 +124,27 @@ def test_classify_value(value: str, model: bool, expect: str) -> None:
     assert (got if isinstance(got, str) else got.status) == expect
     if expect == "fail":
         assert "${oc.env:" in got.fix or "/absolute/path" in got.fix
+
+
+def test_check_profile_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    """Decided before any host is asked (the address is never reached)."""
+    import subprocess
+    import sys
+
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - {name: a, address: 10.255.255.1}\n")
+    for extra, says in (
+        (["--profile", "no-such-preset"], "no-such-preset"),
+        (["--profile", "grpo-gsm8k-qwen2.5-0.5b", "--set", "noequals"], "noequals"),
+        (["--set", "a=1"], "--set: needs --profile"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tui", "check", str(hosts), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
+        assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
+        assert says in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -302,7 +302,7 @@ def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]
                 "own hostname",
                 "warn",
                 host,
-                f"its own hostname {me} does not resolve: torch's Gloo groups pick the "
+                "its own hostname does not resolve: torch's Gloo groups pick the "
                 "loopback device and cross-node groups can hang",
                 "add it to /etc/hosts, or set GLOO_SOCKET_IFNAME in ray.env",
             )
