@@ -299,6 +299,31 @@ def test_errors_are_one_line(slurm):
         cluster.run("scancel", job)
 
 
+def test_inside_salloc_the_job_id_is_implied(slurm):
+    """`salloc … verl-tui slurm` (SLURM_JOB_ID from salloc) writes that allocation's file."""
+    ns, cluster, work, env = slurm
+    base = base_yaml(ns, work / "base-salloc.yaml")
+    hosts = work / "salloc-hosts.yaml"
+    argv = [VENV_PY, "-m", "tui", "slurm", "--base", str(base), "-o", str(hosts)]
+    done = subprocess.run(
+        ["salloc", "-N", "2", f"--gres=gpu:{GPUS}", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in env.items() if k != "SLURM_JOB_ID"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    job = done.stderr.split("Granted job allocation ", 1)[1].split()[0]
+    assert f"Slurm job {job}: node1 (head) + 1 worker, {2 * GPUS} GPUs" in done.stderr
+    doc = yaml.safe_load(hosts.read_text())
+    assert [(h["name"], h["num_gpus"]) for h in doc["hosts"]] == [("node1", 4), ("node2", 4)]
+    assert doc["ssh"]["known_hosts"] == str(ns.known_hosts)
+    cluster.wait_state(job, ("COMPLETED",))  # salloc released the allocation after the command
+    no_job = {k: v for k, v in env.items() if k != "SLURM_JOB_ID"}
+    assert "give a JOBID" in _one_line_error(cli(no_job, "slurm"))
+
+
 def test_hostile_job_name_cannot_plant_nodes(slurm):
     """A job name holding a newline and `NodeList=`/`JobState=` lines: scontrol prints it as
     it is; the parser refuses the second key instead of believing it."""

@@ -62,7 +62,12 @@ def cockpit_hosts(job_id: str, base: Path | None) -> Path:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", metavar="JOBID", help="a running Slurm job (its allocation's nodes)")
+    p.add_argument(
+        "job",
+        metavar="JOBID",
+        nargs="?",
+        help="a running Slurm job (default: $SLURM_JOB_ID, set inside salloc/sbatch)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -84,8 +89,16 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    job = args.job or os.environ.get("SLURM_JOB_ID")
+    if not job:
+        print(
+            f"{PROG} slurm: error: give a JOBID (or run inside an allocation: salloc sets "
+            "SLURM_JOB_ID)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
-        alloc, text = write_inventory(args.job, args.output, args.base, timeout=args.timeout)
+        alloc, text = write_inventory(job, args.output, args.base, timeout=args.timeout)
     except ConfigError as exc:  # SlurmError too
         print(f"{PROG} slurm: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
