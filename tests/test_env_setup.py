@@ -224,3 +224,83 @@ def test_zz_down_stops_ray_inside_the_setup(envhosts):
     for h in cluster.hosts:
         ps = cluster.exec_in(h.name, ["ps", "-eo", "comm="]).stdout.split()
         assert not [n for n in ps if n in ("raylet", "gcs_server")], (h.name, ps)
+
+
+# ---- hosts.yaml validation and the local transport (no hosts needed) --------------------------
+
+GOOD = "hosts:\n  - name: a\n  - name: b\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("env_setup: 3\n", 1, "env_setup is a shell line or a list of shell lines"),
+        ("env_setup:\n  - ok\n  - 3\n", 3, "env_setup[1]: Input should be a valid string"),
+        ('env_setup: "a\\x07b"\n', 1, "control character U+0007"),  # the YAML reader's
+        ('env_setup: ["a\\rb"]\n', 1, "env_setup[0]: contains a control character"),
+        ("env_setup: [" + ",".join(["x"] * 33) + "]\n", 1, "at most 32 env_setup lines"),
+        ("env_setup:\n  - ok\n  - {a: 1}\n", 3, "env_setup[1]: Input should be a valid string"),
+        ("env_setup: " + "x" * 4097 + "\n", 1, "longer than 4096 characters"),
+        ("container: {runtime: docker}\n", 1, "container needs runtime:"),
+        ("container: {runtime: lxc, name: a}\n", 1, "container.runtime: Input should be"),
+        ("container:\n  exec: []\n", 2, "container.exec: Tuple should have at least 1"),
+        ("container: {exec: [bwrap], name: x}\n", 1, "either exec: [...] or runtime:"),
+        ("container: {runtime: podman, name: 'a;b'}\n", 1, "container names use letters"),
+        ('container: {exec: ["a\\nb"]}\n', 1, "exec words are non-empty one-line strings"),
+        ("contaner: {runtime: podman, name: a}\n", 1, "unknown key (did you mean 'container'?)"),
+    ],
+)
+def test_bad_env_setup_and_container_name_file_and_line(tmp_path, text, line, message):
+    from tui.config.yamlfile import ConfigError
+
+    path = tmp_path / "hosts.yaml"
+    path.write_text(text + GOOD)
+    with pytest.raises(ConfigError) as err:
+        load_inventory(path)
+    assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
+    assert message in str(err.value)
+
+
+def test_per_host_env_setup_and_container_override_the_top_level(tmp_path):
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        "env_setup: source /opt/conda/etc/profile.d/conda.sh && conda activate verl\n"
+        "container: {runtime: docker, name: verl}\n"
+        "hosts:\n"
+        "  - name: a\n"
+        "  - name: b\n    env_setup: [module load cuda/12.4, 'export X=1']\n"
+        "    container: {runtime: apptainer, name: verl-inst}\n"
+        "  - name: c\n    env_setup: []\n    container: null\n"
+    )
+    a, b, c = load_inventory(path).hosts
+    assert a.env_setup == ("source /opt/conda/etc/profile.d/conda.sh && conda activate verl",)
+    assert a.container is not None and a.container.prefix() == ("docker", "exec", "-i", "verl")
+    assert b.env_setup == ("module load cuda/12.4", "export X=1")
+    assert b.container is not None
+    assert b.container.prefix() == ("apptainer", "exec", "instance://verl-inst")
+    assert c.env_setup == () and c.container is None
+
+
+def test_local_transport_setup_keeps_stdout_and_stdin_for_the_command():
+    """The setup's stdout goes to stderr and it cannot eat the command's stdin; the command's
+    env words come after the setup (they win); quoting survives every layer."""
+    from tui.transport.local import LocalTransport
+    from tui.transport.types import HostShell
+
+    shell = HostShell(("export A=from-setup B=from-setup; echo noise", "read -r x || true"))
+    transport = LocalTransport("here", shell)
+    res = asyncio.run(
+        transport.run(
+            ["sh", "-c", 'printf "%s|%s|%s|" "$A" "$B" "$1"; cat', "sh", 'it\'s "$x"'],
+            input="stdin line\n",
+            env={"B": "from-env"},
+        )
+    )
+    assert res.ok, res.stderr
+    assert res.stdout == 'from-setup|from-env|it\'s "$x"|stdin line\n'
+    assert "noise" in res.stderr
+
+    failing = LocalTransport("here", HostShell(("echo about to fail", "false", "echo never")))
+    with pytest.raises(EnvSetupFailed) as err:
+        asyncio.run(failing.run(["true"]))
+    assert str(err.value) == "here: env_setup failed (exit 1) at `false`: about to fail"

@@ -365,8 +365,7 @@ async def probe_host(
         return HostFacts(
             host=name,
             reached=True,
-            error=f"interpreter not found{after_setup}: {spec.python} "
-            f"({_first_line(res.stderr)})",
+            error=f"interpreter not found{after_setup}: {spec.python} ({_first_line(res.stderr)})",
         )
     if res.exit_status == 126:
         return HostFacts(

@@ -10,9 +10,10 @@ import ipaddress
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -154,26 +155,27 @@ MAX_EXEC_WORDS = 64
 _WORD_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def _check_setup(v: object) -> tuple[str, ...] | None:
-    if v is None:
-        return None
-    if not isinstance(v, (str, list, tuple)):
+def _check_step(step: str) -> str:
+    if len(step) > MAX_SETUP_CHARS:
+        raise ValueError(f"longer than {MAX_SETUP_CHARS} characters")
+    if _SETUP_BAD_RE.search(step):
+        raise ValueError("contains a control character")
+    return step
+
+
+SetupStep = Annotated[str, AfterValidator(_check_step)]
+
+
+def _setup_steps(v: object) -> object:
+    """A string is one step; a list, each item one (checked as SetupStep, so an error names
+    the item's line)."""
+    if v is None or isinstance(v, str):
+        return None if v is None else (v,)
+    if not isinstance(v, (list, tuple)):
         raise ValueError("env_setup is a shell line or a list of shell lines")
-    steps = [v] if isinstance(v, str) else list(v)
-    if len(steps) > MAX_SETUP_STEPS:
+    if len(v) > MAX_SETUP_STEPS:
         raise ValueError(f"at most {MAX_SETUP_STEPS} env_setup lines")
-    out = []
-    for i, step in enumerate(steps):
-        where = "" if isinstance(v, str) else f"line {i + 1}: "
-        if not isinstance(step, str):
-            raise ValueError(f"{where}env_setup lines are strings (quote it)")
-        if len(step) > MAX_SETUP_CHARS:
-            raise ValueError(f"{where}longer than {MAX_SETUP_CHARS} characters")
-        if _SETUP_BAD_RE.search(step):
-            raise ValueError(f"{where}contains a control character")
-        if step.strip():
-            out.append(step.strip())
-    return tuple(out)
+    return v
 
 
 class ContainerSpec(_Strict):
@@ -188,9 +190,7 @@ class ContainerSpec(_Strict):
     @classmethod
     def _check_name(cls, v: str | None) -> str | None:
         if v is not None and not _CONTAINER_NAME_RE.match(v):
-            raise ValueError(
-                "container names use letters, digits, '_', '.' and '-' (max 128)"
-            )
+            raise ValueError("container names use letters, digits, '_', '.' and '-' (max 128)")
         return v
 
     @field_validator("exec")
@@ -237,11 +237,11 @@ class HostEntry(_Strict):
     num_gpus: int | None = Field(default=None, ge=0, description="default: what NVML counts")
     ssh: SshOptions | None = None
     # None: the top level's; [] / null turn the top level's off for this host.
-    env_setup: tuple[str, ...] | None = None  # a string or a list of strings in the file
+    env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
 
     _setup = field_validator("env_setup", mode="before")(
-        classmethod(lambda cls, v: _check_setup(v))
+        classmethod(lambda cls, v: _setup_steps(v))
     )
 
     @field_validator("name")
@@ -272,12 +272,12 @@ class HostsFileModel(_Strict):
     # beyond the names that say so themselves (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIAL).
     secret_env: list[str] = Field(default_factory=list, max_length=1000)
     notify: NotifyOptions | None = None  # where supervisor events go (tui/config/notify.py)
-    env_setup: tuple[str, ...] | None = None  # a string or a list of strings in the file
+    env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
 
     _setup = field_validator("env_setup", mode="before")(
-        classmethod(lambda cls, v: _check_setup(v))
+        classmethod(lambda cls, v: _setup_steps(v))
     )
 
     @field_validator("secret_env")
@@ -424,7 +424,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
                 transport=h.transport,
                 ssh=ssh,
                 num_gpus=h.num_gpus,
-                env_setup=_inherited(h, model, "env_setup") or (),
+                env_setup=tuple(step for step in _inherited(h, model, "env_setup") or () if step),
                 container=_inherited(h, model, "container"),
             )
         )

@@ -60,9 +60,7 @@ def parse_mark(line: bytes) -> tuple[str, int] | None:
     return kind, int(number)
 
 
-def kill_command(
-    kind: str, number: int, grace: float = 2.0, container: Sequence[str] = ()
-) -> str:
+def kill_command(kind: str, number: int, grace: float = 2.0, container: Sequence[str] = ()) -> str:
     """TERM the group (or process), wait up to `grace` seconds for it to go, then KILL. A
     container's group ("cpgid"/"cpid") is killed by the same shell run inside `container`."""
     target = f"-- -{int(number)}" if kind in ("pgid", "cpgid") else f"-- {int(number)}"

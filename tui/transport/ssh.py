@@ -375,9 +375,7 @@ class SshForward:
 
 
 class SshTransport:
-    def __init__(
-        self, host: str, conn: asyncssh.SSHClientConnection, shell: HostShell = NO_SHELL
-    ):
+    def __init__(self, host: str, conn: asyncssh.SSHClientConnection, shell: HostShell = NO_SHELL):
         self.host = host
         self.shell = shell  # env_setup and container: every command goes through them
         self._conn = conn

@@ -127,9 +127,7 @@ class HostShell:
     @classmethod
     def for_host(cls, host: Host) -> HostShell:
         ctr = host.container
-        return cls(
-            tuple(host.env_setup), ctr.prefix() if ctr else (), ctr.label if ctr else ""
-        )
+        return cls(tuple(host.env_setup), ctr.prefix() if ctr else (), ctr.label if ctr else "")
 
     def __bool__(self) -> bool:
         return bool(self.env_setup or self.container)
