@@ -148,3 +148,17 @@ def test_check_profile_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert says in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+async def test_a_submission_that_no_longer_composes_is_one_failed_row() -> None:
+    """(A resubmission from the history whose key this verl no longer has): no exception, no
+    host asked — one failed row saying why, with the way around it."""
+    from types import SimpleNamespace
+
+    from tui.config.hosts import local_inventory
+    from tui.jobs.preflight import preflight_submission
+
+    sub = SimpleNamespace(overrides=["trainer.nnodez=2"], env_vars={}, working_dir=None)
+    rows = await preflight_submission(None, local_inventory(), sub)  # type: ignore[arg-type]
+    assert [(r.check, r.status) for r in rows] == [("preflight", "fail")]
+    assert "trainer.nnodez" in rows[0].finding and "--skip-preflight" in rows[0].fix

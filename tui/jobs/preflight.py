@@ -5,7 +5,8 @@ node names) — asked of all hosts in parallel over SSH (tui/remote/job_prefligh
 as doctor Findings (ok / warn / fail, one line, a fix).
 
 One home: `verl-tui check --profile`, the job form and every submission (service.py's
-submit_and_record, so the CLI, the form and a queue all get it) call this module.
+submit_and_record; the CLI's submit and the form before they send or queue) call this
+module.
 
 Why per host: verl's TaskRunner is a Ray actor that may land on any node; it resolves
 ``${oc.env:…}`` there and opens the data and the model there.
@@ -336,11 +337,17 @@ def configs_for(overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any
     return raw, resolved
 
 
-def needs_for_submission(inv: Inventory, sub: Any) -> JobNeeds:
-    """A verl Submission's needs (blocking). `sub`: tui.jobs.submit.Submission."""
+def needs_for(
+    inv: Inventory,
+    overrides: Sequence[str],
+    env: Mapping[str, str],
+    working_dir: str | None = None,
+) -> JobNeeds:
+    """The needs of a job from its Hydra overrides (main_ppo's --config-path/--config-name
+    first) and its env_vars. Blocking (composes); SchemaError when the config cannot be read."""
     from tui.jobs.verl_select import SchemaError, current_source
 
-    raw, resolved = configs_for(sub.overrides)
+    raw, resolved = configs_for(overrides)
     try:
         root: Path | None = current_source().root
     except SchemaError:
@@ -348,9 +355,9 @@ def needs_for_submission(inv: Inventory, sub: Any) -> JobNeeds:
     needs = job_needs(
         raw,
         resolved,
-        env=sub.env_vars,
+        env=env,
         verl_root=root,
-        working_dir=sub.working_dir,
+        working_dir=working_dir,
         object_store=inv.ray.object_store_memory,
     )
     if root is None:
@@ -361,8 +368,19 @@ def needs_for_submission(inv: Inventory, sub: Any) -> JobNeeds:
 async def preflight_submission(
     fleet: Fleet, inv: Inventory, sub: Any, *, timeout: float = DEFAULT_TIMEOUT
 ) -> list[Finding]:
-    """The preflight of one verl Submission on every host of `inv`."""
-    needs = await asyncio.to_thread(needs_for_submission, inv, sub)
+    """The preflight of one verl Submission (tui.jobs.submit) on every host of `inv`. A config
+    that no longer composes here (a resubmission where this Python has no verl) is one
+    failed row, not an exception."""
+    from tui.jobs.verl_select import SchemaError
+
+    try:
+        needs = await asyncio.to_thread(
+            needs_for, inv, sub.overrides, sub.env_vars, sub.working_dir
+        )
+    except SchemaError as exc:
+        why = one_line(str(exc), 300)
+        fix = "verl-tui check HOSTS --profile P, or --skip-preflight"
+        return [_f("preflight", "job preflight", "fail", None, f"not checked: {why}", fix)]
     return await run_preflight(fleet, inv, needs, timeout=timeout)
 
 
@@ -400,12 +418,8 @@ def needs_for_profile(
     if report.config is None:
         return found, None
 
-    class _Sub:  # what needs_for_submission reads of a Submission
-        overrides = report.overrides
-        env_vars = merged_env(inv, profile.runtime_env.env_vars)
-        working_dir = profile.runtime_env.working_dir
-
-    return found, needs_for_submission(inv, _Sub)
+    env = merged_env(inv, profile.runtime_env.env_vars)
+    return found, needs_for(inv, report.overrides, env, profile.runtime_env.working_dir)
 
 
 def needs_preflight(sub: Any) -> bool:
