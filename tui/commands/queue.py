@@ -8,18 +8,14 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import check_job_id
 from tui.commands import Command
-from tui.commands.output import json_text
-from tui.config.hosts import Inventory
-from tui.config.yamlfile import ConfigError
-from tui.fmt import duration, plural
-from tui.jobs.history import JobHistory
-from tui.jobs.queue import JobQueue, Needs, QueueEntry, QueueError, entry_for
-from tui.jobs.submit import Submission
-from tui.sanitize import one_line
+
+if TYPE_CHECKING:  # `verl-tui queue --help` imports none of these (pydantic, Hydra)
+    from tui.config.hosts import Inventory
+    from tui.jobs.queue import QueueEntry
+    from tui.jobs.submit import Submission
 
 
 def enqueue(
@@ -32,6 +28,10 @@ def enqueue(
     as_json: bool = False,
 ) -> int:
     """Put a validated submission in the queue; prints where it went. Exit status."""
+    from tui.commands.output import json_text
+    from tui.jobs.history import JobHistory
+    from tui.jobs.queue import JobQueue, Needs, QueueError, entry_for
+
     queue = JobQueue(inv.cluster)
     history = JobHistory(inv.cluster)
     entry = entry_for(
@@ -54,6 +54,9 @@ def enqueue(
 
 
 def queue_table(entries: list[QueueEntry], now: float | None = None) -> str:
+    from tui.fmt import duration
+    from tui.sanitize import one_line
+
     now = time.time() if now is None else now
     out = [f"{'POS':>3} {'SUBMISSION ID':<40} {'PRI':>3} {'NEEDS':<24} {'WAITING':>8}  STATE"]
     for i, e in enumerate(entries, 1):
@@ -80,6 +83,12 @@ def run_queue(
     up: bool = False,
     down: bool = False,
 ) -> int:
+    from tui.cluster.dashboard import check_job_id
+    from tui.commands.output import json_text
+    from tui.config.yamlfile import ConfigError
+    from tui.fmt import duration, plural
+    from tui.jobs.queue import JobQueue, QueueError
+
     queue = JobQueue(inv.cluster)
     target = cancel or move
     if target is not None:
@@ -145,6 +154,8 @@ def _queue_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _queue(args: argparse.Namespace) -> int:
+    from tui.config.yamlfile import ConfigError
+
     if (args.to is not None or args.up or args.down) and not args.move:
         raise ConfigError("--to/--up/--down need --move SUBMISSION_ID")
     return run_queue(

@@ -7,17 +7,13 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import DashboardError
-from tui.cluster.ray_cluster import RayCluster
 from tui.commands import EXIT_BAD_INPUT, Command
-from tui.commands.output import json_text
-from tui.config.hosts import Inventory
-from tui.jobs.history import JobHistory
-from tui.jobs.queue import JobQueue, QueueError
-from tui.sanitize import one_line
-from tui.transport.types import TransportError
+
+if TYPE_CHECKING:  # `verl-tui sweep --help` imports none of these (pydantic, Hydra)
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import Inventory
 
 
 def run_sweep(
@@ -32,12 +28,18 @@ def run_sweep(
     as_json: bool,
     print_config: bool = False,
 ) -> int:
+    from tui.cluster.dashboard import DashboardError
     from tui.commands.jobs import DRY_RUN_RAY_WAIT_S
+    from tui.commands.output import json_text
     from tui.commands.ray import _run, _with_cluster
+    from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import JobSpec, live_resources, working_dir_size
     from tui.jobs.profiles import check_set, load_profile, resolve_profile
+    from tui.jobs.queue import JobQueue, QueueError
     from tui.jobs.sweep import parse_grid, plan_sweep, queue_sweep, runs_of
     from tui.jobs.verl_source import select_verl_sync
+    from tui.sanitize import one_line
+    from tui.transport.types import TransportError
 
     parsed = [parse_grid(g) for g in grids]  # ConfigError: one line, exit 2
     for line in sets:

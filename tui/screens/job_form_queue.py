@@ -89,7 +89,7 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         if self.drafts is not None:
             await asyncio.to_thread(self.drafts.discard)
         self.notify(
-            f"queued {markup(sub.submission_id)} at position {pos} "
+            f"queued {markup(sub.submission_id)} at position {pos:d} "
             f"(needs {markup(entry.needs.describe())})",
             timeout=6,
         )
@@ -177,7 +177,7 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
             return
         self.notify(
             f"sweep {markup(req.name)}: {len(placed)} runs queued "
-            f"(positions {placed[0][1]}–{placed[-1][1]})",
+            f"(positions {placed[0][1]:d}–{placed[-1][1]:d})",
             timeout=8,
         )
         self.dismiss(placed[0][0].submission_id)

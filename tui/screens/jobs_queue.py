@@ -18,7 +18,7 @@ from textual.widgets.data_table import CellDoesNotExist
 from tui.fmt import age, duration
 from tui.jobs.queue import JobQueue, QueueEntry, QueueError
 from tui.jobs.service import JobRow
-from tui.sanitize import cell, markup, one_line
+from tui.sanitize import cell, markup, one_line, styled
 from tui.screens.confirm import ConfirmScreen
 
 QUEUE_KEY = "queued:"  # row keys of queued jobs (a submission id never has a ':')
@@ -80,7 +80,7 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
 def queue_detail(entry: QueueEntry, position: int) -> Text:
     t = Text()
     t.append(one_line(entry.submission_id), "bold")
-    t.append(f"  queued #{position}, priority {entry.priority}, ")
+    t.append(f"  queued #{position:d}, priority {entry.priority:d}, ")
     t.append(f"waiting {duration(time.time() - entry.queued_at)}\n")
     t.append("needs: ", "dim")
     t.append(one_line(entry.needs.describe()) + "\n")
@@ -111,7 +111,17 @@ class QueueRows:
     def fill_queue(self, table: DataTable[Text]) -> None:
         """Queued rows go first, in queue order (the head of the queue on top)."""
         for i, e in enumerate(self.queued, 1):
-            table.add_row(*queue_cells(e, i), key=QUEUE_KEY + e.submission_id)
+            sid, status, since, took, profile, driver, why = queue_cells(e, i)
+            table.add_row(
+                styled(sid),
+                styled(status),
+                styled(since),
+                styled(took),
+                styled(profile),
+                styled(driver),
+                styled(why),
+                key=QUEUE_KEY + e.submission_id,
+            )
 
     def cursor_key(self, table: DataTable[Text]) -> str | None:
         if table.row_count == 0 or table.cursor_row is None:
@@ -137,7 +147,7 @@ class QueueRows:
         found = self.current_queued()
         if found is None:
             return False
-        pane.update(queue_detail(*found))
+        pane.update(styled(queue_detail(*found)))
         return True
 
     # -- keys ------------------------------------------------------------------------------
@@ -184,7 +194,7 @@ class QueueRows:
                 self.notify(f"{markup(sid)} cancelled", timeout=3)  # type: ignore[attr-defined]
             else:
                 now = await asyncio.to_thread(queue.move, sid, to)
-                self.notify(f"{markup(sid)}: position {now}", timeout=2)  # type: ignore[attr-defined]
+                self.notify(f"{markup(sid)}: position {now:d}", timeout=2)  # type: ignore[attr-defined]
         except QueueError as exc:
             self.notify(markup(exc), severity="error", timeout=5)  # type: ignore[attr-defined]
             return

@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Static
 from tui.config.yamlfile import ConfigError
 from tui.fmt import plural
 from tui.jobs.sweep import MAX_KEYS, MAX_RUNS, clean_id, split_values
-from tui.sanitize import one_line
+from tui.sanitize import one_line, styled
 from tui.screens.error import ReportsWorkerFailures
 
 
@@ -64,10 +64,12 @@ class SweepBuilderScreen(ReportsWorkerFailures, ModalScreen[SweepRequest | None]
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(
-                Text.assemble(
-                    ("Sweep ", "bold"),
-                    (one_line(self.profile, 60), "bold"),
-                    ("  — 1 to 3 keys, values separated by commas", "dim"),
+                styled(
+                    Text.assemble(
+                        ("Sweep ", "bold"),
+                        (one_line(self.profile, 60), "bold"),
+                        ("  — 1 to 3 keys, values separated by commas", "dim"),
+                    )
                 )
             )
             yield Input(value=self.default_name, placeholder="sweep name", id="sweep-name")
@@ -106,12 +108,14 @@ class SweepBuilderScreen(ReportsWorkerFailures, ModalScreen[SweepRequest | None]
         if n == 0:
             box.update(Text("fill a key and its values", "dim"))
         elif n > MAX_RUNS:
-            box.update(Text(f"{n} runs: more than {MAX_RUNS}", "bold red"))
+            box.update(Text(f"{n:d} runs: more than {MAX_RUNS:d}", "bold red"))
         else:
             box.update(
-                Text.assemble(
-                    (plural(n, "run"), "bold"),
-                    (" — each one validated before any is queued", "dim"),
+                styled(
+                    Text.assemble(
+                        (plural(n, "run"), "bold"),
+                        (" — each one validated before any is queued", "dim"),
+                    )
                 )
             )
         self.query_one("#sweep-queue", Button).disabled = not 0 < n <= MAX_RUNS
