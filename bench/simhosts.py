@@ -4,9 +4,10 @@
 Each host listens on its own port with one shared generated host key and accepts one generated
 client key (strict host keys stay on: a real known_hosts file is written). Any exec command:
 
-* ``PYTHON -u -c SOURCE --interval X`` (the cockpit's agent command, recognised by `` -u -c ``):
-  a "hello" line, then one agent-format "sample" line per interval (8 GPUs, varying values,
-  ``"t": time.time()`` at send) until stdin EOF or the channel closes.
+* ``PYTHON -u -c SOURCE --interval X [--delta]`` (the cockpit's agent command, recognised by
+  `` -u -c ``): a "hello" line, then one agent-format "sample" line per interval (8 GPUs, varying
+  values, ``"t": time.time()`` at send) until stdin EOF or the channel closes; with ``--delta``
+  through the agent's own DeltaEncoder (delta lines between full samples, as the agent sends).
 * ``nvidia-smi ...``: 8 CSV rows in ``--format=csv,noheader,nounits`` order, exit 0.
 * anything else: exit 127.
 
@@ -33,12 +34,22 @@ from pathlib import Path
 
 import asyncssh
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tui.remote.gpu_common import DeltaEncoder  # the agent's own encoder
+
 MIB = 1024 * 1024
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 MEM_TOTAL_MIB = 81559
 POWER_LIMIT_W = 700.0
 
-STATS = {"agent_streams": 0, "samples_sent": 0, "smi_execs": 0, "other_execs": 0, "connections": 0}
+STATS = {
+    "agent_streams": 0,
+    "samples_sent": 0,
+    "delta_lines": 0,
+    "smi_execs": 0,
+    "other_execs": 0,
+    "connections": 0,
+}
 
 
 def gpu_values(host: int, gpu: int, now: float) -> dict:
@@ -132,7 +143,7 @@ def _interval_arg(command: str, default: float) -> float:
 
 
 async def _agent(
-    process: asyncssh.SSHServerProcess, host: int, ngpus: int, interval: float
+    process: asyncssh.SSHServerProcess, host: int, ngpus: int, interval: float, delta: bool
 ) -> None:
     STATS["agent_streams"] += 1
     hostname = f"sim{host:03d}"
@@ -168,6 +179,7 @@ async def _agent(
         # Every host has its own phase, as real agents started at different moments would.
         start = time.monotonic() + random.uniform(0, interval)
         slot, seq = 0, 0
+        encode = DeltaEncoder().encode if delta else (lambda sample: sample)
         while not stop.is_set():
             delay = start + slot * interval - time.monotonic()
             if delay > 0:
@@ -175,10 +187,10 @@ async def _agent(
                     await asyncio.wait_for(stop.wait(), delay)
                 if stop.is_set():
                     break
-            out.write(
-                json.dumps(agent_sample(host, ngpus, seq, hostname), separators=(",", ":")) + "\n"
-            )
+            line = encode(agent_sample(host, ngpus, seq, hostname))
+            out.write(json.dumps(line, separators=(",", ":")) + "\n")
             STATS["samples_sent"] += 1
+            STATS["delta_lines"] += line["type"] == "delta"
             seq += 1
             slot = max(slot + 1, int((time.monotonic() - start) / interval) + 1)
     except (OSError, asyncssh.Error):
@@ -196,7 +208,9 @@ def _handler(host: int, ngpus: int, interval: float):
         # the command itself follows the wrapper's " verl-tui " argv[0].
         command = command.split(" verl-tui ", 1)[-1]
         if " -u -c " in command:
-            await _agent(process, host, ngpus, _interval_arg(command, interval))
+            words = shlex.split(command)  # the agent's own arguments follow its source
+            delta = "--delta" in words[words.index("-c") + 2 :] if "-c" in words else False
+            await _agent(process, host, ngpus, _interval_arg(command, interval), delta)
         elif command.startswith("nvidia-smi"):
             STATS["smi_execs"] += 1
             with contextlib.suppress(Exception):
@@ -248,6 +262,8 @@ async def main_async(args: argparse.Namespace) -> None:
         f"  known_hosts: {known}",
         "  config: ''",
         "  connect_timeout: 60",
+        *([f"  keepalive_interval: {args.keepalive_interval}"] if args.keepalive_interval else []),
+        *([f"  keepalive_count_max: {args.keepalive_count}"] if args.keepalive_count else []),
         "telemetry:",
         f"  interval: {args.interval}",
         "hosts:",
@@ -278,6 +294,8 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
     p.add_argument("--exit-on-stdin-eof", action="store_true")
+    p.add_argument("--keepalive-interval", type=float, help="hosts.yaml ssh.keepalive_interval")
+    p.add_argument("--keepalive-count", type=int, help="hosts.yaml ssh.keepalive_count_max")
     args = p.parse_args()
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):

@@ -12,8 +12,9 @@ import re
 import time
 from collections.abc import Callable
 
+from tui.cluster.agent_delta import DELTA_PREFIX, BadDelta, StaleDelta, apply_delta
 from tui.cluster.agent_schema import parse_line
-from tui.cluster.models import HostTelemetry, TelemetryState
+from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
 from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -32,12 +33,14 @@ _INDEX_RE = re.compile(r"\[\d+\]")
 _STALE_AFTER_INTERVALS = 3.0
 
 
-def agent_argv(python: str, interval: float, once: bool = False) -> list[str]:
+def agent_argv(
+    python: str, interval: float, once: bool = False, *, delta: bool = False
+) -> list[str]:
     """The GPU agent (tui/remote/gpu_agent.py) run with the host's `python`, streaming a sample
-    every `interval` seconds (one sample with `once`)."""
-    return python_argv(
-        python, "gpu_agent", "--interval", str(float(interval)), *(["--once"] if once else [])
-    )
+    every `interval` seconds (one sample with `once`; with `delta`, delta lines between full
+    samples: agent_delta.py)."""
+    extra = ["--once"] if once else ["--delta"] if delta else []
+    return python_argv(python, "gpu_agent", "--interval", str(float(interval)), *extra)
 
 
 def _agent_failure(exit_status: int | None, stderr: str, python: str) -> str:
@@ -64,6 +67,7 @@ class TelemetryMonitor:
         *,
         interval: float | None = None,
         retry: float = _AGENT_RETRY_S,
+        delta: bool = True,
     ):
         self.fleet = fleet
         self.retry = retry  # first wait before restarting a failed agent (doubles, capped)
@@ -78,6 +82,8 @@ class TelemetryMonitor:
         self._listeners: list[ChangeListener] = []
         self._tasks: list[asyncio.Task] = []
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
+        self.delta = delta
+        self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         fleet.add_listener(self.on_link_status)
 
     def add_listener(self, listener: ChangeListener) -> None:
@@ -150,7 +156,7 @@ class TelemetryMonitor:
     async def _run_agent(self, host: Host, ht: HostTelemetry) -> bool | None:
         """One agent run. True: it sent valid samples before ending; False: it failed
         (reported in ht); None: the link went down under it."""
-        argv = agent_argv(host.python, self.interval)
+        argv = agent_argv(host.python, self.interval, delta=self.delta)
         transport = await self.fleet.wait_up(host.name)
         try:
             stream = await transport.stream(argv, max_line=MAX_AGENT_LINE)
@@ -158,6 +164,7 @@ class TelemetryMonitor:
             self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
             return False
         ht.bad_lines = ht.oversize_lines = 0
+        self._bases.pop(host.name, None)  # a new agent: its deltas need its own full sample
         samples_before = ht.samples
         try:
             async for line in stream.lines():
@@ -195,6 +202,9 @@ class TelemetryMonitor:
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         now = time.time()
+        if line.startswith(DELTA_PREFIX):
+            self._ingest_delta(ht, line, now)
+            return
         msg = parse_line(line, now)
         if msg.problems:
             for path, problem in msg.problems:
@@ -208,6 +218,7 @@ class TelemetryMonitor:
         if kind == "sample":
             sample = msg.sample
             assert sample is not None
+            self._bases[ht.name] = sample
             ht.record(sample)
             if msg.driver:
                 ht.driver = msg.driver
@@ -235,6 +246,24 @@ class TelemetryMonitor:
             )
         else:
             return
+        self._changed(ht.name)
+
+    def _ingest_delta(self, ht: HostTelemetry, line: str, now: float) -> None:
+        try:
+            sample = apply_delta(line, self._bases.get(ht.name), now)
+        except StaleDelta:
+            return  # its full sample was lost: the next full one (seconds away) resumes
+        except BadDelta as exc:
+            ht.note_problem(_INDEX_RE.sub("[]", exc.path), exc.problem, now)
+            self._changed(ht.name)
+            return
+        ht.record(sample)
+        ht.error_from_agent = False
+        if sample.source == "none":
+            ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
+        else:
+            ht.state, ht.error = TelemetryState.OK, sample.error
+        self._first[ht.name].set()
         self._changed(ht.name)
 
     async def _watch_stale(self) -> None:

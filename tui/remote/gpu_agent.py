@@ -5,7 +5,8 @@ Shipped to cluster hosts as ``python3 -u -c SOURCE --interval 1.0``: SOURCE is t
 joined with its parts (gpu_common, amd_cards, gpu_nvml, gpu_amd) into one self-contained text by
 the loader (tui/remote/__init__.py): stdlib + pynvml / amdsmi (optional), Python 3.8+, no
 imports from ``tui`` once joined.
-Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval;
+Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval
+(with ``--delta``, ``{"type":"delta",...}`` lines between full samples: gpu_common.DeltaEncoder);
 on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
 The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
 It exits (status 0) when stdin reaches EOF -- the SSH channel closing is how the cockpit stops
@@ -28,6 +29,7 @@ import time
 # Parts of this program (tui/remote/__init__.py BUNDLES): the loader joins them after this
 # text and drops these imports, so their names are used only inside functions here.
 from tui.remote.gpu_amd import _open_amd_backend
+from tui.remote.gpu_common import DeltaEncoder
 from tui.remote.gpu_nvml import NO_LIBRARY, NoneBackend, NvmlBackend, _open_nvidia_backend
 
 AGENT_PROTOCOL = 1
@@ -164,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_agent", description="verl-tui GPU telemetry")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     parser.add_argument("--once", action="store_true", help="emit one sample, then exit")
+    parser.add_argument(
+        "--delta",
+        action="store_true",
+        help="between full samples, send only the values that change (delta lines)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not 0.0 < args.interval <= 86400.0:  # also rejects nan and inf
         parser.error("--interval must be a number of seconds in (0, 86400]")
@@ -203,11 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         start, slot, seq = time.monotonic(), 0, 0
+        encode = DeltaEncoder().encode if args.delta and not args.once else None
         while not stop.is_set():
             t = time.time()
             gpus = backend.sweep()
             # driver rides along: NVML may come up after the hello (a driver loaded later).
-            emit(
+            sample = (
                 {
                     "type": "sample",
                     "seq": seq,
@@ -219,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     "gpus": gpus,
                 }
             )
+            emit(sample if encode is None else encode(sample))
             seq += 1
             if args.once:
                 break
