@@ -61,19 +61,36 @@ class QueueDuty:
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
         queue = self._queue or queue_of(ctx)
         out: list[Decision] = []
+        entries = queue.entries()
+        if not entries and not queue.started():
+            return out  # nothing to do: Ray is not even asked
+        try:
+            await self._pass(ctx, queue, entries, out)
+        except (DashboardError, TransportError) as exc:
+            # Ray down or the head unreachable: said once on the head of the queue (the
+            # reason is kept), not an error every tick.
+            left = queue.entries()
+            if left:
+                self._wait(queue, left[0], f"Ray is not reachable: {exc}", out)
+        return out
+
+    async def _pass(
+        self,
+        ctx: SupervisorContext,
+        queue: JobQueue,
+        entries: list[QueueEntry],
+        out: list[Decision],
+    ) -> None:
         client = await ctx.dashboard()
         reserved = await self._reservations(queue, client)
-        entries = queue.entries()
-        if not entries:
-            return out
         entries = [e for e in entries if not await self._recovered(ctx, queue, e, out)]
         if not entries:
-            return out
+            return
         total = await ctx.live_resources()
         free = await free_resources(client, ctx.inv)
         if free is None:
             self._wait(queue, entries[0], "Ray's resource report is not there yet", out)
-            return out
+            return
         free = free_after(free, reserved)
         for entry in entries:
             blocked = self._cannot_start(ctx, entry, total)
@@ -86,7 +103,6 @@ class QueueDuty:
             if not await self._start(ctx, queue, entry, out):
                 break
             free = free_after(free, [entry.needs])
-        return out
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -198,11 +214,12 @@ class QueueDuty:
             out.append(Decision("error", sid, f"submitted, but the queue not updated: {exc}"))
         self._tag(ctx, entry)
         waited = duration(time.time() - entry.queued_at)
+        size = f" ({entry.needs.describe()})" if entry.needs.nnodes else ""
         out.append(
             Decision(
                 "queue-start",
                 sid,
-                f"submitted from the queue after {waited} ({entry.needs.describe()})",
+                f"submitted from the queue after {waited}{size}",
                 details=self._details(entry),
             )
         )
