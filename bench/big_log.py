@@ -62,6 +62,34 @@ while time.time() < end:
 """
 
 
+def _hosts_yaml(cluster, path: Path) -> Path:
+    """tests/test_ray_lifecycle.py's hosts.yaml (without importing pytest there)."""
+    h = cluster.hosts[0]
+    path.write_text(
+        "\n".join(
+            [
+                "cluster: biglog",
+                f"python: {VENV_PY}",
+                "ssh:",
+                "  user: root",
+                f"  identity_file: {cluster.client_key}",
+                f"  known_hosts: {cluster.known_hosts}",
+                "  config: ''",
+                "  connect_timeout: 5",
+                "ray:",
+                "  memory: 1000000000",
+                "  object_store_memory: 100000000",
+                "  start_timeout: 60",
+                "hosts:",
+                f"  - name: {h.name}",
+                f"    address: {h.address}",
+            ]
+        )
+        + "\n"
+    )
+    return path
+
+
 def _cli(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
@@ -270,6 +298,7 @@ def main() -> int:
     p.add_argument("--lines", type=int, default=1_000_000)
     p.add_argument("--modes", default="api,cli,pane,follow")
     p.add_argument("--follow-s", type=float, default=240.0, help="how long big-run goes on")
+    p.add_argument("--sshd", help="the sshd the namespace hosts run (default /usr/sbin/sshd)")
     p.add_argument("--measure", help=argparse.SUPPRESS)
     p.add_argument("--inner", help=argparse.SUPPRESS)
     p.add_argument("--hosts", type=Path, help=argparse.SUPPRESS)
@@ -288,14 +317,13 @@ def main() -> int:
         print(json.dumps(doc))
         return 0
 
-    from harness.nshosts import NsCluster
-    from test_ray_lifecycle import hosts_yaml
+    from harness.nshosts import SSHD, NsCluster
 
     modes = [m for m in args.modes.split(",") if m]
     work = Path(tempfile.mkdtemp(prefix="verl-tui-biglog-"))
-    cluster = NsCluster(1, work / "hosts")
+    cluster = NsCluster(1, work / "hosts", sshd=args.sshd or SSHD)
     cluster.start()
-    hosts = hosts_yaml(cluster, work / "hosts.yaml")
+    hosts = _hosts_yaml(cluster, work / "hosts.yaml")
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     results: list[dict] = []
     size = "0"
@@ -331,7 +359,7 @@ def main() -> int:
         cluster.stop()
     summary = {
         "bench": "big_log",
-        "code": code_version(),
+        "code": os.environ.get("BENCH_CODE_VERSION") or code_version(),
         "lines": args.lines,
         "log_bytes": int(size or 0),
         "results": results,

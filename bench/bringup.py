@@ -57,7 +57,8 @@ from benchlib import code_version  # noqa: E402
 from harness.nshosts import SSHD, NsCluster  # noqa: E402
 
 GOAL_RATIO = 1.3
-HOSTS = 5
+HOSTS = 5  # at least (more when --workers asks for more)
+MAX_WORKERS = 15
 PORT, DASH_PORT = 6379, 8265
 MEMORY, OBJECT_STORE = 1_000_000_000, 100_000_000  # as tests/test_ray_lifecycle.py: small nodes
 START_TIMEOUT = 120
@@ -910,7 +911,9 @@ def report(
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workers", default="1,2,4", help="worker counts, comma separated (max 4)")
+    p.add_argument(
+        "--workers", default="1,2,4", help=f"worker counts, comma separated (max {MAX_WORKERS})"
+    )
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument(
         "--sleeps-repeat",
@@ -966,8 +969,9 @@ def main() -> int:
         path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
         return 0
     counts = sorted({int(x) for x in args.workers.split(",") if x.strip()})
-    if not counts or min(counts) < 1 or max(counts) > HOSTS - 1:
-        p.error(f"--workers: counts between 1 and {HOSTS - 1}")
+    if not counts or min(counts) < 1 or max(counts) > MAX_WORKERS:
+        p.error(f"--workers: counts between 1 and {MAX_WORKERS}")
+    nhosts = max(HOSTS, max(counts) + 1)  # the head and the most workers asked for
     if os.geteuid() != 0:
         print("bringup.py needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -977,7 +981,7 @@ def main() -> int:
     code = os.environ.get("BENCH_CODE_VERSION") or code_version()
     print(
         f"bring-up: verl-tui up vs the seeds' serial scripts, {', '.join(map(str, counts))} "
-        f"workers x {args.repeat}, {HOSTS} namespace hosts; {cpus} CPUs, "
+        f"workers x {args.repeat}, {nhosts} namespace hosts; {cpus} CPUs, "
         f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
         f"code {code}",
         flush=True,
@@ -988,7 +992,7 @@ def main() -> int:
     runs: list[dict] = []
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vt-bringup-") as tmp, CpuSampler() as sampler:
-        cluster = NsCluster(HOSTS, Path(tmp) / "hosts", sshd=args.sshd)
+        cluster = NsCluster(nhosts, Path(tmp) / "hosts", sshd=args.sshd)
         try:
             cluster.start()
             bench = Bench(cluster, Path(tmp))
@@ -1074,7 +1078,7 @@ def main() -> int:
                     "sleeps_repeat": args.sleeps_repeat,
                     "after_up_s": args.after_up,
                     "quiet_wait_s": args.quiet_wait,
-                    "hosts": HOSTS,
+                    "hosts": nhosts,
                     "memory": MEMORY,
                     "object_store_memory": OBJECT_STORE,
                     "head_sleep_s": HEAD_SLEEP,

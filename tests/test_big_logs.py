@@ -69,9 +69,10 @@ async def test_older_part_plus_tail_is_the_file_exactly(tmp_path):
     assert older + tail == path.read_text()
     # Any range at line starts.
     mid = path.read_bytes().index(b"\n", 5000) + 1
-    assert await _collect(read_range(log, mid, log.tail_start)) == path.read_bytes()[
-        mid : log.tail_start
-    ].decode()
+    assert (
+        await _collect(read_range(log, mid, log.tail_start))
+        == path.read_bytes()[mid : log.tail_start].decode()
+    )
 
 
 async def test_follow_from_the_tail_has_no_gap_or_duplicate(tmp_path):
@@ -170,8 +171,6 @@ async def test_pane_shows_the_tail_then_backfills_in_order():
         assert not pane.backfilling and len(pane.store) == 0
         pane.end_backfill()  # nothing to swap in
         assert len(pane.store) == 0
-
-
 
 
 # -- on a real Ray head -----------------------------------------------------------------------

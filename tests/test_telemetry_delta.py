@@ -202,7 +202,9 @@ async def test_old_agents_full_lines_and_new_deltas_in_one_monitor():
     assert ht.state == TelemetryState.OK and not ht.problems
 
     enc = DeltaEncoder()
-    lines = [_line(enc.encode(_sample(seq, float(seq), pid_mem=seq * MIB))) for seq in range(10, 14)]
+    lines = [
+        _line(enc.encode(_sample(seq, float(seq), pid_mem=seq * MIB))) for seq in range(10, 14)
+    ]
     assert [json.loads(x)["type"] for x in lines] == ["sample", "delta", "delta", "delta"]
     for line in lines:
         monitor.ingest_line("localhost", line)

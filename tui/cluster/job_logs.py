@@ -169,9 +169,7 @@ async def _locate(cluster: RayCluster, sid: str, tail_bytes: int) -> DriverLog |
         return None
 
 
-async def open_job_log(
-    cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_BYTES
-) -> OpenedLog:
+async def open_job_log(cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_BYTES) -> OpenedLog:
     """The job's status and its driver log file on the head. A job the head does not know
     (Ray restarted since) is LOST, with its log from an old session directory; DashboardError
     (HTTP 404) when neither has it."""

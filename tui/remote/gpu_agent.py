@@ -215,18 +215,16 @@ def main(argv: list[str] | None = None) -> int:
             t = time.time()
             gpus = backend.sweep()
             # driver rides along: NVML may come up after the hello (a driver loaded later).
-            sample = (
-                {
-                    "type": "sample",
-                    "seq": seq,
-                    "t": round(t, 6),
-                    "source": backend.source,
-                    "driver": backend.driver,
-                    "error": backend.error,
-                    "host": host.sample(),
-                    "gpus": gpus,
-                }
-            )
+            sample = {
+                "type": "sample",
+                "seq": seq,
+                "t": round(t, 6),
+                "source": backend.source,
+                "driver": backend.driver,
+                "error": backend.error,
+                "host": host.sample(),
+                "gpus": gpus,
+            }
             emit(sample if encode is None else encode(sample))
             seq += 1
             if args.once:
