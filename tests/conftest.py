@@ -3,12 +3,16 @@ are imported by path, e.g. ``from fakenvml.fakenvml import FakeGpu``."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The cockpit runs a supervisor (retries, the queue, job-end notifications) unless told not to:
+# tests of other screens get none; tests of the supervisor in the cockpit turn it on.
+os.environ.setdefault("VERL_TUI_SUPERVISE", "0")
 
 from harness.fixtures import *  # noqa: F403
 

@@ -200,18 +200,18 @@ def _stop(proc: subprocess.Popen) -> int:
     return proc.wait(timeout=60)
 
 
-def _lease_holder(path: Path):
+async def _holder(path: Path):
     from tui.config.hosts import load_inventory
     from tui.supervisor.lease import HeadLease
     from tui.transport.fleet import Fleet
 
     inv = load_inventory(path)
+    async with Fleet(inv) as fleet:
+        return (await HeadLease(inv, fleet).read()).owner
 
-    async def body():
-        async with Fleet(inv) as fleet:
-            return (await HeadLease(inv, fleet).read()).owner
 
-    return asyncio.run(body())
+def _lease_holder(path: Path):
+    return asyncio.run(_holder(path))
 
 
 def _submit_in_process(path: Path, env: dict, profile: Path, sid: str, retries: int) -> str:
@@ -535,3 +535,66 @@ def test_kill9_and_crashes_never_submit_twice(ray_up, monkeypatch):
     assert chain == ["k9-1", "k9-1-retry1", "k9-1-retry2", "k9-1-retry3", "k9-1-retry4"]
     assert [jobs[s]["attempt"] for s in chain] == [1, 2, 3, 4, 5]
     assert all(jobs[s]["on_head"] for s in chain)
+
+
+async def test_cockpit_stands_by_names_the_holder_and_shows_the_chain(ray_up, monkeypatch):
+    """The cockpit runs the same supervisor: while a `watch` holds the cluster it stands by and
+    the Jobs screen says who supervises; a retried job shows its chain and the decisions."""
+    from textual.widgets import DataTable
+
+    from tui.app import VerlTuiApp
+    from tui.config.hosts import load_inventory
+    from tui.screens.jobs import JobsScreen
+
+    _, path, env = ray_up
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    monkeypatch.setenv("VERL_TUI_SUPERVISE", "1")
+    watch = _watch(env, path, "--interval", "1")
+    lines = Lines(watch)
+    try:
+        lines.wait(lambda d: d["kind"] == "lock")
+        sub = cli(
+            env, "submit", str(path), "--retries", "1", "--submission-id", "ui-1",
+            "--", "python", "-c", RAW_NCCL.format(sleep=0),
+        )  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        lines.wait(lambda d: d["kind"] == "no-retry" and d["submission_id"] == "ui-1-retry1")
+
+        async def until(pilot, predicate, timeout=60.0):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while not predicate():
+                assert loop.time() < deadline, "timed out"
+                await pilot.pause(0.2)
+
+        app = VerlTuiApp(load_inventory(path), interval=0.5)
+        async with app.run_test(size=(200, 50)) as pilot:
+            # Standing by: the watch holds the cluster (the first tick may find SSH not up yet).
+            await until(pilot, lambda: app.supervisor is not None and app.supervisor.holder)
+            assert not app.supervisor.acting
+            await pilot.press("2")
+            await until(pilot, lambda: isinstance(app.screen, JobsScreen))
+            jobs = app.screen
+            await until(pilot, lambda: any(r.submission_id == "ui-1-retry1" for r in jobs.rows))
+            await until(
+                pilot, lambda: "supervised by" in str(jobs.query_one("#jobs-title").render())
+            )
+            title = str(jobs.query_one("#jobs-title").render())
+            assert "supervised by root@" in title and f"(pid {watch.pid})" in title, title
+            table = jobs.query_one(DataTable)
+            ids = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+            assert "↻2/2 ui-1-retry1" in ids and "ui-1" in ids, ids
+            table.move_cursor(row=ids.index("ui-1"))
+            await pilot.pause(0.2)
+            detail = str(jobs.query_one("#job-detail").render())
+            assert "↻ retried as ui-1-retry1" in detail, detail
+            assert "retry: resubmitted as ui-1-retry1, attempt 2/2" in detail, detail
+            table.move_cursor(row=ids.index("↻2/2 ui-1-retry1"))
+            await pilot.pause(0.2)
+            detail = str(jobs.query_one("#job-detail").render())
+            assert "↻ retry of ui-1" in detail and "retry budget spent" in detail, detail
+        # Closed: the cockpit never held the lease, so the watch still does.
+        assert watch.poll() is None
+        assert (await _holder(path)).pid == watch.pid
+    finally:
+        _stop(watch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,7 @@ from tui.widgets import terminal_guard
 from tui.widgets.banner import InsecureBanner
 
 FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
+SUPERVISE_S = 10.0  # the cockpit's supervisor: one pass (and lease heartbeat) every 10 s
 
 
 class VerlTuiApp(App):
@@ -58,6 +60,8 @@ class VerlTuiApp(App):
         self.frame_observer: Callable[[set[str], float], None] | None = None
         # SSH forwards handed to other programs (VS Code's debugger): open until we exit.
         self.kept_forwards: list[Forward] = []
+        # The supervisor (tui/supervisor): retries, the queue, notifications, while we run.
+        self.supervisor: Any = None
 
     def get_default_screen(self) -> ClusterScreen:
         # The Cluster screen is the base of the stack, so nothing pushed early lands under it.
@@ -84,6 +88,31 @@ class VerlTuiApp(App):
             self.screen_change_signal.subscribe(self, self._add_banner)
             self._add_banner(self.screen)
         self.start_telemetry()
+        if os.environ.get("VERL_TUI_SUPERVISE", "1") != "0":
+            self.run_supervisor()
+
+    @work(exclusive=True, group="supervisor", exit_on_error=False)
+    async def run_supervisor(self) -> None:
+        """The same loop as `verl-tui watch`; while another supervisor holds the cluster this
+        one stands by (the Jobs screen says who) and takes over when that one's lease ends."""
+        from tui.jobs.history import JobHistory
+        from tui.state import state_dir
+        from tui.supervisor.core import Supervisor
+        from tui.supervisor.duty import SupervisorContext
+        from tui.supervisor.notify import install
+
+        inv = self.inventory
+        ctx = SupervisorContext(inv, self.ray, JobHistory(inv.cluster), state_dir())
+        self.supervisor = Supervisor(ctx, interval=SUPERVISE_S)
+
+        def show(line: str, severity: str) -> None:
+            self.notify(markup(line), severity=severity, timeout=8)  # type: ignore[arg-type]
+
+        install(ctx, show=show, bell=self.bell)
+        try:
+            await self.supervisor.run()
+        finally:
+            await self.supervisor.close()
 
     def _add_banner(self, screen) -> None:
         if not screen.query(InsecureBanner):
@@ -101,6 +130,8 @@ class VerlTuiApp(App):
         self._frame_timer.stop()  # no frame may touch widgets that are being torn down
         for forward in self.kept_forwards:
             forward.close()
+        if self.supervisor is not None:  # its lease goes back while the head is reachable
+            await self.supervisor.close()
         await self.ray_monitor.close()
         await self.ray.close()
         if self.monitor is not None:

@@ -25,6 +25,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
 from tui.screens.jobs_compare import CompareMarks
+from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
 from tui.screens.jobs_queue import QueueRows, grouped, profile_label
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
@@ -130,7 +131,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
             profile = profile_label(r)
             table.add_row(
-                cell(self.mark_prefix(r.submission_id) + r.submission_id),
+                cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
                 status,
                 age(r.start_time),
                 duration(r.duration_s),
@@ -147,6 +148,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             title += f", {len(self.queued)} queued"
         if self.error:
             title += f"   {markup(self.error)}"
+        if supervisor_note(self.app):
+            title += f"   {markup(supervisor_note(self.app))}"
         self.query_one("#jobs-title", Static).update(title)
         self._show_detail()
 
@@ -193,6 +196,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if isinstance(env, dict) and env:
                 t.append("env: ", "dim")
                 t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
+        t.append_text(heal_detail(row, self.rows))  # retry chain, the supervisor's decisions
         gpu = self.gpu_detail(row.submission_id)  # the run archive's GPU use
         if gpu:
             t.append("gpu: ", "dim")

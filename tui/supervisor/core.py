@@ -98,6 +98,7 @@ class Supervisor:
         self.recent: deque[Decision] = deque(maxlen=200)
         self.holder: LockOwner | None = None  # another supervisor holding the cluster
         self.acting = False
+        self.waiting_for: str | None = None  # why the duties did not run last tick
         self.ticks = 0
         self._wake = asyncio.Event()
         ctx.record = self.record
@@ -208,8 +209,12 @@ class Supervisor:
         try:
             ctx.jobs = await list_jobs(ctx.cluster, ctx.history)
         except (DashboardError, TransportError, OSError) as exc:
+            # Ray down is a normal state (before `up`, after `down`): nothing to act on, and
+            # nothing to announce; the reason is kept for whoever shows the supervisor.
             ctx.jobs = []
-            return [Decision("error", None, f"cannot list jobs: {one_line(str(exc), 200)}")]
+            self.waiting_for = f"cannot list jobs: {one_line(str(exc), 200)}"
+            return []
+        self.waiting_for = None
         out: list[Decision] = []
         for duty in self.duties:
             try:
