@@ -260,3 +260,43 @@ async def refresh_archive(
             if meta is None:
                 problems.append(f"{sid}: {exc}")
     return problems
+
+
+class ArchiveFollowers:
+    """Background followers that archive jobs to their end, at most one per job: what a
+    supervisor keeps (`ensure` on every tick with the jobs the head runs)."""
+
+    def __init__(self, store: ArchiveStore | None = None) -> None:
+        self.store = store
+        self.tasks: dict[str, asyncio.Task[JobLogEnd]] = {}
+
+    def ensure(
+        self, cluster: RayCluster, sids: list[str], samples: SampleSource | None = None
+    ) -> list[str]:
+        """Start following each job of `sids` not followed yet (jobs whose archive is already
+        final are skipped); returns the ids started. Finished followers are dropped."""
+        for sid, task in list(self.tasks.items()):
+            if task.done():
+                del self.tasks[sid]
+                if not task.cancelled() and task.exception() is not None:
+                    log.debug("archiving %s: %s", sid, task.exception())
+        store = self.store or ArchiveStore(cluster.inv.cluster)
+        started = []
+        for sid in sids:
+            if sid in self.tasks:
+                continue
+            meta = store.meta(sid)
+            if meta is not None and meta.get("final"):
+                continue
+            self.tasks[sid] = asyncio.create_task(
+                follow_and_archive(cluster, sid, store=store, samples=samples),
+                name=f"archive:{sid}",
+            )
+            started.append(sid)
+        return started
+
+    async def close(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()
