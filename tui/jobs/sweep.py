@@ -108,7 +108,11 @@ def parse_grid(text: str, what: str = "--grid") -> Grid:
     if len(set(values)) != len(values):
         raise ConfigError(f"{what} {text!r}: a value is given twice")
     for v in values:
-        check_set(f"{key}={v}")  # Hydra's own parser: one line naming the bad value
+        try:
+            check_set(f"{key}={v}")  # Hydra's own parser: one line naming the bad value
+        except ConfigError as exc:
+            why = str(exc).split("': ", 1)[-1]
+            raise ConfigError(f"{what} {key}: value {v!r}: {why}") from None
     return Grid(key, tuple(values))
 
 
