@@ -27,6 +27,7 @@ def run_sweep(
     dry_run: bool,
     as_json: bool,
     print_config: bool = False,
+    skip_preflight: bool = False,
 ) -> int:
     from tui.cluster.dashboard import DashboardError
     from tui.commands.jobs import DRY_RUN_RAY_WAIT_S
@@ -106,6 +107,22 @@ def run_sweep(
             )
             return EXIT_BAD_INPUT
         rows = [{"submission_id": r.submission_id, "values": dict(r.values)} for r in result.runs]
+        if not dry_run and not skip_preflight:
+            # The job preflight, as `submit --queue` runs it (data, model, imports, limits on
+            # every host), for every run: one failing run queues none.
+            from tui.commands.check import preflight_passes
+
+            for run, sub in zip(result.runs, result.subs, strict=True):
+                if not await preflight_passes(cluster, sub):
+                    print(
+                        one_line(
+                            f"verl-tui sweep: combination {run.label}: the job preflight "
+                            "failed; nothing queued (--skip-preflight queues anyway)",
+                            600,
+                        ),
+                        file=sys.stderr,
+                    )
+                    return EXIT_BAD_INPUT
         if dry_run:
             if as_json:
                 print(json_text({"sweep": sweep_name, "runs": rows, "queued": False}, inv))
@@ -176,6 +193,11 @@ def _sweep_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="each run is main_ppo --cfg job: the cluster's verl prints its config and exits",
     )
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="queue although the job preflight (data, model, imports, host limits) fails",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
@@ -191,6 +213,7 @@ SWEEP = Command(
         dry_run=a.dry_run,
         as_json=a.json,
         print_config=a.print_config,
+        skip_preflight=a.skip_preflight,
     ),
     hosts="required",
     description="Run a profile over a grid of values: every combination is validated against "
