@@ -162,3 +162,21 @@ async def test_a_submission_that_no_longer_composes_is_one_failed_row() -> None:
     rows = await preflight_submission(None, local_inventory(), sub)  # type: ignore[arg-type]
     assert [(r.check, r.status) for r in rows] == [("preflight", "fail")]
     assert "trainer.nnodez" in rows[0].finding and "--skip-preflight" in rows[0].fix
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "${oc.env:HOME}/data/x.parquet",
+        "${oc.env:DATA_ROOT,/data}/x.parquet",
+        "a${oc.env:A}b${oc.env:B}c",
+        "\\${oc.env:HOME}",  # a backslash, then literal text
+        "${oc.env:HOME",  # not an interpolation: literal
+    ],
+)
+def test_env_interpolation_round_trips_through_profile_text(value: str) -> None:
+    from tui.jobs import hydra_values as hv
+
+    for text in (hv.format_value(value), hv.short_text(value)):
+        back, problem = hv.parse_value(text)
+        assert problem is None and back == value, (value, text, back, problem)
