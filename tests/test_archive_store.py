@@ -195,3 +195,17 @@ def test_writer_flushes_on_time(tmp_path):
     w.feed("second line\n")
     assert store.read_log("slow") == "first line\nsecond line\n"
     assert time.time() - store.meta("slow")["updated_at"] < 60
+
+
+def test_an_archive_that_cannot_be_written_only_warns(tmp_path):
+    """The job's folder cannot be made (a file is in its place): the follower reads on, the
+    archive is skipped with one warning."""
+    store = ArchiveStore("c", tmp_path)
+    store.dir.mkdir(parents=True)
+    store.job_dir("blocked").write_text("not a folder")
+    w = ArchiveWriter(store, "blocked")
+    w.feed(log_text(3))
+    w.finish("SUCCEEDED", None)
+    assert w.disabled and not store.job_dir("blocked").is_dir()
+    warnings = store.take_warnings()
+    assert len(warnings) == 1 and "blocked: not archived" in warnings[0], warnings

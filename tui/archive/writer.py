@@ -72,28 +72,36 @@ class ArchiveWriter:
         self._pending: dict[str, Any] = record_fields(record)
         self._hosts: set[str] = set()
         self._grown = 0
-        with store.job_lock(sid):
-            meta = store.meta(sid)
-            if meta is None:
-                meta = {
+        self.disabled = False  # the archive could not be written: the log is still read
+        meta: dict[str, Any] = {"log": {"chars": 0}}
+        try:
+            with store.job_lock(sid):
+                meta = store.meta(sid) or {
                     "submission_id": sid,
                     "cluster": store.cluster,
                     "first_seen": time.time(),
                     "log": {"chars": 0, "lines": 0, "gz_bytes": 0, "members": []},
                 }
-            meta.update({k: v for k, v in self._pending.items() if v is not None})
-            store.write_meta(sid, meta)
+                meta.update({k: v for k, v in self._pending.items() if v is not None})
+                store.write_meta(sid, meta)
+        except OSError as exc:
+            self._fail(exc)
         self._stored = meta["log"]["chars"]
         self.gpu_use = JobGpuUse.from_json(meta.get("gpu_use"))
         hosts = meta.get("hosts")
         self._hosts = {h for h in hosts if isinstance(h, str)} if isinstance(hosts, list) else set()
         self.final = bool(meta.get("final"))
-        store.cleanup(frozenset({sid}))
+        if not self.disabled:
+            store.cleanup(frozenset({sid}))
+
+    def _fail(self, exc: OSError) -> None:
+        self.disabled = True
+        self.store.warn(f"archive: {self.sid}: not archived ({exc.strerror or exc})")
 
     # --- feeding ---------------------------------------------------------------------------
 
     def feed(self, text: str) -> None:
-        if not text:
+        if not text or self.disabled:
             return
         self.tracker.feed_text(text)
         start = self.pos
@@ -121,7 +129,16 @@ class ArchiveWriter:
 
     def flush(self, *, final: bool = False, done: bool = False) -> None:
         """Write what is buffered. final: the stream ended (its last line counts); done: the
-        job's status will not change again."""
+        job's status will not change again. A write that fails (a full disk) stops archiving
+        this stream with a warning in the store; the reader goes on."""
+        if self.disabled:
+            return
+        try:
+            self._flush(final, done)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _flush(self, final: bool, done: bool) -> None:
         store, sid = self.store, self.sid
         if final:
             self.tracker.flush()

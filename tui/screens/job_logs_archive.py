@@ -16,6 +16,7 @@ from tui.archive.follow import FROM_ARCHIVE, follow_and_archive
 from tui.archive.store import ArchiveStore
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.job_logs import LOST, job_info
+from tui.config.yamlfile import ConfigError
 from tui.sanitize import markup
 from tui.transport.types import TransportError
 
@@ -42,8 +43,13 @@ class ArchivedLog:
     async def archive_job(self) -> None:
         """Follow the job to its end into the run archive (the cockpit's telemetry gives its
         GPU use); a head that does not answer leaves the archive as it is."""
-        with contextlib.suppress(DashboardError, TransportError):
-            await follow_and_archive(self.cluster, self.sid, samples=self._samples)
+        try:
+            with contextlib.suppress(DashboardError, TransportError):
+                await follow_and_archive(self.cluster, self.sid, samples=self._samples)
+        except (OSError, ConfigError) as exc:  # a full disk, a bad VERL_TUI_ARCHIVE_MAX
+            self.notify(  # type: ignore[attr-defined]
+                markup(f"not archived: {exc}"), severity="warning", timeout=8
+            )
 
     async def show_archived(self, *, only_final: bool) -> bool:
         """Show the archived run when there is one (with only_final: a whole run, and only
