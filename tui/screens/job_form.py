@@ -59,6 +59,7 @@ from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
 from tui.screens.job_form_drafts import FormDrafts
 from tui.screens.job_form_queue import FormQueue
 from tui.screens.job_form_resume import FormResume
+from tui.screens.job_form_retry import keep_policy, retries_input, retry_policy
 from tui.transport.types import TransportError
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
@@ -120,6 +121,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
     JobFormScreen #form-bar { height: 4; border-top: solid $primary 50%; }
     JobFormScreen #form-summary { width: 1fr; padding: 1 1 0 1; }
     JobFormScreen #submit { margin: 0 1; }
+    JobFormScreen #form-retries { width: 14; }
     """
 
     def __init__(
@@ -180,6 +182,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         with Horizontal(id="form-bar"):
             yield Static("checking…", id="form-summary")
             yield self.queue_switch()
+            yield retries_input()
             yield Button("Submit (ctrl+s)", id="submit", variant="success", disabled=True)
         yield Footer()
 
@@ -591,6 +594,13 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
 
         if not await preflight_gate(self, sub):  # data, model, imports, limits on every host
             return
+        try:
+            policy = retry_policy(self)
+        except ValueError as exc:
+            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
+            return
+        if self.queue_wanted:
+            keep_policy(self, sub.submission_id, policy, queued=True)
         if await self.enqueue(sub):  # the Queue switch: validated, then waits for the GPUs
             return
         try:
@@ -604,6 +614,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
             self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
             return
+        keep_policy(self, sid, policy, queued=False)
         await asyncio.to_thread(self.drafts.discard)
         self.notify(f"submitted {markup(sid)}", timeout=6)
         self.dismiss(sid)
