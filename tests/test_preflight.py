@@ -212,6 +212,7 @@ async def test_tilde_and_shell_variables_are_errors_with_the_fix(lab):
         lab.inventory(),
         "data.train_files='~/data/gsm8k/train.parquet'",
         "data.val_files='$HOME/data/gsm8k/test.parquet'",
+        "actor_rollout_ref.model.path='${oc.env:VT_UNSET_ROOT}/qwen'",
     )
     tilde = rows(findings, "path:data.train_files", "fail")
     assert len(tilde) == 1 and tilde[0].host is None, show(findings)
@@ -220,6 +221,9 @@ async def test_tilde_and_shell_variables_are_errors_with_the_fix(lab):
     var = rows(findings, "path:data.val_files", "fail")
     assert len(var) == 1 and "$HOME is not expanded" in var[0].finding
     assert var[0].fix.startswith("data.val_files=${oc.env:HOME}/data/gsm8k/test.parquet")
+    unset = rows(findings, "path:actor_rollout_ref.model.path", "fail")
+    assert len(unset) == 1 and "unset on this host: $VT_UNSET_ROOT" in unset[0].finding
+    assert "(all 3 hosts)" in unset[0].finding and "ray.env" in unset[0].fix
 
 
 async def test_hf_id_not_cached_warns_naming_hosts_and_fails_offline(lab):

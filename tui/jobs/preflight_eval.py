@@ -59,7 +59,19 @@ def _paths(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
         check, key = f"path:{need.key}", need.key
         shown = str(a.get("path") or need.value)
         via = f" (from {need.value})" if shown != need.value else ""
-        if a.get("error") and not a.get("exists"):
+        if str(a.get("error", "")).startswith("unset on this host"):
+            out.append(
+                _f(
+                    check,
+                    key,
+                    "fail",
+                    host,
+                    f"{need.value}: {a['error']}",
+                    "set it in hosts.yaml ray.env (or the profile's env), or give a default: "
+                    "${oc.env:NAME,/default/path}",
+                )
+            )
+        elif a.get("error") and not a.get("exists"):
             out.append(
                 _f(
                     check,
