@@ -4,7 +4,7 @@ Each entry of NEEDS is (condition on the config → top-level module) and cites 
 the scope (``Class.method``, a function, or "" for module level) where verl imports it. The
 cited import is looked for with ``ast`` in the verl the job runs (the folder verl_source.py
 reads from the head, cached): an entry whose import is no longer there is reported, not
-silently used, and tests/test_preflight_imports.py fails on a verl upgrade that moves one.
+silently used, and tests/test_preflight_static.py fails on a verl upgrade that moves one.
 
 Two tables are read from verl rather than written here:
 - the loggers: verl/utils/tracking.py's ``if "wandb" in default_backend: import wandb`` blocks;
