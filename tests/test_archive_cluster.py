@@ -310,7 +310,36 @@ async def test_cockpit_reads_the_archive_after_the_restart(ray_up, monkeypatch):
         await pilot.press("c")
         await _until(pilot, lambda: isinstance(app.screen, CompareScreen), 60, "compare opened")
         cmp = app.screen
+        await _until(pilot, lambda: bool(cmp.charts[0].plotted), 10, "charts drawn")
         assert set(cmp.diff) == {LR, BATCH}
         for chart in cmp.charts:
             assert list(chart.plotted) == ["run-a", "run-b", "run-c"], chart.spec
         await pilot.press("escape")
+
+
+async def test_supervisor_followers_archive_each_job_once(ray_up, monkeypatch):
+    """What a supervisor calls on every tick: one background follower per running job; a job
+    whose archive is whole is not read again."""
+    from tui.archive.follow import ArchiveFollowers
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import load_inventory
+    from tui.transport.fleet import Fleet
+
+    _, path, env, _, jobdir = ray_up
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    submit(env, path, jobdir, "run-d", f"{LR}=2e-6", hold=2)
+    inv = load_inventory(path)
+    followers = ArchiveFollowers()
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv)
+        try:
+            started = followers.ensure(cluster, ["run-c", "run-d"], samples=dict)
+            assert started == ["run-d"]  # run-c is archived whole already
+            assert followers.ensure(cluster, ["run-d"], samples=dict) == []  # one follower
+            end = await asyncio.wait_for(followers.tasks["run-d"], 120)
+        finally:
+            await followers.close()
+            await cluster.close()
+    assert end.status == "SUCCEEDED"
+    meta = meta_of(env, "run-d")
+    assert meta["final"] and meta["metrics"]["last_step"] == STEPS
