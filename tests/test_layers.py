@@ -40,6 +40,7 @@ SERVICES = (
     "tui.logs",
     "tui.metrics",
     "tui.archive",
+    "tui.supervisor",
 )
 UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
 CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
@@ -62,6 +63,13 @@ SIDEWAYS = {
     ("tui.archive", "tui.jobs"): "archived runs carry their history record; the config diff "
     "takes verl's defaults from the composed base config",
     ("tui.archive", "tui.metrics"): "archived runs keep the metric series parsed from the log",
+    ("tui.supervisor", "tui.cluster"): "the supervisor's lease on the head, job logs, Ray's nodes",
+    ("tui.supervisor", "tui.jobs"): "retries and queued jobs go through the one validated "
+    "submission path and the job history",
+    ("tui.supervisor", "tui.ckpt"): "a retry resumes from the latest complete checkpoint "
+    "(scan, collect, resume keys)",
+    ("tui.supervisor", "tui.logs"): "a failure is retried when its log shows a retriable "
+    "signature",
 }
 REFUSED_SIDEWAYS = [
     ("tui.cluster", "tui.jobs"),

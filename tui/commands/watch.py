@@ -12,12 +12,15 @@ import asyncio
 import contextlib
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
-from tui.config.hosts import Inventory
 from tui.sanitize import one_line
+
+if TYPE_CHECKING:  # `verl-tui watch --help` imports no pydantic
+    from tui.config.hosts import Inventory
 
 EXIT_HELD = 3  # like up/down while another action holds the cluster
 

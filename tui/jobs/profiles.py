@@ -102,6 +102,9 @@ class RuntimeEnv(_Strict):
         return v
 
 
+_RETRY_ON_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -119,11 +122,11 @@ class Profile(_Strict):
     @field_validator("retry_on")
     @classmethod
     def _retry_on(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return v
-        from tui.logs.retriable import check_retry_on
-
-        return list(check_retry_on(v, ""))
+        # The names themselves are checked where the policy is made (tui/supervisor/policy.py
+        # knows the retriable signatures; jobs does not import logs).
+        if v is not None and not all(_RETRY_ON_RE.match(x) for x in v):
+            raise ValueError("signature names: letters, digits and '_' (see submit --help)")
+        return v
 
     @field_validator("config_name")
     @classmethod
