@@ -160,8 +160,9 @@ def test_a_crash_between_mark_and_answer_never_submits_twice(ray_q):
     assert queued.returncode == 0, queued.stderr
     q = JobQueue("raytest", Path(env["XDG_STATE_HOME"]) / "verl-tui" / "queue")
     assert q.begin_start("q-crash") is not None  # what the dead supervisor wrote first
+    # ... and its POST reached the head before it was killed:
     sent = cli(env, "submit", str(path), "--submission-id", "q-crash", "--",
-               "python", "-c", "print('once')")  # fmt: skip  (its POST)
+               "python", "-c", "print('once')")  # fmt: skip
     assert sent.returncode == 0, sent.stderr
     out = watch_once(env, path)
     assert "queue-start q-crash: found on the head after a restart" in out
@@ -232,3 +233,19 @@ def test_a_failing_notifier_is_shown_not_fatal(ray_q, tmp_path):
     )
     assert queue_doc(env, path) == [] and "Traceback" not in out.stderr
     wait_status(env, path, "q-notify", {"SUCCEEDED", "FAILED"})
+
+
+def test_ray_unreachable_keeps_the_queue_quietly(ray_q, tmp_path):
+    """The head answers SSH but its dashboard does not (a wrong port here): the supervisor
+    acts on nothing, says no error, and the queued job stays."""
+    _cluster, path, env, _p, _h = ray_q
+    off = tmp_path / "hosts-wrong-dashboard.yaml"
+    off.write_text(path.read_text().replace("ray:\n", "ray:\n  dashboard_port: 8999\n", 1))
+    queued = cli(env, "submit", str(off), "--queue", "--submission-id", "q-down", "--", "true")
+    assert queued.returncode == 0, queued.stderr  # a raw command is queued without Ray
+    out = watch_once(env, off)
+    assert "q-down" not in out and " error" not in out, out
+    rows = queue_doc(env, path)
+    assert [(r["submission_id"], r["state"]) for r in rows] == [("q-down", "queued")]
+    assert job_status(env, path, "q-down") is None
+    assert cli(env, "queue", str(path), "--cancel", "q-down").returncode == 0
