@@ -249,3 +249,26 @@ def test_ray_unreachable_keeps_the_queue_quietly(ray_q, tmp_path):
     assert [(r["submission_id"], r["state"]) for r in rows] == [("q-down", "queued")]
     assert job_status(env, path, "q-down") is None
     assert cli(env, "queue", str(path), "--cancel", "q-down").returncode == 0
+
+
+def test_an_entry_the_cluster_no_longer_holds_stays_blocked_and_the_rest_go_on(ray_q):
+    """Queued on a bigger cluster (here: its needs raised in the file to 2 nodes × 4 GPUs, as if
+    a node had left since): kept with the reason, BLOCKED, and the job behind it starts."""
+    _cluster, path, env, _p, _h = ray_q
+    common = ("submit", str(path), str(PRESET), "--queue", "--print-config")
+    assert cli(env, *common, "--submission-id", "q-big").returncode == 0
+    assert cli(env, "submit", str(path), "--queue", "--submission-id", "q-small", "--",
+               "python", "-c", "print(1)").returncode == 0  # fmt: skip
+    q = JobQueue("raytest", Path(env["XDG_STATE_HOME"]) / "verl-tui" / "queue")
+    big = q.get("q-big")
+    assert big is not None and big.needs.nnodes == 1
+    big.needs.nnodes = 2
+    q.update("q-big", needs=big.needs)
+    wait_free(path, env, 4.0)  # earlier tests' jobs are done
+    out = watch_once(env, path)
+    assert "queue-wait q-big: cannot start on this cluster now: needs 8 GPUs" in out, out
+    assert "queue-start q-small" in out
+    rows = queue_doc(env, path)
+    assert [(r["submission_id"], r["blocked"]) for r in rows] == [("q-big", True)]
+    assert "blocked: cannot start" in cli(env, "queue", str(path)).stdout
+    assert cli(env, "queue", str(path), "--cancel", "q-big").returncode == 0
