@@ -72,6 +72,7 @@ class JobRow:
             "retry_of": r.retry_of if r else None,
             "retry_policy": r.retry_policy if r else None,
             "decisions": list(r.decisions or [])[-10:] if r else [],
+            "tags": dict(r.tags or {}) if r else {},  # a sweep's name and grid values
         }
 
 
