@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from tui.commands import Command
 from tui.commands.output import plain_json_text
+from tui.logs.retriable import RETRIABLE_KEYS
 from tui.logs.signatures import (
     ANSI_RE_B,
     ERROR,
@@ -221,7 +222,8 @@ def run_explain(path: str, *, as_json: bool) -> int:
 def _print_finding(name: str, item: Finding) -> None:
     print(f"{name}:{item.line}: {item.severity}: {one_line(item.text, SHOW_LIMIT)}")
     if item.hint is not None:
-        print(f"    hint ({item.hint.key}): {one_line(item.hint.text)}")
+        retriable = " [retriable: submit --retries]" if item.hint.key in RETRIABLE_KEYS else ""
+        print(f"    hint ({item.hint.key}){retriable}: {one_line(item.hint.text)}")
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
@@ -243,5 +245,8 @@ EXPLAIN = Command(
     description="Known failures in a saved log (a driver log, a worker's .err, a "
     "Slurm output file): each finding with its line number, severity and hint, "
     "from the same signatures as the log pane. Exit 0: no error found; 1: errors "
-    "found; 2: bad input (missing or unreadable file, a directory, a FIFO).",
+    "found; 2: bad input (missing or unreadable file, a directory, a FIFO). "
+    "Failures a retry can heal (submit --retries N; marked [retriable]): "
+    + ", ".join(RETRIABLE_KEYS)
+    + ".",
 )
