@@ -213,6 +213,9 @@ def test_sweep_queues_every_validated_combination(ray_q):
     for sid in ids[1:]:
         assert cli(env, "queue", str(path), "--cancel", sid).returncode == 0
     wait_status(env, path, "lr-bs-lr1e-6-tbs64", {"SUCCEEDED", "FAILED"})
+    jobs = json.loads(cli(env, "jobs", str(path), "--json").stdout)["jobs"]
+    row = next(j for j in jobs if j["submission_id"] == "lr-bs-lr1e-6-tbs64")
+    assert row["tags"] == tags and row["profile"] == "grpo-gsm8k-qwen2.5-0.5b"
 
 
 def test_a_failing_notifier_is_shown_not_fatal(ray_q, tmp_path):

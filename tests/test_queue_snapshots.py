@@ -59,3 +59,20 @@ async def test_keys_reorder_and_cancel_queued_jobs():
         await pilot.press("delete", "right_square_bracket")
         await pilot.pause(0.2)
         assert order() == ["lr-sweep-lr1e-6", "lr-sweep-lr2e-6", "grpo-32b-2x8"]
+
+
+def test_sweep_runs_are_kept_together_and_labelled():
+    from tui.jobs.history import JobRecord
+    from tui.jobs.service import JobRow
+    from tui.screens.jobs_queue import grouped, profile_label
+
+    def row(sid, start, sweep=None):
+        rec = JobRecord(sid, "c", start, "python -m verl.trainer.main_ppo", profile="p")
+        if sweep:
+            rec.tags = {"sweep": sweep, "grid": "lr=1"}
+        return JobRow(sid, "SUCCEEDED", rec.entrypoint, start, None, None, None, rec)
+
+    rows = [row("s-b", 9, "s"), row("other", 8), row("t-a", 7, "t"), row("s-a", 6, "s"),
+            row("old", 5)]  # fmt: skip
+    assert [r.submission_id for r in grouped(rows)] == ["s-b", "s-a", "other", "t-a", "old"]
+    assert profile_label(rows[0]) == "⊞ s: p" and profile_label(rows[1]) == "p"
