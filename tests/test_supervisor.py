@@ -278,7 +278,8 @@ def test_nccl_timeout_is_retried_once_from_the_latest_complete_checkpoint(
     assert any("collected" in n for n in details["notes"]), details
     seconds = details["seconds_to_resubmit"]
     assert seconds is not None and 0 <= seconds < 60, details
-    print(f"\nfailure (job end) to resubmission: {seconds:.2f} s")
+    print(f"\nfailure (job end) to resubmission: {seconds:.2f} s; {details['phases_s']}")
+    assert set(details["phases_s"]) >= {"noticed", "log_verdict", "checkpoint", "validate"}
     (Path(env["XDG_STATE_HOME"]) / "seconds_to_resubmit").write_text(str(seconds))
 
     assert ok["status"] == "SUCCEEDED", ok

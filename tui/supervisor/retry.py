@@ -163,6 +163,17 @@ class RetryDuty:
                     recovered=True,
                 )
             ]
+        # Where the seconds from failure to resubmission go (README numbers, the decision).
+        phases = st.extra.setdefault("phases", {})
+        mark = time.monotonic()
+        st.extra.setdefault("seen_at", time.time())
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            phases[name] = round(phases.get(name, 0.0) + now - mark, 2)
+            mark = now
+
         if st.verdict is None:
             alive = await alive_hosts(ctx)
             st.host_lost = bool(cluster_gaps(ctx, alive))
@@ -170,6 +181,7 @@ class RetryDuty:
             st.verdict = judge(
                 text[-LOG_TAIL_BYTES:], retry_on=policy.retry_on, host_lost=st.host_lost
             )
+            lap("log_verdict")
         v = st.verdict
         if not v.retriable:
             return [self._no(ctx, rec, v.reason, signature=v.signature)]
@@ -197,8 +209,11 @@ class RetryDuty:
                 return self._wait(st, row, f"bring-up failed: {one_line(str(exc), 200)}")
             gaps = cluster_gaps(ctx, await alive_hosts(ctx))
         if gaps:
+            lap("cluster_wait")
             return self._wait(st, row, "; ".join(gaps))
+        lap("cluster_check")
         resume, step_ws, notes = await self._checkpoint(ctx, rec, st, row)
+        lap("checkpoint")
         if resume == "wait":
             return self._wait(st, row, notes[0])
         # Intent first: the id this retry will have, before anything is sent.
@@ -216,6 +231,7 @@ class RetryDuty:
                     ctx.inv, rec, new_id, resume_overrides(resume) if resume else []
                 )
                 sub = await self._validated(ctx, spec, step_ws)
+                lap("validate")
                 await ctx.submit(
                     sub,
                     profile_path=profile_path,
@@ -228,6 +244,7 @@ class RetryDuty:
                 await ctx.submit(sub, retry_of=sid, attempt=attempt, retry_policy=policy.to_json())
         except (NotRebuildable, SubmitRejected) as exc:
             return [self._no(ctx, rec, f"cannot resubmit: {exc}", signature=v.signature)]
+        lap("submit")
         return [self._done(ctx, row, rec, policy, new_id, attempt, resume, notes=notes)]
 
     async def _validated(self, ctx: SupervisorContext, spec: Any, step_ws: int | None) -> Any:
@@ -296,6 +313,10 @@ class RetryDuty:
     ) -> Decision:
         st = self.pending.pop(rec.submission_id, None)
         signature = st.verdict.signature if st and st.verdict else None
+        phases = dict(st.extra.get("phases") or {}) if st else {}
+        seen = st.extra.get("seen_at") if st else None
+        if seen and row.end_time:  # the poll's share: failure → the supervisor first saw it
+            phases["noticed"] = round(max(0.0, seen - row.end_time), 2)
         fresh = ctx.history.get(rec.submission_id) or rec
         fresh.pending_retry = None
         ctx.history.save(fresh)
@@ -317,5 +338,6 @@ class RetryDuty:
                 "submitted_at": now,
                 "seconds_to_resubmit": latency,
                 "notes": notes or [],
+                "phases_s": phases,
             },
         )
