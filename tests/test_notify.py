@@ -167,6 +167,14 @@ async def test_hanging_missing_and_http_errors(tmp_path):
     assert "no-such-program" in msgs[1] and "No such file" in msgs[1]
     assert "HTTP 500" in msgs[2]
     assert "HTTP 302" in msgs[3] and "not followed" in msgs[3]
+    creds = Notifier(
+        NotifyOptions(webhook="http://bot:hunter2@127.0.0.1:9/T0/secret"),
+        "c",
+        report=reported.append,
+    )
+    await creds(decision())
+    assert "webhook http://127.0.0.1:9/…" in reported[-1].message
+    assert "hunter2" not in reported[-1].message and "secret" not in reported[-1].message
     assert moved.paths == ["/hook/secret-path"]  # the redirect target was never asked
 
 

@@ -113,7 +113,14 @@ def _where(url: str) -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    return one_line(f"{parts.scheme}://{parts.netloc}/…", 120)
+    host = parts.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    # Not its user:password@ either.
+    return one_line(f"{parts.scheme}://{host}{port}/…", 120)
 
 
 async def post_webhook(url: str, body: bytes, timeout: float) -> None:
