@@ -276,3 +276,19 @@ def test_zz_down_stops_ray_inside(podhosts):
         # the stop check (remote/ray_procs.py) rightly counts as stopped.
         procs = in_host(cluster, name, "raylet|gcs_server")
         assert not [p for p in procs if "<defunct>" not in p], (name, procs)
+
+
+def test_host_details_name_the_container(tmp_path):
+    """The Cluster screen's host pane says where the agent runs (no hosts needed)."""
+    from tui.cluster.telemetry import TelemetryMonitor
+    from tui.widgets.details import host_details
+
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        "container: {runtime: podman, name: verl}\n"
+        "hosts:\n  - name: a\n  - name: b\n    container: null\n"
+    )
+    inv = load_inventory(path)
+    monitor = TelemetryMonitor(Fleet(inv), inv)
+    assert "  in podman:verl" in host_details(monitor.hosts["a"]).plain
+    assert " in " not in host_details(monitor.hosts["b"]).plain

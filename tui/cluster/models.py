@@ -185,6 +185,7 @@ class HostTelemetry:
     error: str | None = None
     hostname: str | None = None
     driver: str | None = None
+    container: str | None = None  # hosts.yaml `container:` (label) the agent runs in
     latest: HostSample | None = None
     samples: int = 0  # recorded so far: keeps sparkline buckets aligned as history rolls
     util_history: dict[int, deque[float]] = field(default_factory=dict)

@@ -75,7 +75,10 @@ class TelemetryMonitor:
         self.interval = interval or inventory.telemetry.interval
         self.hosts: dict[str, HostTelemetry] = {
             h.name: HostTelemetry(
-                h.name, fleet.status(h.name), history_len=inventory.telemetry.history
+                h.name,
+                fleet.status(h.name),
+                history_len=inventory.telemetry.history,
+                container=h.container.label if h.container else None,
             )
             for h in inventory.hosts
         }

@@ -53,6 +53,8 @@ def host_details(ht: HostTelemetry) -> Text:
     if ht.hostname and ht.hostname != ht.name:
         t.append(f" ({ht.hostname})")
     t.append(f"  state: {ht.display_state}")
+    if ht.container:
+        t.append(f"  in {ht.container}")
     if ht.driver:
         t.append(f"  driver {ht.driver}")
     s = ht.latest
