@@ -196,7 +196,7 @@ def test_hosts_yaml_notify_key():
         "notify:\n  command: []\nhosts:\n  - name: a\n": (2, "notify.command"),
         "notify:\n  timeout: 0\nhosts:\n  - name: a\n": (2, "notify.timeout"),
         "notify:\n  events: [everything]\nhosts:\n  - name: a\n": (2, "notify.events"),
-        "notify:\n  webhok: http://x\nhosts:\n  - name: a\n": (2, "unknown key"),
+        "notify:\n  webhok: http://x\nhosts:\n  - name: a\n": (2, "did you mean 'webhook'"),
     }
     for text, (line, words) in bad.items():
         with pytest.raises(ConfigError) as err:

@@ -344,6 +344,7 @@ _KNOWN_KEYS = sorted(
             TelemetryOptions,
             RayOptions,
             ContainerSpec,
+            NotifyOptions,
             HostEntry,
             HostsFileModel,
         )
