@@ -34,6 +34,10 @@ async def test_compare_screen_charts_and_picker():
             "grpo-lr3e-6": 1024,
             "grpo-lr1e-6-b128": 128,
         }
+        # Which run learned fastest: the fewest steps to 90 % of the way to the best score.
+        note = screen.note_text()
+        assert "grpo-lr3e-6 reached the best score" in note
+        assert "grpo-lr3e-6 step 12, grpo-lr1e-6-b128 step 16, grpo-lr1e-6 step 24" in note
         # m on the first chart: pick another shared key.
         await pilot.press("m")
         assert isinstance(app.screen, MetricPicker)

@@ -277,6 +277,7 @@ SUMMARY_COLUMNS = (
     "tok/s/GPU",
     "GPU-h",
     "GPU busy",
+    "GPU mem",
 )
 
 
@@ -293,7 +294,7 @@ def summary_cells(run: Run, summary: dict[str, Any] | None = None) -> list[str]:
     before showing)."""
     s = summary if summary is not None else run.summary()
     steps = str(s["steps"]) + (f"/{s['total_steps']}" if s.get("total_steps") else "")
-    util = s.get("gpu_util_mean")
+    util, mem = s.get("gpu_util_mean"), s.get("gpu_mem_mean_bytes")
     return [
         run.submission_id,
         run.status or "?",
@@ -304,19 +305,36 @@ def summary_cells(run: Run, summary: dict[str, Any] | None = None) -> list[str]:
         _short(s["tokens_per_s_per_gpu"]),
         _short(s["gpu_hours"], 3),
         "-" if util is None else f"{util:.0f} %",
+        "-" if mem is None else f"{mem / (1 << 30):.1f} GiB",
     ]
 
 
 def fastest_learner(runs: Sequence[Run]) -> str | None:
-    """'run X reached the best score (0.82 at step 40)': the question compare answers first."""
-    best: tuple[float, int, str] | None = None
+    """The questions compare answers first: which run reached the best score, and which got
+    90 % of the way there (from the lowest first score) in the fewest steps."""
+    points: dict[str, list[tuple[int, float]]] = {}
     for r in runs:
         key = score_key(r)
-        for step, v in r.series.get(key, []) if key else []:
-            if not math.isfinite(v):
-                continue
+        pts = [(s, v) for s, v in r.series.get(key, [])] if key else []
+        points[r.submission_id] = [(s, v) for s, v in pts if math.isfinite(v)]
+    best: tuple[float, int, str] | None = None
+    for sid, pts in points.items():
+        for step, v in pts:
             if best is None or v > best[0] or (v == best[0] and step < best[1]):
-                best = (v, step, r.submission_id)
+                best = (v, step, sid)
     if best is None:
         return None
-    return f"{best[2]} reached the best score ({_short(best[0])} at step {best[1]})"
+    text = f"{best[2]} reached the best score ({_short(best[0])} at step {best[1]})"
+    start = min(pts[0][1] for pts in points.values() if pts)
+    if best[0] <= start:
+        return text
+    goal = start + 0.9 * (best[0] - start)
+    reached = {
+        sid: next((s for s, v in pts if v >= goal), None) for sid, pts in points.items() if pts
+    }
+    order = sorted(reached, key=lambda sid: (reached[sid] is None, reached[sid] or 0))
+    parts = [
+        f"{sid} step {reached[sid]}" if reached[sid] is not None else f"{sid} never"
+        for sid in order
+    ]
+    return f"{text}; fastest to {_short(goal)}: " + ", ".join(parts)

@@ -66,10 +66,15 @@ class CompareScreen(ReportsWorkerFailures, Screen):
         best = fastest_learner(self.runs)
         if best:
             lines.append(best)
-        for r in self.runs:
-            use = gpu_use_text(r.meta.get("gpu_use"))
+        busiest = max(
+            (r for r in self.runs if isinstance(r.meta.get("gpu_use"), dict)),
+            key=lambda r: r.summary().get("gpu_util_mean") or 0.0,
+            default=None,
+        )
+        if busiest is not None:
+            use = gpu_use_text(busiest.meta.get("gpu_use"))
             if use:
-                lines.append(f"{r.submission_id} {use}")
+                lines.append(f"{busiest.submission_id} {use}")
         if self.note:
             lines.append(self.note)
         return " · ".join(lines) or "no metrics archived for these runs yet"
