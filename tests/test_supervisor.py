@@ -455,8 +455,10 @@ def test_kill9_and_crashes_never_submit_twice(ray_up, monkeypatch):
     wait_status(env, path, "k9-1", {"FAILED"}, timeout=60)
     watch = _watch(env, path, "--interval", "1")
     lines = Lines(watch)
-    lines.wait(lambda d: d["kind"] == "retry" and d["submission_id"] == "k9-1")
+    first = lines.wait(lambda d: d["kind"] == "retry" and d["submission_id"] == "k9-1")
     watch.send_signal(signal.SIGKILL)
+    raw = first["details"]
+    print(f"\nraw job, failure to resubmission: {raw['seconds_to_resubmit']} s; {raw['phases_s']}")
     watch.wait(timeout=30)
     wait_status(env, path, "k9-1-retry1", {"FAILED"}, timeout=60)
     # The restarted watch retries the retry (attempt 3), and never k9-1 again.
