@@ -21,6 +21,7 @@ import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
 from test_ray_lifecycle import VENV_PY
 
+from tui.cluster.probe import probe_all
 from tui.config.hosts import load_inventory
 from tui.transport.fleet import Fleet
 
@@ -292,3 +293,28 @@ def test_host_details_name_the_container(tmp_path):
     monitor = TelemetryMonitor(Fleet(inv), inv)
     assert "  in podman:verl" in host_details(monitor.hosts["a"]).plain
     assert " in " not in host_details(monitor.hosts["b"]).plain
+
+
+def test_a_missing_container_is_one_line_naming_it(podhosts):
+    cluster, _, env, work, _, _ = podhosts
+    path = hosts_file(
+        cluster,
+        work / "missing.yaml",
+        {n: {"runtime": "podman", "name": f"no-such-{n}"} for n in NAMES},
+        [],
+    )
+    out = cli(env, "gpus", str(path), "--once", timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
+    heads = [ln for ln in out.stdout.splitlines() if ln.startswith("node")]
+    assert len(heads) == 2 and all("no-such-node" in ln for ln in heads), out.stdout
+    inv = load_inventory(path)
+
+    async def go() -> dict:
+        async with Fleet(inv) as fleet:
+            return await probe_all(fleet, inv)
+
+    facts = asyncio.run(go())
+    error = facts["node1"].error or ""
+    assert error.startswith(f"probe failed with {VENV_PY} in podman:no-such-node1: "), error
+    assert "no-such-node1" in error.split(": ", 1)[1] and "\n" not in error
+    print(heads[0], error, sep="\n")

@@ -385,7 +385,10 @@ async def probe_host(
             or _first_line(res.stderr)
             or (f"exit status {res.exit_status}, no output")
         )
-        return HostFacts(host=name, reached=True, error=f"probe failed with {spec.python}: {why}")
+        inside = f" in {spec.container.label}" if spec.container else ""
+        return HostFacts(
+            host=name, reached=True, error=f"probe failed with {spec.python}{inside}: {why}"
+        )
     remote = data.get("time")
     offset = remote - (before + after) / 2 if isinstance(remote, (int, float)) else None
     return facts_from_json(name, data, rtt_s=after - before, clock_offset_s=offset)
