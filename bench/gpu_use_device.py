@@ -51,6 +51,7 @@ def main() -> int:
     other = subprocess.Popen([sys.executable, "-c", IDLE, str(seconds + 10)])
     agent = subprocess.Popen(
         python_argv(sys.executable, "gpu_agent", "--interval", "1"),
+        stdin=subprocess.PIPE,  # the agent runs until its stdin closes
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import DashboardClient, api_path
 from tui.cluster.models import HostSample
-from tui.config.hosts import Inventory
+
+if TYPE_CHECKING:  # runtime imports stay light: the accumulator runs anywhere (bench on a GPU)
+    from tui.cluster.dashboard import DashboardClient
+    from tui.config.hosts import Inventory
 
 LIMIT = 10000
 
@@ -31,6 +33,8 @@ def _state_rows(data: Any) -> list[dict[str, Any]]:
 
 
 def _filtered(kind: str, key: str, value: str) -> str:
+    from tui.cluster.dashboard import api_path
+
     return api_path(
         "api",
         "v0",
