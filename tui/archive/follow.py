@@ -82,8 +82,15 @@ async def _from_head(
     store: ArchiveStore,
     samples: SampleSource | None,
 ) -> AsyncIterator[str]:
+    fields = info_fields(info)
+    old = store.meta(sid)
+    started = old.get("start_time") if old else None
+    if isinstance(started, (int, float)) and abs(started - fields.get("start_time", started)) > 1:
+        # The id was used again (after a Ray restart): another run, not more of the same log.
+        store.warn(f"archive: {sid}: an earlier run with this id was replaced")
+        store.forget(sid)
     writer = ArchiveWriter(store, sid, JobHistory(cluster.inv.cluster).get(sid))
-    writer.update(**info_fields(info))
+    writer.update(**fields)
     driver = _driver_host(cluster, info)
     if driver:
         writer.note_hosts([driver])
