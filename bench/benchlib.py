@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -9,7 +10,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def code_version() -> str:
-    """HEAD's short hash, with '+dirty' when tui/ has uncommitted changes."""
+    """HEAD's short hash, with '+dirty' when tui/ has uncommitted changes (BENCH_CODE_VERSION
+    names it where the tree has no .git: a copy on the device machine)."""
+    if os.environ.get("BENCH_CODE_VERSION"):
+        return os.environ["BENCH_CODE_VERSION"]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],

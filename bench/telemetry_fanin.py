@@ -438,7 +438,8 @@ def run_one(
             argv += ["--cpu", str(cpu_cockpit)]
         if args.profile:
             argv.append("--profile")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=pythonpath)
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()

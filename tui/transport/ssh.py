@@ -32,8 +32,11 @@ from tui.transport.types import (
 )
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_KEEPALIVE_INTERVAL = 1.0
-DEFAULT_KEEPALIVE_COUNT_MAX = 3
+# asyncssh restarts the keepalive timer on every packet received, so while an agent streams
+# at 1 Hz no keepalive is sent at 2 s (at 1 s half the packets were keepalive requests and
+# replies); a dead host is still LOST 4 s after its last packet (two silent intervals).
+DEFAULT_KEEPALIVE_INTERVAL = 2.0
+DEFAULT_KEEPALIVE_COUNT_MAX = 1
 EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
 KILL_TIMEOUT_S = 5.0
 
