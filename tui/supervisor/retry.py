@@ -108,6 +108,9 @@ class RetryDuty:
                 out += await self._handle(ctx, row, rec, policy, st)
             except (DashboardError, TransportError, OSError, CkptError, WorkdirError) as exc:
                 out += self._wait(st, row, f"cannot act yet: {one_line(str(exc), 200)}")
+            except Exception as exc:  # e.g. SchemaError: said once per cause, tried with backoff
+                why = f"cannot act yet: {type(exc).__name__}: {one_line(str(exc), 200)}"
+                out += self._wait(st, row, why)
         return out
 
     # -- one failed job ----------------------------------------------------------------------
