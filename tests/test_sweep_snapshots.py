@@ -90,3 +90,45 @@ async def test_form_sweep_builder_queues_all_or_nothing():
         assert "data.train_batch_size=128" in entries[1].overrides
         assert all(e.group == "lrbs" and e.needs.nnodes >= 1 for e in entries)
         await wait_for(pilot, lambda: any("4 runs queued" in n for n in notes), 10)
+
+
+async def test_form_queue_switch_queues_instead_of_submitting(monkeypatch):
+    """The form's Queue switch: ctrl+s validates as for a submit (the live cluster asked
+    again), then the job goes to the local queue, not to Ray."""
+    from snapshot_apps.job_form_replay import PROFILE
+    from snapshot_apps.replay import ScreenApp, wait_for
+    from textual.widgets import Checkbox
+
+    import tui.screens.job_form as job_form
+    from tui.jobs.queue import JobQueue
+    from tui.jobs.rules import ClusterResources, NodeResources
+    from tui.screens.job_form import JobFormScreen
+
+    gpus = ClusterResources([NodeResources("node1", 4, 12), NodeResources("node2", 4, 12)])
+    asked: list[int] = []
+
+    async def live(cluster, **_kw):  # Ray's answer on a GPU cluster (the recording had none)
+        asked.append(1)
+        return gpus
+
+    monkeypatch.setattr(job_form, "live_resources", live)
+    posted: list[str] = []
+    app = ScreenApp(lambda app: JobFormScreen(app.ray, app.history, PROFILE))
+    async with app.run_test(size=(160, 46)) as pilot:
+        form = pilot.app.screen
+        await wait_for(pilot, lambda: form.validated and form.cluster_note is None, 60)
+        form.resources = gpus
+        monkeypatch.setattr(
+            "tui.jobs.service.submit_and_record", lambda *a, **k: posted.append("sent")
+        )
+        form.query_one("#toggle-print-config", Checkbox).value = True  # no data needed
+        form.query_one("#form-queue", Checkbox).value = True
+        await pilot.pause(0.3)
+        form.validate()
+        await wait_for(pilot, lambda: form.can_submit, 60)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: len(JobQueue("grpo-demo").entries()) == 1, 60)
+        (entry,) = JobQueue("grpo-demo").entries()
+        assert entry.profile == "grpo-gsm8k-qwen2.5-0.5b" and entry.needs.gpus_per_node == 4
+        assert "--cfg" in entry.entrypoint_argv and asked and not posted
+        await wait_for(pilot, lambda: pilot.app.screen is not form, 10)  # the form closed
