@@ -26,6 +26,8 @@ from tui.config.hosts import load_inventory
 from tui.transport.fleet import Fleet
 
 NAMES = ("node1", "node2")
+# The checkout (its .venv is the hosts' interpreter): an overlay over / does not show other mounts.
+REPO = Path(__file__).resolve().parents[1]
 # `ip netns exec` gives each host a fresh sysfs without cgroup mounts; runc needs them.
 CGROUPS = (
     "mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup && "
@@ -49,12 +51,12 @@ def podman_run(cluster, name: str, container: str, work: Path) -> None:
     res = cluster.exec_in(name, ["sh", "-c", CGROUPS])
     assert res.returncode == 0, res.stderr
     argv = [
-        "podman", "run", "-d", "--name", container,
+        "podman", "run", "-d", "--name", container, "--runtime=runc",
         "--network=host", "--uts=private", f"--hostname=ctr-{name}",
         # This sandbox refuses podman's default rlimits (EPERM); these it allows.
         "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768",
         "--shm-size=512m", "--tmpfs", "/tmp/ray:rw,mode=1777,notmpcopyup",
-        "-v", "/work:/work", "-v", f"{work}:{work}", "-v", f"{inside}:/opt/inside:ro",
+        "-v", f"{REPO}:{REPO}", "-v", f"{work}:{work}", "-v", f"{inside}:/opt/inside:ro",
         "--rootfs", "/:O", "sleep", "infinity",
     ]  # fmt: skip
     res = cluster.exec_in(name, argv, timeout=120)
