@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tui.jobs.queue import (
     JobQueue,
@@ -101,6 +103,9 @@ def test_damaged_and_hand_edited_files(tmp_path):
         {"submission_id": "noargv", "entrypoint_argv": [], "queued_at": 1, "cluster": "c"},
         {"submission_id": "x", "queued_at": "yesterday", "entrypoint_argv": ["x"], "cluster": "c"},
         "not a dict",
+        {**entry("tags").to_json(), "tags": ["x"]},
+        {**entry("over").to_json(), "overrides": "a=1"},
+        {**entry("prof").to_json(), "profile": {"$(x)": 1}},
     ]
     q.path.write_text(json.dumps(doc))
     assert [e.submission_id for e in q.entries()] == ["good"]
@@ -205,3 +210,29 @@ def test_queue_cli_lists_moves_cancels(tmp_path):
     alone = cli(env, "queue", str(hosts), "--to", "2")
     assert alone.returncode == 2 and "--move" in alone.stderr
     assert "Traceback" not in bad.stderr + alone.stderr + gone.stderr
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4)
+    ),
+    max_leaves=20,
+)
+FIELDS = list(QueueEntry.__dataclass_fields__)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=8), max_size=4))
+def test_any_file_content_reads_without_crashing(tmp_path, docs):
+    """Whatever a hand edit leaves in an entry, reading, listing and the fit rule never raise."""
+    q = JobQueue("c1", tmp_path)
+    good = entry("base").to_json()
+    q.dir.mkdir(parents=True, exist_ok=True)
+    q.path.write_text(json.dumps({"entries": [{**good, **d} for d in docs] + docs}))
+    for i, e in enumerate(q.entries(), 1):
+        assert json.dumps(e.summary_json(i))
+        e.needs.problems(ClusterResources([NodeResources("n1", 4, 12)]))
+        e.needs.describe()

@@ -170,6 +170,8 @@ class QueueEntry:
             return None
         if not isinstance(entry.queued_at, (int, float)) or not isinstance(entry.priority, int):
             return None
+        if not _shaped(entry):
+            return None
         if entry.state not in ("queued", "starting"):
             entry.state = "queued"
         return entry
@@ -202,6 +204,35 @@ class QueueEntry:
             "tags": dict(self.tags),
             "overrides": list(self.overrides),
         }
+
+
+def _is_str_map(v: Any) -> bool:
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+    )
+
+
+def _opt_str(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _shaped(e: QueueEntry) -> bool:
+    """Every field of the type the code relies on (a hand-edited file is input)."""
+    return (
+        isinstance(e.runtime_env, dict)
+        and _is_str_map(e.metadata)
+        and _is_str_map(e.tags)
+        and isinstance(e.overrides, list)
+        and all(isinstance(o, str) for o in e.overrides)
+        and all(
+            _opt_str(v)
+            for v in (e.profile, e.profile_path, e.config_hash, e.group, e.hosts_file, e.reason)
+        )
+        and isinstance(e.kind, str)
+        and isinstance(e.cluster, str)
+        and isinstance(e.blocked, bool)
+        and (e.started_at is None or isinstance(e.started_at, (int, float)))
+    )
 
 
 def entry_for(
