@@ -37,10 +37,6 @@ PIDS_EVERY = 3  # ... and ask Ray for the job's worker pids every this many read
 FROM_ARCHIVE = "from the run archive"
 
 
-def stores_for(cluster: RayCluster) -> tuple[ArchiveStore, JobHistory]:
-    return ArchiveStore(cluster.inv.cluster), JobHistory(cluster.inv.cluster)
-
-
 async def archived_log_chunks(
     cluster: RayCluster,
     sid: str,
