@@ -5,11 +5,11 @@ Jobs screen calls: its own file stays about jobs on the head."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.text import Text
 
+from tui.fmt import age
 from tui.jobs.service import JobRow
 from tui.sanitize import one_line
 
@@ -64,9 +64,8 @@ def heal_detail(row: JobRow, rows: list[JobRow]) -> Text:
     decisions = [d for d in (rec.decisions or []) if isinstance(d, dict)][-SHOWN_DECISIONS:]
     for d in decisions:
         at = d.get("at")
-        stamp = (
-            time.strftime("%H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "?"
-        )
+        # An age, not a clock time: the same on every machine (and in snapshots).
+        stamp = f"{age(at)} ago" if isinstance(at, (int, float)) else "?"
         style = {"no-retry": "yellow", "retry": "green", "error": "red"}.get(str(d.get("kind")), "")
         t.append("supervisor: ", "dim")
         t.append(one_line(f"{stamp} {d.get('kind')}: {d.get('message')}", 300) + "\n", style)
