@@ -601,3 +601,38 @@ async def test_cockpit_stands_by_names_the_holder_and_shows_the_chain(ray_up, mo
         assert (await _holder(path)).pid == watch.pid
     finally:
         _stop(watch)
+
+
+def test_bring_up_starts_a_missing_node_before_the_retry(ray_up):
+    """Ray gone on node2 when the job failed (its raylet stopped): with --bring-up the
+    supervisor starts Ray there again (the `up` service), then retries."""
+    cluster, path, env = ray_up
+    stop = cluster.exec_in("node2", [VENV_PY, "-m", "ray.scripts.scripts", "stop"])
+    assert stop.returncode == 0, stop.stderr
+    deadline = time.monotonic() + 60
+    while json.loads(cli(env, "status", str(path), "--json").stdout)["nodes_alive"] != 1:
+        assert time.monotonic() < deadline, "node2 still counted alive"
+        time.sleep(1)
+    watch = _watch(env, path, "--interval", "1", "--bring-up")
+    lines = Lines(watch)
+    try:
+        lines.wait(lambda d: d["kind"] == "lock")
+        sub = cli(
+            env, "submit", str(path), "--retries", "1", "--submission-id", "up-1",
+            "--", "python", "-c", RAW_NCCL.format(sleep=0),
+        )  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        waiting = lines.wait(
+            lambda d: d["kind"] == "waiting" and d["submission_id"] == "up-1", timeout=90
+        )
+        assert "Ray node not alive on node2" in waiting["message"], waiting
+        assert "bring-up" in waiting["message"], waiting
+        retry = lines.wait(
+            lambda d: d["kind"] == "retry" and d["submission_id"] == "up-1", timeout=180
+        )
+        assert retry["details"]["new_submission_id"] == "up-1-retry1"
+        assert retry["at"] > waiting["at"]
+        status = json.loads(cli(env, "status", str(path), "--json").stdout)
+        assert status["nodes_alive"] == 2, status
+    finally:
+        _stop(watch)

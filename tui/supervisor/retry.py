@@ -206,6 +206,13 @@ class RetryDuty:
             and alive is not None
             and all(s.state == HostState.UP for s in ctx.fleet.statuses())
         ):
+            await ctx.emit(
+                Decision(
+                    "waiting",
+                    row.submission_id,
+                    f"retry waits: {'; '.join(gaps)}; starting Ray there again (bring-up)",
+                )
+            )
             try:
                 await ctx.cluster.bring_up()
             except Exception as exc:  # BringUpError, ClusterBusy: said, then waited out
