@@ -192,7 +192,9 @@ class Lines:
                 return hit
             assert self.proc.poll() is None or self.items, self.proc.stderr.read()
             time.sleep(0.2)
-        raise AssertionError(f"no such decision in {timeout:.0f} s: {self.items}")
+        self.proc.kill()  # to read what it said on stderr
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        raise AssertionError(f"no such decision in {timeout:.0f} s: {self.items}; stderr: {err}")
 
 
 def _stop(proc: subprocess.Popen) -> int:

@@ -196,10 +196,13 @@ class Supervisor:
     async def tick(self) -> list[Decision]:
         self.ticks += 1
         out = await self._renew()
-        if self.acting:
-            out += await self._run_duties()
-        for d in out:
+        for d in out:  # at once: "supervising as …" must not wait for a slow pass
             await self._publish(d)
+        if self.acting:
+            done = await self._run_duties()
+            for d in done:
+                await self._publish(d)
+            out += done
         return out
 
     async def _run_duties(self) -> list[Decision]:

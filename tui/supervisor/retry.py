@@ -13,6 +13,7 @@ Ray accepts an id once. A job is settled — never looked at again — once its 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,15 +57,42 @@ def settled(ctx: SupervisorContext, rec: JobRecord) -> bool:
     return bool(kinds & {"retry", "no-retry"}) or bool(ctx.history.retries_of(rec.submission_id))
 
 
-def cluster_gaps(ctx: SupervisorContext, alive_hosts: set[str] | None) -> list[str]:
-    """What keeps the cluster from being whole: hosts unreachable, hosts without an alive Ray
-    node (`alive_hosts` None: Ray could not be asked)."""
+PROBE_TIMEOUT_S = 5.0  # a host that does not run `true` within this is not back
+
+
+async def _silent(ctx: SupervisorContext) -> dict[str, str]:
+    """Hosts whose connection looks up but that do not answer a command now: a link that died
+    quietly is noticed by SSH keepalive only after interval × count (default tens of seconds),
+    and a retry sent meanwhile would land on a half cluster."""
+
+    async def one(name: str) -> str | None:
+        transport = ctx.fleet.transport(name)
+        if transport is None:
+            return "no connection"
+        try:
+            res = await transport.run(["true"], timeout=PROBE_TIMEOUT_S)
+        except (TransportError, OSError, asyncio.TimeoutError) as exc:
+            return one_line(str(exc) or "no answer", 120)
+        return None if res.exit_status == 0 else "no answer"
+
+    up = [st.host for st in ctx.fleet.statuses() if st.state == HostState.UP]
+    answers = await asyncio.gather(*(one(h) for h in up))
+    return {h: why for h, why in zip(up, answers, strict=True) if why}
+
+
+async def cluster_gaps(ctx: SupervisorContext, alive_hosts: set[str] | None) -> list[str]:
+    """What keeps the cluster from being whole: hosts unreachable (by the fleet's state or a
+    command that gets no answer now), hosts without an alive Ray node (`alive_hosts` None: Ray
+    could not be asked)."""
     gaps = []
     down = set()
     for st in ctx.fleet.statuses():
         if st.state != HostState.UP:
             down.add(st.host)
             gaps.append(f"{st.host} unreachable ({st.state.value})")
+    for host, why in (await _silent(ctx)).items():
+        down.add(host)
+        gaps.append(f"{host} unreachable ({why})")
     if alive_hosts is None:
         gaps.append("Ray does not answer")
     else:
@@ -179,7 +207,7 @@ class RetryDuty:
 
         if st.verdict is None:
             alive = await alive_hosts(ctx)
-            st.host_lost = bool(cluster_gaps(ctx, alive))
+            st.host_lost = bool(await cluster_gaps(ctx, alive))
             text = await job_log_snapshot(await ctx.dashboard(), sid)
             st.verdict = judge(
                 text[-LOG_TAIL_BYTES:], retry_on=policy.retry_on, host_lost=st.host_lost
@@ -199,7 +227,7 @@ class RetryDuty:
             ]
         # The cluster must be whole before a job that needs all of it is sent again.
         alive = await alive_hosts(ctx)
-        gaps = cluster_gaps(ctx, alive)
+        gaps = await cluster_gaps(ctx, alive)
         if (
             gaps
             and self.bring_up
@@ -217,7 +245,7 @@ class RetryDuty:
                 await ctx.cluster.bring_up()
             except Exception as exc:  # BringUpError, ClusterBusy: said, then waited out
                 return self._wait(st, row, f"bring-up failed: {one_line(str(exc), 200)}")
-            gaps = cluster_gaps(ctx, await alive_hosts(ctx))
+            gaps = await cluster_gaps(ctx, await alive_hosts(ctx))
         if gaps:
             lap("cluster_wait")
             return self._wait(st, row, "; ".join(gaps))
