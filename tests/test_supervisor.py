@@ -413,6 +413,9 @@ def test_second_supervisor_refuses_and_a_killed_one_is_taken_over(ray_up):
     third = cli(env, "watch", str(path), "--once", "--json")
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout.splitlines()[0])["kind"] == "lock"
+    text = cli(env, "watch", str(path), "--once")  # one line per decision: HH:MM:SS kind …
+    assert text.returncode == 0, text.stderr
+    assert " lock: supervising as root@" in text.stdout.splitlines()[0], text.stdout
 
 
 def test_lease_expires_for_a_holder_elsewhere(ray_up):
