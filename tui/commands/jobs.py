@@ -55,8 +55,10 @@ def jobs_table(rows: list[JobRow]) -> str:
     out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
     for r in rows:
         profile = r.record.profile if r.record and r.record.profile else "-"
+        attempt = r.record.attempt if r.record else 1
+        chain = f"↻{attempt} " if isinstance(attempt, int) and attempt > 1 else ""  # a retry
         out.append(
-            f"{r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
+            f"{chain + r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
             f"{profile:<24} {r.driver_node or '-'}"
         )
     return "\n".join(out)

@@ -215,8 +215,10 @@ class Supervisor:
             # Ray down is a normal state (before `up`, after `down`): nothing to act on, and
             # nothing to announce; the reason is kept for whoever shows the supervisor.
             ctx.jobs = []
-            self.waiting_for = f"cannot list jobs: {one_line(str(exc), 200)}"
-            return []
+            said = self.waiting_for is not None
+            self.waiting_for = f"Ray is not reachable: {one_line(str(exc), 200)}"
+            # Said once per outage (`watch` prints it; the cockpit shows no "waiting" line).
+            return [] if said else [Decision("waiting", None, f"not acting: {self.waiting_for}")]
         self.waiting_for = None
         out: list[Decision] = []
         for duty in self.duties:
