@@ -28,6 +28,7 @@ import os
 import random
 import shlex
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,7 @@ STATS = {
     "smi_execs": 0,
     "other_execs": 0,
     "connections": 0,
+    "real_execs": 0,
 }
 
 
@@ -201,13 +203,67 @@ async def _agent(
             process.exit(0)
 
 
-def _handler(host: int, ngpus: int, interval: float):
+def _starts_ray(command: str) -> bool:
+    """Whether a command runs `ray start/stop` (the words, not text inside a -c program)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return True  # unparsable: never run it
+    for i, word in enumerate(words):
+        if word == "ray.scripts.scripts" or (
+            os.path.basename(word) == "ray" and words[i + 1 : i + 2] in (["start"], ["stop"])
+        ):
+            return True
+    return False
+
+
+async def _exec_real(process: asyncssh.SSHServerProcess, command: str) -> None:
+    """Run the cockpit's command here, as the host would (probe, version checks, ...)."""
+    STATS["real_execs"] += 1
+    if _starts_ray(command):  # never on this machine, whatever a bench asks a simulated host
+        process.stderr.write("simhosts: Ray is never started or stopped on this machine\n")
+        process.exit(126)
+        return
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        process.command or "",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+    async def pump_in() -> None:
+        with contextlib.suppress(Exception):
+            while data := await process.stdin.read(65536):
+                proc.stdin.write(data.encode())
+                await proc.stdin.drain()
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+
+    async def pump_out(reader: asyncio.StreamReader, writer) -> None:
+        while data := await reader.read(65536):
+            writer.write(data.decode("utf-8", "replace"))
+
+    feeder = asyncio.ensure_future(pump_in())
+    await asyncio.gather(
+        pump_out(proc.stdout, process.stdout), pump_out(proc.stderr, process.stderr)
+    )
+    status = await proc.wait()
+    feeder.cancel()
+    process.exit(status if status >= 0 else 128 - status)
+
+
+def _handler(host: int, ngpus: int, interval: float, exec_real: bool = False):
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         command = process.command or ""
         # The cockpit wraps every command in a process-group prologue (tui/transport/pgroup.py):
         # the command itself follows the wrapper's " verl-tui " argv[0].
         command = command.split(" verl-tui ", 1)[-1]
-        if " -u -c " in command:
+        agent = " -u -c " in command and (not exec_real or "GPU telemetry agent" in command)
+        if exec_real and not agent and not command.startswith("nvidia-smi"):
+            await _exec_real(process, command)
+        elif agent:
             words = shlex.split(command)  # the agent's own arguments follow its source
             delta = "--delta" in words[words.index("-c") + 2 :] if "-c" in words else False
             await _agent(process, host, ngpus, _interval_arg(command, interval), delta)
@@ -244,7 +300,7 @@ async def main_async(args: argparse.Namespace) -> None:
             server_factory=_Server,
             server_host_keys=[host_key],
             authorized_client_keys=authorized,
-            process_factory=_handler(i, args.gpus, args.interval),
+            process_factory=_handler(i, args.gpus, args.interval, args.exec_real),
             encoding="utf-8",
             keepalive_interval=0,
             backlog=128,
@@ -256,7 +312,7 @@ async def main_async(args: argparse.Namespace) -> None:
     known.write_text("".join(f"[127.0.0.1]:{p} {host_pub[0]} {host_pub[1]}\n" for p in ports))
     lines = [
         f"cluster: sim-{args.hosts}",
-        "python: python3",
+        f"python: {args.python}",
         "ssh:",
         f"  identity_file: {key_path}",
         f"  known_hosts: {known}",
@@ -270,6 +326,11 @@ async def main_async(args: argparse.Namespace) -> None:
     ]
     for i, p in enumerate(ports):
         lines += [f"  - name: sim{i:03d}", "    address: 127.0.0.1", f"    ssh: {{port: {p}}}"]
+    for j in range(args.unreachable):  # a port that was free a moment ago: connection refused
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            free = sock.getsockname()[1]
+        lines += [f"  - name: down{j:03d}", "    address: 127.0.0.1", f"    ssh: {{port: {free}}}"]
     hosts_yaml = out / "hosts.yaml"
     hosts_yaml.write_text("\n".join(lines) + "\n")
 
@@ -294,6 +355,13 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
     p.add_argument("--exit-on-stdin-eof", action="store_true")
+    p.add_argument(
+        "--exec-real",
+        action="store_true",
+        help="run other commands here with /bin/sh (never `ray start/stop`): probes, checks",
+    )
+    p.add_argument("--python", default="python3", help="hosts.yaml python (exec_real runs it)")
+    p.add_argument("--unreachable", type=int, default=0, help="extra hosts nothing listens for")
     p.add_argument("--keepalive-interval", type=float, help="hosts.yaml ssh.keepalive_interval")
     p.add_argument("--keepalive-count", type=int, help="hosts.yaml ssh.keepalive_count_max")
     args = p.parse_args()

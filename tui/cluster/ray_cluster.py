@@ -341,6 +341,26 @@ class RayCluster:
                 self._emit(name, "probe", "fail", f.error or "probe failed")
         return self.facts
 
+    async def probe_or_refuse(self) -> dict[str, HostFacts]:
+        """probe(), but a host whose link fails (unreachable, auth, host key) refuses bring-up
+        at once, naming it: with 128 hosts, `up` does not wait for the other 127 probes."""
+        task = asyncio.ensure_future(self.probe())
+        try:
+            while not task.done():
+                bad = {
+                    s.host: f"{s.host} is {s.state.value}" + (f": {s.error}" if s.error else "")
+                    for s in self.fleet.statuses()
+                    if s.state.is_problem
+                }
+                if bad:
+                    for host, why in bad.items():
+                        self._emit(host, "probe", "fail", why)
+                    raise BringUpError("not starting: some hosts cannot be used", bad)
+                await asyncio.wait([task], timeout=0.05)
+            return task.result()
+        finally:
+            task.cancel()
+
     async def bring_up(
         self, *, restart: bool = False, facts: dict[str, HostFacts] | None = None
     ) -> ClusterStatus:
@@ -353,7 +373,7 @@ class RayCluster:
         self, *, restart: bool, facts: dict[str, HostFacts] | None
     ) -> ClusterStatus:
         inv = self.inv
-        facts = facts or await self.probe()
+        facts = facts or await self.probe_or_refuse()
         down = {h: f.error or "unreachable" for h, f in facts.items() if not f.ok}
         if down:
             raise BringUpError("not starting: some hosts cannot be used", down)

@@ -162,7 +162,7 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
         try:
             # The lock first: a second up/down/restart is refused before it probes anything.
             async with cluster.lock("restart" if restart else "up"):
-                facts = await cluster.probe()
+                facts = await cluster.probe_or_refuse()  # a host that cannot connect: at once
                 print(facts_table(inv, facts), "\n", flush=True)
                 status = await cluster.bring_up(restart=restart, facts=facts)
         except ClusterBusy as exc:

@@ -415,12 +415,13 @@ class SshTransport:
                 if input is not None:
                     proc.stdin.write(input.encode())
                 proc.stdin.write_eof()
-            await asyncio.wait_for(
-                asyncio.gather(
-                    _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()
-                ),
-                timeout,
+            gathered = asyncio.gather(
+                _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()
             )
+            # Cancelled (the caller gave up): its CancelledError is retrieved here, else asyncio
+            # prints "exception was never retrieved" with a traceback on the user's terminal.
+            gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
+            await asyncio.wait_for(gathered, timeout)
         except BaseException as exc:
             # Timed out, cancelled, or the channel failed: end the command's group, then report.
             groups, _ = _take_marks(bytes(err))

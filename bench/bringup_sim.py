@@ -1,0 +1,125 @@
+"""`verl-tui check` on N simulated hosts, and `verl-tui up` refusing when one host is down.
+
+    .venv/bin/python bench/bringup_sim.py [--hosts 128] [--repeat 3]
+
+bench/simhosts.py serves N asyncssh hosts on 127.0.0.1 that run the cockpit's commands here
+(`--exec-real`: the real probe, under /bin/sh; `ray start/stop` always refused), plus one host
+whose port nothing listens on (connection refused). Times, each in a fresh CLI process:
+
+- check: `python -m tui check HOSTS` over the N reachable hosts (exit status and wall time;
+  goal ≤ 3 s at 128 hosts);
+- up, one down: `python -m tui up HOSTS+1` (the N hosts and the down one): how long until it
+  refuses, and whether the refusal names the down host (goal ≤ 2 s). Nothing is started: the
+  refusal must come before any `ray start` (the simulator would refuse one anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import code_version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sim(n: int, workdir: str, down: int) -> tuple[subprocess.Popen, str]:
+    argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(n)]
+    argv += ["--dir", workdir, "--exec-real", "--exit-on-stdin-eof", "--unreachable", str(down)]
+    argv += ["--python", sys.executable]
+    sim = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert sim.stdout is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = sim.stdout.readline()
+        if line.startswith("ready "):
+            return sim, line.split(" ", 1)[1].strip()
+        if not line:
+            break
+    sim.kill()
+    raise SystemExit("simulator did not start")
+
+
+def _cli(*args: str, timeout: float = 120) -> tuple[float, subprocess.CompletedProcess]:
+    env = dict(os.environ, XDG_STATE_HOME=tempfile.mkdtemp(prefix="vt-simstate-"))
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    return time.monotonic() - t0, res
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    out: dict = {"bench": "bringup_sim", "code": code_version(), "hosts": args.hosts}
+    t_import, _ = _cli("--help")
+    out["cli_help_s"] = round(t_import, 2)
+    with tempfile.TemporaryDirectory(prefix="vt-bsim-") as work:
+        sim, hosts = _sim(args.hosts, work, down=1)
+        try:
+            text = Path(hosts).read_text()
+            # The reachable hosts alone (for check), and with the down one (for up).
+            ok_hosts = Path(work) / "ok.yaml"
+            ok_hosts.write_text(text.split("  - name: down000")[0])
+            checks, ups = [], []
+            for _ in range(args.repeat):
+                took, res = _cli("check", str(ok_hosts))
+                checks.append({"s": round(took, 2), "rc": res.returncode})
+                last = (res.stdout.strip().splitlines() or [""])[-1]
+                took, res = _cli("up", hosts)
+                err = res.stdout + res.stderr
+                ups.append(
+                    {
+                        "s": round(took, 2),
+                        "rc": res.returncode,
+                        "names_down_host": "down000" in err,
+                        "started_ray": "ray start" in err and "refused" not in err,
+                        "message": [ln for ln in err.splitlines() if "down000" in ln][:2],
+                    }
+                )
+            out["check"] = checks
+            out["check_last_line"] = last
+            out["up_one_down"] = ups
+        finally:
+            try:  # communicate() closes its stdin: the simulator's cue to stop
+                stats = sim.communicate(timeout=30)[0]
+            except subprocess.TimeoutExpired:
+                sim.kill()
+                stats = ""
+            out["sim"] = next(
+                (json.loads(ln[6:]) for ln in stats.splitlines() if ln.startswith("stats ")), {}
+            )
+    c = [x["s"] for x in out["check"]]
+    u = [x["s"] for x in out["up_one_down"]]
+    print(json.dumps(out))
+    print(
+        f"\n{args.hosts} simulated hosts (code {out['code']}, load {os.getloadavg()[0]:.1f}): "
+        f"check median {statistics.median(c):.2f} s (runs {c}, exit {out['check'][0]['rc']}; "
+        f"goal ≤ 3 s); up with one host down: refused in median {statistics.median(u):.2f} s "
+        f"(runs {u}, exit {out['up_one_down'][0]['rc']}, names it: "
+        f"{all(x['names_down_host'] for x in out['up_one_down'])}; goal ≤ 2 s); "
+        f"`python -m tui --help` {out['cli_help_s']} s"
+    )
+    res_dir = ROOT / "bench" / "results"
+    res_dir.mkdir(exist_ok=True)
+    (res_dir / "bringup_sim.json").write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""`up` refuses as soon as one host's link fails, naming it, without waiting for the probes of
+the others (issue 16: with 128 hosts, one down must not cost the slowest probe). Real OpenSSH
+namespace hosts; nothing is started."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from tui.cluster.ray_cluster import BringUpError, RayCluster
+from tui.config.hosts import load_inventory
+from tui.transport.fleet import Fleet
+
+
+@pytest.fixture
+def three_hosts(ns_cluster_factory):
+    return ns_cluster_factory(3)
+
+
+async def test_up_refuses_at_once_when_a_host_is_down(three_hosts, tmp_path):
+    # node2's interpreter takes 4 s to start: its probe answers long after node3 is known down.
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    n1, n2, n3 = three_hosts.hosts
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        "\n".join(
+            [
+                "cluster: refuse",
+                f"python: {sys.executable}",
+                "ssh:",
+                "  user: root",
+                f"  identity_file: {three_hosts.client_key}",
+                f"  known_hosts: {three_hosts.known_hosts}",
+                "  config: ''",
+                "  connect_timeout: 3",
+                "hosts:",
+                f"  - name: {n1.name}",
+                f"    address: {n1.address}",
+                f"  - name: {n2.name}",
+                f"    address: {n2.address}",
+                f"    python: {slow}",
+                f"  - name: {n3.name}",
+                f"    address: {n3.address}",
+            ]
+        )
+        + "\n"
+    )
+    three_hosts.kill_host(n3.name)
+    inv = load_inventory(path)
+    events = []
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv, events.append)
+        t0 = time.monotonic()
+        with pytest.raises(BringUpError) as err:
+            await cluster.bring_up()
+        took = time.monotonic() - t0
+        await cluster.close()
+    assert n3.name in err.value.failures and "not starting" in str(err.value)
+    assert "unreachable" in err.value.failures[n3.name]
+    # Refused before node2's (slow) probe answered: no probe result for node2 at all.
+    assert not [e for e in events if e.host == n2.name and e.phase == "probe"], events
+    assert took < 4.0, took  # the slow probe alone takes 4 s: it was not waited for
