@@ -21,6 +21,7 @@ mount namespace, one of them also carrying NVIDIA GPUs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import shutil
@@ -37,6 +38,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from fakeamd.fakeamd import FakeAmdGpu, mount_over_sys_class_drm, write_tree  # noqa: E402
 from fakenvml.fakenvml import MIB, FakeGpu, build_fake_nvml, write_state  # noqa: E402
 from harness.nshosts import NsCluster  # noqa: E402
+from screenshots_runs import shoot_only_runs, shoot_runs, until  # noqa: E402
 
 from tui.app import VerlTuiApp  # noqa: E402
 from tui.cluster.ray_monitor import RayState  # noqa: E402
@@ -87,6 +89,7 @@ class Scenario:
         self.cluster = NsCluster(4, work / "hosts", host_env=env)
         self.stop = threading.Event()
         self.work = work
+        self.faults: dict[tuple[int, int], dict] = {}  # (host, gpu) -> FakeGpu health fields
 
     def start(self) -> None:
         self.cluster.start()
@@ -107,6 +110,7 @@ class Scenario:
             "ray:",
             "  memory: 1000000000",
             "  object_store_memory: 100000000",
+            "  num_cpus: 32",  # verl's 3 CPUs a GPU, so the queue's preset jobs fit
             "hosts:",
         ]
         names = ["gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"]
@@ -122,19 +126,15 @@ class Scenario:
         while not self.stop.wait(0.25):
             step += 1
             for i, path in enumerate(self.states.values()):
-                write_state(path, gpus_at(i, step))
+                gpus = gpus_at(i, step)
+                for (host, g), fields in self.faults.items():
+                    if host == i:
+                        gpus[g] = dataclasses.replace(gpus[g], **fields)
+                write_state(path, gpus)
 
     def close(self) -> None:
         self.stop.set()
         self.cluster.stop()
-
-
-async def until(pilot, predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError("screen did not reach the expected state")
-        await pilot.pause(0.2)
 
 
 async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
@@ -189,6 +189,8 @@ async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
         await shoot_logs_and_debugger(app, pilot, save, scenario.work / "a.yaml")
         root = await shoot_checkpoints(app, pilot, save, scenario)
         await shoot_ckpt_picker(app, pilot, save, root)
+        hosts = scenario.work / "a.yaml"
+        NOT_SHOT.extend(await shoot_runs(app, pilot, save, hosts, scenario, open_form))
         await pilot.press("1")
         await pilot.pause(0.3)
         await pilot.press("D")
@@ -665,6 +667,8 @@ def main() -> int:
             svg = asyncio.run(shoot_mixed_amd(Path(tmp)))
         print(to_png(svg).relative_to(ROOT))
         return 0
+    if sys.argv[1:] == ["runs"]:  # only screenshots_runs.py's scenes (while changing them)
+        return shoot_only_runs(Scenario, open_form, to_png)
     with tempfile.TemporaryDirectory() as tmp:
         # Jobs submitted for the pictures go into a throwaway history, not the user's.
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
