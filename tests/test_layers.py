@@ -68,8 +68,7 @@ SIDEWAYS = {
     "submission path and the job history",
     ("tui.supervisor", "tui.ckpt"): "a retry resumes from the latest complete checkpoint "
     "(scan, collect, resume keys)",
-    ("tui.supervisor", "tui.logs"): "a failure is retried when its log shows a retriable "
-    "signature",
+    ("tui.supervisor", "tui.logs"): "a failure is retried when its log shows a retriable signature",
 }
 REFUSED_SIDEWAYS = [
     ("tui.cluster", "tui.jobs"),

@@ -111,9 +111,7 @@ COMMANDS: dict[str, Node] = {
         "tui.commands.jobs:JOBS", "the cluster's jobs, with their profiles from the local history"
     ),
     "stop": Entry("tui.commands.jobs:STOP", "stop a job and wait until it stopped"),
-    "queue": Entry(
-        "tui.commands.queue:QUEUE", "jobs waiting for free GPUs: list, cancel, reorder"
-    ),
+    "queue": Entry("tui.commands.queue:QUEUE", "jobs waiting for free GPUs: list, cancel, reorder"),
     "sweep": Entry(
         "tui.commands.sweep:SWEEP", "validate a grid of a profile's values, queue every run"
     ),

@@ -25,9 +25,7 @@ if TYPE_CHECKING:  # `verl-tui watch --help` imports no pydantic
 EXIT_HELD = 3  # like up/down while another action holds the cluster
 
 
-def run_watch(
-    inv: Inventory, *, once: bool, interval: float, as_json: bool, bring_up: bool
-) -> int:
+def run_watch(inv: Inventory, *, once: bool, interval: float, as_json: bool, bring_up: bool) -> int:
     from tui.cluster.ray_cluster import RayCluster
     from tui.jobs.history import JobHistory
     from tui.state import state_dir
