@@ -12,6 +12,8 @@ print the log: `big-done` (ends) and `big-run` (prints the same, then one FOLLOW
 - cli: `python -m tui logs HOSTS big-done > pipe`: first byte, last byte.
 - pane: a headless App (160x50) with the job log screen on `big-done`: first screen (the
   log's last line taken into the view, following the end), whole log loaded.
+- raygpu (not by default): bench/ray_gpu_view.py inside the head's namespace: Ray's own
+  per-node GPU telemetry through the dashboard (latency, bytes per node, fields, rate).
 - follow: the same on `big-run`: first screen, then whether FOLLOW lines keep arriving in
   order with no gap or duplicate after the whole log is in.
 """
@@ -298,6 +300,7 @@ def main() -> int:
     p.add_argument("--lines", type=int, default=1_000_000)
     p.add_argument("--modes", default="api,cli,pane,follow")
     p.add_argument("--follow-s", type=float, default=240.0, help="how long big-run goes on")
+    p.add_argument("--gpu-load", action="store_true", help="raygpu: a torch load on GPU 0")
     p.add_argument("--sshd", help="the sshd the namespace hosts run (default /usr/sbin/sshd)")
     p.add_argument("--measure", help=argparse.SUPPRESS)
     p.add_argument("--inner", help=argparse.SUPPRESS)
@@ -346,6 +349,15 @@ def main() -> int:
         ).stdout.strip()
         print(f"driver log: {args.lines:,} lines, {int(size) / 1e6:.1f} MB", flush=True)
         for mode in modes:
+            if mode == "raygpu":  # Ray's own GPU view, asked inside the head's namespace
+                argv = [VENV_PY, str(ROOT / "bench" / "ray_gpu_view.py"), "--seconds", "20"]
+                res = cluster.exec_in("node1", argv + (["--load"] if args.gpu_load else []))
+                rows = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+                doc = json.loads(rows[-1]) if rows else {"error": res.stderr[-1500:]}
+                doc["mode"] = mode
+                results.append(doc)
+                print(json.dumps(doc), flush=True)
+                continue
             sid = "big-run" if mode == "follow" else "big-done"
             if mode == "follow":
                 _wait_status(env, hosts, sid, {"RUNNING"}, 120)

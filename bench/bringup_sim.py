@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/bringup_sim.py [--hosts 128] [--repeat 3]
 
-bench/simhosts.py serves N asyncssh hosts on 127.0.0.1 that run the cockpit's commands here
-(`--exec-real`: the real probe, under /bin/sh; `ray start/stop` always refused), plus one host
-whose port nothing listens on (connection refused). Times, each in a fresh CLI process:
+bench/simhosts.py (--procs processes, so the hosts' side is not the limit) serves N asyncssh
+hosts on 127.0.0.1 that run the cockpit's commands here (`--exec-real`: the real probe, under
+/bin/sh; `ray start/stop` always refused), plus one host, last in hosts.yaml, whose port nothing
+listens on (connection refused). Times, each in a fresh CLI process:
 
 - check: `python -m tui check HOSTS` over the N reachable hosts (exit status and wall time;
   goal ≤ 3 s at 128 hosts);
@@ -30,21 +31,47 @@ from benchlib import code_version
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sim(n: int, workdir: str, down: int) -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(n)]
-    argv += ["--dir", workdir, "--exec-real", "--exit-on-stdin-eof", "--unreachable", str(down)]
-    argv += ["--python", sys.executable]
-    sim = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert sim.stdout is not None
+def _sims(n: int, workdir: str, procs: int) -> tuple[list[subprocess.Popen], str]:
+    """`procs` simulator processes sharing one host key and client key, N hosts in all, and one
+    hosts.yaml for all of them with the down host last (the last to be connected)."""
+    import asyncssh
+
+    keys = Path(workdir) / "keys"
+    keys.mkdir()
+    for name in ("host_ed25519", "id_ed25519"):
+        asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(keys / name))
+    sims, yamls = [], []
+    per = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
+    for i, count in enumerate(per):
+        d = Path(workdir) / f"sim{i}"
+        argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(count)]
+        argv += ["--dir", str(d), "--exec-real", "--exit-on-stdin-eof", "--keys", str(keys)]
+        argv += ["--python", sys.executable, "--prefix", f"s{i}h"]
+        argv += ["--unreachable", "1"] if i == procs - 1 else []
+        sims.append(
+            subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = sim.stdout.readline()
-        if line.startswith("ready "):
-            return sim, line.split(" ", 1)[1].strip()
-        if not line:
-            break
-    sim.kill()
-    raise SystemExit("simulator did not start")
+    for sim in sims:
+        assert sim.stdout is not None
+        while time.monotonic() < deadline:
+            line = sim.stdout.readline()
+            if line.startswith("ready "):
+                yamls.append(Path(line.split(" ", 1)[1].strip()))
+                break
+            if not line:
+                raise SystemExit("simulator did not start")
+    known = Path(workdir) / "known_hosts"
+    known.write_text("".join((y.parent / "known_hosts").read_text() for y in yamls))
+    head, _, _ = yamls[0].read_text().partition("hosts:\n")
+    entries = "".join(y.read_text().partition("hosts:\n")[2] for y in yamls)
+    head = "\n".join(
+        f"  known_hosts: {known}" if ln.startswith("  known_hosts:") else ln
+        for ln in head.splitlines()
+    )
+    merged = Path(workdir) / "hosts.yaml"
+    merged.write_text(head + "\nhosts:\n" + entries)
+    return sims, str(merged)
 
 
 def _cli(*args: str, timeout: float = 120) -> tuple[float, subprocess.CompletedProcess]:
@@ -65,17 +92,24 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=128)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--procs",
+        type=int,
+        default=max(1, min(8, (os.cpu_count() or 2) // 2)),
+        help="simulator processes (one core each at most: the hosts' side must not be the limit)",
+    )
     args = p.parse_args()
     out: dict = {"bench": "bringup_sim", "code": code_version(), "hosts": args.hosts}
+    out["sim_procs"] = args.procs
     t_import, _ = _cli("--help")
     out["cli_help_s"] = round(t_import, 2)
     with tempfile.TemporaryDirectory(prefix="vt-bsim-") as work:
-        sim, hosts = _sim(args.hosts, work, down=1)
+        sims, hosts = _sims(args.hosts, work, args.procs)
         try:
             text = Path(hosts).read_text()
             # The reachable hosts alone (for check), and with the down one (for up).
             ok_hosts = Path(work) / "ok.yaml"
-            ok_hosts.write_text(text.split("  - name: down000")[0])
+            ok_hosts.write_text(text.split("  - name: down000")[0])  # down000 comes last
             checks, ups = [], []
             for _ in range(args.repeat):
                 took, res = _cli("check", str(ok_hosts))
@@ -96,14 +130,16 @@ def main() -> int:
             out["check_last_line"] = last
             out["up_one_down"] = ups
         finally:
-            try:  # communicate() closes its stdin: the simulator's cue to stop
-                stats = sim.communicate(timeout=30)[0]
-            except subprocess.TimeoutExpired:
-                sim.kill()
-                stats = ""
-            out["sim"] = next(
-                (json.loads(ln[6:]) for ln in stats.splitlines() if ln.startswith("stats ")), {}
-            )
+            out["sim"] = []
+            for sim in sims:
+                try:  # communicate() closes its stdin: the simulator's cue to stop
+                    stats = sim.communicate(timeout=30)[0]
+                except subprocess.TimeoutExpired:
+                    sim.kill()
+                    stats = ""
+                out["sim"] += [
+                    json.loads(ln[6:]) for ln in stats.splitlines() if ln.startswith("stats ")
+                ]
     c = [x["s"] for x in out["check"]]
     u = [x["s"] for x in out["up_one_down"]]
     print(json.dumps(out))

@@ -284,9 +284,13 @@ def _handler(host: int, ngpus: int, interval: float, exec_real: bool = False):
 async def main_async(args: argparse.Namespace) -> None:
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    host_key = asyncssh.generate_private_key("ssh-ed25519")
-    client_key = asyncssh.generate_private_key("ssh-ed25519")
     key_path = out / "id_ed25519"
+    if args.keys:  # shared by several simulator processes (one hosts.yaml for all of them)
+        host_key = asyncssh.read_private_key(str(Path(args.keys) / "host_ed25519"))
+        client_key = asyncssh.read_private_key(str(Path(args.keys) / "id_ed25519"))
+    else:
+        host_key = asyncssh.generate_private_key("ssh-ed25519")
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key.write_private_key(str(key_path))
     os.chmod(key_path, 0o600)
     authorized = asyncssh.import_authorized_keys(client_key.export_public_key().decode())
@@ -325,7 +329,11 @@ async def main_async(args: argparse.Namespace) -> None:
         "hosts:",
     ]
     for i, p in enumerate(ports):
-        lines += [f"  - name: sim{i:03d}", "    address: 127.0.0.1", f"    ssh: {{port: {p}}}"]
+        lines += [
+            f"  - name: {args.prefix}{i:03d}",
+            "    address: 127.0.0.1",
+            f"    ssh: {{port: {p}}}",
+        ]
     for j in range(args.unreachable):  # a port that was free a moment ago: connection refused
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -360,6 +368,8 @@ def main() -> int:
         action="store_true",
         help="run other commands here with /bin/sh (never `ray start/stop`): probes, checks",
     )
+    p.add_argument("--prefix", default="sim", help="host names: PREFIX000, PREFIX001, ...")
+    p.add_argument("--keys", help="a folder with host_ed25519 and id_ed25519 to use")
     p.add_argument("--python", default="python3", help="hosts.yaml python (exec_real runs it)")
     p.add_argument("--unreachable", type=int, default=0, help="extra hosts nothing listens for")
     p.add_argument("--keepalive-interval", type=float, help="hosts.yaml ssh.keepalive_interval")
