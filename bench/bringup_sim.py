@@ -4,7 +4,9 @@
 
 bench/simhosts.py (--procs processes, so the hosts' side is not the limit) serves N asyncssh
 hosts on 127.0.0.1 that run the cockpit's commands here (`--exec-real`: the real probe, under
-/bin/sh; `ray start/stop` always refused), plus one host, last in hosts.yaml, whose port nothing
+/bin/sh; `ray start/stop` always refused; each distinct probe runs once per simulator and its
+answer is replayed for the other hosts, since real hosts probe on their own CPUs in parallel:
+`--real-everywhere` runs every one here), plus one host, last in hosts.yaml, whose port nothing
 listens on (connection refused). Times, each in a fresh CLI process:
 
 - check: `python -m tui check HOSTS` over the N reachable hosts (exit status and wall time;
@@ -31,7 +33,7 @@ from benchlib import code_version
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sims(n: int, workdir: str, procs: int) -> tuple[list[subprocess.Popen], str]:
+def _sims(n: int, workdir: str, procs: int, cache: bool) -> tuple[list[subprocess.Popen], str]:
     """`procs` simulator processes sharing one host key and client key, N hosts in all, and one
     hosts.yaml for all of them with the down host last (the last to be connected)."""
     import asyncssh
@@ -47,6 +49,7 @@ def _sims(n: int, workdir: str, procs: int) -> tuple[list[subprocess.Popen], str
         argv = [sys.executable, str(ROOT / "bench" / "simhosts.py"), "--hosts", str(count)]
         argv += ["--dir", str(d), "--exec-real", "--exit-on-stdin-eof", "--keys", str(keys)]
         argv += ["--python", sys.executable, "--prefix", f"s{i}h"]
+        argv += ["--cache-real"] if cache else []
         argv += ["--unreachable", "1"] if i == procs - 1 else []
         sims.append(
             subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -93,6 +96,11 @@ def main() -> int:
     p.add_argument("--hosts", type=int, default=128)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument(
+        "--real-everywhere",
+        action="store_true",
+        help="every simulated host runs its own probe here (all on this machine's CPUs)",
+    )
+    p.add_argument(
         "--procs",
         type=int,
         default=max(1, min(8, (os.cpu_count() or 2) // 2)),
@@ -101,10 +109,11 @@ def main() -> int:
     args = p.parse_args()
     out: dict = {"bench": "bringup_sim", "code": code_version(), "hosts": args.hosts}
     out["sim_procs"] = args.procs
+    out["probes"] = "real on every host" if args.real_everywhere else "first real, replayed"
     t_import, _ = _cli("--help")
     out["cli_help_s"] = round(t_import, 2)
     with tempfile.TemporaryDirectory(prefix="vt-bsim-") as work:
-        sims, hosts = _sims(args.hosts, work, args.procs)
+        sims, hosts = _sims(args.hosts, work, args.procs, not args.real_everywhere)
         try:
             text = Path(hosts).read_text()
             # The reachable hosts alone (for check), and with the down one (for up).

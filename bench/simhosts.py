@@ -51,6 +51,7 @@ STATS = {
     "other_execs": 0,
     "connections": 0,
     "real_execs": 0,
+    "replayed": 0,
 }
 
 
@@ -217,13 +218,35 @@ def _starts_ray(command: str) -> bool:
     return False
 
 
-async def _exec_real(process: asyncssh.SSHServerProcess, command: str) -> None:
+_REPLIES: dict[str, asyncio.Future] = {}  # --cache-real: a command's first answer, replayed
+
+
+async def _exec_real(process: asyncssh.SSHServerProcess, command: str, cache: bool) -> None:
     """Run the cockpit's command here, as the host would (probe, version checks, ...)."""
     STATS["real_execs"] += 1
     if _starts_ray(command):  # never on this machine, whatever a bench asks a simulated host
         process.stderr.write("simhosts: Ray is never started or stopped on this machine\n")
         process.exit(126)
         return
+    if cache and "verl-tui host probe" in command:
+        # Real hosts run their probe on their own CPUs, in parallel; here they would all share
+        # this machine's. The first host's answer stands for every host's.
+        reply = _REPLIES.get(command)
+        if reply is None:
+            reply = _REPLIES[command] = asyncio.get_running_loop().create_future()
+            out = await _run_here(process, capture=True)
+            reply.set_result(out)
+        else:
+            STATS["replayed"] += 1
+        stdout, stderr, status = await reply
+        process.stdout.write(stdout)
+        process.stderr.write(stderr)
+        process.exit(status)
+        return
+    await _run_here(process, capture=False)
+
+
+async def _run_here(process: asyncssh.SSHServerProcess, capture: bool) -> tuple[str, str, int]:
     proc = await asyncio.create_subprocess_exec(
         "/bin/sh",
         "-c",
@@ -241,20 +264,31 @@ async def _exec_real(process: asyncssh.SSHServerProcess, command: str) -> None:
         with contextlib.suppress(Exception):
             proc.stdin.close()
 
-    async def pump_out(reader: asyncio.StreamReader, writer) -> None:
+    got: dict[int, list[str]] = {1: [], 2: []}
+
+    async def pump_out(reader: asyncio.StreamReader, writer, fd: int) -> None:
         while data := await reader.read(65536):
-            writer.write(data.decode("utf-8", "replace"))
+            text = data.decode("utf-8", "replace")
+            if capture:
+                got[fd].append(text)
+            else:
+                writer.write(text)
 
     feeder = asyncio.ensure_future(pump_in())
     await asyncio.gather(
-        pump_out(proc.stdout, process.stdout), pump_out(proc.stderr, process.stderr)
+        pump_out(proc.stdout, process.stdout, 1), pump_out(proc.stderr, process.stderr, 2)
     )
     status = await proc.wait()
     feeder.cancel()
-    process.exit(status if status >= 0 else 128 - status)
+    status = status if status >= 0 else 128 - status
+    if not capture:
+        process.exit(status)
+    return "".join(got[1]), "".join(got[2]), status
 
 
-def _handler(host: int, ngpus: int, interval: float, exec_real: bool = False):
+def _handler(
+    host: int, ngpus: int, interval: float, exec_real: bool = False, cache_real: bool = False
+):
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         command = process.command or ""
         # The cockpit wraps every command in a process-group prologue (tui/transport/pgroup.py):
@@ -262,7 +296,7 @@ def _handler(host: int, ngpus: int, interval: float, exec_real: bool = False):
         command = command.split(" verl-tui ", 1)[-1]
         agent = " -u -c " in command and (not exec_real or "GPU telemetry agent" in command)
         if exec_real and not agent and not command.startswith("nvidia-smi"):
-            await _exec_real(process, command)
+            await _exec_real(process, command, cache_real)
         elif agent:
             words = shlex.split(command)  # the agent's own arguments follow its source
             delta = "--delta" in words[words.index("-c") + 2 :] if "-c" in words else False
@@ -304,7 +338,7 @@ async def main_async(args: argparse.Namespace) -> None:
             server_factory=_Server,
             server_host_keys=[host_key],
             authorized_client_keys=authorized,
-            process_factory=_handler(i, args.gpus, args.interval, args.exec_real),
+            process_factory=_handler(i, args.gpus, args.interval, args.exec_real, args.cache_real),
             encoding="utf-8",
             keepalive_interval=0,
             backlog=128,
@@ -371,6 +405,11 @@ def main() -> int:
     p.add_argument("--prefix", default="sim", help="host names: PREFIX000, PREFIX001, ...")
     p.add_argument("--keys", help="a folder with host_ed25519 and id_ed25519 to use")
     p.add_argument("--python", default="python3", help="hosts.yaml python (exec_real runs it)")
+    p.add_argument(
+        "--cache-real",
+        action="store_true",
+        help="exec_real: run each distinct probe once, replay its answer for the other hosts",
+    )
     p.add_argument("--unreachable", type=int, default=0, help="extra hosts nothing listens for")
     p.add_argument("--keepalive-interval", type=float, help="hosts.yaml ssh.keepalive_interval")
     p.add_argument("--keepalive-count", type=int, help="hosts.yaml ssh.keepalive_count_max")
