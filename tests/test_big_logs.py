@@ -186,7 +186,7 @@ for k in range(40):
     time.sleep(0.1)
 print("THE END")
 """
-N_BODY = 30000
+N_BODY = 200_000  # ~23 MB: the older part takes a while to load, so the tail shows first
 
 
 @pytest.fixture(scope="module")
@@ -234,9 +234,18 @@ async def test_screen_tail_first_then_backfill_and_follow(ray1, monkeypatch):
     from tui.screens.job_logs import JobLogsScreen
     from tui.transport.fleet import Fleet
 
-    _, path, env = ray1
+    hosts, path, env = ray1
     _submit(env, path, "big-pane-1")
     wait_status(env, path, "big-pane-1", {"RUNNING", "SUCCEEDED"})
+    # Open it once the body is written (while the FOLLOW lines still come): a log far bigger
+    # than the tail the first screen shows.
+    log = "/tmp/ray/session_latest/logs/job-driver-big-pane-1.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        size = hosts.exec_in("node1", ["stat", "-c", "%s", log]).stdout.strip()
+        if size.isdigit() and int(size) > N_BODY * 100:
+            break
+        time.sleep(0.1)
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
     inv = load_inventory(path)
     async with Fleet(inv) as fleet:
@@ -257,6 +266,7 @@ async def test_screen_tail_first_then_backfill_and_follow(ray1, monkeypatch):
                     screen = app.screen
                     if isinstance(screen, JobLogsScreen) and len(screen.pane.store):
                         first = _text(screen.pane)
+                        assert screen.pane.backfilling  # the older part is still loading
                 assert isinstance(screen, JobLogsScreen) and first
                 # The first screen is the end of the log, not its start.
                 assert not any(ln.startswith("body 000000") for ln in first), first[:3]

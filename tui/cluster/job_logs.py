@@ -175,16 +175,18 @@ async def open_job_log(cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_
     (HTTP 404) when neither has it."""
     check_job_id(sid, "JOB")
     client = await cluster.dashboard()
-    try:
-        status, message = await job_status(client, sid)
-    except DashboardError as exc:
-        if "HTTP 404" not in str(exc):
-            raise
-        file = await _locate(cluster, sid, tail_bytes)
-        if file is None:
-            raise
+    # Both at once: the first screen waits for the slower of the two, not for their sum.
+    asked, file = await asyncio.gather(
+        job_status(client, sid), _locate(cluster, sid, tail_bytes), return_exceptions=True
+    )
+    if isinstance(file, BaseException):
+        raise file
+    if isinstance(asked, BaseException):
+        if not isinstance(asked, DashboardError) or "HTTP 404" not in str(asked) or file is None:
+            raise asked
         return OpenedLog(sid, LOST, LOST_MESSAGE, file, None)
-    return OpenedLog(sid, status, message, await _locate(cluster, sid, tail_bytes), client)
+    status, message = asked
+    return OpenedLog(sid, status, message, file, client)
 
 
 async def _watch_status(opened: OpenedLog, ended: JobEnd) -> None:
