@@ -167,7 +167,10 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
 
     def _refresh_details(self) -> None:
         row = self.table.current_row
-        pane = self.query_one(DetailsPane)
+        panes = self.query(DetailsPane)  # empty while the app shuts down (a late telemetry flush)
+        if not panes:
+            return
+        pane = panes.first()
         if row is None:
             shown = Text("no host matches the filter" if self.table.filter_text else "")
         elif row.gpu is None:

@@ -55,6 +55,15 @@ def profile_label(row: JobRow) -> str:
     return f"⊞ {name}: {profile}" if name else profile
 
 
+def waiting_text(entry: QueueEntry, position: int) -> str:
+    """Why an entry without a reason waits: only the head of the queue is judged against Ray's
+    free resources, so one further back waits for the entries before it."""
+    needs = f"needs {entry.needs.describe()}"
+    if position > 1:
+        return f"{needs}; starts after the {position - 1} before it"
+    return f"{needs}; waits for the supervisor's next pass"
+
+
 def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
     """One queued job as the Jobs table's seven columns."""
     if entry.state == "starting":
@@ -73,7 +82,7 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
         Text("-"),
         cell(profile),
         Text("-"),
-        cell(entry.reason or f"needs {entry.needs.describe()}; waits for a supervisor", 60),
+        cell(entry.reason or waiting_text(entry, position), 60),
     ]
 
 
