@@ -26,6 +26,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import signal
 import socket
@@ -137,16 +138,27 @@ class _Server(asyncssh.SSHServer):
         return False
 
 
-def _interval_arg(command: str, default: float) -> float:
+def _agent_args(command: str) -> list[str]:
+    """The agent's own arguments: the words after its quoted source. Only this tail is split:
+    shlex.split of the whole ~57 KB command costs ~25-50 ms of this process's one core per
+    exec, which made the simulator, not the cockpit, the limit of a 128-host `check`."""
+    return command.rsplit("'", 1)[-1].split() if "'" in command else shlex.split(command)
+
+
+def _interval_arg(words: list[str], default: float) -> float:
     try:
-        words = shlex.split(command)
         return float(words[words.index("--interval") + 1])
     except (ValueError, IndexError):
         return default
 
 
 async def _agent(
-    process: asyncssh.SSHServerProcess, host: int, ngpus: int, interval: float, delta: bool
+    process: asyncssh.SSHServerProcess,
+    host: int,
+    ngpus: int,
+    interval: float,
+    delta: bool,
+    once: bool = False,
 ) -> None:
     STATS["agent_streams"] += 1
     hostname = f"sim{host:03d}"
@@ -183,6 +195,10 @@ async def _agent(
         start = time.monotonic() + random.uniform(0, interval)
         slot, seq = 0, 0
         encode = DeltaEncoder().encode if delta else (lambda sample: sample)
+        if once:  # `--once` (the doctor's health read): one full sample at once, then exit
+            out.write(json.dumps(agent_sample(host, ngpus, 0, hostname)) + "\n")
+            STATS["samples_sent"] += 1
+            stop.set()
         while not stop.is_set():
             delay = start + slot * interval - time.monotonic()
             if delay > 0:
@@ -206,6 +222,8 @@ async def _agent(
 
 def _starts_ray(command: str) -> bool:
     """Whether a command runs `ray start/stop` (the words, not text inside a -c program)."""
+    if "ray.scripts.scripts" not in command and not re.search(r"\bray\s+(start|stop)\b", command):
+        return False  # cheap: most commands never mention it (shlex on 29 KB costs ~25 ms)
     try:
         words = shlex.split(command)
     except ValueError:
@@ -298,9 +316,15 @@ def _handler(
         if exec_real and not agent and not command.startswith("nvidia-smi"):
             await _exec_real(process, command, cache_real)
         elif agent:
-            words = shlex.split(command)  # the agent's own arguments follow its source
-            delta = "--delta" in words[words.index("-c") + 2 :] if "-c" in words else False
-            await _agent(process, host, ngpus, _interval_arg(command, interval), delta)
+            words = _agent_args(command)  # the agent's own arguments follow its source
+            await _agent(
+                process,
+                host,
+                ngpus,
+                _interval_arg(words, interval),
+                "--delta" in words,
+                "--once" in words,
+            )
         elif command.startswith("nvidia-smi"):
             STATS["smi_execs"] += 1
             with contextlib.suppress(Exception):

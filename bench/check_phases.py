@@ -1,0 +1,179 @@
+"""Where `verl-tui check` and `up`'s refusal spend their time on N simulated hosts.
+
+    .venv/bin/python bench/check_phases.py [--hosts 128] [--procs K] [--connects N] [--profile]
+
+Starts the simulators of bench/bringup_sim.py (probe replayed; other commands run here) and,
+in this process, runs the doctor's steps with a progress callback timestamped as it fires:
+connect (every host settled), probe, GPU health, GCS reach. It also times the fleet alone
+until every host is up, and until the down host (last in hosts.yaml) has failed, and reports
+this process's CPU time and the simulators' for each. `--connects` sets the fleet's connect
+cap (the product default when left out). `--profile` writes cProfile of the doctor run to
+bench/results/check_phases.pstats. VT_TREE=DIR measures the tui/ in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+# VT_TREE: another copy of tui/ to measure (a before/after pair in one session).
+sys.path.insert(0, os.environ.get("VT_TREE", str(ROOT)))
+
+from benchlib import code_version  # noqa: E402
+from bringup_sim import _sims  # noqa: E402
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _sim_cpu(sims: list[subprocess.Popen]) -> float:
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for s in sims:
+        with open(f"/proc/{s.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    return total
+
+
+async def _fleet_times(hosts_yaml: str, connects: int | None) -> dict:
+    from tui.config.hosts import load_inventory
+    from tui.transport.fleet import Fleet
+    from tui.transport.types import HostState
+
+    inv = load_inventory(hosts_yaml)
+    kw = {} if connects is None else {"max_concurrent_connects": connects}
+    t0, c0 = time.monotonic(), _cpu()
+    out: dict = {}
+    async with Fleet(inv, **kw) as fleet:
+        down = inv.hosts[-1].name
+        while fleet.status(down).state in (HostState.CONNECTING,):
+            await asyncio.sleep(0.005)
+        out["down_failed_s"] = round(time.monotonic() - t0, 3)
+        await fleet.wait_settled(60)
+        out["all_settled_s"] = round(time.monotonic() - t0, 3)
+        out["fleet_cpu_s"] = round(_cpu() - c0, 2)
+    return out
+
+
+async def _health(hosts_yaml: str) -> dict:
+    """The doctor's GPU health step alone: every host's read timed (the agent run once)."""
+    from tui.cluster.doctor.gpus import read_health
+    from tui.config.hosts import load_inventory
+    from tui.transport.fleet import Fleet
+
+    inv = load_inventory(hosts_yaml)
+    async with Fleet(inv) as fleet:
+        await fleet.wait_settled(60)
+        took: list[float] = []
+        why: dict[str, int] = {}
+        sem = asyncio.Semaphore(32)
+
+        async def one(h) -> None:
+            async with sem:
+                t = time.monotonic()
+                sample, reason = await read_health(fleet, h, 30)
+                took.append(time.monotonic() - t)
+                key = "sample" if sample is not None else (reason or "?")[:80]
+                why[key] = why.get(key, 0) + 1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(one(h) for h in inv.hosts))
+        took.sort()
+    return {
+        "total_s": round(time.monotonic() - t0, 3),
+        "per_read_s": [round(took[int(q * (len(took) - 1))], 3) for q in (0, 0.5, 0.95, 1)],
+        "outcomes": why,
+    }
+
+
+async def _doctor(hosts_yaml: str, connects: int | None) -> dict:
+    from tui.cluster.doctor import run_doctor, summarize
+    from tui.config.hosts import load_inventory
+    from tui.transport.fleet import Fleet
+
+    inv = load_inventory(hosts_yaml)
+    kw = {} if connects is None else {"max_concurrent_connects": connects}
+    t0 = time.monotonic()
+    marks: list[tuple[float, str]] = []
+
+    def progress(msg: str) -> None:
+        marks.append((round(time.monotonic() - t0, 3), msg))
+
+    async with Fleet(inv, **kw) as fleet:
+        findings = await run_doctor(fleet, inv, progress=progress)
+    total = time.monotonic() - t0
+    return {"total_s": round(total, 3), "marks": marks, "summary": summarize(findings)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=128)
+    p.add_argument("--procs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
+    p.add_argument("--connects", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--fleet-only", action="store_true", help="time the connects alone")
+    args = p.parse_args()
+    out: dict = {"bench": "check_phases", "code": code_version(), "hosts": args.hosts}
+    out["connects"] = args.connects or "default"
+    with tempfile.TemporaryDirectory(prefix="vt-cph-") as work:
+        sims, hosts = _sims(args.hosts, work, args.procs, True)
+        try:
+            ok = Path(work) / "ok.yaml"
+            ok.write_text(Path(hosts).read_text().split("  - name: down000")[0])
+            out["fleet"], out["doctor"] = [], []
+            for _ in range(args.repeat):
+                s0, c0 = _sim_cpu(sims), _cpu()
+                r = asyncio.run(_fleet_times(hosts, args.connects))
+                r["sim_cpu_s"] = round(_sim_cpu(sims) - s0, 2)
+                out["fleet"].append(r)
+                if args.fleet_only:
+                    continue
+                s0, c0 = _sim_cpu(sims), _cpu()
+                prof = cProfile.Profile() if args.profile else None
+                if prof:
+                    prof.enable()
+                r = asyncio.run(_doctor(str(ok), args.connects))
+                if prof:
+                    prof.disable()
+                    (ROOT / "bench" / "results").mkdir(exist_ok=True)
+                    prof.dump_stats(str(ROOT / "bench" / "results" / "check_phases.pstats"))
+                r["cpu_s"] = round(_cpu() - c0, 2)
+                r["sim_cpu_s"] = round(_sim_cpu(sims) - s0, 2)
+                out["doctor"].append(r)
+            s0 = _sim_cpu(sims)
+            if not args.fleet_only:
+                out["health"] = asyncio.run(_health(str(ok)))
+                out["health"]["sim_cpu_s"] = round(_sim_cpu(sims) - s0, 2)
+        finally:
+            out["sim"] = []
+            for sim in sims:
+                try:
+                    text = sim.communicate(timeout=30)[0]
+                except subprocess.TimeoutExpired:
+                    sim.kill()
+                    text = ""
+                stats = [ln[6:] for ln in text.splitlines() if ln.startswith("stats ")]
+                out["sim"] += [json.loads(x) for x in stats]
+    out["load1"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
