@@ -65,7 +65,7 @@ from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
 DEFAULT_TIMEOUT = 30.0
-MAX_PARALLEL = 64  # probes in flight at once; each is one channel on an existing connection
+MAX_PARALLEL = 128  # probes in flight at once; each is one channel on an existing connection
 
 
 def probe_argv(python: str, ports: Iterable[int] = ()) -> list[str]:

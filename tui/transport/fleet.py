@@ -1,7 +1,8 @@
 """The fleet: one reused connection per host, kept up by a supervisor task per host.
 
-A connect semaphore keeps us under sshd's MaxStartups; a lost host is retried with a capped
-backoff so it comes back by itself, and no host's trouble ever stalls another's.
+A connect semaphore bounds the handshakes in flight (the cockpit's own CPU: sshd's MaxStartups
+is per server, and every host is its own server); a lost host is retried with a capped backoff
+so it comes back by itself, and no host's trouble ever stalls another's.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Fleet:
         self,
         inventory: Inventory,
         *,
-        max_concurrent_connects: int = 16,
+        max_concurrent_connects: int = 64,
         reconnect_max_delay: float = 5.0,
     ):
         self.inventory = inventory

@@ -23,7 +23,7 @@ SKEW_WARN_S = 2.0
 SKEW_FAIL_S = 30.0
 NUMEXPR_CPU_LIMIT = 64
 CONNECT_TIMEOUT_S = 3.0
-MAX_PARALLEL = 32
+MAX_PARALLEL = 128  # commands in flight, one per host, each a channel on its connection
 LISTENER_LIFETIME_S = 120  # the temporary GCS-port listener exits by itself after this
 
 CHECKS: dict[str, str] = {
