@@ -87,6 +87,20 @@ def wait_free(path, env, want: float, timeout: float = 60.0) -> None:
         time.sleep(1)
 
 
+def wait_held(path, env, sid: str, timeout: float = 120.0) -> None:
+    """Until the holder printed HELD and Ray's report shows no free GPU three times running
+    (the report lags and can show 0 free before the placement group exists, then 4)."""
+    deadline = time.monotonic() + timeout
+    while "HELD" not in cli(env, "logs", str(path), sid).stdout:
+        assert time.monotonic() < deadline, f"{sid} never printed HELD"
+        time.sleep(1)
+    zeros = 0
+    while zeros < 3:
+        assert time.monotonic() < deadline, f"free GPUs {free_gpus(path, env)}, want 0"
+        zeros = zeros + 1 if free_gpus(path, env) == 0.0 else 0
+        time.sleep(1)
+
+
 def job_status(env, path, sid) -> str | None:
     doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
     return next((j["status"] for j in doc["jobs"] if j["submission_id"] == sid), None)
@@ -104,6 +118,22 @@ def payloads_of(file: Path) -> list[dict]:
     return [json.loads(x) for x in file.read_text().splitlines()] if file.exists() else []
 
 
+@pytest.fixture(autouse=True)
+def _isolated(ray_q):
+    """Each test starts from an empty queue and ends with no job running: one failing test (a
+    holder left with every GPU, entries left queued) must not fail the ones after it."""
+    _cluster, path, env, _p, _h = ray_q
+    for row in queue_doc(env, path):
+        cli(env, "queue", str(path), "--cancel", row["submission_id"])
+    yield
+    doc = json.loads(cli(env, "jobs", str(path), "--json").stdout or "{}")
+    for job in doc.get("jobs", []):
+        if job.get("status") in ("PENDING", "RUNNING"):
+            cli(env, "stop", str(path), job["submission_id"])
+    for row in queue_doc(env, path):
+        cli(env, "queue", str(path), "--cancel", row["submission_id"])
+
+
 def test_queue_waits_for_the_gpus_in_priority_order(ray_q, tmp_path):
     _cluster, path, env, payloads, hook = ray_q
     wd = tmp_path / "holder"
@@ -112,7 +142,7 @@ def test_queue_waits_for_the_gpus_in_priority_order(ray_q, tmp_path):
     held = cli(env, "submit", str(path), "--working-dir", str(wd), "--submission-id", "holder-1",
                "--", "python", "hold.py")  # fmt: skip
     assert held.returncode == 0, held.stderr
-    wait_free(path, env, 0.0)  # the holder's placement group has every GPU
+    wait_held(path, env, "holder-1")  # the holder's placement group has every GPU
 
     common = ("submit", str(path), str(PRESET), "--queue", "--print-config")
     low = cli(env, *common, "--submission-id", "q-low")
@@ -125,7 +155,8 @@ def test_queue_waits_for_the_gpus_in_priority_order(ray_q, tmp_path):
     assert rows[0]["overrides"][-1] == "trainer.n_gpus_per_node=4"  # sized from the live cluster
 
     out = watch_once(env, path)
-    assert "queue-wait q-high: waiting for free resources: needs 1×4 GPU" in out
+    holder = job_status(env, path, "holder-1")
+    assert "queue-wait q-high: waiting for free resources: needs 1×4 GPU" in out, (out, holder)
     assert "free now: node1 0 GPU" in out and "queue-start" not in out
     assert [r["submission_id"] for r in queue_doc(env, path)] == ["q-high", "q-low"]
     assert job_status(env, path, "q-high") is None  # nothing reached Ray
