@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tui.transport.types import HostState, LinkStatus
@@ -50,27 +50,11 @@ class GpuHealth:
     t: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ecc_mode": self.ecc_mode,
-            "ecc_volatile_uncorrected": self.ecc_volatile_uncorrected,
-            "ecc_aggregate_uncorrected": self.ecc_aggregate_uncorrected,
-            "retired_pages_pending": self.retired_pages_pending,
-            "remap_corrected": self.remap_corrected,
-            "remap_uncorrected": self.remap_uncorrected,
-            "remap_pending": self.remap_pending,
-            "remap_failure": self.remap_failure,
-            "clock_reasons": None if self.clock_reasons is None else list(self.clock_reasons),
-            "clock_reasons_mask": self.clock_reasons_mask,
-            "pcie_gen": self.pcie_gen,
-            "pcie_gen_max": self.pcie_gen_max,
-            "pcie_width": self.pcie_width,
-            "pcie_width_max": self.pcie_width_max,
-            "persistence": self.persistence,
-            "xid_count": self.xid_count,
-            "xid_last": self.xid_last,
-            "util_percent": self.util_percent,
-            "sample_time": self.t,
-        }
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.clock_reasons is not None:
+            doc["clock_reasons"] = list(self.clock_reasons)
+        doc["sample_time"] = doc.pop("t")
+        return doc
 
 
 @dataclass(slots=True)

@@ -222,15 +222,9 @@ class TelemetryMonitor:
             sample = msg.sample
             assert sample is not None
             self._bases[ht.name] = sample
-            ht.record(sample)
             if msg.driver:
                 ht.driver = msg.driver
-            ht.error_from_agent = False
-            if sample.source == "none":
-                ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
-            else:
-                ht.state, ht.error = TelemetryState.OK, sample.error
-            self._first[ht.name].set()
+            self._accept(ht, sample)
         elif kind == "hello":
             hello = msg.hello
             assert hello is not None
@@ -260,6 +254,11 @@ class TelemetryMonitor:
             ht.note_problem(_INDEX_RE.sub("[]", exc.path), exc.problem, now)
             self._changed(ht.name)
             return
+        self._accept(ht, sample)
+        self._changed(ht.name)
+
+    def _accept(self, ht: HostTelemetry, sample: HostSample) -> None:
+        """A valid sample (full or rebuilt from a delta): recorded, and the host's state follows."""
         ht.record(sample)
         ht.error_from_agent = False
         if sample.source == "none":
@@ -267,7 +266,6 @@ class TelemetryMonitor:
         else:
             ht.state, ht.error = TelemetryState.OK, sample.error
         self._first[ht.name].set()
-        self._changed(ht.name)
 
     async def _watch_stale(self) -> None:
         limit = max(self.interval * _STALE_AFTER_INTERVALS, 2.0)

@@ -23,6 +23,8 @@ import re
 import socket
 import sys
 
+from tui.remote.hf_cache import hub_cache
+
 _OC_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _TRUE = ("1", "true", "yes", "on")
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -89,16 +91,6 @@ def check_path(item, env):
         out["config_json"] = is_dir and os.path.isfile(os.path.join(path, "config.json"))
         out["bytes"] = _weights_bytes(path) if is_dir else st.st_size
     return out
-
-
-def hub_cache(env):
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if env.get(name):
-            return os.path.expanduser(env[name]), name
-    if env.get("HF_HOME"):
-        return os.path.join(os.path.expanduser(env["HF_HOME"]), "hub"), "HF_HOME"
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache")
-    return os.path.join(os.path.expanduser(base), "huggingface", "hub"), "default"
 
 
 def check_hf(ids, env):

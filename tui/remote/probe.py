@@ -32,6 +32,7 @@ import time
 
 # Parts of this program (tui/remote/__init__.py BUNDLES): the loader joins them after this
 # text and drops this import, so their names are used only inside functions here.
+from tui.remote.hf_cache import hub_cache
 from tui.remote.probe_gpus import _amd_gpus, _nvidia_gpus
 
 PROBE_PROTOCOL = 1
@@ -336,15 +337,8 @@ def env_section():
 
 
 def hf_cache_section():
-    env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        path, source = env["HF_HUB_CACHE"], "HF_HUB_CACHE"
-    elif env.get("HF_HOME"):
-        path, source = os.path.join(env["HF_HOME"], "hub"), "HF_HOME"
-    else:
-        base = env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-        path, source = os.path.join(base, "huggingface", "hub"), "default"
-    path = os.path.abspath(os.path.expanduser(path))
+    path, source = hub_cache(os.environ)
+    path = os.path.abspath(path)
     out = {
         "path": path,
         "source": source,
