@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
+from test_jobs import wait_status
 from test_ray_lifecycle import VENV_PY
 
 from tui.cluster.probe import probe_all
@@ -172,11 +173,7 @@ def test_job_driver_and_tasks_run_inside(podhosts):
     sid = f"ctr-{os.getpid()}"
     out = cli(env, "submit", str(path), "--submission-id", sid, "--", "python", str(prog))
     assert out.returncode == 0, out.stdout + out.stderr
-    deadline, status = time.monotonic() + 120, "?"
-    while time.monotonic() < deadline and status not in ("SUCCEEDED", "FAILED", "STOPPED"):
-        time.sleep(1)
-        jobs = json.loads(cli(env, "jobs", str(path), "--json").stdout)["jobs"]
-        status = next((j["status"] for j in jobs if j["submission_id"] == sid), "?")
+    status = wait_status(env, path, sid, {"SUCCEEDED", "FAILED", "STOPPED"}, 120)["status"]
     log = cli(env, "logs", str(path), sid).stdout
     assert status == "SUCCEEDED", log
     inside = {n: f"ctr-{n}|sleep infinity|only inside the container of {n}" for n in NAMES}
