@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -189,6 +190,69 @@ def make_full_monitor():
 # worker: one cockpit process, one (mode, size)
 
 
+class GcClock:
+    """gc.callbacks hook: time spent in the cyclic garbage collector, per generation."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.runs = {0: 0, 1: 0, 2: 0}
+        self._t0 = 0.0
+
+    def reset(self) -> None:
+        self.total, self.runs = 0.0, {0: 0, 1: 0, 2: 0}
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._t0
+            self.runs[info["generation"]] += 1
+
+
+class Accounts:
+    """--account: wall time inside a few hot functions (wrapped; ~0.3 µs a call added), so
+    the cockpit's CPU can be split into SSH+asyncio (the rest), ingest, drawing and GC."""
+
+    SPOTS = (
+        ("ingest", "tui.cluster.telemetry", "TelemetryMonitor", "_ingest"),
+        ("frame: table+details", "tui.screens.cluster", "ClusterScreen", "apply_changes"),
+        ("summary", "tui.screens.cluster", "ClusterScreen", "_refresh_summary"),
+        ("compositor", "textual.screen", "Screen", "_compositor_refresh"),
+        ("layout", "textual.screen", "Screen", "_refresh_layout"),
+    )
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.spent = {name: 0.0 for name, *_ in self.SPOTS}
+        self.calls = {name: 0 for name, *_ in self.SPOTS}
+        self.on = False
+        for name, module, cls_name, attr in self.SPOTS:
+            cls = getattr(importlib.import_module(module), cls_name)
+            setattr(cls, attr, self._wrap(name, getattr(cls, attr)))
+
+    def _wrap(self, name: str, fn):
+        spent, calls, clock = self.spent, self.calls, time.perf_counter
+
+        def wrapped(*a, **kw):
+            if not self.on:
+                return fn(*a, **kw)
+            t0 = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[name] += clock() - t0
+                calls[name] += 1
+
+        return wrapped
+
+    def report(self, wall: float) -> dict:
+        return {
+            name: {"percent": round(100 * self.spent[name] / wall, 2), "calls": self.calls[name]}
+            for name in self.spent
+        }
+
+
 class Recorder:
     def __init__(self, app):
         self.app = app
@@ -233,6 +297,31 @@ class Recorder:
                 self.loop_lags.append(loop.time() - t - period)
 
 
+def _start_pyspy(args: argparse.Namespace) -> subprocess.Popen | None:
+    """py-spy (a sampling profiler, outside this process) over the window: unlike cProfile
+    it barely changes what it measures. Writes bench/results/pyspy-<mode>-<n>.txt (collapsed
+    stacks; `flamegraph.pl` or speedscope read it)."""
+    if not args.pyspy:
+        return None
+    out = RESULTS / f"pyspy-{args.worker_mode}-{args.worker_hosts}.txt"
+    argv = [
+        args.pyspy,
+        "record",
+        "--pid",
+        str(os.getpid()),
+        "--duration",
+        str(int(args.seconds)),
+        "--rate",
+        "200",
+        "--nonblocking",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def run_worker(args: argparse.Namespace) -> dict:
     import tui.app
     from tui.config.hosts import load_inventory
@@ -244,6 +333,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
     elif args.worker_mode == "full":
         tui.app.TelemetryMonitor = make_full_monitor()
     inventory = load_inventory(args.hosts_file)
+    accounts = Accounts() if args.account else None
     app = tui.app.VerlTuiApp(inventory, interval=args.interval)
     rec = Recorder(app)
     app.frame_observer = rec.observe
@@ -251,6 +341,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
     t_start = time.monotonic()
     async with app.run_test(size=(200, 50)):
         lag_task = asyncio.create_task(rec.watch_loop())
+        gc_clock = GcClock()
+        gc.callbacks.append(gc_clock)
         deadline = time.monotonic() + args.warmup_timeout
         while True:
             drawn = len(rec.seen)
@@ -278,15 +370,26 @@ async def run_worker(args: argparse.Namespace) -> dict:
         cpu0, wall0 = _self_cpu_s(), time.monotonic()
         sim0 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
         rec.measuring = True
+        gc_clock.reset()
+        if accounts:
+            accounts.on = True
         if profiler:
             profiler.enable()
+        spy = _start_pyspy(args)
         await asyncio.sleep(args.seconds)
         if profiler:
             profiler.disable()
         rec.measuring = False
+        if spy is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                spy.wait(timeout=30)
         cpu1, wall1 = _self_cpu_s(), time.monotonic()
         sim1 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
         lag_task.cancel()
+        gc_s, gc_runs = gc_clock.total, dict(gc_clock.runs)
+        if accounts:
+            accounts.on = False
+            result["account"] = accounts.report(wall1 - wall0)
 
         wall = wall1 - wall0
         lat_ms = [x * 1000 for x in rec.latencies]
@@ -322,6 +425,10 @@ async def run_worker(args: argparse.Namespace) -> dict:
                     "p95": _round(pct([x * 1000 for x in rec.loop_lags], 0.95)),
                     "max": _round(max((x * 1000 for x in rec.loop_lags), default=None)),
                 },
+                # Python's cyclic GC inside that CPU (every container the samples allocate
+                # counts towards its thresholds): seconds per second, and runs per generation
+                "gc_percent": round(100 * gc_s / wall, 1),
+                "gc_runs": gc_runs,
                 "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             }
         )
@@ -438,6 +545,10 @@ def run_one(
             argv += ["--cpu", str(cpu_cockpit)]
         if args.profile:
             argv.append("--profile")
+        if args.pyspy:
+            argv += ["--pyspy", args.pyspy]
+        if args.account:
+            argv.append("--account")
         pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         env = dict(os.environ, PYTHONPATH=pythonpath)
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
@@ -493,10 +604,14 @@ def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
     head = (
         f"{'hosts':>5} {'GPUs':>5} {'mode':<7} {'CPU %core':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'max ms':>8} {'drawn/s':>8} {'frames/s':>8} {'loop lag p95':>12} {'sim CPU %':>9}"
-        f" {'us/sample':>9} {'RSS MiB':>8}"
+        f" {'us/sample':>9} {'RSS MiB':>8} {'GC %':>5}"
     )
     print(head)
     print("-" * len(head))
+    for r in runs:
+        if "account" in r:
+            parts = "  ".join(f"{k} {v['percent']}%" for k, v in r["account"].items())
+            print(f"  [{r['hosts']} {r['mode']}] of one core: {parts}  GC {r.get('gc_percent')}%")
     for r in runs:
         if "error" in r and "cpu_percent" not in r:
             print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} ERROR: {r['error']}")
@@ -508,6 +623,7 @@ def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
             f"{r['samples_per_s']:>8.1f} {r['frames_per_s']:>8.1f} "
             f"{fmt(r['loop_lag_ms']['p95']):>12} {fmt(r['sim_cpu_percent']):>9}"
             f" {fmt(_per_sample_us(r)):>9} {fmt(r.get('max_rss_mib')):>8}"
+            f" {fmt(r.get('gc_percent')):>5}"
         )
     if ratios:
         print()
@@ -663,6 +779,17 @@ def main() -> int:
         "--profile",
         action="store_true",
         help="cProfile the cockpit during the window (inflates CPU)",
+    )
+    p.add_argument(
+        "--pyspy",
+        default="",
+        metavar="PATH",
+        help="py-spy binary: sample the cockpit during the window (bench/results/pyspy-*.txt)",
+    )
+    p.add_argument(
+        "--account",
+        action="store_true",
+        help="split the cockpit's CPU: time inside ingest, frames, summary, compositor (+GC)",
     )
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     p.add_argument(

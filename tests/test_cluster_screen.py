@@ -162,3 +162,64 @@ async def test_help_palette_and_quit(gpu_env):
         await wait_for(pilot, lambda: table.sort_key == "temp")
         await pilot.press("q")
     assert app.return_code == 0 or app.return_code is None
+
+
+async def test_metric_sort_follows_new_samples(gpu_env):
+    """Sorted by a metric, rows are re-sorted as samples change (at most every RESORT_S)."""
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        await pilot.press("s")  # util
+        alpha = lambda: [r.gpu for r in table.rows if r.host == "alpha" and r.gpu is not None]  # noqa: E731
+        assert alpha() == [3, 0, 2, 1]
+        write_state(
+            gpu_env, [FakeGpu(util=10), FakeGpu(util=99), FakeGpu(util=50), FakeGpu(util=20)]
+        )
+        await wait_for(pilot, lambda: alpha() == [1, 2, 3, 0], 5.0)
+
+
+def test_summary_adds_each_hosts_cached_totals():
+    """The summary's totals: error-free GPUs of hosts that are up, util averaged over the GPUs
+    that reported one; a host's totals are computed once per sample."""
+    from tui.cluster.models import GpuSample, HostSample, HostTelemetry, TelemetryState
+    from tui.transport.types import HostState, LinkStatus
+    from tui.widgets.summary import summary_text
+
+    def host(name: str, gpus: list[GpuSample], link: HostState = HostState.UP) -> HostTelemetry:
+        ht = HostTelemetry(name, LinkStatus(name, link), state=TelemetryState.OK)
+        ht.record(HostSample(1, 0.0, 0.0, "nvml", None, None, None, None, None, None, tuple(gpus)))
+        return ht
+
+    gib = 1 << 30
+    hosts = {
+        "a": host(
+            "a",
+            [
+                GpuSample(
+                    0,
+                    util_percent=80,
+                    memory_used_bytes=10 * gib,
+                    memory_total_bytes=80 * gib,
+                    power_w=500,
+                ),
+                GpuSample(
+                    1,
+                    util_percent=None,
+                    memory_used_bytes=gib,
+                    memory_total_bytes=80 * gib,
+                    power_w=100,
+                ),
+                GpuSample(2, util_percent=0, error="GPU is lost"),  # not counted
+            ],
+        ),
+        "b": host("b", [GpuSample(0, util_percent=40, memory_total_bytes=80 * gib, power_w=400)]),
+        "c": host("c", [GpuSample(0, util_percent=99)], HostState.UNREACHABLE),  # not up
+    }
+    text = summary_text("x", hosts, "name", False, "").plain
+    assert "hosts 2/3 up" in text and "1 with problems" in text
+    assert "GPUs 3" in text and "util 60%" in text  # (80 + 40) / 2: the None util is skipped
+    assert "memory 11/240 GiB" in text and "power 1.0 kW" in text
+    totals = hosts["a"].latest.totals()
+    assert totals is hosts["a"].latest.totals()  # cached on the sample
+    assert (totals.gpus, totals.util_count, totals.power_w) == (2, 1, 600)

@@ -119,6 +119,27 @@ class GpuSample:
 
 
 @dataclass(slots=True)
+class GpuTotals:
+    """GPUs added up: a sample's error-free GPUs, or a fleet's (the Cluster summary adds one
+    of these per host twice a second instead of walking every GPU of the fleet)."""
+
+    gpus: int = 0
+    util_sum: float = 0.0
+    util_count: int = 0  # GPUs that reported a utilization
+    memory_used_bytes: int = 0
+    memory_total_bytes: int = 0
+    power_w: float = 0.0
+
+    def add(self, other: GpuTotals) -> None:
+        self.gpus += other.gpus
+        self.util_sum += other.util_sum
+        self.util_count += other.util_count
+        self.memory_used_bytes += other.memory_used_bytes
+        self.memory_total_bytes += other.memory_total_bytes
+        self.power_w += other.power_w
+
+
+@dataclass(slots=True)
 class HostSample:
     seq: int
     t: float  # the agent's clock, seconds since the epoch, at the start of the sweep
@@ -131,6 +152,24 @@ class HostSample:
     mem_total_bytes: int | None
     ncpu: int | None
     gpus: tuple[GpuSample, ...]
+    _totals: GpuTotals | None = field(default=None, repr=False, compare=False)
+
+    def totals(self) -> GpuTotals:
+        """This sample's error-free GPUs added up (computed once: samples are read-only)."""
+        if self._totals is None:
+            t = GpuTotals()
+            for g in self.gpus:
+                if g.error:
+                    continue
+                t.gpus += 1
+                if g.util_percent is not None:
+                    t.util_sum += g.util_percent
+                    t.util_count += 1
+                t.memory_used_bytes += g.memory_used_bytes or 0
+                t.memory_total_bytes += g.memory_total_bytes or 0
+                t.power_w += g.power_w or 0
+            self._totals = t
+        return self._totals
 
     @classmethod
     def from_json(cls, d: Any, received: float) -> HostSample:

@@ -78,6 +78,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         self.insecure = insecure
         self._summary_at = 0.0
         self._summary_pending = False
+        self._ray_shown: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield ClusterSummary(id="summary")
@@ -118,10 +119,13 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
     def apply_ray(self, view: RayView) -> None:
         """The head's view of Ray changed: the Ray column and the summary follow."""
         self.ray_view = view
-        if self.is_mounted:  # else on_mount applies it
+        # Polled every few seconds: repaint only when what the table and summary show moved.
+        shown = (view.state, view.status is None, view.node_state)
+        if self.is_mounted and shown != self._ray_shown:  # else on_mount applies it
             self._show_ray(view)
 
     def _show_ray(self, view: RayView) -> None:
+        self._ray_shown = (view.state, view.status is None, view.node_state)
         roles = {h: ("head" if i == 0 else "worker") for i, h in enumerate(self.roles)}
         self.table.ray_label = lambda host: view.host_label(host, roles.get(host, "?"))
         self.table.refresh()

@@ -7,6 +7,7 @@ a host's GPU count); value changes just repaint.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ def _short_name(name: str | None) -> str:
 
 
 SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
+RESORT_S = 1.0  # a metric sort re-orders the rows at most this often
 # NVML health flag before a GPU's index (tui.cluster.gpu_health): glyph, style name. A healthy or
 # unread GPU shows none, so the table stays quiet until something needs a look.
 HEALTH_FLAGS = {"error": ("✖", "bad"), "warn": ("▲", "warn")}
@@ -156,7 +158,10 @@ class GpuTable(ScrollView, can_focus=True):
         self.sort_key = "name"
         self.sort_reverse = False
         self.collapsed: set[str] = set()
-        self._shape: tuple = ()
+        # host → what decides its rows (GPU count, state, hostname for the filter): only the
+        # hosts a frame names are compared, not the whole fleet every frame.
+        self._shape: dict[str, tuple] = {}
+        self._sorted_at = 0.0  # monotonic time of the last rebuild (metric sorts re-sort ~1 Hz)
         self._style_cache: dict[str, Style] | None = None
         # host → "head alive" / "worker not started" …; set by the screen when Ray is known.
         self.ray_label: Callable[[str], str] | None = None
@@ -204,7 +209,8 @@ class GpuTable(ScrollView, can_focus=True):
                 gpu_hits.sort(key=lambda g: _gpu_metric(g, key), reverse=not self.sort_reverse)
             rows.extend(Row(ht.name, g.index) for g in gpu_hits)
         self.rows = rows
-        self._shape = self._current_shape()
+        self._shape = {ht.name: self._host_shape(ht) for ht in self.hosts.values()}
+        self._sorted_at = time.monotonic()
         self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
         if current in rows:
             self.cursor = rows.index(current)
@@ -212,13 +218,19 @@ class GpuTable(ScrollView, can_focus=True):
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.refresh()
 
-    def _current_shape(self) -> tuple:
-        return tuple((ht.name, self._gpu_count(ht), ht.display_state) for ht in self.hosts.values())
+    def _host_shape(self, ht: HostTelemetry) -> tuple:
+        return (self._gpu_count(ht), ht.display_state, ht.hostname)
 
     def update_hosts(self, changed: set[str]) -> None:
-        """New samples arrived for `changed`; repaint (rebuild only if the shape moved)."""
-        needs_rebuild = self.sort_key != "name" or self._current_shape() != self._shape
-        if needs_rebuild:
+        """New samples arrived for `changed`; repaint (rebuild only if the shape moved).
+
+        Sorted by a metric, the rows are re-sorted at most every RESORT_S (as top does):
+        re-sorting the whole fleet on every frame cost more than drawing it."""
+        hosts, shape = self.hosts, self._shape
+        moved = any(shape.get(n) != self._host_shape(hosts[n]) for n in changed if n in hosts)
+        if not moved and self.sort_key not in ("name", "state"):
+            moved = time.monotonic() - self._sorted_at >= RESORT_S
+        if moved:
             self.rebuild()
             return
         # Repaint only the visible lines whose host changed: with 128 hosts streaming, a frame

@@ -7,9 +7,12 @@ from collections.abc import Mapping
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.cluster.models import HostTelemetry
+from tui.cluster.models import GpuTotals, HostTelemetry
 from tui.fmt import GIB
 from tui.sanitize import one_line
+
+_ANSWERING = frozenset(("up", "no NVML", "stale"))  # counted as hosts up
+_UNREMARKABLE = frozenset(("up", "connecting", "starting"))  # not counted as problems
 
 
 def summary_text(
@@ -20,21 +23,19 @@ def summary_text(
     filter_text: str,
     ray: tuple[str, str] | None = None,
 ) -> Text:
-    up = sum(1 for h in hosts.values() if h.display_state in ("up", "no NVML", "stale"))
-    gpus = [
-        g
-        for h in hosts.values()
-        if h.latest and h.display_state == "up"
-        for g in h.latest.gpus
-        if not g.error
-    ]
-    utils = [g.util_percent for g in gpus if g.util_percent is not None]
-    used = sum(g.memory_used_bytes or 0 for g in gpus)
-    total = sum(g.memory_total_bytes or 0 for g in gpus)
-    power = sum(g.power_w or 0 for g in gpus)
-    problems = sum(
-        1 for h in hosts.values() if h.display_state not in ("up", "connecting", "starting")
-    )
+    # One pass over the hosts, adding each sample's cached totals: at 1,024 hosts walking
+    # every GPU here was a quarter of the cockpit's CPU.
+    up = problems = 0
+    fleet = GpuTotals()
+    for h in hosts.values():
+        state = h.display_state
+        if state in _ANSWERING:
+            up += 1
+        if state not in _UNREMARKABLE:
+            problems += 1
+        if state == "up" and h.latest:
+            fleet.add(h.latest.totals())
+    used, total, power = fleet.memory_used_bytes, fleet.memory_total_bytes, fleet.power_w
 
     t = Text()
     t.append(" verl-tui ", "bold reverse")
@@ -42,9 +43,9 @@ def summary_text(
     t.append(f"hosts {up}/{len(hosts)} up", "bold green" if up == len(hosts) else "bold yellow")
     if problems:
         t.append(f"  {problems} with problems", "bold red")
-    t.append(f"   GPUs {len(gpus)}")
-    if utils:
-        t.append(f"   util {sum(utils) / len(utils):.0f}%")
+    t.append(f"   GPUs {fleet.gpus}")
+    if fleet.util_count:
+        t.append(f"   util {fleet.util_sum / fleet.util_count:.0f}%")
     if total:
         t.append(f"   memory {used / GIB:,.0f}/{total / GIB:,.0f} GiB")
     if power:
