@@ -11,7 +11,7 @@ async def tcp_reachable(
 ) -> str | None:
     """None when `address:port` accepts a connection from that host, else the reason."""
     try:
-        argv = python_argv(python, "tcp_connect", address, str(port), str(timeout))
+        argv = python_argv(python, "tcp_connect", address, str(port), str(timeout), site=False)
         res = await transport.run(argv, timeout=timeout + 15)
     except TransportError as exc:
         return str(exc)

@@ -222,6 +222,7 @@ class RayCluster:
         self.tunnel: Tunnel | None = None
         self.facts: dict[str, HostFacts] = {}
         self._lock_depth = 0  # nested actions (up --restart tears down) take the lock once
+        self._background: set[asyncio.Future[Any]] = set()  # late lock releases, probes
 
     def set_progress(self, progress: Callable[[StepEvent], None] | None) -> None:
         self._progress = progress
@@ -267,15 +268,22 @@ class RayCluster:
         head_lock: HeadLock | None = None
         try:
             head = self.inv.head
+            taking = asyncio.ensure_future(self._take_head_lock(owner))
             try:
-                transport = await self.fleet.ready(head.name, 10)
-                head_lock = await acquire_head_lock(transport, head.python, owner)
+                if action in ("up", "restart"):
+                    # Bring-up refuses a host whose link failed anyway: say so as soon as one
+                    # fails, not after the head's connection and lock (the head may be slow).
+                    await self._refuse_unusable_until(taking)
+                head_lock = await taking
             except LockHeld as exc:
                 raise ClusterBusy(str(exc)) from None
             except TransportError as exc:
                 # The head cannot be reached: up fails at its probe anyway; down still stops
                 # the workers. Only this machine's lock holds meanwhile.
                 self._emit(head.name, "lock", "fail", f"no lock on the head: {exc}")
+            finally:
+                if not taking.done():  # refused first: a lock taken later is let go at once
+                    taking.add_done_callback(self._release_late)
             self._lock_depth = 1
             try:
                 yield
@@ -285,6 +293,43 @@ class RayCluster:
             if head_lock is not None:
                 await head_lock.release()
             local.release()
+
+    async def _take_head_lock(self, owner: LockOwner) -> HeadLock:
+        head = self.inv.head
+        transport = await self.fleet.ready(head.name, 10)
+        return await acquire_head_lock(transport, head.python, owner)
+
+    def _release_late(self, taking: asyncio.Future[HeadLock]) -> None:
+        """A head lock taken after `up` was refused (its acquisition is let finish: cancelled
+        midway, its helper could hold the lock as long as the connection lives): let go."""
+        if not taking.cancelled() and taking.exception() is None:
+            self._detach(asyncio.ensure_future(taking.result().release()))
+
+    def _detach(self, task: asyncio.Future[Any]) -> None:
+        """Let `task` finish on its own: referenced until done, its outcome retrieved."""
+
+        def done(t: asyncio.Future[Any]) -> None:
+            self._background.discard(t)
+            if not t.cancelled():
+                t.exception()
+
+        self._background.add(task)
+        task.add_done_callback(done)
+
+    async def _refuse_unusable_until(self, task: asyncio.Future[Any]) -> None:
+        """Until `task` is done: BringUpError, naming them, as soon as hosts' links fail
+        (unreachable, auth, host key)."""
+        while not task.done():
+            bad = {
+                s.host: f"{s.host} is {s.state.value}" + (f": {s.error}" if s.error else "")
+                for s in self.fleet.statuses()
+                if s.state.is_problem
+            }
+            if bad:
+                for host, why in bad.items():
+                    self._emit(host, "probe", "fail", why)
+                raise BringUpError("not starting: some hosts cannot be used", bad)
+            await asyncio.wait([task], timeout=0.05)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -327,8 +372,11 @@ class RayCluster:
 
     async def probe(self) -> dict[str, HostFacts]:
         self._emit(None, "probe", "running", f"probing {plural(len(self.inv.hosts), 'host')}")
-        self.facts = await probe_all(self.fleet, self.inv)
-        for name, f in self.facts.items():
+        return self._probed(await probe_all(self.fleet, self.inv))
+
+    def _probed(self, facts: dict[str, HostFacts]) -> dict[str, HostFacts]:
+        self.facts = facts
+        for name, f in facts.items():
             if f.ok:
                 self._emit(
                     name,
@@ -339,27 +387,24 @@ class RayCluster:
                 )
             else:
                 self._emit(name, "probe", "fail", f.error or "probe failed")
-        return self.facts
+        return facts
 
     async def probe_or_refuse(self) -> dict[str, HostFacts]:
         """probe(), but a host whose link fails (unreachable, auth, host key) refuses bring-up
         at once, naming it: with 128 hosts, `up` does not wait for the other 127 probes."""
-        task = asyncio.ensure_future(self.probe())
+        self._emit(None, "probe", "running", f"probing {plural(len(self.inv.hosts), 'host')}")
+        task = asyncio.ensure_future(probe_all(self.fleet, self.inv))
         try:
-            while not task.done():
-                bad = {
-                    s.host: f"{s.host} is {s.state.value}" + (f": {s.error}" if s.error else "")
-                    for s in self.fleet.statuses()
-                    if s.state.is_problem
-                }
-                if bad:
-                    for host, why in bad.items():
-                        self._emit(host, "probe", "fail", why)
-                    raise BringUpError("not starting: some hosts cannot be used", bad)
-                await asyncio.wait([task], timeout=0.05)
-            return task.result()
-        finally:
+            await self._refuse_unusable_until(task)
+        except BringUpError:
+            # Refused: the other probes answer unheard (each ends within its timeout);
+            # cancelled, each host would get a kill command (tui/transport ends its group).
+            self._detach(task)
+            raise
+        except BaseException:
             task.cancel()
+            raise
+        return self._probed(task.result())
 
     async def bring_up(
         self, *, restart: bool = False, facts: dict[str, HostFacts] | None = None

@@ -485,7 +485,7 @@ def processes_and_listeners(ports):
             continue
         comm = (_proc_text(pid, "comm") or "").strip()
         cmdline = None
-        # A zombie (a container's PID 1 that reaps nothing, after `ray stop`) runs nothing.
+        # A zombie (a container's PID 1 that reaps nothing, once Ray was stopped) runs nothing.
         if (_proc_text(pid, "stat") or "").rpartition(")")[2].split()[:1] == ["Z"]:
             continue
         if comm in RAY_COMMS or comm.startswith(("ray::", "ray-dashboard")):

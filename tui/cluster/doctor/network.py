@@ -4,7 +4,7 @@ check), NCCL/Gloo socket interfaces and InfiniBand ports."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.cluster.doctor.findings import (
@@ -285,62 +285,88 @@ def _explain_connect_error(text: str) -> str:
 async def _gcs_reach(
     fleet: Fleet,
     inventory: Inventory,
-    facts: Mapping[str, HostFacts],
+    probes: Mapping[str, Awaitable[HostFacts]],
     progress: Callable[[str], None],
     timeout: float,
 ) -> list[Finding]:
+    """A TCP connect from every worker to the head's node_ip:ray.port. `probes`: each host's
+    facts, awaited host by host (tasks, so awaiting one twice is fine): the head's test
+    listener opens once the head's probe answered, and each worker connects once its own probe
+    and the listener are ready, while other hosts are still being probed."""
     head = inventory.head
     port = inventory.ray.port
     workers = [h for h in inventory.hosts if not h.is_head]
     if not workers:
         return [_f("gcs-reach", "ok", None, "single node: no worker has to reach the GCS")]
-    hf = facts.get(head.name)
-    if hf is None or not hf.ok or fleet.transport(head.name) is None:
-        return [_f("gcs-reach", "warn", None, f"not tested: head {head.name} was not probed")]
-    testers = [
-        w
-        for w in workers
-        if facts.get(w.name) and facts[w.name].ok and fleet.transport(w.name) is not None
-    ]
-    if not testers:
-        return [_f("gcs-reach", "warn", None, "not tested: no worker could be probed")]
-    listener = hf.listeners.get(port)
-    stream = None
-    how = f"{head.name}'s GCS port"
-    try:
-        if listener is None or (
-            listener.address not in _WILDCARDS and listener.address != head.node_ip
+    stream: StreamProcess | None = None
+
+    async def head_side() -> str | list[Finding]:
+        """How the workers are tested ("a test listener", …), or the findings that end the
+        check (the head was not probed, or cannot listen on node_ip)."""
+        nonlocal stream
+        hf = await probes[head.name]
+        if not hf.ok or fleet.transport(head.name) is None:
+            return [_f("gcs-reach", "warn", None, f"not tested: head {head.name} was not probed")]
+        listener = hf.listeners.get(port)
+        if listener is not None and (
+            listener.address in _WILDCARDS or listener.address == head.node_ip
         ):
-            progress(f"opening a test listener on {head.node_ip}:{port}")
-            transport = fleet.transport(head.name)
-            assert transport is not None
-            stream = await transport.stream(
-                python_argv(
-                    head.python, "port_listener", head.node_ip, str(port), str(LISTENER_LIFETIME_S)
-                )
+            return f"{head.name}'s GCS port"
+        progress(f"opening a test listener on {head.node_ip}:{port}")
+        transport = fleet.transport(head.name)
+        assert transport is not None
+        stream = await transport.stream(
+            python_argv(
+                head.python,
+                "port_listener",
+                head.node_ip,
+                str(port),
+                str(LISTENER_LIFETIME_S),
+                site=False,
             )
-            first = await _first_line(stream, min(timeout, 15.0))
-            if first != "ready":
-                err = (first or await stream.stderr_tail() or "no answer").removeprefix("error: ")
-                return [
-                    _f(
-                        "gcs-reach",
-                        "fail",
-                        head.name,
-                        f"cannot listen on node_ip {head.node_ip}:{port} on {head.name}: {err}",
-                        f"set node_ip: of {head.name} to one of its addresses ({_addresses(hf)})",
-                    )
-                ]
-            how = "a test listener"
-        progress(f"connecting to {head.node_ip}:{port} from {len(testers)} worker(s)")
-        slots = asyncio.Semaphore(MAX_PARALLEL)
+        )
+        first = await _first_line(stream, min(timeout, 15.0))
+        if first != "ready":
+            err = (first or await stream.stderr_tail() or "no answer").removeprefix("error: ")
+            return [
+                _f(
+                    "gcs-reach",
+                    "fail",
+                    head.name,
+                    f"cannot listen on node_ip {head.node_ip}:{port} on {head.name}: {err}",
+                    f"set node_ip: of {head.name} to one of its addresses ({_addresses(hf)})",
+                )
+            ]
+        return "a test listener"
 
-        async def attempt(worker: Host) -> Finding:
-            async with slots:
-                return await _connect_from(fleet, worker, head, port, how)
+    ready = asyncio.ensure_future(head_side())
+    slots = asyncio.Semaphore(MAX_PARALLEL)
+    testers: list[str] = []
 
-        return list(await asyncio.gather(*(attempt(w) for w in testers)))
+    async def attempt(worker: Host) -> Finding | None:
+        f = await probes[worker.name]
+        if not f.ok or fleet.transport(worker.name) is None:
+            return None  # not a tester: its probe already says why
+        testers.append(worker.name)
+        how = await ready
+        if not isinstance(how, str):
+            return None  # the head's answer ends the check
+        async with slots:
+            return await _connect_from(fleet, worker, head, port, how)
+
+    try:
+        tried = await asyncio.gather(*(attempt(w) for w in workers))
+        how = await ready
+        if isinstance(how, list) and how[0].status == "warn":
+            return how  # the head was not probed
+        if not testers:
+            return [_f("gcs-reach", "warn", None, "not tested: no worker could be probed")]
+        if isinstance(how, list):
+            return how  # the head cannot listen on node_ip
+        return [f for f in tried if f is not None]
     finally:
+        ready.cancel()
+        await asyncio.gather(ready, return_exceptions=True)
         if stream is not None:
             await stream.close()  # EOF on its stdin ends the listener
 

@@ -9,8 +9,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from tui.cluster.doctor.findings import CHECKS, Finding, _f, _names
-from tui.cluster.doctor.gpus import _cpu_findings, _gpu_findings, gpu_health_findings, nvidia_hosts
+from tui.cluster.doctor.findings import CHECKS, MAX_PARALLEL, Finding, _f, _names
+from tui.cluster.doctor.gpus import (
+    _cpu_findings,
+    _gpu_findings,
+    health_row,
+    nvidia_hosts,
+    read_health,
+)
 from tui.cluster.doctor.host_limits import (
     _clock_findings,
     _hf_findings,
@@ -31,7 +37,7 @@ from tui.cluster.doctor.versions import (
     host_key_findings,
     reach_findings,
 )
-from tui.cluster.probe import HostFacts, probe_all
+from tui.cluster.probe import HostFacts, probe_tasks
 from tui.config.hosts import Inventory
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState
@@ -136,6 +142,12 @@ async def run_doctor(
 
     ``fleet`` must be started (``async with Fleet(inv)``). ``timeout`` bounds the connect wait
     and each step; hosts that do not answer in time fail their checks, nothing raises.
+
+    Each host goes through its steps on its own: its probe starts as soon as it is connected,
+    its GPU health read and its GCS connect as soon as its probe answered (the GCS connect
+    also waits for the head's answer and test listener). No step waits for the slowest host
+    of the step before, so the whole takes about one host's connect + probe + check, not the
+    sum of each step's slowest host.
     """
     say = progress or (lambda _msg: None)
     start = time.monotonic()
@@ -146,25 +158,43 @@ async def run_doctor(
     names = [h.name for h in inventory.hosts]
     say(f"connecting to {len(names)} host(s)")
     connect_wait = left(max(1.0, timeout * 0.4))
-    await fleet.wait_settled(connect_wait)
-    findings = reach_findings(
-        inventory, {n: fleet.status(n) for n in names}, time.monotonic() - start
-    )
-    findings += host_key_findings(inventory)
-    up = [n for n in names if fleet.status(n).state == HostState.UP]
-    say(f"probing {len(up)} host(s)")
-    facts = await probe_all(fleet, inventory, timeout=left(30.0))
-    findings += evaluate(inventory, facts)
-    nvidia = nvidia_hosts(facts)
-    if nvidia:
-        say(f"reading GPU health on {len(nvidia)} host(s)")
-        findings += await gpu_health_findings(fleet, inventory, nvidia, left(30.0))
-    say("testing the GCS port from the workers")
-    with contextlib.suppress(asyncio.TimeoutError):
-        findings += await asyncio.wait_for(
-            _gcs_reach(fleet, inventory, facts, say, left(30.0)), left(45.0)
+    probes = probe_tasks(fleet, inventory, timeout=left(30.0))
+    slots = asyncio.Semaphore(MAX_PARALLEL)
+
+    async def health(name: str) -> Finding | None:
+        facts = await probes[name]
+        if not nvidia_hosts({name: facts}):
+            return None
+        host = inventory.host(name)
+        async with slots:
+            sample, why = await read_health(fleet, host, left(30.0))
+        return health_row(host, sample, why)
+
+    healths = [asyncio.ensure_future(health(n)) for n in names]
+    gcs = asyncio.ensure_future(_gcs_reach(fleet, inventory, probes, say, left(30.0)))
+    pending = [*probes.values(), *healths, gcs]
+    try:
+        await fleet.wait_settled(connect_wait)
+        findings = reach_findings(
+            inventory, {n: fleet.status(n) for n in names}, time.monotonic() - start
         )
-    if not any(f.check == "gcs-reach" for f in findings):
-        findings.append(_f("gcs-reach", "warn", None, "not finished in time"))
+        findings += host_key_findings(inventory)
+        up = [n for n in names if fleet.status(n).state == HostState.UP]
+        say(f"probing {len(up)} host(s)")
+        facts = dict(zip(probes, await asyncio.gather(*probes.values()), strict=True))
+        findings += evaluate(inventory, facts)
+        nvidia = nvidia_hosts(facts)
+        if nvidia:
+            say(f"reading GPU health on {len(nvidia)} host(s)")
+        findings += [f for f in await asyncio.gather(*healths) if f is not None]
+        say("testing the GCS port from the workers")
+        with contextlib.suppress(asyncio.TimeoutError):
+            findings += await asyncio.wait_for(gcs, left(45.0))
+        if not any(f.check == "gcs-reach" for f in findings):
+            findings.append(_f("gcs-reach", "warn", None, "not finished in time"))
+    finally:
+        for task in pending:  # cancelled (or a step raised): nothing is left running
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
     say("done")
     return arrange(findings, names)
