@@ -670,3 +670,79 @@ async def test_ssh_stream_drops_a_100mb_line_in_bounded_memory(ns_one, tmp_path)
         got, peak = await read_all_traced(stream)
     assert got == ["ok", "no newline at the end"] and stream.oversize_lines == 1
     assert peak < 16 << 20, peak
+
+
+# --- on_line streams: lines handed over from the transport's receive path ------------------------
+
+
+async def test_ssh_on_line_stream_bounded_and_keeps_the_last_line(ns_one, tmp_path) -> None:
+    """The telemetry's mode: each line goes to on_line as its packet arrives (no reader
+    task); the same bounds as lines(): a 100 MB line dropped and counted, memory flat, and a
+    last line without a newline still delivered when the output ends."""
+    import tracemalloc
+
+    inv = load_inventory(hosts_yaml(ns_one, tmp_path / "hosts.yaml", sys.executable))
+    got: list[str] = []
+    async with Fleet(inv) as fleet:
+        transport = await fleet.ready("node1", 20)
+        tracemalloc.start()
+        try:
+            stream = await transport.stream(HUGE_LINE, max_line=1 << 20, on_line=got.append)
+            await asyncio.wait_for(stream.finished(), 60)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            await stream.close()
+    assert got == ["ok", "no newline at the end"] and stream.oversize_lines == 1
+    assert peak < 16 << 20, peak
+
+
+async def test_ssh_on_line_consumer_error_ends_the_stream_not_the_connection(
+    ns_one, tmp_path
+) -> None:
+    """An exception in on_line (a bug in a consumer) must not reach asyncssh, whose receive
+    path it runs in (it would drop the connection and every other channel): finished() raises
+    it, the command is ended, and the same connection runs the next command."""
+    inv = load_inventory(hosts_yaml(ns_one, tmp_path / "hosts.yaml", sys.executable))
+    seen: list[str] = []
+
+    def consume(line: str) -> None:
+        seen.append(line)
+        if len(seen) == 3:
+            raise ValueError(f"consumer bug at {line}")
+
+    async with Fleet(inv) as fleet:
+        transport = await fleet.ready("node1", 20)
+        endless = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo line$i; sleep 0.01; done"]
+        stream = await transport.stream(endless, on_line=consume)
+        try:
+            with pytest.raises(ValueError, match="consumer bug at line3"):
+                await asyncio.wait_for(stream.finished(), 20)
+        finally:
+            await stream.close()
+        assert seen == ["line1", "line2", "line3"]  # nothing handed over after the error
+        result = await transport.run(["echo", "same connection"], timeout=10)
+        assert result.ok and result.stdout.strip() == "same connection"
+        assert fleet.status("node1").state.value == "up"
+
+
+async def test_local_on_line_stream_same_contract() -> None:
+    from tui.transport.local import LocalTransport
+
+    got: list[str] = []
+    stream = await LocalTransport().stream(HUGE_LINE, max_line=1 << 20, on_line=got.append)
+    try:
+        await asyncio.wait_for(stream.finished(), 60)
+    finally:
+        await stream.close()
+    assert got == ["ok", "no newline at the end"] and stream.oversize_lines == 1
+
+    def boom(line: str) -> None:
+        raise RuntimeError(line)
+
+    stream = await LocalTransport().stream(["echo", "first"], on_line=boom)
+    try:
+        with pytest.raises(RuntimeError, match="first"):
+            await stream.finished()
+    finally:
+        await stream.close()

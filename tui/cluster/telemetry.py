@@ -19,7 +19,13 @@ from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
-from tui.transport.types import SETUP_FAILED_EXIT, HostState, LinkStatus, TransportError
+from tui.transport.types import (
+    SETUP_FAILED_EXIT,
+    HostState,
+    LinkStatus,
+    StreamProcess,
+    TransportError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -161,25 +167,31 @@ class TelemetryMonitor:
         (reported in ht); None: the link went down under it."""
         argv = agent_argv(host.python, self.interval, delta=self.delta)
         transport = await self.fleet.wait_up(host.name)
-        try:
-            stream = await transport.stream(argv, max_line=MAX_AGENT_LINE)
-        except TransportError as exc:
-            self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
-            return False
         ht.bad_lines = ht.oversize_lines = 0
         self._bases.pop(host.name, None)  # a new agent: its deltas need its own full sample
         samples_before = ht.samples
+        opened: list[StreamProcess] = []  # lines may arrive before stream() returns
+
+        def on_line(line: str) -> None:
+            # Called from the transport's receive path for each line (no task switch).
+            self._ingest(ht, line)
+            if opened and opened[0].oversize_lines != ht.oversize_lines:
+                ht.oversize_lines = opened[0].oversize_lines
+                ht.note_problem(
+                    "oversize",
+                    f"{_lines(ht.oversize_lines)} over {MAX_AGENT_LINE >> 20} MiB dropped",
+                    time.time(),
+                )
+                self._changed(ht.name)
+
         try:
-            async for line in stream.lines():
-                self._ingest(ht, line)
-                if stream.oversize_lines != ht.oversize_lines:
-                    ht.oversize_lines = stream.oversize_lines
-                    ht.note_problem(
-                        "oversize",
-                        f"{_lines(ht.oversize_lines)} over {MAX_AGENT_LINE >> 20} MiB dropped",
-                        time.time(),
-                    )
-                    self._changed(ht.name)
+            stream = await transport.stream(argv, max_line=MAX_AGENT_LINE, on_line=on_line)
+        except TransportError as exc:
+            self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
+            return False
+        opened.append(stream)
+        try:
+            await stream.finished()
         finally:
             await stream.close()
         good = ht.samples > samples_before

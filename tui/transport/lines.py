@@ -7,6 +7,8 @@ arrives; an overlong line is dropped whole and counted, never half-delivered.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 DEFAULT_MAX_LINE = 4 << 20  # bytes; a caller that expects less passes its own cap
@@ -88,3 +90,39 @@ async def read_lines(
     tail = splitter.flush()
     if tail is not None:
         yield decode(tail)
+
+
+class LineSink:
+    """Bytes pushed in by a transport's receive callback become calls of `on_line` (bounded
+    like LineSplitter). Whatever on_line raises stops the delivery and is raised by wait(),
+    never into the transport (an exception there would take the whole connection down)."""
+
+    def __init__(self, on_line: Callable[[str], None], max_line: int = DEFAULT_MAX_LINE):
+        self.on_line = on_line
+        self.splitter = LineSplitter(max_line)
+        self.ended = asyncio.Event()  # set by the transport at EOF or when the channel dies
+        self.error: BaseException | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        try:
+            for raw in self.splitter.feed(data):
+                self.on_line(decode(raw))
+        except Exception as exc:  # handed to wait(), see above
+            logging.getLogger(__name__).debug("line consumer failed", exc_info=True)
+            self.error = exc
+            self.ended.set()
+
+    async def wait(self) -> None:
+        """Until the output ended; then the last line if it had no newline."""
+        await self.ended.wait()
+        if self.error is None:
+            tail = self.splitter.flush()
+            if tail is not None:
+                try:
+                    self.on_line(decode(tail))
+                except Exception as exc:
+                    self.error = exc
+        if self.error is not None:
+            raise self.error

@@ -12,7 +12,7 @@ import os
 import shlex
 import signal
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.transport.lines import DEFAULT_MAX_LINE, LineSplitter, read_lines
@@ -67,8 +67,10 @@ class LocalStream:
         *,
         host: str = "localhost",
         shell: HostShell = NO_SHELL,
+        on_line: Callable[[str], None] | None = None,
     ):
         self._proc = proc
+        self._on_line = on_line
         self._host = host
         self._shell = shell
         self._setup_failed: str | None = None
@@ -94,6 +96,14 @@ class LocalStream:
         assert self._proc.stdout is not None
         async for line in read_lines(self._proc.stdout.read, self._splitter):
             yield line
+
+    async def finished(self) -> None:
+        """Until stdout has ended, handing each line to on_line (one local host: the SSH
+        transport's per-packet callback is not worth it here)."""
+        on_line = self._on_line
+        async for line in self.lines():
+            if on_line is not None:
+                on_line(line)
 
     @property
     def oversize_lines(self) -> int:
@@ -209,6 +219,7 @@ class LocalTransport:
         *,
         env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
+        on_line: Callable[[str], None] | None = None,
     ) -> LocalStream:
         given = argv
         argv, env = self._argv(argv, env)
@@ -223,7 +234,7 @@ class LocalTransport:
             )
         except OSError as exc:
             raise TransportError(f"{self.host}: cannot start {given[0]}: {exc}") from None
-        return LocalStream(proc, max_line, host=self.host, shell=self.shell)
+        return LocalStream(proc, max_line, host=self.host, shell=self.shell, on_line=on_line)
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,14 @@ import asyncssh
 from tui.config.hosts import Host, SshOptions
 from tui.config.hosts import split_jump as config_split_jump
 from tui.transport import sshfiles
-from tui.transport.lines import CHUNK, DEFAULT_MAX_LINE, LineSplitter, decode, read_lines
+from tui.transport.lines import (
+    CHUNK,
+    DEFAULT_MAX_LINE,
+    LineSink,
+    LineSplitter,
+    decode,
+    read_lines,
+)
 from tui.transport.pgroup import MARK, group_command, kill_command, kill_order, parse_mark
 from tui.transport.types import (
     NO_SHELL,
@@ -221,9 +228,38 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
         ) from None
 
 
+class _SinkProcess(asyncssh.SSHClientProcess):
+    """A process whose stdout goes to a callback as each packet arrives, from asyncssh's own
+    receive path: no reader, no task switch and no async generators per line. For streams of
+    small lines from many hosts (telemetry: 1,024 hosts × 1 line a second), that path was a
+    third of the cockpit's SSH cost (bench: 114 → 81 µs a line)."""
+
+    def __init__(self, sink: Callable[[bytes], None], ended: asyncio.Event) -> None:
+        super().__init__()
+        self._sink = sink
+        self._ended = ended
+
+    def data_received(self, data: Any, datatype: Any) -> None:
+        if datatype is None:
+            self._sink(data)
+        else:
+            super().data_received(data, datatype)
+
+    def eof_received(self) -> bool:
+        self._ended.set()
+        return super().eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended.set()
+        super().connection_lost(exc)
+
+
 class SshStream:
     """A remote command's output as lines. The command leads its own process group on the host
-    (pgroup.group_command), so close() can end all of it even if it ignores EOF on stdin."""
+    (pgroup.group_command), so close() can end all of it even if it ignores EOF on stdin.
+
+    With `on_line`, stdout lines are handed to it as they arrive (see _SinkProcess) and
+    finished() waits for the end; lines() is for the other mode."""
 
     def __init__(
         self,
@@ -233,12 +269,15 @@ class SshStream:
         *,
         host: str = "",
         shell: HostShell = NO_SHELL,
+        sink: LineSink | None = None,
     ):
         self._proc = proc
+        self._sink = sink
         self._conn = conn
         self._host = host
         self._shell = shell
-        self._splitter = LineSplitter(max_line)
+        # (an on_line stream splits in its sink: oversize_lines counts the sink's drops)
+        self._splitter = sink.splitter if sink is not None else LineSplitter(max_line)
         self._stderr: deque[str] = deque(maxlen=50)
         self._setup_failed: str | None = None
         # The host's group, then (in a container) the container's: see pgroup.
@@ -281,11 +320,21 @@ class SshStream:
             self._group_known.set()
 
     async def lines(self) -> AsyncIterator[str]:
+        if self._sink is not None:
+            raise RuntimeError("an on_line stream: await finished() instead")
         try:
             async for line in read_lines(self._proc.stdout.read, self._splitter):
                 yield line
         except (asyncssh.Error, OSError):
             return
+
+    async def finished(self) -> None:
+        """Until stdout has ended (an on_line stream: what on_line raised is raised here)."""
+        if self._sink is None:
+            async for _ in self.lines():
+                pass
+            return
+        await self._sink.wait()
 
     @property
     def oversize_lines(self) -> int:
@@ -449,10 +498,15 @@ class SshTransport:
             err_bytes.decode("utf-8", "replace"),
         )
 
-    async def _start(self, cmd: str) -> asyncssh.SSHClientProcess:
+    async def _start(self, cmd: str, sink: LineSink | None = None) -> asyncssh.SSHClientProcess:
         """create_process, bytes in and out; if the caller is cancelled while the channel
         opens, the command may already run on the host: end it before giving up."""
-        task = asyncio.ensure_future(self._conn.create_process(cmd, encoding=None))
+        opened: Awaitable[asyncssh.SSHClientProcess] = (
+            self._conn.create_process(cmd, encoding=None)
+            if sink is None
+            else self._open_sink_process(cmd, sink)
+        )
+        task = asyncio.ensure_future(opened)
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -461,18 +515,30 @@ class SshTransport:
                 await SshStream(proc, self._conn, shell=self.shell).close()
             raise
 
+    async def _open_sink_process(self, cmd: str, sink: LineSink) -> asyncssh.SSHClientProcess:
+        # What create_process does, with our session class (the sink is in place before the
+        # first byte can arrive, so nothing is buffered where the sink would not see it).
+        _, proc = await self._conn.create_session(
+            lambda: _SinkProcess(sink.feed, sink.ended), cmd, encoding=None
+        )
+        assert isinstance(proc, _SinkProcess)
+        return proc
+
     async def stream(
         self,
         argv: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
+        on_line: Callable[[str], None] | None = None,
     ) -> SshStream:
+        sink = None if on_line is None else LineSink(on_line, max_line)
         try:
-            proc = await self._start(self._command(argv, env))
+            proc = await self._start(self._command(argv, env), sink)
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        return SshStream(proc, self._conn, max_line, host=self.host, shell=self.shell)
+        stream = SshStream(proc, self._conn, max_line, host=self.host, shell=self.shell, sink=sink)
+        return stream
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import shlex
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,6 +69,10 @@ class StreamProcess(Protocol):
 
     def lines(self) -> AsyncIterator[str]: ...
 
+    async def finished(self) -> None:
+        """Until stdout has ended; a stream opened with on_line hands each line to it as it
+        arrives (what on_line raised is raised here)."""
+
     @property
     def oversize_lines(self) -> int: ...
 
@@ -107,6 +111,7 @@ class Transport(Protocol):
         *,
         env: Mapping[str, str] | None = None,
         max_line: int = ...,
+        on_line: Callable[[str], None] | None = None,
     ) -> StreamProcess: ...
 
     async def forward_local_port(
