@@ -473,6 +473,36 @@ async def test_gcs_port_unreachable_from_one_worker(env):
     assert not listening(env, "node1", 6379)
 
 
+async def test_each_host_goes_on_without_waiting_for_the_others(env, tmp_path):
+    # node2's probe and node3's GCS connect each take 2 s more (their interpreter sleeps for
+    # that program only). Steps done in phases would wait for node2's probe, then for node3's
+    # connect: 4 s and more. Host by host, node3 connects while node2 is still probing.
+    def slow_for(marker: str, name: str) -> str:
+        wrapper = tmp_path / name
+        wrapper.write_text(
+            f'#!/bin/sh\ncase "$*" in *"{marker}"*) sleep 2;; esac\nexec {sys.executable} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        return str(wrapper)
+
+    inv = env.inventory(
+        hosts={
+            "node2": {"python": slow_for("verl-tui host probe", "slow-probe")},
+            "node3": {"python": slow_for("open a TCP connection", "slow-connect")},
+        }
+    )
+    t0 = time.monotonic()
+    findings = await doctor(inv)
+    spent = time.monotonic() - t0
+    assert not [f for f in findings if f.status == "fail"], show(findings)
+    assert hosts_with(findings, "gcs-reach", "ok") == {"node2", "node3"}, show(findings)
+    assert hosts_with(findings, "python-interpreter", "ok") == set(NAMES), show(findings)
+    assert hosts_with(findings, "gpu-health", "warn") | hosts_with(
+        findings, "gpu-health", "ok"
+    ) == set(NAMES), show(findings)
+    assert 2.0 < spent < 3.8, spent
+
+
 async def test_head_node_ip_not_an_address_of_the_head(env):
     inv = env.inventory(hosts={"node1": {"node_ip": "10.254.254.254"}})
     findings = await doctor(inv)
