@@ -194,19 +194,21 @@ class GcClock:
     """gc.callbacks hook: time spent in the cyclic garbage collector, per generation."""
 
     def __init__(self) -> None:
-        self.total = 0.0
-        self.runs = {0: 0, 1: 0, 2: 0}
+        self.reset()
         self._t0 = 0.0
 
     def reset(self) -> None:
         self.total, self.runs = 0.0, {0: 0, 1: 0, 2: 0}
+        self.spent = {0: 0.0, 1: 0.0, 2: 0.0}
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._t0 = time.perf_counter()
         else:
-            self.total += time.perf_counter() - self._t0
+            dt = time.perf_counter() - self._t0
+            self.total += dt
             self.runs[info["generation"]] += 1
+            self.spent[info["generation"]] += dt
 
 
 class Accounts:
@@ -386,7 +388,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
         cpu1, wall1 = _self_cpu_s(), time.monotonic()
         sim1 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
         lag_task.cancel()
-        gc_s, gc_runs = gc_clock.total, dict(gc_clock.runs)
+        gc_s = gc_clock.total
+        gc_runs = {g: [n, round(gc_clock.spent[g] * 1000, 1)] for g, n in gc_clock.runs.items()}
         if accounts:
             accounts.on = False
             result["account"] = accounts.report(wall1 - wall0)
@@ -426,7 +429,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
                     "max": _round(max((x * 1000 for x in rec.loop_lags), default=None)),
                 },
                 # Python's cyclic GC inside that CPU (every container the samples allocate
-                # counts towards its thresholds): seconds per second, and runs per generation
+                # counts towards its thresholds): seconds per second; per generation: runs, ms
                 "gc_percent": round(100 * gc_s / wall, 1),
                 "gc_runs": gc_runs,
                 "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

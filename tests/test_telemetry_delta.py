@@ -108,6 +108,11 @@ def test_real_agent_delta_lines_rebuild_the_full_samples(fake_nvml_lib, tmp_path
         want = _comparable(_once(env))
         assert all(_comparable(s) == want for s in samples)
         assert [s.seq for s in samples] == list(range(len(samples)))
+        # A delta brings its GPU totals (added while parsing) equal to the ones a full
+        # sample computes on first use.
+        totals = [s.totals() for s in samples]
+        assert all(t == totals[0] for t in totals) and totals[0].gpus == 2
+        assert totals[0].util_sum == 30 and totals[0].util_count == 2
 
         # Values that deltas carry change: still deltas, and the new values arrive.
         write_state(

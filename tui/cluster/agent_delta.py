@@ -14,7 +14,7 @@ from typing import Any
 
 from tui.cluster.agent_schema import BYTES, EPOCH, LOAD, PERCENT, SEQ, TEMP_C, WATTS, WINDOW_S
 from tui.cluster.agent_schema import describe as _describe
-from tui.cluster.models import GpuProcess, GpuSample, HostSample
+from tui.cluster.models import GpuProcess, GpuSample, GpuTotals, HostSample
 
 DELTA_PREFIX = '{"type":"delta"'  # how the agent's json.dumps starts a delta line
 # Per GPU, in the order gpu_common.DELTA_GPU_KEYS sends them: (lo, hi, integral).
@@ -77,6 +77,8 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     if type(rows) is not list or len(rows) != len(bases):
         raise BadDelta("delta.gpus", rows, f"not a list of {len(bases)}")
     gpus = []
+    # The sample's GPU totals (HostSample.totals) added here, while the numbers are at hand.
+    totals = GpuTotals()
     for i, row in enumerate(rows):
         if type(row) is not list or len(row) != 7:
             raise BadDelta(f"delta.gpus[{i}]", row, "not a list of 7")
@@ -89,6 +91,14 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
                     row[j] = _num(v, lo, hi, integral, f"delta.gpus[{i}][{j}]")
         util, mem_util, used, temp, power, window, pmem = row
         b = bases[i]
+        if not b.error:
+            totals.gpus += 1
+            if util is not None:
+                totals.util_sum += util
+                totals.util_count += 1
+            totals.memory_used_bytes += used or 0
+            totals.memory_total_bytes += b.memory_total_bytes or 0
+            totals.power_w += power or 0
         procs = b.processes
         if pmem is not None:
             if procs is None or type(pmem) is not list or len(pmem) != len(procs):
@@ -127,4 +137,5 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         mem_total_bytes=base.mem_total_bytes,
         ncpu=base.ncpu,
         gpus=tuple(gpus),
+        _totals=totals,
     )
