@@ -130,6 +130,59 @@ def _up_timed(hosts: str, down: str) -> dict:
     }
 
 
+def _phases(*args: str) -> dict:
+    """One CLI run through bench/cli_phases.py: its marks, the interpreter's start-up before
+    its first line, and the exit after its last mark (both on the system-wide monotonic clock)."""
+    env = dict(os.environ, XDG_STATE_HOME=tempfile.mkdtemp(prefix="vt-simstate-"))
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cli_phases.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=TREE,
+        env=env,
+    )
+    end = time.monotonic()
+    line = next((ln for ln in res.stderr.splitlines() if ln.startswith("phases ")), None)
+    if line is None:
+        return {"error": res.stderr[-500:]}
+    doc = json.loads(line[7:])
+    marks = doc["marks"]
+    return {
+        "wall_s": round(end - t0, 3),
+        "start_s": round(doc["t0"] - t0, 3),  # interpreter start-up, before our first line
+        "marks": marks,
+        "exit_s": round(end - doc["t0"] - (marks[-1][0] if marks else 0), 3),
+        "rc": doc["rc"],
+    }
+
+
+def _importtime(*args: str) -> dict:
+    """`python -X importtime -m tui ARGS`: the modules' total and the ten costliest top-level
+    imports (cumulative, ms)."""
+    env = dict(os.environ, XDG_STATE_HOME=tempfile.mkdtemp(prefix="vt-simstate-"))
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=TREE,
+        env=env,
+    )
+    top: list[tuple[int, str]] = []
+    total = 0
+    for ln in res.stderr.splitlines():
+        if not ln.startswith("import time:") or "self [us]" in ln:
+            continue
+        self_us, cum, name = ln.removeprefix("import time:").split("|")
+        total += int(self_us)
+        if not name.startswith("  "):  # top level (one space): imported by __main__ itself
+            top.append((int(cum), name.strip()))
+    top.sort(reverse=True)
+    return {"total_ms": round(total / 1000), "top_ms": [[n, round(c / 1000)] for c, n in top[:10]]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=128)
@@ -146,10 +199,18 @@ def main() -> int:
         help="simulator processes (one core each at most: the hosts' side must not be the limit)",
     )
     p.add_argument("--tree", help="run `python -m tui` in this copy of the repository")
+    p.add_argument(
+        "--phases",
+        action="store_true",
+        help="also one check and one up through bench/cli_phases.py (where the wall time goes) "
+        "and `python -X importtime -m tui check`",
+    )
     args = p.parse_args()
     global TREE
     TREE = Path(args.tree).resolve() if args.tree else ROOT
     out: dict = {"bench": "bringup_sim", "code": code_version(), "hosts": args.hosts}
+    out["tree"] = args.tree or "."
+    out["cpus"] = os.cpu_count()
     out["sim_procs"] = args.procs
     out["probes"] = "real on every host" if args.real_everywhere else "first real, replayed"
     t_import, _ = _cli("--help")
@@ -170,6 +231,10 @@ def main() -> int:
             out["check"] = checks
             out["check_last_line"] = last
             out["up_one_down"] = ups
+            if args.phases:
+                out["phases"] = {"check": _phases("check", str(ok_hosts))}
+                out["phases"]["up_one_down"] = _phases("up", hosts)
+                out["importtime_check"] = _importtime("check", str(ok_hosts))
         finally:
             out["sim"] = []
             for sim in sims:
