@@ -5,7 +5,8 @@
 # cp312 site packages (.dev/{site,ray}.tar.xz, made by bench/device_bringup.sh pack) and the
 # other trees:
 #   bench/device_sim.sh pack NAME=REV[+simfix] ...   # here: .devsim/NAME.tree.tar.xz each
-#   bench/device_sim.sh run "NAME=CODE ..." [ARGS]   # there: "." and each NAME, ARGS to the bench
+#   bench/device_sim.sh run "NAME=CODE ... [.]" [ARGS] # there: ".", each NAME (and "." again),
+#                                                     # ARGS to the bench; BENCH_CODE_VERSION: "."'s
 # "+simfix" applies to that copy the one-line comment change of e58846c in tui/remote/probe.py
 # (the words "ray stop" in it made bench/simhosts.py shlex-split every replayed 29 KB probe,
 # 31 ms of a simulator's core each), so a before/after pair differs only in the product.
@@ -42,10 +43,11 @@ run() {
         tar -C $D/site -xJf $C/site.tar.xz && tar -C $D/site -xJf $C/ray.tar.xz || return 3
     printf '#!/bin/sh\nexport PYTHONPATH="%s/site:%s${PYTHONPATH:+:$PYTHONPATH}"\nexec %s "$@"\n' \
         $D "$ROOT" "$(command -v python3)" > .venv/bin/python && chmod +x .venv/bin/python
-    local trees=$1 spec name code
+    local trees=$1 spec name code i=0
     shift
     for spec in .=${BENCH_CODE_VERSION:-unknown} $trees; do
-        name=${spec%%=*} code=${spec#*=}
+        name=${spec%%=*} code=${spec#*=} i=$((i + 1))
+        [ "$name" = . ] && code=${BENCH_CODE_VERSION:-unknown}  # "." again: this tree
         local tree=()
         if [ "$name" != . ]; then
             mkdir -p ".trees/$name" && tar -C ".trees/$name" -xJf "$C/$name.tree.tar.xz" || return 3
@@ -54,7 +56,7 @@ run() {
         echo "== tree $name ($code), load $(cut -d' ' -f1 /proc/loadavg)"
         BENCH_CODE_VERSION=$code PYTHONUNBUFFERED=1 .venv/bin/python bench/bringup_sim.py \
             "${tree[@]}" "$@" 2>&1 | tail -1 | tee -a "$OUT/sim.log"
-        cp bench/results/bringup_sim.json "$OUT/bringup_sim-${name/./after}.json"
+        cp bench/results/bringup_sim.json "$OUT/bringup_sim-$i-${name/./after}.json"
     done
 }
 if [ "$mode" = pack ]; then pack "$@"; else run "$@"; fi
