@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -125,6 +126,16 @@ class VerlTuiApp(App):
         self.fleet.start()
         self.monitor.start()
         self.ray_monitor.start()
+        self.freeze_after_warm_up()
+
+    @work(exclusive=True, group="gc-freeze", exit_on_error=False)
+    async def freeze_after_warm_up(self) -> None:
+        """Once every host has answered, what exists (Textual, the connections, the hosts'
+        state) lives as long as the app: gc.freeze() keeps it out of the collector's full
+        passes (at 1,024 hosts each one paused the screen for 0.2-0.35 s, about every 20 s)."""
+        assert self.monitor is not None
+        await self.monitor.wait_first(timeout=120)
+        gc.freeze()
 
     async def on_unmount(self) -> None:
         self._frame_timer.stop()  # no frame may touch widgets that are being torn down
