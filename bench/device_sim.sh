@@ -43,6 +43,12 @@ run() {
         tar -C $D/site -xJf $C/site.tar.xz && tar -C $D/site -xJf $C/ray.tar.xz || return 3
     printf '#!/bin/sh\nexport PYTHONPATH="%s/site:%s${PYTHONPATH:+:$PYTHONPATH}"\nexec %s "$@"\n' \
         $D "$ROOT" "$(command -v python3)" > .venv/bin/python && chmod +x .venv/bin/python
+    echo "== bytecode: $(env | grep -E '^PYTHON(DONTWRITEBYTECODE|PYCACHEPREFIX)=' | tr '\n' ' ')" \
+        "dont_write_bytecode=$(python3 -c 'import sys; print(sys.flags.dont_write_bytecode)')"
+    # The site packages were installed with --no-compile, and where the environment forbids
+    # writing bytecode every CLI run compiled asyncssh and pydantic again (~0.6 s of a 3 s
+    # check, seen 2026-11-24): compile them once, as pip does on a real install. COMPILE=0: not.
+    if [ "${COMPILE:-1}" = 1 ]; then python3 -m compileall -q -j 0 $D/site tui >/dev/null; fi
     local trees=$1 spec name code i=0
     shift
     for spec in .=${BENCH_CODE_VERSION:-unknown} $trees; do
@@ -51,6 +57,7 @@ run() {
         local tree=()
         if [ "$name" != . ]; then
             mkdir -p ".trees/$name" && tar -C ".trees/$name" -xJf "$C/$name.tree.tar.xz" || return 3
+            [ "${COMPILE:-1}" = 1 ] && python3 -m compileall -q ".trees/$name" >/dev/null
             tree=(--tree ".trees/$name")
         fi
         echo "== tree $name ($code), load $(cut -d' ' -f1 /proc/loadavg)"
