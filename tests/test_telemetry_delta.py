@@ -252,10 +252,25 @@ def test_delta_boundary_rejects_wrong_shapes():
         {**good, "gpus": "x"},
         {**good, "gpus": [[1, 1, 1, 1, 1, 1, [1, 2]]]},  # two process memories, one process
         {**good, "gpus": [[1, 1, -5, 1, 1, 1, None]]},  # negative bytes
+        {**good, "gpus": [[1, 101, 1, 1, 1, 1, None]]},  # a percent over 100
+        {**good, "host": [101, 1, 1]},
+        {**good, "host": [1, 1, 1.5]},  # bytes that are not whole
         {**good, "seq": "1"},
     ):
         with pytest.raises(BadDelta):
             apply_delta(_line(broken), base, 0.0)
+    # Whole floats where bytes are expected are taken, as ints (the inlined checks send any
+    # value they do not accept outright through the general one).
+    whole = apply_delta(_line({**good, "host": [1, 1, 4096.0]}), base, 0.0)
+    assert whole.mem_used_bytes == 4096 and type(whole.mem_used_bytes) is int
+    assert base.gpus[0].processes is not None and len(base.gpus[0].processes) == 1
+    for bad in (True, -1, "7"):
+        with pytest.raises(BadDelta, match=r"delta\.gpus\[0\]\[6\]"):
+            apply_delta(_line({**good, "gpus": [[1, 1, 1, 1, 1, 1, [bad]]]}), base, 0.0)
+    row = [1, 1, 1, 1, 1, 1, [2048.0]]
+    procs = apply_delta(_line({**good, "gpus": [row]}), base, 0.0).gpus[0].processes
+    assert procs is not None and procs[0].memory_bytes == 2048
+    assert type(procs[0].memory_bytes) is int and procs[0].pid == 7
 
 
 # -- lost-host detection over real SSH at 1 Hz ------------------------------------------------

@@ -27,6 +27,9 @@ _GPU_BOUNDS = (
     (*WINDOW_S, False),
 )
 _HOST_BOUNDS = ((*PERCENT, False), (*LOAD, False), (*BYTES, True))
+# The same bounds as plain names, for the checks inlined on the hot path.
+_REAL = (int, float)  # type() membership: bool is neither
+(_P_LO, _P_HI), (_L_LO, _L_HI), (_B_LO, _B_HI) = PERCENT, LOAD, BYTES
 
 
 class BadDelta(ValueError):
@@ -70,8 +73,14 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     host = msg.get("host")
     if type(host) is not list or len(host) != len(_HOST_BOUNDS):
         raise BadDelta("delta.host", host, "not a list of 3")
-    pairs = enumerate(zip(host, _HOST_BOUNDS, strict=True))
-    cpu, load1, mem_used = (_num(v, *b, f"delta.host[{i}]") for i, (v, b) in pairs)
+    cpu, load1, mem_used = host
+    if not (
+        (cpu is None or (type(cpu) in _REAL and _P_LO <= cpu <= _P_HI))
+        and (load1 is None or (type(load1) in _REAL and _L_LO <= load1 <= _L_HI))
+        and (mem_used is None or (type(mem_used) is int and _B_LO <= mem_used <= _B_HI))
+    ):
+        pairs = enumerate(zip(host, _HOST_BOUNDS, strict=True))
+        cpu, load1, mem_used = (_num(v, *b, f"delta.host[{i}]") for i, (v, b) in pairs)
     rows = msg.get("gpus")
     bases = base.gpus
     if type(rows) is not list or len(rows) != len(bases):
@@ -103,8 +112,15 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         if pmem is not None:
             if procs is None or type(pmem) is not list or len(pmem) != len(procs):
                 raise BadDelta(f"delta.gpus[{i}][6]", pmem, "not the base's processes")
+            # Checked inline; the general check (and its field path) only for an odd value.
             procs = tuple(
-                GpuProcess(p.pid, p.name, _num(m, *BYTES, True, f"delta.gpus[{i}][6]"))
+                GpuProcess(
+                    p.pid,
+                    p.name,
+                    m
+                    if type(m) is int and _B_LO <= m <= _B_HI
+                    else _num(m, *BYTES, True, f"delta.gpus[{i}][6]"),
+                )
                 for p, m in zip(procs, pmem, strict=True)
             )
         gpus.append(
