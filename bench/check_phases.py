@@ -4,7 +4,9 @@
 
 Starts the simulators of bench/bringup_sim.py (probe replayed; other commands run here) and,
 in this process, runs the doctor's steps with a progress callback timestamped as it fires:
-connect (every host settled), probe, GPU health, GCS reach. It also times the fleet alone
+connect (every host settled), probe, GPU health, GCS reach. Since e58846c each host goes
+through these steps on its own, so a mark says when the doctor stopped waiting for the step
+before on every host (the steps overlap), not when the next began. It also times the fleet alone
 until every host is up, and until the down host (last in hosts.yaml) has failed, and reports
 this process's CPU time and the simulators' for each. `--connects` sets the fleet's connect
 cap (the product default when left out). `--profile` writes cProfile of the doctor run to
