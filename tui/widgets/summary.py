@@ -43,7 +43,7 @@ def summary_text(
     t.append(f"hosts {up}/{len(hosts)} up", "bold green" if up == len(hosts) else "bold yellow")
     if problems:
         t.append(f"  {problems} with problems", "bold red")
-    t.append(f"   GPUs {fleet.gpus}")
+    t.append(f"   GPUs {fleet.gpus:d}")
     if fleet.util_count:
         t.append(f"   util {fleet.util_sum / fleet.util_count:.0f}%")
     if total:
