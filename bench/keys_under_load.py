@@ -19,7 +19,9 @@ that shows the key's whole effect, encoded for the terminal:
   * the effect: the handler the key reaches is wrapped (GpuTable's cursor/page/jump/fold
     actions, ClusterScreen's sort/filter actions, set_filter, the filter box's submit); when
     it moved the cursor, the effect ends with the details pane's refresh that the table's
-    Selected message causes. (A sort's toast is not waited for.)
+    Selected message causes (where the screen handles that message; a table that calls the
+    screen back at once ends the effect with the cursor's move). A sort's toast is not
+    waited for.
   * the frame: every widget the effect left dirty (repaint/layout/scroll flags; class and
     focus changes restyle at once in Textual 8, so the filter box shown/hidden is among them)
     must reach the screen and be drawn. Screen._compositor_refresh is wrapped; a widget
@@ -38,15 +40,25 @@ Pilot and harness overhead: every size is measured twice, `static` first: the sa
 inventory and the same table (every host's hello and 20 samples fed through the monitor's
 ingest, links marked up) with nothing streaming (no SSH, no telemetry, no Ray polling), then
 `stream`: the real SSH streams at 1 Hz. `static` is the cost of the keys themselves at that
-table size plus the pilot's (its idle waits run beside, not in, the timed path); stream −
-static is what the telemetry load adds. The supervisor (VERL_TUI_SUPERVISE) is off in both.
+table size plus the pilot's (its idle waits run beside, not in, the timed path; the pilot
+posts keys as a terminal driver does, so the press→handler time is ~1 ms, `handled_ms`);
+stream − static is what the telemetry load adds. The app's gc.freeze after warm-up happens
+in both; the supervisor (VERL_TUI_SUPERVISE) is off in both.
 
 Also reported: the cockpit's CPU while pressing (getrusage, % of one core), the simulator's,
 the sample→screen latency of the telemetry while the keys were pressed, presses that had to
-wait for the previous one (slower than the 150–300 ms rhythm), and timeouts (none expected).
+wait for the previous one (slower than the 150–300 ms rhythm), timeouts (none expected), and
+per press: `net_ms` (drawn less the time the cockpit's thread sat runnable while another
+process had its CPU, /proc/thread-self/schedstat: on a shared 2-core box that is most of the
+noise), and the time inside rebuild / the telemetry frame / summary / details / draw /
+ingest / the garbage collector (`spent_ms`; per class the slowest tenth's mean, which says
+what the tail is made of), the collector's tracked objects and full-pass cost after warm-up.
 
     .venv/bin/python bench/keys_under_load.py [--hosts 128,1024] [--presses 360]
                                               [--modes static,stream] [--pyspy PATH]
+keys_under_load-device-*.json: the same on the device machine (16 cores, nothing else
+running), with .dev/site.tar.xz (bench/device_bringup.sh pack) unpacked on PYTHONPATH and
+--hosts 1024 --presses 200, from a copy of tui/ at the commit named in the file.
 """
 
 from __future__ import annotations
@@ -160,6 +172,7 @@ class KeyProbe:
 
     current: KeyProbe | None = None
     saved: list[tuple[type, str, Any]] = []
+    details_by_message = True
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -298,7 +311,7 @@ class KeyProbe:
                     probe.capture(p)
                     if TRACE:
                         p.trace.append(sorted(type(w).__name__ for w in p.targets))
-                    if table.cursor != before:
+                    if table.cursor != before and cls.details_by_message:
                         p.await_selected = True  # the details pane follows the cursor
                     else:
                         probe.set_terminal(p)
@@ -326,19 +339,24 @@ class KeyProbe:
         ):
             patch(ClusterScreen, name, effect(getattr(ClusterScreen, name)))
 
-        selected = ClusterScreen.on_gpu_table_selected
+        # Where the details pane follows the cursor through the table's Selected message, the
+        # effect ends in the screen's handler; where it is called at once (a table hook),
+        # the cursor's move is the end.
+        selected = ClusterScreen.__dict__.get("on_gpu_table_selected")
+        cls.details_by_message = selected is not None
+        if selected is not None:
 
-        @functools.wraps(selected)
-        def on_selected(self, message):
-            result = selected(self, message)
-            probe = cls.current
-            p = probe.press if probe is not None else None
-            if p is not None and p.await_selected and not p.terminal:
-                probe.capture(p)
-                probe.set_terminal(p)
-            return result
+            @functools.wraps(selected)
+            def on_selected(self, message):
+                result = selected(self, message)
+                probe = cls.current
+                p = probe.press if probe is not None else None
+                if p is not None and p.await_selected and not p.terminal:
+                    probe.capture(p)
+                    probe.set_terminal(p)
+                return result
 
-        patch(ClusterScreen, "on_gpu_table_selected", on_selected)
+            patch(ClusterScreen, "on_gpu_table_selected", on_selected)
 
         compositor_refresh = Screen._compositor_refresh
 
@@ -527,6 +545,9 @@ def _static_feed(app: Any) -> None:
         for seq in range(STATIC_SAMPLES):
             sample = simhosts.agent_sample(i, GPUS, seq, hostname)
             monitor.ingest_line(name, json.dumps(sample))
+    freeze = getattr(app, "freeze_after_warm_up", None)
+    if freeze is not None:  # what start_telemetry does once every host has answered
+        freeze()
 
 
 def _heap() -> dict:
@@ -912,7 +933,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                         print_run(r)
             finally:
                 stop_sim(sim)
-    goal = {}
+    goal: dict[str, Any] = {}
     for r in runs:
         if r["hosts"] == GOAL_HOSTS and r["mode"] == "stream" and "keys" in r:
             goal.setdefault("p95_ms", []).append(
