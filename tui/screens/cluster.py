@@ -95,6 +95,8 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         return self._table
 
     def on_mount(self) -> None:
+        # The details pane follows the cursor in the cursor's own frame (not a message later).
+        self.table.on_cursor = lambda _row: self._refresh_details()
         self.table.set_hosts(self.hosts)
         self.table.focus()
         if self.ray_view is not None:
@@ -183,9 +185,6 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
             shown = gpu_details(self.hosts[row.host], row.gpu)
         # Host names, GPU names, process names and errors come from the agent.
         pane.update(styled(shown), layout=False)
-
-    def on_gpu_table_selected(self, _: GpuTable.Selected) -> None:
-        self._refresh_details()
 
     # -- actions -----------------------------------------------------------------------------
 
