@@ -713,9 +713,14 @@ async def _measure(
         await asyncio.sleep(warmup)
         result["heap"] = _heap()
         if gc_mode == "freeze":
-            # The fix under test (bench only): what survived warm-up leaves the collector's
-            # scans; the full collections that remain walk only what came after.
+            # An experiment (bench only): what survived warm-up leaves the collector's scans
+            # (the app does this itself since 1f6539f).
             gc.freeze()
+        elif gc_mode.startswith("thresh:"):
+            # An experiment (bench only): the collector's thresholds, e.g. thresh:10000,10,10
+            # (young samples die when replaced, before a pass promotes them).
+            a0, a1, a2 = (int(x) for x in gc_mode.split(":", 1)[1].split(","))
+            gc.set_threshold(a0, a1, a2)
         screen = app.cluster_screen
         if app.screen is not screen:
             result["error"] = f"another screen is on top: {type(app.screen).__name__}"
@@ -994,8 +999,9 @@ def main() -> int:
     p.add_argument(
         "--gc",
         default="",
-        choices=["", "freeze"],
-        help="experiment: freeze: gc.freeze() after warm-up (the proposed fix, bench only)",
+        metavar="MODE",
+        help="experiment after warm-up (bench only): freeze (gc.freeze()) or thresh:A,B,C "
+        "(gc.set_threshold)",
     )
     p.add_argument("--pyspy", default="", metavar="PATH", help="py-spy over each window")
     p.add_argument("--out", default="", help="file name under bench/results")
