@@ -223,3 +223,19 @@ def test_summary_adds_each_hosts_cached_totals():
     totals = hosts["a"].latest.totals()
     assert totals is hosts["a"].latest.totals()  # cached on the sample
     assert (totals.gpus, totals.util_count, totals.power_w) == (2, 1, 600)
+
+
+async def test_gc_tuned_once_hosts_answered_and_restored_on_exit(gpu_env):
+    """Once every host has answered the cockpit freezes what exists and spaces young GC passes
+    (key frames under load); leaving, it gives the process back as it found it."""
+    import gc
+
+    from tui.app import GC_YOUNG_THRESHOLD
+
+    before = gc.get_threshold()
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        await wait_for(pilot, lambda: gc.get_threshold()[0] == GC_YOUNG_THRESHOLD)
+        assert gc.get_freeze_count() > 0
+        assert all(h.latest is not None for h in app.monitor.hosts.values())
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
