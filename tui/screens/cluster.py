@@ -95,8 +95,10 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         return self._table
 
     def on_mount(self) -> None:
-        # The details pane follows the cursor in the cursor's own frame (not a message later).
+        # The details pane follows the cursor, and the table the filter box, in the same frame
+        # as the key that moved them (not a message hop and a frame later).
         self.table.on_cursor = lambda _row: self._refresh_details()
+        self.watch(self.query_one("#filter", Input), "value", self.set_filter, init=False)
         self.table.set_hosts(self.hosts)
         self.table.focus()
         if self.ray_view is not None:
@@ -192,10 +194,6 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         box = self.query_one("#filter", Input)
         box.add_class("visible")
         box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.set_filter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
