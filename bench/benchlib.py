@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +44,24 @@ def pct(values: list[float], q: float) -> float | None:
     k = (len(s) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def run_child(
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: Path
+) -> tuple[dict | None, str, int | None]:
+    """A bench's worker process, run to its end (or the timeout): (its result, the last
+    `RESULT {json}` line of its stdout, or None; its stderr; its exit status, None if killed)."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=cwd
+        )
+        out, err, rc = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        rc = None
+    result = None
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[7:])
+    return result, err, rc

@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import code_version, pct
+from benchlib import code_version, pct, run_child
 from telemetry_fanin import start_sim, stop_sim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -859,18 +859,8 @@ def run_one(mode: str, n: int, hosts_yaml: str, sim_pid: int, args, cpu: int | N
     limit = args.warmup_timeout + args.warmup + args.presses * (args.gap_max + 1) + 120
     result: dict = {"mode": mode, "hosts": n}
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=limit, env=env, cwd=ROOT
-        )
-        out, err, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        rc = None
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[7:])
+    got, err, rc = run_child(argv, timeout=limit, env=env, cwd=ROOT)
+    result = got or result
     result["worker_exit"] = rc
     result["worker_wall_s"] = round(time.monotonic() - t0, 1)
     if "keys" not in result and "error" not in result:

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import code_version, pct
+from benchlib import code_version, pct, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -557,23 +557,13 @@ def run_one(
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                [*argv, "--warmup-timeout", str(args.warmup_timeout)],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=env,
-                cwd=ROOT,
-            )
-            out, err, rc = proc.stdout, proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            rc = None
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                result = json.loads(line[7:])
+        got, err, rc = run_child(
+            [*argv, "--warmup-timeout", str(args.warmup_timeout)],
+            timeout=timeout,
+            env=env,
+            cwd=ROOT,
+        )
+        result = got or result
         result["worker_exit"] = rc
         if rc != 0:  # e.g. a traceback while the app shut down, after the measurement
             lines = [ln for ln in err.splitlines() if ln.strip()]
