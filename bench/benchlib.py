@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,14 +48,42 @@ def pct(values: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def self_cpu_s() -> float:
+    """This process's user+system CPU, seconds."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def proc_cpu_s(pid: int | None) -> float | None:
+    """utime+stime of another process, seconds (Linux /proc); None if unknown."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pin(cpu: int | None) -> None:
+    """Run this process on one CPU (benches pin the simulator and the cockpit apart)."""
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
+
+
 def run_child(
-    argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: Path
+    argv: Sequence[str], *, timeout: float, cwd: Path = ROOT
 ) -> tuple[dict | None, str, int | None]:
-    """A bench's worker process, run to its end (or the timeout): (its result, the last
-    `RESULT {json}` line of its stdout, or None; its stderr; its exit status, None if killed)."""
+    """A bench's worker process (the repository first on its PYTHONPATH), run to its end (or
+    the timeout): (its result, the last `RESULT {json}` line of its stdout, or None; its
+    stderr; its exit status, None if killed)."""
+    path = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=cwd
+            list(argv), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
         )
         out, err, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:

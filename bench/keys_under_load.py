@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import code_version, pct, run_child
+from benchlib import code_version, pct, pin, proc_cpu_s, run_child, self_cpu_s
 from telemetry_fanin import start_sim, stop_sim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -513,22 +513,6 @@ def _can_move(table: Any, key: str) -> bool:
     return table.cursor > 0
 
 
-def _self_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _proc_cpu_s(pid: int | None) -> float | None:
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _static_feed(app: Any) -> None:
     """The baseline's telemetry: every host's hello and STATIC_SAMPLES samples through the
     monitor's own ingest, links marked up; nothing connects, nothing streams afterwards."""
@@ -732,7 +716,7 @@ async def _measure(
         queue: list[tuple[str, str]] = []
         if on_window:
             on_window(True)
-        cpu0, wall0, sim0 = _self_cpu_s(), time.monotonic(), _proc_cpu_s(sim_pid)
+        cpu0, wall0, sim0 = self_cpu_s(), time.monotonic(), proc_cpu_s(sim_pid)
         window["on"] = probe.window = True
         next_at = time.perf_counter()
         while len(records) < presses:
@@ -764,7 +748,7 @@ async def _measure(
                 break  # the app failed: run_test raises it on the way out
             next_at = p.t0 + rng.uniform(*gap)
         window["on"] = probe.window = False
-        cpu1, wall1, sim1 = _self_cpu_s(), time.monotonic(), _proc_cpu_s(sim_pid)
+        cpu1, wall1, sim1 = self_cpu_s(), time.monotonic(), proc_cpu_s(sim_pid)
         if on_window:
             on_window(False)
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -794,12 +778,6 @@ async def _measure(
 
 # ------------------------------------------------------------------------------------------
 # worker and orchestrator
-
-
-def _pin(cpu: int | None) -> None:
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {cpu})
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -852,14 +830,10 @@ def run_one(mode: str, n: int, hosts_yaml: str, sim_pid: int, args, cpu: int | N
         argv += ["--gc", args.gc]
     if args.pyspy:
         argv += ["--pyspy", args.pyspy]
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    )
     limit = args.warmup_timeout + args.warmup + args.presses * (args.gap_max + 1) + 120
     result: dict = {"mode": mode, "hosts": n}
     t0 = time.monotonic()
-    got, err, rc = run_child(argv, timeout=limit, env=env, cwd=ROOT)
+    got, err, rc = run_child(argv, timeout=limit)
     result = got or result
     result["worker_exit"] = rc
     result["worker_wall_s"] = round(time.monotonic() - t0, 1)
@@ -1002,7 +976,7 @@ def main() -> int:
     args = p.parse_args()
     if args.worker:
         args.worker_mode, args.worker_hosts = args.worker[0], int(args.worker[1])
-        _pin(args.cpu)
+        pin(args.cpu)
         sys.path.insert(0, str(ROOT))
         return run_worker(args)
     return orchestrate(args)

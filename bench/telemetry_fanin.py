@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import code_version, pct, run_child
+from benchlib import code_version, pct, pin, proc_cpu_s, run_child, self_cpu_s
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -57,27 +57,6 @@ SMI_ARGV = ["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,no
 
 # ------------------------------------------------------------------------------------------
 # helpers
-
-
-def _proc_cpu_s(pid: int) -> float | None:
-    """utime+stime of another process, seconds (Linux /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _self_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _pin(cpu: int | None) -> None:
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {cpu})
 
 
 # ------------------------------------------------------------------------------------------
@@ -369,8 +348,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
         if naive_cls is not None:
             naive_cls.polls, naive_cls.poll_errors = 0, 0
             naive_cls.poll_rtts.clear()
-        cpu0, wall0 = _self_cpu_s(), time.monotonic()
-        sim0 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
+        cpu0, wall0 = self_cpu_s(), time.monotonic()
+        sim0 = proc_cpu_s(args.sim_pid)
         rec.measuring = True
         gc_clock.reset()
         if accounts:
@@ -385,8 +364,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
         if spy is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 spy.wait(timeout=30)
-        cpu1, wall1 = _self_cpu_s(), time.monotonic()
-        sim1 = _proc_cpu_s(args.sim_pid) if args.sim_pid else None
+        cpu1, wall1 = self_cpu_s(), time.monotonic()
+        sim1 = proc_cpu_s(args.sim_pid)
         lag_task.cancel()
         gc_s = gc_clock.total
         gc_runs = {g: [n, round(gc_clock.spent[g] * 1000, 1)] for g, n in gc_clock.runs.items()}
@@ -552,16 +531,12 @@ def run_one(
             argv += ["--pyspy", args.pyspy]
         if args.account:
             argv.append("--account")
-        pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, PYTHONPATH=pythonpath)
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
         got, err, rc = run_child(
             [*argv, "--warmup-timeout", str(args.warmup_timeout)],
             timeout=timeout,
-            env=env,
-            cwd=ROOT,
         )
         result = got or result
         result["worker_exit"] = rc
@@ -801,7 +776,7 @@ def main() -> int:
         args.worker_mode, args.worker_hosts = args.worker[0], int(args.worker[1])
         if args.worker_mode not in ("stream", "full", "naive"):
             p.error("worker mode is stream, full or naive")
-        _pin(args.cpu)
+        pin(args.cpu)
         sys.path.insert(0, str(ROOT))
         result = asyncio.run(run_worker(args))
         return 0 if "cpu_percent" in result else 1

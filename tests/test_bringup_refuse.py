@@ -23,35 +23,23 @@ def three_hosts(ns_cluster_factory):
     return ns_cluster_factory(3)
 
 
-def refuse_yaml(cluster, tmp_path: Path, name: str, *, slow_host: str) -> Path:
+def refuse_yaml(cluster, tmp_path: Path, *, slow_host: str) -> Path:
     """hosts.yaml for the three hosts, `slow_host`'s interpreter taking 4 s to start."""
     slow = tmp_path / "slow-python"
     slow.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
-    lines = [
-        f"cluster: {name}",
-        f"python: {sys.executable}",
-        "ssh:",
-        "  user: root",
-        f"  identity_file: {cluster.client_key}",
-        f"  known_hosts: {cluster.known_hosts}",
-        "  config: ''",
-        "  connect_timeout: 3",
-        "hosts:",
-    ]
-    for h in cluster.hosts:
-        lines += [f"  - name: {h.name}", f"    address: {h.address}"]
-        if h.name == slow_host:
-            lines.append(f"    python: {slow}")
-    path = tmp_path / "hosts.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return cluster.write_hosts_yaml(
+        tmp_path / "hosts.yaml",
+        python=sys.executable,
+        extra_host_fields={slow_host: {"python": str(slow)}},
+        ssh_fields={"config": "", "connect_timeout": 3},
+    )
 
 
 async def test_up_refuses_at_once_when_a_host_is_down(three_hosts, tmp_path):
     # node2's interpreter takes 4 s to start: its probe answers long after node3 is known down.
     _, n2, n3 = three_hosts.hosts
-    path = refuse_yaml(three_hosts, tmp_path, "refuse", slow_host=n2.name)
+    path = refuse_yaml(three_hosts, tmp_path, slow_host=n2.name)
     three_hosts.kill_host(n3.name)
     inv = load_inventory(path)
     events = []
@@ -73,7 +61,7 @@ async def test_up_refuses_while_the_head_lock_is_pending(three_hosts, tmp_path):
     # The head's interpreter takes 4 s to start, so its lock helper answers 4 s after the
     # head connected; node3 is down. The refusal must not wait for the head's lock.
     n1, _, n3 = three_hosts.hosts
-    path = refuse_yaml(three_hosts, tmp_path, "refuse-lock", slow_host=n1.name)
+    path = refuse_yaml(three_hosts, tmp_path, slow_host=n1.name)
     lock_file = f"{HEAD_LOCK_DIR}/{LOCK_NAME}"
     assert three_hosts.exec_in(n1.name, ["test", "-e", lock_file]).returncode != 0
     three_hosts.kill_host(n3.name)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tui.cluster.agent_schema import BYTES, EPOCH, LOAD, PERCENT, SEQ, TEMP_C, WATTS, WINDOW_S
 from tui.cluster.agent_schema import describe as _describe
-from tui.cluster.models import GpuProcess, GpuSample, GpuTotals, HostSample
+from tui.cluster.models import GpuProcess, GpuSample, HostSample
 
 DELTA_PREFIX = '{"type":"delta"'  # how the agent's json.dumps starts a delta line
 # Per GPU, in the order gpu_common.DELTA_GPU_KEYS sends them: (lo, hi, integral).
@@ -87,8 +87,6 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     if type(rows) is not list or len(rows) != len(bases):
         raise BadDelta("delta.gpus", rows, f"not a list of {len(bases)}")
     gpus = []
-    # The sample's GPU totals (HostSample.totals) added here, while the numbers are at hand.
-    totals = GpuTotals()
     for i, row in enumerate(rows):
         if type(row) is not list or len(row) != 7:
             raise BadDelta(f"delta.gpus[{i}]", row, "not a list of 7")
@@ -108,14 +106,6 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
                 for j, (lo, hi, integral) in enumerate(_GPU_BOUNDS)
             )
         b = bases[i]
-        if not b.error:
-            totals.gpus += 1
-            if util is not None:
-                totals.util_sum += util
-                totals.util_count += 1
-            totals.memory_used_bytes += used or 0
-            totals.memory_total_bytes += b.memory_total_bytes or 0
-            totals.power_w += power or 0
         procs = b.processes
         if pmem is not None:
             if procs is None or type(pmem) is not list or len(pmem) != len(procs):
@@ -149,7 +139,7 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
                 b.vendor,
             )
         )
-    return HostSample(
+    sample = HostSample(
         seq=seq if seq is not None else base.seq,
         t=float(t) if t is not None else received,
         received=received,
@@ -161,5 +151,8 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         mem_total_bytes=base.mem_total_bytes,
         ncpu=base.ncpu,
         gpus=tuple(gpus),
-        _totals=totals,
     )
+    # Its GPU totals now, while the sample is fresh in the cache: the summary adds every
+    # host's twice a second, and summing 1,024 cold samples there cost more.
+    sample.totals()
+    return sample

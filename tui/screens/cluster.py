@@ -124,12 +124,11 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         """The head's view of Ray changed: the Ray column and the summary follow."""
         self.ray_view = view
         # Polled every few seconds: repaint only when what the table and summary show moved.
-        shown = (view.state, view.status is None, view.node_state)
-        if self.is_mounted and shown != self._ray_shown:  # else on_mount applies it
+        if self.is_mounted and _ray_shown(view) != self._ray_shown:  # else on_mount applies it
             self._show_ray(view)
 
     def _show_ray(self, view: RayView) -> None:
-        self._ray_shown = (view.state, view.status is None, view.node_state)
+        self._ray_shown = _ray_shown(view)
         roles = {h: ("head" if i == 0 else "worker") for i, h in enumerate(self.roles)}
         self.table.ray_label = lambda host: view.host_label(host, roles.get(host, "?"))
         self.table.refresh()
@@ -238,3 +237,8 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         if row is not None:
             cast("VerlTuiApp", self.app).reconnect(row.host)
             self.notify(f"reconnecting {markup(row.host)}", timeout=1.5)
+
+
+def _ray_shown(view: RayView) -> tuple:
+    """What of Ray's view the table's labels and the summary show."""
+    return (view.state, view.status is None, view.node_state)
