@@ -344,7 +344,7 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     function bodies, which run later, but defaults, decorators and class bodies)."""
     defined, read = set(), set()
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -361,7 +361,7 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
 def loads(node: ast.AST) -> set[str]:
     """Names read when the statement runs: a def's defaults and decorators, a class's bases
     and body, not the functions' bodies."""
-    if isinstance(node, ast.FunctionDef):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         runs = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
         return {n for r in runs if r is not None for n in loads(r)}
     if isinstance(node, ast.ClassDef):

@@ -538,9 +538,11 @@ class NsCluster:
         extra_host_fields: dict[str, dict] | None = None,
         names: list[str] | None = None,
         ssh_fields: dict[str, object] | None = None,
+        top_fields: dict[str, object] | None = None,
     ) -> Path:
         """Write a hosts.yaml (the product's format) listing `names` (default: every host);
-        `ssh_fields` adds keys to its `ssh:` section (e.g. connect_timeout)."""
+        `ssh_fields` adds keys to its `ssh:` section (e.g. connect_timeout), `top_fields`
+        top-level sections (e.g. telemetry)."""
         self._require_started()
         extra = extra_host_fields or {}
         unknown = sorted(set(extra) - set(self._names))
@@ -555,6 +557,7 @@ class NsCluster:
             f"  identity_file: {_yaml_scalar(str(self.client_key))}",
             f"  known_hosts: {_yaml_scalar(str(self.known_hosts))}",
             *(ln for k, v in (ssh_fields or {}).items() for ln in _yaml_field(k, v, indent=2)),
+            *(ln for k, v in (top_fields or {}).items() for ln in _yaml_field(k, v, indent=0)),
             "hosts:",
         ]
         for name in names if names is not None else self._names:

@@ -239,6 +239,7 @@ class HostTelemetry:
     hostname: str | None = None
     driver: str | None = None
     container: str | None = None  # hosts.yaml `container:` (label) the agent runs in
+    route: str | None = None  # "relay HOST" while its lines come through a relay (relay_plan)
     latest: HostSample | None = None
     samples: int = 0  # recorded so far: keeps sparkline buckets aligned as history rolls
     util_history: dict[int, History] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from tui.cluster.agent_delta import DELTA_PREFIX, BadDelta, StaleDelta, apply_delta
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
+from tui.cluster.relay_plan import RelayHub
 from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -93,6 +94,15 @@ class TelemetryMonitor:
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
+        # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
+        self.relays = RelayHub(
+            fleet,
+            inventory,
+            self.interval,
+            deliver=self.ingest_line,
+            note=self._relay_note,
+            route_shown=self._route_shown,
+        )
         fleet.add_listener(self.on_link_status)
 
     def add_listener(self, listener: ChangeListener) -> None:
@@ -118,12 +128,28 @@ class TelemetryMonitor:
         for host in self.inventory.hosts:
             self._tasks.append(asyncio.create_task(self._follow(host), name=f"gpu:{host.name}"))
         self._tasks.append(asyncio.create_task(self._watch_stale(), name="gpu:stale"))
+        self.relays.start()
 
     async def close(self) -> None:
+        await self.relays.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+
+    def _relay_note(self, name: str, problem: str | None) -> None:
+        ht = self.hosts[name]
+        if problem is None:
+            ht.problems.pop("relay", None)
+        else:
+            ht.note_problem("relay", problem, time.time())
+        self._changed(name)
+
+    def _route_shown(self, name: str, route: str | None) -> None:
+        ht = self.hosts[name]
+        if ht.route != route:
+            ht.route = route
+            self._changed(name)
 
     async def wait_first(self, timeout: float) -> None:
         """Until every host has produced a sample or a failure (or the timeout passes)."""
@@ -190,9 +216,11 @@ class TelemetryMonitor:
             self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
             return False
         opened.append(stream)
+        self.relays.leaf_started(host.name, stream, transport)
         try:
             await stream.finished()
         finally:
+            self.relays.leaf_ended(host.name)
             await stream.close()
         good = ht.samples > samples_before
         if self.fleet.status(host.name).state != HostState.UP:
@@ -244,6 +272,9 @@ class TelemetryMonitor:
         elif kind == "error":
             ht.state, ht.error, ht.error_from_agent = TelemetryState.ERROR, msg.message, True
             self._first[ht.name].set()
+        elif kind == "route":
+            self.relays.on_route(ht.name, msg.route, msg.relay, msg.message)
+            return
         elif kind == "invalid":
             if not line.strip():
                 return  # a blank line is harmless
@@ -281,9 +312,18 @@ class TelemetryMonitor:
 
     async def _watch_stale(self) -> None:
         limit = max(self.interval * _STALE_AFTER_INTERVALS, 2.0)
+        hosts = self.hosts
+
+        def last_sample(name: str) -> float | None:
+            latest = hosts[name].latest
+            return latest.received if latest is not None else None
+
         while True:
-            await asyncio.sleep(min(self.interval, 1.0))
+            # Relayed hosts are checked twice an interval: a quiet one goes direct at once.
+            await asyncio.sleep(min(self.interval, 1.0) / (2 if self.relays else 1))
             now = time.time()
+            if self.relays:
+                self.relays.check_quiet(now, last_sample)
             for ht in self.hosts.values():
                 if (
                     ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)

@@ -109,6 +109,17 @@ class SshOptions(_Strict):
 class TelemetryOptions(_Strict):
     interval: float = Field(default=1.0, ge=0.1, le=60, description="seconds between GPU samples")
     history: int = Field(default=300, ge=10, le=3600, description="samples kept per GPU")
+    relay: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="gather each group's agent lines on one of its hosts (auto: 64+ hosts)",
+    )
+    relay_group: int = Field(default=128, ge=2, le=1024, description="hosts per relay")
+
+    @field_validator("relay", mode="before")
+    @classmethod
+    def _relay_words(cls, value: Any) -> Any:
+        # YAML reads a bare on/off (also yes/no, true/false) as a boolean.
+        return {True: "on", False: "off"}.get(value, value) if type(value) is bool else value
 
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -30,7 +30,8 @@ import importlib.resources
 
 # program -> the parts joined after it, in order (a part used at another's top level first).
 BUNDLES: dict[str, tuple[str, ...]] = {
-    "gpu_agent": ("gpu_common", "amd_cards", "gpu_nvml", "nvml_health", "gpu_amd"),
+    "gpu_agent": ("gpu_common", "amd_cards", "gpu_nvml", "nvml_health", "gpu_amd", "relay_wire"),
+    "gpu_relay": ("relay_wire",),
     "probe": ("amd_cards", "probe_gpus", "hf_cache"),
     "job_preflight": ("hf_cache",),
 }

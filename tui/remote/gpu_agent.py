@@ -9,6 +9,9 @@ Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` 
 (with ``--delta``, ``{"type":"delta",...}`` lines between full samples: gpu_common.DeltaEncoder);
 on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
 The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
+Relay (above ~64 hosts, tui/cluster/relay_plan.py): a stdin line ``relay HOST PORT INDEX TOKEN
+KEY`` sends the following lines through that relay (relay_wire.py), ``direct`` back to stdout;
+each change is announced on stdout as ``{"type":"route","via":"relay"|"direct",...}``.
 It exits (status 0) when stdin reaches EOF -- the SSH channel closing is how the cockpit stops
 it, since a remote process without a PTY gets no signal -- and on SIGTERM, SIGHUP or a broken pipe.
 """
@@ -31,6 +34,7 @@ import time
 from tui.remote.gpu_amd import _open_amd_backend
 from tui.remote.gpu_common import DeltaEncoder
 from tui.remote.gpu_nvml import NO_LIBRARY, NoneBackend, NvmlBackend, _open_nvidia_backend
+from tui.remote.relay_wire import RelayLink
 
 AGENT_PROTOCOL = 1
 
@@ -148,12 +152,86 @@ def _open_backend(interval, once):
     return MixedBackend(nvidia, amd)
 
 
-def _watch_stdin(stop, done):
-    """Set ``stop`` when stdin reaches EOF (the SSH channel closed)."""
+class Route:
+    """Where the agent's lines go: stdout, or a relay (relay_wire.py) once the cockpit says so
+    on stdin. Any relay failure sends this line and every later one to stdout again; each
+    change of route is announced on stdout with a ``{"type":"route",...}`` line."""
+
+    def __init__(self, out):
+        self.out, self.link = out, None
+        self.lock = threading.Lock()  # stdin's thread switches routes while main() emits
+
+    def emit(self, text):
+        with self.lock:
+            if self.link is not None:
+                try:
+                    self.link.send(text)
+                    return
+                except OSError as err:
+                    self._direct(f"relay {self.link.address} failed: {_err_text(err)}")
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def _direct(self, error):
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+        self.out.write(_route_line("direct", None, error) + "\n")
+        self.out.flush()
+
+    def command(self, line):
+        """One stdin line from the cockpit: ``relay HOST PORT INDEX TOKEN KEY`` or ``direct``."""
+        words = line.split()
+        if words == ["direct"]:
+            with self.lock:
+                self._direct(None)
+        elif len(words) == 6 and words[0] == "relay" and words[2].isdigit() and words[3].isdigit():
+            try:
+                key = bytes.fromhex(words[5])
+                link = RelayLink(words[1], int(words[2]), int(words[3]), words[4], key)
+            except (OSError, ValueError) as err:
+                with self.lock:
+                    self._direct(f"cannot reach relay {words[1]}:{words[2]}: {_err_text(err)}")
+                return
+            with self.lock:
+                if self.link is not None:
+                    self.link.close()
+                self.link = link
+                self.out.write(_route_line("relay", link.address, None) + "\n")
+                self.out.flush()
+
+    def close(self):
+        with self.lock:
+            if self.link is not None:
+                self.link.close()
+                self.link = None
+
+
+def _err_text(err):
+    return (str(err) or type(err).__name__)[:200]
+
+
+def _route_line(via, relay, error):
+    return json.dumps({"type": "route", "via": via, "relay": relay, "error": error})
+
+
+def _watch_stdin(stop, done, route=None):
+    """Set ``stop`` when stdin reaches EOF (the SSH channel closed); hand each line to
+    ``route`` (the cockpit's relay commands)."""
+    pending = b""
     try:
         fd = sys.stdin.fileno()
-        while os.read(fd, 4096):  # unbuffered: anything the cockpit sends is ignored
-            pass
+        while True:
+            data = os.read(fd, 4096)  # unbuffered
+            if not data:
+                break
+            if route is None:
+                continue
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                route.command(line.decode("ascii", "replace"))
+            pending = pending[-4096:]  # a command is short: never hold more than this
     except (AttributeError, OSError, ValueError):
         return  # no usable stdin (closed, or replaced in-process): nothing to watch
     stop.set()
@@ -183,14 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         if signum is not None:
             with contextlib.suppress(ValueError):  # main() called from a non-main thread
                 old_handlers[signum] = signal.signal(signum, lambda *_: stop.set())
+    route = Route(sys.stdout)
     if not args.once:
-        threading.Thread(target=_watch_stdin, args=(stop, done), daemon=True).start()
-
-    out = sys.stdout
+        threading.Thread(target=_watch_stdin, args=(stop, done, route), daemon=True).start()
 
     def emit(obj):
-        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        out.flush()
+        route.emit(json.dumps(obj, separators=(",", ":")))
 
     host = HostStats()
     backend = _open_backend(interval, args.once)
@@ -236,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader is gone. Point stdout at /dev/null so the exit-time flush stays quiet.
         with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:  # Ctrl-C when run by hand
         pass
     except Exception as err:  # a bug or a host we did not foresee: say why, in the protocol
@@ -245,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         backend.close()
+        route.close()
         done.set()
         for signum, handler in old_handlers.items():
             signal.signal(signum, handler)

@@ -244,7 +244,12 @@ class Fleet:
             attempts = 0
             was_up = True
             link.conn = conn
-            link.transport = ssh.SshTransport(host.name, conn, HostShell.for_host(host))
+            link.transport = ssh.SshTransport(
+                host.name,
+                conn,
+                HostShell.for_host(host),
+                host.ssh.keepalive_interval or ssh.DEFAULT_KEEPALIVE_INTERVAL,
+            )
             self._set(link, HostState.UP)
             link.settled.set()
             await conn.wait_closed()

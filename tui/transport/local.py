@@ -109,6 +109,12 @@ class LocalStream:
     def oversize_lines(self) -> int:
         return self._splitter.oversize
 
+    def send(self, text: str) -> None:
+        stdin = self._proc.stdin
+        if stdin is not None and not self._closed:
+            with contextlib.suppress(Exception):  # the command is gone
+                stdin.write(text.encode())
+
     async def stderr_tail(self) -> str:
         # asyncio.wait: never raises, even if close() already cancelled the reader.
         await asyncio.wait([self._stderr_task], timeout=1.0)
@@ -240,3 +246,6 @@ class LocalTransport:
         self, remote_host: str, remote_port: int, local_port: int = 0
     ) -> LocalForward:
         return LocalForward(remote_port)
+
+    def set_keepalive(self, interval: float | None) -> None:
+        """A local command has no link to check."""

@@ -340,6 +340,12 @@ class SshStream:
     def oversize_lines(self) -> int:
         return self._splitter.oversize
 
+    def send(self, text: str) -> None:
+        if self._closed:
+            return
+        with contextlib.suppress(Exception):  # the channel is gone: so is the command
+            self._proc.stdin.write(text.encode())
+
     async def stderr_tail(self) -> str:
         """The command's last stderr lines; where the host's env_setup failed, only the one
         line that says so (host, step, output tail)."""
@@ -435,10 +441,21 @@ class SshForward:
 
 
 class SshTransport:
-    def __init__(self, host: str, conn: asyncssh.SSHClientConnection, shell: HostShell = NO_SHELL):
+    def __init__(
+        self,
+        host: str,
+        conn: asyncssh.SSHClientConnection,
+        shell: HostShell = NO_SHELL,
+        keepalive: float = DEFAULT_KEEPALIVE_INTERVAL,
+    ):
         self.host = host
         self.shell = shell  # env_setup and container: every command goes through them
         self._conn = conn
+        self._keepalive = keepalive  # the host's setting, what set_keepalive(None) restores
+
+    def set_keepalive(self, interval: float | None) -> None:
+        with contextlib.suppress(Exception):  # a closed connection: nothing to check
+            self._conn.set_keepalive(self._keepalive if interval is None else interval)
 
     def _command(self, argv: Sequence[str], env: Mapping[str, str] | None) -> str:
         return group_command(command_line(argv, env, self.shell), self.shell.container)

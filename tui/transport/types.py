@@ -78,6 +78,9 @@ class StreamProcess(Protocol):
 
     async def stderr_tail(self) -> str: ...
 
+    def send(self, text: str) -> None:
+        """Write `text` to the command's stdin (nothing happens once the command is gone)."""
+
     async def close(self) -> None: ...
 
     @property
@@ -117,6 +120,11 @@ class Transport(Protocol):
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0
     ) -> Forward: ...
+
+    def set_keepalive(self, interval: float | None) -> None:
+        """How long the link may be silent before it is checked (None: the host's setting).
+        Telemetry lengthens it for a host whose lines come through a relay and shortens it
+        for one that went quiet; a link that is not SSH has none."""
 
 
 @dataclass(frozen=True)

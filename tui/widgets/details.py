@@ -55,6 +55,8 @@ def host_details(ht: HostTelemetry) -> Text:
     t.append(f"  state: {ht.display_state}")
     if ht.container:
         t.append(f"  in {ht.container}")
+    if ht.route:
+        t.append(f"  via {ht.route}", style="dim")
     if ht.driver:
         t.append(f"  driver {ht.driver}")
     s = ht.latest
