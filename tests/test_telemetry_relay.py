@@ -215,9 +215,9 @@ def _hosts_yaml(tmp_path, count: int, relay: str = "auto", group: int = 128):
 
 
 def test_relay_groups(tmp_path):
-    sizes = lambda n, **kw: [
-        len(g) for g in relay_groups(load_inventory(_hosts_yaml(tmp_path, n, **kw)))
-    ]  # noqa: E731
+    def sizes(n: int, **kw: object) -> list[int]:
+        return [len(g) for g in relay_groups(load_inventory(_hosts_yaml(tmp_path, n, **kw)))]
+
     assert sizes(63) == []  # auto: direct below 64 hosts
     assert sizes(64) == [64]
     assert sizes(1024) == [128] * 8
