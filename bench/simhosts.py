@@ -8,6 +8,11 @@ client key (strict host keys stay on: a real known_hosts file is written). Any e
   `` -u -c ``): a "hello" line, then one agent-format "sample" line per interval (8 GPUs, varying
   values, ``"t": time.time()`` at send) until stdin EOF or the channel closes; with ``--delta``
   through the agent's own DeltaEncoder (delta lines between full samples, as the agent sends).
+  Its stdin takes the cockpit's relay commands (``relay HOST PORT INDEX TOKEN KEY``, ``direct``):
+  samples then go to that relay as the real agent sends them (relay_wire.py), with the same
+  ``route`` lines.
+* the telemetry relay (tui/remote/gpu_relay.py, recognised by its docstring): the real relay's
+  code, run here in-process on 127.0.0.1 (``--bind`` is ignored), its output on the channel.
 * ``nvidia-smi ...``: 8 CSV rows in ``--format=csv,noheader,nounits`` order, exit 0.
 * anything else: exit 127.
 
@@ -38,6 +43,8 @@ import asyncssh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tui.remote.gpu_common import DeltaEncoder  # the agent's own encoder
+from tui.remote.gpu_relay import Relay, serve  # the relay's own code
+from tui.remote.relay_wire import sign
 
 MIB = 1024 * 1024
 GPU_NAME = "NVIDIA H100 80GB HBM3"
@@ -53,6 +60,8 @@ STATS = {
     "connections": 0,
     "real_execs": 0,
     "replayed": 0,
+    "relays": 0,
+    "relayed_lines": 0,
 }
 
 
@@ -163,15 +172,16 @@ async def _agent(
     STATS["agent_streams"] += 1
     hostname = f"sim{host:03d}"
     stop = asyncio.Event()
+    out = process.stdout
+    route = _Route(out)
 
     async def watch_stdin() -> None:
         with contextlib.suppress(Exception):
-            while await process.stdin.read(4096):
-                pass
+            while line := await process.stdin.readline():
+                await route.command(line)
         stop.set()
 
     watcher = asyncio.create_task(watch_stdin())
-    out = process.stdout
     try:
         out.write(
             json.dumps(
@@ -207,11 +217,102 @@ async def _agent(
                 if stop.is_set():
                     break
             line = encode(agent_sample(host, ngpus, seq, hostname))
-            out.write(json.dumps(line, separators=(",", ":")) + "\n")
+            route.emit(json.dumps(line, separators=(",", ":")))
             STATS["samples_sent"] += 1
             STATS["delta_lines"] += line["type"] == "delta"
             seq += 1
             slot = max(slot + 1, int((time.monotonic() - start) / interval) + 1)
+    except (OSError, asyncssh.Error):
+        pass
+    finally:
+        watcher.cancel()
+        route.close()
+        with contextlib.suppress(Exception):
+            process.exit(0)
+
+
+class _Route:
+    """The real agent's Route (gpu_agent.py), in asyncio: stdout, or a relay once told."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.writer: asyncio.StreamWriter | None = None
+        self.key, self.counter = b"", 0
+
+    def emit(self, text: str) -> None:
+        writer = self.writer
+        if writer is not None:
+            if not writer.is_closing():
+                self.counter += 1
+                data = text.encode()
+                writer.write(
+                    b"%d %s %s\n" % (self.counter, sign(self.key, self.counter, data), data)
+                )
+                STATS["relayed_lines"] += 1
+                return
+            self._direct("relay connection lost")
+        self.out.write(text + "\n")
+
+    def _route(self, via: str, relay: str | None, error: str | None) -> None:
+        self.out.write(
+            json.dumps({"type": "route", "via": via, "relay": relay, "error": error}) + "\n"
+        )
+
+    def _direct(self, error: str | None) -> None:
+        self.close()
+        self._route("direct", None, error)
+
+    async def command(self, line: str) -> None:
+        words = line.split()
+        if words == ["direct"]:
+            self._direct(None)
+        elif len(words) == 6 and words[0] == "relay":
+            try:
+                reader, writer = await asyncio.open_connection(words[1], int(words[2]))
+                writer.write(f"HELLO {words[3]} {words[4]}\n".encode())
+                if await asyncio.wait_for(reader.readline(), 5) != b"OK\n":
+                    writer.close()
+                    raise OSError("the relay refused this host")
+            except (OSError, ValueError, asyncio.TimeoutError) as exc:
+                self._direct(f"cannot reach relay {words[1]}:{words[2]}: {exc}")
+                return
+            self.close()
+            self.writer, self.key, self.counter = writer, bytes.fromhex(words[5]), 0
+            self._route("relay", f"{words[1]}:{words[2]}", None)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
+    """The real relay (gpu_relay.Relay/serve) on 127.0.0.1, its output on this channel."""
+    STATS["relays"] += 1
+    words = _agent_args(command)
+    try:
+        leaves = int(words[words.index("--leaves") + 1])
+        key = bytes.fromhex((await process.stdin.readline()).strip())
+    except (ValueError, IndexError):
+        process.exit(2)
+        return
+    stop = asyncio.Event()
+
+    async def watch_stdin() -> None:
+        with contextlib.suppress(Exception):
+            while await process.stdin.read(4096):
+                pass
+        stop.set()
+
+    watcher = asyncio.create_task(watch_stdin())
+    out = process.stdout
+    relay = Relay(key, leaves, lambda data: out.write(data.decode()))
+
+    def ready(port: int) -> None:
+        out.write(json.dumps({"type": "relay", "address": "127.0.0.1", "port": port}) + "\n")
+
+    try:
+        await serve(relay, "127.0.0.1", stop, ready)
     except (OSError, asyncssh.Error):
         pass
     finally:
@@ -315,7 +416,9 @@ def _handler(
         # the command itself follows the wrapper's " verl-tui " argv[0].
         command = command.split(" verl-tui ", 1)[-1]
         agent = " -u -c " in command and (not exec_real or "GPU telemetry agent" in command)
-        if exec_real and not agent and not command.startswith("nvidia-smi"):
+        if "GPU telemetry relay" in command:
+            await _relay(process, command)
+        elif exec_real and not agent and not command.startswith("nvidia-smi"):
             await _exec_real(process, command, cache_real)
         elif agent:
             words = _agent_args(command)  # the agent's own arguments follow its source
@@ -386,6 +489,7 @@ async def main_async(args: argparse.Namespace) -> None:
         *([f"  keepalive_count_max: {args.keepalive_count}"] if args.keepalive_count else []),
         "telemetry:",
         f"  interval: {args.interval}",
+        f"  relay: {args.relay}",
         "hosts:",
     ]
     for i, p in enumerate(ports):
@@ -436,6 +540,7 @@ def main() -> int:
         action="store_true",
         help="exec_real: run each distinct probe once, replay its answer for the other hosts",
     )
+    p.add_argument("--relay", default="auto", choices=["auto", "on", "off"], help="telemetry.relay")
     p.add_argument("--unreachable", type=int, default=0, help="extra hosts nothing listens for")
     p.add_argument("--keepalive-interval", type=float, help="hosts.yaml ssh.keepalive_interval")
     p.add_argument("--keepalive-count", type=int, help="hosts.yaml ssh.keepalive_count_max")

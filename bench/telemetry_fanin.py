@@ -7,7 +7,10 @@ the cockpit's CPU is measured alone. On a machine with 2+ CPUs the simulator is 
 CPU and the cockpit to another.
 
 Modes:
-  stream  the product's way: one long-lived agent stream per host (TelemetryMonitor).
+  stream  one long-lived agent stream per host (TelemetryMonitor), relays off: the product's
+          way below 64 hosts.
+  relay   the same agents, their lines gathered by one relay per 128 hosts (the simulator runs
+          the real relay code; tui/cluster/relay_plan.py): the product's way from 64 hosts.
   naive   a new SSH exec of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` per
           host per interval over the same persistent connection (NaiveMonitor below, bench
           only); its rows are turned into the agent format and fed to the normal ingest path,
@@ -453,7 +456,7 @@ def _cpus() -> tuple[int, list[int]]:
 
 
 def start_sim(
-    n: int, workdir: str, interval: float, cpu: int | None, keepalive: str = ""
+    n: int, workdir: str, interval: float, cpu: int | None, keepalive: str = "", relay: str = "off"
 ) -> tuple[subprocess.Popen, str]:
     argv = [
         sys.executable,
@@ -467,6 +470,8 @@ def start_sim(
         "--gpus",
         str(GPUS),
         "--exit-on-stdin-eof",
+        "--relay",
+        relay,
     ]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
@@ -505,7 +510,9 @@ def run_one(
     mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None, cpu_cockpit: int | None
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"verl-tui-sim{n}-") as workdir:
-        sim, hosts_yaml = start_sim(n, workdir, args.interval, cpu_sim, args.keepalive)
+        # relay: the product's default above 64 hosts; the other modes have relays off.
+        relay = "on" if mode == "relay" else "off"
+        sim, hosts_yaml = start_sim(n, workdir, args.interval, cpu_sim, args.keepalive, relay)
         argv = [
             sys.executable,
             str(Path(__file__).resolve()),
@@ -620,14 +627,17 @@ def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
 
 
 def goals(runs: list[dict]) -> dict:
+    """The goal at GOAL_HOSTS, judged on what the product runs there: relays, when measured."""
     out = {}
+    goal_mode = "relay" if any(r["mode"] == "relay" for r in runs) else "stream"
     for r in runs:
-        if r["hosts"] == GOAL_HOSTS and r["mode"] == "stream" and "cpu_percent" in r:
+        if r["hosts"] == GOAL_HOSTS and r["mode"] == goal_mode and "cpu_percent" in r:
             cpu_ok = r["cpu_percent"] <= GOAL_CPU
             p95 = r["latency_ms"]["p95"]
             lat_ok = p95 is not None and p95 <= GOAL_P95_MS
             out = {
                 "hosts": GOAL_HOSTS,
+                "mode": goal_mode,
                 "cpu_percent": r["cpu_percent"],
                 "cpu_goal": GOAL_CPU,
                 "cpu_ok": cpu_ok,
@@ -683,15 +693,17 @@ def orchestrate(args: argparse.Namespace) -> int:
     ratios = {}
     for n in sizes:
         by = {r["mode"]: r for r in runs if r["hosts"] == n and "cpu_percent" in r}
-        if "stream" in by and "naive" in by and by["stream"]["cpu_percent"] > 0:
-            ratios[n] = round(by["naive"]["cpu_percent"] / by["stream"]["cpu_percent"], 2)
-        elif "stream" in modes and "naive" in modes:
+        # naive against what the product runs at this size (relays above 64 hosts if measured)
+        ours = by.get("relay") if n >= 64 and "relay" in by else by.get("stream")
+        if ours and "naive" in by and ours["cpu_percent"] > 0:
+            ratios[n] = round(by["naive"]["cpu_percent"] / ours["cpu_percent"], 2)
+        elif "naive" in modes:
             ratios[n] = None
     print_table(runs, ratios, machine)
     g = goals(runs)
     if g:
         print(
-            f"\ngoal at {GOAL_HOSTS} hosts (stream): CPU {g['cpu_percent']}% of one core "
+            f"\ngoal at {GOAL_HOSTS} hosts ({g['mode']}): CPU {g['cpu_percent']}% of one core "
             f"(≤{GOAL_CPU:g}%: {'PASS' if g['cpu_ok'] else 'FAIL'}), sample→screen p95 "
             f"{g['p95_ms']} ms (≤{GOAL_P95_MS:g} ms: {'PASS' if g['p95_ok'] else 'FAIL'})"
         )
@@ -732,7 +744,8 @@ def main() -> int:
     p.add_argument(
         "--modes",
         default="stream,naive",
-        help="stream (delta lines), full (a full sample every second), naive; comma-separated",
+        help="stream (delta lines, one SSH stream a host), relay (delta lines through relays, "
+        "the default above 64 hosts), full (a full sample every second), naive; comma-separated",
     )
     p.add_argument("--seconds", type=float, default=20.0, help="measurement window")
     p.add_argument(
@@ -774,8 +787,8 @@ def main() -> int:
     args = p.parse_args()
     if args.worker:
         args.worker_mode, args.worker_hosts = args.worker[0], int(args.worker[1])
-        if args.worker_mode not in ("stream", "full", "naive"):
-            p.error("worker mode is stream, full or naive")
+        if args.worker_mode not in ("stream", "relay", "full", "naive"):
+            p.error("worker mode is stream, relay, full or naive")
         pin(args.cpu)
         sys.path.insert(0, str(ROOT))
         result = asyncio.run(run_worker(args))
