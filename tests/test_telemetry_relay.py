@@ -197,12 +197,19 @@ def test_cockpit_takes_no_forged_or_replayed_relayed_line(tmp_path):
     hub._relay_line(group, relayed(3, b'{"a":3}', leaf.key))
     hub._relay_line(group, "1 x y z")
     hub._relay_line(group, "7 1 abc {}")  # no such leaf
-    hub._relay_line(group, relayed(1, b"{}", leaf.key).replace("1 ", "2 ", 1))  # leaf 2: no key
+    last = group.leaves[2]
+    last.key, last.state, last.stream = os.urandom(32), "relayed", object()  # type: ignore[assignment]
+    hub._relay_line(group, "-" + relayed(1, b'{"a":4}', last.key))  # "-1": not the last leaf
+    hub._relay_line(group, relayed(1, b"{}", leaf.key).replace("1 ", "2 ", 1))  # h001's, as h002
     hub._relay_line(group, '{"type":"relay","port":99999}')  # out of range: ignored
     hub._relay_line(group, '{"type":"relay-stats","leaves":3,"lines":-1,"x":"y"}')
     assert got == [("h001", '{"a":1}'), ("h001", '{"a":3}')]
     assert leaf.refused == 3 and group.port is None and group.stats == {"leaves": 3}
-    assert notes[-1] == ("h001", "relay: 3 lines refused (last: a malformed line)")
+    assert ("h001", "relay: 3 lines refused (last: a malformed line)") in notes
+    assert last.refused == 1 and notes[-1] == (
+        "h002",
+        "relay: 1 line refused (last: a line with a bad signature)",
+    )
 
 
 def _hosts_yaml(tmp_path, count: int, relay: str = "auto", group: int = 128):

@@ -41,7 +41,7 @@ RELAYED_KEEPALIVE_S = 15.0
 QUIET_KEEPALIVE_S = 0.5
 QUIET_AFTER_INTERVALS = 1.6  # a relayed host this many intervals without a sample goes direct
 RELAY_START_TIMEOUT_S = 15.0
-RELAY_RETRY_S = 10.0
+RELAY_SHORT_RUN_S = 30.0
 RELAY_RETRY_MAX_S = 120.0
 MAX_RELAY_LINE = (1 << 20) + 256  # an agent line (relay_wire.MAX_RELAY_LINE) and its prefix
 SIG_HEX = 32  # relay_wire.SIG_HEX
@@ -207,6 +207,8 @@ class RelayHub:
         parts = line.split(" ", 3)
         leaf = None
         try:
+            if not parts[0].isdigit():
+                return
             leaf = group.leaves[int(parts[0])]
             counter = int(parts[1])
             sig, payload = parts[2], parts[3]
@@ -226,7 +228,8 @@ class RelayHub:
 
     def _refuse(self, leaf: Leaf, what: str) -> None:
         leaf.refused += 1
-        self._note(leaf.name, f"relay: {leaf.refused} lines refused (last: {what})")
+        n = leaf.refused
+        self._note(leaf.name, f"relay: {n} line{'s' if n != 1 else ''} refused (last: {what})")
 
     def _control(self, group: RelayGroup, line: str) -> None:
         try:
@@ -252,8 +255,10 @@ class RelayHub:
 
     async def _keep_relay(self, group: RelayGroup) -> None:
         """Run the group's relay for as long as the monitor runs: on the first host that is
-        up; one that failed is tried again only after the others (backoff, capped)."""
-        delay, failed = RELAY_RETRY_S, set[str]()
+        up; one where it could not start is tried again only after the others. Waits between
+        runs double (capped) while relays fail or end within RELAY_SHORT_RUN_S."""
+        failed: set[str] = set()
+        short = 0
         while True:
             host = next(
                 (
@@ -265,8 +270,9 @@ class RelayHub:
             )
             if host is None:
                 failed.clear()
-                await asyncio.sleep(min(delay, 2.0))
+                await asyncio.sleep(2.0)
                 continue
+            started = time.monotonic()
             try:
                 ran = await self._run_relay(group, host)
             except asyncio.CancelledError:
@@ -274,13 +280,10 @@ class RelayHub:
             except Exception:  # never let the relay end telemetry: the hosts stay direct
                 log.exception("relay %d on %s failed", group.number, host.name)
                 ran = False
-            if ran:
-                delay = RELAY_RETRY_S
-                await asyncio.sleep(1.0)
-            else:
+            if not ran:
                 failed.add(host.name)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RELAY_RETRY_MAX_S)
+            short = short + 1 if not ran or time.monotonic() - started < RELAY_SHORT_RUN_S else 0
+            await asyncio.sleep(min(2.0 ** (short - 1), RELAY_RETRY_MAX_S) if short else 1.0)
 
     async def _run_relay(self, group: RelayGroup, host: Host) -> bool:
         """One relay run on `host`. True: it listened (and has ended); False: it never did."""
