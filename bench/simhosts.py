@@ -292,6 +292,7 @@ async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
     words = _agent_args(command)
     try:
         leaves = int(words[words.index("--leaves") + 1])
+        flush_ms = int(words[words.index("--flush-ms") + 1]) if "--flush-ms" in words else 100
         key = bytes.fromhex((await process.stdin.readline()).strip())
     except (ValueError, IndexError):
         process.exit(2)
@@ -306,7 +307,7 @@ async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
 
     watcher = asyncio.create_task(watch_stdin())
     out = process.stdout
-    relay = Relay(key, leaves, lambda data: out.write(data.decode()))
+    relay = Relay(key, leaves, lambda data: out.write(data.decode()), flush_ms / 1000)
 
     def ready(port: int) -> None:
         out.write(json.dumps({"type": "relay", "address": "127.0.0.1", "port": port}) + "\n")
