@@ -43,8 +43,6 @@ import asyncssh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tui.remote.gpu_common import DeltaEncoder  # the agent's own encoder
-from tui.remote.gpu_relay import Relay, serve  # the relay's own code
-from tui.remote.relay_wire import sign
 
 MIB = 1024 * 1024
 GPU_NAME = "NVIDIA H100 80GB HBM3"
@@ -231,6 +229,19 @@ async def _agent(
             process.exit(0)
 
 
+def _knows_relays() -> bool:
+    """Whether this tree knows telemetry.relay (bench/telemetry_ab.sh runs older trees)."""
+    from tui.config.hosts import TelemetryOptions
+
+    return "relay" in TelemetryOptions.model_fields
+
+
+def sign(key: bytes, counter: int, line: bytes) -> bytes:
+    from tui.remote.relay_wire import sign as wire_sign  # (A/B bases lack it)
+
+    return wire_sign(key, counter, line)
+
+
 class _Route:
     """The real agent's Route (gpu_agent.py), in asyncio: stdout, or a relay once told."""
 
@@ -288,6 +299,8 @@ class _Route:
 
 async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
     """The real relay (gpu_relay.Relay/serve) on 127.0.0.1, its output on this channel."""
+    from tui.remote.gpu_relay import Relay, serve  # the relay's own code (A/B bases lack it)
+
     STATS["relays"] += 1
     words = _agent_args(command)
     try:
@@ -490,7 +503,7 @@ async def main_async(args: argparse.Namespace) -> None:
         *([f"  keepalive_count_max: {args.keepalive_count}"] if args.keepalive_count else []),
         "telemetry:",
         f"  interval: {args.interval}",
-        f"  relay: {args.relay}",
+        *([f"  relay: {args.relay}"] if _knows_relays() else []),
         "hosts:",
     ]
     for i, p in enumerate(ports):

@@ -351,6 +351,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
         if naive_cls is not None:
             naive_cls.polls, naive_cls.poll_errors = 0, 0
             naive_cls.poll_rtts.clear()
+        rss_start = current_rss_mib()
         cpu0, wall0 = self_cpu_s(), time.monotonic()
         sim0 = proc_cpu_s(args.sim_pid)
         rec.measuring = True
@@ -415,6 +416,8 @@ async def run_worker(args: argparse.Namespace) -> dict:
                 "gc_percent": round(100 * gc_s / wall, 1),
                 "gc_runs": gc_runs,
                 "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "rss_mib_start": rss_start,  # resident now, not the peak: after warm-up
+                "rss_mib_end": current_rss_mib(),  # and at the end of the window
             }
         )
         if naive_cls is not None:
@@ -440,6 +443,16 @@ async def run_worker(args: argparse.Namespace) -> dict:
             result["profile"] = str(path.relative_to(ROOT))
         print("RESULT " + json.dumps(result), flush=True)
     return result
+
+
+def current_rss_mib() -> float | None:
+    """Resident memory now (the peak is ru_maxrss); None where /proc is missing."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20), 1)
 
 
 def _round(x: float | None) -> float | None:
