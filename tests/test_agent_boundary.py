@@ -672,6 +672,25 @@ async def test_ssh_stream_drops_a_100mb_line_in_bounded_memory(ns_one, tmp_path)
     assert peak < 16 << 20, peak
 
 
+async def test_ssh_streams_do_not_keep_their_command(ns_one, tmp_path) -> None:
+    """The channel would keep the command line (a shipped program's whole source) for the
+    stream's life: 64 MiB at 1,024 agent streams. It is dropped once sent; the command ran."""
+    inv = load_inventory(hosts_yaml(ns_one, tmp_path / "hosts.yaml", sys.executable))
+    big = "x" * 100_000  # one argument may be at most 128 KiB (MAX_ARG_STRLEN)
+    async with Fleet(inv) as fleet:
+        transport = await fleet.ready("node1", 20)
+        for on_line in (None, [].append):
+            stream = await transport.stream(
+                ["sh", "-c", "echo started; cat >/dev/null", "sh", big], on_line=on_line
+            )
+            try:
+                assert stream._proc.channel.get_command() is None
+                if on_line is None:
+                    assert await anext(aiter(stream.lines())) == "started"
+            finally:
+                await stream.close()
+
+
 # --- on_line streams: lines handed over from the transport's receive path ------------------------
 
 

@@ -424,6 +424,18 @@ def test_remote_programs_share_one_error_line_helper() -> None:
     assert len(set(bodies.values())) == 1, sorted(bodies)
 
 
+def test_remote_programs_are_ascii() -> None:
+    """A shipped program is a command string that the SSH channel keeps while the command
+    runs: one character beyond Latin-1 (an arrow in a docstring) makes Python store all of it
+    at 2 bytes a character, +62 MiB at 1,024 agent streams (bench/telemetry_fanin.py)."""
+    from tui.remote import source
+
+    for program in REMOTE:
+        text = source(program)
+        odd = sorted({ch for ch in text if not ch.isascii()})
+        assert not odd, f"{program}: {odd}"
+
+
 def test_loader_refuses_what_is_not_a_program() -> None:
     from tui.remote import source
 

@@ -24,10 +24,10 @@ Operations (paths are plain arguments, never parsed by a shell):
     itself): print ``{"port", "token", "tmp"}``; accept one connection that starts with the
     token, then an 8-byte big-endian length, then that many bytes (hashed as written); fsync;
     answer ``{"received", "sha256"}`` on the connection; on ``commit SHA`` (its own sha256)
-    hard-link the temp file to PATH — which fails if PATH exists, so nothing is ever
-    overwritten — and answer ``{"result": "ok" | "same" | "conflict"}`` (same/conflict: PATH
-    existed with that / another sha256). Anything else — a short stream, a hang-up, stdin
-    closing — deletes the temp file.
+    hard-link the temp file to PATH -- which fails if PATH exists, so nothing is ever
+    overwritten -- and answer ``{"result": "ok" | "same" | "conflict"}`` (same/conflict: PATH
+    existed with that / another sha256). Anything else -- a short stream, a hang-up, stdin
+    closing -- deletes the temp file.
 
 send/recv stop when stdin closes, and when nobody presents the token within ACCEPT_TIMEOUT_S.
 """

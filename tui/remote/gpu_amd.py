@@ -55,7 +55,7 @@ def _amd_hwmon(device):
 
 
 def _amd_temperature(hwmon, failures):
-    """°C from the preferred labelled channel (temp*_input is in millidegrees)."""
+    """degC from the preferred labelled channel (temp*_input is in millidegrees)."""
     by_label, first = {}, None
     for channel in range(1, 10):
         value = _sysfs_int(os.path.join(hwmon, f"temp{channel}_input"), -100_000, 300_000, failures)

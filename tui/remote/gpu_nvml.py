@@ -282,7 +282,7 @@ class NvmlBackend:
 
 
 def _mean_util(points, prev):
-    """Time-weighted mean of (timestamp µs, percent) samples sorted by time.
+    """Time-weighted mean of (timestamp us, percent) samples sorted by time.
 
     A sample's value is the busy share of the period that ends at its timestamp, so each one
     weighs the time since the sample before it (``prev`` before the first; None: unknown). A

@@ -3,8 +3,8 @@
 Takes a ``flock`` on DIR/NAME (created world-writable, so another user's verl-tui can take it
 over once free) and prints one JSON line: ``{"held": pid}`` (the owner JSON, with
 ``head_pid``, is written into the file), ``{"busy": owner}`` (the holder's JSON) or
-``{"error": why}``. While held it waits for stdin to close — the caller closes it when done, or
-its SSH channel dies with it — or for MAX_HOLD seconds; the kernel drops the flock when the
+``{"error": why}``. While held it waits for stdin to close -- the caller closes it when done, or
+its SSH channel dies with it -- or for MAX_HOLD seconds; the kernel drops the flock when the
 process exits. Stdlib only, Python 3.8+, no imports from ``tui`` (see tui/cluster/lock.py).
 """
 

@@ -35,7 +35,7 @@ def _one(text):
 
 
 def resolve_env(value, env):
-    """(value with every ${oc.env:…} replaced, the names that were unset and had no default)."""
+    """(value with every ${oc.env:...} replaced, the names that were unset and had no default)."""
     missing = []
 
     def sub(m):

@@ -5,7 +5,7 @@ Shipped to hosts as ``PYTHON -c SOURCE --ports 6379,8265`` with the host's confi
 interpreter (see tui/cluster/probe.py): SOURCE is this module joined with its parts
 (amd_cards, probe_gpus) into one self-contained text by the loader (tui/remote/__init__.py):
 stdlib only, Python 3.8+ (older ones still report their version), no imports from ``tui``
-once joined, and never ``import ray``/``torch``/``numpy`` — seconds of import time, and the
+once joined, and never ``import ray``/``torch``/``numpy`` -- seconds of import time, and the
 probe must work where they are broken. Versions come from package metadata instead.
 
 Every section is guarded: a failure lands in ``errors[section]`` as one line and that section's

@@ -1,6 +1,6 @@
 """verl-tui: which Ray processes run on this host: ``PYTHON -u -c SOURCE``.
 
-Prints their names (``raylet``, ``gcs_server``, ``ray::…`` workers …) on one line, sorted,
+Prints their names (``raylet``, ``gcs_server``, ``ray::...`` workers ...) on one line, sorted,
 space-separated; an empty line when none. Reads /proc/*/comm only. Stdlib only, Python 3.8+,
 no imports from ``tui``.
 """
@@ -12,7 +12,7 @@ NAMES = {"raylet", "gcs_server", "plasma_store", "dashboard", "log_monitor"}
 
 def zombie(pid):
     """Exited, not yet reaped: in a container whose PID 1 reaps nothing (`sleep infinity`),
-    Ray's processes stay so after `ray stop` — stopped, not running."""
+    Ray's processes stay so after `ray stop` -- stopped, not running."""
     try:
         with open("/proc/" + pid + "/stat") as f:
             return f.read().rpartition(")")[2].split()[:1] == ["Z"]

@@ -4,11 +4,11 @@ Above ~64 hosts the cockpit's cost is one SSH packet per host per second. A rela
 one per group of hosts) takes its group's agent lines over TCP and sends them to the cockpit in
 one write every 100 ms, so the cockpit receives a few packets a second per group instead.
 
-Leaf → relay, one TCP connection per agent:
+Leaf -> relay, one TCP connection per agent:
   ``HELLO <index> <token>\\n``  token = hello_token(relay key, index); the relay answers ``OK\\n``
-  (or closes), then ``<counter> <sig> <line>\\n`` per agent line, counter 1, 2, …, and
+  (or closes), then ``<counter> <sig> <line>\\n`` per agent line, counter 1, 2, ..., and
   sig = sign(leaf key, counter, line).
-Relay → cockpit (its stdout): ``<index> <counter> <sig> <line>\\n`` as received, and control
+Relay -> cockpit (its stdout): ``<index> <counter> <sig> <line>\\n`` as received, and control
 lines that start with ``{`` (JSON).
 
 The relay knows its own key (to admit leaves) but never a leaf's key: that goes from the
