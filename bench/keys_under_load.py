@@ -892,7 +892,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     t_all = time.monotonic()
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix=f"verl-tui-keys{n}-") as workdir:
-            sim, hosts_yaml = start_sim(n, workdir, 1.0, cpu_sim)
+            # telemetry as the product runs it at this size (relays from 64 hosts)
+            sim, hosts_yaml = start_sim(n, workdir, 1.0, cpu_sim, relay="auto")
             try:
                 for mode in modes:
                     for rep in range(args.repeat):
