@@ -232,3 +232,60 @@ def test_relay_groups(tmp_path):
     assert sizes(129) == [128]  # a last group of one stays direct
     assert sizes(1024, relay="off") == []
     assert sizes(3, relay="on", group=2) == [2]
+
+
+class _Sent:
+    """What the hub wrote to an agent's stdin and set as its keepalive (no host needed)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.keepalive: list[float | None] = []
+
+    def send(self, text: str) -> None:
+        self.lines.append(text)
+
+    def set_keepalive(self, interval: float | None) -> None:
+        self.keepalive.append(interval)
+
+
+def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
+    from tui.cluster import relay_plan
+
+    inv = load_inventory(_hosts_yaml(tmp_path, 2, relay="on"))
+    shown: list[tuple[str, str | None]] = []
+    hub = RelayHub(
+        None,  # type: ignore[arg-type]
+        inv,
+        1.0,
+        deliver=lambda name, line: None,
+        note=lambda name, problem: None,
+        route_shown=lambda name, route: shown.append((name, route)),
+    )
+    [group] = hub.groups
+    group.relay_host, group.address, group.port, group.key = "h000", "10.0.0.1", 4000, b"k" * 32
+    agent = _Sent()
+    hub.leaf_started("h001", agent, agent)  # type: ignore[arg-type]
+    assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 " + hello_token(b"k" * 32, 1))
+    hub.on_route("h001", "relay", "10.0.0.1:4000", None)
+    assert agent.keepalive == [relay_plan.RELAYED_KEEPALIVE_S]
+    assert shown[-1] == ("h001", "relay h000")
+    t0 = time.time()
+    hub.check_quiet(t0 + 1.0, lambda name: t0)  # one interval without a sample: fine
+    assert agent.lines[-1].startswith("relay ")
+    hub.check_quiet(t0 + 1.7, lambda name: t0)  # 1.6 intervals: direct, link checked
+    assert agent.lines[-1] == "direct\n"
+    assert agent.keepalive[-1] == relay_plan.QUIET_KEEPALIVE_S
+    hub.on_route("h001", "direct", None, None)
+    assert agent.keepalive[-1] is None and shown[-1] == ("h001", None)
+    now = time.time()
+    hub.check_quiet(now + 10, lambda name: now + 10)
+    assert agent.lines[-1] == "direct\n"  # not yet
+    hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
+    assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 ")  # asked back, a new key
+    # One that could not reach the relay waits longer before it tries again.
+    hub.on_route("h001", "direct", None, "cannot reach relay 10.0.0.1:4000: refused")
+    now = time.time()
+    hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
+    assert agent.lines[-1].startswith("relay ") and len(agent.lines) == 3
+    hub.check_quiet(now + relay_plan.RETRY_FAILED_S + 1, lambda name: now)
+    assert len(agent.lines) == 4 and agent.lines[-1].startswith("relay ")

@@ -43,6 +43,8 @@ RELAY_FLUSH_MS = 50
 RELAYED_KEEPALIVE_S = 15.0
 QUIET_KEEPALIVE_S = 0.5
 QUIET_AFTER_INTERVALS = 1.6  # a relayed host this many intervals without a sample goes direct
+BACK_TO_RELAY_S = 30.0  # a host that went direct (quiet) is asked to use the relay again after
+RETRY_FAILED_S = 300.0  # a host that could not reach the relay tries again after
 RELAY_START_TIMEOUT_S = 15.0
 RELAY_SHORT_RUN_S = 30.0
 RELAY_RETRY_MAX_S = 120.0
@@ -188,17 +190,30 @@ class RelayHub:
 
     def check_quiet(self, now: float, last_sample: Callable[[str], float | None]) -> None:
         """A relayed host without a sample for QUIET_AFTER_INTERVALS intervals is told to go
-        direct, and its link is checked at once (a dead host: LOST about a second later)."""
+        direct, and its link is checked at once (a dead host: LOST about a second later).
+        One that went direct is asked back after BACK_TO_RELAY_S (RETRY_FAILED_S when it
+        could not reach the relay), so a passing stall does not cost the relay for good."""
         limit = max(QUIET_AFTER_INTERVALS * self.interval, 1.5)
         for group in self.groups:
+            live = group.relay_host is not None
             for leaf in group.leaves:
-                if leaf.state != "relayed" or leaf.stream is None or leaf.transport is None:
+                if leaf.stream is None or leaf.transport is None:
                     continue
-                last = max(last_sample(leaf.name) or 0.0, leaf.since)
-                if now - last > limit:
-                    leaf.state, leaf.since = "quiet", now
-                    leaf.transport.set_keepalive(QUIET_KEEPALIVE_S)
-                    leaf.stream.send("direct\n")
+                if leaf.state == "relayed":
+                    last = max(last_sample(leaf.name) or 0.0, leaf.since)
+                    if now - last > limit:
+                        leaf.state, leaf.since = "quiet", now
+                        leaf.transport.set_keepalive(QUIET_KEEPALIVE_S)
+                        leaf.stream.send("direct\n")
+                elif (
+                    live
+                    and leaf.since
+                    and (
+                        (leaf.state == "direct" and now - leaf.since > BACK_TO_RELAY_S)
+                        or (leaf.state == "failed" and now - leaf.since > RETRY_FAILED_S)
+                    )
+                ):
+                    self._assign(group, leaf)
 
     # -- the relay's output -------------------------------------------------------------------
 
