@@ -173,7 +173,7 @@ def test_cockpit_takes_no_forged_or_replayed_relayed_line(tmp_path):
     notes: list[tuple[str, str | None]] = []
     hub = RelayHub(
         None,  # type: ignore[arg-type]  # no relay is started here
-        inv,
+        relay_groups(inv),
         1.0,
         deliver=lambda name, line: got.append((name, line)),
         note=lambda name, problem: notes.append((name, problem)),
@@ -255,7 +255,7 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     shown: list[tuple[str, str | None]] = []
     hub = RelayHub(
         None,  # type: ignore[arg-type]
-        inv,
+        relay_groups(inv),
         1.0,
         deliver=lambda name, line: None,
         note=lambda name, problem: None,

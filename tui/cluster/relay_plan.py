@@ -118,7 +118,7 @@ class RelayHub:
     def __init__(
         self,
         fleet: Fleet,
-        inventory: Inventory,
+        groups: Sequence[Sequence[Host]],
         interval: float,
         *,
         deliver: Deliver,
@@ -127,7 +127,7 @@ class RelayHub:
     ):
         self.fleet = fleet
         self.interval = interval
-        self.groups = [RelayGroup(i, g) for i, g in enumerate(relay_groups(inventory))]
+        self.groups = [RelayGroup(i, g) for i, g in enumerate(groups)]  # see relay_groups
         self._leaf = {leaf.name: (g, leaf) for g in self.groups for leaf in g.leaves}
         self._deliver, self._note, self._route_shown = deliver, note, route_shown
         self._tasks: list[asyncio.Task] = []

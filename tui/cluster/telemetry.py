@@ -15,7 +15,7 @@ from collections.abc import Callable
 from tui.cluster.agent_delta import DELTA_PREFIX, BadDelta, StaleDelta, apply_delta
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
-from tui.cluster.relay_plan import RelayHub
+from tui.cluster.relay_plan import RelayHub, relay_groups
 from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -75,6 +75,7 @@ class TelemetryMonitor:
         interval: float | None = None,
         retry: float = _AGENT_RETRY_S,
         delta: bool = True,
+        relays: bool = True,
     ):
         self.fleet = fleet
         self.retry = retry  # first wait before restarting a failed agent (doubles, capped)
@@ -95,9 +96,10 @@ class TelemetryMonitor:
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
+        # (a one-shot reader, like `gpus --once`, passes relays=False: nothing to batch)
         self.relays = RelayHub(
             fleet,
-            inventory,
+            relay_groups(inventory) if relays else [],
             self.interval,
             deliver=self.ingest_line,
             note=self._relay_note,

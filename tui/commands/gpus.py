@@ -94,7 +94,7 @@ async def _run(
     from tui.transport.fleet import Fleet
 
     fleet = Fleet(inventory)
-    monitor = TelemetryMonitor(fleet, inventory, interval=interval)
+    monitor = TelemetryMonitor(fleet, inventory, interval=interval, relays=not once)
     # SIGTERM (a script stopping us) and SIGHUP (its terminal closed) end like Ctrl-C: the
     # agents are stopped (their process groups killed if they hang), links closed.
     main_task = asyncio.current_task()
