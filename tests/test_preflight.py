@@ -473,3 +473,32 @@ async def test_form_shows_the_preflight_and_submits_on_a_second_press(lab, ray_h
     new = {r.submission_id for r in JobHistory(inv.cluster).all()} - before
     assert len(new) == 1
     ray_head.cli("stop", str(ray_head.path), new.pop())
+
+
+async def test_a_sweep_is_refused_at_its_first_run_whose_preflight_fails(lab):
+    """`verl-tui sweep` and the form's sweep builder: every combination's preflight, in order;
+    here the second run's data file exists on no host."""
+    import asyncio
+
+    from tui.jobs.pipeline import JobSpec
+    from tui.jobs.sweep import first_failing_preflight, parse_grid, plan_sweep
+
+    lab.ready()
+    inv = lab.inventory()
+    spec = JobSpec(load_profile(REPO / "profiles" / f"{PRESET}.yaml"))
+    grid = parse_grid(
+        "data.train_files=${oc.env:HOME}/data/gsm8k/train.parquet,"
+        "${oc.env:HOME}/data/gsm8k/missing.parquet"
+    )
+    plan = await asyncio.to_thread(plan_sweep, inv, spec, [grid], name="pf", resources=None)
+    assert plan.ok and len(plan.subs) == 2, plan.invalid
+    async with Fleet(inv) as fleet:
+        refused = await first_failing_preflight(fleet, inv, plan)
+    assert refused is not None
+    run, findings = refused
+    assert run is plan.runs[1] and "missing.parquet" in run.label
+    bad = job_failures(findings)
+    assert [(f.check, f.host) for f in bad] == [("path:data.train_files", n) for n in NAMES], show(
+        findings
+    )
+    assert all("missing.parquet" in f.finding for f in bad)

@@ -110,19 +110,25 @@ def run_sweep(
         if not dry_run and not skip_preflight:
             # The job preflight, as `submit --queue` runs it (data, model, imports, limits on
             # every host), for every run: one failing run queues none.
-            from tui.commands.check import preflight_passes
+            from tui.commands.check import format_table
+            from tui.jobs.sweep import first_failing_preflight
 
-            for run, sub in zip(result.runs, result.subs, strict=True):
-                if not await preflight_passes(cluster, sub):
-                    print(
-                        one_line(
-                            f"verl-tui sweep: combination {run.label}: the job preflight "
-                            "failed; nothing queued (--skip-preflight queues anyway)",
-                            600,
-                        ),
-                        file=sys.stderr,
-                    )
-                    return EXIT_BAD_INPUT
+            refused = await first_failing_preflight(cluster.fleet, cluster.inv, result)
+            if refused is not None:
+                run, findings = refused
+                print(
+                    format_table([f for f in findings if f.status != "ok"]).rsplit("\n\n", 1)[0],
+                    file=sys.stderr,
+                )
+                print(
+                    one_line(
+                        f"verl-tui sweep: combination {run.label}: the job preflight "
+                        "failed; nothing queued (--skip-preflight queues anyway)",
+                        600,
+                    ),
+                    file=sys.stderr,
+                )
+                return EXIT_BAD_INPUT
         if dry_run:
             if as_json:
                 print(json_text({"sweep": sweep_name, "runs": rows, "queued": False}, inv))

@@ -13,7 +13,7 @@ import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
@@ -22,6 +22,10 @@ from tui.jobs.profiles import check_set, override_key
 from tui.jobs.queue import JobQueue, Needs, QueueEntry, entry_for
 from tui.jobs.rules_base import ClusterResources, Problem
 from tui.jobs.submit import Submission
+
+if TYPE_CHECKING:
+    from tui.cluster.doctor.findings import Finding
+    from tui.transport.fleet import Fleet
 
 MAX_KEYS = 3
 MAX_RUNS = 64  # a grid past this is a typo more often than a plan
@@ -224,6 +228,23 @@ def queue_sweep(
     ]
     positions = queue.add_all(entries, taken=taken)
     return list(zip(entries, positions, strict=True))
+
+
+async def first_failing_preflight(
+    fleet: Fleet, inv: Inventory, plan: SweepPlan
+) -> tuple[Run, list[Finding]] | None:
+    """The job preflight (tui/jobs/preflight.py: data, model, imports, host limits) of every
+    run of a valid plan, in order: the first run whose preflight fails, with its findings, or
+    None when all pass. `verl-tui sweep` and the form's sweep builder both refuse on it."""
+    from tui.jobs.preflight import failed, needs_preflight, preflight_submission
+
+    for run, sub in zip(plan.runs, plan.subs, strict=True):
+        if not needs_preflight(sub):
+            continue
+        findings = await preflight_submission(fleet, inv, sub)
+        if failed(findings):
+            return run, findings
+    return None
 
 
 def grid_summary(grids: Sequence[Grid]) -> Mapping[str, Any]:

@@ -34,6 +34,7 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's queue and sweep part (a base class: the form's state is the screen's)."""
 
     # ctrl+g (action_sweep) is bound in JobFormScreen.BINDINGS, after Submit in the footer.
+    _sweep_refused: tuple[str, ...] | None = None  # the runs' config hashes a preflight refused
 
     if TYPE_CHECKING:  # the screen's, used here
         cluster: RayCluster
@@ -114,7 +115,7 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
     async def run_sweep(self, req: SweepRequest) -> None:
         """Every combination through the pipeline against the live cluster, then all queued
         (or none, with the first invalid combination named)."""
-        from tui.jobs.sweep import parse_grid, plan_sweep, queue_sweep
+        from tui.jobs.sweep import first_failing_preflight, parse_grid, plan_sweep, queue_sweep
 
         if self.resources_from != "ray" or self.resources is None:
             self.notify(
@@ -163,6 +164,28 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
                 timeout=12,
             )
             return
+        # The job preflight of every run, as `verl-tui sweep` runs it; the same sweep asked for
+        # again is queued anyway (the form's --skip-preflight, as for submit).
+        again = tuple(sub.config_hash for sub in result.subs)
+        if self._sweep_refused == again:
+            self._sweep_refused = None
+            self.notify("queued without the job preflight (sweep asked for again)", timeout=6)
+        else:
+            self.notify(f"job preflight of {len(result.runs)} runs…", timeout=3)
+            refused = await first_failing_preflight(self.cluster.fleet, self.cluster.inv, result)
+            if refused is not None:
+                run, findings = refused
+                self._sweep_refused = again
+                bad = next(f for f in findings if f.status == "fail")
+                where = f"{bad.host}: " if bad.host else ""
+                self.notify(
+                    f"sweep not queued: combination {markup(run.label)}: the job preflight "
+                    f"failed: {markup(where + bad.finding)} (ctrl+g with the same grid queues "
+                    "anyway)",
+                    severity="error",
+                    timeout=15,
+                )
+                return
         try:
             placed = await asyncio.to_thread(
                 queue_sweep,
