@@ -182,15 +182,9 @@ async def _sample_gpus(
     samples: SampleSource | None,
 ) -> None:
     """Until cancelled: the job's worker pids (from Ray) × the GPUs' process lists (from the
-    agents) → the writer's GPU use and the hosts the job ran on."""
-    monitor = None
-    if samples is None:
-        from tui.cluster.telemetry import TelemetryMonitor
-
-        monitor = TelemetryMonitor(cluster.fleet, cluster.inv)
-        monitor.start()
-        hosts = monitor.hosts
-        samples = lambda: {n: ht.latest for n, ht in hosts.items()}  # noqa: E731
+    agents) → the writer's GPU use and the hosts the job ran on. Without `samples` (a CLI
+    follower) agents run only on the hosts where the job has processes, not the whole fleet."""
+    watch = _JobHostsMonitor(cluster) if samples is None else None
     pids: dict[str, set[int]] = {}
     sid = str(info.get("submission_id") or "")
     try:
@@ -206,13 +200,49 @@ async def _sample_gpus(
                 except DashboardError as exc:
                     log.debug("job pids: %s", exc)
                 writer.note_hosts(pids)
-            if writer.gpu_use.add_all(samples(), pids):
+                if watch is not None:
+                    await watch.follow(pids)
+            current = watch.samples() if watch is not None else samples() if samples else {}
+            if writer.gpu_use.add_all(current, pids):
                 writer.note_hosts(g.split(":")[0] for g in writer.gpu_use.gpus)
             n += 1
             await asyncio.sleep(GPU_SAMPLE_S)
     finally:
-        if monitor is not None:
-            await monitor.close()
+        if watch is not None:
+            await watch.close()
+
+
+class _JobHostsMonitor:
+    """GPU agents on the hosts where a job has had processes (restarted when one is added)."""
+
+    def __init__(self, cluster: RayCluster):
+        self.cluster = cluster
+        self.hosts: frozenset[str] = frozenset()
+        self.monitor: Any = None
+
+    async def follow(self, pids: dict[str, set[int]]) -> None:
+        from tui.cluster.telemetry import TelemetryMonitor
+
+        inv = self.cluster.inv
+        # Grows only: a host whose workers ended keeps its agent (no restart churn per task).
+        wanted = self.hosts | {h.name for h in inv.hosts if pids.get(h.name)}
+        if wanted == self.hosts:
+            return
+        await self.close()
+        hosts = tuple(h for h in inv.hosts if h.name in wanted)
+        self.monitor = TelemetryMonitor(self.cluster.fleet, inv.model_copy(update={"hosts": hosts}))
+        self.monitor.start()
+        self.hosts = wanted
+
+    def samples(self) -> dict[str, Any]:
+        if self.monitor is None:
+            return {}
+        return {name: ht.latest for name, ht in self.monitor.hosts.items()}
+
+    async def close(self) -> None:
+        if self.monitor is not None:
+            await self.monitor.close()
+            self.monitor = None
 
 
 def _job_ids(info: dict[str, Any]) -> tuple[str | None, tuple[str, int] | None]:

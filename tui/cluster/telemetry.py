@@ -118,7 +118,9 @@ class TelemetryMonitor:
                 log.exception("telemetry listener failed")
 
     def on_link_status(self, status: LinkStatus) -> None:
-        ht = self.hosts[status.host]
+        ht = self.hosts.get(status.host)
+        if ht is None:  # a monitor of some of the fleet's hosts (a job's, see archive/follow.py)
+            return
         ht.link = status
         if status.state != HostState.UP:
             ht.state = TelemetryState.WAITING
@@ -133,6 +135,7 @@ class TelemetryMonitor:
         self.relays.start()
 
     async def close(self) -> None:
+        self.fleet.remove_listener(self.on_link_status)
         await self.relays.close()
         for task in self._tasks:
             task.cancel()

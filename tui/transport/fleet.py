@@ -66,6 +66,10 @@ class Fleet:
     def add_listener(self, listener: StateListener) -> None:
         self._listeners.append(listener)
 
+    def remove_listener(self, listener: StateListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
     def status(self, name: str) -> LinkStatus:
         return self._links[name].status
 
