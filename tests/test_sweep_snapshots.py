@@ -24,7 +24,10 @@ def test_sweep_builder(snap_compare):
 
 async def test_form_sweep_builder_queues_all_or_nothing():
     """The job form (gsm8k preset, recorded cluster) → ctrl+g → a 2×2 grid → ctrl+s: four
-    validated runs in the queue; a grid with an invalid value queues nothing and says which."""
+    validated runs in the queue; a grid with an invalid value queues nothing and says which; a
+    grid whose job preflight fails queues nothing, and the same grid again queues anyway. (The
+    recorded cluster runs no remote program: the preflight's answer is given here; the
+    preflight itself runs on real hosts in test_preflight.py.)"""
     from snapshot_apps.job_form_replay import PROFILE
     from snapshot_apps.replay import ScreenApp, wait_for
     from textual.widgets import Input
@@ -37,7 +40,16 @@ async def test_form_sweep_builder_queues_all_or_nothing():
     def open_form(app):
         return JobFormScreen(app.ray, app.history, PROFILE)
 
-    app = ScreenApp(open_form)
+    from tui.cluster.doctor.findings import Finding
+
+    preflights: list[list[str]] = []
+
+    async def preflight(fleet, inv, plan):  # refused: the second run's data file is missing
+        preflights.append([run.label for run in plan.runs])
+        finding = Finding("path:data.train_files", "data", "fail", "node2", "no such file", "")
+        return plan.runs[1], [finding]
+
+    app = ScreenApp(open_form, patches=[("tui.jobs.sweep", "first_failing_preflight", preflight)])
     notes: list[str] = []
     async with app.run_test(size=(160, 46)) as pilot:
         form = pilot.app.screen
@@ -70,16 +82,22 @@ async def test_form_sweep_builder_queues_all_or_nothing():
         assert JobQueue("grpo-demo").entries() == []
         assert pilot.app.screen is form  # still open, nothing lost
 
-        await grid(
-            {
-                "#sweep-name": "lrbs",
-                "#sweep-key-0": "actor_rollout_ref.actor.optim.lr",
-                "#sweep-values-0": "1e-6,2e-6",
-                "#sweep-key-1": "data.train_batch_size",
-                "#sweep-values-1": "64,128",
-            }
-        )
+        lrbs = {
+            "#sweep-name": "lrbs",
+            "#sweep-key-0": "actor_rollout_ref.actor.optim.lr",
+            "#sweep-values-0": "1e-6,2e-6",
+            "#sweep-key-1": "data.train_batch_size",
+            "#sweep-values-1": "64,128",
+        }
+        assert preflights == []  # an invalid sweep gets no preflight
+        await grid(lrbs)
+        await wait_for(pilot, lambda: any("job preflight failed" in n for n in notes), 60)
+        refused = next(n for n in notes if "job preflight failed" in n)
+        assert "lr=1e-6, data.train_batch_size=128" in refused and "node2: no such file" in refused
+        assert JobQueue("grpo-demo").entries() == [] and pilot.app.screen is form
+        await grid(lrbs)  # the same sweep again: queued without asking
         await wait_for(pilot, lambda: len(JobQueue("grpo-demo").entries()) == 4, 60)
+        assert len(preflights) == 1 and any("without the job preflight" in n for n in notes)
         entries = JobQueue("grpo-demo").entries()
         assert [e.submission_id for e in entries] == [
             "lrbs-lr1e-6-tbs64",
