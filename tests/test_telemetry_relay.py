@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
+from test_fleet_ssh import until
 
 from tui.cluster.relay_plan import RelayGroup, RelayHub, hello_token, relay_groups
 from tui.cluster.telemetry import TelemetryMonitor
@@ -25,15 +26,6 @@ from tui.remote import python_argv
 from tui.remote.relay_wire import RelayLink, sign
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState
-
-
-async def until(pred, timeout: float, what: str) -> float:
-    start = time.monotonic()
-    while not pred():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - start
 
 
 @pytest.fixture
