@@ -38,6 +38,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -236,12 +237,6 @@ def _knows_relays() -> bool:
     return "relay" in TelemetryOptions.model_fields
 
 
-def sign(key: bytes, counter: int, line: bytes) -> bytes:
-    from tui.remote.relay_wire import sign as wire_sign  # (A/B bases lack it)
-
-    return wire_sign(key, counter, line)
-
-
 class _Route:
     """The real agent's Route (gpu_agent.py), in asyncio: stdout, or a relay once told."""
 
@@ -249,6 +244,7 @@ class _Route:
         self.out = out
         self.writer: asyncio.StreamWriter | None = None
         self.key, self.counter = b"", 0
+        self.sign: Any = None  # relay_wire.sign, taken when a relay is asked for
 
     def emit(self, text: str) -> None:
         writer = self.writer
@@ -256,9 +252,8 @@ class _Route:
             if not writer.is_closing():
                 self.counter += 1
                 data = text.encode()
-                writer.write(
-                    b"%d %s %s\n" % (self.counter, sign(self.key, self.counter, data), data)
-                )
+                sig = self.sign(self.key, self.counter, data)
+                writer.write(b"%d %s %s\n" % (self.counter, sig, data))
                 STATS["relayed_lines"] += 1
                 return
             self._direct("relay connection lost")
@@ -278,6 +273,9 @@ class _Route:
         if words == ["direct"]:
             self._direct(None)
         elif len(words) == 6 and words[0] == "relay":
+            from tui.remote.relay_wire import sign  # (A/B bases lack it: only asked of new ones)
+
+            self.sign = sign
             try:
                 reader, writer = await asyncio.open_connection(words[1], int(words[2]))
                 writer.write(f"HELLO {words[3]} {words[4]}\n".encode())

@@ -258,7 +258,7 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     agent = _Sent()
     hub.leaf_started("h001", agent, agent)  # type: ignore[arg-type]
     assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 " + hello_token(b"k" * 32, 1))
-    hub.on_route("h001", "relay", "10.0.0.1:4000", None)
+    hub.on_route("h001", "relay", None)
     assert agent.keepalive == [relay_plan.RELAYED_KEEPALIVE_S]
     assert shown[-1] == ("h001", "relay h000")
     t0 = time.time()
@@ -267,7 +267,7 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     hub.check_quiet(t0 + 1.7, lambda name: t0)  # 1.6 intervals: direct, link checked
     assert agent.lines[-1] == "direct\n"
     assert agent.keepalive[-1] == relay_plan.QUIET_KEEPALIVE_S
-    hub.on_route("h001", "direct", None, None)
+    hub.on_route("h001", "direct", None)
     assert agent.keepalive[-1] is None and shown[-1] == ("h001", None)
     now = time.time()
     hub.check_quiet(now + 10, lambda name: now + 10)
@@ -275,7 +275,7 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
     assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 ")  # asked back, a new key
     # One that could not reach the relay waits longer before it tries again.
-    hub.on_route("h001", "direct", None, "cannot reach relay 10.0.0.1:4000: refused")
+    hub.on_route("h001", "direct", "cannot reach relay 10.0.0.1:4000: refused")
     now = time.time()
     hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
     assert agent.lines[-1].startswith("relay ") and len(agent.lines) == 3

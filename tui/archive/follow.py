@@ -184,7 +184,10 @@ async def _sample_gpus(
     """Until cancelled: the job's worker pids (from Ray) × the GPUs' process lists (from the
     agents) → the writer's GPU use and the hosts the job ran on. Without `samples` (a CLI
     follower) agents run only on the hosts where the job has processes, not the whole fleet."""
-    watch = _JobHostsMonitor(cluster) if samples is None else None
+    watch = None
+    if samples is None:
+        watch = _JobHostsMonitor(cluster)
+        samples = watch.samples
     pids: dict[str, set[int]] = {}
     sid = str(info.get("submission_id") or "")
     try:
@@ -202,8 +205,7 @@ async def _sample_gpus(
                 writer.note_hosts(pids)
                 if watch is not None:
                     await watch.follow(pids)
-            current = watch.samples() if watch is not None else samples() if samples else {}
-            if writer.gpu_use.add_all(current, pids):
+            if writer.gpu_use.add_all(samples(), pids):
                 writer.note_hosts(g.split(":")[0] for g in writer.gpu_use.gpus)
             n += 1
             await asyncio.sleep(GPU_SAMPLE_S)

@@ -102,9 +102,8 @@ class Hello:
 @dataclass(slots=True)
 class AgentLine:
     """One parsed line. kind: "hello" | "sample" | "error" | "route" (where the agent now sends
-    its lines: `route` "relay" with `relay` its address, or "direct" with `message` why, if
-    it failed) | "other" (an unknown message type, ignored) | "invalid" (not JSON, not an
-    object: `message` says why)."""
+    its lines: `route` "relay", or "direct" with `message` why, if it failed) | "other" (an
+    unknown message type, ignored) | "invalid" (not JSON, not an object: `message` says why)."""
 
     kind: str
     hello: Hello | None = None
@@ -112,7 +111,6 @@ class AgentLine:
     driver: str | None = None  # a sample's driver field (NVML may come up after the hello)
     message: str | None = None  # an error line's text, or why the line is invalid
     route: str | None = None  # a route line's "relay" | "direct"
-    relay: str | None = None  # a route line's relay address (host:port)
     problems: list[tuple[str, str]] = field(default_factory=list)
     dropped_problems: int = 0  # problems past MAX_PROBLEMS, counted only
 
@@ -441,7 +439,6 @@ def parse_message(msg: Any, received: float) -> AgentLine:
         line = AgentLine(
             "route",
             route=via,
-            relay=c.str_(msg, "relay", SHORT_LEN, "route."),
             message=c.str_(msg, "error", ERROR_LEN, "route."),
         )
     elif type(kind) is str:

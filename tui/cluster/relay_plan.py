@@ -166,7 +166,7 @@ class RelayHub:
             leaf.state = "direct"
             self._route_shown(name, None)
 
-    def on_route(self, name: str, via: str | None, relay: str | None, error: str | None) -> None:
+    def on_route(self, name: str, via: str | None, error: str | None) -> None:
         """The agent's route line: where its lines go from now on."""
         found = self._leaf.get(name)
         if found is None:

@@ -278,7 +278,7 @@ class TelemetryMonitor:
             ht.state, ht.error, ht.error_from_agent = TelemetryState.ERROR, msg.message, True
             self._first[ht.name].set()
         elif kind == "route":
-            self.relays.on_route(ht.name, msg.route, msg.relay, msg.message)
+            self.relays.on_route(ht.name, msg.route, msg.message)
             return
         elif kind == "invalid":
             if not line.strip():

@@ -161,6 +161,13 @@ def run_check(
     return 1 if any(f.status == "fail" for f in findings) else 0
 
 
+def print_preflight(findings: Sequence[Finding]) -> None:
+    """A job preflight's warnings and failures as a table on stderr (nothing when all ok)."""
+    shown = [f for f in findings if f.status != "ok"]
+    if shown:
+        print(format_table(shown).rsplit("\n\n", 1)[0], file=sys.stderr)
+
+
 async def preflight_passes(cluster: RayCluster, sub: Submission) -> bool:
     """The job preflight of `sub` (tui/jobs/preflight.py) on every host; its warnings and
     failures printed to stderr; False when one fails (nothing is then sent)."""
@@ -169,9 +176,7 @@ async def preflight_passes(cluster: RayCluster, sub: Submission) -> bool:
     if not needs_preflight(sub):
         return True
     findings = await preflight_submission(cluster.fleet, cluster.inv, sub)
-    shown = [f for f in findings if f.status != "ok"]
-    if shown:
-        print(format_table(shown).rsplit("\n\n", 1)[0], file=sys.stderr)
+    print_preflight(findings)
     if failed(findings):
         print(
             "verl-tui submit: not submitted: the job preflight failed (fix the problems above; "

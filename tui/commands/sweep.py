@@ -110,16 +110,13 @@ def run_sweep(
         if not dry_run and not skip_preflight:
             # The job preflight, as `submit --queue` runs it (data, model, imports, limits on
             # every host), for every run: one failing run queues none.
-            from tui.commands.check import format_table
+            from tui.commands.check import print_preflight
             from tui.jobs.sweep import first_failing_preflight
 
             refused = await first_failing_preflight(cluster.fleet, cluster.inv, result)
             if refused is not None:
                 run, findings = refused
-                print(
-                    format_table([f for f in findings if f.status != "ok"]).rsplit("\n\n", 1)[0],
-                    file=sys.stderr,
-                )
+                print_preflight(findings)
                 print(
                     one_line(
                         f"verl-tui sweep: combination {run.label}: the job preflight "

@@ -215,7 +215,7 @@ def _route_line(via, relay, error):
     return json.dumps({"type": "route", "via": via, "relay": relay, "error": error})
 
 
-def _watch_stdin(stop, done, route=None):
+def _watch_stdin(stop, done, route):
     """Set ``stop`` when stdin reaches EOF (the SSH channel closed); hand each line to
     ``route`` (the cockpit's relay commands)."""
     pending = b""
@@ -225,8 +225,6 @@ def _watch_stdin(stop, done, route=None):
             data = os.read(fd, 4096)  # unbuffered
             if not data:
                 break
-            if route is None:
-                continue
             pending += data
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)

@@ -55,7 +55,7 @@ class Relay:
         want = self.tokens.get(index)
         if want is None:
             want = self.tokens[index] = hello_token(self.key, index).encode("ascii")
-        return index if _same(words[2], want) else None
+        return index if hmac.compare_digest(words[2], want) else None
 
     async def handle(self, reader, writer):
         index = None
@@ -125,10 +125,6 @@ class Relay:
                 next_stats = loop.time() + STATS_EVERY_S
             if data:
                 self.write(data)
-
-
-def _same(a, b):
-    return hmac.compare_digest(a, b)
 
 
 async def serve(relay, bind, stop, ready):
