@@ -7,15 +7,16 @@ sink (Static/Label/notify/update/DataTable.add_row/Text/Text.append/Text.assembl
 RichLog.write/Log.write_line/ErrorScreen/ConfirmScreen/…, and title assignments) must be safe:
 
 - a literal, or an f-string whose every interpolation is safe or formatted as a number (`:.1f`);
-- a call of a tui.sanitize function (clean, one_line, markup, log_line, styled, cell,
-  escape_markup) or of a formatter of numbers (age, duration, human_size, gib, bar, …);
+- a call of a tui.sanitize function (clean, one_line, markup, log_line, styled, cell, pad,
+  fit, escape_markup) or of a formatter of numbers (age, duration, human_size, gib, bar, …);
 - a local variable whose every assignment in the function is safe (parameters, loop variables
   and attributes are outside values until cleaned);
 - a Text built in the function may take anything if the function draws it through
   `styled(t)` (which cleans its characters, keeping its styles).
 
 A new path that puts `host.name`, `str(exc)` or a parameter on screen without a sanitize call
-makes this test fail with file:line.
+makes this test fail with file:line. A second check: text laid out in columns by characters
+(`.ljust(n)`, `f"{x:<n}"`, a slice of an f-string) instead of display cells (`pad`, `fit`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ SANITIZERS = {
     "log_line",
     "styled",
     "cell",
+    "pad",
+    "fit",
     "escape_markup",
     "insecure_text",
     # the job form's text blocks (widgets/jobform/summary.py, itself checked here)
@@ -405,3 +408,122 @@ def test_cli_output_only_through_the_cleaning_writer() -> None:
         if "json.dumps(" in line
     ]
     assert not dumps, dumps
+
+
+# Character-count layout: `.ljust(n)`, `f"{x:<n}"`, `x[:n]` measure characters, so a CJK or
+# emoji name takes twice its share and shifts every column after it. Text laid out in columns
+# goes through tui.sanitize.pad/fit (display cells); numbers and our own literals may use
+# character widths (they are ASCII or single-cell glyphs).
+WIDTH_FUNCS = {"pad", "fit", "width", "cell"}
+NUMBER_FUNCS = SAFE_FUNCS - {"len"} | {"str", "fmt_value", "repr"}
+_ALIGN = re.compile(r"^(?:.?[<>^=])?\d+$")
+
+
+def _cell_width_problems(paths: list[Path]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+
+        def textual(e: ast.expr) -> bool:
+            """Text that may hold outside characters (not a literal, number or own label)."""
+            if isinstance(e, ast.Constant):
+                return False
+            if isinstance(e, ast.JoinedStr):
+                return any(
+                    textual(v.value)
+                    for v in e.values
+                    if isinstance(v, ast.FormattedValue) and not _numeric_spec(v)
+                )
+            if isinstance(e, ast.Call):
+                name = _name(e.func)
+                if name in WIDTH_FUNCS or name in NUMBER_FUNCS:
+                    return False
+                if name in TRANSFORMS and isinstance(e.func, ast.Attribute):
+                    return textual(e.func.value)
+                return True
+            if isinstance(e, ast.BoolOp):
+                return any(textual(v) for v in e.values)
+            if isinstance(e, ast.IfExp):
+                return textual(e.body) or textual(e.orelse)
+            if isinstance(e, ast.BinOp):
+                return textual(e.left) or textual(e.right)
+            if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
+                return textual(e.value)
+            if isinstance(e, (ast.Name, ast.Attribute)):
+                # a number or our own label by name: gpu.index, nproc, … are checked by type at
+                # their f-string; bare names of text are what this test is after
+                return not (isinstance(e, ast.Name) and e.id.isupper())
+            return False
+
+        for node in ast.walk(tree):
+            where = None
+            if (
+                isinstance(node, ast.FormattedValue)
+                and isinstance(node.format_spec, ast.JoinedStr)
+                and not _numeric_spec(node)
+                and _aligned(node.format_spec)
+                and textual(node.value)
+            ):
+                where = ast.unparse(node.value)
+            elif (
+                isinstance(node, ast.Call)
+                and _name(node.func) in ("ljust", "rjust", "center")
+                and isinstance(node.func, ast.Attribute)
+                and textual(node.func.value)
+            ):
+                where = ast.unparse(node.func.value)
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Slice)
+                and isinstance(node.value, ast.JoinedStr)
+                and textual(node.value)
+            ):
+                where = ast.unparse(node.value)
+            if where is not None:
+                out.append(
+                    f"{path.relative_to(ROOT.parent)}:{node.lineno}: {where[:60]} is laid out "
+                    "by characters: use tui.sanitize.pad/fit (display cells)"
+                )
+    return out
+
+
+def _numeric_spec(v: ast.FormattedValue) -> bool:
+    spec = v.format_spec
+    return (
+        isinstance(spec, ast.JoinedStr)
+        and bool(spec.values)
+        and isinstance(spec.values[-1], ast.Constant)
+        and str(spec.values[-1].value)[-1:] in NUMERIC_SPEC
+    )
+
+
+def _aligned(spec: ast.JoinedStr) -> bool:
+    text = "".join(str(v.value) if isinstance(v, ast.Constant) else "9" for v in spec.values)
+    return bool(_ALIGN.match(text))
+
+
+def test_table_cells_are_laid_out_by_display_width() -> None:
+    # gauges.py lays out its own bar and sparkline glyphs (one cell each), nothing from outside
+    problems = _cell_width_problems([p for p in UI_FILES if p.name != "gauges.py"])
+    assert not problems, "\n".join(problems)
+
+
+def test_the_width_check_catches_character_layout(tmp_path: Path) -> None:
+    bad = tmp_path / "widgets" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text(
+        "from tui.sanitize import one_line, pad\n"
+        "def row(gpu, host):\n"
+        "    a = f'{one_line(gpu.name):<24}'\n"  # characters, not cells
+        "    b = one_line(host.name).ljust(20)\n"
+        "    c = f'  {gpu.index:>2d} {one_line(gpu.name)}'[:23]\n"
+        "    d = pad(gpu.name, 24) + f'{gpu.util:>5.1f}'\n"  # fine: cells, and a number
+        "    e = 'HOST'.ljust(20)\n"
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        problems = _cell_width_problems([bad])
+    finally:
+        ROOT = saved
+    assert sorted(p.split(":")[1] for p in problems) == ["3", "4", "5"], problems

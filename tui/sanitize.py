@@ -12,6 +12,18 @@ Text shown through markup goes through `markup()` (sanitized, then markup-escape
 widgets as `rich.text.Text` or `Content` needs only `clean()`/`one_line()`; `styled()` cleans a
 styled Text already built, `cell()` makes a DataTable cell (str cells are Rich markup there).
 
+Invisible characters are a third channel: a zero-width space, a tag character (U+E0000 block),
+a variation selector or a bidi control between the letters of "H100" draws as "H100" and can
+spoof a name. They are shown escaped too (`\\u200b`, `\\U000e0041`): `clean()` escapes the known
+invisible set; `one_line()` (every label and table cell) escapes every character Python does not
+call printable (Unicode Cc, Cf, Cs, Co, Cn, Zl, Zp, and spaces other than ' ') plus combining
+marks with no letter under them or stacked more than MAX_MARKS deep.
+
+Width is measured in terminal cells, never characters: `width()` is the one measure (Rich's
+`cell_len`: CJK and emoji take two cells), `fit()` cuts to a number of cells with an ellipsis,
+`pad()` makes a fixed-width column cell. `one_line(text, limit)` and `cell(value, limit)` take
+their limit in cells.
+
 The CLI's text output gets the same treatment in one place: `SafeWriter` wraps stdout/stderr
 (installed by the entry point), so every `print` of a headless command is cleaned; a command
 that writes its own styling (colours, `\\r` progress) writes that to `raw(stream)` and cleans the
@@ -21,6 +33,7 @@ outside parts itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sys
 from collections.abc import Iterator
@@ -44,6 +57,16 @@ _SGR_RE = re.compile(r"\x1b\[[0-9;:]*m")
 # overrides and isolates, and line/paragraph separators (they reorder or break what a terminal
 # shows).
 _UNI = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+# Invisible characters that can hide inside a name: soft hyphen, combining grapheme joiner,
+# Hangul fillers, Mongolian selectors, zero-width space/joiners, word joiner and invisible
+# operators, deprecated format controls, variation selectors, BOM, interlinear annotations,
+# private use, lone surrogates (from undecodable bytes), tag characters.
+_INVISIBLE = (
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2065"
+    "\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ue000-\uf8ff\ud800-\udfff"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\U000f0000-\U0010ffff"
+)
+_UNI += _INVISIBLE
 _CTRL_RE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_UNI}]")
 _CTRL_NL_RE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_UNI}]")
 # Fast paths: text with none of these needs no work (the usual case for telemetry, log lines and
@@ -59,9 +82,14 @@ def _only_sgr(s: str, ctrl: re.Pattern[str]) -> bool:
     return all(m.group() == "\x1b" and match(s, m.start()) for m in ctrl.finditer(s))
 
 
+def escape_char(c: str) -> str:
+    """How a character that must not reach the terminal as itself is shown."""
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
 def _escaped(m: re.Match[str]) -> str:
-    c = m.group()
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return escape_char(m.group())
 
 
 def _drop_sequences(text: str) -> str:
@@ -95,16 +123,101 @@ def clean(text: object, *, keep_sgr: bool = False, keep_newlines: bool = True) -
     return "".join(out)
 
 
+# Combining marks one letter may carry (Indic and Thai syllables stack two or three); more are
+# shown escaped, as is a mark with no letter under it.
+MAX_MARKS = 3
+ELLIPSIS = "…"
+
+
+@functools.lru_cache(maxsize=4096)
+def _visible(s: str) -> str:
+    """Every character a terminal would not show as itself, escaped (see the module's text).
+    Cached: a table redraws the same cells (bars, names) many times a second."""
+    if s.isprintable() and not _has_marks(s):
+        return s
+    from unicodedata import category
+
+    out: list[str] = []
+    marks = 0
+    base = False  # the character before can carry a combining mark
+    for c in s:
+        if c == " " or c.isprintable():
+            if category(c)[0] == "M":
+                marks += 1
+                if base and marks <= MAX_MARKS:
+                    out.append(c)
+                    continue
+                out.append(escape_char(c))
+                continue
+            out.append(c)
+            marks, base = 0, c != " "
+            continue
+        out.append(escape_char(c))
+        marks, base = 0, False
+    return "".join(out)
+
+
+def _has_marks(s: str) -> bool:
+    """Any combining mark at all (the slow check runs only then): a non-ASCII text's marks."""
+    if s.isascii():
+        return False
+    from unicodedata import category
+
+    return any(category(c)[0] == "M" for c in s if ord(c) >= 0x300)
+
+
+def width(text: str) -> int:
+    """Cells `text` takes on a terminal: the one width measure of every table and label."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def fit(text: str, cells: int) -> str:
+    """`text` cut to at most `cells` terminal cells, an ellipsis marking the cut (a wide
+    character that would straddle the edge is left out whole)."""
+    if cells <= 0:
+        return ""
+    if width(text) <= cells:
+        return text
+    if text.isascii():
+        return text[: cells - 1] + ELLIPSIS
+    from rich.cells import get_character_cell_size
+
+    out: list[str] = []
+    used = 0
+    for c in text:
+        w = get_character_cell_size(c)
+        if used + w > cells - 1:
+            break
+        out.append(c)
+        used += w
+    return "".join(out) + ELLIPSIS
+
+
+def pad(value: object, cells: int, *, right: bool = False) -> str:
+    """A fixed-width column: `value` as one clean line, cut to `cells` terminal cells with an
+    ellipsis and padded with spaces to exactly `cells` (right-aligned with `right`)."""
+    s = one_line("" if value is None else value, cells)
+    gap = " " * max(0, cells - width(s))
+    return gap + s if right else s + gap
+
+
 def one_line(text: object, limit: int | None = None) -> str:
-    """A label: sanitized, line breaks folded to spaces, optionally cut to `limit` characters."""
+    """A label: sanitized, line breaks folded to spaces, invisible characters escaped,
+    optionally cut to `limit` terminal cells (an ellipsis marks the cut)."""
     s = text if isinstance(text, str) else str(text)
     if _NEEDS_NL_RE.search(s):
         s = _drop_sequences(s).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
         s = _CTRL_NL_RE.sub(_escaped, s)
     if "\t" in s:
         s = s.replace("\t", " ")
-    if limit is not None and len(s) > limit:
-        s = s[: max(0, limit - 1)] + "…"
+    if not s.isascii():
+        s = _visible(s)
+    if limit is not None:
+        s = fit(s, limit)
     return s
 
 
@@ -152,7 +265,8 @@ def styled(value: Text) -> Text:
 
 
 def cell(value: object, limit: int | None = None, style: str = "") -> Text:
-    """A DataTable cell (str cells are parsed as Rich markup there): one clean line as Text."""
+    """A DataTable cell (str cells are parsed as Rich markup there): one clean line as Text,
+    invisible characters escaped, cut to `limit` terminal cells."""
     from rich.text import Text
 
     return Text(one_line("" if value is None else value, limit), style=style)

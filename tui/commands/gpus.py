@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tui.commands import Command, seconds
 from tui.commands.output import json_text
 from tui.fmt import GIB
-from tui.sanitize import one_line
+from tui.sanitize import one_line, pad
 
 if TYPE_CHECKING:  # imported where used: `verl-tui gpus --help` stays light
     from tui.cluster.models import HostTelemetry
@@ -72,7 +72,7 @@ def format_text(hosts: list[HostTelemetry]) -> str:
             total = None if g.memory_total_bytes is None else g.memory_total_bytes / GIB
             level = gpu_level(g, len(ht.latest.gpus) > 1)
             out.append(
-                f"  gpu{g.index:<2} {one_line(g.name or '?', 24):<24}"
+                f"  gpu{g.index:<2} {pad(g.name or '?', 24)}"
                 f" util {_num(g.util_percent, '3.0f', '%')}"
                 f"  mem {_num(used, '5.1f')}/{_num(total, '.1f')} GiB"
                 f"  {_num(g.temperature_c, '3.0f', '°C')}  {_num(g.power_w, '4.0f', ' W')}"

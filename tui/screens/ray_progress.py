@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
 from tui.cluster.ray_cluster import StepEvent
-from tui.sanitize import clean, one_line
+from tui.sanitize import clean, one_line, pad
 from tui.screens.error import ReportsWorkerFailures
 
 _STYLE = {
@@ -54,7 +54,7 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
         mark, style = _STYLE.get(ev.status, (" ", ""))
         line = Text(f"{ev.at - self.started:6.1f}s ", style="dim")
         line.append(f"{mark} ", style=style)
-        line.append(f"{one_line(ev.host or 'cluster'):<16} {one_line(ev.phase):<8} ")
+        line.append(f"{pad(ev.host or 'cluster', 16)} {pad(ev.phase, 8)} ")
         line.append(clean(ev.message), style=style if ev.status == "fail" else "")
         self.query_one(RichLog).write(line)
 

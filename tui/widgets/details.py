@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from tui.cluster.gpu_health import HealthFinding, judge_host
 from tui.cluster.models import GpuHealth, HostTelemetry
-from tui.sanitize import one_line, styled
+from tui.sanitize import one_line, pad, styled
 from tui.widgets.gauges import gib
 
 MAX_PROBLEMS_SHOWN = 2  # the pane is a few lines high; --json lists every problem
@@ -115,7 +115,7 @@ def gpu_details(ht: HostTelemetry, index: int) -> Text:
         t.append("\nno compute processes", "dim")
     else:
         for p in gpu.processes[:4]:
-            t.append(f"\n  pid {p.pid:<8} {(p.name or '?'):<24} {gib(p.memory_bytes, 2)} GiB")
+            t.append(f"\n  pid {p.pid:<8d} {pad(p.name or '?', 24)} {gib(p.memory_bytes, 2)} GiB")
         if len(gpu.processes) > 4:
             t.append(f"\n  … {len(gpu.processes) - 4} more", "dim")
     return styled(t)  # agent text (names, errors): cleaned, styles kept

@@ -23,7 +23,7 @@ from textual.strip import Strip
 
 from tui.cluster.gpu_health import gpu_level, judge_host, worst
 from tui.cluster.models import GpuSample, HostTelemetry
-from tui.sanitize import one_line
+from tui.sanitize import one_line, pad
 from tui.widgets.gauges import bar, gib, sparkline
 
 # Vendor words the table has no room for ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
@@ -386,8 +386,8 @@ class GpuTable(ScrollView, can_focus=True):
             else (st["dim"] if state in ("connecting", "starting") else st["bad"])
         )
         segs = [
-            Segment(f"{fold} {one_line(ht.name)}"[: W_NAME - 1].ljust(W_NAME), st["host"]),
-            Segment(f"{one_line(state):<17} ", state_style),
+            Segment(pad(f"{fold} {ht.name}", W_NAME - 1) + " ", st["host"]),
+            Segment(pad(state, 17) + " ", state_style),
         ]
         if self.ray_label is not None:
             label = one_line(self.ray_label(ht.name))
@@ -396,7 +396,7 @@ class GpuTable(ScrollView, can_focus=True):
                 if label.endswith("alive")
                 else (st["bad"] if label.endswith(("dead", "absent")) else st["dim"])
             )
-            segs.append(Segment(f"ray {label:<18} ", ray_style))
+            segs.append(Segment(f"ray {pad(label, 18)} ", ray_style))
         s = ht.latest
         if s is not None and state in ("up", "no NVML", "stale"):
             info = []
@@ -431,12 +431,12 @@ class GpuTable(ScrollView, can_focus=True):
         label_style = st["bad"] if gpu.error else st["dim"]
         flag = HEALTH_FLAGS.get(gpu_level(gpu, len(s.gpus) > 1) or "")
         if flag is None:
-            segs = [Segment(label[: W_NAME - 1].ljust(W_NAME), label_style)]
+            segs = [Segment(pad(label, W_NAME - 1) + " ", label_style)]
         else:  # the glyph replaces the label's second space
             segs = [
                 Segment(" ", label_style),
                 Segment(one_line(flag[0]), st[flag[1]]),
-                Segment(label[2 : W_NAME - 1].ljust(W_NAME - 2), label_style),
+                Segment(pad(label[2:], W_NAME - 3) + " ", label_style),
             ]
         if gpu.error:
             segs.append(Segment(one_line(gpu.error), st["bad"]))
@@ -477,10 +477,10 @@ class GpuTable(ScrollView, can_focus=True):
         segs.append(Segment(("-" if temp is None else f"{temp:.0f}°C").ljust(W_TEMP), tstyle))
         power = "-" if gpu.power_w is None else f"{gpu.power_w:.0f}"
         limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
-        segs.append(Segment(f"{power}{limit}W"[: W_POWER - 1].ljust(W_POWER), st["host"]))
+        segs.append(Segment(pad(f"{power}{limit}W", W_POWER - 1) + " ", st["host"]))
         nproc = "-" if gpu.processes is None else f"{len(gpu.processes):d}"
         tag = " IDLE" if idle else ""
-        segs.append(Segment(f"{nproc}{tag}".ljust(W_PROCS), st["warn"] if idle else st["dim"]))
+        segs.append(Segment(pad(f"{nproc}{tag}", W_PROCS), st["warn"] if idle else st["dim"]))
         # The whole kept history (default 300 samples) squeezed into the column.
         spark_w = spark_width(width)
         per_cell = -(-ht.history_len // spark_w)
