@@ -118,7 +118,7 @@ def summarize(run: Run) -> dict[str, Any]:
     if end is None and meta.get("status") in ("RUNNING", "PENDING"):
         end = _num(meta.get("updated_at"))
     duration = end - start if start is not None and end is not None and end >= start else None
-    per_step = sum(step_times) / len(step_times) if step_times else None
+    per_step = _mean(step_times)
     if per_step is None and duration and steps:
         per_step = duration / len(steps)
     raw_use = meta.get("gpu_use")
@@ -132,7 +132,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "last_score": scores[-1] if scores and math.isfinite(scores[-1]) else None,
         "best_score": max(finite) if finite else None,
         "mean_s_per_step": per_step,
-        "tokens_per_s_per_gpu": sum(tput) / len(tput) if tput else None,
+        "tokens_per_s_per_gpu": _mean(tput),
         "duration_s": duration,
         "gpus": gpus,
         "gpu_hours": gpus * duration / 3600 if gpus and duration is not None else None,
@@ -281,9 +281,18 @@ SUMMARY_COLUMNS = (
 )
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    """The mean of finite values, None for none; summed as v/n so that values near the
+    largest float (1.8e308) average to themselves instead of overflowing to inf."""
+    n = len(values)
+    return sum(v / n for v in values) if n else None
+
+
 def _short(v: float | None, digits: int = 4) -> str:
     if v is None:
         return "-"
+    if not math.isfinite(v) or abs(v) >= 1e12:  # nan, inf, or its magnitude (not 300 digits)
+        return f"{v:.3g}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"

@@ -19,12 +19,15 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # Ray's worker prefix: "(TaskRunner pid=1234) " or "(TaskRunner pid=1234, ip=10.0.0.2) ".
 _RAY_PREFIX = re.compile(r"\s*(?:\([^()]*\)\s*)+")
 # Ray's log deduplication appends this to a line other processes printed too.
-_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$")
+_REPEATED = re.compile(r"\[repeated \d+x across cluster\]")
+_REPEATED_END = "across cluster]"
 # numpy >= 2 repr of a scalar: np.float64(0.5), np.int64(3), np.float32(nan).
 _NP_SCALAR = re.compile(r"np\.[a-z]+[0-9]*\((.*)\)")
-_HEAD = re.compile(r"step:(-?[0-9]+)(?: - |$)")
+# A step or a total is at most 18 digits (int() of a 5,000-digit string raises): a longer
+# number is not verl's.
+_HEAD = re.compile(r"step:(-?[0-9]{1,18})(?: - |$)")
 _NP_SUB = re.compile(r"np\.[a-z]+[0-9]*\('?([^()' ]*)'?\)")
-_TOTAL = re.compile(r"Total training steps:\s*(\d+)")
+_TOTAL = re.compile(r"Total training steps:[ \t]*(\d{1,18})(?!\d)")
 
 TOTAL_MARK = "Total training steps"
 
@@ -54,8 +57,12 @@ def clean_line(line: str) -> str:
     line = line.strip()
     if line.startswith("("):
         line = _RAY_PREFIX.sub("", line, count=1)
-    if line.endswith("]"):
-        line = _REPEATED.sub("", line)
+    if line.endswith(_REPEATED_END):
+        # Found from the end, not by a regex scan: `\s*…$` tried at every blank of a long line
+        # is quadratic.
+        cut = line.rfind("[repeated ")
+        if cut >= 0 and _REPEATED.fullmatch(line, cut):
+            line = line[:cut].rstrip()
     return line
 
 

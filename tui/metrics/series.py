@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from tui.metrics.parse import TOTAL_MARK, parse_metrics_line, parse_total_steps
 
@@ -20,6 +20,44 @@ MAX_TAIL = 1 << 20
 # ETA averages this many recent steps: recent enough to follow a slowdown, long enough to
 # include the periodic validation and checkpoint steps.
 ETA_WINDOW = 20
+# A step time outside (0, this] is not one (a year: 3e7 s); the ETA ignores it.
+MAX_STEP_SECONDS = 3.2e7
+# What a chart can draw. plotext turns its axis range into integers and scales by it: a value
+# past ~3.5e306 (or a range near the smallest float) raises OverflowError inside the drawing,
+# and inf/nan fail outright. Values keep their true number everywhere else (the latest-values
+# line, tables, exports); only the points handed to a chart pass through chart_points.
+CHART_LIMIT = 1e15  # |v| above: drawn at ±CHART_LIMIT
+CHART_TINY = 1e-30  # 0 < |v| below: drawn at 0
+
+
+def chart_value(v: float) -> float | None:
+    """The value as a chart draws it: None (a gap) for nan and ±inf, ±CHART_LIMIT for a larger
+    magnitude, 0 for one below CHART_TINY, else itself."""
+    if not math.isfinite(v):
+        return None
+    if v > CHART_LIMIT:
+        return CHART_LIMIT
+    if v < -CHART_LIMIT:
+        return -CHART_LIMIT
+    if -CHART_TINY < v < CHART_TINY:
+        return 0.0
+    return float(v)
+
+
+def chart_points(points: Iterable[tuple[int, float]]) -> tuple[list[tuple[int, float]], int, int]:
+    """(the points a chart may draw, how many were left out as nan/inf, how many were moved
+    into the drawable range): the one filter between a metric series and a chart."""
+    out: list[tuple[int, float]] = []
+    gaps = moved = 0
+    for step, v in points:
+        c = chart_value(v)
+        if c is None:
+            gaps += 1
+            continue
+        if c != v:
+            moved += 1
+        out.append((step, c))
+    return out, gaps, moved
 
 
 class MetricsTracker:
@@ -118,7 +156,7 @@ class MetricsTracker:
         self._latest.update(metrics)
         self._latest_step.update(dict.fromkeys(metrics, step))
         step_time = metrics.get(STEP_TIME_KEY)
-        if step_time is not None and math.isfinite(step_time) and step_time > 0:
+        if step_time is not None and 0 < step_time <= MAX_STEP_SECONDS:  # nan compares False
             self._step_times.append(step_time)
         # Wall clock between step lines: the fallback when timing_s/step is absent. Lines of a
         # replayed log arrive within one chunk (zero time apart) and teach nothing.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -24,7 +24,8 @@ from textual_plotext import PlotextPlot
 
 from tui.fmt import duration
 from tui.metrics import MetricsTracker
-from tui.sanitize import markup, one_line
+from tui.metrics.series import chart_points
+from tui.sanitize import markup, one_line, pad, width
 
 REDRAW_EVERY_S = 0.5  # at most 2 Hz: plotext rebuilds every chart's whole canvas
 # More points than this many per column of the chart are thinned: the terminal cannot show
@@ -54,10 +55,12 @@ DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
 
 
 def fmt_value(v: float) -> str:
-    """A metric value in a few characters: 0.6231, 0.0012, 512, 12.3k, nan."""
+    """A metric value in a few characters: 0.6231, 0.0012, 512, 12.3k, 1.8e+308, nan."""
     if not math.isfinite(v):
         return str(v)
     a = abs(v)
+    if a >= 1e12:  # its true magnitude, never hundreds of digits
+        return f"{v:.3g}"
     if a >= 1e9:
         return f"{v / 1e9:.1f}G"
     if a >= 1e6:
@@ -82,7 +85,7 @@ def progress_text(tracker: MetricsTracker) -> str:
         parts.append("ETA –" if eta is None else f"ETA {duration(round(eta))}")
     per_step = tracker.step_seconds()
     if per_step is not None:
-        parts.append(f"{per_step:.1f} s/step")
+        parts.append(f"{per_step:.1f} s/step")  # bounded: MAX_STEP_SECONDS
     return " · ".join(parts)
 
 
@@ -118,6 +121,17 @@ def thin(points: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, flo
     return kept
 
 
+class SafePlot(PlotextPlot):
+    """A plotext chart whose drawing cannot take the app down: chart_points keeps the values
+    in plotext's range, and anything plotext still fails on becomes a line in the chart."""
+
+    def render(self) -> RenderResult:
+        try:
+            return super().render()
+        except (ArithmeticError, ValueError, IndexError) as exc:
+            return Text(one_line(f"chart not drawn: {exc}", 200), style="dim")
+
+
 class MetricChart(Vertical, can_focus=True):
     """A bordered chart of one ChartSpec, or a dim note while its keys have no data."""
 
@@ -144,11 +158,11 @@ class MetricChart(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(classes="empty")
-        yield PlotextPlot()
+        yield SafePlot()
 
     @property
     def plot(self) -> PlotextPlot:
-        return self.query_one(PlotextPlot)
+        return self.query_one(SafePlot)
 
     def draw(self, tracker: MetricsTracker) -> None:
         spec = self.spec
@@ -163,26 +177,27 @@ class MetricChart(Vertical, can_focus=True):
         latest = tracker.latest()
         labels = short_labels(keys)
         # Metric keys come from the job's log lines: markup-escaped (titles are markup).
-        self.border_subtitle = markup(
-            "  ".join(
-                (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
-                for key, label in zip(keys, labels, strict=True)
-            )
+        values = "  ".join(
+            (f"{label} " if len(keys) > 1 else "") + fmt_value(latest[key])
+            for key, label in zip(keys, labels, strict=True)
         )
-        self.plot_series(
+        note = self.plot_series(
             {key: tracker.series(key) for key in keys}, labels if len(keys) > 1 else None
         )
+        self.border_subtitle = markup(values + note)
 
     def plot_series(
         self, series: dict[str, list[tuple[int, float]]], labels: Sequence[str] | None
-    ) -> None:
+    ) -> str:
         """Draw each series (by step) over the others; `labels` name them in the legend. The
-        one place a chart is drawn: the job's metrics and the compare screen's runs."""
+        one place a chart is drawn: the job's metrics and the compare screen's runs. Returns
+        a note for the subtitle on points not drawn as they are (empty when all were)."""
         limit = max(self.size.width, 40) * POINTS_PER_CELL
         plotted: dict[str, list[tuple[int, float]]] = {}
+        gaps = moved = 0
         for key, raw in series.items():
-            # plotext fails on inf ("cannot convert float NaN to integer") and nan: a gap instead.
-            points = [(s, v) for s, v in raw if math.isfinite(v)]
+            points, g, m = chart_points(raw)  # nan/inf: a gap; past plotext's range: clamped
+            gaps, moved = gaps + g, moved + m
             plotted[key] = thin(points, limit)
         plt = self.plot.plt
         plt.clear_data()
@@ -200,6 +215,8 @@ class MetricChart(Vertical, can_focus=True):
         self.plotted = plotted
         self.add_class("has-data")
         self.plot.refresh()
+        note = f" · {gaps} nan/inf not drawn" if gaps else ""
+        return note + (f" · {moved} drawn at the chart's limit" if moved else "")
 
 
 class MetricPicker(ModalScreen[str | None]):
@@ -255,9 +272,9 @@ class MetricPicker(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         options.clear_options()
         keys = self.matches(text)
-        width = min(max((len(k) for k in keys), default=0), 60)  # values in one column
+        cells = min(max((width(one_line(k)) for k in keys), default=0), 60)  # one value column
         for key in keys:
-            label = Text(one_line(key).ljust(width))
+            label = Text(pad(key, cells))
             value = self.latest.get(key)
             if value is not None:
                 label.append(f"  {one_line(fmt_value(value))}", "dim")

@@ -46,11 +46,11 @@ class CompareChart(MetricChart):
         for r in runs:
             pts = r.series.get(key) or []
             latest.append(f"{one_line(r.submission_id, 24)} {fmt_value(pts[-1][1])}" if pts else "")
-        self.border_subtitle = markup("  ".join(x for x in latest if x))
-        self.plot_series(
+        note = self.plot_series(
             {r.submission_id: r.series.get(key, []) for r in runs},
             [one_line(r.submission_id, 24) for r in runs],
         )
+        self.border_subtitle = markup("  ".join(x for x in latest if x) + note)
 
 
 def fill_summary(table: DataTable[Any], runs: Sequence[Run]) -> None:
