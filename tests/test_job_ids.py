@@ -196,11 +196,11 @@ def test_hostile_ids_never_reach_another_job(ray_one):
                 # the head answers for a job of that exact name (none), not victim2's stop.
                 client = await rc.dashboard()
                 with pytest.raises(DashboardError) as err:
-                    await client.post(api_path("api", "jobs", f"{VICTIM}/stop?", "stop"))
+                    await client._call("POST", api_path("api", "jobs", f"{VICTIM}/stop?", "stop"))
                 assert "HTTP 404" in str(err.value) or "HTTP 4" in str(err.value)
                 # A raw path the helper did not build is refused before it is sent.
                 with pytest.raises(DashboardError, match="not built by api_path"):
-                    await client.post(f"/api/jobs/{VICTIM}/stop?x y")
+                    await client._call("POST", f"/api/jobs/{VICTIM}/stop?x y")
                 assert (await job_status(client, VICTIM))[0] == "RUNNING"
             finally:
                 await rc.close()

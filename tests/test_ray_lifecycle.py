@@ -156,7 +156,7 @@ def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
     assert set(by_host) == {"node1", "node2", "node3"}
     assert by_host["node1"]["is_head"] and by_host["node2"]["node_ip"] == ray_hosts.hosts[1].address
     assert all(n["alive"] and n["gpus"] == 1 and n["cpus"] >= 1 for n in doc["nodes"])
-    assert doc["dashboard"].startswith("http://127.0.0.1:")
+    assert doc["dashboard"].startswith("unix:/")  # the private socket (tests/test_forward_private.py)
 
     # The dashboard listens on the head's loopback only.
     listeners = ray_hosts.exec_in("node1", ["ss", "-ltnH", "sport = :8265"]).stdout.split("\n")
@@ -171,21 +171,19 @@ def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
             try:
                 client = await cluster.dashboard()
                 sid = f"vt-{uuid.uuid4().hex[:8]}"
-                await client.post(
-                    "/api/jobs/",
+                await client.submit_job(
                     {
                         "submission_id": sid,
                         "entrypoint": f"{VENV_PY} -c \"import socket; print('hello from', "
                         f'socket.gethostname())"',
-                    },
+                    }
                 )
                 for _ in range(120):
-                    info = await client.get(f"/api/jobs/{sid}")
+                    info = await client.job_info(sid)
                     if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
                         break
                     await asyncio.sleep(0.5)
-                logs = await client.get(f"/api/jobs/{sid}/logs")
-                return info["status"], logs["logs"]
+                return info["status"], await client.job_logs(sid)
             finally:
                 await cluster.close()
 

@@ -48,9 +48,9 @@ class RecordingClient(DashboardClient):
     answers: dict[str, Any] = {}
 
     def _request(
-        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, **kw: Any
     ) -> Any:
-        answer = super()._request(method, path, body, raw=raw)
+        answer = super()._request(method, path, body, raw=raw, **kw)
         if method == "GET":
             RecordingClient.answers[path] = answer
         return answer

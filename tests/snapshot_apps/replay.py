@@ -118,7 +118,7 @@ class ReplayDashboard(DashboardClient):
         self.answers = answers
 
     def _request(
-        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, **_: Any
     ) -> Any:
         if method == "GET" and path in self.answers:
             return self.answers[path]

@@ -26,27 +26,14 @@ LIMIT = 10000
 SampleSource = Callable[[], Mapping[str, HostSample | None]]
 
 
-def _state_rows(data: Any) -> list[dict[str, Any]]:
-    result = (data or {}).get("data", {}).get("result", {}) if isinstance(data, dict) else {}
-    rows = result.get("result", []) if isinstance(result, dict) else result
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
-
-
-def _filtered(kind: str, key: str, value: str) -> str:
-    from tui.cluster.dashboard import api_path
-
-    return api_path(
-        "api",
-        "v0",
-        kind,
-        query={
-            "limit": LIMIT,
-            "detail": "false",
-            "filter_keys": key,
-            "filter_predicates": "=",
-            "filter_values": value,
-        },
-    )
+def _filtered(key: str, value: str) -> dict[str, object]:
+    return {
+        "limit": LIMIT,
+        "detail": "false",
+        "filter_keys": key,
+        "filter_predicates": "=",
+        "filter_values": value,
+    }
 
 
 async def job_worker_pids(
@@ -54,10 +41,10 @@ async def job_worker_pids(
 ) -> dict[str, set[int]]:
     """Host name → pids of the job's live actors, running task workers (and its driver, given
     as (node IP, pid)). `job_id` is Ray's hex job id (the Jobs API's ``job_id``)."""
-    actors = _state_rows(await client.get(_filtered("actors", "job_id", job_id)))
-    tasks = _state_rows(await client.get(_filtered("tasks", "job_id", job_id)))
-    nodes = await client.alive_nodes()
-    ip_of = {n.get("node_id"): n.get("node_ip") for n in nodes if isinstance(n, dict)}
+    # Checked rows (tui/cluster/dashboard_schema.py): a field is its type or None.
+    actors = await client.state_rows("actors", _filtered("job_id", job_id))
+    tasks = await client.state_rows("tasks", _filtered("job_id", job_id))
+    ip_of = {n["node_id"]: n["node_ip"] for n in await client.alive_nodes()}
     host_of = {h.node_ip: h.name for h in inv.hosts}
     out: dict[str, set[int]] = {}
 

@@ -16,10 +16,17 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tui.cluster import driver_log
-from tui.cluster.dashboard import TERMINAL, DashboardClient, DashboardError, check_job_id, job_path
+from tui.cluster.dashboard import (
+    ANSWER_CAP,
+    TERMINAL,
+    DashboardClient,
+    DashboardError,
+    check_job_id,
+    job_path,
+)
 from tui.cluster.driver_log import TAIL_BYTES, DriverLog, JobEnd
 from tui.transport.types import TransportError
 
@@ -43,35 +50,29 @@ class JobLogEnd:
     message: str | None = None
 
 
-async def job_info(client: DashboardClient, sid: str) -> dict:
-    info = await client.get(job_path(sid))
-    if not isinstance(info, dict):
-        raise DashboardError(f"job {sid}: unexpected answer from the Jobs API")
-    return info
+async def job_info(client: DashboardClient, sid: str) -> dict[str, Any]:
+    """The Jobs API's answer for `sid`, checked (tui/cluster/dashboard_schema.JOB)."""
+    return await client.job_info(sid)
 
 
 async def job_status(client: DashboardClient, sid: str) -> tuple[str, str | None]:
     info = await job_info(client, sid)
-    return str(info.get("status", "?")), info.get("message")
+    return info["status"], info["message"]
 
 
 async def job_log_snapshot(client: DashboardClient, sid: str) -> str:
-    data = await client.get(job_path(sid, "logs"))
-    if isinstance(data, dict):
-        return str(data.get("logs", ""))
-    return "" if data is None else str(data)
+    return await client.job_logs(sid)
 
 
 async def _tail(client: DashboardClient, sid: str) -> AsyncIterator[str]:
     import websockets  # imported here: only a followed log needs it
 
-    url = client.base_url.replace("http://", "ws://", 1) + job_path(sid, "logs", "tail")
     try:
         # No permessage-deflate: Ray 2.60's dashboard accepts it, then its proxy to the job
         # module fails on the first compressed frame and closes the tail with no message.
-        async with websockets.connect(
-            url,
-            max_size=None,
+        async with client.websocket(
+            job_path(sid, "logs", "tail"),
+            max_size=ANSWER_CAP,  # one message: bounded like any answer
             open_timeout=client.timeout,
             compression=None,
             ping_interval=20,

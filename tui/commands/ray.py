@@ -67,7 +67,7 @@ def status_text(st: ClusterStatus) -> str:
     out = [
         f"{plural(st.nodes_alive, 'node')} alive   ray {st.ray_version}   "
         f"Python {st.python_version}",
-        f"dashboard: {st.dashboard}",
+        f"dashboard: {st.dashboard}  (private to you; `verl-tui tunnel` serves a browser)",
         "",
         f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
         f"{'MEM GiB':>8}",
@@ -173,8 +173,8 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
             return 1
         print("\n" + status_text(status))
         print(
-            f"\nup in {time.monotonic() - t0:.1f} s; the dashboard URL above lives while "
-            f"this command runs: `verl-tui tunnel` keeps one open"
+            f"\nup in {time.monotonic() - t0:.1f} s; `verl-tui tunnel` serves the dashboard "
+            "to your browser"
         )
         return 0
 
@@ -234,6 +234,7 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
 
 def run_tunnel(inv: Inventory) -> int:
     from tui.cluster.dashboard import DashboardError
+    from tui.cluster.dashboard_gate import BrowserGate
 
     async def body(cluster: RayCluster) -> int:
         try:
@@ -242,12 +243,27 @@ def run_tunnel(inv: Inventory) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui tunnel: {exc}", file=sys.stderr)
             return 1
-        print(
-            f"dashboard and jobs API: {client.base_url}  (to {inv.head.name}'s "
-            f"127.0.0.1:{inv.ray.dashboard_port}; Ctrl-C closes)",
-            flush=True,
-        )
-        await asyncio.Event().wait()
+        assert cluster.tunnel is not None  # opened by cluster.dashboard()
+        gate = BrowserGate(cluster.tunnel.forward.path)
+        try:
+            await gate.start(inv.ray.dashboard_port)
+        except OSError as exc:
+            print(f"verl-tui tunnel: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr)
+            return 1
+        try:
+            print(
+                f"dashboard and jobs API: {gate.url}\n"
+                f"  to {inv.head.name}'s 127.0.0.1:{inv.ray.dashboard_port}; Ctrl-C closes\n"
+                "  protected: only a browser that opened this URL gets in (its token becomes an "
+                "HttpOnly, SameSite=Strict cookie); any other request, from any user of this "
+                "machine, gets 403 and never reaches Ray\n"
+                f"  commands use the private socket {cluster.tunnel.forward.path} (a folder only "
+                "you can enter)",
+                flush=True,
+            )
+            await asyncio.Event().wait()
+        finally:
+            gate.close()
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -296,6 +312,7 @@ TUNNEL = Command(
     _no_arguments,
     lambda a: run_tunnel(a.inventory),
     hosts="optional",
-    description="Forward the head's loopback dashboard and Jobs API here; print "
-    "the URL and hold until Ctrl-C.",
+    description="Serve the head's loopback dashboard and Jobs API to your browser; print "
+    "the URL (it carries a per-process token: other users of this machine get 403) and hold "
+    "until Ctrl-C.",
 )

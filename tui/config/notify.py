@@ -47,4 +47,8 @@ class NotifyOptions(BaseModel):
             raise ValueError("webhook must be an http:// or https:// URL with a host")
         if _WORD_BAD_RE.search(v) or " " in v:
             raise ValueError("webhook must be one URL without spaces")
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number in 0..65535
+        except ValueError:
+            raise ValueError("webhook has an invalid port") from None
         return v

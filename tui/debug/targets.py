@@ -13,35 +13,25 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tui.cluster.dashboard import TERMINAL, DashboardError, api_path
+from tui.cluster.dashboard import TERMINAL, DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.remote import python_argv
 from tui.transport.types import Forward, TransportError
 
-_PAUSED = api_path(
-    "api",
-    "v0",
-    "workers",
-    query={
-        "detail": "true",
-        "limit": 10000,
-        "filter_keys": "num_paused_threads",
-        "filter_predicates": "!=",
-        "filter_values": 0,
-    },
-)
-_RUNNING_TASKS = api_path(
-    "api",
-    "v0",
-    "tasks",
-    query={
-        "detail": "true",
-        "limit": 10000,
-        "filter_keys": "state",
-        "filter_predicates": "=",
-        "filter_values": "RUNNING",
-    },
-)
+_PAUSED = {
+    "detail": "true",
+    "limit": 10000,
+    "filter_keys": "num_paused_threads",
+    "filter_predicates": "!=",
+    "filter_values": 0,
+}
+_RUNNING_TASKS = {
+    "detail": "true",
+    "limit": 10000,
+    "filter_keys": "state",
+    "filter_predicates": "=",
+    "filter_values": "RUNNING",
+}
 
 
 @dataclass(frozen=True)
@@ -96,51 +86,46 @@ class DebugTargets:
         }
 
 
-def _rows(data: Any) -> list[dict[str, Any]]:
-    result = (data or {}).get("data", {}).get("result", {}) if isinstance(data, dict) else {}
-    rows = result.get("result", []) if isinstance(result, dict) else result
-    return [r for r in rows if isinstance(r, dict)]
-
-
 async def _job_names(cluster: RayCluster) -> dict[str, tuple[str, str]]:
     """Ray job id (hex) -> (name to show: submission id or job id, status)."""
     client = await cluster.dashboard()
-    jobs = await client.get(api_path("api", "jobs", trailing_slash=True)) or []
     out: dict[str, tuple[str, str]] = {}
-    for j in jobs:
-        if isinstance(j, dict) and j.get("job_id"):
-            out[j["job_id"]] = (j.get("submission_id") or j["job_id"], j.get("status", "?"))
+    for j in await client.list_jobs():  # checked rows (tui/cluster/dashboard_schema.py)
+        if j["job_id"]:
+            out[j["job_id"]] = (j["submission_id"] or j["job_id"], j["status"])
     return out
 
 
 async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
     client = await cluster.dashboard()
     workers, tasks, jobs = await asyncio.gather(
-        client.get(_PAUSED), client.get(_RUNNING_TASKS), _job_names(cluster)
+        client.state_rows("workers", _PAUSED),
+        client.state_rows("tasks", _RUNNING_TASKS),
+        _job_names(cluster),
     )
-    task_by_worker = {t.get("worker_id"): t for t in _rows(tasks)}
+    task_by_worker = {t.get("worker_id"): t for t in tasks}
     host_by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
     out = []
-    for w in _rows(workers):
-        port = w.get("debugger_port") or 0
-        if not port or not w.get("is_alive", True):
+    for w in workers:
+        port = w["debugger_port"] or 0  # checked rows: a missing field is None
+        if not port or w["is_alive"] is False:
             continue
         task = task_by_worker.get(w.get("worker_id"), {})
         job_hex = task.get("job_id") or w.get("job_id") or ""
         name, status = jobs.get(job_hex, (job_hex, "?"))
         if status in TERMINAL:
             continue
-        ip = w.get("ip", "")
+        ip = w["ip"] or ""
         task_name = task.get("name") or task.get("func_or_class_name") or "?"
         out.append(
             PausedWorker(
                 host=host_by_ip.get(ip, ip),
                 node_ip=ip,
-                pid=int(w.get("pid") or 0),
+                pid=w["pid"] or 0,
                 port=int(port),
-                worker_id=w.get("worker_id", ""),
+                worker_id=w["worker_id"] or "",
                 task=task_name,
-                task_id=task.get("task_id", ""),
+                task_id=task.get("task_id") or "",
                 job=name,
             )
         )
@@ -194,10 +179,7 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
 
 async def _node_ips(cluster: RayCluster) -> dict[str, str]:
     client = await cluster.dashboard()
-    data = await client.get(
-        api_path("api", "v0", "nodes", query={"limit": 10000, "detail": "true"})
-    )
-    return {n.get("node_id", ""): n.get("node_ip", "") for n in _rows(data)}
+    return {n["node_id"]: n["node_ip"] for n in await client.nodes()}
 
 
 async def _none() -> None:

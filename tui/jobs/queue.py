@@ -564,9 +564,5 @@ async def free_resources(client: Any, inv: Inventory) -> ClusterResources | None
     """Ray's free resources per alive node now (DashboardError when Ray cannot be asked)."""
     import asyncio
 
-    from tui.cluster.dashboard import api_path
-
-    report, nodes = await asyncio.gather(
-        client.get(api_path("api", "cluster_status")), client.alive_nodes()
-    )
-    return free_from_report(report, [n for n in nodes if isinstance(n, dict)], inv)
+    report, nodes = await asyncio.gather(client.cluster_status(), client.alive_nodes())
+    return free_from_report(report, nodes, inv)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import TERMINAL, api_path, check_job_id, job_path
+from tui.cluster.dashboard import TERMINAL, check_job_id, job_path
 from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
@@ -88,13 +88,8 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     """The head's jobs joined with our history; jobs only in history (a head since restarted)
     are listed too, with their last known status."""
     client = await cluster.dashboard()
-    jobs, nodes = await asyncio.gather(
-        client.get(api_path("api", "jobs", trailing_slash=True)), client.alive_nodes()
-    )
-    # The dashboard's answer is checked like any outside input: entries of the wrong shape are
-    # skipped, texts are texts (shown sanitized), times are numbers.
-    jobs = [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
-    nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+    # Both answers are checked by their schemas (tui/cluster/dashboard_schema.py).
+    jobs, nodes = await asyncio.gather(client.list_jobs(), client.alive_nodes())
     by_ip: dict[str | None, str | None] = {h.node_ip: h.name for h in cluster.inv.hosts}
     # Jobs name their driver's node by id; the hosts file knows IPs.
     node_ips = {_text(n.get("node_id")): _text(n.get("node_ip")) for n in nodes}
@@ -223,11 +218,11 @@ async def stop_job(
     BadJobId (before anything is sent) when `job` is not a valid submission id."""
     check_job_id(job)
     client = await cluster.dashboard()
-    await client.post(job_path(job, "stop"))
+    await client.stop_job(job)
     deadline = time.monotonic() + wait
     status = "?"
     while time.monotonic() < deadline:
-        status = (await client.get(job_path(job)) or {}).get("status", "?")
+        status = (await client.job_info(job))["status"]
         if status in TERMINAL:
             break
         await asyncio.sleep(0.5)
@@ -239,5 +234,5 @@ async def delete_job(cluster: RayCluster, job: str, history: JobHistory) -> None
     """Forget a finished job on the head and here (BadJobId first for an invalid id)."""
     check_job_id(job)
     client = await cluster.dashboard()
-    await client.delete(job_path(job))
+    await client.delete_job(job)
     history.forget(job)

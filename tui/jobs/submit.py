@@ -263,5 +263,4 @@ async def submit(client: DashboardClient, sub: Submission) -> str:
     if env:
         body["runtime_env"] = env
     check_job_id(sub.submission_id, "submission id")
-    reply = await client.post(api_path("api", "jobs", trailing_slash=True), body)
-    return (reply or {}).get("submission_id", sub.submission_id)
+    return await client.submit_job(body)

@@ -4,7 +4,8 @@ Each such decision becomes (1) a line in the cockpit and the terminal bell, thro
 `show`/`bell` callbacks the cockpit gives (`verl-tui watch` prints its decisions anyway), and
 (2) a JSON payload to hosts.yaml's `notify:` targets (tui/config/notify.py): a `command` (an
 argv run without a shell, the payload on its stdin, ended after `timeout`) and/or a `webhook`
-(an http/https POST of the payload, no redirects followed, `timeout` per request). A notifier
+(an http/https POST of the payload, no redirects followed, `timeout` for the whole request,
+through the environment's http proxy if any). A notifier
 that fails or hangs is reported (an "error" Decision through `report`, and a warning line in
 the cockpit), never raised: a dead webhook must not stop the supervisor.
 """
@@ -12,18 +13,21 @@ the cockpit), never raised: a dead webhook must not stop the supervisor.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import json
-import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from tui import __version__
 from tui.config.notify import DEFAULT_EVENTS, NotifyOptions
 from tui.sanitize import one_line
 from tui.supervisor.events import Decision
+from tui.transport.http import Endpoint, HttpError, request_async
+from tui.transport.local import end_group
 
 # What the cockpit's line looks like for each kind (Textual's notify severities).
 SEVERITY = {
@@ -33,7 +37,11 @@ SEVERITY = {
     "retry": "warning",
 }
 BELL_KINDS = frozenset({"job-end", "job-failed", "retry", "queue-start"})
-STDERR_TAIL = 300
+STDERR_TAIL = 300  # characters of a failed command's stderr in its line
+STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
+READ_CHUNK = 1 << 16
+TERM_GRACE_S = 0.5  # a timed-out command's group: TERM, then KILL after this
+ANSWER_CAP = 64 * 1024  # a webhook's answer body (read, then dropped)
 
 Show = Callable[[str, str], None]  # (one line, severity)
 Report = Callable[[Decision], "Awaitable[None] | None"]
@@ -58,8 +66,10 @@ def payload(decision: Decision, cluster: str) -> dict[str, Any]:
 
 
 async def run_command(argv: tuple[str, ...], body: bytes, timeout: float) -> None:
-    """Run `argv` (no shell) with `body` on stdin; NotifyError on a non-zero exit, a missing
-    program or `timeout` (the process is killed then)."""
+    """Run `argv` (no shell, in a process group of its own) with `body` on stdin; NotifyError
+    on a non-zero exit, a missing program or `timeout`. Once the command has exited, or at the
+    timeout, its whole group is ended (TERM, then KILL): a child it left running neither holds
+    the caller nor outlives it. Its stderr is read as it comes; only the tail is kept."""
     name = one_line(argv[0], 120)
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -67,51 +77,49 @@ async def run_command(argv: tuple[str, ...], body: bytes, timeout: float) -> Non
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C in the cockpit's terminal is not its signal
+            start_new_session=True,  # its own group: killed whole; a Ctrl-C here is not its
         )
     except OSError as exc:
         raise NotifyError(f"notify command {name}: {one_line(exc.strerror or exc, 200)}") from None
+    tail = bytearray()
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # a command that does not read its stdin
+            proc.stdin.write(body)
+            await proc.stdin.drain()
+            proc.stdin.close()
+
+    async def read_stderr() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(READ_CHUNK):
+            tail.extend(chunk)
+            del tail[:-STDERR_KEEP]
+
+    reader = asyncio.ensure_future(read_stderr())
     try:
-        _out, err = await asyncio.wait_for(proc.communicate(body), timeout)
+        await asyncio.wait_for(asyncio.gather(feed(), proc.wait()), timeout)
+        timed_out = False
     except asyncio.TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        with contextlib.suppress(Exception):
-            await proc.wait()
-        raise NotifyError(f"notify command {name}: no exit within {timeout:g} s (killed)") from None
+        timed_out = True
+    finally:
+        await end_group(proc, term_grace=TERM_GRACE_S)
+        # The group is gone, so its stderr ends now (unless a child left the group).
+        await asyncio.wait([reader], timeout=TERM_GRACE_S)
+        reader.cancel()
+    if timed_out:
+        raise NotifyError(f"notify command {name}: no exit within {timeout:g} s (killed)")
     if proc.returncode != 0:
-        tail = one_line((err or b"").decode("utf-8", "replace").strip()[-STDERR_TAIL:], 300)
+        text = bytes(tail).decode("utf-8", "replace").strip()[-STDERR_TAIL:]
+        tail_line = one_line(text, 300)
         raise NotifyError(
-            f"notify command {name}: exit status {proc.returncode}" + (f": {tail}" if tail else "")
+            f"notify command {name}: exit status {proc.returncode}"
+            + (f": {tail_line}" if tail_line else "")
         )
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A webhook's redirect is not followed (it would turn the POST into a GET elsewhere)."""
-
-    def redirect_request(
-        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> None:
-        raise urllib.error.HTTPError(newurl, code, f"redirect ({code}) not followed", headers, fp)
-
-
-def _post(url: str, body: bytes, timeout: float) -> int:
-    opener = urllib.request.build_opener(_NoRedirect)
-    req = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": f"verl-tui/{__version__}"},
-    )
-    with opener.open(req, timeout=timeout) as resp:
-        resp.read(65536)
-        return int(resp.status)
 
 
 def _where(url: str) -> str:
     """The webhook as shown in a message: scheme and host only (its path may be a secret)."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     host = parts.hostname or "?"
     host = f"[{host}]" if ":" in host else host
@@ -123,17 +131,61 @@ def _where(url: str) -> str:
     return one_line(f"{parts.scheme}://{host}{port}/…", 120)
 
 
-async def post_webhook(url: str, body: bytes, timeout: float) -> None:
-    """POST `body` as JSON (stdlib urllib in a thread); NotifyError on a failure or an HTTP
-    status ≥ 300."""
+def _proxy(scheme: str, host: str) -> tuple[str, int] | None:
+    """The http:// proxy the environment names for a webhook (http_proxy / https_proxy /
+    all_proxy, minus no_proxy), or None; a proxy of another kind is a NotifyError. Only the
+    webhook uses one: a login node often reaches the outside only through it."""
+    proxies = urllib.request.getproxies_environment()
+    url = proxies.get(scheme) or proxies.get("all")
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+    if not url or bypass(host, proxies):
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
     try:
-        await asyncio.wait_for(asyncio.to_thread(_post, url, body, timeout), timeout + 1)
-    except urllib.error.HTTPError as exc:
-        why = f"HTTP {exc.code} {one_line(exc.reason, 100)}"
-        raise NotifyError(f"webhook {_where(url)}: {why}") from None
-    except (urllib.error.URLError, OSError, asyncio.TimeoutError) as exc:
-        reason = getattr(exc, "reason", None) or exc or "timed out"
-        raise NotifyError(f"webhook {_where(url)}: {one_line(reason, 200)}") from None
+        port = parts.port or 80
+    except ValueError:
+        port = -1
+    if parts.scheme != "http" or not parts.hostname or port < 0:
+        raise NotifyError(
+            f"proxy {one_line(parts.scheme, 20)}://… for {scheme}: only http:// proxies"
+        )
+    return parts.hostname, port
+
+
+def webhook_request(url: str) -> tuple[Endpoint, str, dict[str, str]]:
+    """Where a webhook's POST goes: the endpoint, the request target, extra headers."""
+    parts = urlsplit(url)
+    tls = parts.scheme == "https"
+    try:
+        port = parts.port or (443 if tls else 80)
+    except ValueError:
+        raise NotifyError(f"webhook {_where(url)}: not a valid port") from None
+    host = parts.hostname or ""
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Content-Type": "application/json", "User-Agent": f"verl-tui/{__version__}"}
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    return Endpoint(host, port, tls=tls, proxy=_proxy(parts.scheme, host)), target, headers
+
+
+async def post_webhook(url: str, body: bytes, timeout: float) -> None:
+    """POST `body` as JSON (tui/transport/http.py: `timeout` for the whole request, no
+    redirect followed, the answer capped); NotifyError on a failure or a status ≥ 300."""
+    try:
+        ep, target, headers = webhook_request(url)
+        resp = await request_async(
+            ep, "POST", target, body=body, headers=headers, deadline_s=timeout, max_body=ANSWER_CAP
+        )
+    except HttpError as exc:
+        raise NotifyError(f"webhook {_where(url)}: {exc}") from None
+    except NotifyError as exc:
+        raise NotifyError(f"webhook {_where(url)}: {exc}") from None
+    if resp.status >= 300:
+        why = f"HTTP {resp.status} {one_line(resp.reason, 100)}"
+        if resp.status < 400:
+            why += " (a redirect: not followed)"
+        raise NotifyError(f"webhook {_where(url)}: {why}")
 
 
 class Notifier:

@@ -112,10 +112,10 @@ class QueueDuty:
         ended = set()
         for s in started:
             try:
-                job = await client.get(job_path(s.submission_id))
+                job = await client.job_info(s.submission_id)
             except DashboardError:
                 continue  # not known yet (or a hiccup): keep it reserved
-            if isinstance(job, dict) and job.get("status") in TERMINAL:
+            if job["status"] in TERMINAL:
                 ended.add(s.submission_id)
         if ended:
             queue.release(ended)

@@ -25,6 +25,7 @@ from tui.transport.types import (
     command_line,
     setup_failure,
 )
+from tui.transport.unix_forward import LocalPathForward
 
 EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
 TERM_GRACE_S = 2.0  # then this long after SIGTERM before SIGKILL
@@ -246,6 +247,9 @@ class LocalTransport:
         self, remote_host: str, remote_port: int, local_port: int = 0
     ) -> LocalForward:
         return LocalForward(remote_port)
+
+    async def forward_local_path(self, remote_host: str, remote_port: int) -> LocalPathForward:
+        return await LocalPathForward.open(remote_host, remote_port)
 
     def set_keepalive(self, interval: float | None) -> None:
         """A local command has no link to check."""

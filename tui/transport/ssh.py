@@ -37,6 +37,7 @@ from tui.transport.types import (
     command_line,
     setup_failure,
 )
+from tui.transport.unix_forward import PrivateDir
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # asyncssh restarts the keepalive timer on every packet received, so while an agent streams
@@ -448,6 +449,19 @@ class SshForward:
         self._listener.close()
 
 
+class SshPathForward:
+    """A private Unix socket here (tui/transport/unix_forward.py), tunnelled by asyncssh."""
+
+    def __init__(self, listener: asyncssh.SSHListener, folder: PrivateDir):
+        self._listener = listener
+        self._folder = folder
+        self.path = folder.path
+
+    def close(self) -> None:
+        self._listener.close()
+        self._folder.remove()
+
+
 class SshTransport:
     def __init__(
         self,
@@ -580,3 +594,18 @@ class SshTransport:
                 f"{self.host}: cannot forward to {remote_host}:{remote_port}: {exc}"
             ) from None
         return SshForward(listener)
+
+    async def forward_local_path(self, remote_host: str, remote_port: int) -> SshPathForward:
+        """Listen on a Unix socket in a fresh 0700 folder of ours and tunnel to the remote side:
+        unlike a loopback port, no other user of this machine can connect to it."""
+        folder = PrivateDir()
+        try:
+            listener = await self._conn.forward_local_path_to_port(
+                folder.path, remote_host, remote_port
+            )
+        except (asyncssh.Error, OSError) as exc:
+            folder.remove()
+            raise TransportError(
+                f"{self.host}: cannot forward to {remote_host}:{remote_port}: {exc}"
+            ) from None
+        return SshPathForward(listener, folder)

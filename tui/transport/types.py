@@ -94,6 +94,16 @@ class Forward(Protocol):
     def close(self) -> None: ...
 
 
+class PathForward(Protocol):
+    """A forward listening on a Unix socket in a fresh 0700 folder of ours: only this user can
+    connect (tui/transport/unix_forward.py). close() stops it and removes the folder."""
+
+    @property
+    def path(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class Transport(Protocol):
     """How services reach one host; built only by the Fleet."""
 
@@ -120,6 +130,10 @@ class Transport(Protocol):
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0
     ) -> Forward: ...
+
+    async def forward_local_path(self, remote_host: str, remote_port: int) -> PathForward:
+        """A private Unix socket here whose connections reach remote_host:remote_port as seen
+        from the host (TransportError when it cannot be opened)."""
 
     def set_keepalive(self, interval: float | None) -> None:
         """How long the link may be silent before it is checked (None: the host's setting).

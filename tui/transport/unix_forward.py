@@ -1,0 +1,125 @@
+"""A forward only its owner can use: a Unix socket in a fresh folder of mode 0700.
+
+A TCP listener on 127.0.0.1 is open to every user of the machine (a shared login node), and the
+head's dashboard runs code for whoever reaches it. A Unix socket inside a folder that only our
+uid may enter cannot be reached by another user (connect fails with EACCES), whatever the
+socket's own mode. The folder is made fresh (mkdtemp: 0700, refused if the name exists) under
+$XDG_RUNTIME_DIR when that is ours, else the temp folder; close() removes both.
+
+The local transport's version (`LocalPathForward`) splices each connection to a local TCP port
+itself; the SSH one (tui/transport/ssh.py) lets asyncssh listen on the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from tui.transport.types import TransportError
+
+SOCKET_NAME = "dashboard.sock"
+MAX_SUN_PATH = 100  # sockaddr_un's sun_path holds 108 bytes on Linux, 104 on macOS
+SPLICE_CHUNK = 1 << 16
+
+
+def _own_private_dir(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+class PrivateDir:
+    """A fresh 0700 folder of ours holding one socket path; remove() takes both away."""
+
+    def __init__(self, name: str = SOCKET_NAME):
+        bases = [os.environ.get("XDG_RUNTIME_DIR") or "", tempfile.gettempdir(), "/tmp"]
+        for base in bases:
+            if not base or not os.path.isdir(base):
+                continue
+            # mkdtemp's name adds 8 characters to the prefix.
+            if len(os.fsencode(os.path.join(base, "verl-tui-12345678", name))) > MAX_SUN_PATH:
+                continue
+            if base == bases[0] and not _own_private_dir(base):
+                continue  # an XDG_RUNTIME_DIR that is not ours: not trusted
+            try:
+                self.folder = tempfile.mkdtemp(prefix="verl-tui-", dir=base)
+            except OSError:
+                continue
+            if not _own_private_dir(self.folder):  # mkdtemp makes it 0700; a umask cannot widen
+                self.remove()
+                continue
+            self.path = os.path.join(self.folder, name)
+            return
+        raise TransportError("no folder for a private socket (XDG_RUNTIME_DIR, TMPDIR, /tmp)")
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            for entry in Path(self.folder).iterdir():
+                entry.unlink()
+        with contextlib.suppress(OSError):
+            os.rmdir(self.folder)
+
+
+async def splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways until either side ends; then close both."""
+
+    async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while data := await src.read(SPLICE_CHUNK):
+                dst.write(data)
+                await dst.drain()
+        with contextlib.suppress(OSError, RuntimeError):
+            if dst.can_write_eof():
+                dst.write_eof()
+
+    try:
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+    finally:
+        for w in (writer, up_writer):
+            w.close()
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+
+
+class LocalPathForward:
+    """The local transport's private forward: the Unix socket, spliced to 127.0.0.1:port here
+    (the dashboard of a `localhost` head is already on this machine's loopback)."""
+
+    def __init__(self, folder: PrivateDir, server: asyncio.AbstractServer):
+        self._folder = folder
+        self._server = server
+        self.path = folder.path
+
+    @classmethod
+    async def open(cls, remote_host: str, remote_port: int) -> LocalPathForward:
+        folder = PrivateDir()
+
+        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(remote_host, remote_port)
+            except OSError:
+                writer.close()
+                return
+            await splice(reader, writer, up_reader, up_writer)
+
+        try:
+            server = await asyncio.start_unix_server(connected, folder.path)
+        except OSError as exc:
+            folder.remove()
+            raise TransportError(f"cannot listen on {folder.path}: {exc.strerror}") from None
+        return cls(folder, server)
+
+    def close(self) -> None:
+        self._server.close()
+        self._folder.remove()
