@@ -130,7 +130,8 @@ def test_damaged_files_are_one_line_warnings(tmp_path):
     assert partial is not None and text.startswith(partial)
     warnings = store.take_warnings()
     assert len(warnings) == 3 and all("\n" not in w for w in warnings), warnings
-    assert any("meta.json: unreadable" in w for w in warnings)
+    assert any("meta.json:1: damaged: not JSON" in w for w in warnings)
+    assert any("metrics.json.gz: damaged (bad gzip data)" in w for w in warnings)
     assert any("log.gz: damaged (cut short)" in w for w in warnings)
     # Bytes past what meta vouches for (a crash mid-append) are dropped by the next writer.
     archive(store, "crash", text[:5000])

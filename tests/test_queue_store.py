@@ -25,6 +25,7 @@ from tui.jobs.queue import (
     free_from_report,
 )
 from tui.jobs.rules_base import ClusterResources, NodeResources
+from tui.state import StateError
 
 VENV_PY = sys.executable
 
@@ -95,10 +96,12 @@ def test_priority_then_fifo_move_cancel(tmp_path):
 
 
 def test_damaged_and_hand_edited_files(tmp_path):
+    """A queue file that is not entirely ours is refused naming it, never read as empty: a
+    change would otherwise write back a queue that lost its entries (issue 23)."""
     q = JobQueue("c1", tmp_path)
     q.add(entry("good"))
     doc = json.loads(q.path.read_text())
-    doc["entries"] += [
+    bad_entries = [
         {"submission_id": "../../etc", "entrypoint_argv": ["x"], "queued_at": 1, "cluster": "c"},
         {"submission_id": "noargv", "entrypoint_argv": [], "queued_at": 1, "cluster": "c"},
         {"submission_id": "x", "queued_at": "yesterday", "entrypoint_argv": ["x"], "cluster": "c"},
@@ -107,12 +110,21 @@ def test_damaged_and_hand_edited_files(tmp_path):
         {**entry("over").to_json(), "overrides": "a=1"},
         {**entry("prof").to_json(), "profile": {"$(x)": 1}},
     ]
-    q.path.write_text(json.dumps(doc))
-    assert [e.submission_id for e in q.entries()] == ["good"]
-    q.path.write_text("{ not json")
-    assert q.entries() == []
-    q.add(entry("after"))  # the next change rewrites it whole
-    assert [e.submission_id for e in q.entries()] == ["after"]
+    for bad in bad_entries:
+        text = json.dumps({**doc, "entries": [*doc["entries"], bad]})
+        q.path.write_text(text)
+        with pytest.raises(StateError, match=r"queue\.json: damaged \(entry 2 is not"):
+            q.entries()
+        with pytest.raises(StateError):
+            q.add(entry("after"))
+        assert q.path.read_text() == text  # nothing rewritten
+    q.path.write_text(json.dumps(doc) + "\n{ one bad line appended")
+    with pytest.raises(StateError, match=r"queue\.json:2: damaged: not JSON") as info:
+        q.add(entry("after"))
+    assert "\n" not in str(info.value) and "move the file away" in str(info.value)
+    q.path.write_text(json.dumps(doc))  # fixed by hand: both are there
+    q.add(entry("after"))
+    assert [e.submission_id for e in q.entries()] == ["good", "after"]
 
 
 def test_fit_uses_the_validators_rule():
@@ -227,12 +239,18 @@ FIELDS = list(QueueEntry.__dataclass_fields__)
 )
 @given(st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=8), max_size=4))
 def test_any_file_content_reads_without_crashing(tmp_path, docs):
-    """Whatever a hand edit leaves in an entry, reading, listing and the fit rule never raise."""
+    """Whatever a hand edit leaves in an entry, reading refuses it naming the file (StateError)
+    or reads it; listing and the fit rule of what it reads never raise."""
     q = JobQueue("c1", tmp_path)
     good = entry("base").to_json()
     q.dir.mkdir(parents=True, exist_ok=True)
     q.path.write_text(json.dumps({"entries": [{**good, **d} for d in docs] + docs}))
-    for i, e in enumerate(q.entries(), 1):
+    try:
+        entries = q.entries()
+    except StateError as exc:
+        assert str(exc).startswith(f"{q.path}: damaged") and "\n" not in str(exc)
+        return
+    for i, e in enumerate(entries, 1):
         assert json.dumps(e.summary_json(i))
         e.needs.problems(ClusterResources([NodeResources("n1", 4, 12)]))
         e.needs.describe()

@@ -79,17 +79,25 @@ def route(argv: Sequence[str]) -> Route:
 def _headless(words: list[str]) -> int:
     from tui.commands import UnknownCommand, run
     from tui.config.yamlfile import ConfigError
-    from tui.interrupts import exit_code, report_crash
+    from tui.interrupts import OutputLost, exit_code, output_lost, report_crash
     from tui.jobs.schema import SchemaError
+    from tui.state import StateError
 
     try:
-        return run(words)
+        code = run(words)
+        sys.stdout.flush()  # a full device or a closed pipe shows here at the latest
+        return code
+    except OutputLost as exc:  # stdout: `> /dev/full`, `| head`
+        return output_lost(exc, PROG)
     except UnknownCommand as exc:  # a group's unknown command (`profile chek`)
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ConfigError, SchemaError) as exc:  # bad input, or verl/Hydra missing here
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StateError as exc:  # the state dir: a full disk, a damaged or special file
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return exit_code() or 130
     except Exception as exc:  # last resort: a bug gets one line (traceback saved), exit 1
@@ -99,24 +107,44 @@ def _headless(words: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    from tui.interrupts import stdout_closed
+
+    if stdout_closed():  # `>&-`: whatever runs, its output (or the cockpit) would go nowhere
+        print(
+            f"{PROG}: error: standard output is closed (redirect it to a file or /dev/null)",
+            file=sys.stderr,
+        )
+        return 1
     where = route(args_list)
     if where.kind == "unknown":
         print(where.message, file=sys.stderr)
         return EXIT_BAD_INPUT
     if where.kind == "command":
-        from tui.interrupts import exit_code, headless_signals
+        from tui.interrupts import exit_code, guarded_output, headless_signals
 
         # SIGINT/SIGTERM: exit 130/143, nothing else printed (tui/interrupts.py).
         from tui.sanitize import safe_output
 
         # Text output is cleaned in one place: whatever a host, a file or Ray sent, nothing
         # printed acts on the terminal (tui/sanitize.py SafeWriter).
-        with headless_signals(), safe_output():
+        # stdout write errors (a full device, a closed pipe) end any command in one line
+        # (tui/interrupts.py guarded_output); a closed stdout refuses to run at all.
+        with guarded_output(), headless_signals(), safe_output():
             code = _headless(args_list)
             return exit_code() or code
 
+    from tui.interrupts import OutputLost, guarded_output, output_lost
+
     parser = build_parser()
-    args = parser.parse_args(args_list)  # --help and --version end here, light
+    try:
+        with guarded_output():
+            try:
+                args = parser.parse_args(args_list)  # --help and --version end here, light
+            except SystemExit:
+                sys.stdout.flush()  # their text, written now: a full stdout says so below
+                raise
+    except OutputLost as exc:
+        return output_lost(exc, PROG)
 
     from tui.commands import load_hosts
     from tui.config.yamlfile import ConfigError

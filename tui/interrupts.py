@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TextIO, cast
 
 GRACE_S = 15.0
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
@@ -121,15 +122,107 @@ def headless_signals() -> Iterator[None]:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+class OutputLost(Exception):
+    """Standard output cannot take what a command prints (a closed pipe: `| head`; a full
+    device: `> /dev/full`): the command ends there. Not an OSError, so no command's own
+    `except OSError` mistakes it for a failure of its work."""
+
+    def __init__(self, exc: OSError):
+        self.errno = exc.errno
+        reason = exc.strerror or str(exc)
+        super().__init__(f"cannot write the output: {reason[:1].lower()}{reason[1:]}")
+
+    @property
+    def exit_code(self) -> int:
+        # A reader that went away (EPIPE) ends us quietly, as SIGPIPE ends a Unix tool.
+        return 128 + signal.SIGPIPE if self.errno == errno.EPIPE else 1
+
+
+class _GuardedStream:
+    """stdout whose write and flush failures become OutputLost (one place for every command)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, s: str) -> int:
+        try:
+            return int(self._stream.write(s))
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _devnull_onto(fd: int) -> None:
+    """/dev/null as descriptor `fd`: a closed standard descriptor gets it, so no file we open
+    later is given its number (and written to by a stray print); so does a stdout that failed."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_RDWR)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is closed (`>&-`: nothing may run, its output would go nowhere). Closed
+    descriptors 0-2 are pointed at /dev/null either way."""
+    closed = sys.stdout is None or not _fd_open(1)
+    for fd in (0, 1, 2):
+        if not _fd_open(fd):
+            _devnull_onto(fd)
+    return closed
+
+
+@contextlib.contextmanager
+def guarded_output() -> Iterator[None]:
+    """Around a headless command: stdout whose write errors raise OutputLost."""
+    previous = sys.stdout
+    sys.stdout = cast(TextIO, _GuardedStream(previous))
+    try:
+        yield
+    finally:
+        sys.stdout = previous
+
+
+def output_lost(exc: OutputLost, prog: str = "verl-tui") -> int:
+    """End a command whose output cannot be written: stdout pointed at /dev/null (Python's
+    own flush at exit must not fail again), one line on stderr unless the reader went away;
+    the exit code."""
+    _devnull_onto(1)
+    if exc.errno != errno.EPIPE:
+        with contextlib.suppress(Exception):
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+    return exc.exit_code
+
+
 def report_crash(exc: BaseException, prog: str = "verl-tui") -> str:
     """The last-resort line for an exception nobody handled (a bug): the traceback goes to a
     file under the state dir, the terminal gets one line naming it."""
     from tui.sanitize import one_line
-    from tui.state import atomic_write_text, state_dir
+    from tui.state import atomic_write_text, state_path
 
     where = ""
     with contextlib.suppress(Exception):
-        path = state_dir() / "crash" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+        path = state_path("crash", None, f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt")
         atomic_write_text(path, "".join(traceback.format_exception(exc)))
         where = f"; traceback in {path}"
     return one_line(

@@ -10,8 +10,12 @@ Layout: ``<state>/archive/<cluster>/<sid>/{meta.json, log.gz, metrics.json.gz}``
   it (a write cut off by a crash) are dropped by the next writer and never read.
 - the archived log is always a prefix of the job's log: a follower skips what is stored already
   (several followers of one job, in one process or several, take turns under a file lock).
-- everything else is written atomically (temp file + rename). A damaged file becomes a one-line
-  warning in ``ArchiveStore.warnings``, never an exception.
+- everything else is written atomically (tui/state.py: temp file, fsync, rename, folder fsync).
+  Every file is read by the state reader (a regular file, never a FIFO; capped; gzip inflated
+  within a cap). A damaged file becomes a one-line warning naming it in
+  ``ArchiveStore.warnings``, never an exception.
+- cleanup deletes only job-id folders inside this cluster's own folder (never a symlink, never
+  anything the archive did not name).
 """
 
 from __future__ import annotations
@@ -24,20 +28,35 @@ import math
 import os
 import re
 import shutil
+import stat
 import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tui.cluster.dashboard import is_job_id
+from tui.cluster.dashboard import check_job_id, is_job_id
 from tui.config.yamlfile import ConfigError
-from tui.state import atomic_write_json, state_dir
+from tui.state import (
+    StateError,
+    atomic_write_bytes,
+    atomic_write_json,
+    decode_state_text,
+    gunzip_bounded,
+    open_lock_file,
+    open_regular,
+    parse_state_json,
+    read_state_bytes,
+    state_path,
+    writing,
+)
 
 VERSION = 1
 MAX_ENV = "VERL_TUI_ARCHIVE_MAX"  # the bound, e.g. 2G, 500M, 2GiB, 1000000 (bytes)
 DEFAULT_MAX = 2 << 30
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_META_BYTES = 4 << 20
+MAX_SERIES_BYTES = 256 << 20  # the inflated metric series: ~10 M points
+MAX_LOG_BYTES = 1 << 30  # the inflated log read back at once (a longer one ends with a warning)
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(i?[bB])?\s*")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -59,7 +78,7 @@ def max_bytes_setting() -> int:
 
 
 def archive_root() -> Path:
-    return state_dir() / "archive"
+    return state_path("archive")
 
 
 def _finite(v: float) -> float | None:
@@ -72,7 +91,7 @@ class ArchiveStore:
     def __init__(self, cluster: str, root: Path | None = None, max_bytes: int | None = None):
         self.cluster = cluster
         self.root = root or archive_root()
-        self.dir = self.root / _SAFE.sub("_", cluster)
+        self.dir = state_path("archive", cluster, root=self.root)
         self.max_bytes = max_bytes_setting() if max_bytes is None else max_bytes
         self.warnings: list[str] = []
 
@@ -87,23 +106,21 @@ class ArchiveStore:
     # --- paths and locks -------------------------------------------------------------------
 
     def job_dir(self, sid: str) -> Path:
-        return self.dir / _SAFE.sub("_", sid)
+        return state_path("archive", self.cluster, check_job_id(sid), root=self.root)
 
     @contextlib.contextmanager
     def job_lock(self, sid: str, *, wait: bool = True) -> Iterator[bool]:
         """Held while a job's files change: followers in other processes take turns."""
-        d = self.job_dir(sid)
-        d.mkdir(parents=True, exist_ok=True)
-        with open(d / ".lock", "a") as f:
+        fd = open_lock_file(self.job_dir(sid) / ".lock")
+        try:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:
                 yield False
                 return
-            try:
-                yield True
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+            yield True
+        finally:
+            os.close(fd)  # drops the flock
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -113,11 +130,12 @@ class ArchiveStore:
             return None
         path = self.job_dir(sid) / "meta.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            self.warn(f"archive: {path}: unreadable ({type(exc).__name__}); ignored")
+            raw = read_state_bytes(path, max_bytes=MAX_META_BYTES)
+            if raw is None:
+                return None
+            data = parse_state_json(decode_state_text(raw, path), path)
+        except StateError as exc:
+            self.warn(f"archive: unreadable: {exc}; ignored")
             return None
         if not isinstance(data, dict) or data.get("submission_id") != sid:
             self.warn(f"archive: {path}: not this job's record; ignored")
@@ -138,12 +156,10 @@ class ArchiveStore:
     def all(self) -> list[dict[str, Any]]:
         """Every readable record, newest first."""
         out = []
-        if self.dir.is_dir():
-            for d in self.dir.iterdir():
-                if d.is_dir() and is_job_id(d.name):
-                    m = self.meta(d.name)
-                    if m is not None:
-                        out.append(m)
+        for name in self._job_names():
+            m = self.meta(name)
+            if m is not None:
+                out.append(m)
         return sorted(out, key=lambda m: _num(m.get("updated_at")), reverse=True)
 
     def read_log(self, sid: str, start_line: int = 0) -> str | None:
@@ -164,14 +180,19 @@ class ArchiveStore:
                 offset, first = member[0], member[1]
         path = self.job_dir(sid) / "log.gz"
         try:
-            with open(path, "rb") as f:
+            fd = open_regular(path)
+        except StateError as exc:
+            self.warn(f"archive: unreadable: {exc}; ignored")
+            return ""
+        if fd is None:
+            return "" if not log["gz_bytes"] else self._damaged(path, "missing")
+        try:
+            with os.fdopen(fd, "rb") as f:
                 f.seek(offset)
                 raw = f.read(max(log["gz_bytes"] - offset, 0))
-        except FileNotFoundError:
-            return "" if not log["gz_bytes"] else self._damaged(path, "missing")
         except OSError as exc:
             return self._damaged(path, type(exc).__name__)
-        text = _inflate(raw, lambda why: self._damaged(path, why))
+        text = _inflate(raw, lambda why: self._damaged(path, why), MAX_LOG_BYTES)
         if start_line > first:
             text = "".join(text.splitlines(keepends=True)[start_line - first :])
         return text
@@ -182,13 +203,17 @@ class ArchiveStore:
 
     def series(self, sid: str) -> tuple[Series, int | None] | None:
         """The archived metric series ({key: [(step, value)]}, total steps), or None."""
+        if not is_job_id(sid):
+            return None
         path = self.job_dir(sid) / "metrics.json.gz"
         try:
-            data = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-            self.warn(f"archive: {path}: unreadable ({type(exc).__name__}); ignored")
+            packed = read_state_bytes(path, max_bytes=MAX_SERIES_BYTES)
+            if packed is None:
+                return None
+            text = decode_state_text(gunzip_bounded(packed, MAX_SERIES_BYTES, path), path)
+            data = parse_state_json(text, path)
+        except StateError as exc:
+            self.warn(f"archive: unreadable: {exc}; ignored")
             return None
         raw = data.get("series") if isinstance(data, dict) else None
         if not isinstance(raw, dict):
@@ -221,13 +246,7 @@ class ArchiveStore:
             "total_steps": total_steps,
         }
         raw = gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
-        path = self.job_dir(sid) / "metrics.json.gz"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write_bytes(self.job_dir(sid) / "metrics.json.gz", raw)
 
     def append_log(self, sid: str, meta: dict[str, Any], text: str) -> None:
         """Append `text` as one gzip member; update meta's log fields (caller holds the lock
@@ -235,7 +254,7 @@ class ArchiveStore:
         log = meta["log"]
         path = self.job_dir(sid) / "log.gz"
         member = gzip.compress(text.encode("utf-8"), 1)  # fast: a big log arrives at ~100 MB/s
-        with open(path, "ab") as f:
+        with writing(path.parent), open(path, "ab") as f:
             # Bytes past what meta vouches for are a write cut off before its meta: drop them.
             if f.tell() != log["gz_bytes"]:
                 f.truncate(log["gz_bytes"])
@@ -254,42 +273,64 @@ class ArchiveStore:
         return _tree_bytes(self.job_dir(sid))
 
     def total_bytes(self) -> int:
-        return _tree_bytes(self.dir)
+        return sum(self.job_bytes(name) for name in self._job_names())
+
+    def _job_names(self) -> list[str]:
+        """The job folders of this cluster's archive: real folders (not symlinks) named by a
+        job id. Anything else there is not ours: never read, never deleted."""
+        names = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.dir):
+                if is_job_id(entry.name) and entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+        return names
 
     def forget(self, sid: str) -> None:
         if is_job_id(sid):
-            shutil.rmtree(self.job_dir(sid), ignore_errors=True)
+            _remove_job_dir(self.job_dir(sid))
 
     def cleanup(self, keep: frozenset[str] = frozenset()) -> list[str]:
         """Remove the oldest runs until the archive fits its bound; runs in `keep` and runs a
-        follower is writing now stay. Returns the removed ids."""
-        if not self.dir.is_dir():
-            return []
+        follower is writing now stay. Only job folders (`_job_names`) are counted or removed.
+        Returns the removed ids."""
         sizes: list[tuple[float, str, int]] = []
         total = 0
-        for d in self.dir.iterdir():
-            if not d.is_dir():
-                continue
+        for name in self._job_names():
+            d = self.job_dir(name)
             n = _tree_bytes(d)
             total += n
             try:
                 when = (d / "meta.json").stat().st_mtime
             except OSError:
                 when = 0.0  # no record: a leftover, the first to go
-            sizes.append((when, d.name, n))
+            sizes.append((when, name, n))
         removed = []
         for _when, name, n in sorted(sizes):
             if total <= self.max_bytes:
                 break
             if name in keep:
                 continue
-            with self.job_lock(name, wait=False) as got:
-                if not got:
-                    continue  # being written by a follower (maybe another process)
-                shutil.rmtree(self.job_dir(name), ignore_errors=True)
+            try:
+                with self.job_lock(name, wait=False) as got:
+                    if not got:
+                        continue  # being written by a follower (maybe another process)
+                    _remove_job_dir(self.job_dir(name))
+            except StateError as exc:
+                self.warn(f"archive: {exc}; not removed")
+                continue
             total -= n
             removed.append(name)
         return removed
+
+
+def _remove_job_dir(d: Path) -> None:
+    """Remove one job's folder: a real folder named by a job id (a symlink is never followed:
+    rmtree refuses one)."""
+    if not is_job_id(d.name):
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(d).st_mode):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _num(v: Any) -> float:
@@ -297,26 +338,36 @@ def _num(v: Any) -> float:
 
 
 def _tree_bytes(d: Path) -> int:
+    """Bytes of the regular files under `d`, symlinks not followed."""
     total = 0
-    with contextlib.suppress(OSError):
-        for p in d.rglob("*"):
+    for top, _dirs, files in os.walk(d, followlinks=False):
+        for name in files:
             with contextlib.suppress(OSError):
-                if p.is_file():
-                    total += p.stat().st_size
+                st = os.lstat(os.path.join(top, name))
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
     return total
 
 
-def _inflate(raw: bytes, damaged: Any) -> str:
-    """Concatenated gzip members → text; a bad or cut member ends it (damaged(why) called)."""
+def _inflate(raw: bytes, damaged: Any, max_out: int) -> str:
+    """Concatenated gzip members → text, at most `max_out` bytes; a bad or cut member, or the
+    cap, ends it (damaged(why) called)."""
     out: list[bytes] = []
+    total = 0
     while raw:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out.append(d.decompress(raw))
+            chunk = d.decompress(raw, max_out + 1 - total)
         except zlib.error:
             damaged("bad gzip data")
             break
-        if not d.eof:
+        out.append(chunk)
+        total += len(chunk)
+        if total > max_out:
+            out[-1] = chunk[: len(chunk) - (total - max_out)]
+            damaged(f"inflates to more than {max_out >> 20} MiB")
+            break
+        if d.unconsumed_tail or not d.eof:
             damaged("cut short")
             break
         raw = d.unused_data

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -11,6 +12,7 @@ from tui.archive.gpu_use import JobGpuUse
 from tui.archive.store import ArchiveStore
 from tui.jobs.history import JobRecord
 from tui.metrics import MetricsTracker
+from tui.state import StateError
 
 FLUSH_BYTES = 4 << 20  # a member per this much text at most: each costs an fsync (~10 ms)
 FLUSH_S = 2.0  # and at least this often while text arrives
@@ -76,7 +78,11 @@ class ArchiveWriter:
         meta: dict[str, Any] = {"log": {"chars": 0}}
         try:
             with store.job_lock(sid):
-                meta = store.meta(sid) or {
+                found = store.meta(sid)
+                if found is None and os.path.lexists(store.job_dir(sid) / "meta.json"):
+                    # Damaged (warned): a fresh record would restart the log over what is kept.
+                    raise StateError(f"{store.job_dir(sid) / 'meta.json'}: unreadable, kept as is")
+                meta = found or {
                     "submission_id": sid,
                     "cluster": store.cluster,
                     "first_seen": time.time(),

@@ -31,7 +31,7 @@ from typing import Any
 
 from tui.remote import python_argv
 from tui.sanitize import one_line
-from tui.state import state_dir
+from tui.state import StateError, open_lock_file, state_path, writing
 from tui.transport.types import StreamProcess, Transport, TransportError
 
 LOCK_NAME = "verl-tui-cluster.lock"
@@ -108,8 +108,8 @@ def _read_owner(fd: int) -> LockOwner | None:
 
 
 def local_lock_path(cluster: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cluster) or "cluster"
-    return state_dir() / "locks" / f"{safe}.lock"
+    path = state_path("locks", cluster)  # the cluster's folder name, checked …
+    return path.with_name(f"{path.name}.lock")  # … as a file's stem: locks/<cluster>.lock
 
 
 class LocalLock:
@@ -120,8 +120,7 @@ class LocalLock:
         self._fd: int | None = None
 
     def acquire(self, owner: LockOwner) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_lock_file(self.path)  # a regular file only (StateError naming it)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -131,8 +130,13 @@ class LocalLock:
         except OSError:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(owner.to_json()).encode(), 0)
+        try:
+            with writing(self.path.parent):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(owner.to_json()).encode(), 0)
+        except StateError:
+            os.close(fd)
+            raise
         self._fd = fd
 
     def release(self) -> None:

@@ -411,6 +411,6 @@ async def inventory_for_job(
 
 def state_file(job_id: str) -> Path:
     """Where `verl-tui --slurm JOBID` keeps the inventory it opens (the XDG state dir)."""
-    from tui.state import state_dir
+    from tui.state import state_path
 
-    return state_dir() / "slurm" / f"job-{check_job_id(job_id)}.yaml"
+    return state_path("slurm", None, f"job-{check_job_id(job_id)}.yaml")

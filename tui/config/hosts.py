@@ -25,12 +25,24 @@ from pydantic_core import ErrorDetails
 
 from tui.config.notify import NotifyOptions
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
+from tui.state import check_cluster_name
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Host names and IPv4 literals; nothing a shell or ssh option parser could misread.
 _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # an IPv6 zone: an interface name or number
-_JUMP_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")
+# A login name as POSIX and useradd have it (portable filename characters, not starting with
+# '-', an optional trailing '$'): no shell or ssh option parser can misread one, so a fix line
+# such as `ssh user@host true` is safe to copy.
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\$?$")
+# A path hosts.yaml names (identity_file, known_hosts, config): any characters a file name may
+# have (they are quoted wherever shown) but no control characters, and bounded.
+_PATH_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_PATH_CHARS = 4096
+# How long a short command on a host (probe, lock, `ray stop`, status reads) may take to answer
+# when hosts.yaml's ssh.command_timeout does not say: a stalled host (a hung NFS mount) is then
+# reported instead of waited for forever.
+DEFAULT_COMMAND_TIMEOUT = 30.0
 
 
 def normalize_address(text: str) -> str | None:
@@ -65,7 +77,7 @@ def split_jump(spec: str) -> tuple[str | None, str, int | None]:
         host, port_text = rest[1:close], rest[close + 2 :]
     elif rest.count(":") == 1:
         host, _, port_text = rest.partition(":")
-    if user and not _JUMP_USER_RE.match(user):
+    if user and not _USER_RE.match(user):
         raise ValueError(f"{user!r} is not a user name")
     address = normalize_address(host)
     if address is None:
@@ -97,6 +109,43 @@ class SshOptions(_Strict):
     connect_timeout: float | None = Field(default=None, gt=0, le=300)
     keepalive_interval: float | None = Field(default=None, gt=0, le=300)
     keepalive_count_max: int | None = Field(default=None, ge=1, le=100)
+    command_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="seconds a short command on the host may take to answer (default 30)",
+    )
+
+    @field_validator("user")
+    @classmethod
+    def _check_user(cls, v: str | None) -> str | None:
+        if v is not None and not _USER_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a login name (letters, digits, '.', '_', '-'; not starting "
+                "with '-'; at most 64)"
+            )
+        return v
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _check_port(cls, v: object) -> object:
+        if isinstance(v, bool):  # YAML's yes/no/true would pass as 1/0
+            raise ValueError("a port is a number 1-65535")
+        return v
+
+    @field_validator("identity_file", "known_hosts", "config")
+    @classmethod
+    def _check_path(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > MAX_PATH_CHARS or _PATH_BAD_RE.search(v)):
+            raise ValueError(f"a path of one line, at most {MAX_PATH_CHARS} characters")
+        return v
+
+    @field_validator("identity_file", "known_hosts")
+    @classmethod
+    def _not_empty(cls, v: str | None) -> str | None:
+        if v is not None and not v:
+            raise ValueError("an empty path (leave the key out for the default)")
+        return v
 
     def merged(self, override: SshOptions | None) -> SshOptions:
         if override is None:
@@ -291,6 +340,12 @@ class HostsFileModel(_Strict):
         classmethod(lambda cls, v: _setup_steps(v))
     )
 
+    @field_validator("cluster")
+    @classmethod
+    def _check_cluster(cls, v: str) -> str:
+        # The name is a folder of the state dir (history, queue, archive): one safe segment.
+        return check_cluster_name(v)
+
     @field_validator("secret_env")
     @classmethod
     def _check_secret_env(cls, v: list[str]) -> list[str]:
@@ -319,6 +374,11 @@ class Host(BaseModel):
     @property
     def is_head(self) -> bool:
         return self.role == "head"
+
+    @property
+    def command_timeout(self) -> float:
+        """Seconds a short command here may take to answer (ssh.command_timeout)."""
+        return self.ssh.command_timeout or DEFAULT_COMMAND_TIMEOUT
 
 
 class Inventory(BaseModel):

@@ -9,7 +9,6 @@ A field's text is what the user typed; an empty text means "verl's default" (no 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -17,12 +16,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.config.yamlfile import ConfigError, read_text, unsafe_char
+from tui.config.yamlfile import unsafe_char
 from tui.jobs.hydra_values import NOT_A_VALUE, parse_value, read_value, short_text
 from tui.jobs.profiles import Profile
-from tui.state import atomic_write_json, state_dir
+from tui.state import (
+    StateError,
+    atomic_write_bytes,
+    atomic_write_json,
+    read_state_json,
+    safe_segment,
+    state_path,
+)
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_DRAFT_BYTES = 1 << 20
 
 
 def parse_text(key: str, text: str) -> tuple[Any, str | None]:
@@ -108,7 +114,7 @@ class Draft:
 
 
 def draft_path(cluster: str, profile_name: str) -> Path:
-    return state_dir() / "drafts" / _SAFE.sub("_", cluster) / f"{_SAFE.sub('_', profile_name)}.json"
+    return state_path("drafts", cluster, f"{safe_segment(profile_name)}.json")
 
 
 def save_draft(cluster: str, draft: Draft) -> Path:
@@ -125,13 +131,11 @@ def save_draft(cluster: str, draft: Draft) -> Path:
 
 def load_draft(cluster: str, profile_name: str) -> Draft | None:
     """The saved draft, or None when there is none or it is damaged (start from the profile).
-    Read like any config file (regular file, size cap, no control characters): a FIFO or a
-    huge or hostile file in the state dir neither blocks nor breaks the form."""
+    Read by the state reader (regular file, size cap, no control characters in the texts): a
+    FIFO or a huge or hostile file in the state dir neither blocks nor breaks the form."""
     path = draft_path(cluster, profile_name)
-    if not path.exists():
-        return None
     try:
-        doc = json.loads(read_text(path))
+        doc = read_state_json(path, max_bytes=MAX_DRAFT_BYTES)
         if not isinstance(doc, dict):
             return None
         texts = doc["texts"]
@@ -155,8 +159,7 @@ def load_draft(cluster: str, profile_name: str) -> Draft | None:
             toggles=toggles,
             saved_at=float(doc.get("saved_at") or 0.0),
         )
-    except (ConfigError, OSError, ValueError, TypeError, KeyError, RecursionError):
-        # RecursionError: json's decoder on a deeply nested document.
+    except (StateError, ValueError, TypeError, KeyError):
         return None
 
 
@@ -224,7 +227,9 @@ def _owner_alive(owner: DraftOwner) -> bool:
 
 def _read_owner(path: Path) -> DraftOwner | None:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_state_json(path, max_bytes=1 << 16)
+        if not isinstance(doc, dict):
+            return None
         return DraftOwner(
             str(doc["user"]),
             str(doc["host"]),
@@ -260,9 +265,8 @@ class DraftLock:
         """Publish our owner record: exclusive = only if no file is there (link is atomic)."""
         import os
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{self.me.token}")
-        tmp.write_text(json.dumps(asdict(self.me)), encoding="utf-8")
+        atomic_write_bytes(tmp, json.dumps(asdict(self.me)).encode())
         moved = False
         try:
             if exclusive:

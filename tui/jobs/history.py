@@ -3,16 +3,25 @@ in the XDG state dir so jobs submitted in an earlier run of the app reappear wit
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.cluster.dashboard import is_job_id
-from tui.state import atomic_write_json, state_dir
+from tui.cluster.dashboard import check_job_id, is_job_id
+from tui.state import (
+    StateError,
+    atomic_write_json,
+    decode_state_text,
+    parse_state_json,
+    read_state_bytes,
+    state_path,
+)
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+# What a record's status is while its POST is out (written before it is sent), and after the
+# head refused it (nothing runs; the record says why in `note`).
+SUBMITTING = "SUBMITTING"
+NOT_SUBMITTED = "NOT_SUBMITTED"
+MAX_RECORD_BYTES = 4 << 20
 
 
 @dataclass
@@ -29,6 +38,10 @@ class JobRecord:
     runtime_env: dict[str, Any] = field(default_factory=dict)
     hosts_file: str | None = None
     status: str | None = None  # last status seen (the head is the truth while it lives)
+    # The head's start and end times of a finished job, kept so a Ray restart (which forgets
+    # the job) leaves its real duration: optional, so older records still load.
+    started_at: float | None = None
+    ended_at: float | None = None
     note: str | None = None
     # Runs that heal themselves (tui/supervisor): all optional, so older records still load.
     attempt: int = 1  # 1 for a first submission, n for the (n-1)th retry
@@ -49,36 +62,70 @@ MAX_DECISIONS = 50  # per record: a job retried all night must not grow its file
 
 
 class JobHistory:
+    """One cluster's records, one JSON file per submission. A record that cannot be read is a
+    StateError naming its file when that job is asked for (`get`); `all` lists the readable
+    ones and keeps a one-line warning per damaged file in `problems`."""
+
     def __init__(self, cluster: str, root: Path | None = None):
         self.cluster = cluster
-        self.dir = (root or state_dir() / "history") / _SAFE.sub("_", cluster)
+        self.dir = state_path("history", cluster, root=root)
+        self.problems: list[str] = []
 
     def _path(self, submission_id: str) -> Path:
-        return self.dir / f"{_SAFE.sub('_', submission_id)}.json"
+        return self.dir / f"{check_job_id(submission_id, 'submission id')}.json"
 
     def save(self, record: JobRecord) -> None:
         atomic_write_json(self._path(record.submission_id), record.to_json())
 
+    def _load(self, path: Path) -> JobRecord | None:
+        data = read_state_bytes(path, max_bytes=MAX_RECORD_BYTES)
+        if data is None:
+            return None
+        doc = parse_state_json(decode_state_text(data, path), path)
+        try:
+            rec = JobRecord(**doc) if isinstance(doc, dict) else None
+        except TypeError:
+            rec = None
+        # An id that is not a submission id (an edited file) would reach URLs.
+        if (
+            rec is None
+            or not is_job_id(rec.submission_id)
+            or not isinstance(rec.submitted_at, (int, float))
+            or (rec.status is not None and not isinstance(rec.status, str))
+            or not all(
+                t is None or isinstance(t, (int, float)) for t in (rec.started_at, rec.ended_at)
+            )
+        ):
+            raise StateError(f"{path}: not a job record (its fields are damaged); move it away")
+        return rec
+
     def get(self, submission_id: str) -> JobRecord | None:
+        """The job's record; None when there is none. StateError when its file is damaged."""
         if not is_job_id(submission_id):
             return None
-        path = self._path(submission_id)
-        try:
-            rec = JobRecord(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-        return rec if rec.submission_id == submission_id else None
+        rec = self._load(self._path(submission_id))
+        return rec if rec is not None and rec.submission_id == submission_id else None
 
     def all(self) -> list[JobRecord]:
+        """Every readable record, newest first; a damaged file is skipped with a warning in
+        `problems` (one line naming it), never a crash of the list."""
         out = []
-        for path in self.dir.glob("*.json"):
+        problems = []
+        try:
+            paths = sorted(self.dir.glob("*.json"))
+        except OSError as exc:
+            raise StateError(f"{self.dir}: cannot list: {exc.strerror or exc}") from None
+        for path in paths:
+            if not is_job_id(path.stem):
+                continue  # not a file we named
             try:
-                rec = JobRecord(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
-                continue  # a foreign or damaged file: skip it, never crash the list
-            # An id that is not a submission id (an edited file) would reach URLs: skip it.
-            if is_job_id(rec.submission_id) and isinstance(rec.submitted_at, (int, float)):
+                rec = self._load(path)
+            except StateError as exc:
+                problems.append(str(exc))
+                continue
+            if rec is not None:
                 out.append(rec)
+        self.problems = problems
         return sorted(out, key=lambda r: r.submitted_at, reverse=True)
 
     def set_status(self, submission_id: str, status: str) -> None:

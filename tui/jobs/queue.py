@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,12 +27,11 @@ from typing import Any, Literal
 
 from tui.cluster.dashboard import check_job_id, is_job_id
 from tui.config.hosts import Inventory
-from tui.jobs.history import _SAFE
 from tui.jobs.rules_base import CPUS_PER_GPU, ClusterResources, NodeResources, Problem, _Cfg
 from tui.jobs.rules_runtime import _cluster_rules
 from tui.jobs.secrets import env_for_record, resolve
 from tui.jobs.submit import Submission
-from tui.state import atomic_write_json, state_dir
+from tui.state import StateError, atomic_write_json, open_lock_file, read_state_json, state_path
 
 QUEUE_VERSION = 1
 LOCK_WAIT_S = 20.0  # a change holds the lock for milliseconds; longer means a stuck holder
@@ -41,6 +39,7 @@ LOCK_WAIT_S = 20.0  # a change holds the lock for milliseconds; longer means a s
 # ends): Ray counts its placement groups only once verl has created them, and the
 # autoscaler's usage report lags a few seconds behind that.
 SETTLE_S = 120.0
+MAX_QUEUE_BYTES = 64 << 20  # thousands of entries fit; more is not a file we wrote
 
 State = Literal["queued", "starting"]
 
@@ -313,30 +312,44 @@ class JobQueue:
 
     def __init__(self, cluster: str, root: Path | None = None):
         self.cluster = cluster
-        self.dir = (root or state_dir() / "queue") / _SAFE.sub("_", cluster)
+        self.dir = state_path("queue", cluster, root=root)
         self.path = self.dir / "queue.json"
         self.lock_path = self.dir / "queue.lock"
 
     # -- reading -------------------------------------------------------------------------
 
+    def _damaged(self, why: str) -> StateError:
+        return StateError(
+            f"{self.path}: damaged ({why}); nothing in it is submitted or changed until it is "
+            "fixed by hand or moved away"
+        )
+
     def _read(self) -> tuple[list[QueueEntry], list[Started]]:
-        try:
-            doc = json.loads(self.path.read_text())
-        except FileNotFoundError:
+        """The entries and reservations. No file: an empty queue. A file that is not entirely
+        ours (bad JSON, an entry of the wrong shape, a FIFO): StateError naming it, so a change
+        never writes back a queue that lost entries."""
+        doc = read_state_json(self.path, max_bytes=MAX_QUEUE_BYTES)
+        if doc is None:
             return [], []
-        except (OSError, ValueError):
-            return [], []  # damaged: treated as empty, and the next change rewrites it
         if not isinstance(doc, dict):
-            return [], []
-        entries = [e for e in map(QueueEntry.from_json, doc.get("entries") or []) if e]
+            raise self._damaged("not a JSON object")
+        raw_entries, raw_started = doc.get("entries", []), doc.get("started", [])
+        if not isinstance(raw_entries, list) or not isinstance(raw_started, list):
+            raise self._damaged("'entries' and 'started' must be lists")
+        entries = []
+        for i, raw in enumerate(raw_entries):
+            entry = QueueEntry.from_json(raw)
+            if entry is None:
+                raise self._damaged(f"entry {i + 1} is not a queue entry")
+            entries.append(entry)
         started = []
-        for s in doc.get("started") or []:
-            if isinstance(s, dict) and is_job_id(s.get("submission_id")):
-                at = s.get("at")
-                if isinstance(at, (int, float)):
-                    started.append(
-                        Started(s["submission_id"], Needs.from_json(s.get("needs")), float(at))
-                    )
+        for s in raw_started:
+            at = s.get("at") if isinstance(s, dict) else None
+            if not (isinstance(s, dict) and is_job_id(s.get("submission_id"))) or not isinstance(
+                at, (int, float)
+            ):
+                continue  # a reservation only delays: one of the wrong shape is let go
+            started.append(Started(s["submission_id"], Needs.from_json(s.get("needs")), float(at)))
         return entries, started
 
     def entries(self) -> list[QueueEntry]:
@@ -359,8 +372,7 @@ class JobQueue:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_lock_file(self.lock_path)
         try:
             deadline = time.monotonic() + LOCK_WAIT_S
             while True:

@@ -4,22 +4,30 @@ the local history, submit-and-record, stop, delete."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import TERMINAL, check_job_id, job_path
+from tui.cluster.dashboard import TERMINAL, DashboardError, check_job_id, job_path
 from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
-from tui.jobs.history import JobHistory, JobRecord
+from tui.jobs.history import NOT_SUBMITTED, SUBMITTING, JobHistory, JobRecord
 from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, resolved_interpreter, submit
+from tui.state import StateError
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
+    from tui.cluster.dashboard import DashboardClient
     from tui.cluster.doctor.findings import Finding
+
+
+class SubmitOutcomeUnknown(DashboardError):
+    """The POST went out and no answer came back, and the head could not be asked afterwards:
+    the job may run. Its record stays (status SUBMITTING); the message says how to check."""
 
 
 @dataclass
@@ -33,21 +41,29 @@ class JobRow:
     message: str | None
     record: JobRecord | None
     # False: only in our history (the head forgot it, e.g. restarted). `status` is then the
-    # last one known, or LOST when it was submitted before the head's Ray restarted.
+    # last one known: a finished job keeps its outcome and times; one that had not finished
+    # when the head's Ray restarted is LOST (its outcome is unknown).
     on_head: bool = True
-    head_restarted_at: float | None = None  # LOST: when the head's current Ray session began
+    head_restarted_at: float | None = None  # Ray on the head restarted since (its session start)
 
     @property
     def status_text(self) -> str:
-        if self.on_head or self.status == LOST:
+        if self.on_head or self.status == LOST or self.status in TERMINAL:
             return self.status
         return f"{self.status} (history)"
 
     @property
     def duration_s(self) -> float | None:
+        """Seconds it ran: up to now only while it runs on the head; a finished job's never
+        grows (None when its end is not known, e.g. LOST)."""
         if not self.start_time:
             return None
-        end = self.end_time or time.time()
+        if self.end_time:
+            end = self.end_time
+        elif self.on_head and self.status not in TERMINAL:
+            end = time.time()
+        else:
+            return None
         return max(0.0, end - self.start_time)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +83,7 @@ class JobRow:
             "on_head": self.on_head,
             "last_known_status": r.status if r else None,
             "head_restarted_at": self.head_restarted_at,
+            "ray_restarted_since": self.head_restarted_at is not None,
             # Runs that heal themselves: the chain of retries (tui/supervisor/retry.py).
             "attempt": r.attempt if r else 1,
             "retry_of": r.retry_of if r else None,
@@ -95,12 +112,16 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     node_ips = {_text(n.get("node_id")): _text(n.get("node_ip")) for n in nodes}
     node_host = {nid: by_ip.get(ip, ip) for nid, ip in node_ips.items()}
     rows: dict[str, JobRow] = {}
+    records = {rec.submission_id: rec for rec in history.all()}
     for j in jobs:
         sid = str(j.get("submission_id") or j.get("job_id") or "?")
-        rec = history.get(sid)
+        rec = records.get(sid)
         status = str(j.get("status", "?"))
-        if rec is not None:
-            history.set_status(sid, status)
+        start, end = _ms(j.get("start_time")), _ms(j.get("end_time"))
+        if rec is not None and _settle(rec, status, start, end):
+            # Only a cache of the last status seen: a full disk must not stop the list.
+            with contextlib.suppress(StateError):
+                history.save(rec)
         info = j.get("driver_info")
         driver_ip = _text(info.get("node_ip_address")) if isinstance(info, dict) else None
         driver = node_host.get(_text(j.get("driver_node_id"))) or by_ip.get(driver_ip, driver_ip)
@@ -109,44 +130,93 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
             sid,
             status,
             str(j.get("entrypoint") or ""),
-            _ms(j.get("start_time")),
-            _ms(j.get("end_time")),
+            start,
+            end,
             None if driver is None else str(driver),
             None if message is None else str(message),
             rec,
         )
-    gone = [rec for rec in history.all() if rec.submission_id not in rows]
+    gone = [rec for rec in records.values() if rec.submission_id not in rows]
+    unsent = [rec for rec in gone if rec.status in (SUBMITTING, NOT_SUBMITTED)]
+    gone = [rec for rec in gone if rec.status not in (SUBMITTING, NOT_SUBMITTED)]
+    for rec in unsent:
+        rows[rec.submission_id] = JobRow(
+            rec.submission_id,
+            rec.status or SUBMITTING,
+            rec.entrypoint,
+            rec.submitted_at,
+            None,
+            None,
+            rec.note
+            or "not on the head: its submission was cut off (sent or not); submit it again",
+            rec,
+            on_head=False,
+        )
     restarted = await _session_start_or_none(cluster) if gone else None
     for rec in gone:
-        # Submitted before the head's current Ray session began: that Ray and its job table
-        # are gone (the driver log is still in the old session directory on the head).
-        if restarted is not None and rec.submitted_at < restarted:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted))
-            rows[rec.submission_id] = JobRow(
-                rec.submission_id,
-                LOST,
-                rec.entrypoint,
-                rec.submitted_at,
-                None,
-                None,
-                f"Ray on the head restarted at {when} (last seen {rec.status or '?'})",
-                rec,
-                on_head=False,
-                head_restarted_at=restarted,
-            )
-        else:
-            rows[rec.submission_id] = JobRow(
-                rec.submission_id,
-                rec.status or "UNKNOWN",
-                rec.entrypoint,
-                rec.submitted_at,
-                None,
-                None,
-                "not on the head",
-                rec,
-                on_head=False,
-            )
+        rows[rec.submission_id] = remembered_row(rec, restarted)
     return sorted(rows.values(), key=lambda r: r.start_time or 0, reverse=True)
+
+
+def _settle(rec: JobRecord, status: str, start: float | None, end: float | None) -> bool:
+    """Bring `rec` up to what the head says (status; a finished job's start and end times);
+    True when it changed. The head is the truth; a SUBMITTING record is settled here."""
+    changed = rec.status != status
+    rec.status = status
+    if status in TERMINAL and (start, end) != (rec.started_at, rec.ended_at) and end:
+        rec.started_at, rec.ended_at = start, end
+        changed = True
+    return changed
+
+
+def remembered_row(rec: JobRecord, restarted: float | None) -> JobRow:
+    """A job the head no longer lists, from its record. Its last known status stands when it
+    had finished (with its recorded times, so its duration stays what it was), with "Ray
+    restarted since" as a note. One that had not finished and was submitted before the head's
+    current Ray session began (`restarted`) is LOST: that Ray and its job table are gone, its
+    outcome is unknown (the driver log is still in the old session directory on the head)."""
+    since = restarted is not None and rec.submitted_at < restarted
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted)) if since else ""
+    start = rec.started_at or rec.submitted_at
+    if rec.status in TERMINAL:
+        note = f"Ray restarted since (at {when})" if since else "not on the head"
+        return JobRow(
+            rec.submission_id,
+            rec.status or "",
+            rec.entrypoint,
+            start,
+            rec.ended_at,
+            None,
+            note,
+            rec,
+            on_head=False,
+            head_restarted_at=restarted if since else None,
+        )
+    if since:
+        return JobRow(
+            rec.submission_id,
+            LOST,
+            rec.entrypoint,
+            start,
+            None,
+            None,
+            f"Ray on the head restarted at {when} while it was {rec.status or '?'}: "
+            "outcome unknown",
+            rec,
+            on_head=False,
+            head_restarted_at=restarted,
+        )
+    return JobRow(
+        rec.submission_id,
+        rec.status or "UNKNOWN",
+        rec.entrypoint,
+        start,
+        None,
+        None,
+        "not on the head",
+        rec,
+        on_head=False,
+    )
 
 
 async def _session_start_or_none(cluster: RayCluster) -> float | None:
@@ -175,8 +245,56 @@ def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = No
         config_hash=sub.config_hash,
         runtime_env=runtime_env,
         hosts_file=str(inv.source) if inv.source else None,
-        status="PENDING",
+        status=SUBMITTING,
     )
+
+
+def _answered(exc: DashboardError) -> bool:
+    """Whether the head answered the request (an HTTP status): a refusal, not a lost answer."""
+    status = getattr(exc, "status", None)
+    return isinstance(status, int) or " HTTP " in f" {exc}"
+
+
+async def record_then_post(
+    dashboard: Callable[[], Awaitable[DashboardClient]],
+    sub: Submission,
+    history: JobHistory,
+    record: JobRecord,
+) -> str:
+    """The one order of every submission (CLI, form, queue, supervisor): the record is written
+    first with status SUBMITTING (a full disk raises StateError here and nothing is sent), then
+    the job is POSTed, then the record says PENDING. When the POST fails, the head is asked
+    whether it has the id (a lost answer, or a resend after a crash, which Ray accepts at most
+    once): if it has, that is success; if not, the record says NOT_SUBMITTED and why, and the
+    error is raised; if the head cannot be asked, the record stays SUBMITTING and
+    SubmitOutcomeUnknown says how to check."""
+    record.status = SUBMITTING
+    history.save(record)
+    client = await dashboard()  # the tunnel, after the record: a crash here leaves SUBMITTING
+    try:
+        sid = await submit(client, sub)
+    except (DashboardError, OSError) as exc:
+        try:
+            there = await client.exists(job_path(sub.submission_id))
+        except (DashboardError, OSError) as check:
+            why = "" if isinstance(exc, DashboardError) and _answered(exc) else " after sending"
+            raise SubmitOutcomeUnknown(
+                f"{sub.submission_id} may have been submitted: the request failed{why} ({exc}) "
+                f"and the head could not be asked ({check}); check `verl-tui jobs` before "
+                "submitting it again"
+            ) from None
+        if not there:
+            record.status = NOT_SUBMITTED
+            record.note = f"not submitted: {exc}"
+            with contextlib.suppress(StateError):  # the error below says it all the same
+                history.save(record)
+            raise
+        sid = sub.submission_id
+    # Sent: a record that cannot say PENDING now still says SUBMITTING, which the jobs list
+    # settles from the head's own list; the job must not look failed.
+    with contextlib.suppress(StateError):
+        history.set_status(sid, "PENDING")
+    return sid
 
 
 async def submit_and_record(
@@ -187,9 +305,12 @@ async def submit_and_record(
     profile_path: str | None = None,
     preflight: bool = True,
     on_preflight: Callable[[list[Finding]], None] | None = None,
+    retry_policy: dict[str, Any] | None = None,
 ) -> str:
-    """Submit `sub` and record it. A verl job (built from a profile; not `--cfg job`) first
-    passes the job preflight on every host (tui/jobs/preflight.py: data, model, imports, limits):
+    """Record `sub`, then submit it (record_then_post: nothing is sent when the record cannot
+    be written; `retry_policy` goes on the record first too). A verl job (built from a
+    profile; not `--cfg job`) first passes the job preflight on every host
+    (tui/jobs/preflight.py: data, model, imports, limits):
     PreflightFailed with the findings when one fails, nothing sent. `on_preflight` sees the
     findings either way (warnings are worth showing); `preflight=False` skips it. A bare
     interpreter name (hosts.yaml `python: python` after an env_setup) is resolved on the head
@@ -205,10 +326,14 @@ async def submit_and_record(
             on_preflight(findings)
         if failed(findings):
             raise PreflightFailed(findings)
-    client = await cluster.dashboard()
-    sid = await submit(client, sub)
-    history.save(record_for(sub, cluster.inv, profile_path=profile_path))
-    return sid
+    if history.get(sub.submission_id) is not None:
+        raise DashboardError(
+            f"submission id {sub.submission_id} is already in the job history of "
+            f"{cluster.inv.cluster}: choose another one"
+        )
+    record = record_for(sub, cluster.inv, profile_path=profile_path)
+    record.retry_policy = retry_policy
+    return await record_then_post(cluster.dashboard, sub, history, record)
 
 
 async def stop_job(

@@ -20,7 +20,16 @@ from typing import Any
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.lock import LockOwner
 from tui.sanitize import one_line
-from tui.state import atomic_write_json
+from tui.state import (
+    StateError,
+    atomic_write_json,
+    atomic_write_text,
+    read_state_json,
+    read_state_jsonl,
+    read_state_text,
+    state_path,
+    writing,
+)
 from tui.supervisor.duty import Duty, SupervisorContext
 from tui.supervisor.events import Decision
 from tui.supervisor.lease import LEASE_TTL_S, HeadLease, LeaseHeld, supervised_by
@@ -41,8 +50,7 @@ def default_duties(ctx: SupervisorContext) -> list[Duty]:
 
 
 def supervisor_dir(ctx: SupervisorContext) -> Path:
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in ctx.inv.cluster) or "cluster"
-    return ctx.state_dir / "supervisor" / safe
+    return state_path("supervisor", ctx.inv.cluster, root=ctx.state_dir / "supervisor")
 
 
 class DecisionLog:
@@ -53,29 +61,20 @@ class DecisionLog:
         self.path = path
 
     def append(self, d: Decision) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(d.to_json()) + "\n")
-        if self.path.stat().st_size > LOG_MAX_BYTES:
-            lines = self.path.read_text(encoding="utf-8").splitlines()[-2000:]
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            tmp.replace(self.path)
+        """One line appended (StateError naming the folder when it cannot be written)."""
+        with writing(self.path.parent):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(d.to_json()) + "\n")
+            size = self.path.stat().st_size
+        if size > LOG_MAX_BYTES:
+            text = read_state_text(self.path, max_bytes=2 * LOG_MAX_BYTES) or ""
+            atomic_write_text(self.path, "\n".join(text.splitlines()[-2000:]) + "\n")
 
     def tail(self, n: int = 50) -> list[Decision]:
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()[-n:]
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                d = Decision.from_json(json.loads(line))
-            except ValueError:
-                continue
-            if d is not None:
-                out.append(d)
-        return out
+        """The newest `n` decisions; StateError naming the file (and line) when it is damaged."""
+        docs = read_state_jsonl(self.path, max_bytes=2 * LOG_MAX_BYTES) or []
+        return [d for d in map(Decision.from_json, docs[-n:]) if d is not None]
 
 
 class Supervisor:
@@ -111,14 +110,12 @@ class Supervisor:
 
     def _load_state(self) -> dict[str, Any]:
         path = supervisor_dir(self.ctx) / "state.json"
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
-            doc = {}
-        if not isinstance(doc, dict) or not isinstance(doc.get("first_started"), (int, float)):
+        doc = read_state_json(path, max_bytes=1 << 16)
+        if doc is None:
             doc = {"first_started": time.time()}
-            path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, doc)
+        elif not isinstance(doc, dict) or not isinstance(doc.get("first_started"), (int, float)):
+            raise StateError(f"{path}: damaged (no first_started time); fix or move it away")
         return doc
 
     @property
@@ -133,9 +130,11 @@ class Supervisor:
         self.duties.append(duty)
 
     def record(self, d: Decision) -> None:
+        # A full disk (or a damaged record: StateError is an OSError) must not stop the
+        # supervisor: the decision is still shown and sent.
         if d.submission_id:
-            self.ctx.history.add_decision(d.submission_id, d.to_json())
-        # A full disk must not stop the supervisor; the job's record has the decision.
+            with contextlib.suppress(OSError):
+                self.ctx.history.add_decision(d.submission_id, d.to_json())
         with contextlib.suppress(OSError):
             self.log.append(d)
         self.recent.append(d)

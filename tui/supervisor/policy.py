@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.cluster.dashboard import check_job_id
 from tui.logs.retriable import RETRIABLE_KEYS, check_retry_on
 
 MAX_RETRIES = 100
@@ -69,10 +70,9 @@ def record_policy(history: Any, submission_id: str, policy: RetryPolicy | None) 
 
 
 def _stash_path(cluster: str, submission_id: str) -> Path:
-    from tui.state import state_dir
+    from tui.state import state_path
 
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cluster) or "cluster"
-    return state_dir() / "supervisor" / safe / "policies" / f"{submission_id}.json"
+    return state_path("supervisor", cluster, "policies", f"{check_job_id(submission_id)}.json")
 
 
 def stash_policy(cluster: str, submission_id: str, policy: RetryPolicy | None) -> None:
@@ -85,11 +85,15 @@ def stash_policy(cluster: str, submission_id: str, policy: RetryPolicy | None) -
 
 
 def stashed_policy(cluster: str, submission_id: str) -> dict[str, Any] | None:
-    import json
+    """The stashed policy; None when there is none. StateError naming the file when it is
+    damaged (a job queued with retries must not start without them in silence)."""
+    from tui.state import StateError, read_state_json
 
-    try:
-        doc = json.loads(_stash_path(cluster, submission_id).read_text())
-    except (OSError, ValueError):
+    path = _stash_path(cluster, submission_id)
+    doc = read_state_json(path, max_bytes=1 << 16)
+    if doc is None:
         return None
     policy = RetryPolicy.from_json(doc)
-    return policy.to_json() if policy else None
+    if policy is None:
+        raise StateError(f"{path}: not a retry policy; fix or move it away")
+    return policy.to_json()

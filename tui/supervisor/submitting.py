@@ -1,19 +1,19 @@
 """The supervisor's submissions go through the one validated path: a JobSpec is checked by
 tui/jobs/pipeline.prepare_submission against Ray's live resources (verl's rules, the world-size
-and per-node rules), then recorded and sent like `verl-tui submit` does (tui/jobs/service's
-record_for, tui/jobs/submit.submit). One difference, for crash safety: the history record is
-written BEFORE the POST, with the submission id chosen here, and a POST whose id the head
-already has counts as done. A supervisor killed between the two sends that same id again,
-which Ray can accept at most once."""
+and per-node rules), then recorded and sent exactly as `verl-tui submit` does
+(tui/jobs/service.record_then_post): the history record is written BEFORE the POST, with the
+submission id chosen here, and a POST whose id the head already has counts as done. A
+supervisor killed between the two sends that same id again, which Ray can accept at most
+once."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import DashboardError, job_path
-from tui.jobs.service import record_for
-from tui.jobs.submit import Submission, submit
+from tui.cluster.dashboard import job_path
+from tui.jobs.service import record_for, record_then_post
+from tui.jobs.submit import Submission
 from tui.supervisor.duty import SubmitRejected
 
 if TYPE_CHECKING:
@@ -68,19 +68,8 @@ async def submit_validated(
         from tui.supervisor.policy import stashed_policy
 
         retry_policy = stashed_policy(ctx.inv.cluster, sub.submission_id)
-    if ctx.history.get(sub.submission_id) is None:
+    rec = ctx.history.get(sub.submission_id)  # a resend after a crash finds its record
+    if rec is None:
         rec = record_for(sub, ctx.inv, profile_path=profile_path)
         rec.attempt, rec.retry_of, rec.retry_policy = attempt, retry_of, retry_policy
-        rec.status = "SUBMITTING"
-        ctx.history.save(rec)
-    client = await ctx.dashboard()
-    try:
-        sid = await submit(client, sub)
-    except DashboardError:
-        # A POST that reached the head before the answer was lost, or a resend after a crash:
-        # Ray refuses a known id, and the job is there — that is success, not a second job.
-        if not await on_head(ctx, sub.submission_id):
-            raise
-        sid = sub.submission_id
-    ctx.history.set_status(sid, "PENDING")
-    return sid
+    return await record_then_post(ctx.dashboard, sub, ctx.history, rec)
