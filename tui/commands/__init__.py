@@ -136,6 +136,10 @@ COMMANDS: dict[str, Node] = {
     "slurm": Entry(
         "tui.commands.slurm:SLURM", "a running Slurm allocation as an inventory (hosts.yaml)"
     ),
+    "completion": Entry(
+        "tui.commands.completion:COMPLETION", "the shell completion script for bash, zsh or tcsh"
+    ),
+    "man": Entry("tui.commands.completion:MAN", "the manual page (roff; verl-tui man | man -l -)"),
     "profile": Group(
         "hyperparameter profiles: " + ", ".join(PROFILE_COMMANDS),
         PROFILE_COMMANDS,
