@@ -107,20 +107,30 @@ def run_sweep(
             )
             return EXIT_BAD_INPUT
         rows = [{"submission_id": r.submission_id, "values": dict(r.values)} for r in result.runs]
-        if not dry_run and not skip_preflight:
+        from tui.commands.check import print_preflight, say_preflight_skipped
+
+        if skip_preflight and dry_run:
+            say_preflight_skipped("verl-tui sweep")
+        elif not skip_preflight:
             # The job preflight, as `submit --queue` runs it (data, model, imports, limits on
-            # every host), for every run: one failing run queues none.
-            from tui.commands.check import print_preflight
+            # every host), for every run: one failing run queues none. A dry run runs it too
+            # (a host it could not ask while Ray was down is a warning there).
             from tui.jobs.sweep import first_failing_preflight
 
-            refused = await first_failing_preflight(cluster.fleet, cluster.inv, result)
+            refused = await first_failing_preflight(
+                cluster.fleet,
+                cluster.inv,
+                result,
+                unasked="warn" if dry_run and resources is None else "fail",
+            )
             if refused is not None:
                 run, findings = refused
                 print_preflight(findings)
+                done = "the real sweep would queue nothing" if dry_run else "nothing queued"
                 print(
                     one_line(
                         f"verl-tui sweep: combination {run.label}: the job preflight "
-                        "failed; nothing queued (--skip-preflight queues anyway)",
+                        f"failed; {done} (--skip-preflight queues anyway)",
                         600,
                     ),
                     file=sys.stderr,
@@ -189,7 +199,10 @@ def _sweep_arguments(p: argparse.ArgumentParser) -> None:
         "--priority", type=int, default=0, metavar="N", help="queue priority (higher first)"
     )
     p.add_argument(
-        "--dry-run", action="store_true", help="validate every combination, queue nothing"
+        "--dry-run",
+        action="store_true",
+        help="validate every combination and run its job preflight, queue nothing (exit as "
+        "the real sweep would)",
     )
     p.add_argument(
         "--print-config",
@@ -199,7 +212,8 @@ def _sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--skip-preflight",
         action="store_true",
-        help="queue although the job preflight (data, model, imports, host limits) fails",
+        help="queue although the job preflight (data, model, imports, host limits) fails; "
+        "with --dry-run: do not run it (said on stderr)",
     )
     p.add_argument("--json", action="store_true", help="JSON output")
 

@@ -18,7 +18,6 @@ import asyncio
 import itertools
 import json
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from tui.cluster.doctor.findings import MAX_PARALLEL, Finding, Status
 from tui.config.hosts import Host, Inventory
-from tui.jobs.preflight_imports import Required, required_modules
+from tui.jobs.preflight_imports import Alternative, Required, alternatives, required_modules
 from tui.jobs.rules_base import need_critic
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -62,20 +61,8 @@ ACTOR_MODEL_KEYS = (
 CRITIC_MODEL_KEYS = ("critic.model.path", "critic.model.tokenizer_path")
 CKPT_KEY = "trainer.default_local_dir"
 
-# module → (what to install, a config way around it)
-INSTALL_HINTS = {
-    "transfer_queue": ("transferqueue", "or trainer.use_v1=false (verl's legacy TaskRunner)"),
-    "vllm": ("vllm", "or another actor_rollout_ref.rollout.name"),
-    "sglang": ("sglang", "or another actor_rollout_ref.rollout.name"),
-    "tensorrt_llm": ("tensorrt_llm", "or another actor_rollout_ref.rollout.name"),
-    "flash_attn": (
-        "flash-attn --no-build-isolation",
-        "or +actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-    ),
-    "megatron": ("megatron-core", "or actor_rollout_ref.actor.strategy=fsdp"),
-}
 # Where transformers falls back without flash-attn (its `kernels` hub package).
-ALTERNATIVES = {"flash_attn": ("kernels",)}
+FALLBACKS = {"flash_attn": ("kernels",)}
 
 
 class PreflightFailed(Exception):
@@ -107,6 +94,8 @@ class JobNeeds:
     paths: list[PathNeed] = field(default_factory=list)
     hf_ids: list[tuple[str, str]] = field(default_factory=list)  # (key, org/name)
     modules: list[Required] = field(default_factory=list)
+    # module → the config switches that do without it, each with what it imports instead
+    alternatives: dict[str, list[Alternative]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # import map entries verl no longer has
     local: list[Finding] = field(default_factory=list)  # decided without hosts (~, $VAR)
     env: dict[str, str] = field(default_factory=dict)  # the job's env_vars
@@ -120,13 +109,16 @@ class JobNeeds:
             "env": self.env,
             "paths": [{"value": p.value, "model": p.model} for p in self.paths],
             "hf_ids": sorted({i for _, i in self.hf_ids}),
-            "modules": sorted({r.module for r in self.modules} | _alternatives(self.modules)),
+            "modules": sorted(self.module_names()),
             "disks": {"ray_tmp": "", **({"ckpt": self.ckpt_dir} if self.ckpt_dir else {})},
         }
 
-
-def _alternatives(mods: Sequence[Required]) -> set[str]:
-    return {a for r in mods for a in ALTERNATIVES.get(r.module, ())}
+    def module_names(self) -> set[str]:
+        """Every module a host is asked for: the job's, their fallbacks, and what each
+        alternative config would import."""
+        mods = {r.module for r in self.modules}
+        mods |= {m.module for alts in self.alternatives.values() for a in alts for m in a.modules}
+        return mods | {f for m in list(mods) for f in FALLBACKS.get(m, ())}
 
 
 def _get(cfg: Mapping[str, Any], key: str) -> Any:
@@ -261,6 +253,7 @@ def job_needs(
         needs.ckpt_dir = str(ckpt)
     if verl_root is not None:
         needs.modules, needs.notes = required_modules(resolved, verl_root)
+        needs.alternatives = alternatives(resolved, verl_root, needs.modules)
     return needs
 
 
@@ -308,19 +301,21 @@ async def ask_hosts(
 
 
 async def run_preflight(
-    fleet: Fleet, inv: Inventory, needs: JobNeeds, *, timeout: float = DEFAULT_TIMEOUT
+    fleet: Fleet,
+    inv: Inventory,
+    needs: JobNeeds,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    unasked: Status = "fail",
 ) -> list[Finding]:
-    """The job's findings on every host, in report order (identical host rows folded)."""
+    """The job's findings on every host, in report order (identical host rows folded).
+    `unasked`: the status of a host that did not answer (evaluate_answers)."""
     from tui.cluster.doctor.runner import arrange
     from tui.jobs.preflight_eval import evaluate_answers
 
     answers = await ask_hosts(fleet, inv, needs, timeout=timeout)
-    return arrange(evaluate_answers(inv, needs, answers), [h.name for h in inv.hosts])
-
-
-def pip_fix(python: str, module: str) -> str:
-    pkg, other = INSTALL_HINTS.get(module, (module, ""))
-    return f"{shlex.join([python, '-m', 'pip', 'install'])} {pkg} {other}".strip()
+    found = evaluate_answers(inv, needs, answers, unasked=unasked)
+    return arrange(found, [h.name for h in inv.hosts])
 
 
 # ---- one submission -----------------------------------------------------------------------
@@ -366,11 +361,16 @@ def needs_for(
 
 
 async def preflight_submission(
-    fleet: Fleet, inv: Inventory, sub: Any, *, timeout: float = DEFAULT_TIMEOUT
+    fleet: Fleet,
+    inv: Inventory,
+    sub: Any,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    unasked: Status = "fail",
 ) -> list[Finding]:
     """The preflight of one verl Submission (tui.jobs.submit) on every host of `inv`. A config
     that no longer composes here (a resubmission where this Python has no verl) is one
-    failed row, not an exception."""
+    failed row, not an exception. `unasked`: the status of a host that did not answer."""
     from tui.jobs.verl_select import SchemaError
 
     try:
@@ -381,7 +381,7 @@ async def preflight_submission(
         why = one_line(str(exc), 300)
         fix = "verl-tui check HOSTS --profile P, or --skip-preflight"
         return [_f("preflight", "job preflight", "fail", None, f"not checked: {why}", fix)]
-    return await run_preflight(fleet, inv, needs, timeout=timeout)
+    return await run_preflight(fleet, inv, needs, timeout=timeout, unasked=unasked)
 
 
 def failed(findings: Sequence[Finding]) -> bool:

@@ -9,22 +9,23 @@ not answer). Thresholds and why: tui/jobs/preflight.py.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from tui.cluster.doctor.findings import Finding
+from tui.cluster.doctor.findings import Finding, Status
 from tui.config.hosts import Inventory
 from tui.fmt import GIB
+from tui.jobs.pip_names import PipNames
 from tui.jobs.preflight import (
     CKPT_FACTOR,
     CKPT_MIN,
+    FALLBACKS,
     NOFILE_MIN,
     OBJECT_STORE_FRACTION,
     RAY_TMP_MIN,
     SHM_MIN,
     JobNeeds,
     _f,
-    pip_fix,
 )
 
 OBJECT_STORE_CAP = 200 * 10**9  # Ray caps its default object store at 200 GB
@@ -147,32 +148,59 @@ def _hf(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def _imports(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
-    from tui.jobs.preflight import ALTERNATIVES
-
-    out = []
+def _imports(
+    inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any], names: PipNames
+) -> list[Finding]:
+    """A row per module the config names (verl's import map) and per module missing on the
+    TaskRunner's path; the path's found modules as one row. A failure's fix installs it (its
+    pip name from the hosts' metadata) or switches the config to an alternative whose own
+    imports were checked on this host too."""
     mods = _dict(ans, "modules")
     python = str(ans.get("python") or inv.host(host).python)
-    for r in needs.modules:
-        check = f"import:{r.module}"
-        title = f"import {r.module}"
-        found = [
-            m for m in (r.module, *ALTERNATIVES.get(r.module, ())) if _dict(mods, m).get("found")
-        ]
-        if found:
-            out.append(_f(check, title, "ok", host, f"{found[0]} found ({r.key})"))
-            continue
-        out.append(
-            _f(
-                check,
-                title,
-                "fail",
-                host,
-                f"{r.module} not importable by {python}: {r.why} — {r.key} ({r.cite})",
-                pip_fix(python, r.module),
-            )
+
+    def found(module: str) -> str | None:
+        return next(
+            (m for m in (module, *FALLBACKS.get(module, ())) if _dict(mods, m).get("found")), None
         )
+
+    out, path_found = [], []
+    for r in needs.modules:
+        check, title = f"import:{r.module}", f"import {r.module}"
+        have = found(r.module)
+        if have and not r.listed:
+            path_found.append(have)
+        elif have:
+            out.append(_f(check, title, "ok", host, f"{have} found ({r.key})"))
+        else:
+            fix = names.fix(python, r.module) + _ways_around(python, r.module, needs, found, names)
+            why = f"{r.module} not importable by {python}: {r.why} — {r.key} ({r.cite})"
+            out.append(_f(check, title, "fail", host, why, fix))
+    if path_found:
+        text = f"{len(path_found)} modules verl's TaskRunner imports are found"
+        out.append(_f("import:path", "imports on verl's path", "ok", host, text))
     return out
+
+
+def _ways_around(
+    python: str,
+    module: str,
+    needs: JobNeeds,
+    found: Callable[[str], str | None],
+    names: PipNames,
+) -> str:
+    """', or KEY=VALUE (what)' for each switch that does without `module`; one that would
+    need more on this host says what (the only switch), or is left out (one of several)."""
+    alts = needs.alternatives.get(module, [])
+    shown = []
+    for alt in alts:
+        missing = sorted({m.module for m in alt.modules if not found(m.module)})
+        say = f"or {alt.switch.override} ({alt.switch.what})"
+        if not missing:
+            shown.append(say)
+        elif len(alts) == 1:
+            more = "; ".join(names.fix(python, m) for m in missing)
+            shown.append(f"{say}, which needs {', '.join(missing)} too: {more}")
+    return "".join(f", {s}" for s in shown)
 
 
 def _limits(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
@@ -328,10 +356,17 @@ def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]
 
 
 def evaluate_answers(
-    inv: Inventory, needs: JobNeeds, answers: Mapping[str, Mapping[str, Any]]
+    inv: Inventory,
+    needs: JobNeeds,
+    answers: Mapping[str, Mapping[str, Any]],
+    *,
+    unasked: Status = "fail",
 ) -> list[Finding]:
-    """Every finding: decided-here ones first (~, $VAR), then each host's answer."""
+    """Every finding: decided-here ones first (~, $VAR), then each host's answer. `unasked`:
+    the status of a host that did not answer (a dry run without Ray says so, as a warning)."""
     out = list(needs.local)
+    # A missing module is named by what another host installed it from, or verl's metadata.
+    names = PipNames(answers[h.name] for h in inv.hosts if isinstance(answers.get(h.name), dict))
     for note in needs.notes:
         out.append(
             _f(
@@ -350,7 +385,7 @@ def evaluate_answers(
                 _f(
                     "preflight",
                     "job preflight",
-                    "fail",
+                    unasked,
                     host,
                     f"not checked: {ans['error']}",
                     "verl-tui check HOSTS (reach, interpreter)",
@@ -359,7 +394,7 @@ def evaluate_answers(
             continue
         out += _paths(host, needs, ans)
         out += _hf(host, needs, ans)
-        out += _imports(inv, host, needs, ans)
+        out += _imports(inv, host, needs, ans, names)
         out += _limits(host, needs, ans)
         out += _disks(host, needs, ans)
         out += _resolve(inv, host, ans)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.jobs.verl_imports import path_for, reached
+
 ROLLOUT_KEY = "actor_rollout_ref.rollout.name"
 LOGGER_KEY = "trainer.logger"
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
@@ -247,6 +249,7 @@ class Required:
     key: str
     why: str
     cite: str  # "verl/<file>"
+    listed: bool = True  # False: found by following the TaskRunner's imports (verl_imports)
 
 
 def _as_list(v: Any) -> list[str]:
@@ -296,10 +299,89 @@ def required_modules(cfg: Mapping[str, Any], root: Path) -> tuple[list[Required]
         for mod in loggers.get(backend, []):
             why = f"logger {backend} imports {mod}"
             out.append(Required(mod, LOGGER_KEY, why, f"verl/{TRACKING_FILE}"))
+    path, unread = path_for(cfg, root)
+    if path is None:
+        notes.append(f"the TaskRunner's imports not checked: {unread}")
+    else:
+        key = path.key or "verl's TaskRunner"
+        for hit in reached(root, path):
+            how = f"{hit.cite} imports it on {path.label}'s path ({hit.via()})"
+            out.append(Required(hit.module, key, how, hit.cite, listed=False))
     unique: dict[str, Required] = {}
     for r in out:
         unique.setdefault(r.module, r)
     return list(unique.values()), notes
+
+
+# ---- the config ways around a missing module, each checked for its own imports ---------------
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A config value that makes verl do without `module` (`key` may start with "+": Hydra's
+    append, for a key verl's config does not declare)."""
+
+    module: str
+    key: str
+    value: Any
+    what: str
+
+    @property
+    def override(self) -> str:
+        text = str(self.value).lower() if isinstance(self.value, bool) else str(self.value)
+        return f"{self.key}={text}"
+
+
+SWITCHES = (
+    Switch("transfer_queue", "trainer.use_v1", False, "verl's legacy TaskRunner"),
+    Switch("flash_attn", "+" + ATTN_KEY, "sdpa", "PyTorch's attention"),
+    Switch("megatron", "actor_rollout_ref.actor.strategy", "fsdp", "FSDP"),
+)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    switch: Switch
+    modules: tuple[Required, ...]  # everything the config with the switch makes verl import
+
+
+def _with(cfg: Mapping[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """A copy of `cfg` with the dotted `key` set (the path copied, the rest shared)."""
+    out = dict(cfg)
+    head, _, rest = key.partition(".")
+    if rest:
+        inner = out.get(head)
+        out[head] = _with(inner if isinstance(inner, Mapping) else {}, rest, value)
+    else:
+        out[head] = value
+    return out
+
+
+def _switches(module: str, cfg: Mapping[str, Any], root: Path) -> list[Switch]:
+    out = [s for s in SWITCHES if s.module == module]
+    if module in ROLLOUT_ENGINES.values():  # another rollout verl registers
+        now = _get(cfg, ROLLOUT_KEY)
+        for name in sorted(rollout_modules(root)):
+            engine = ROLLOUT_ENGINES.get(name)
+            if name != now and engine and engine != module:
+                out.append(Switch(module, ROLLOUT_KEY, name, f"the {engine} engine"))
+    return out
+
+
+def alternatives(
+    cfg: Mapping[str, Any], root: Path, required: list[Required]
+) -> dict[str, list[Alternative]]:
+    """For each required module, the switches that do without it, each with every module the
+    switched config imports (its own code path followed: verl_imports). A switch whose config
+    still imports the module is not one."""
+    out: dict[str, list[Alternative]] = {}
+    for r in required:
+        for switch in _switches(r.module, cfg, root):
+            changed = _with(cfg, switch.key.lstrip("+"), switch.value)
+            mods, _notes = required_modules(changed, root)
+            if r.module not in {m.module for m in mods}:
+                out.setdefault(r.module, []).append(Alternative(switch, tuple(mods)))
+    return out
 
 
 # verl files the map reads: verl_source.py ships them from the head with the config files.

@@ -24,7 +24,7 @@ from tui.jobs.rules_base import ClusterResources, Problem
 from tui.jobs.submit import Submission
 
 if TYPE_CHECKING:
-    from tui.cluster.doctor.findings import Finding
+    from tui.cluster.doctor.findings import Finding, Status
     from tui.transport.fleet import Fleet
 
 MAX_KEYS = 3
@@ -231,7 +231,7 @@ def queue_sweep(
 
 
 async def first_failing_preflight(
-    fleet: Fleet, inv: Inventory, plan: SweepPlan
+    fleet: Fleet, inv: Inventory, plan: SweepPlan, *, unasked: Status = "fail"
 ) -> tuple[Run, list[Finding]] | None:
     """The job preflight (tui/jobs/preflight.py: data, model, imports, host limits) of every
     run of a valid plan, in order: the first run whose preflight fails, with its findings, or
@@ -241,7 +241,7 @@ async def first_failing_preflight(
     for run, sub in zip(plan.runs, plan.subs, strict=True):
         if not needs_preflight(sub):
             continue
-        findings = await preflight_submission(fleet, inv, sub)
+        findings = await preflight_submission(fleet, inv, sub, unasked=unasked)
         if failed(findings):
             return run, findings
     return None

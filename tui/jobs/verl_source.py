@@ -31,18 +31,24 @@ from tui.config.hosts import Inventory
 from tui.jobs import schema
 from tui.jobs.preflight_imports import SOURCE_FILES as IMPORT_MAP_FILES
 from tui.jobs.schema import SchemaError, VerlSource
+from tui.jobs.verl_imports import SOURCE_TREES
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
 DEFAULT_TIMEOUT = 60.0
-MAX_BYTES = 16 << 20  # verl 0.9.1's config + dataclass files are ~0.9 MiB
+MAX_BYTES = 24 << 20  # verl 0.9.1: its config files and .py sources are ~5 MiB
 MAX_FILES = 4000
 KEEP_CACHED = 6  # folders of other versions kept (a cluster switched back finds its own)
 # What composition reads: the YAML tree, and the dataclass sources that type null defaults.
-# And the files the job preflight's import map reads (tui/jobs/preflight_imports.py).
-SPEC = {"yaml": ["trainer/config"], "py": [*schema._DATACLASS_FILES, *IMPORT_MAP_FILES]}
+# And the files the job preflight's import map reads (tui/jobs/preflight_imports.py), and
+# every .py of verl: the preflight follows a TaskRunner's imports through them (verl_imports).
+SPEC = {
+    "yaml": ["trainer/config"],
+    "py": [*schema._DATACLASS_FILES, *IMPORT_MAP_FILES],
+    "py_tree": list(SOURCE_TREES),
+}
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")
 _REL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,300}\.(yaml|py)$")
 

@@ -116,6 +116,26 @@ def check_hf(ids, env):
     return {"cache": cache, "source": source, "offline": offline, "models": models}
 
 
+def installed_from():
+    """Top-level module -> the distributions that install it (Python 3.10+; {} before)."""
+    try:
+        import importlib.metadata as metadata
+
+        return metadata.packages_distributions()
+    except Exception:  # an older Python, or a broken installation's metadata
+        return {}
+
+
+def verl_requires():
+    """The installed verl's Requires-Dist lines (the cockpit names missing packages by them)."""
+    try:
+        import importlib.metadata as metadata
+
+        return [_one(r) for r in (metadata.requires("verl") or [])[:400]]
+    except Exception:  # no verl distribution metadata here
+        return []
+
+
 def check_modules(names, env):
     # The job's PYTHONPATH (ray.env / env_vars) is on the workers' sys.path: look there too.
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
@@ -131,6 +151,10 @@ def check_modules(names, env):
         if spec is not None:
             origin = spec.origin or ",".join(spec.submodule_search_locations or [])
         out[name] = {"found": spec is not None, "origin": _one(origin or "")}
+    found = [n for n in out if out[n]["found"]]
+    dists = installed_from() if found else {}
+    for name in found:
+        out[name]["dists"] = [_one(d)[:100] for d in dists.get(name, [])[:4]]
     return out
 
 
@@ -221,6 +245,7 @@ def main():
         "paths": [check_path(p, env) for p in req.get("paths") or [] if isinstance(p, dict)],
         "hf": check_hf([str(i) for i in req.get("hf_ids") or []], env),
         "modules": check_modules([str(m) for m in req.get("modules") or []], env),
+        "verl_requires": verl_requires() if req.get("modules") else [],
         "disks": {
             str(k): check_disk(str(v or ""), env) for k, v in (req.get("disks") or {}).items()
         },

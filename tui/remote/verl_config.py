@@ -4,7 +4,8 @@ without importing verl (it imports torch).
     python -c SOURCE manifest SPEC_JSON
     python -c SOURCE files SPEC_JSON MAX_BYTES
 
-SPEC_JSON: {"yaml": [folders under the verl package], "py": [folders or files]}. Answer: one
+SPEC_JSON: {"yaml": [folders under the verl package], "py": [folders or files],
+"py_tree": [folders whose .py files are read with their subpackages']}. Answer: one
 JSON line on stdout. `manifest`: {"version", "root", "python", "files": [[rel, size, mtime]]};
 `files`: the same plus "tar_b64", a gzip tar of exactly those files, or {"error": why}.
 Nothing is written on the host.
@@ -64,7 +65,7 @@ def _files(root, spec):
         st = os.stat(path)
         out.append([rel.replace(os.sep, "/"), st.st_size, int(st.st_mtime)])
 
-    for kind, suffix in (("yaml", ".yaml"), ("py", ".py")):
+    for kind, suffix in (("yaml", ".yaml"), ("py", ".py"), ("py_tree", ".py")):
         for entry in spec.get(kind, []):
             path = os.path.join(root, entry)
             if os.path.isfile(path) and path.endswith(suffix):
