@@ -1,6 +1,8 @@
-"""Jobs across Ray restarts, on real namespace hosts: a job submitted before `up --restart` is
-LOST (with when the head's Ray restarted), not "PENDING (history)", and its driver log is still
-printed, read from the head's old session directory over SSH."""
+"""Jobs across Ray restarts, on real namespace hosts. After `up --restart` (a new Ray session on
+the head, which forgets its job table): a job that had finished keeps its outcome and its real
+duration (which never grows), with "Ray restarted since" as a note; only a job that was still
+running when Ray went away is LOST (outcome unknown), with when the head's Ray restarted. Every
+driver log is still printed, read from the head's old session directory over SSH."""
 
 from __future__ import annotations
 
@@ -28,42 +30,69 @@ def test_session_start_names():
         assert session_start(bad) is None, bad
 
 
-def test_job_from_before_a_restart_is_lost_and_its_log_stays(ray_up):
-    _, path, env = ray_up
-    sub = cli(
-        env,
-        "submit",
-        str(path),
-        "--submission-id",
-        "before-restart-1",
-        "--",
-        "python",
-        "-c",
-        "print('OLD SESSION LINE')",
-    )
+SLEEPER = "import time; print('RUNNING', flush=True); time.sleep(900)"
+
+
+def _job(env, path, sid) -> dict:
+    out = cli(env, "jobs", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    return next(j for j in json.loads(out.stdout)["jobs"] if j["submission_id"] == sid)
+
+
+def _submit(env, path, sid, code) -> None:
+    sub = cli(env, "submit", str(path), "--submission-id", sid, "--", "python", "-c", code)
     assert sub.returncode == 0, sub.stderr
+
+
+def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost(ray_up):
+    _, path, env = ray_up
+    _submit(env, path, "before-restart-1", "print('OLD SESSION LINE')")
+    _submit(env, path, "failed-before-1", "import time, sys; time.sleep(2); sys.exit(3)")
+    _submit(env, path, "running-at-restart-1", SLEEPER)
     wait_status(env, path, "before-restart-1", {"SUCCEEDED"})
-    # Recorded as last seen; then Ray restarts (a new session on the head).
+    failed = wait_status(env, path, "failed-before-1", {"FAILED"})
+    wait_status(env, path, "running-at-restart-1", {"RUNNING"})
+    # Listed once finished (as the Jobs screen and the supervisor do): the outcome and the
+    # head's start/end times are on the record. Then Ray restarts (a new session on the head).
+    assert failed["end_time"] and failed["duration_s"] >= 2, failed
     restart_at = time.time()
     up = cli(env, "up", str(path), "--restart", timeout=240)
     assert up.returncode == 0, up.stdout + up.stderr
 
-    doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
-    job = next(j for j in doc["jobs"] if j["submission_id"] == "before-restart-1")
-    assert job["status"] == "LOST" and not job["on_head"], job
-    assert job["last_known_status"] == "SUCCEEDED"
+    ok = _job(env, path, "before-restart-1")
+    assert ok["status"] == "SUCCEEDED" and not ok["on_head"], ok
+    assert "Ray restarted since" in ok["message"] and ok["ray_restarted_since"], ok
+    gone = _job(env, path, "failed-before-1")
+    assert gone["status"] == "FAILED", gone
+    assert gone["end_time"] == pytest.approx(failed["end_time"], abs=0.01)
+    assert gone["duration_s"] == pytest.approx(failed["duration_s"], abs=0.01)
+    lost = _job(env, path, "running-at-restart-1")
+    assert lost["status"] == "LOST" and lost["last_known_status"] == "RUNNING", lost
+    assert "restarted at" in lost["message"] and "outcome unknown" in lost["message"]
     # The restart time is the head's new session start (this machine's clock: same host).
-    assert restart_at - 2 <= job["head_restarted_at"] <= time.time() + 2, job
-    assert "restarted at" in job["message"]
+    assert restart_at - 2 <= lost["head_restarted_at"] <= time.time() + 2, lost
+    assert lost["duration_s"] is None and lost["end_time"] is None, lost  # unknown, not growing
+
     table = cli(env, "jobs", str(path)).stdout
-    line = next(ln for ln in table.splitlines() if "before-restart-1" in ln)
-    assert "LOST" in line and "(history)" not in line and "PENDING" not in line, line
+    line = next(ln for ln in table.splitlines() if "failed-before-1" in ln)
+    assert "FAILED" in line and "LOST" not in line and "(history)" not in line, line
+    assert "Ray restarted since" in line, line
+    line = next(ln for ln in table.splitlines() if "running-at-restart-1" in ln)
+    assert line.split()[1] == "LOST" and "(history)" not in line, line
+    # A finished job's duration never grows: listed again later, it is the same.
+    time.sleep(1.5)
+    again = _job(env, path, "failed-before-1")
+    assert again["duration_s"] == pytest.approx(failed["duration_s"], abs=0.01), again
 
     logs = cli(env, "logs", str(path), "before-restart-1")
     assert logs.returncode == 0, logs.stderr
     assert "OLD SESSION LINE" in logs.stdout
     follow = cli(env, "logs", str(path), "before-restart-1", "--follow")
-    assert "OLD SESSION LINE" in follow.stdout and "LOST" in follow.stderr
+    assert "OLD SESSION LINE" in follow.stdout and "SUCCEEDED" in follow.stderr, follow.stderr
+    assert "Ray restarted since" in follow.stderr and "LOST" not in follow.stderr
+    assert follow.returncode == 0
+    follow = cli(env, "logs", str(path), "running-at-restart-1", "--follow")
+    assert "RUNNING" in follow.stdout and "LOST" in follow.stderr, follow.stderr
     assert follow.returncode == 1
 
     # An id nobody knows: neither the head nor an old session has it.

@@ -23,6 +23,7 @@ from tui.cluster.job_logs import (
     any_job_log_chunks,
     job_info,
     old_session_log,
+    restarted_status,
 )
 from tui.jobs.history import JobHistory
 from tui.transport.types import TransportError
@@ -145,13 +146,15 @@ async def _fallback(
         writer = ArchiveWriter(store, sid, history.get(sid))
         writer.feed(old)
         rec = history.get(sid)
-        writer.finish(LOST, "the head restarted since; log from its old session", done=False)
+        # A job that had finished keeps its outcome; one that had not is LOST.
+        status, message = restarted_status(rec.status if rec is not None else None)
+        writer.finish(status, message, done=status != LOST)
         if rec is not None and rec.status:
             writer.update(last_known_status=rec.status)
             writer.flush()
         yield old
         if ends is not None:
-            ends.append(JobLogEnd(LOST, "the head restarted since; log from its old session"))
+            ends.append(JobLogEnd(status, message))
         return
     if meta is not None and archived is not None:
         yield from_archive(archived, meta, ends)

@@ -36,9 +36,21 @@ if TYPE_CHECKING:
 
 RAY_TEMP = driver_log.RAY_TEMP
 _SESSION_RE = re.compile(r"session_(\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})_(\d{6})_\d+")
-# Status of a job in our history that the head no longer knows (Ray restarted since).
+# Status of a job in our history that the head no longer knows (Ray restarted since) and that
+# had not finished when it was last seen: its outcome is unknown.
 LOST = "LOST"
 LOST_MESSAGE = "the head restarted since; log from its old session"
+FINISHED_BEFORE_RESTART = "Ray restarted since; log from its old session"
+
+
+def restarted_status(last_known: str | None) -> tuple[str, str]:
+    """(status, message) of a job the head's restarted Ray no longer knows: the outcome last
+    seen when it had finished (a restart does not change how a job ended), else LOST."""
+    if last_known in TERMINAL:
+        return last_known, FINISHED_BEFORE_RESTART
+    return LOST, LOST_MESSAGE
+
+
 STATUS_POLL_S = 1.0  # while following the file: how often the job's status is asked
 
 
@@ -170,10 +182,17 @@ async def _locate(cluster: RayCluster, sid: str, tail_bytes: int) -> DriverLog |
         return None
 
 
-async def open_job_log(cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_BYTES) -> OpenedLog:
+async def open_job_log(
+    cluster: RayCluster,
+    sid: str,
+    *,
+    tail_bytes: int = TAIL_BYTES,
+    last_known: str | None = None,
+) -> OpenedLog:
     """The job's status and its driver log file on the head. A job the head does not know
-    (Ray restarted since) is LOST, with its log from an old session directory; DashboardError
-    (HTTP 404) when neither has it."""
+    (Ray restarted since) has its log from an old session directory and the status
+    restarted_status gives for `last_known` (the history's: a finished job keeps its outcome,
+    else LOST); DashboardError (HTTP 404) when neither has it."""
     check_job_id(sid, "JOB")
     client = await cluster.dashboard()
     # Both at once: the first screen waits for the slower of the two, not for their sum.
@@ -185,7 +204,7 @@ async def open_job_log(cluster: RayCluster, sid: str, *, tail_bytes: int = TAIL_
     if isinstance(asked, BaseException):
         if not isinstance(asked, DashboardError) or "HTTP 404" not in str(asked) or file is None:
             raise asked
-        return OpenedLog(sid, LOST, LOST_MESSAGE, file, None)
+        return OpenedLog(sid, *restarted_status(last_known), file, None)
     status, message = asked
     return OpenedLog(sid, status, message, file, client)
 
@@ -228,14 +247,19 @@ async def older_text(opened: OpenedLog) -> AsyncIterator[str]:
 
 
 async def any_job_log_chunks(
-    cluster: RayCluster, sid: str, *, follow: bool = True, ends: list[JobLogEnd] | None = None
+    cluster: RayCluster,
+    sid: str,
+    *,
+    follow: bool = True,
+    ends: list[JobLogEnd] | None = None,
+    last_known: str | None = None,
 ) -> AsyncIterator[str]:
     """The job's whole log in file order, in chunks, streamed: from its driver log file on the
     head when readable, else through the Jobs API (job_log_chunks). With `follow`, on while the
     job runs. A job the head does not know (Ray restarted since) gets its log from an old
-    session directory and ends LOST. DashboardError (HTTP 404) when neither has it. The final
-    status is appended to `ends` when given."""
-    opened = await open_job_log(cluster, sid)
+    session directory and ends as restarted_status says for `last_known`. DashboardError
+    (HTTP 404) when neither has it. The final status is appended to `ends` when given."""
+    opened = await open_job_log(cluster, sid, last_known=last_known)
     if opened.file is None:
         assert opened.client is not None
         async for chunk in job_log_chunks(opened.client, sid, follow=follow, ends=ends):

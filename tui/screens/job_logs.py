@@ -65,9 +65,12 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
         *,
         metrics: bool = False,
         total_steps: int | None = None,
+        last_known: str | None = None,
     ):
         super().__init__()
         self.cluster = cluster
+        # The history's last status: a job the head forgot (Ray restarted) keeps its outcome.
+        self.last_known = last_known
         self.sid = submission_id
         self.start_on_metrics = metrics
         self.total_steps = total_steps
@@ -114,7 +117,7 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
         # top into a fresh pane.
         while True:
             try:
-                opened = await open_job_log(self.cluster, self.sid)
+                opened = await open_job_log(self.cluster, self.sid, last_known=self.last_known)
                 if opened.file is not None:
                     await self._from_file(opened)
                     end = JobLogEnd(opened.status, opened.message)
@@ -132,6 +135,7 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
             self.status = end.status
             self.pane.finish(end.status or "ended")
             self.metrics.feed_text("\n")  # a last line without newline counts too
+            self.metrics.finish(end.status or "ended")
             # Ray's message goes on with ", last available logs (truncated …):": the log is here.
             self._title((end.message or "").split(", last available logs")[0][:100])
             return

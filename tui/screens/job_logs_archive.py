@@ -86,5 +86,6 @@ class ArchivedLog:
         self.status = status if isinstance(status, str) else LOST
         pane.finish(self.status)
         metrics.feed_text("\n")
+        metrics.finish(self.status)
         self._title(FROM_ARCHIVE)  # type: ignore[attr-defined]
         return True

@@ -72,9 +72,12 @@ def fmt_value(v: float) -> str:
     return f"{v:.4g}" if a >= 1e-3 else f"{v:.1e}"
 
 
-def progress_text(tracker: MetricsTracker) -> str:
-    """``step 37/200 · ETA 1h12m · 45.2 s/step``."""
+def progress_text(tracker: MetricsTracker, ended: str | None = None) -> str:
+    """``step 37/200 · ETA 1h12m · 45.2 s/step``. `ended`: the job's final status, once its
+    log is all in (a job that ended with no step lines is not waiting for any)."""
     last, total = tracker.last_step, tracker.total_steps
+    if last is None and ended:
+        return f"the job ended ({ended}) with no step lines: its log says why (t: Log)"
     if last is None:
         return "waiting for verl's step lines" + (f" · {total} steps" if total else "")
     parts = [f"step {last}/{total}" if total else f"step {last} (total unknown)"]
@@ -345,6 +348,7 @@ class MetricsPanel(Widget, can_focus=True):
         self._drawn_version = -1
         self._drawn_at = 0.0
         self._pending = False
+        self.ended: str | None = None  # the job's final status once its log is all in
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="metrics-progress"):
@@ -380,7 +384,14 @@ class MetricsPanel(Widget, can_focus=True):
     def clear(self) -> None:
         """Forget the metrics (another job is about to be shown)."""
         self.tracker.clear()
+        self.ended = None
         self._schedule()
+
+    def finish(self, status: str) -> None:
+        """The job ended with `status` and its whole log was fed."""
+        self.ended = status
+        if self.is_mounted:
+            self._draw_progress()
 
     def _schedule(self) -> None:
         if self._pending or not self.is_mounted:  # not mounted: on_mount draws
@@ -409,7 +420,7 @@ class MetricsPanel(Widget, can_focus=True):
         bar.set_class(not total, "-hidden")
         if total:
             bar.update(total=total, progress=min(max(last or 0, 0), total))
-        self.query_one("#metrics-step", Static).update(markup(progress_text(tracker)))
+        self.query_one("#metrics-step", Static).update(markup(progress_text(tracker, self.ended)))
         # Keys (val-core/…) come from the job's log: markup-escaped.
         self.query_one("#metrics-latest", Static).update(markup(self.latest_text()))
 
