@@ -60,8 +60,6 @@ def jobs_table(rows: list[JobRow]) -> str:
         out.append(
             f"{chain + r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
             f"{profile:<24} {r.driver_node or '-'}"
-            # A job the head forgot: why its status is the one last known (or LOST).
-            + ("" if r.on_head or not r.message else f"  ({one_line(r.message, 120)})")
         )
     return "\n".join(out)
 
@@ -264,20 +262,13 @@ def run_submit_profile(
             if not dry_run:
                 print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
             return 1
-        # The job preflight (data, model, verl's imports, host limits on every host), once for
-        # a direct submit and a queued one alike (the queue's supervisor sends it later), and
-        # for a dry run, whose exit status then says whether the real submit would go.
-        from tui.commands.check import preflight_passes, say_preflight_skipped
-
         if dry_run:
             print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
-            if skip_preflight:
-                say_preflight_skipped("verl-tui submit")
-                return 0
-            passed = await preflight_passes(
-                cluster, sub, dry_run=True, ray_reached=resources is not None
-            )
-            return 0 if passed else 1
+            return 0
+        # The job preflight (data, model, verl's imports, host limits on every host), once for
+        # a direct submit and a queued one alike (the queue's supervisor sends it later).
+        from tui.commands.check import preflight_passes
+
         if not skip_preflight and not await preflight_passes(cluster, sub):
             return 1
         if queue:
@@ -415,16 +406,13 @@ def run_resubmit(
     skip_preflight: bool = False,
 ) -> int:
     sub, profile_path = resubmission(inv, job, submission_id=submission_id)
+    if dry_run:
+        print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
+        return 0
 
     async def body(cluster: RayCluster) -> int:
-        from tui.commands.check import preflight_passes, say_preflight_skipped
+        from tui.commands.check import preflight_passes
 
-        if dry_run:  # the same preflight as the real resubmit (it needs SSH, not Ray)
-            print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
-            if skip_preflight:
-                say_preflight_skipped("verl-tui submit")
-                return 0
-            return 0 if await preflight_passes(cluster, sub, dry_run=True) else 1
         if not skip_preflight and not await preflight_passes(cluster, sub):
             return 1
         try:
@@ -494,14 +482,13 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the equivalent `ray job submit` command and run the job preflight, submit "
-        "nothing; exit 1 when the real submit would be refused",
+        help="print the equivalent `ray job submit` command, submit nothing",
     )
     p.add_argument(
         "--skip-preflight",
         action="store_true",
         help="send a verl job although the job preflight (data, model, imports, host limits "
-        "on every host) fails; with --dry-run: do not run it (said on stderr)",
+        "on every host) fails",
     )
     p.add_argument(
         "--print-config",
