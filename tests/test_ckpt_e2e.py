@@ -134,7 +134,7 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
 ):
     """Pilot: 5 → the folder → the step is spread (no host holds it alone) → c collects onto
     node1 with a progress bar → complete there → m merges (live output, files listed); the job
-    form's ctrl+k picks it: resume_mode and resume_from_path set, a world-size warning shown."""
+    form's ctrl+o picks it: resume_mode and resume_from_path set, a world-size warning shown."""
     from textual.widgets import Input, RichLog
 
     from tui.app import VerlTuiApp
@@ -209,7 +209,7 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
         )
         await app.push_screen(form)
         await until(pilot, lambda: "trainer.default_local_dir" in form.fields, 60, "form ready")
-        await pilot.press("ctrl+k")
+        await pilot.press("ctrl+o")
         await until(
             pilot,
             lambda: isinstance(app.screen, CheckpointPickerScreen) and app.screen.index is not None,
@@ -223,4 +223,4 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
             form.fields["trainer.resume_from_path"].text.strip("'\"")
             == f"{root}/global_step_{STEP}"
         )
-        await pilot.press("ctrl+d")
+        await pilot.press("ctrl+t", "y")  # discard the draft (it asks first)

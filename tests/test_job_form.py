@@ -72,7 +72,12 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
             "form loaded and checked on the cluster",
         )
         print(f"\nform open → first check on the cluster: {opened:.2f} s")
-        assert "2 nodes × 4 GPUs" in str(form.query_one("#form-title").render())
+        assert "2 Ray nodes × 4 GPUs" in str(form.query_one("#form-title").render())
+        # What the cluster fills in is what the field shows, marked (verl's default is 8).
+        gpus = form.fields["trainer.n_gpus_per_node"]
+        assert gpus.text == "" and gpus.from_cluster == "4"
+        assert gpus.query_one(Input).placeholder.startswith("4  (from cluster")
+        assert "from cluster: 4" in str(gpus.query_one(".field-key").render())
         submit = form.query_one("#submit", Button)
         assert not submit.disabled, form.report.problems
 
@@ -151,7 +156,7 @@ async def _open_form(app, pilot, initial_sets=None):
     return form
 
 
-async def test_draft_survives_an_app_restart_and_ctrl_d_discards(local_app):
+async def test_draft_survives_an_app_restart_and_ctrl_t_discards(local_app):
     from tui.jobs.formstate import draft_path
 
     app = local_app()
@@ -174,7 +179,7 @@ async def test_draft_survives_an_app_restart_and_ctrl_d_discards(local_app):
         assert form.fields["trainer.experiment_name"].query_one(Input).value == "from-draft"
         assert form.fields["data.train_batch_size"].text == "12"
         assert form.draft_note and form.draft_note.startswith("draft restored")
-        await pilot.press("ctrl+d")
+        await pilot.press("ctrl+t", "y")  # asks first; test_first_hour_ui checks the no
         await until(
             pilot,
             lambda: (

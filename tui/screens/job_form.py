@@ -28,6 +28,7 @@ from textual.widgets import Button, Checkbox, Footer, Static
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.yamlfile import ConfigError
+from tui.fmt import plural
 from tui.jobs.catalog import GROUPS, CatalogItem, catalog
 from tui.jobs.formstate import (
     Draft,
@@ -57,6 +58,7 @@ from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
 from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
 from tui.screens.job_form_drafts import FormDrafts
+from tui.screens.job_form_errors import FormErrors
 from tui.screens.job_form_queue import FormQueue
 from tui.screens.job_form_resume import FormResume
 from tui.screens.job_form_retry import keep_policy, retries_input, retry_policy
@@ -100,13 +102,18 @@ def _norm(key: str | None) -> str | None:
     return key.lstrip("+~") if key else key
 
 
-class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
+class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
+    # None of these is an Input's own editing key (ctrl+a/e/d/k/u/w/x/c/v stay the field's);
+    # the one that throws work away (discard) asks first. The footer shows the few used most.
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit", priority=True),
-        Binding("ctrl+r", "revalidate", "Re-validate now", priority=True),
-        Binding("ctrl+d", "discard_draft", "Discard draft", priority=True),
-        Binding("ctrl+k", "resume_from", "Resume from a checkpoint", priority=True),
+        Binding("ctrl+n,f8", "next_error", "Next error", priority=True),
+        Binding("ctrl+b,shift+f8", "previous_error", "Previous error", priority=True, show=False),
+        Binding("ctrl+l", "toggle_queue", "Queue on/off", priority=True),
         Binding("ctrl+g", "sweep", "Sweep (grid of values)", priority=True),
+        Binding("ctrl+r", "revalidate", "Re-validate now", priority=True, show=False),
+        Binding("ctrl+o", "resume_from", "Resume from a checkpoint", priority=True, show=False),
+        Binding("ctrl+t", "discard_draft", "Discard draft (asks first)", priority=True, show=False),
         Binding("escape", "back", "Back (draft kept)"),
     ]
 
@@ -244,7 +251,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
             texts, toggles = dict(loaded.draft.texts), loaded.draft.toggles
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(loaded.draft.saved_at))
             if not self.read_only:
-                self._draft_restored = f"draft restored (saved {stamp}) — ctrl+d discards it"
+                self._draft_restored = f"draft restored (saved {stamp}) — ctrl+t discards it"
             self.notify(markup(self.draft_note or ""), timeout=6)
         self._items = loaded.items
         await self._build(texts, toggles)
@@ -287,11 +294,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         t.append(f" {p.name if p else self.profile_path.stem}", "bold")
         t.append(f"   {self.profile_path}", "dim")
         if self.resources is not None:
-            nnodes, per_node = cluster_shape(self.resources)
-            source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
-            t.append(
-                f"   {self.cluster_name}: {nnodes} nodes × {per_node} GPUs{source}", "bold cyan"
-            )
+            t.append(f"   {self.cluster_name}: {self._shape_text()}", "bold cyan")
         if self.verl is not None:
             t.append(f"   {self.verl.label}", "bold green")
         if p and p.description:
@@ -305,6 +308,18 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
             t.append(f"\n {self.draft_note}", "cyan")
         # Profile names, paths, descriptions and notes come from files: cleaned, styles kept.
         self.query_one("#form-title", Static).update(styled(t))
+
+    def _shape_text(self) -> str:
+        """``3 Ray nodes × 1 GPU`` (every node alive has GPUs), else how many do."""
+        assert self.resources is not None
+        nnodes, per_node = cluster_shape(self.resources)
+        total = len(self.resources.nodes)
+        what = "Ray node" if self.resources_from == "ray" else "node"
+        source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
+        if nnodes and nnodes == total:
+            return f"{plural(total, what)} × {plural(per_node, 'GPU')}{source}"
+        gpus = f"{nnodes} with ≥{per_node} GPU" if nnodes else "no GPUs"
+        return f"{plural(total, what)}, {gpus}{source}"
 
     # -- state ---------------------------------------------------------------------------
 
@@ -381,6 +396,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
     @on(Checkbox.Changed)
     def _toggle_changed(self, event: Checkbox.Changed) -> None:
         event.stop()
+        if event.checkbox.id == "form-queue":
+            self.show_queue_state()
+            return  # not part of the job: nothing to check or save
         if event.checkbox.id == "toggle-post-mortem" and event.value:
             self.probe_debugpy()
         self._changed()
@@ -447,20 +465,13 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
     def _apply(self, report: Report, local: dict[str, str]) -> None:
         placed, loose = place_problems(report.problems, self.fields)
         show_field_problems(self.fields, placed)
+        for key, f in self.fields.items():  # what the cluster filled in is shown, marked
+            f.show_from_cluster(report.from_cluster.get(key))
         text = loose_text(loose)
         box = self.query_one("#form-problems", Static)
         box.update(text)
         box.display = bool(text.plain)
         self._update_submit()
-
-    @property
-    def error_count(self) -> int:
-        n = sum(1 for f in self.fields.values() if f.local_problem)
-        if self.report is not None:
-            n += len(self.report.errors)
-            if self.report.config is None and not self.report.errors:
-                n += 1
-        return n
 
     @property
     def can_submit(self) -> bool:
@@ -492,6 +503,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
                 len(self.report.warnings),
                 against_ray=self.resources_from == "ray",
                 latency_s=self.latencies[-1] if self.latencies else None,
+                error_keys=self.error_keys(),
             )
         )
 
@@ -520,14 +532,16 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         if self._submitting:
             return
         if self.report is None or (self.validated and not self.can_submit):
-            what = (
-                f"{self.error_count} error(s) to fix first"
-                if self.report is not None
-                else "still checking"
-            )
-            self.notify(f"not submitted: {markup(what)}", severity="warning", timeout=4)
+            self._refused("still checking" if self.report is None else None)
             return
         self.submit()
+
+    def _refused(self, why: str | None = None) -> None:
+        """Submit refused: say which keys to fix and put the cursor on the first of them."""
+        what = why or self.errors_named() or "fix the problems shown"
+        if why is None and self.focus_error(first=True):
+            what += " — the cursor is on the first; ctrl+n next error"
+        self.notify(f"not submitted: {markup(what)}", severity="warning", timeout=8)
 
     @work(exclusive=True, group="form-submit", exit_on_error=False)
     async def submit(self) -> None:
@@ -588,7 +602,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue):
         self._show_header()
         sub = await self.check(secrets)
         if sub is None:
-            self.notify("not submitted: fix the problems shown", severity="error", timeout=6)
+            self._refused()
             return
         from tui.screens.job_form_preflight import preflight_gate
 

@@ -46,6 +46,21 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
         monitor = getattr(self.app, "ray_monitor", None)
         return monitor.view if monitor is not None else None
 
+    @staticmethod
+    def _ray_key(view: Any) -> object:
+        """What the form's check depends on in the monitor's view: Ray's state and its alive
+        nodes' GPUs. Nodes joining after Ray came up change it too (the header said "0 nodes"
+        while 3 were alive when only the state was watched)."""
+        if view is None:
+            return None
+        status = view.status
+        nodes = (
+            tuple(sorted((str(n.host or n.node_ip), n.gpus) for n in status.nodes if n.alive))
+            if status is not None
+            else None
+        )
+        return (view.state, nodes)
+
     def _planned(self) -> ClusterResources | None:
         """hosts.yaml's GPUs (or what each host's telemetry agent counted)."""
         counted: dict[str, tuple[int, int | None]] = {}
@@ -71,7 +86,7 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
 
         view = self._ray_view()
         state = view.state if view is not None else None
-        self._ray_seen = state
+        self._ray_seen = self._ray_key(view)
         if state == RayState.UP and view.status is not None:
             self._set_live(resources_from_status(view.status))
             return True
@@ -85,9 +100,10 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
         self.resources, self.resources_from, self.cluster_note = resources, "ray", None
 
     def _watch_ray(self) -> None:
-        """Ray started or stopped while the form is open (u, D): ask again."""
+        """Ray started or stopped while the form is open (u, D), or its nodes changed: ask
+        again."""
         view = self._ray_view()
-        if view is not None and view.state != self._ray_seen and self.profile is not None:
+        if view is not None and self._ray_key(view) != self._ray_seen and self.profile is not None:
             self.fetch_cluster()
 
     @work(exclusive=True, group="form-cluster", exit_on_error=False)
@@ -95,7 +111,7 @@ class FormCluster(ReportsWorkerFailures, Screen[str | None]):
         from tui.cluster.ray_monitor import RayState
 
         view = self._ray_view()
-        self._ray_seen = view.state if view is not None else None
+        self._ray_seen = self._ray_key(view)
         status: ClusterStatus | None = None
         if view is not None and view.state == RayState.DOWN:
             self._use_planned(RAY_NOT_RUNNING)  # known: no request that would time out

@@ -1,6 +1,6 @@
 """The job form's draft: claiming it (and the dialog when another form has it open), saving it
-as you type (in a thread), flushing it on the way out, discarding it. A part of JobFormScreen;
-the writer itself is formstate.DraftSaver."""
+as you type (in a thread), flushing it on the way out, discarding it (ctrl+t, after a yes). A
+part of JobFormScreen; the writer itself is formstate.DraftSaver."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from textual.screen import Screen
 
 from tui.jobs.formstate import Draft, DraftLock, DraftSaver
 from tui.sanitize import markup
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.draft_busy import DraftBusyScreen
 from tui.screens.error import ReportsWorkerFailures
 
@@ -114,7 +115,25 @@ class FormDrafts(ReportsWorkerFailures, Screen[str | None]):
         if pending is not None:
             self.drafts.store(pending[0])
 
-    async def action_discard_draft(self) -> None:
+    def action_discard_draft(self) -> None:
+        """Throw the draft away, after a yes: the key is not an editing key, and it asks."""
+        if self.profile is None or self.drafts is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.discard_draft()
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "Discard this draft?",
+                "The form goes back to the profile's values; what was typed here is lost.",
+            ),
+            answered,
+        )
+
+    @work(exclusive=True, group="draft-discard", exit_on_error=False)
+    async def discard_draft(self) -> None:
         if self.profile is None or self.drafts is None:
             return
         await asyncio.to_thread(self.drafts.discard)

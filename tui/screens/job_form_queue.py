@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from tui.widgets.jobform import FormField
 
 
+def queue_label(on: bool) -> str:
+    return "Queue: on " if on else "Queue: off"
+
+
 class FormQueue(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's queue and sweep part (a base class: the form's state is the screen's)."""
 
@@ -56,9 +60,25 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         def toggles(self) -> Any: ...
 
     def queue_switch(self) -> Checkbox:
-        box = Checkbox("Queue", id="form-queue", compact=True)
-        box.tooltip = "wait in the local queue until the GPUs are free (priority 0)"
+        box = Checkbox(queue_label(False), id="form-queue", compact=True)
+        box.tooltip = "ctrl+l: wait in the local queue until the GPUs are free (priority 0)"
         return box
+
+    def show_queue_state(self) -> None:
+        """The switch says on or off in words (its mark alone is only a colour)."""
+        box = self.query_one("#form-queue", Checkbox)
+        box.label = queue_label(box.value)
+
+    def action_toggle_queue(self) -> None:
+        """ctrl+l from any field: the switch is last in the tab order, behind ~45 fields."""
+        box = self.query_one("#form-queue", Checkbox)
+        box.value = not box.value  # its Changed message updates the label
+        self.notify(
+            "Queue on: submit waits in the local queue for free GPUs"
+            if box.value
+            else "Queue off: submit sends the job to Ray now",
+            timeout=3,
+        )
 
     @property
     def queue_wanted(self) -> bool:

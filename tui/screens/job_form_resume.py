@@ -1,4 +1,4 @@
-"""The job form's resume-from-a-checkpoint picker (ctrl+k): the checkpoints under
+"""The job form's resume-from-a-checkpoint picker (ctrl+o): the checkpoints under
 trainer.default_local_dir, and the keys that resume from the one picked. A part of
 JobFormScreen."""
 

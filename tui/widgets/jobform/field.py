@@ -36,6 +36,7 @@ class FormField(Vertical):
     FormField .field-switch { height: auto; }
     FormField .field-switch Static { width: 1fr; padding: 1 0 0 1; color: $text-muted; }
     FormField .field-help { color: $text-muted; }
+    FormField.-from-cluster .field-key { color: $accent; }
     FormField .field-problem { display: none; }
     FormField.-error .field-problem { display: block; color: $error; text-style: bold; }
     FormField.-warn .field-problem { display: block; color: $warning; }
@@ -67,6 +68,10 @@ class FormField(Vertical):
         self.removable = removable
         self._text = text
         self.local_problem: str | None = None
+        # The value the check filled in from the live cluster (trainer.nnodes /
+        # n_gpus_per_node left empty): what is submitted, so the field shows it, marked.
+        self.from_cluster: str | None = None
+        self._placeholder = ""
 
     # -- layout --------------------------------------------------------------------------
 
@@ -109,7 +114,8 @@ class FormField(Vertical):
                 yield Switch(value=on)
                 yield Static(one_line(self._switch_note()), classes="switch-note", markup=False)
         else:
-            yield Input(value=self._text, placeholder=default or "not in verl's config")
+            self._placeholder = default or "not in verl's config"
+            yield Input(value=self._text, placeholder=self._placeholder)
         if info is not None and info.help:
             lines = info.help.splitlines()
             text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
@@ -121,6 +127,29 @@ class FormField(Vertical):
         return (
             f"set to {self._text}" if self._text else "not set"
         ) + f"  (verl's default: {default})"
+
+    def show_from_cluster(self, value: object | None) -> None:
+        """Mark the field as filled from the cluster with `value` (None: not, or no longer):
+        an empty field shows that value, not verl's default, since that is what is sent."""
+        text = None if value is None else str(value)
+        if text == self.from_cluster:
+            return
+        self.from_cluster = text
+        self.set_class(text is not None, "-from-cluster")
+        key = one_line(self.key) + (f"   ← from cluster: {one_line(text)}" if text else "")
+        self.query_one(".field-key", Static).update(key)
+        if self.kind == "input":
+            self.query_one(Input).placeholder = (
+                f"{text}  (from cluster; type a value to pin it)" if text else self._placeholder
+            )
+
+    def focus_editor(self) -> None:
+        """Focus this field's editor and bring it into view (the form's next-error keys)."""
+        for editor in self.query("Input, Select, Switch"):
+            if editor.focusable:
+                editor.focus()
+                break
+        self.scroll_visible(top=True, animate=False)
 
     # -- value ---------------------------------------------------------------------------
 

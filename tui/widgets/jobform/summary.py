@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -12,13 +12,29 @@ from tui.jobs.rules import Problem
 from tui.sanitize import clean, one_line
 
 MAX_LOOSE = 8  # problems listed above the form; the rest counted
+NAMED_KEYS = 3  # keys with an error named in the submit bar and in a refusal; the rest counted
 
 
-def summary_text(errors: int, warnings: int, *, against_ray: bool, latency_s: float | None) -> Text:
+def summary_text(
+    errors: int,
+    warnings: int,
+    *,
+    against_ray: bool,
+    latency_s: float | None,
+    error_keys: Sequence[str] = (),
+) -> Text:
+    """The submit bar's line: ``2 errors: data.train_batch_size, actor_rollout_ref.rollout.n —
+    ctrl+n next error`` (the keys named, so they are found without scrolling), or ready."""
     t = Text()
     if errors:
         t.append(plural(errors, "error"), "bold red")
-        t.append(" — submit is off until they are fixed", "red")
+        if error_keys:
+            named = ", ".join(one_line(k, 60) for k in error_keys[:NAMED_KEYS])
+            more = (
+                f" (+{len(error_keys) - NAMED_KEYS} more)" if len(error_keys) > NAMED_KEYS else ""
+            )
+            t.append(f": {named}{more}", "red")
+        t.append(" — ctrl+n next error, submit is off until fixed", "red")
         if warnings:
             t.append(f", {plural(warnings, 'warning')}", "yellow")
     else:
