@@ -10,10 +10,11 @@ and shown to whoever is refused.
 - Here: `<state dir>/locks/<cluster>.lock`, held by this process's open descriptor.
 - On the head: `/tmp/ray/verl-tui-cluster.lock`, held by a small Python process started over SSH
   with the head's interpreter (tui/remote/head_lock.py). It prints one JSON line (held, or who
-  holds it), then waits for its stdin to close: the caller closes it when done; a caller that dies
-  takes its SSH channel with it, stdin ends, the process exits and the flock is gone. A holder
-  whose caller hangs with the connection open gives up after MAX_HOLD_S (the "older than a bound"
-  rule).
+  holds it) — within the head's ssh.command_timeout, else it is ended as a stalled host's
+  command and the action goes on with this machine's lock only — then waits for its stdin to
+  close: the caller closes it when done; a caller that dies takes its SSH channel with it,
+  stdin ends, the process exits and the flock is gone. A holder whose caller hangs with the
+  connection open gives up after MAX_HOLD_S (the "older than a bound" rule).
 """
 
 from __future__ import annotations
@@ -29,15 +30,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.config.hosts import DEFAULT_COMMAND_TIMEOUT
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.state import StateError, open_lock_file, state_path, writing
+from tui.transport.deadline import CommandTimeout
 from tui.transport.types import StreamProcess, Transport, TransportError
 
 LOCK_NAME = "verl-tui-cluster.lock"
 HEAD_LOCK_DIR = "/tmp/ray"  # Ray's own temp root: there on every host that runs Ray
 MAX_HOLD_S = 1800.0  # no up/down/restart takes this long; a hung holder is ended then
 EXIT_BUSY = 3  # CLI exit status of up/down when another action holds the cluster
+MAX_ANSWER = 1 << 16  # the helper's one JSON line (the owner record) is far shorter
 
 
 @dataclass(frozen=True)
@@ -165,17 +169,25 @@ async def acquire_head_lock(
     *,
     directory: str = HEAD_LOCK_DIR,
     max_hold: float = MAX_HOLD_S,
+    first_line: float = DEFAULT_COMMAND_TIMEOUT,
 ) -> HeadLock:
-    """Take the head's lock or raise LockHeld at once (TransportError when it cannot run)."""
+    """Take the head's lock or raise LockHeld at once (TransportError when it cannot run; its
+    CommandTimeout when the helper's one line does not come within `first_line` seconds, as
+    on a host whose commands stall: the helper is then ended, and the lock with it)."""
     argv = python_argv(
         python, "head_lock", directory, LOCK_NAME, json.dumps(owner.to_json()), str(max_hold)
     )
-    proc = await transport.stream(argv)
+    proc = await transport.stream(
+        argv, first_line=first_line, what="cluster lock", max_line=MAX_ANSWER
+    )
     first = None
     try:
         async for line in proc.lines():
             first = line
             break
+    except CommandTimeout:
+        await HeadLock(proc).release()
+        raise
     except (TransportError, OSError) as exc:
         await HeadLock(proc).release()
         raise TransportError(f"{transport.host}: lock: {exc}") from None

@@ -64,7 +64,6 @@ from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
-DEFAULT_TIMEOUT = 30.0
 MAX_PARALLEL = 128  # probes in flight at once; each is one channel on an existing connection
 
 
@@ -340,23 +339,26 @@ async def probe_host(
     *,
     ports: Iterable[int] = (),
     env: Mapping[str, str] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
 ) -> HostFacts:
     """Probe one host. Never raises for host trouble: ``ok=False`` with a one-line ``error``.
 
     ``env`` is exported for the probe (pass hosts.yaml ``ray.env`` to see what Ray will see);
-    ``ports`` are the TCP ports whose listeners are reported.
+    ``ports`` are the TCP ports whose listeners are reported. ``timeout`` bounds the wait for
+    the connection and the probe's answer each (None: the host's ssh.command_timeout).
     """
     spec = fleet.inventory.host(host) if isinstance(host, str) else host
     name = spec.name
     try:
-        transport = await _transport(fleet, name, timeout)
+        transport = await _transport(fleet, name, timeout or spec.command_timeout)
     except HostUnavailable as exc:
         return HostFacts(host=name, error=str(exc))
     argv = probe_argv(spec.python, ports)
     before = time.time()
     try:
-        res = await transport.run(argv, env=dict(env) if env else None, timeout=timeout)
+        res = await transport.run(
+            argv, env=dict(env) if env else None, timeout=timeout, what="probe"
+        )
     except TransportError as exc:
         return HostFacts(host=name, error=str(exc), reached=True)
     after = time.time()
@@ -443,7 +445,7 @@ def probe_tasks(
     fleet: Fleet,
     inventory: Inventory,
     *,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     ports: Iterable[int] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, asyncio.Task[HostFacts]]:
@@ -469,7 +471,7 @@ async def probe_all(
     fleet: Fleet,
     inventory: Inventory,
     *,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     ports: Iterable[int] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, HostFacts]:

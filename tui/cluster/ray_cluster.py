@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import posixpath
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
@@ -29,14 +26,25 @@ from tui.cluster.lock import (
 )
 from tui.cluster.netcheck import tcp_reachable
 from tui.cluster.probe import HostFacts, probe_all
+from tui.cluster.ray_plan import (
+    RAY,
+    foreign_listeners,
+    head_argv,
+    last_error_line,
+    node_ip_problems,
+    ray_env,
+    version_problems,
+    worker_argv,
+)
 from tui.config.hosts import Host, Inventory
 from tui.fmt import plural
 from tui.remote import python_argv
+from tui.transport.deadline import CommandTimeout
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
 MAX_PARALLEL_STARTS = 16
-_RAY = ("-m", "ray.scripts.scripts")  # the interpreter's own Ray, wherever its scripts live
+STOP_TIMEOUT_FACTOR = 2  # `ray stop` gets this many times the host's ssh.command_timeout
 
 
 @dataclass(frozen=True)
@@ -97,116 +105,6 @@ class TeardownReport:
     stopped: list[str]
     failures: dict[str, str]
     leftover: dict[str, str]  # host → Ray processes still running after stop
-
-
-def last_error_line(text: str) -> str:
-    """Ray's own error line out of `ray start` output (ANSI codes and log prefixes removed)."""
-    clean = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    lines = [ln.strip() for ln in clean.splitlines() if ln.strip()]
-    for marker in ("ERROR", "Error", "error", "Exception", "failed", "Failed"):
-        hits = [ln for ln in lines if marker in ln]
-        if hits:
-            return re.sub(r"^\S+ \S+\s+(ERROR|INFO|WARNING)\s+\S+ -- ", "", hits[-1])[:300]
-    return lines[-1][:300] if lines else "no output"
-
-
-def _ray_env(inv: Inventory, host: Host, facts: HostFacts) -> dict[str, str]:
-    # The interpreter's directory first on PATH: `python` in job entrypoints then means it.
-    # A bare `python:` is what the probe resolved it to after the host's env_setup.
-    python = host.python if "/" in host.python else (facts.python_executable or "")
-    bindir = posixpath.dirname(python)
-    path = facts.path_env or "/usr/local/bin:/usr/bin:/bin"
-    env = {"PATH": f"{bindir}:{path}" if bindir else path}
-    env.update(inv.ray.env)
-    return env
-
-
-def _resource_args(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
-    gpus = host.num_gpus if host.num_gpus is not None else (facts.gpu_count or 0)
-    args = [f"--node-ip-address={host.node_ip}", f"--num-gpus={gpus}", "--disable-usage-stats"]
-    if inv.ray.num_cpus is not None:
-        args.append(f"--num-cpus={inv.ray.num_cpus}")
-    if inv.ray.memory is not None:
-        args.append(f"--memory={inv.ray.memory}")
-    if inv.ray.object_store_memory is not None:
-        args.append(f"--object-store-memory={inv.ray.object_store_memory}")
-    return args
-
-
-def head_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
-    return [
-        host.python,
-        *_RAY,
-        "start",
-        "--head",
-        f"--port={inv.ray.port}",
-        # The dashboard and jobs API run code for whoever reaches them: loopback only,
-        # reached through our SSH tunnel.
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={inv.ray.dashboard_port}",
-        *_resource_args(inv, host, facts),
-    ]
-
-
-def worker_argv(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
-    return [
-        host.python,
-        *_RAY,
-        "start",
-        f"--address={inv.head.node_ip}:{inv.ray.port}",
-        *_resource_args(inv, host, facts),
-    ]
-
-
-def version_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, str]:
-    """Hosts whose Ray or Python differs from the others' (Ray refuses such a worker)."""
-    problems: dict[str, str] = {}
-    reachable = {h: f for h, f in facts.items() if f.ok}
-    for h, f in reachable.items():
-        if not f.ray_version:
-            problems[h] = f"no ray in {inv.host(h).python} (pip install 'ray[default]' there)"
-    versions = {
-        (f.ray_version, f.python_version) for h, f in reachable.items() if h not in problems
-    }
-    if len(versions) > 1:
-        for h, f in reachable.items():
-            if h not in problems:
-                problems[h] = f"ray {f.ray_version}, Python {f.python_version}"
-    return problems
-
-
-def node_ip_problems(inv: Inventory, facts: dict[str, HostFacts]) -> dict[str, str]:
-    """Hosts whose node_ip (an IP literal) is none of their addresses: Ray would otherwise
-    time out half a minute later with 'Failed to get node info'."""
-    problems = {}
-    for host in inv.hosts:
-        f = facts.get(host.name)
-        if f is None or not f.ok or not f.interfaces:
-            continue
-        try:
-            ip = ipaddress.ip_address(host.node_ip)
-        except ValueError:
-            continue  # a host name: Ray resolves it there
-        if ip.is_loopback:
-            continue
-        have = [a for i in f.interfaces for a in (*i.ipv4, *i.ipv6) if not i.loopback]
-        if str(ip) not in have:
-            problems[host.name] = (
-                f"node_ip {host.node_ip} is not an address of this host "
-                f"(it has {', '.join(have) or 'none'}); fix node_ip: in "
-                "hosts.yaml"
-            )
-    return problems
-
-
-def foreign_listeners(inv: Inventory, head: HostFacts) -> str | None:
-    """The head's GCS / dashboard ports held by something that is not Ray, if any."""
-    out = []
-    for port in (inv.ray.port, inv.ray.dashboard_port):
-        holder = (head.listeners or {}).get(port)
-        if holder is not None and not holder.is_ray:
-            out.append(f"port {port} is held by {holder.describe()}")
-    return "; ".join(out) or None
 
 
 class RayCluster:
@@ -297,7 +195,9 @@ class RayCluster:
     async def _take_head_lock(self, owner: LockOwner) -> HeadLock:
         head = self.inv.head
         transport = await self.fleet.ready(head.name, 10)
-        return await acquire_head_lock(transport, head.python, owner)
+        return await acquire_head_lock(
+            transport, head.python, owner, first_line=head.command_timeout
+        )
 
     def _release_late(self, taking: asyncio.Future[HeadLock]) -> None:
         """A head lock taken after `up` was refused (its acquisition is let finish: cancelled
@@ -471,7 +371,9 @@ class RayCluster:
     ) -> None:
         try:
             transport = await self.fleet.ready(host.name, 5)
-            res = await transport.run(argv, env=env, timeout=self.inv.ray.start_timeout)
+            res = await transport.run(
+                argv, env=env, timeout=self.inv.ray.start_timeout, what="ray start"
+            )
         except (HostUnavailable, TransportError) as exc:
             self._emit(host.name, phase, "fail", str(exc))
             raise BringUpError(f"{phase} start failed", {host.name: str(exc)}) from None
@@ -499,7 +401,7 @@ class RayCluster:
         t0 = time.monotonic()
         started.append(head.name)
         await self._run_start(
-            head, head_argv(self.inv, head, f), _ray_env(self.inv, head, f), "head"
+            head, head_argv(self.inv, head, f), ray_env(self.inv, head, f), "head"
         )
         client = await self.dashboard()
         await _wait_for_dashboard(client, 30)
@@ -544,7 +446,7 @@ class RayCluster:
                 started.append(host.name)
                 try:
                     await self._run_start(
-                        host, worker_argv(self.inv, host, f), _ray_env(self.inv, host, f), "worker"
+                        host, worker_argv(self.inv, host, f), ray_env(self.inv, host, f), "worker"
                     )
                 except BringUpError as exc:
                     failures.update(exc.failures)
@@ -584,19 +486,33 @@ class RayCluster:
     # -- teardown ----------------------------------------------------------------------------
 
     async def _stop_host(self, host: Host) -> str | None:
-        """`ray stop` (then --force if anything is left); None when the host is clean."""
+        """`ray stop` (then --force if anything is left); None when the host is clean, else
+        one line saying why. A host that gives no answer is reported at its deadline and not
+        asked again (its next command would stall as well)."""
         try:
             transport = await self.fleet.ready(host.name, 5)
         except HostUnavailable as exc:
             return str(exc)
-        argv = [host.python, *_RAY, "stop"]
-        with contextlib.suppress(TransportError):
-            await transport.run(argv, timeout=60)
-        left = await _ray_processes(transport, host.python)
-        if left:
-            with contextlib.suppress(TransportError):
-                await transport.run([*argv, "--force"], timeout=60)
+        argv = [host.python, *RAY, "stop"]
+        # `ray stop` itself waits up to 16 s for Ray's processes to go.
+        stop_s = STOP_TIMEOUT_FACTOR * host.command_timeout
+        try:
+            await transport.run(argv, timeout=stop_s, what="ray stop")
+        except CommandTimeout as exc:
+            if not exc.answered:
+                return exc.detail
+        except TransportError:
+            pass  # what is left is asked next
+        try:
             left = await _ray_processes(transport, host.python)
+            if left:
+                with contextlib.suppress(TransportError):
+                    await transport.run([*argv, "--force"], timeout=stop_s, what="ray stop --force")
+                left = await _ray_processes(transport, host.python)
+        except CommandTimeout as exc:
+            return exc.detail
+        except TransportError as exc:
+            return str(exc).removeprefix(f"{host.name}: ")
         return f"still running: {left}" if left else None
 
     async def ray_processes(self) -> dict[str, str | None]:
@@ -644,5 +560,5 @@ class RayCluster:
 
 async def _ray_processes(transport: Transport, python: str) -> str:
     """Names of Ray processes running on the host (empty when none)."""
-    res = await transport.run(python_argv(python, "ray_procs"), timeout=30)
+    res = await transport.run(python_argv(python, "ray_procs"), what="list Ray processes")
     return res.stdout.strip() if res.ok else ""

@@ -92,6 +92,7 @@ class TelemetryMonitor:
         }
         self._listeners: list[ChangeListener] = []
         self._tasks: list[asyncio.Task] = []
+        self._closed = False
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
@@ -135,6 +136,7 @@ class TelemetryMonitor:
         self.relays.start()
 
     async def close(self) -> None:
+        self._closed = True
         self.fleet.remove_listener(self.on_link_status)
         await self.relays.close()
         for task in self._tasks:
@@ -173,7 +175,9 @@ class TelemetryMonitor:
         backoff (the host recovers when its agent behaves again)."""
         ht = self.hosts[host.name]
         delay = self.retry
-        while True:
+        # Checked as well as cancelled: a cancel that a wait swallowed (asyncio.wait_for before
+        # 3.12) must not keep a closed monitor restarting agents on a host whose link flaps.
+        while not self._closed:
             try:
                 good = await self._run_agent(host, ht)
             except asyncio.CancelledError:

@@ -21,12 +21,21 @@ if TYPE_CHECKING:  # imported where used: `verl-tui gpus --help` stays light
     from tui.config.hosts import Inventory
 
 
-def snapshot(monitor: TelemetryMonitor) -> dict:
-    return {
-        "cluster": monitor.inventory.cluster,
-        "time": time.time(),
-        "hosts": [_host_json(ht) for ht in monitor.hosts.values()],  # problems: list of str
-    }
+def snapshot(monitor: TelemetryMonitor, waited: float | None = None) -> dict:
+    hosts = []
+    for ht in monitor.hosts.values():
+        doc = _host_json(ht)  # problems: list of str
+        if doc["error"] is None:
+            doc["error"] = _unanswered(ht, waited)
+        hosts.append(doc)
+    return {"cluster": monitor.inventory.cluster, "time": time.time(), "hosts": hosts}
+
+
+def _unanswered(ht: HostTelemetry, waited: float | None) -> str | None:
+    """What a one-shot read says of a host with no sample and no error of its own."""
+    if waited is None or ht.answered or ht.display_error:
+        return None
+    return f"no sample in {waited:g} s (host stalled?)"
 
 
 def _host_json(ht: HostTelemetry) -> dict:
@@ -50,16 +59,18 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
-def format_text(hosts: list[HostTelemetry]) -> str:
-    """Every host and GPU, one line each; everything from outside goes through one_line."""
+def format_text(hosts: list[HostTelemetry], waited: float | None = None) -> str:
+    """Every host and GPU, one line each; everything from outside goes through one_line.
+    `waited`: a one-shot read's timeout, named for a host that sent nothing in it."""
     from tui.cluster.gpu_health import gpu_level, judge_host
 
     out = []
     now = time.time()
     for ht in hosts:
         head = f"{ht.name}  [{ht.display_state}]"
-        if ht.display_error:
-            head += f"  {ht.display_error}"
+        error = ht.display_error or _unanswered(ht, waited)
+        if error:
+            head += f"  {error}"
         out.append(one_line(head))
         out += [f"  problem: {one_line(p)}" for p in ht.current_problems(now)]
         if ht.latest is None or ht.display_state not in ("up", "no NVML", "stale"):
@@ -108,10 +119,12 @@ async def _run(
         await monitor.wait_first(timeout)
         while True:
             hosts = list(monitor.hosts.values())
+            waited = timeout if once else None
             if as_json:
-                print(json_text(snapshot(monitor), inventory, separators=(",", ":")), flush=True)
+                doc = snapshot(monitor, waited)
+                print(json_text(doc, inventory, separators=(",", ":")), flush=True)
             else:
-                print(format_text(hosts) + ("" if once else "\n"), flush=True)
+                print(format_text(hosts, waited) + ("" if once else "\n"), flush=True)
             if once:
                 return 0 if all(ht.answered for ht in hosts) else 1
             await asyncio.sleep(monitor.interval)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tui.config.hosts import Host, Inventory
+from tui.transport.deadline import within
 from tui.transport.local import LocalTransport
 from tui.transport.types import HostShell, HostState, HostUnavailable, LinkStatus, Transport
 
@@ -29,6 +30,7 @@ StateListener = Callable[[LinkStatus], None]
 
 # Key and auth problems need a person; retry them slowly (a fixed known_hosts is picked up).
 _SLOW_RETRY_S = 30.0
+_FLAP_S = 10.0  # a connection that ends sooner than this after it came up counts as a flap
 
 
 class _HostLink:
@@ -82,7 +84,10 @@ class Fleet:
     async def wait_up(self, name: str, timeout: float | None = None) -> Transport:
         link = self._links[name]
         try:
-            await asyncio.wait_for(link.up.wait(), timeout)
+            if timeout is None:
+                await link.up.wait()
+            else:
+                await within(link.up.wait(), timeout)
         except asyncio.TimeoutError:
             raise HostUnavailable(link.status) from None
         assert link.transport is not None
@@ -109,9 +114,9 @@ class Fleet:
 
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Until every host has connected or failed at least once."""
-        waits = [link.settled.wait() for link in self._links.values()]
+        waits = asyncio.gather(*(link.settled.wait() for link in self._links.values()))
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+            await (waits if timeout is None else within(waits, timeout))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -184,7 +189,7 @@ class Fleet:
     async def _sleep(self, link: _HostLink, delay: float) -> None:
         link.wake.clear()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(link.wake.wait(), delay)
+            await within(link.wake.wait(), delay)
 
     async def _load_ssh(self) -> None:
         # asyncssh (and cryptography) cost ~0.2 s to import: do it off the event loop, once,
@@ -212,7 +217,9 @@ class Fleet:
     async def _supervise(self, link: _HostLink) -> None:
         host = link.host
         if host.transport == "local":
-            link.transport = LocalTransport(host.name, HostShell.for_host(host))
+            link.transport = LocalTransport(
+                host.name, HostShell.for_host(host), host.command_timeout
+            )
             link.settled.set()
             self._set(link, HostState.UP)
             return
@@ -220,6 +227,7 @@ class Fleet:
         from tui.transport import ssh
 
         attempts = 0
+        flaps = 0  # connections in a row that dropped within _FLAP_S
         was_up = False
         while not self._closing:
             attempts += 1
@@ -253,13 +261,19 @@ class Fleet:
                 conn,
                 HostShell.for_host(host),
                 host.ssh.keepalive_interval or ssh.DEFAULT_KEEPALIVE_INTERVAL,
+                host.command_timeout,
             )
             self._set(link, HostState.UP)
             link.settled.set()
+            up_at = time.monotonic()
             await conn.wait_closed()
             link.transport = None
             link.conn = None
             if self._closing:
                 return
             self._set(link, HostState.LOST, client.lost_reason or "connection closed")
-            await self._sleep(link, 0.3)
+            # A link that drops again soon after each connect (a flapping host) is retried
+            # with a growing delay, not a fresh handshake every 0.3 s.
+            flaps = flaps + 1 if time.monotonic() - up_at < _FLAP_S else 0
+            delay = min(0.3 * 2**flaps, self._reconnect_max_delay)
+            await self._sleep(link, delay * random.uniform(0.8, 1.0))

@@ -15,7 +15,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tui.transport.lines import DEFAULT_MAX_LINE, LineSplitter, read_lines
+from tui.config.hosts import DEFAULT_COMMAND_TIMEOUT
+from tui.transport.deadline import CommandTimeout, FirstLineWatch, describe, within
+from tui.transport.lines import CHUNK, DEFAULT_MAX_LINE, LineSplitter, read_lines
 from tui.transport.types import (
     NO_SHELL,
     SETUP_MARK,
@@ -57,7 +59,23 @@ async def end_group(proc: asyncio.subprocess.Process, term_grace: float = TERM_G
         else:
             _killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(proc.wait(), 5.0)
+        await within(proc.wait(), 5.0)
+
+
+async def _feed(proc: asyncio.subprocess.Process, text: str | None) -> None:
+    """Write a run's input to its stdin, then EOF (a command that exits first ends this)."""
+    if proc.stdin is None:
+        return
+    with contextlib.suppress(OSError):  # it exited without reading all of it
+        if text is not None:
+            proc.stdin.write(text.encode())
+            await proc.stdin.drain()
+        proc.stdin.close()
+
+
+async def _collect(reader: asyncio.StreamReader | None, buf: bytearray) -> None:
+    while reader is not None and (data := await reader.read(CHUNK)):
+        buf += data
 
 
 class LocalStream:
@@ -69,6 +87,8 @@ class LocalStream:
         host: str = "localhost",
         shell: HostShell = NO_SHELL,
         on_line: Callable[[str], None] | None = None,
+        first_line: float | None = None,
+        what: str = "",
     ):
         self._proc = proc
         self._on_line = on_line
@@ -78,7 +98,16 @@ class LocalStream:
         self._splitter = LineSplitter(max_line)
         self._stderr: deque[str] = deque(maxlen=50)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-        self._closed = False
+        self._closing: asyncio.Future[None] | None = None
+        self._watch = (
+            None
+            if first_line is None
+            else FirstLineWatch(host, what, first_line, self._first_line_missed)
+        )
+
+    def _first_line_missed(self) -> None:
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close(grace=0.0))
 
     async def _drain_stderr(self) -> None:
         # Read continuously (bounded lines, last 50 kept) so a chatty command never blocks.
@@ -95,8 +124,15 @@ class LocalStream:
 
     async def lines(self) -> AsyncIterator[str]:
         assert self._proc.stdout is not None
+        watch = self._watch
         async for line in read_lines(self._proc.stdout.read, self._splitter):
+            if watch is not None:
+                if watch.fired:
+                    break  # the end of a command given up on: no half line
+                watch.seen()
             yield line
+        if watch is not None and watch.error is not None:
+            raise watch.error
 
     async def finished(self) -> None:
         """Until stdout has ended, handing each line to on_line (one local host: the SSH
@@ -112,7 +148,7 @@ class LocalStream:
 
     def send(self, text: str) -> None:
         stdin = self._proc.stdin
-        if stdin is not None and not self._closed:
+        if stdin is not None and self._closing is None:
             with contextlib.suppress(Exception):  # the command is gone
                 stdin.write(text.encode())
 
@@ -127,19 +163,24 @@ class LocalStream:
 
     async def close(self) -> None:
         """EOF on stdin (the polite stop); if the command has not exited after a short grace,
-        TERM then KILL its whole process group."""
-        if self._closed:
-            return
-        self._closed = True
+        TERM then KILL its whole process group. A second call waits for the first one's end."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close(grace=EOF_GRACE_S))
+        # Shielded: a cancel of the caller must not leave the group running.
+        await asyncio.shield(self._closing)
+
+    async def _close(self, grace: float) -> None:
+        if self._watch is not None:
+            self._watch.seen()
         proc = self._proc
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
         if proc.returncode is None:
             try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), EOF_GRACE_S)
+                await within(asyncio.shield(proc.wait()), grace)
             except asyncio.TimeoutError:
-                await asyncio.shield(asyncio.ensure_future(end_group(proc)))
+                await end_group(proc)
         await asyncio.wait([self._stderr_task], timeout=0.5)  # stderr's last lines
         self._stderr_task.cancel()
 
@@ -160,9 +201,15 @@ class LocalTransport:
     of ours). Giving up on a command kills its group here, which ends a container runtime's
     client but not always what it started inside (SSH hosts kill inside too: see pgroup)."""
 
-    def __init__(self, host: str = "localhost", shell: HostShell = NO_SHELL):
+    def __init__(
+        self,
+        host: str = "localhost",
+        shell: HostShell = NO_SHELL,
+        command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+    ):
         self.host = host
         self.shell = shell
+        self.command_timeout = command_timeout  # a run given no timeout (ssh.command_timeout)
 
     def _argv(
         self, argv: Sequence[str], env: Mapping[str, str] | None
@@ -181,7 +228,11 @@ class LocalTransport:
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        what: str | None = None,
     ) -> RunResult:
+        """Run to completion within `timeout` (None: the host's command_timeout); past it or
+        cancelled, the command's whole group is killed; the deadline raises CommandTimeout."""
+        seconds = self.command_timeout if timeout is None else timeout
         given = tuple(argv)
         argv, env = self._argv(argv, env)
         try:
@@ -195,22 +246,32 @@ class LocalTransport:
             )
         except OSError as exc:
             return RunResult(given, 127, "", f"{argv[0]}: {exc.strerror or exc}")
+        out, err = bytearray(), bytearray()
         try:
-            out, err = await asyncio.wait_for(
-                proc.communicate(input.encode() if input is not None else None), timeout
+            await within(
+                asyncio.gather(
+                    _feed(proc, input),
+                    _collect(proc.stdout, out),
+                    _collect(proc.stderr, err),
+                    proc.wait(),
+                ),
+                seconds,
             )
         except BaseException as exc:
             # Timed out or cancelled: nothing it started may outlive the call.
             _killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.wait_for(proc.wait(), 5.0))
+                await asyncio.shield(within(proc.wait(), 5.0))
             if isinstance(exc, asyncio.TimeoutError):
-                raise TransportError(
-                    f"{self.host}: {given[0]} timed out after {timeout} s"
+                raise CommandTimeout(
+                    self.host,
+                    what or describe(given),
+                    seconds,
+                    answered=bool(out.strip() or err.strip()),
                 ) from None
             raise
         if self.shell.env_setup:
-            failed = setup_failure(self.host, self.shell, err)
+            failed = setup_failure(self.host, self.shell, bytes(err))
             if failed is not None:
                 raise failed
         return RunResult(
@@ -227,6 +288,8 @@ class LocalTransport:
         env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
         on_line: Callable[[str], None] | None = None,
+        first_line: float | None = None,
+        what: str | None = None,
     ) -> LocalStream:
         given = argv
         argv, env = self._argv(argv, env)
@@ -241,7 +304,15 @@ class LocalTransport:
             )
         except OSError as exc:
             raise TransportError(f"{self.host}: cannot start {given[0]}: {exc}") from None
-        return LocalStream(proc, max_line, host=self.host, shell=self.shell, on_line=on_line)
+        return LocalStream(
+            proc,
+            max_line,
+            host=self.host,
+            shell=self.shell,
+            on_line=on_line,
+            first_line=first_line,
+            what=what or describe(given),
+        )
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

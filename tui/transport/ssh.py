@@ -1,6 +1,7 @@
 """SSH with asyncssh: strict host keys, classified connect failures, run / stream / forward.
 
-This and fleet.py are the only modules that import asyncssh.
+Only tui/transport imports asyncssh; one command's channel (its stream, its end) is in
+ssh_process.py, the deadlines every command has in deadline.py.
 """
 
 from __future__ import annotations
@@ -8,28 +9,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
-from tui.config.hosts import Host, SshOptions
+from tui.config.hosts import DEFAULT_COMMAND_TIMEOUT, Host, SshOptions
 from tui.config.hosts import split_jump as config_split_jump
+from tui.shellcmd import copy_line, known_hosts_name
 from tui.transport import sshfiles
-from tui.transport.lines import (
-    CHUNK,
-    DEFAULT_MAX_LINE,
-    LineSink,
-    LineSplitter,
-    decode,
-    read_lines,
+from tui.transport.deadline import CommandTimeout, describe, within
+from tui.transport.lines import DEFAULT_MAX_LINE, LineSink
+from tui.transport.pgroup import group_command
+from tui.transport.ssh_process import (
+    KILL_TIMEOUT_S,
+    SinkProcess,
+    SshStream,
+    close_channel,
+    collect,
+    forget_command,
+    kill_remote,
+    take_marks,
 )
-from tui.transport.pgroup import MARK, group_command, kill_command, kill_order, parse_mark
 from tui.transport.types import (
     NO_SHELL,
-    SETUP_MARK,
     HostShell,
     HostState,
     RunResult,
@@ -49,8 +53,6 @@ PREFERRED_CIPHERS = sorted(
     (alg.decode() for alg in asyncssh.encryption.get_default_encryption_algs()),
     key=lambda alg: "-gcm@" not in alg,
 )
-EOF_GRACE_S = 1.0  # a stream's command gets this long to exit on EOF before its group is killed
-KILL_TIMEOUT_S = 5.0
 
 
 class ConnectFailure(Exception):
@@ -85,11 +87,6 @@ def split_jump(spec: str) -> tuple[str | None, str, int | None]:
         return config_split_jump(spec)
     except ValueError as exc:
         raise ConnectFailure(HostState.UNREACHABLE, f"jump host {spec!r}: {exc}") from None
-
-
-def _known_hosts_name(address: str, port: int | None) -> str:
-    """How OpenSSH names the host in known_hosts: `addr`, or `[addr]:port` off port 22."""
-    return address if port in (None, 22) else f"[{address}]:{port}"
 
 
 def _preflight(ssh: SshOptions) -> sshfiles.Checked:
@@ -141,16 +138,16 @@ def _key_problem(ssh: SshOptions, address: str, port: int | None) -> ConnectFail
     with contextlib.suppress(Exception):  # sshfiles.FileProblem, or a file changed meanwhile
         keys = sshfiles.known_hosts(path).match(address, "", port or 22)
         listed = bool(keys[0])
-    name = _known_hosts_name(address, port)
+    name = known_hosts_name(address, port)
     if listed:
+        forget = copy_line(["ssh-keygen", "-f", str(path), "-R", name])
         return ConnectFailure(
             HostState.HOST_KEY_MISMATCH,
             f"host key of {name} differs from {path} — possible impersonation; "
-            f"if the host was reinstalled: ssh-keygen -f {path} -R '{name}'",
+            f"if the host was reinstalled: {forget}",
         )
-    scan = (
-        f"ssh-keyscan -p {port} {address}" if port not in (None, 22) else f"ssh-keyscan {address}"
-    )
+    port_args = ["-p", str(port)] if port not in (None, 22) else []
+    scan = copy_line(["ssh-keyscan", *port_args, address])
     return ConnectFailure(
         HostState.HOST_KEY_UNKNOWN,
         f"{name} is not in {path} — verify its key, then add it ({scan})",
@@ -229,214 +226,6 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
         ) from None
 
 
-class _SinkProcess(asyncssh.SSHClientProcess):
-    """A process whose stdout goes to a callback as each packet arrives, from asyncssh's own
-    receive path: no reader, no task switch and no async generators per line. For streams of
-    small lines from many hosts (telemetry: 1,024 hosts × 1 line a second), that path was a
-    third of the cockpit's SSH cost (bench: 114 → 81 µs a line)."""
-
-    def __init__(self, sink: Callable[[bytes], None], ended: asyncio.Event) -> None:
-        super().__init__()
-        self._sink = sink
-        self._ended = ended
-
-    def data_received(self, data: Any, datatype: Any) -> None:
-        if datatype is None:
-            self._sink(data)
-        else:
-            super().data_received(data, datatype)
-
-    def eof_received(self) -> bool:
-        self._ended.set()
-        return super().eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._ended.set()
-        super().connection_lost(exc)
-
-
-class SshStream:
-    """A remote command's output as lines. The command leads its own process group on the host
-    (pgroup.group_command), so close() can end all of it even if it ignores EOF on stdin.
-
-    With `on_line`, stdout lines are handed to it as they arrive (see _SinkProcess) and
-    finished() waits for the end; lines() is for the other mode."""
-
-    def __init__(
-        self,
-        proc: asyncssh.SSHClientProcess,
-        conn: asyncssh.SSHClientConnection,
-        max_line: int = DEFAULT_MAX_LINE,
-        *,
-        host: str = "",
-        shell: HostShell = NO_SHELL,
-        sink: LineSink | None = None,
-    ):
-        self._proc = proc
-        self._sink = sink
-        self._conn = conn
-        self._host = host
-        self._shell = shell
-        # (an on_line stream splits in its sink: oversize_lines counts the sink's drops)
-        self._splitter = sink.splitter if sink is not None else LineSplitter(max_line)
-        self._stderr: deque[str] = deque(maxlen=50)
-        self._setup_failed: str | None = None
-        # The host's group, then (in a container) the container's: see pgroup.
-        self._groups: list[tuple[str, int]] = []
-        self._marks_wanted = 2 if shell.container else 1
-        self._group_known = asyncio.Event()
-        self._closed = False
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-
-    async def _drain_stderr(self) -> None:
-        # Read stderr continuously so a chatty command never stalls on a full window. The
-        # wrapper's group markers come first (after whatever a login shell's rc files print).
-        splitter = LineSplitter(64 << 10)
-        seen = 0
-        try:
-            while True:
-                data = await self._proc.stderr.read(CHUNK)
-                if not data:
-                    break
-                for raw in splitter.feed(data):
-                    if not self._group_known.is_set():
-                        mark = parse_mark(raw)
-                        seen += 1
-                        if mark is not None:
-                            self._groups.append(mark)
-                        if len(self._groups) >= self._marks_wanted or seen > 20:
-                            self._group_known.set()
-                        if mark is not None:
-                            continue
-                    if self._shell.env_setup and raw.startswith(SETUP_MARK):
-                        before = "\n".join(self._stderr).encode()
-                        failed = setup_failure(self._host, self._shell, before + b"\n" + raw)
-                        if failed is not None:
-                            self._setup_failed = str(failed)
-                            continue
-                    self._stderr.append(decode(raw))
-        except Exception:  # the channel died: what we have is all there is
-            pass
-        finally:
-            self._group_known.set()
-
-    async def lines(self) -> AsyncIterator[str]:
-        if self._sink is not None:
-            raise RuntimeError("an on_line stream: await finished() instead")
-        try:
-            async for line in read_lines(self._proc.stdout.read, self._splitter):
-                yield line
-        except (asyncssh.Error, OSError):
-            return
-
-    async def finished(self) -> None:
-        """Until stdout has ended (an on_line stream: what on_line raised is raised here)."""
-        if self._sink is None:
-            async for _ in self.lines():
-                pass
-            return
-        await self._sink.wait()
-
-    @property
-    def oversize_lines(self) -> int:
-        return self._splitter.oversize
-
-    def send(self, text: str) -> None:
-        if self._closed:
-            return
-        with contextlib.suppress(Exception):  # the channel is gone: so is the command
-            self._proc.stdin.write(text.encode())
-
-    async def stderr_tail(self) -> str:
-        """The command's last stderr lines; where the host's env_setup failed, only the one
-        line that says so (host, step, output tail)."""
-        # asyncio.wait: never raises, even if close() already cancelled the reader.
-        await asyncio.wait([self._stderr_task], timeout=1.0)
-        return self._setup_failed or "\n".join(self._stderr)
-
-    @property
-    def exit_status(self) -> int | None:
-        return self._proc.exit_status
-
-    def _exited(self) -> bool:
-        proc = self._proc
-        return proc.exit_status is not None or proc.exit_signal is not None
-
-    async def close(self) -> None:
-        """EOF on stdin (the polite stop); if the command is still running after a short
-        grace, kill its process group on the host (TERM, then KILL)."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._proc.stdin.write_eof()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + EOF_GRACE_S
-        gone = self._conn.is_closed  # a dead connection: no exit status will come, no kill either
-        while not self._exited() and not gone() and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        if not self._exited() and not gone():
-            # Shielded: a second cancel of the caller must not leave the group running.
-            await asyncio.shield(asyncio.ensure_future(self._kill_group()))
-        else:  # let stderr's last lines in (the failure message is usually there)
-            await asyncio.wait([self._stderr_task], timeout=0.5)
-        self._proc.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._proc.wait_closed(), 2.0)
-        self._stderr_task.cancel()
-
-    async def _kill_group(self) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._group_known.wait(), 2.0)
-        await _kill_remote(self._conn, self._groups, self._shell)
-
-
-async def _kill_remote(
-    conn: asyncssh.SSHClientConnection, groups: list[tuple[str, int]], shell: HostShell
-) -> None:
-    """TERM then KILL the command's process groups (the container's inside it first), through
-    a separate exec each (the command's own channel may be gone). Best effort: a dead
-    connection cannot kill anything."""
-    for group in kill_order(groups):
-        cmd = kill_command(*group, container=shell.container)
-        with contextlib.suppress(Exception):
-            await conn.run(cmd, check=False, timeout=KILL_TIMEOUT_S)
-
-
-def _take_marks(err: bytes) -> tuple[list[tuple[str, int]], bytes]:
-    """Split the wrappers' group marker lines (host, then container) out of a command's
-    collected stderr."""
-    marks: list[tuple[str, int]] = []
-    for _ in range(2):
-        at = err.find(MARK)
-        if at < 0 or (at > 0 and err[at - 1 : at] != b"\n"):
-            break
-        nl = err.find(b"\n", at)
-        end = len(err) if nl < 0 else nl + 1
-        mark = parse_mark(err[at:end])
-        if mark is None:
-            break
-        marks.append(mark)
-        err = err[:at] + err[end:]
-    return marks, err
-
-
-async def _collect(reader: asyncssh.SSHReader, buf: bytearray) -> None:
-    while True:
-        data = await reader.read(CHUNK)
-        if not data:
-            return
-        buf += data
-
-
-def _forget_command(proc: asyncssh.SSHClientProcess) -> None:
-    """The channel keeps the command it sent for get_command(), which nothing here asks for:
-    a shipped program's whole source (the GPU agent: 64 KB), per stream, for the stream's
-    life: 64 MiB at 1,024 hosts. Dropped once the request has gone out."""
-    with contextlib.suppress(AttributeError):
-        proc.channel._command = None
-
-
 class SshForward:
     def __init__(self, listener: asyncssh.SSHListener):
         self._listener = listener
@@ -469,9 +258,11 @@ class SshTransport:
         conn: asyncssh.SSHClientConnection,
         shell: HostShell = NO_SHELL,
         keepalive: float = DEFAULT_KEEPALIVE_INTERVAL,
+        command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     ):
         self.host = host
         self.shell = shell  # env_setup and container: every command goes through them
+        self.command_timeout = command_timeout  # a run given no timeout (ssh.command_timeout)
         self._conn = conn
         self._keepalive = keepalive  # the host's setting, what set_keepalive(None) restores
 
@@ -489,12 +280,21 @@ class SshTransport:
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        what: str | None = None,
     ) -> RunResult:
-        """Run to completion. stdin gets `input` then EOF. On timeout or cancellation the
-        command's whole process group on the host is killed: nothing is left behind."""
-        cmd = self._command(argv, env)
+        """Run to completion within `timeout` (None: the host's command_timeout), opening the
+        channel included. stdin gets `input` then EOF. Past the deadline or cancelled, the
+        command's whole process group on the host is killed (nothing is left behind) and the
+        channel closed; the deadline raises CommandTimeout."""
+        seconds = self.command_timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
         try:
-            proc = await self._start(cmd)
+            proc = await within(self._start(self._command(argv, env)), seconds)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(
+                self.host, what or describe(argv), seconds, answered=False
+            ) from None
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: {exc}") from None
         out, err = bytearray(), bytearray()
@@ -503,29 +303,24 @@ class SshTransport:
                 if input is not None:
                     proc.stdin.write(input.encode())
                 proc.stdin.write_eof()
-            gathered = asyncio.gather(
-                _collect(proc.stdout, out), _collect(proc.stderr, err), proc.wait_closed()
+            await within(
+                asyncio.gather(collect(proc.stdout, out), collect(proc.stderr, err)),
+                end - loop.time(),
             )
-            # Cancelled (the caller gave up): its CancelledError is retrieved here, else asyncio
-            # prints "exception was never retrieved" with a traceback on the user's terminal.
-            gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
-            await asyncio.wait_for(gathered, timeout)
+            await within(proc.wait_closed(), end - loop.time())
         except BaseException as exc:
             # Timed out, cancelled, or the channel failed: end the command's group, then report.
-            groups, _ = _take_marks(bytes(err))
-            if groups:
-                await asyncio.shield(
-                    asyncio.ensure_future(_kill_remote(self._conn, groups, self.shell))
-                )
-            proc.close()
+            groups, rest = take_marks(bytes(err))
+            await asyncio.shield(asyncio.ensure_future(self._give_up(proc, groups)))
             if isinstance(exc, asyncio.TimeoutError):
-                raise TransportError(
-                    f"{self.host}: {argv[0]} timed out after {timeout} s"
+                answered = bool(out.strip() or rest.strip())
+                raise CommandTimeout(
+                    self.host, what or describe(argv), seconds, answered=answered
                 ) from None
             if isinstance(exc, (asyncssh.Error, OSError)):
                 raise TransportError(f"{self.host}: {exc}") from None
             raise
-        _, err_bytes = _take_marks(bytes(err))
+        _, err_bytes = take_marks(bytes(err))
         if self.shell.env_setup:
             failed = setup_failure(self.host, self.shell, err_bytes)
             if failed is not None:
@@ -536,6 +331,12 @@ class SshTransport:
             out.decode("utf-8", "replace"),
             err_bytes.decode("utf-8", "replace"),
         )
+
+    async def _give_up(
+        self, proc: asyncssh.SSHClientProcess, groups: list[tuple[str, int]]
+    ) -> None:
+        await kill_remote(self._conn, groups, self.shell)
+        await close_channel(proc)
 
     async def _start(self, cmd: str, sink: LineSink | None = None) -> asyncssh.SSHClientProcess:
         """create_process, bytes in and out; if the caller is cancelled while the channel
@@ -550,19 +351,19 @@ class SshTransport:
             proc = await asyncio.shield(task)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
-                proc = await asyncio.wait_for(task, KILL_TIMEOUT_S)
+                proc = await within(task, KILL_TIMEOUT_S)
                 await SshStream(proc, self._conn, shell=self.shell).close()
             raise
-        _forget_command(proc)
+        forget_command(proc)
         return proc
 
     async def _open_sink_process(self, cmd: str, sink: LineSink) -> asyncssh.SSHClientProcess:
         # What create_process does, with our session class (the sink is in place before the
         # first byte can arrive, so nothing is buffered where the sink would not see it).
         _, proc = await self._conn.create_session(
-            lambda: _SinkProcess(sink.feed, sink.ended), cmd, encoding=None
+            lambda: SinkProcess(sink.feed, sink.ended), cmd, encoding=None
         )
-        assert isinstance(proc, _SinkProcess)
+        assert isinstance(proc, SinkProcess)
         return proc
 
     async def stream(
@@ -572,14 +373,31 @@ class SshTransport:
         env: Mapping[str, str] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
         on_line: Callable[[str], None] | None = None,
+        first_line: float | None = None,
+        what: str | None = None,
     ) -> SshStream:
+        """Start a long-lived command (opening its channel has the host's command_timeout);
+        with `first_line`, its first line has that deadline (see SshStream)."""
         sink = None if on_line is None else LineSink(on_line, max_line)
+        label = what or describe(argv)
         try:
-            proc = await self._start(self._command(argv, env), sink)
+            proc = await within(self._start(self._command(argv, env), sink), self.command_timeout)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(
+                self.host, f"start {label}", self.command_timeout, answered=False
+            ) from None
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
-        stream = SshStream(proc, self._conn, max_line, host=self.host, shell=self.shell, sink=sink)
-        return stream
+        return SshStream(
+            proc,
+            self._conn,
+            max_line,
+            host=self.host,
+            shell=self.shell,
+            sink=sink,
+            first_line=first_line,
+            what=label,
+        )
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

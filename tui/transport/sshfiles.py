@@ -21,6 +21,7 @@ import asyncssh
 
 from tui.config.hosts import SshOptions
 from tui.config.yamlfile import ConfigError, read_bytes
+from tui.shellcmd import copy_line
 from tui.transport.types import HostState
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,8 @@ def known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
         if "not found" in exc.reason:
             raise FileProblem(
                 exc.state,
-                f"{exc.reason} (verify each host's key, then add it: ssh-keyscan HOST >> {path})",
+                f"{exc.reason} (verify each host's key, then add it: "
+                f"{copy_line(['ssh-keyscan', 'HOST'], append_to=str(path))})",
             ) from None
         raise
     return _cached("known_hosts", path, st, lambda: _parse_known_hosts(path))

@@ -116,7 +116,11 @@ class Transport(Protocol):
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> RunResult: ...
+        what: str | None = None,
+    ) -> RunResult:
+        """Run to completion within `timeout` seconds (None: the host's ssh.command_timeout).
+        Past it the command is ended and CommandTimeout (tui/transport/deadline.py) names the
+        host and `what` (default: a label made from argv)."""
 
     async def stream(
         self,
@@ -125,7 +129,12 @@ class Transport(Protocol):
         env: Mapping[str, str] | None = None,
         max_line: int = ...,
         on_line: Callable[[str], None] | None = None,
-    ) -> StreamProcess: ...
+        first_line: float | None = None,
+        what: str | None = None,
+    ) -> StreamProcess:
+        """A long-lived command. With `first_line`, its first complete stdout line must come
+        within that many seconds, else the command is ended and the reader (lines() or
+        finished()) raises CommandTimeout naming the host and `what`."""
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0

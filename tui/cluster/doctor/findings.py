@@ -4,13 +4,13 @@ thresholds the checks share."""
 from __future__ import annotations
 
 import re
-import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from tui.fmt import GIB
+from tui.shellcmd import copy_line
 
 Status = Literal["ok", "warn", "fail"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail")
@@ -50,6 +50,9 @@ CHECKS: dict[str, str] = {
 }
 
 
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
+
+
 @dataclass(frozen=True)
 class Finding:
     check: str  # stable id, a key of CHECKS
@@ -72,7 +75,9 @@ class Finding:
 
 def _f(check: str, status: Status, host: str | None, finding: str, fix: str = "") -> Finding:
     one = " ".join(finding.split())  # one line, always
-    return Finding(check, CHECKS[check], status, host, one, " ".join(fix.split()))
+    # The fix may hold a quoted command line (tui/shellcmd.py): line breaks go, but the spaces
+    # inside a quoted word are part of it.
+    return Finding(check, CHECKS[check], status, host, one, _LINE_BREAKS.sub(" ", fix).strip())
 
 
 def summarize(findings: Iterable[Finding]) -> dict[str, int]:
@@ -96,4 +101,4 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 
 
 def _pip(python: str, requirement: str) -> str:
-    return shlex.join([python, "-m", "pip", "install", requirement])
+    return copy_line([python, "-m", "pip", "install", requirement])

@@ -236,7 +236,8 @@ async def read_health(
     """The GPU agent run once on `host` (``--once``: its one sample carries health)."""
     try:
         transport = await fleet.ready(host.name, timeout)
-        res = await transport.run(agent_argv(host.python, 1.0, once=True), timeout=timeout)
+        argv = agent_argv(host.python, 1.0, once=True)
+        res = await transport.run(argv, timeout=timeout, what="GPU health read")
     except (HostUnavailable, TransportError, asyncio.TimeoutError) as exc:
         return None, one_line(str(exc) or type(exc).__name__, 200)
     for line in res.stdout.splitlines():

@@ -19,6 +19,7 @@ from tui.cluster.doctor.findings import (
 from tui.cluster.probe import HostFacts
 from tui.config.hosts import Inventory
 from tui.fmt import GIB
+from tui.shellcmd import copy_line
 
 
 def _hf_findings(facts: Mapping[str, HostFacts]) -> list[Finding]:
@@ -49,7 +50,7 @@ def _hf_findings(facts: Mapping[str, HostFacts]) -> list[Finding]:
                 name,
                 f"HF cache {hf.path} ({hf.source}) is unusable: {why}",
                 "point it at a writable directory: ray.env: {HF_HOME: /path/to/hf} "
-                f"(or mkdir -p {hf.path} and fix its owner)",
+                f"(or {copy_line(['mkdir', '-p', hf.path])} and fix its owner)",
             )
         )
     return out

@@ -22,7 +22,7 @@ from tui.cluster.probe import HostFacts, Listener, NetInterface
 from tui.config.hosts import Host, Inventory
 from tui.remote import python_argv
 from tui.transport.fleet import Fleet
-from tui.transport.types import StreamProcess
+from tui.transport.types import StreamProcess, TransportError
 
 # --------------------------------------------------------------------------- head ports
 
@@ -315,17 +315,22 @@ async def _gcs_reach(
         progress(f"opening a test listener on {head.node_ip}:{port}")
         transport = fleet.transport(head.name)
         assert transport is not None
-        stream = await transport.stream(
-            python_argv(
-                head.python,
-                "port_listener",
-                head.node_ip,
-                str(port),
-                str(LISTENER_LIFETIME_S),
-                site=False,
+        try:
+            stream = await transport.stream(
+                python_argv(
+                    head.python,
+                    "port_listener",
+                    head.node_ip,
+                    str(port),
+                    str(LISTENER_LIFETIME_S),
+                    site=False,
+                ),
+                first_line=min(timeout, 15.0),
+                what="test listener",
             )
-        )
-        first = await _first_line(stream, min(timeout, 15.0))
+            first = await _first_line(stream)
+        except TransportError as exc:  # it did not start, or gave no line in time
+            return [_f("gcs-reach", "fail", head.name, f"no test listener: {exc}")]
         if first != "ready":
             err = (first or await stream.stderr_tail() or "no answer").removeprefix("error: ")
             return [
@@ -371,23 +376,19 @@ async def _gcs_reach(
             await stream.close()  # EOF on its stdin ends the listener
 
 
-async def _first_line(stream: StreamProcess, timeout: float) -> str | None:
-    async def read() -> str | None:
-        lines = stream.lines()
-        try:
-            async for line in lines:
-                return line.strip()
-            return None
-        finally:
-            # Only the first line is wanted: close the generator now, not at loop shutdown.
-            closer = getattr(lines, "aclose", None)
-            if closer is not None:
-                await closer()
-
+async def _first_line(stream: StreamProcess) -> str | None:
+    """The stream's first line (None if it ended without one); its deadline is the stream's
+    own (first_line), which raises CommandTimeout."""
+    lines = stream.lines()
     try:
-        return await asyncio.wait_for(read(), timeout)
-    except asyncio.TimeoutError:
+        async for line in lines:
+            return line.strip()
         return None
+    finally:
+        # Only the first line is wanted: close the generator now, not at loop shutdown.
+        closer = getattr(lines, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def _addresses(f: HostFacts) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from tui.cluster.doctor.findings import MIN_DEBUGPY, Finding, Status, _f, _pip, _version_tuple
 from tui.cluster.probe import HostFacts
 from tui.config.hosts import Host, Inventory
+from tui.shellcmd import copy_line, known_hosts_name, ssh_target
 from tui.transport.types import HostState, LinkStatus
 
 
@@ -18,7 +19,7 @@ def reach_findings(
     out = []
     for host in inventory.hosts:
         st = statuses[host.name]
-        where = f"{host.ssh.user + '@' if host.ssh.user else ''}{host.address}"
+        where = ssh_target(host.ssh.user, host.address)
         if host.transport == "local":
             out.append(_f("ssh-reach", "ok", host.name, "local transport (no SSH)"))
         elif st.state == HostState.UP:
@@ -30,7 +31,7 @@ def reach_findings(
                     "fail",
                     host.name,
                     f"no SSH connection to {where} within {waited_s:.0f} s",
-                    f"check address/port in hosts.yaml: ssh -p {host.ssh.port or 22} {where} true",
+                    f"check address/port in hosts.yaml: {_ssh_try(host)}",
                 )
             )
         else:
@@ -59,8 +60,7 @@ def host_key_findings(inventory: Inventory) -> list[Finding]:
                     host.name,
                     "host key NOT checked (insecure_skip_host_key_check: true): anyone on the path "
                     "can pose as this host",
-                    f"ssh-keyscan -p {host.ssh.port or 22} {host.address} >> ~/.ssh/known_hosts "
-                    "(compare the fingerprint with the host's), then remove "
+                    f"{_keyscan(host)} (compare the fingerprint with the host's), then remove "
                     "insecure_skip_host_key_check from hosts.yaml",
                 )
             )
@@ -78,24 +78,35 @@ def host_key_findings(inventory: Inventory) -> list[Finding]:
     return out
 
 
+def _ssh_try(host: Host, *, key: bool = False) -> str:
+    """`ssh [-i KEY] -p PORT user@host true`, quoted to copy (tui/shellcmd.py)."""
+    identity = ["-i", host.ssh.identity_file] if key and host.ssh.identity_file else []
+    target = ssh_target(host.ssh.user, host.address)
+    return copy_line(["ssh", *identity, "-p", str(host.ssh.port or 22), target, "true"])
+
+
+def _known_hosts_file(host: Host) -> str:
+    return host.ssh.known_hosts or "~/.ssh/known_hosts"
+
+
+def _keyscan(host: Host) -> str:
+    """`ssh-keyscan -p PORT ADDRESS >> KNOWN_HOSTS`, quoted to copy."""
+    argv = ["ssh-keyscan", "-p", str(host.ssh.port or 22), host.address]
+    return copy_line(argv, append_to=_known_hosts_file(host))
+
+
 def _reach_fix(host: Host, st: LinkStatus) -> str:
-    where = f"{host.ssh.user + '@' if host.ssh.user else ''}{host.address}"
     if st.state == HostState.AUTH_FAILED:
-        return f"check ssh.user and ssh.identity_file in hosts.yaml; try: ssh -i KEY {where} true"
+        return (
+            f"check ssh.user and ssh.identity_file in hosts.yaml; try: {_ssh_try(host, key=True)}"
+        )
     if st.state == HostState.HOST_KEY_UNKNOWN:
-        return (
-            f"verify the host key, then: ssh-keyscan {host.address} >> "
-            f"{host.ssh.known_hosts or '~/.ssh/known_hosts'}"
-        )
+        return f"verify the host key, then: {_keyscan(host)}"
     if st.state == HostState.HOST_KEY_MISMATCH:
-        return (
-            f"if {host.name} was reinstalled: ssh-keygen -f "
-            f"{host.ssh.known_hosts or '~/.ssh/known_hosts'} -R {host.address}"
-        )
-    return (
-        f"check that sshd runs and address/port in hosts.yaml are right: ssh -p "
-        f"{host.ssh.port or 22} {where} true"
-    )
+        name = known_hosts_name(host.address, host.ssh.port)
+        forget = copy_line(["ssh-keygen", "-f", _known_hosts_file(host), "-R", name])
+        return f"if {host.name} was reinstalled: {forget}"
+    return f"check that sshd runs and address/port in hosts.yaml are right: {_ssh_try(host)}"
 
 
 def _interpreter_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
