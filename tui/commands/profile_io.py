@@ -13,9 +13,9 @@ from typing import Any, TextIO
 from tui.commands import Command
 from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
-from tui.jobs.importer import ImportResult, import_script
-from tui.jobs.profiles import Profile, load_profile, save_profile
-from tui.state import atomic_write_text
+from tui.jobs.importer import ImportResult, ScriptLimitError, import_script
+from tui.jobs.profiles import Profile, load_profile, profile_to_yaml
+from tui.state import StateError, atomic_write_text
 
 EXIT_OK, EXIT_NO_COMMAND, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -64,13 +64,21 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
 
 
 def run_import(
-    script: Path, output: Path, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+    script: Path,
+    output: Path,
+    *,
+    force: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
-    """Import SCRIPT into the profile OUTPUT (written atomically). 0: written (warnings
-    included), 1: the script has no verl command (nothing written), 2: unreadable input or an
-    unwritable output."""
+    """Import SCRIPT into the profile OUTPUT (written atomically; an existing OUTPUT only with
+    `force`, and only a regular file). 0: written (warnings included), 1: the script has no
+    verl command (nothing written), 2: unreadable input, an existing or unwritable output."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    if os.path.lexists(output) and not force:  # said before any work; checked again at write
+        print(f"{output}: exists already; pass --force to replace it", file=stderr)
+        return EXIT_BAD_INPUT
     try:
         # The one safe reader: a FIFO/device/folder, a huge file, non-UTF-8 or control
         # characters end in one line naming the file (and line), never a hang.
@@ -83,15 +91,18 @@ def run_import(
             print(f"{output}: is the script being imported; choose another output", file=stderr)
             return EXIT_BAD_INPUT
     # $(pwd) in a script is where it runs: taken as where the import runs (said in the report).
-    result = import_script(text, source=str(script), cwd=os.getcwd())
+    try:
+        result = import_script(text, source=str(script), cwd=os.getcwd())
+    except ScriptLimitError as exc:  # nesting, size, integer bounds: one line with file:line
+        print(str(exc), file=stderr)
+        return EXIT_BAD_INPUT
     if result.command_line is None:
         print(format_report(result, script, None), file=stderr)
         return EXIT_NO_COMMAND
     try:
-        save_profile(result.profile, output)
-    except (OSError, ConfigError) as exc:
-        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"{output}: cannot write: {msg}", file=stderr)
+        write_user_file(output, profile_to_yaml(result.profile), 0o666, replace=force)
+    except StateError as exc:
+        print(f"{exc}" + ("" if force else "; pass --force to replace it"), file=stderr)
         return EXIT_BAD_INPUT
     print(format_report(result, script, output), file=stdout)
     return EXIT_OK
@@ -155,18 +166,24 @@ def run_export(
         stdout.write(text)
         return EXIT_OK
     try:
-        atomic_write_text(output, text)
-        # The temp file behind the atomic write is 0600: give the usual mode (umask applies),
-        # executable for the scripts the user runs next.
-        umask = os.umask(0)
-        os.umask(umask)
-        full = 0o777 if kind in ("ray-job", "sbatch") else 0o666
-        os.chmod(output, full & ~umask)
-    except OSError as exc:
-        print(f"{output}: cannot write: {exc.strerror or exc}", file=stderr)
+        # Executable for the scripts the user runs next.
+        write_user_file(output, text, 0o777 if kind in ("ray-job", "sbatch") else 0o666)
+    except StateError as exc:
+        print(str(exc), file=stderr)
         return EXIT_BAD_INPUT
     print(f"wrote {output} ({kind})", file=stderr)
     return EXIT_OK
+
+
+def write_user_file(path: Path, text: str, mode: int, *, replace: bool = True) -> None:
+    """A file the user named on the command line, written atomically: a new path, or (with
+    `replace`) in place of a regular file only; a symlink, a device, a FIFO or a folder there
+    stays as it is (StateError naming it). `mode` less the umask, as any new file."""
+    atomic_write_text(path, text, regular_only=True, exclusive=not replace)
+    umask = os.umask(0)
+    os.umask(umask)
+    with contextlib.suppress(OSError):  # the temp file behind the write is 0600
+        os.chmod(path, mode & ~umask, follow_symlinks=False)
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
@@ -182,7 +199,10 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         required=True,
         metavar="PROFILE.yaml",
-        help="the profile to write (atomically)",
+        help="the profile to write (atomically; a new file unless --force)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace PROFILE.yaml when it exists already"
     )
 
 
@@ -229,7 +249,7 @@ def _sbatch_options(a: argparse.Namespace) -> dict[str, Any]:
 
 IMPORT = Command(
     _import_arguments,
-    lambda a: run_import(a.script, a.output),
+    lambda a: run_import(a.script, a.output, force=a.force),
     description="Read a shell script that runs main_ppo into a profile: its "
     "overrides, environment and launcher settings, with a report of what was "
     "kept and what was not. Exit 0: written; 1: no verl command in the script; "

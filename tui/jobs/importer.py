@@ -12,8 +12,8 @@ The shell is read in three steps, one module each: shell_lexer.py (tokens with l
 spans), shell_parse.py (simple commands), shell_expand.py (variables and expansion).
 import_command.py recognises the verl command (and `ray job submit` around it) and maps its
 words; this module walks the script's commands (variables, exports, the rest reported) and
-builds the profile. Its public names (import_script, ImportResult,
-Unmapped, Mapped, Assumed, read_hydra_value, VERL_MODULE) stay importable from here.
+builds the profile. Its public names (import_script, ImportResult, Unmapped, Mapped, Assumed,
+ScriptLimitError, read_hydra_value, VERL_MODULE) stay importable from here.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from tui.jobs.import_command import (  # noqa: F401
     strip_prefix,
 )
 from tui.jobs.profiles import Profile, RuntimeEnv
-from tui.jobs.shell_expand import Assumed, Expanded, Var
-from tui.jobs.shell_lexer import Lexer, Unmapped, Word
+from tui.jobs.shell_expand import Assumed, Expanded, Var, check_items, check_size
+from tui.jobs.shell_lexer import MAX_NESTING, Lexer, Piece, ScriptLimitError, Unmapped, Word
 from tui.jobs.shell_parse import CLOSERS, COMPOUND_NAMES, OPENERS, Cmd, parse, pipelines
 
 # --------------------------------------------------------------------------------------------
@@ -90,6 +90,8 @@ class _Importer(CommandReader):
     def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
         super().__init__(text, source, cwd)
         self.exported: set[str] = set()
+        self.line = 1  # the line of the command being read (for a bound's message)
+        self._shells = 0  # `bash -c STRING` read inside each other
 
     # -- the script ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -116,6 +118,7 @@ class _Importer(CommandReader):
             self._command(c)
 
     def _command(self, cmd: Cmd) -> None:
+        self.line = cmd.line
         words = list(cmd.words)
         if not words:
             if cmd.redirs:
@@ -179,14 +182,18 @@ class _Importer(CommandReader):
         )
         # The string is a script of its own: read it with the same variables, report its lines.
         text = self.expand(words[inner], record=False).text
+        if self._shells >= MAX_NESTING:
+            raise ScriptLimitError(cmd.line, f"`bash -c` nested deeper than {MAX_NESTING}")
         saved = self.text
         self.text = text
+        self._shells += 1
         try:
             lexer = Lexer(text, words[inner].line)
             for pipe in pipelines(parse(lexer.run(), lexer.notes)):
                 self._pipeline(pipe)
         finally:
             self.text = saved
+            self._shells -= 1
         for r in cmd.redirs:
             self.skip(
                 r.line,
@@ -255,6 +262,7 @@ class _Importer(CommandReader):
             if prev is None or prev.value is None:
                 return name, Var(None, f"appended to at line {cmd.line}")
             value = prev.value + value
+            check_size(len(value), cmd.line)
         return name, Var(value, f"set at line {cmd.line}")
 
     @staticmethod
@@ -293,8 +301,10 @@ class _Importer(CommandReader):
                     )
                     continue
                 prev = self.vars.get(name)
+                items = self._array_items(items, cmd.line)
                 if m.group(2) == "+" and prev is not None and prev.items is not None:
                     items = [*prev.items, *items]
+                check_items(len(items), cmd.line)
                 # Elements are expanded where the array is used (their lines are reported).
                 self.vars[name] = Var(None, f"an array assigned at line {cmd.line}", items)
             return
@@ -303,6 +313,41 @@ class _Importer(CommandReader):
             self.vars[name] = var
             if name in self.exported:
                 self._set_env(name, var, cmd, w)
+
+    def _array_items(self, items: list[Word], line: int) -> list[Word]:
+        """An array's elements with every reference to an array taken now, as bash takes
+        them: `"${A[@]}"` spliced in (so `ARGS=("${ARGS[@]}" x)` appends; an array the script
+        never set is empty, arrays do not come from the environment), any other element
+        naming an array expanded to its text. Elements keep plain variables for where the
+        array is used; none names an array any more, so no array can reach itself."""
+        out: list[Word] = []
+        for w in items:
+            if not any(p.kind == "var" and p.op == "index" for p in w.pieces) and not any(
+                p.kind == "var" and self._array(p.name) is not None for p in w.pieces
+            ):
+                out.append(w)
+                continue
+            ps = [p for p in w.pieces if p.kind != "lit" or p.text]
+            whole = ps[0] if len(ps) == 1 and ps[0].op == "index" else None
+            if whole is not None and (whole.arg or "").strip() in ("@", "*"):
+                known = self._array(whole.name)
+                if known is not None:
+                    out.extend(known)
+                    check_items(len(out), line)
+                    continue
+                if (whole.name or "") not in self.vars:
+                    self._assume(line, whole.text, "", "an array the script does not set: empty")
+                    continue
+            exp = self.expand(w, record=False)
+            # Unresolved references stay as written, as text: never a reference kept for later.
+            lit = Piece("lit", exp.text, quoted=True)
+            out.append(Word([lit], w.raw, w.line, w.start, w.end))
+            check_items(len(out), line)
+        return out
+
+    def _array(self, name: str | None) -> list[Word] | None:
+        var = self.vars.get(name or "")
+        return var.items if var is not None else None
 
     def _set_env(self, name: str, var: Var, cmd: Cmd, w: Word | None) -> None:
         if var.value is None:
@@ -370,9 +415,17 @@ def _profile_name(source: str) -> str:
 
 def import_script(text: str, *, source: str = "<script>", cwd: str | None = None) -> ImportResult:
     """Read a verl launch script into a profile; report everything that did not map. With
-    `cwd`, `$(pwd)` and `$PWD` are that directory (and said so in `assumed`)."""
+    `cwd`, `$(pwd)` and `$PWD` are that directory (and said so in `assumed`). A script past
+    the import's bounds (nesting, expanded size, array length, integer digits: shell_lexer's
+    MAX_*) raises ScriptLimitError, whose text is one line naming source:line."""
     imp = _Importer(text, source, cwd)
-    imp.run()
+    try:
+        imp.run()
+    except ScriptLimitError as exc:
+        exc.source = source
+        raise
+    except RecursionError:  # a shape no bound above foresaw: still one line, never a traceback
+        raise ScriptLimitError(imp.line, "nested too deeply to read", source) from None
     profile = _make_profile(imp, source)
     return ImportResult(
         profile=profile,

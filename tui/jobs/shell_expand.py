@@ -9,7 +9,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tui.jobs.shell_lexer import Piece, Unmapped, Word, fragment
+from tui.jobs.shell_lexer import (
+    MAX_ARRAY_ITEMS,
+    MAX_DIGITS,
+    MAX_EXPANDED,
+    MAX_NESTING,
+    Piece,
+    ScriptLimitError,
+    Unmapped,
+    Word,
+    fragment,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class Expander:
         self.assumed: list[Assumed] = []
         self._record = True
         self._from_pwd = False  # a value was built on $(pwd) / $PWD
+        self._depth = 0  # expansions open inside each other (${X:-${Y:-…}}, arrays)
 
     # -- reporting ----------------------------------------------------------------------------
     def _src(self, start: int, end: int) -> str:
@@ -78,21 +89,28 @@ class Expander:
             self._record = saved
 
     def _expand(self, word: Word) -> Expanded:
-        out = Expanded("")
-        parts: list[str] = []
-        for p in word.pieces:
-            if p.kind == "lit":
-                parts.append(p.text)
-                continue
-            value = self._piece(p, word.line, out)
-            if value is None:
-                parts.append(p.text)  # keep the literal reference: never guess
-            else:
-                if not p.quoted and any(c in value for c in " \t\n"):
-                    out.split = True
-                parts.append(value)
-        out.text = "".join(parts)
-        return out
+        if self._depth >= MAX_NESTING:
+            raise ScriptLimitError(word.line, f"expansions nested deeper than {MAX_NESTING}")
+        self._depth += 1
+        try:
+            out = Expanded("")
+            parts: list[str] = []
+            size = 0
+            for p in word.pieces:
+                if p.kind == "lit":
+                    text = p.text
+                else:
+                    value = self._piece(p, word.line, out)
+                    text = p.text if value is None else value  # unresolved: kept as written
+                    if value is not None and not p.quoted and any(c in value for c in " \t\n"):
+                        out.split = True
+                size += len(text)
+                check_size(size, word.line)
+                parts.append(text)
+            out.text = "".join(parts)
+            return out
+        finally:
+            self._depth -= 1
 
     def _assume(self, line: int, text: str, value: str, why: str) -> None:
         if not any(a.text == text and a.line == line for a in self.assumed):
@@ -224,10 +242,13 @@ class Expander:
                 return None
             words = [words[int(idx)]]
         texts = []
+        size = 0
         for w in words:
             sub = self._expand(w)
             out.unresolved.extend(sub.unresolved)
             texts.append(sub.text)
+            size += len(sub.text) + 1
+            check_size(size, line)
         return " ".join(texts)
 
     def _arith(self, p: Piece, line: int, out: Expanded) -> str | None:
@@ -244,7 +265,7 @@ class Expander:
             if m.group(5):
                 return None  # anything else (**, <<, ?:, ++, a command): not evaluated
             if num is not None:
-                tokens.append(int(num))
+                tokens.append(_integer(num, line))
             elif name is not None:
                 var = self.vars.get(name)
                 text = var.value.strip() if var is not None and var.value is not None else None
@@ -254,10 +275,10 @@ class Expander:
                             name, "not set in the script (comes from the environment when it runs)"
                         )
                     return None
-                tokens.append(int(text))
+                tokens.append(_integer(text, line))
             else:
                 tokens.append(op)
-        return _eval_int(tokens)
+        return _eval_int(tokens, line)
 
     def _unknown(self, name: str, var: Var | None, out: Expanded, p: Piece) -> None:
         out.unresolved.append(name)
@@ -280,9 +301,43 @@ _ARITH_TOKEN = re.compile(
 )
 
 
-def _eval_int(tokens: list[str | int]) -> str | None:
-    """Integer expression: + - * / % ( ) and unary +/-; None for anything else or / by 0."""
+def check_size(size: int, line: int) -> None:
+    """A word, variable or array past MAX_EXPANDED characters ends the import (doubling a
+    variable 40 times would ask for a terabyte)."""
+    if size > MAX_EXPANDED:
+        raise ScriptLimitError(line, f"expands to more than {MAX_EXPANDED:,} characters")
+
+
+def check_items(count: int, line: int) -> None:
+    if count > MAX_ARRAY_ITEMS:
+        raise ScriptLimitError(line, f"an array of more than {MAX_ARRAY_ITEMS:,} elements")
+
+
+_INT64 = 1 << 64
+
+
+def _wrap(value: int) -> int:
+    """bash's integers are signed 64-bit and wrap around: so do these (a product of large
+    numbers stays 64 bits instead of growing for minutes)."""
+    return (value + (1 << 63)) % _INT64 - (1 << 63)
+
+
+def _integer(digits: str, line: int) -> int:
+    """A number in $(( … )), as bash reads it (64-bit, wrapped); past MAX_DIGITS digits the
+    import ends (int() of thousands of digits is slow, and past 4,300 raises)."""
+    count = len(digits.lstrip("+-"))
+    if count > MAX_DIGITS:
+        raise ScriptLimitError(
+            line, f"a {count}-digit number in $(( … )) (bash's integers are 64-bit)"
+        )
+    return _wrap(int(digits))
+
+
+def _eval_int(tokens: list[str | int], line: int = 0) -> str | None:
+    """Integer expression: + - * / % ( ) and unary +/-, in bash's wrapping 64-bit integers;
+    None for anything else or / by 0. Parentheses nest at most MAX_NESTING deep."""
     pos = 0
+    depth = 0
 
     def peek() -> str | int | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -295,7 +350,7 @@ def _eval_int(tokens: list[str | int]) -> str | None:
     def expr() -> int:
         value = term()
         while peek() in ("+", "-"):
-            value = value + term() if take() == "+" else value - term()
+            value = _wrap(value + term() if take() == "+" else value - term())
         return value
 
     def term() -> int:
@@ -303,31 +358,38 @@ def _eval_int(tokens: list[str | int]) -> str | None:
         while peek() in ("*", "/", "%"):
             op, rhs = take(), unary()
             if op == "*":
-                value *= rhs
+                value = _wrap(value * rhs)
             else:
                 if rhs == 0:
                     raise ValueError("division by zero")
                 q = abs(value) // abs(rhs) * (1 if (value >= 0) == (rhs >= 0) else -1)
-                value = q if op == "/" else value - rhs * q  # bash truncates toward zero
+                value = _wrap(q if op == "/" else value - rhs * q)  # truncates toward zero
         return value
 
     def unary() -> int:
-        if peek() in ("+", "-"):
-            return unary() if take() == "+" else -unary()
+        nonlocal depth
+        negate = False
+        while peek() in ("+", "-"):  # a run of signs: a loop, not a call per sign
+            negate ^= take() == "-"
         tok = take()
         if tok == "(":
+            if depth >= MAX_NESTING:
+                raise ScriptLimitError(line, f"$(( … )) nested deeper than {MAX_NESTING}")
+            depth += 1
             value = expr()
+            depth -= 1
             if take() != ")":
                 raise ValueError("unbalanced")
-            return value
-        if isinstance(tok, int):
-            return tok
-        raise ValueError(f"unexpected {tok!r}")
+        elif isinstance(tok, int):
+            value = tok
+        else:
+            raise ValueError(f"unexpected {tok!r}")
+        return _wrap(-value) if negate else value
 
     try:
         if not tokens or "**" in tokens:
             return None
         value = expr()
         return str(value) if pos == len(tokens) else None
-    except (ValueError, RecursionError):
+    except ValueError:
         return None

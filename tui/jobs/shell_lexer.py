@@ -9,6 +9,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# Bounds on what a script may make the importer do (bash has none of these, but an import must
+# end in a blink with one line, never a RecursionError or minutes of CPU).
+MAX_NESTING = 64  # ${X:-${Y:-…}} inside each other, `bash -c` strings inside each other
+MAX_EXPANDED = 1 << 20  # characters one word or variable may expand to
+MAX_ARRAY_ITEMS = 10_000  # elements an array may hold
+MAX_DIGITS = 40  # digits of a number in $(( … )) (bash's integers are 64-bit: 19 digits)
+
+
+class ScriptLimitError(Exception):
+    """The script goes past one of the import's bounds: one line naming its file:line."""
+
+    def __init__(self, line: int, reason: str, source: str = "<script>") -> None:
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+        self.source = source
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.reason}: not imported"
+
 
 @dataclass(frozen=True)
 class Unmapped:
