@@ -137,6 +137,7 @@ class HostFacts:
     ok: bool = False
     error: str | None = None
     reached: bool = False
+    no_answer: bool = False  # connected, but the probe's command stalled or its link dropped
     rtt_s: float | None = None
     clock_offset_s: float | None = None
     remote_time: float | None = None
@@ -345,22 +346,28 @@ async def probe_host(
 
     ``env`` is exported for the probe (pass hosts.yaml ``ray.env`` to see what Ray will see);
     ``ports`` are the TCP ports whose listeners are reported. ``timeout`` bounds the wait for
-    the connection and the probe's answer each (None: the host's ssh.command_timeout).
+    the connection and the probe's answer together (None: the host's ssh.command_timeout,
+    each).
     """
     spec = fleet.inventory.host(host) if isinstance(host, str) else host
     name = spec.name
+    start = time.monotonic()
     try:
         transport = await _transport(fleet, name, timeout or spec.command_timeout)
     except HostUnavailable as exc:
         return HostFacts(host=name, error=str(exc))
     argv = probe_argv(spec.python, ports)
+    left = None if timeout is None else max(1.0, timeout - (time.monotonic() - start))
     before = time.time()
     try:
-        res = await transport.run(
-            argv, env=dict(env) if env else None, timeout=timeout, what="probe"
+        res = await transport.run(argv, env=dict(env) if env else None, timeout=left, what="probe")
+    except TransportError as exc:  # the host is named beside the error wherever it is shown
+        return HostFacts(
+            host=name,
+            error=str(exc).removeprefix(f"{name}: "),
+            reached=True,
+            no_answer=True,
         )
-    except TransportError as exc:
-        return HostFacts(host=name, error=str(exc), reached=True)
     after = time.time()
     if res.exit_status == 127:
         after_setup = " after env_setup" if spec.env_setup else ""

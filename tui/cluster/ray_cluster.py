@@ -178,7 +178,8 @@ class RayCluster:
             except TransportError as exc:
                 # The head cannot be reached: up fails at its probe anyway; down still stops
                 # the workers. Only this machine's lock holds meanwhile.
-                self._emit(head.name, "lock", "fail", f"no lock on the head: {exc}")
+                why = str(exc).removeprefix(f"{head.name}: ")
+                self._emit(head.name, "lock", "fail", f"no lock on the head: {why}")
             finally:
                 if not taking.done():  # refused first: a lock taken later is let go at once
                     taking.add_done_callback(self._release_late)

@@ -37,10 +37,11 @@ class CommandTimeout(TransportError):
         self.what = what
         self.seconds = seconds
         self.answered = answered
+        took = f"{round(seconds, 1):g} s"
         if answered:
-            detail = f"`{what}` did not finish in {seconds:g} s"
+            detail = f"`{what}` did not finish in {took}"
         else:
-            detail = f"`{what}` gave no answer in {seconds:g} s (host stalled?)"
+            detail = f"`{what}` gave no answer in {took} (host stalled?)"
         self.detail = one_line(detail, 300)  # without the host, for a line that names it
         super().__init__(f"{host}: {self.detail}")
 

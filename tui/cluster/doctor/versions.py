@@ -127,16 +127,15 @@ def _interpreter_findings(inventory: Inventory, facts: Mapping[str, HostFacts]) 
                 )
             )
         else:
-            out.append(
-                _f(
-                    "python-interpreter",
-                    "fail",
-                    host.name,
-                    f.error or "probe failed",
-                    f"set python: (or hosts[].python: for {host.name}) in hosts.yaml to "
-                    "the interpreter of the venv that has ray",
-                )
+            fix = (
+                f"log in to {host.name} and see what hangs or drops (a stale NFS mount, an "
+                "env_setup step that waits, a flaky link); a host that is only slow: raise "
+                "ssh.command_timeout in hosts.yaml"
+                if f.no_answer
+                else f"set python: (or hosts[].python: for {host.name}) in hosts.yaml to "
+                "the interpreter of the venv that has ray"
             )
+            out.append(_f("python-interpreter", "fail", host.name, f.error or "probe failed", fix))
     return out
 
 
