@@ -11,6 +11,12 @@ the literals come from the patterns themselves (compiled with re.ASCII, so case-
 parts fold ASCII only, exactly as `bytes.lower` does). `scan_block` is the one code path
 shared by the log store (the log pane) and `verl-tui explain`.
 
+Matching is linear in a line's length: a line is classified by its first MATCH_CHARS (4,096)
+characters (a log line can be a megabyte; a failure's words come first), and no signature
+pattern has an unbounded wildcard (`.*`, `[^x]+`, `\\S*`): each is written `.{0,N}?`, so a line
+repeating an anchor word thousands of times costs N steps per repeat, not the rest of the line
+(tests/test_faults_bounds.py checks the table; bench/log_hostile.py measures it).
+
 Ray prefixes what remote processes print with their origin, e.g.
 `(TaskRunner pid=1234, ip=10.0.0.2) ` or `(raylet) `, and folds repeats into
 `... [repeated 7x across cluster]`; torchrun prefixes `[rank0]:`. Both are stripped before
@@ -49,7 +55,9 @@ PREFIX_RE = re.compile(
     r"(?:\((?:[^()\s]+ )?(?:pid=\d+|raylet|gcs_server|autoscaler \+[^,()]*)(?:, ip=[^()\s]+)?\) ?)?"
     r"(?:\[(?:rank|default)\d+\]: ?)?"
 )
-REPEATED_RE = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+REPEATED_RE = re.compile(r"\[repeated \d+x across cluster\]")
+# Characters of a line the classifier and the signatures look at (the rest is kept and shown).
+MATCH_CHARS = 4096
 
 # Severity. Each regex runs only after a cheap substring test passes (see classify): this is
 # the per-line cost of every candidate line, so it must stay at a few microseconds.
@@ -82,6 +90,23 @@ CHAIN_HEADS = (
 class Hint:
     key: str
     text: str
+
+
+# Hydra writes its summary line, then the traceback of what verl raised (hydra/core/utils.py,
+# then run_and_report's print_exception): the exception line that ends that traceback gets a
+# hint of its own, quoting it (LineClassifier._hydra).
+HYDRA_FAILED, HYDRA_CAUSE = "hydra_failed", "hydra_cause"
+MAX_CAUSE_CHARS = 300
+
+
+def hydra_cause(summary_line: int, exception: str) -> Hint:
+    text = " ".join(exception.split())
+    if len(text) > MAX_CAUSE_CHARS:
+        text = text[: MAX_CAUSE_CHARS - 1] + "…"
+    return Hint(
+        HYDRA_CAUSE,
+        f"why verl failed (Hydra's summary is line {summary_line + 1}, above): {text}",
+    )
 
 
 HintFn = Callable[[re.Match[str]], str]
@@ -211,9 +236,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "nccl_timeout",
         r"Watchdog caught collective operation timeout|NCCL operations have failed or timed out"
-        r"|ProcessGroupNCCL.*\b(?:[Tt]imeout|timed out)|Timeout at NCCL work"
+        r"|ProcessGroupNCCL.{0,300}?\b(?:[Tt]imeout|timed out)|Timeout at NCCL work"
         r"|NCCL communicator was aborted"
-        r"|(?:ncclUniqueId|NCCL communicator).*(?:Socket Timeout|timed out)",
+        r"|(?:ncclUniqueId|NCCL communicator).{0,300}?(?:Socket Timeout|timed out)",
         "an NCCL collective timed out: a rank died or hung first (look for its error above) or "
         "the nodes cannot reach each other; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in "
         "hosts.yaml ray.env to the interface the nodes share, check IB ports (verl-tui check); "
@@ -269,7 +294,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "vllm_cumem_oom",
-        r"CUDA Error: out of memory at \S*cumem",
+        r"CUDA Error: out of memory at \S{0,300}?cumem",
         "vLLM could not take its GPU memory back on wake-up (sleep mode): the actor's weights, "
         "grads or optimizer still fill the GPU; lower actor_rollout_ref.rollout."
         "gpu_memory_utilization (e.g. 0.5) or turn on the actor's param/optimizer offload",
@@ -312,7 +337,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "hf_cache_perm",
-        r"\[Errno 13\] Permission denied: '(?:[^']*/)?\.cache\b",
+        r"\[Errno 13\] Permission denied: '(?:[^'\n]{0,300}?/)?\.cache\b",
         "the Hugging Face cache is not writable (a user without a home directory gets "
         "'/.cache'): set HF_HOME (and XDG_CACHE_HOME) to a writable folder on every node, in the "
         "job env or hosts.yaml ray.env",
@@ -321,7 +346,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "import_missing",
         r"(?:ModuleNotFoundError: |^)No module named "
         r"'(?P<pkg>transfer_queue|vllm|sglang|flash_attn)\b"
-        r"|ImportError: .*?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
+        r"|ImportError: .{0,300}?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
         _import_hint,
     ),
     _sig(
@@ -333,16 +358,17 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "upload_too_large",
         r"Request Entity Too Large|RequestEntityTooLarge|Maximum request body size \d+ exceeded"
-        r"|Package size \([^)]*\) exceeds the maximum size|status code 413\b",
+        r"|Package size \([^)]{0,300}\) exceeds the maximum size|status code 413\b",
         "the job's working_dir is too big to upload: exclude checkpoints, data, outputs, .venv "
         "and .git (runtime_env excludes or .rayignore) and keep data on shared storage",
     ),
-    _sig("hydra_override", r"Could not override '(?P<key>[^']+)'", _override_hint),
+    _sig("hydra_override", r"Could not override '(?P<key>[^']{1,300})'", _override_hint),
     _sig(
-        "hydra_failed",
+        HYDRA_FAILED,
         r"^Error executing job with overrides:",
-        "Hydra's summary after verl failed: the cause is the exception printed just above (the "
-        "end of its traceback, or the hint above it); HYDRA_FULL_ERROR=1 shows Hydra's frames",
+        "Hydra's summary after verl failed: the cause is the exception at the end of the "
+        "traceback that follows this line (the next hint shows it); HYDRA_FULL_ERROR=1 adds "
+        "Hydra's own frames",
     ),
     _sig(
         "ray_version",
@@ -497,12 +523,17 @@ def split_source(plain: str) -> tuple[str, str]:
         if m is not None and m.end():
             source, msg = plain[: m.end()].rstrip(), plain[m.end() :]
     if "across cluster]" in msg:
-        msg = REPEATED_RE.sub("", msg)
+        # Found by position, not `\s*…` tried at every blank of the line (quadratic).
+        cut = msg.rfind("[repeated ")
+        if cut >= 0 and REPEATED_RE.match(msg, cut):
+            msg = msg[:cut].rstrip()
     return source, msg
 
 
 def classify(msg: str) -> int:
-    """ERROR / WARNING bits of one message (origin prefix already stripped)."""
+    """ERROR / WARNING bits of one message (origin prefix already stripped), from its first
+    MATCH_CHARS characters."""
+    msg = msg[:MATCH_CHARS]
     head = msg[:1]
     if head in ("[", "E", "F", "W"):
         m = GLOG_RE.match(msg)
@@ -522,7 +553,9 @@ def classify(msg: str) -> int:
 
 
 def match_signature(msg: str) -> tuple[Signature, Hint] | None:
-    """The first known failure signature in `msg` (table order), with its hint filled in."""
+    """The first known failure signature in `msg` (table order), with its hint filled in; the
+    first MATCH_CHARS characters are read."""
+    msg = msg[:MATCH_CHARS]
     low = msg.lower()
     for i in PREFILTER.candidates(low):
         sig = SIGNATURES[i]
@@ -588,18 +621,24 @@ class LineClassifier:
         # but Ray may continue with the remote frames (indented `File "…"` lines).
         self._open: dict[str, list[int]] = {}
         self._last_hint: dict[str, int] = {}
+        # origin -> the line of Hydra's summary whose traceback is being followed
+        self._hydra: dict[str, int] = {}
+        self._exception_line = False  # the line just fed ended a traceback (_traceback)
 
     @property
     def active(self) -> bool:
-        """A traceback is open: every following line must be fed, not just candidates."""
-        return bool(self._open)
+        """A traceback is open (or awaited after Hydra's summary): every following line must
+        be fed, not just candidates."""
+        return bool(self._open or self._hydra)
 
     def reset(self) -> None:
         self._open.clear()
         self._last_hint.clear()
+        self._hydra.clear()
 
     def feed(self, line_no: int, raw: str) -> tuple[int, Hint | None]:
-        source, msg = split_source(strip_ansi(raw))
+        source, msg = split_source(strip_ansi(raw[:MATCH_CHARS]))
+        self._exception_line = False
         flags = self._traceback(line_no, source, msg) | classify(msg)
         hint = None
         found = match_signature(msg)
@@ -612,7 +651,25 @@ class LineClassifier:
             else:
                 self._last_hint[sig.key] = line_no
                 flags |= HINT
+        if self._hydra and not line_no & 255:  # an origin that went quiet: stop waiting
+            for key in [k for k, n in self._hydra.items() if line_no - n > MAX_TRACEBACK_LINES]:
+                del self._hydra[key]
+        if source in self._hydra:
+            hint, flags = self._hydra_cause(line_no, source, msg, flags, hint)
+        if found is not None and found[0].key == HYDRA_FAILED:
+            self._hydra[source] = line_no
         return flags, hint
+
+    def _hydra_cause(
+        self, line_no: int, source: str, msg: str, flags: int, hint: Hint | None
+    ) -> tuple[Hint | None, int]:
+        """After Hydra's summary: the exception line(s) of the traceback that follows get the
+        cause hint; the first line of that origin outside a traceback ends the watch."""
+        if self._exception_line:
+            return hint or hydra_cause(self._hydra[source], msg), flags | HINT
+        if not flags & TRACEBACK or line_no - self._hydra[source] > MAX_TRACEBACK_LINES:
+            del self._hydra[source]
+        return hint, flags
 
     def _traceback(self, line_no: int, source: str, msg: str) -> int:
         opened = self._open
@@ -641,4 +698,5 @@ class LineClassifier:
         if not msg or msg[0] in " \t" or msg.startswith(CHAIN_HEADS) or body.startswith("[Prev"):
             return TRACEBACK
         st[2] = 1  # the first unindented line is the exception itself
+        self._exception_line = True
         return TRACEBACK | ERROR
