@@ -17,6 +17,7 @@ before they reach a command line, which is built with shlex.join.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -121,3 +122,16 @@ class PipNames:
         req = self.requirement(module)
         extra = f" (verl's {req.extra} extra)" if req.extra else ""
         return req.command(python) + extra
+
+
+@functools.cache
+def this_python() -> PipNames:
+    """PipNames from this interpreter's verl metadata alone (a log line's hint has no host to
+    ask); a module it does not list keeps its own name."""
+    try:
+        import importlib.metadata as metadata
+
+        requires = metadata.requires("verl") or []
+    except Exception:  # no verl here (the cockpit reads it from the head)
+        requires = []
+    return PipNames([{"verl_requires": list(requires)}])

@@ -192,18 +192,14 @@ def _sig(
 
 # -- hints that depend on the match --------------------------------------------------------------
 
+
 # pip names of the packages verl's workers import by another name
-_PIP_NAMES = {
-    "transfer_queue": "TransferQueue",
-    "flash_attn": "flash-attn (--no-build-isolation)",
-    "vllm": "vllm",
-    "sglang": "sglang",
-}
-
-
 def _import_hint(m: re.Match[str]) -> str:
-    pkg = m.group("pkg") or m.group("pkg2") or "?"
-    pip = _PIP_NAMES.get(pkg, pkg)
+    pkg = (m.group("pkg") or m.group("pkg2") or "?").split(".")[0]
+    # Its pip name from verl's own requirements (this Python's verl), else the module's name.
+    from tui.jobs.pip_names import this_python
+
+    pip = this_python().requirement(pkg).text
     return (
         f"Python package '{pkg}' is missing or broken in the interpreter that ran this worker:"
         f" install {pip} (built for this torch) into that Python on every node (hosts.yaml "
@@ -344,8 +340,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "import_missing",
-        r"(?:ModuleNotFoundError: |^)No module named "
-        r"'(?P<pkg>transfer_queue|vllm|sglang|flash_attn)\b"
+        r"(?:ModuleNotFoundError: |^)No module named '(?P<pkg>[A-Za-z_][A-Za-z0-9_.]{0,100})'"
         r"|ImportError: .{0,300}?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
         _import_hint,
     ),
