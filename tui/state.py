@@ -396,11 +396,15 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, regular_only: bool = False) -> None:
+def atomic_write_bytes(
+    path: Path, data: bytes, *, regular_only: bool = False, exclusive: bool = False
+) -> None:
     """Write `data` to `path` so that a crash leaves the old file or the new one: a temp file
     in the same folder, written and fsynced, renamed over `path`, the folder fsynced.
     regular_only: refuse to replace anything but a regular file (a user's output path: a
-    symlink, a device, a FIFO or a folder there stays as it is). StateError on any failure."""
+    symlink, a device, a FIFO or a folder there stays as it is). exclusive: only where nothing
+    is yet (the temp file is linked, not renamed: atomic, never over a file that appeared
+    meanwhile). StateError on any failure."""
     folder = path.parent
     if regular_only:
         _refuse_special(path)
@@ -414,9 +418,16 @@ def atomic_write_bytes(path: Path, data: bytes, *, regular_only: bool = False) -
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if regular_only:
-            _refuse_special(path)  # again, just before the rename: it may have appeared since
-        os.replace(tmp, path)
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise StateError(f"{path}: exists already") from None
+            os.unlink(tmp)
+        else:
+            if regular_only:
+                _refuse_special(path)  # again, just before the rename: it may have appeared
+            os.replace(tmp, path)
         fsync_dir(folder)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -426,8 +437,10 @@ def atomic_write_bytes(path: Path, data: bytes, *, regular_only: bool = False) -
         raise
 
 
-def atomic_write_text(path: Path, text: str, *, regular_only: bool = False) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), regular_only=regular_only)
+def atomic_write_text(
+    path: Path, text: str, *, regular_only: bool = False, exclusive: bool = False
+) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), regular_only=regular_only, exclusive=exclusive)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

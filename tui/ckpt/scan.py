@@ -29,6 +29,7 @@ from typing import Any
 
 from tui.ckpt.hostcmd import CkptError, run_op
 from tui.config.hosts import Inventory
+from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 
 SHARD_RE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
@@ -293,6 +294,8 @@ class CheckpointIndex:
                     "exists": s.exists,
                     "latest": s.latest,
                     "partials": list(s.partials),
+                    # What the host could not read (a FIFO where a file belongs, …): named.
+                    "errors": [one_line(e, 300) for e in s.errors[:20]],
                 }
                 for h, s in self.hosts.items()
             },

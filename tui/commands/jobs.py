@@ -130,11 +130,14 @@ def run_submit_raw(
 
 def run_jobs(inv: Inventory, *, as_json: bool) -> int:
     async def body(cluster: RayCluster) -> int:
+        history = JobHistory(inv.cluster)
         try:
-            rows = await list_jobs(cluster, JobHistory(inv.cluster))
+            rows = await list_jobs(cluster, history)
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui jobs: {exc}", file=sys.stderr)
             return 1
+        for problem in history.problems:  # damaged records: listed without, each named once
+            print(f"verl-tui jobs: warning: {problem}", file=sys.stderr)
         print(
             json_text({"jobs": [r.to_json() for r in rows]}, inv) if as_json else jobs_table(rows)
         )

@@ -255,6 +255,13 @@ def _answered(exc: DashboardError) -> bool:
     return isinstance(status, int) or " HTTP " in f" {exc}"
 
 
+def _not_submitted(history: JobHistory, record: JobRecord, exc: BaseException) -> None:
+    record.status = NOT_SUBMITTED
+    record.note = f"not submitted: {exc}"
+    with contextlib.suppress(StateError):  # the error raised next says it all the same
+        history.save(record)
+
+
 async def record_then_post(
     dashboard: Callable[[], Awaitable[DashboardClient]],
     sub: Submission,
@@ -270,7 +277,11 @@ async def record_then_post(
     SubmitOutcomeUnknown says how to check."""
     record.status = SUBMITTING
     history.save(record)
-    client = await dashboard()  # the tunnel, after the record: a crash here leaves SUBMITTING
+    try:
+        client = await dashboard()  # the tunnel, after the record: a kill here leaves SUBMITTING
+    except (DashboardError, TransportError, OSError) as exc:
+        _not_submitted(history, record, exc)  # nothing was sent
+        raise
     try:
         sid = await submit(client, sub)
     except (DashboardError, OSError) as exc:
@@ -284,10 +295,7 @@ async def record_then_post(
                 "submitting it again"
             ) from None
         if not there:
-            record.status = NOT_SUBMITTED
-            record.note = f"not submitted: {exc}"
-            with contextlib.suppress(StateError):  # the error below says it all the same
-                history.save(record)
+            _not_submitted(history, record, exc)
             raise
         sid = sub.submission_id
     # Sent: a record that cannot say PENDING now still says SUBMITTING, which the jobs list
@@ -331,6 +339,11 @@ async def submit_and_record(
             f"submission id {sub.submission_id} is already in the job history of "
             f"{cluster.inv.cluster}: choose another one"
         )
+    # The head's own jobs too: a POST refused as a duplicate must not read as ours.
+    if await (await cluster.dashboard()).exists(job_path(sub.submission_id)):
+        raise DashboardError(
+            f"submission id {sub.submission_id} is already a job on the head: choose another one"
+        )
     record = record_for(sub, cluster.inv, profile_path=profile_path)
     record.retry_policy = retry_policy
     return await record_then_post(cluster.dashboard, sub, history, record)
@@ -351,7 +364,10 @@ async def stop_job(
         if status in TERMINAL:
             break
         await asyncio.sleep(0.5)
-    history.set_status(job, status)
+    # The stop is done: a record that cannot be read or written (full disk, damaged file) is
+    # only a stale cache here, settled by the next jobs list.
+    with contextlib.suppress(StateError):
+        history.set_status(job, status)
     return status
 
 

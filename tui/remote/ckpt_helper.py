@@ -77,9 +77,38 @@ def _fail(msg):
     sys.exit(1)
 
 
+class NotRegular(OSError):
+    """A path that is not a regular file (a FIFO, a device, a folder): never read."""
+
+
+def _open_regular(path):
+    """A binary file object of the regular file at `path`: opened with O_NONBLOCK (a FIFO never
+    waits for a writer), then checked with fstat on that descriptor. NotRegular otherwise
+    (FileNotFoundError when there is none)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _read_small(path, cap):
+    """At most `cap` bytes of a regular file; NotRegular or ValueError (too big) otherwise."""
+    with _open_regular(path) as f:
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise ValueError(f"{path} is over {cap} bytes")
+    return data
+
+
 def _sha_file(path):
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _open_regular(path) as f:
         while True:
             chunk = f.read(CHUNK)
             if not chunk:
@@ -118,12 +147,8 @@ def _walk(top):
 def _meta(step_dir, rel):
     """The facts of a small JSON file verl writes next to the shards (None if unreadable)."""
     try:
-        path = os.path.join(step_dir, rel)
-        if os.path.getsize(path) > 1 << 20:
-            return None
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = json.loads(_read_small(os.path.join(step_dir, rel), 1 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
@@ -138,11 +163,11 @@ def op_scan(root):
         _emit(out)
         return
     try:
-        with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "rb") as f:
-            out["latest"] = f.read(256).decode("utf-8", "replace").strip()
+        raw = _read_small(os.path.join(root, "latest_checkpointed_iteration.txt"), 256)
+        out["latest"] = raw.decode("utf-8", "replace").strip()
     except FileNotFoundError:
         pass
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         out["errors"].append(_one_line(exc))
     try:
         names = sorted(os.listdir(root))
@@ -181,6 +206,8 @@ def op_sha(paths):
             out[path] = _sha_file(path)
         except FileNotFoundError:
             out[path] = None
+        except OSError as exc:  # a FIFO or a folder named: said, never waited on
+            _fail(f"cannot read {path}: {_one_line(exc)}")
     _emit({"sha256": out})
 
 
@@ -237,7 +264,7 @@ def _accept(srv, token):
 
 def op_send(path):
     try:
-        f = open(path, "rb")  # noqa: SIM115 (held until the process exits)
+        f = _open_regular(path)  # held until the process exits
         before = os.fstat(f.fileno())
     except OSError as exc:
         _fail(f"cannot read {path}: {_one_line(exc)}")
