@@ -1,5 +1,11 @@
 """Shared pytest setup. tests/ is not a package (verl installs one named ``tests``): helpers
-are imported by path, e.g. ``from fakenvml.fakenvml import FakeGpu``."""
+are imported by path, e.g. ``from fakenvml.fakenvml import FakeGpu``.
+
+Tiers (markers registered in pyproject.toml), given here by the fixtures a test uses:
+``ray`` (a Ray cluster fixture, or marked so because the test brings Ray up itself), ``ssh``
+(namespace hosts), ``unit`` (neither); ``slow`` is marked by hand or by the fixture it uses
+(the trained checkpoint). A contributor's loop: ``pytest -m "not ray and not slow"``.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,102 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("VERL_TUI_SUPERVISE", "0")
 
 from harness.fixtures import *  # noqa: F403
+from harness.fixtures import RAY_SHARED, current_pool
+
+
+def _compile_tui() -> None:
+    """The run starts hundreds of `python -m tui` subprocesses. Where bytecode is not written
+    (PYTHONDONTWRITEBYTECODE, as in CI's image) each one compiled every tui module it imports
+    from source again: ~0.2 s of CPU a `submit`. Compiled once here, they read the cache."""
+    if sys.dont_write_bytecode:
+        import compileall
+
+        compileall.compile_dir(Path(__file__).parents[1] / "tui", quiet=1)
+
+
+_compile_tui()
+
+# Fixtures that put a test in a tier (transitively: a module fixture built on one counts).
+RAY_FIXTURES = {"ray_pool", "ray_own", *RAY_SHARED}
+SSH_FIXTURES = {"ns_cluster3", "ns_cluster_factory", "ns_hosts"}
+SLOW_FIXTURES = {"fsdp_checkpoint"}
+
+
+def _tier(item: pytest.Item) -> None:
+    names = set(getattr(item, "fixturenames", ()))
+    if names & RAY_FIXTURES:
+        item.add_marker(pytest.mark.ray)
+    if item.get_closest_marker("ray") or names & SSH_FIXTURES:
+        item.add_marker(pytest.mark.ssh)
+    if names & SLOW_FIXTURES:
+        item.add_marker(pytest.mark.slow)
+    if not (item.get_closest_marker("ray") or item.get_closest_marker("ssh")):
+        item.add_marker(pytest.mark.unit)
+
+
+def _shared(item: pytest.Item) -> set[str]:
+    return set(getattr(item, "fixturenames", ())) & set(RAY_SHARED)
+
+
+def _group_by_shared_cluster(items: list[pytest.Item]) -> None:
+    """Modules leasing the same shared cluster run one after the other (where the first of them
+    would), so each shared cluster is brought up once and stopped as soon as they are done."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    order: list[list[list[pytest.Item]]] = []
+    groups: dict[str, list[list[pytest.Item]]] = {}
+    for its in modules.values():
+        key = min(set().union(*(_shared(it) for it in its)), default=None)
+        if key is None:
+            order.append([its])
+        elif key in groups:
+            groups[key].append(its)
+        else:
+            groups[key] = [its]
+            order.append(groups[key])
+    items[:] = [it for group in order for its in group for it in its]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        _tier(item)
+    _group_by_shared_cluster(items)
+
+
+# For each test: the shared clusters it or a later test leases (after -m/-k deselection).
+_needed_from: dict[str, frozenset[str]] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    later: frozenset[str] = frozenset()
+    for item in reversed(session.items):
+        later = later | _shared(item)
+        _needed_from[item.nodeid] = later
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """A shared cluster no later test leases is stopped now, not at the session's end: an idle
+    Ray costs the tests after it CPU on a 2-core machine."""
+    result = yield
+    pool = current_pool()
+    if pool is not None and nextitem is not None:
+        needed = {RAY_SHARED[n] for n in _needed_from.get(nextitem.nodeid, ())}
+        for shape in pool.live():
+            if shape not in needed:
+                pool.stop(shape)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    pool = current_pool()
+    if pool is not None and (pool.bring_ups or pool.rebuilds):
+        ups = ", ".join(f"{s.name} ×{n}" for s, n in pool.bring_ups.items())
+        terminalreporter.write_line(f"shared Ray clusters brought up: {ups}")
+        for why in pool.rebuilds:
+            terminalreporter.write_line(f"shared Ray cluster rebuilt after a module: {why}")
+
 
 # --- fake NVML (tests/fakenvml) -------------------------------------------------------------
 
@@ -25,6 +127,32 @@ def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fakenvml.fakenvml import build_fake_nvml
 
     return build_fake_nvml(tmp_path_factory.mktemp("fakenvml"))
+
+
+# --- verl's FSDP checkpoint (tests/ckpt) ----------------------------------------------------
+
+CKPT_STEP = 3
+
+
+@pytest.fixture(scope="session")
+def fsdp_checkpoint(tmp_path_factory: pytest.TempPathFactory):
+    """A world-size-2 verl FSDP checkpoint at step CKPT_STEP (two CPU ranks train it: ~1 min),
+    written once per run; tests read it or copy from it, never write into it (checked at the
+    end of the run)."""
+    from ckpt.make_fsdp_checkpoint import make_fsdp_checkpoint
+
+    made = make_fsdp_checkpoint(tmp_path_factory.mktemp("fsdp_ckpt") / "run", CKPT_STEP)
+    before = _tree_state(made["out_dir"].parent)
+    yield made
+    assert _tree_state(made["out_dir"].parent) == before, "a test wrote into fsdp_checkpoint"
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -363,11 +363,9 @@ def hosts_yaml(cluster, path: Path, python: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ns_one(tmp_path_factory):
-    from harness.nshosts import NsCluster
+def ns_one(ns_hosts, tmp_path_factory):
 
-    cluster = NsCluster(1, tmp_path_factory.mktemp("hostile"))
-    cluster.start()
+    cluster = ns_hosts(1, tmp_path_factory.mktemp("hostile"))
     yield cluster
     cluster.stop()
 

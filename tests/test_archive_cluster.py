@@ -87,9 +87,8 @@ def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def ray_up(tmp_path_factory, fake_nvml_lib):
+def ray_up(ns_hosts, tmp_path_factory, fake_nvml_lib):
     """Two hosts, one fake GPU each (their NVML state files are the test's), Ray up."""
-    from harness.nshosts import NsCluster
 
     work = tmp_path_factory.mktemp("archive")
     states = {n: work / f"{n}.nvml" for n in ("node1", "node2")}
@@ -99,8 +98,7 @@ def ray_up(tmp_path_factory, fake_nvml_lib):
         n: {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(s)}
         for n, s in states.items()
     }
-    cluster = NsCluster(2, work / "hosts", host_env=host_env)
-    cluster.start()
+    cluster = ns_hosts(2, work / "hosts", host_env=host_env)
     path = hosts_yaml(cluster, work / "hosts.yaml")
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     jobdir = work / "job"

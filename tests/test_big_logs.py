@@ -190,11 +190,8 @@ N_BODY = 200_000  # ~23 MB: the older part takes a while to load, so the tail sh
 
 
 @pytest.fixture(scope="module")
-def ray1(tmp_path_factory):
-    from test_ray_lifecycle import running_ray
-
-    with running_ray(tmp_path_factory.mktemp("biglog"), 1) as up:
-        yield up
+def ray1(ray_shared1):
+    return ray_shared1
 
 
 def _body_and_follow(text: str) -> tuple[list[int], list[int]]:

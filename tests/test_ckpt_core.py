@@ -113,13 +113,11 @@ def standard_layout(disks: dict[str, Path]) -> None:
 
 
 @pytest.fixture(scope="module")
-def ck3(tmp_path_factory):
+def ck3(ns_hosts, tmp_path_factory):
     """Three hosts, each with its own disk bind-mounted on the one checkpoint path."""
-    from harness.nshosts import NsCluster
 
     work = tmp_path_factory.mktemp("ckpt")
-    cluster = NsCluster(3, work / "hosts")
-    cluster.start()
+    cluster = ns_hosts(3, work / "hosts")
     try:
         root, disks = mount_disks(cluster, work, ["node1", "node2", "node3"])
         path = hosts_yaml(cluster, work / "hosts.yaml")

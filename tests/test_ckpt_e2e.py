@@ -16,15 +16,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ckpt.make_fsdp_checkpoint import files_by_writer, make_fsdp_checkpoint
+from ckpt.make_fsdp_checkpoint import files_by_writer
 from test_ray_lifecycle import VENV_PY, hosts_yaml
 
 STEP = 3
 
 
 @pytest.fixture(scope="module")
-def real_ckpt(tmp_path_factory) -> dict:
-    return make_fsdp_checkpoint(tmp_path_factory.mktemp("realckpt") / "run", STEP)
+def real_ckpt(fsdp_checkpoint: dict) -> dict:
+    assert fsdp_checkpoint["step_dir"].name == f"global_step_{STEP}"
+    return fsdp_checkpoint
 
 
 def _copy(src_root: Path, rel: str, dst_root: Path) -> None:

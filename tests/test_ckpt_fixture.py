@@ -11,16 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from ckpt.make_fsdp_checkpoint import files_by_writer, make_fsdp_checkpoint
+from ckpt.make_fsdp_checkpoint import files_by_writer
 
 STEP = 3
 WS = 2
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("fsdp_ckpt")
-    return make_fsdp_checkpoint(root / "checkpoints", STEP)
+def ckpt(fsdp_checkpoint: dict) -> dict:
+    """The run's checkpoint (conftest: trained once at step CKPT_STEP, read-only)."""
+    assert fsdp_checkpoint["step_dir"].name == f"global_step_{STEP}"
+    return fsdp_checkpoint
 
 
 def _merge(local_dir: Path, target_dir: Path) -> subprocess.CompletedProcess:

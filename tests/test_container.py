@@ -100,14 +100,12 @@ def in_host(cluster, name: str, pattern: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def podhosts(tmp_path_factory, fake_nvml_lib):
-    from harness.nshosts import NsCluster
+def podhosts(ns_hosts, tmp_path_factory, fake_nvml_lib):
 
     work = tmp_path_factory.mktemp("container")
     for name in NAMES:  # named after the container's hostname: found only from inside
         write_state(work / f"ctr-{name}.nvml", [FakeGpu(util=33)])
-    cluster = NsCluster(2, work / "hosts")
-    cluster.start()
+    cluster = ns_hosts(2, work / "hosts")
     names = {n: f"vt-{cluster.prefix}-{n}" for n in NAMES}
     setup = [f'export LD_LIBRARY_PATH={fake_nvml_lib} FAKE_NVML_STATE="{work}/$(hostname).nvml"']
     path = hosts_file(

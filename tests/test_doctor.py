@@ -112,15 +112,14 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def dc(tmp_path_factory, fake_nvml_lib):
+def dc(ns_hosts, tmp_path_factory, fake_nvml_lib):
     root = tmp_path_factory.mktemp("doctor")
     states = {n: root / f"{n}.nvml" for n in NAMES}
     host_env = {
         n: {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(states[n])} for n in NAMES
     }
-    cluster = NsCluster(3, root / "cluster", host_env=host_env)
+    cluster = ns_hosts(3, root / "cluster", host_env=host_env)
     try:
-        cluster.start()
         yield Env(cluster, root, states)
     finally:
         cluster.stop()

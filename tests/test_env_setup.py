@@ -63,9 +63,8 @@ def write_hosts(cluster, path: Path, *, setup: list[str], per_host: dict | None 
 
 
 @pytest.fixture(scope="module")
-def envhosts(tmp_path_factory, fake_nvml_lib):
+def envhosts(ns_hosts, tmp_path_factory, fake_nvml_lib):
     """Two hosts with a hostile start-up file; a hosts.yaml whose env_setup fixes it; Ray up."""
-    from harness.nshosts import NsCluster
 
     work = tmp_path_factory.mktemp("envsetup")
     bare = work / "bare"
@@ -79,8 +78,7 @@ def envhosts(tmp_path_factory, fake_nvml_lib):
     for name in ("node1", "node2"):
         write_state(work / f"{name}.nvml", [FakeGpu(util=11), FakeGpu(util=22)])
     host_env = {n: {"BASH_ENV": str(startup)} for n in ("node1", "node2")}
-    cluster = NsCluster(2, work / "hosts", host_env=host_env)
-    cluster.start()
+    cluster = ns_hosts(2, work / "hosts", host_env=host_env)
     setup = [
         f"source {activate}",
         "echo 'setup noise on stdout'; echo 'setup noise on stderr' >&2",

@@ -32,7 +32,6 @@ from fakenvml.fakenvml import (
     build_fake_nvml,
     write_state,
 )
-from harness.nshosts import NsCluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -364,7 +363,7 @@ def test_judge_errors_warnings_and_what_is_routine() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory, fake_nvml_lib, old_driver_lib) -> Path:
+def hosts(ns_hosts, tmp_path_factory, fake_nvml_lib, old_driver_lib) -> Path:
     root = tmp_path_factory.mktemp("gpuhealth")
     states = {
         "node1": [FakeGpu(util=93, ecc_uncorrected=(2, 2)), FakeGpu(util=91)],
@@ -380,9 +379,8 @@ def hosts(tmp_path_factory, fake_nvml_lib, old_driver_lib) -> Path:
         write_state(root / f"{name}.nvml", gpus)
         lib = old_driver_lib if name == "node3" else fake_nvml_lib
         env[name] = {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(root / f"{name}.nvml")}
-    cluster = NsCluster(4, root / "cluster", host_env=env)
+    cluster = ns_hosts(4, root / "cluster", host_env=env)
     try:
-        cluster.start()
         yield cluster.write_hosts_yaml(root / "hosts.yaml", python=sys.executable)
     finally:
         cluster.stop()

@@ -11,9 +11,9 @@ import time
 from urllib.parse import unquote
 
 import pytest
+from harness.raycluster import VENV_PY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ray_lifecycle import VENV_PY, running_ray
 
 from tui.cluster.dashboard import (
     BadJobId,
@@ -52,9 +52,8 @@ HOSTILE = [
 
 
 @pytest.fixture(scope="module")
-def ray_one(tmp_path_factory):
-    with running_ray(tmp_path_factory.mktemp("jobids"), 1) as up:
-        yield up
+def ray_one(ray_shared1):
+    return ray_shared1
 
 
 def cli(env, *args: str, timeout: float = 120):

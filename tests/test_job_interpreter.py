@@ -21,9 +21,8 @@ def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def shadowed(tmp_path_factory):
+def shadowed(ns_hosts, tmp_path_factory):
     """Two hosts whose start-up file prepends a bare venv's bin (no ray) to PATH."""
-    from harness.nshosts import NsCluster
 
     work = tmp_path_factory.mktemp("interp")
     bare = work / "bare"
@@ -31,8 +30,7 @@ def shadowed(tmp_path_factory):
     startup = work / "startup.sh"
     startup.write_text(f'export PATH="{bare}/bin:$PATH"\n')
     host_env = {n: {"BASH_ENV": str(startup)} for n in ("node1", "node2")}
-    cluster = NsCluster(2, work / "hosts", host_env=host_env)
-    cluster.start()
+    cluster = ns_hosts(2, work / "hosts", host_env=host_env)
     path = hosts_yaml(cluster, work / "hosts.yaml")
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:

@@ -10,17 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_ray_lifecycle import VENV_PY, running_ray
+from harness.raycluster import VENV_PY
 
 
 @pytest.fixture(scope="module")
-def ray_up(tmp_path_factory):
-    """Two hosts with Ray up for the whole module (bring-up costs ~15 s); Ray is told 4 GPUs
-    and 12 CPUs per node, so verl's sizing rules can pass on this machine."""
-    with running_ray(
-        tmp_path_factory.mktemp("jobs"), 2, ray_extra="num_cpus: 12", num_gpus=4
-    ) as up:
-        yield up
+def ray_up(ray_shared2):
+    """Two hosts with Ray up, shared with other modules; Ray is told 4 GPUs and 12 CPUs per
+    node, so verl's sizing rules can pass on this machine."""
+    return ray_shared2
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

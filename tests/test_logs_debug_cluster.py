@@ -11,17 +11,16 @@ import textwrap
 import time
 
 import pytest
+from harness.raycluster import VENV_PY
 from test_jobs import cli
-from test_ray_lifecycle import VENV_PY, running_ray
 
 from tui.config.hosts import load_inventory
 
 
 @pytest.fixture(scope="module")
-def ray2(tmp_path_factory):
-    """Two hosts with Ray up for the module."""
-    with running_ray(tmp_path_factory.mktemp("logsdebug"), 2, ray_extra="num_cpus: 4") as up:
-        yield up
+def ray2(ray_shared2):
+    """Two hosts with Ray up, shared with other modules."""
+    return ray_shared2
 
 
 def submit(env, path, sid: str, script: str, *extra: str) -> None:

@@ -99,11 +99,9 @@ def wait_present(list_fn, tag: str, count: int, timeout: float = 20.0) -> list[s
 
 
 @pytest.fixture(scope="module")
-def ns_one(tmp_path_factory):
-    from harness.nshosts import NsCluster
+def ns_one(ns_hosts, tmp_path_factory):
 
-    cluster = NsCluster(1, tmp_path_factory.mktemp("orphans"))
-    cluster.start()
+    cluster = ns_hosts(1, tmp_path_factory.mktemp("orphans"))
     yield cluster
     cluster.stop()
 

@@ -21,7 +21,7 @@ from test_jobs import cli
 
 from tui.jobs import hydra_values as hv
 
-ray_up = test_jobs.ray_up  # this module gets its own two-node cluster (4 GPUs, 12 CPUs each)
+ray_up = test_jobs.ray_up  # the shared two-node cluster (ray_shared2: 4 GPUs, 12 CPUs each)
 
 PRESET = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
 

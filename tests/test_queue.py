@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.raycluster import VENV_PY
 from test_notify import Hook, recorder
-from test_ray_lifecycle import VENV_PY, running_ray
 
 from tui.config.hosts import load_inventory
 from tui.jobs.queue import JobQueue, free_resources
@@ -32,15 +32,16 @@ time.sleep(600)
 
 
 @pytest.fixture(scope="module")
-def ray_q(tmp_path_factory):
-    """(cluster, hosts.yaml, env, payload file, webhook) for the module: one host with Ray."""
+def ray_q(ray_shared1, tmp_path_factory):
+    """(cluster, hosts.yaml, env, payload file, webhook) for the module: one host with Ray
+    (4 GPUs, 12 CPUs), shared with other modules."""
     work = tmp_path_factory.mktemp("queue")
     hook = Hook()
     argv, payloads = recorder(work)
-    with running_ray(work, 1, ray_extra="num_cpus: 12", num_gpus=4) as (cluster, path, env):
-        with path.open("a") as f:
-            f.write(f"notify:\n  command: {json.dumps(list(argv))}\n  webhook: {hook.url}\n")
-        yield cluster, path, env, payloads, hook
+    cluster, path, env = ray_shared1
+    with path.open("a") as f:
+        f.write(f"notify:\n  command: {json.dumps(list(argv))}\n  webhook: {hook.url}\n")
+    yield cluster, path, env, payloads, hook
     hook.close()
 
 

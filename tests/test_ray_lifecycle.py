@@ -4,120 +4,74 @@ and the ways bring-up must refuse or fail cleanly, leaving no Ray process behind
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.nshosts import NsCluster
+from harness.raycluster import (  # noqa: F401 (re-exported)
+    RAY_NAMES,
+    VENV_PY,
+    hosts_yaml,
+    ray_processes,
+    running_ray,
+    tui_cli,
+)
 
 from tui.cluster.ray_cluster import BringUpError, RayCluster
 from tui.config.hosts import load_inventory
 from tui.transport.fleet import Fleet
 
-VENV_PY = sys.executable
-RAY_NAMES = ("raylet", "gcs_server")
-
-
-def hosts_yaml(
-    cluster, path: Path, *, python: dict[str, str] | None = None, ray_extra: str = ""
-) -> Path:
-    lines = [
-        "cluster: raytest",
-        f"python: {VENV_PY}",
-        "ssh:",
-        "  user: root",
-        f"  identity_file: {cluster.client_key}",
-        f"  known_hosts: {cluster.known_hosts}",
-        "  config: ''",
-        "  connect_timeout: 5",
-        "ray:",
-        # Several Ray nodes share this machine: keep each one small.
-        "  memory: 1000000000",
-        "  object_store_memory: 100000000",
-        "  start_timeout: 60",
-        *(f"  {ln}" for ln in ray_extra.splitlines()),
-        "hosts:",
-    ]
-    for h in cluster.hosts:
-        lines += [f"  - name: {h.name}", f"    address: {h.address}"]
-        if python and h.name in python:
-            lines.append(f"    python: {python[h.name]}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@pytest.fixture
-def ray_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
-    """Three hosts with one fake GPU each (so --num-gpus comes from NVML)."""
-    env = {}
-    for name in ("node1", "node2", "node3"):
-        state = tmp_path / f"{name}.nvml"
-        write_state(state, [FakeGpu(util=0)])
-        env[name] = {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
-    cluster = ns_cluster_factory(3, host_env=env)
-    yield cluster
-    # Whatever a test did, no Ray may outlive it (the harness kills the hosts anyway).
-    for h in cluster.hosts:
-        if cluster.is_running(h.name):
-            cluster.exec_in(h.name, [VENV_PY, "-m", "ray.scripts.scripts", "stop", "--force"])
-
-
-@contextlib.contextmanager
-def running_ray(work: Path, count: int, *, ray_extra: str = "", num_gpus: int | None = None):
-    """`count` namespace hosts with Ray up (`verl-tui up`), for a test module; yields
-    (cluster, hosts.yaml, env with a private XDG_STATE_HOME); Ray down and hosts gone after."""
-    from harness.nshosts import NsCluster
-
-    cluster = NsCluster(count, work / "hosts")
-    cluster.start()
-    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra=ray_extra)
-    if num_gpus is not None:  # what Ray is told, so verl's sizing rules can pass here
-        text = path.read_text()
-        for h in cluster.hosts:
-            text = text.replace(
-                f"address: {h.address}\n", f"address: {h.address}\n    num_gpus: {num_gpus}\n"
-            )
-        path.write_text(text)
-    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
-    try:
-        up = subprocess.run(
-            [VENV_PY, "-m", "tui", "up", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-        )
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield cluster, path, env
-    finally:
-        subprocess.run(
-            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=env
-        )
-        cluster.stop()
-
-
-def ray_processes(cluster) -> dict[str, list[str]]:
-    out = {}
-    for h in cluster.hosts:
-        if not cluster.is_running(h.name):
-            continue
-        ps = cluster.exec_in(h.name, ["ps", "-eo", "comm="])
-        names = [n for n in ps.stdout.split() if n in RAY_NAMES or n.startswith("ray::")]
-        if names:
-            out[h.name] = names
-    return out
+# VENV_PY, hosts_yaml, running_ray and ray_processes live in harness.raycluster; they stay
+# importable from here for the modules that import them from this one.
+pytestmark = pytest.mark.ray
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return tui_cli(dict(os.environ), *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def _three_hosts(ns_hosts, fake_nvml_lib, tmp_path_factory) -> Iterator[NsCluster]:
+    """Three hosts with one fake GPU each (so --num-gpus comes from NVML), for the module."""
+    work = tmp_path_factory.mktemp("raylife")
+    env = {}
+    for name in ("node1", "node2", "node3"):
+        state = work / f"{name}.nvml"
+        write_state(state, [FakeGpu(util=0)])
+        env[name] = {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
+    cluster = ns_hosts(3, work / "hosts", host_env=env)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _routes(cluster: NsCluster, name: str) -> list[str]:
+    return cluster.exec_in(name, ["ip", "route", "show", "table", "all"]).stdout.splitlines()
+
+
+@pytest.fixture
+def ray_hosts(_three_hosts: NsCluster) -> Iterator[NsCluster]:
+    """The module's three hosts as a fresh boot: no process but sshd, empty /tmp/ray and
+    /dev/shm, the routes they started with. Whatever a test did (Ray started, a host killed, a
+    route blackholed), every host is restarted after it (sshd is PID 1 of the host: its death
+    takes every process along) and its routes are put back."""
+    cluster = _three_hosts
+    routes = {h.name: _routes(cluster, h.name) for h in cluster.hosts}
+    yield cluster
+    for h in cluster.hosts:
+        cluster.start_host(h.name)
+        for line in set(_routes(cluster, h.name)) - set(routes[h.name]):
+            cluster.exec_in(h.name, ["ip", "route", "del", *line.split()], check=True)
+        assert _routes(cluster, h.name) == routes[h.name], h.name
 
 
 @pytest.fixture(scope="session")
@@ -156,7 +110,9 @@ def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
     assert set(by_host) == {"node1", "node2", "node3"}
     assert by_host["node1"]["is_head"] and by_host["node2"]["node_ip"] == ray_hosts.hosts[1].address
     assert all(n["alive"] and n["gpus"] == 1 and n["cpus"] >= 1 for n in doc["nodes"])
-    assert doc["dashboard"].startswith("unix:/")  # the private socket (tests/test_forward_private.py)
+    assert doc["dashboard"].startswith(
+        "unix:/"
+    )  # the private socket (tests/test_forward_private.py)
 
     # The dashboard listens on the head's loopback only.
     listeners = ray_hosts.exec_in("node1", ["ss", "-ltnH", "sport = :8265"]).stdout.split("\n")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_ray_lifecycle import VENV_PY, running_ray
+from harness.raycluster import VENV_PY
 
 from tui.jobs.secrets import is_secret_name, masked
 
@@ -55,15 +55,12 @@ def test_secret_names():
 
 
 @pytest.fixture(scope="module")
-def ray_one(tmp_path_factory):
-    with running_ray(
-        tmp_path_factory.mktemp("secrets"),
-        1,
-    ) as (cluster, path, env):
-        # hosts.yaml's own extra secret name (top level, validated with the rest).
-        path.write_text("secret_env: [MY_PRIVATE_THING]\n" + path.read_text())
-        env = {k: v for k, v in env.items() if k not in ("WANDB_API_KEY", "MY_PRIVATE_THING")}
-        yield cluster, path, env
+def ray_one(ray_shared1):
+    cluster, path, env = ray_shared1
+    # hosts.yaml's own extra secret name (top level, validated with the rest).
+    path.write_text("secret_env: [MY_PRIVATE_THING]\n" + path.read_text())
+    env = {k: v for k, v in env.items() if k not in ("WANDB_API_KEY", "MY_PRIVATE_THING")}
+    return cluster, path, env
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

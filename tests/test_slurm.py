@@ -77,10 +77,9 @@ def base_yaml(ns, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory, fake_nvml_lib):
+def slurm(ns_hosts, tmp_path_factory, fake_nvml_lib):
     """Two namespace hosts (4 fake GPUs each) with Slurm over them; yields
     (ns, slurm, work dir, env for the CLI)."""
-    from harness.nshosts import NsCluster
     from harness.slurm import SlurmCluster
 
     work = tmp_path_factory.mktemp("slurm")
@@ -89,8 +88,7 @@ def slurm(tmp_path_factory, fake_nvml_lib):
         state = work / f"{name}.nvml"
         write_state(state, [FakeGpu(util=10 * i + g) for g in range(GPUS)])
         host_env[name] = {"LD_LIBRARY_PATH": str(fake_nvml_lib), "FAKE_NVML_STATE": str(state)}
-    ns = NsCluster(2, work / "hosts", host_env=host_env)
-    ns.start()
+    ns = ns_hosts(2, work / "hosts", host_env=host_env)
     cluster = SlurmCluster(ns, work / "slurm", gpus_per_node=GPUS)
     try:
         cluster.start()  # fails loudly (HarnessError with the daemons' logs), never skips

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ckpt.make_fsdp_checkpoint import files_by_writer, make_fsdp_checkpoint
+from ckpt.make_fsdp_checkpoint import files_by_writer
+from harness.raycluster import VENV_PY
 from test_jobs import cli, wait_status
-from test_ray_lifecycle import VENV_PY, running_ray
 
 STEP = 3  # the complete save
 HALF_STEP = 6  # a later save cut short by the failure: rank 1's shards never written
@@ -81,14 +81,16 @@ sys.exit(1)
 
 
 @pytest.fixture(scope="module")
-def real_ckpt(tmp_path_factory) -> dict:
-    return make_fsdp_checkpoint(tmp_path_factory.mktemp("supckpt") / "run", STEP)
+def real_ckpt(fsdp_checkpoint: dict) -> dict:
+    assert fsdp_checkpoint["step_dir"].name == f"global_step_{STEP}"
+    return fsdp_checkpoint
 
 
 @pytest.fixture(scope="module")
-def ray_up(tmp_path_factory):
+def ray_up(ray_own, tmp_path_factory):
+    """Two hosts of the module's own (its tests cut links and stop a node's Ray)."""
     work = tmp_path_factory.mktemp("supervisor")
-    with running_ray(work, 2, ray_extra="num_cpus: 4", num_gpus=1) as up:
+    with ray_own(work, 2, ray_extra="num_cpus: 4", num_gpus=1) as up:
         _cluster, path, _env = up
         # Quick keepalive: a cut host is noticed in ~2 s (the retry must wait for it).
         text = path.read_text().replace(

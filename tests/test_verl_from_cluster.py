@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-from harness.nshosts import NsCluster
 
 PRESET = "grpo-gsm8k-qwen2.5-0.5b"  # by name: found among the shipped presets
 REAL_VERL = Path(site.getsitepackages()[0]) / "verl"
@@ -38,11 +37,10 @@ def _site_without(dst: Path, names: tuple[str, ...]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> dict:
+def env(ns_hosts, tmp_path_factory) -> dict:
     """One namespace host, the no-verl cockpit site, a private cache and config dir."""
     root = tmp_path_factory.mktemp("vfc")
-    cluster = NsCluster(1, root / "hosts")
-    cluster.start()
+    cluster = ns_hosts(1, root / "hosts")
     try:
         site_dir = _site_without(root / "site", ("verl", "torch"))
         run_env = {

@@ -451,6 +451,11 @@ class NsCluster:
             _run(["ip", "link", "set", host.veth, "up"])
             self._link_is_down.discard(name)
 
+    def link_is_up(self, name: str) -> bool:
+        """False between `link_down(name)` and `link_up(name)`."""
+        self.host(name)
+        return name not in self._link_is_down
+
     def is_running(self, name: str) -> bool:
         host = self.host(name)
         return host.sshd_pid is not None and _pid_alive(host.sshd_pid)

@@ -1,0 +1,247 @@
+"""Ray on namespace hosts for the test suite: a hosts.yaml for an `NsCluster`, a module's own
+cluster with Ray up (`running_ray`), and `RayPool`, the session's clusters shared by shape.
+
+Bringing Ray up on namespace hosts costs 15-60 s of a 2-core machine; most modules only need "a
+healthy cluster with Ray up" and leave it as they found it. Those lease one from the session's
+pool by shape (host count and what Ray is told); the pool checks the cluster after each lease and
+restores it (stops jobs left running) or rebuilds it (a host killed or cut off, a Ray node gone).
+Tests that kill hosts, restart Ray on purpose or test bring-up itself keep their own cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from harness.nshosts import HarnessError, NsCluster
+
+__all__ = [
+    "RAY_NAMES",
+    "VENV_PY",
+    "Lease",
+    "RayPool",
+    "Shape",
+    "hosts_yaml",
+    "ray_processes",
+    "running_ray",
+    "stop_hosts",
+    "tui_cli",
+]
+
+VENV_PY = sys.executable
+RAY_NAMES = ("raylet", "gcs_server")
+ACTIVE = ("PENDING", "RUNNING")
+
+
+def hosts_yaml(
+    cluster: NsCluster,
+    path: Path,
+    *,
+    python: dict[str, str] | None = None,
+    ray_extra: str = "",
+    num_gpus: int | None = None,
+) -> Path:
+    """The product's hosts.yaml for `cluster`: `python` overrides a host's interpreter,
+    `ray_extra` adds lines under `ray:`, `num_gpus` is what Ray is told each host has."""
+    lines = [
+        "cluster: raytest",
+        f"python: {VENV_PY}",
+        "ssh:",
+        "  user: root",
+        f"  identity_file: {cluster.client_key}",
+        f"  known_hosts: {cluster.known_hosts}",
+        "  config: ''",
+        "  connect_timeout: 5",
+        "ray:",
+        # Several Ray nodes share this machine: keep each one small.
+        "  memory: 1000000000",
+        "  object_store_memory: 100000000",
+        "  start_timeout: 60",
+        *(f"  {ln}" for ln in ray_extra.splitlines()),
+        "hosts:",
+    ]
+    for h in cluster.hosts:
+        lines += [f"  - name: {h.name}", f"    address: {h.address}"]
+        if python and h.name in python:
+            lines.append(f"    python: {python[h.name]}")
+        if num_gpus is not None:  # what Ray is told, so verl's sizing rules can pass here
+            lines.append(f"    num_gpus: {num_gpus}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def tui_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`verl-tui ARGS` in a subprocess of this venv's Python, output captured."""
+    return subprocess.run(
+        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def ray_processes(cluster: NsCluster) -> dict[str, list[str]]:
+    """Ray's processes left on each running host (an empty dict: none)."""
+    out = {}
+    for h in cluster.hosts:
+        if not cluster.is_running(h.name):
+            continue
+        ps = cluster.exec_in(h.name, ["ps", "-eo", "comm="])
+        names = [n for n in ps.stdout.split() if n in RAY_NAMES or n.startswith("ray::")]
+        if names:
+            out[h.name] = names
+    return out
+
+
+@contextlib.contextmanager
+def running_ray(
+    work: Path, count: int, *, ray_extra: str = "", num_gpus: int | None = None
+) -> Iterator[tuple[NsCluster, Path, dict[str, str]]]:
+    """`count` namespace hosts with Ray up (`verl-tui up`) of the caller's own; yields
+    (cluster, hosts.yaml, env with a private XDG_STATE_HOME); the hosts gone after, and Ray
+    with them (see `stop_hosts`). For a module that only needs a healthy cluster,
+    `RayPool.lease` shares one instead."""
+    cluster = NsCluster(count, work / "hosts")
+    cluster.start()
+    path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra=ray_extra, num_gpus=num_gpus)
+    env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+    try:
+        up = tui_cli(env, "up", str(path), timeout=240)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield cluster, path, env
+    finally:
+        stop_hosts(cluster)
+
+
+def stop_hosts(cluster: NsCluster) -> None:
+    """The hosts gone, with their Ray: every Ray process lives in a host's pid namespace, whose
+    PID 1 (sshd) takes it along, and /tmp/ray and /dev/shm are the host's own tmpfs. (`verl-tui
+    down` first would cost a `ray stop` — an import of Ray, ~2.5 s of CPU — per host; tests of
+    `down` itself run it.)"""
+    cluster.stop()
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a shared cluster is: its host count and what Ray is told on every host."""
+
+    hosts: int
+    ray_extra: str = ""
+    num_gpus: int | None = None
+
+    @property
+    def name(self) -> str:
+        extra = "".join(ch for ch in self.ray_extra if ch.isalnum())
+        return f"h{self.hosts}{extra}g{self.num_gpus}"
+
+
+@dataclass
+class _Live:
+    cluster: NsCluster
+    path: Path  # the hosts.yaml Ray was brought up with (the pool's own)
+    env: dict[str, str]
+
+
+class Lease(NamedTuple):
+    """A shared cluster lent to one module: its own copy of hosts.yaml (add keys freely: Ray is
+    already up) and its own XDG_STATE_HOME (history, queue, locks); unpacks as running_ray's."""
+
+    cluster: NsCluster
+    path: Path
+    env: dict[str, str]
+
+
+class RayPool:
+    """The session's shared clusters, one per `Shape`, each with Ray up; see the module text.
+
+    `bring_ups` counts the bring-ups per shape and `rebuilds` why a cluster was not found
+    healthy after a lease (both printed at the end of the run)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._live: dict[Shape, _Live] = {}
+        self.bring_ups: Counter[Shape] = Counter()
+        self.rebuilds: list[str] = []
+
+    @contextlib.contextmanager
+    def lease(self, shape: Shape, work: Path) -> Iterator[Lease]:
+        """A healthy cluster of `shape` for the `with` body (a test module); checked after."""
+        live = self._live.get(shape) or self._bring_up(shape)
+        work.mkdir(parents=True, exist_ok=True)
+        path = work / "hosts.yaml"
+        shutil.copyfile(live.path, path)
+        env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+        try:
+            yield Lease(live.cluster, path, env)
+        finally:
+            problem = self._restore(live)
+            if problem:
+                self.rebuilds.append(f"{shape.name}: {problem}")
+                self.stop(shape)
+
+    def live(self) -> list[Shape]:
+        return list(self._live)
+
+    def stop(self, shape: Shape) -> None:
+        """Ray down and the hosts gone (the next lease of `shape` brings a new one up)."""
+        live = self._live.pop(shape, None)
+        if live is not None:
+            stop_hosts(live.cluster)
+
+    def stop_all(self) -> None:
+        for shape in list(self._live):
+            self.stop(shape)
+
+    def _bring_up(self, shape: Shape) -> _Live:
+        self.bring_ups[shape] += 1
+        work = self.root / f"{shape.name}-{self.bring_ups[shape]}"
+        work.mkdir(parents=True)
+        cluster = NsCluster(shape.hosts, work / "hosts")
+        cluster.start()
+        try:
+            path = hosts_yaml(
+                cluster, work / "hosts.yaml", ray_extra=shape.ray_extra, num_gpus=shape.num_gpus
+            )
+            env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
+            up = tui_cli(env, "up", str(path), timeout=240)
+            if up.returncode != 0:
+                raise HarnessError(
+                    f"shared cluster {shape.name}: up failed\n{up.stdout}{up.stderr}"
+                )
+        except BaseException:
+            cluster.stop()
+            raise
+        live = _Live(cluster, path, env)
+        self._live[shape] = live
+        return live
+
+    def _restore(self, live: _Live) -> str | None:
+        """Leave the cluster as the next module expects it: every host up with its link, every
+        Ray node alive, no job running (those are stopped). Returns what could not be restored."""
+        cluster = live.cluster
+        down = [h.name for h in cluster.hosts if not cluster.is_running(h.name)]
+        cut = [h.name for h in cluster.hosts if not cluster.link_is_up(h.name)]
+        if down or cut:
+            return f"hosts down {down}, links cut {cut}"
+        status = tui_cli(live.env, "status", str(live.path), "--json", timeout=120)
+        try:
+            alive = json.loads(status.stdout)["nodes_alive"]
+        except (ValueError, KeyError, TypeError):
+            return f"status: {status.stdout}{status.stderr}"
+        if status.returncode != 0 or alive != len(cluster.hosts):
+            return f"{alive} of {len(cluster.hosts)} Ray nodes alive"
+        jobs = tui_cli(live.env, "jobs", str(live.path), "--json", timeout=120)
+        if jobs.returncode != 0:
+            return f"jobs: {jobs.stderr}"
+        for job in json.loads(jobs.stdout)["jobs"]:
+            if job["status"] in ACTIVE:
+                stop = tui_cli(live.env, "stop", str(live.path), job["submission_id"])
+                if stop.returncode != 0:
+                    return f"stop {job['submission_id']}: {stop.stderr}"
+        return None
