@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from tui.cluster import dashboard_schema as schema
 from tui.cluster.dashboard_schema import SUBMISSION_ID_RE, SUBMISSION_ID_RULE, AnswerError
 from tui.config.yamlfile import ConfigError
+from tui.fmt import human_size
 from tui.sanitize import one_line
 from tui.transport.http import Endpoint, HttpError, HttpTooLarge, Response, request
 from tui.transport.types import PathForward, TransportError
@@ -106,10 +107,16 @@ _PATH_OK = re.compile(r"/api/[A-Za-z0-9._~%/-]*(\?[A-Za-z0-9._~%=&!-]*)?")
 
 
 MIB = 1 << 20
-ANSWER_CAP = 64 * MIB  # a job list, a log, the state API's rows: the largest answers
+ANSWER_CAP = 32 * MIB  # a job list, the state API's rows: the largest JSON answers
+LOG_CAP = 64 * MIB  # a whole driver log (one string) and one message of its tail
 JOB_CAP = 8 * MIB  # one job (its runtime_env and metadata included)
+# Decoded JSON can take far more memory than its text ("[{},{},…" is 24x): an answer may hold
+# at most this many values, counted before decoding as the bytes that can start or separate
+# one (`{`, `[`, `,`; those inside strings count too, so this is an upper bound). 10,000 Ray
+# tasks with details are ~300,000.
+MAX_JSON_ITEMS = 2_000_000
 SMALL_CAP = 64 * 1024  # submit / stop / delete / metadata answers, an existence check
-LOG_DEADLINE_S = 60.0  # a whole log (up to ANSWER_CAP) over a slow link
+LOG_DEADLINE_S = 60.0  # a whole log (up to LOG_CAP) over a slow link
 UPLOAD_FLOOR_BPS = 1 * MIB  # a package upload gets its timeout plus size at this rate
 
 
@@ -145,8 +152,10 @@ class DashboardClient:
         max_body: int = ANSWER_CAP,
         deadline_s: float | None = None,
         parse: bool = True,
+        max_items: int | None = MAX_JSON_ITEMS,
     ) -> Any:
-        """One request, its JSON answer (None for an empty one, or when not `parse`)."""
+        """One request, its JSON answer (None for an empty one, or when not `parse`);
+        `max_items` None for an answer that is one big string (a log)."""
         if not _PATH_OK.fullmatch(path) or "/../" in path + "/" or "/./" in path + "/":
             raise DashboardError(
                 f"refusing a request path not built by api_path: {one_line(path, 120)}"
@@ -171,6 +180,14 @@ class DashboardClient:
         _check_status(resp, method, path, self.label)
         if not parse or not resp.body:
             return None
+        if max_items is not None:
+            items = sum(resp.body.count(c) for c in (b"{", b"[", b","))
+            if items > max_items:
+                raise _failed(
+                    f"{where} sent too much: over {max_items:,} JSON values "
+                    f"({human_size(len(resp.body))})",
+                    sent=True,
+                )
         try:
             return json.loads(resp.body)
         except (ValueError, RecursionError):
@@ -213,12 +230,14 @@ class DashboardClient:
         )
 
     async def job_logs(self, sid: str) -> str:
-        """The job's whole driver log as the Jobs API has it (up to ANSWER_CAP)."""
+        """The job's whole driver log as the Jobs API has it (up to LOG_CAP)."""
         answer = await self._call(
             "GET",
             job_path(sid, "logs"),
             lambda v: schema.check_object(v, schema.LOGS),
             deadline_s=max(self.timeout, LOG_DEADLINE_S),
+            max_body=LOG_CAP,
+            max_items=None,
         )
         return answer["logs"]
 
@@ -267,9 +286,20 @@ class DashboardClient:
         return answer["deleted"]
 
     async def exists(self, path: str) -> bool:
-        """GET that tells 200 from 404 (other errors raise); the body is not read as JSON."""
+        """GET that tells 200 from 404 (other errors raise); a body, if any, must be JSON (a
+        page of HTML is not Ray saying yes)."""
         try:
-            await self._call("GET", path, max_body=SMALL_CAP, parse=False)
+            await self._call("GET", path, max_body=SMALL_CAP)
+        except DashboardHTTPError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def job_exists(self, sid: str) -> bool:
+        """Whether the head knows job `sid`: its checked info (True) or a 404 (False)."""
+        try:
+            await self.job_info(sid)
         except DashboardHTTPError as exc:
             if exc.status == 404:
                 return False

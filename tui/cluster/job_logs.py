@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui.cluster import driver_log
 from tui.cluster.dashboard import (
-    ANSWER_CAP,
+    LOG_CAP,
     TERMINAL,
     DashboardClient,
     DashboardError,
@@ -84,7 +84,7 @@ async def _tail(client: DashboardClient, sid: str) -> AsyncIterator[str]:
         # module fails on the first compressed frame and closes the tail with no message.
         async with client.websocket(
             job_path(sid, "logs", "tail"),
-            max_size=ANSWER_CAP,  # one message: bounded like any answer
+            max_size=LOG_CAP,  # one message: bounded like any answer
             open_timeout=client.timeout,
             compression=None,
             ping_interval=20,

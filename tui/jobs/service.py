@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import TERMINAL, DashboardError, check_job_id, job_path
+from tui.cluster.dashboard import TERMINAL, DashboardError, check_job_id
 from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
@@ -286,7 +286,7 @@ async def record_then_post(
         sid = await submit(client, sub)
     except (DashboardError, OSError) as exc:
         try:
-            there = await client.exists(job_path(sub.submission_id))
+            there = await client.job_exists(sub.submission_id)
         except (DashboardError, OSError) as check:
             why = "" if isinstance(exc, DashboardError) and _answered(exc) else " after sending"
             raise SubmitOutcomeUnknown(
@@ -340,7 +340,7 @@ async def submit_and_record(
             f"{cluster.inv.cluster}: choose another one"
         )
     # The head's own jobs too: a POST refused as a duplicate must not read as ours.
-    if await (await cluster.dashboard()).exists(job_path(sub.submission_id)):
+    if await (await cluster.dashboard()).job_exists(sub.submission_id):
         raise DashboardError(
             f"submission id {sub.submission_id} is already a job on the head: choose another one"
         )

@@ -40,6 +40,7 @@ BELL_KINDS = frozenset({"job-end", "job-failed", "retry", "queue-start"})
 STDERR_TAIL = 300  # characters of a failed command's stderr in its line
 STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
 READ_CHUNK = 1 << 16
+EXIT_POLL_S = 0.05
 TERM_GRACE_S = 0.5  # a timed-out command's group: TERM, then KILL after this
 ANSWER_CAP = 64 * 1024  # a webhook's answer body (read, then dropped)
 
@@ -96,9 +97,15 @@ async def run_command(argv: tuple[str, ...], body: bytes, timeout: float) -> Non
             tail.extend(chunk)
             del tail[:-STDERR_KEEP]
 
+    async def exited() -> None:
+        # Not proc.wait(): asyncio's waits for the pipes to close too, which a child holding
+        # stderr delays until it ends (the hang this replaces).
+        while proc.returncode is None:
+            await asyncio.sleep(EXIT_POLL_S)
+
     reader = asyncio.ensure_future(read_stderr())
     try:
-        await asyncio.wait_for(asyncio.gather(feed(), proc.wait()), timeout)
+        await asyncio.wait_for(asyncio.gather(feed(), exited()), timeout)
         timed_out = False
     except asyncio.TimeoutError:
         timed_out = True

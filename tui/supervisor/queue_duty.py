@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tui.cluster.dashboard import TERMINAL, DashboardError, job_path
+from tui.cluster.dashboard import TERMINAL, DashboardError
 from tui.fmt import duration
 from tui.jobs.queue import (
     JobQueue,
@@ -129,7 +129,7 @@ class QueueDuty:
         if entry.state != "starting":
             return False
         client = await ctx.dashboard()
-        if await client.exists(job_path(entry.submission_id)):
+        if await client.job_exists(entry.submission_id):
             queue.finish_start(entry.submission_id, entry.needs)
             self._tag(ctx, entry)
             out.append(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.dashboard import job_path
 from tui.jobs.service import record_for, record_then_post
 from tui.jobs.submit import Submission
 from tui.supervisor.duty import SubmitRejected
@@ -51,7 +50,7 @@ async def build_validated_report(ctx: SupervisorContext, spec: JobSpec) -> tuple
 async def on_head(ctx: SupervisorContext, sid: str) -> bool:
     """Whether the head knows submission `sid` (a 404 is no)."""
     client = await ctx.dashboard()
-    return await client.exists(job_path(sid))
+    return await client.job_exists(sid)
 
 
 async def submit_validated(

@@ -110,7 +110,8 @@ class _DeadlineSocket:
         return io.BufferedReader(_DeadlineReader(self), READ_CHUNK)
 
     def close(self) -> None:
-        self.sock.close()
+        """Nothing: http.client closes the connection while the answer is still being read
+        (Connection: close); the socket is closed by `request` when it is done."""
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -167,6 +168,7 @@ class _Connection(http.client.HTTPConnection):
         super().__init__(ep.host, ep.port)
         self._ep = ep
         self._deadline = deadline
+        self.opened: socket.socket | None = None
 
     def connect(self) -> None:
         ep, deadline = self._ep, self._deadline
@@ -182,6 +184,7 @@ class _Connection(http.client.HTTPConnection):
         except BaseException:
             sock.close()
             raise
+        self.opened = sock
         self.sock = _DeadlineSocket(sock, deadline)
 
 
@@ -229,13 +232,15 @@ def request(
             "connection broke"
             if sent
             else "cannot connect"
-            if conn.sock is None
+            if conn.opened is None
             else "sending failed"
         )
         why = one_line(exc.strerror or exc, 160)
         raise HttpError(f"{phase}: {why}", sent=sent) from None
     finally:
         conn.close()
+        if conn.opened is not None:
+            conn.opened.close()
 
 
 def _read_capped(resp: http.client.HTTPResponse, cap: int, *, sent: bool) -> bytes:
@@ -244,13 +249,16 @@ def _read_capped(resp: http.client.HTTPResponse, cap: int, *, sent: bool) -> byt
         raise HttpTooLarge(
             f"answer of {human_size(declared)} is over the {human_size(cap)} limit", sent=sent
         )
-    out = bytearray()
+    # Chunks, joined once at the end: a growing bytearray needs twice its size while it moves.
+    chunks: list[bytes] = []
+    total = 0
     while True:
-        chunk = resp.read(min(READ_CHUNK, cap + 1 - len(out)))
+        chunk = resp.read(min(READ_CHUNK, cap + 1 - total))
         if not chunk:
-            return bytes(out)
-        out += chunk
-        if len(out) > cap:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > cap:
             raise HttpTooLarge(f"answer passed the {human_size(cap)} limit", sent=sent)
 
 

@@ -77,6 +77,8 @@ async def splice(
     async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while data := await src.read(SPLICE_CHUNK):
+                if dst.is_closing():  # the other side has gone: drain() would not say so
+                    break
                 dst.write(data)
                 await dst.drain()
         with contextlib.suppress(OSError, RuntimeError):
@@ -96,30 +98,42 @@ class LocalPathForward:
     """The local transport's private forward: the Unix socket, spliced to 127.0.0.1:port here
     (the dashboard of a `localhost` head is already on this machine's loopback)."""
 
-    def __init__(self, folder: PrivateDir, server: asyncio.AbstractServer):
+    def __init__(self, folder: PrivateDir, remote_host: str, remote_port: int):
         self._folder = folder
-        self._server = server
+        self._remote = (remote_host, remote_port)
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.path = folder.path
 
     @classmethod
     async def open(cls, remote_host: str, remote_port: int) -> LocalPathForward:
-        folder = PrivateDir()
-
-        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                up_reader, up_writer = await asyncio.open_connection(remote_host, remote_port)
-            except OSError:
-                writer.close()
-                return
-            await splice(reader, writer, up_reader, up_writer)
-
+        fwd = cls(PrivateDir(), remote_host, remote_port)
         try:
-            server = await asyncio.start_unix_server(connected, folder.path)
+            # A plain callback that starts its own task: a connection still open when the loop
+            # ends is cancelled quietly (Python 3.11's stream callback reports a cancelled
+            # handler task as an error).
+            fwd._server = await asyncio.start_unix_server(fwd._accept, fwd.path)
         except OSError as exc:
-            folder.remove()
-            raise TransportError(f"cannot listen on {folder.path}: {exc.strerror}") from None
-        return cls(folder, server)
+            fwd._folder.remove()
+            raise TransportError(f"cannot listen on {fwd.path}: {exc.strerror}") from None
+        return fwd
+
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.ensure_future(self._connection(reader, writer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._remote)
+        except OSError:
+            writer.close()
+            return
+        await splice(reader, writer, up_reader, up_writer)
 
     def close(self) -> None:
-        self._server.close()
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
         self._folder.remove()
