@@ -37,7 +37,7 @@ def _compile_tui() -> None:
 _compile_tui()
 
 # Fixtures that put a test in a tier (transitively: a module fixture built on one counts).
-RAY_FIXTURES = {"ray_pool", "ray_own", *RAY_SHARED}
+RAY_FIXTURES = {"ray_pool", "ray_own", "ray_bring_up", *RAY_SHARED}
 SSH_FIXTURES = {"ns_cluster3", "ns_cluster_factory", "ns_hosts"}
 SLOW_FIXTURES = {"fsdp_checkpoint"}
 

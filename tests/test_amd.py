@@ -477,6 +477,7 @@ async def _cluster_screen(path: Path, node1_tree: Path) -> None:
         assert text.count(" is gone from /sys/class/drm") == 6
 
 
+@pytest.mark.ray  # brings Ray up itself
 def test_up_gives_ray_the_amd_gpus_and_the_mi300_preset_fits(amd_hosts, tmp_path):
     path = amd_hosts[2]
     # node1 alone: 8 MI300X. verl's bundles want 3 CPUs per GPU; this machine has 2 cores.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import MIB, FakeGpu, write_state
-from test_ray_lifecycle import VENV_PY, hosts_yaml
+from harness.raycluster import VENV_PY, hosts_yaml, stop_hosts
 
 LR = "actor_rollout_ref.actor.optim.lr"
 BATCH = "data.train_batch_size"
@@ -87,7 +87,7 @@ def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def ray_up(ns_hosts, tmp_path_factory, fake_nvml_lib):
+def ray_up(ns_hosts, ray_bring_up, tmp_path_factory, fake_nvml_lib):
     """Two hosts, one fake GPU each (their NVML state files are the test's), Ray up."""
 
     work = tmp_path_factory.mktemp("archive")
@@ -105,12 +105,10 @@ def ray_up(ns_hosts, tmp_path_factory, fake_nvml_lib):
     jobdir.mkdir()
     (jobdir / "job.py").write_text(textwrap.dedent(JOB))
     try:
-        up = cli(env, "up", str(path), timeout=240)
-        assert up.returncode == 0, up.stdout + up.stderr
+        ray_bring_up(env, path)
         yield cluster, path, env, states, jobdir
     finally:
-        cli(env, "down", str(path), timeout=120)
-        cluster.stop()
+        stop_hosts(cluster)
 
 
 def submit(env, path, jobdir, sid: str, *overrides: str, hold: float = 0) -> None:

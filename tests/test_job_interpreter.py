@@ -21,7 +21,7 @@ def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def shadowed(ns_hosts, tmp_path_factory):
+def shadowed(ns_hosts, ray_bring_up, tmp_path_factory):
     """Two hosts whose start-up file prepends a bare venv's bin (no ray) to PATH."""
 
     work = tmp_path_factory.mktemp("interp")
@@ -34,11 +34,9 @@ def shadowed(ns_hosts, tmp_path_factory):
     path = hosts_yaml(cluster, work / "hosts.yaml")
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
-        up = cli(env, "up", str(path), timeout=240)
-        assert up.returncode == 0, up.stdout + up.stderr
+        ray_bring_up(env, path)
         yield cluster, path, env, bare
     finally:
-        cli(env, "down", str(path))
         cluster.stop()
 
 

@@ -61,6 +61,7 @@ def _read_head_lock(cluster) -> str:
     return cluster.exec_in("node1", ["cat", "/tmp/ray/verl-tui-cluster.lock"]).stdout
 
 
+@pytest.mark.ray  # brings Ray up itself
 def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path):
     cluster = ns_cluster_factory(2)
     path = hosts_yaml(cluster, tmp_path / "hosts.yaml")

@@ -11,15 +11,15 @@ import time
 
 import pytest
 from test_jobs import cli, wait_status
-from test_ray_lifecycle import running_ray
 
 from tui.cluster.job_logs import session_start
 
 
 @pytest.fixture(scope="module")
-def ray_up(tmp_path_factory):
-    with running_ray(tmp_path_factory.mktemp("lost"), 2) as up:
-        yield up
+def ray_up(ray_shared2):
+    """The shared two-host cluster: its test restarts Ray (`up --restart`), which leaves the
+    cluster healthy for the next module."""
+    return ray_shared2
 
 
 def test_session_start_names():

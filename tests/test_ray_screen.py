@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from test_ray_lifecycle import hosts_yaml, ray_processes
+import pytest
+from harness.raycluster import hosts_yaml, ray_processes
 
 from tui.app import VerlTuiApp
 from tui.cluster.ray_monitor import RayState
@@ -30,6 +31,7 @@ def host_row_text(app, host: str) -> str:
     return table.render_line(y - table.scroll_offset.y).text
 
 
+@pytest.mark.ray  # brings Ray up itself
 async def test_u_brings_ray_up_and_D_tears_it_down(ns_cluster_factory, tmp_path):
     cluster = ns_cluster_factory(2)
     inv = load_inventory(hosts_yaml(cluster, tmp_path / "hosts.yaml"))

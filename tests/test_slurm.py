@@ -183,6 +183,7 @@ def test_gres_strings():
 # --- allocation → hosts.yaml → gpus, up, a job, down ----------------------------------------
 
 
+@pytest.mark.ray  # brings Ray up itself
 def test_allocation_inventory_up_job_down(slurm):
     ns, cluster, work, env = slurm
     base = base_yaml(ns, work / "base.yaml")
@@ -393,6 +394,7 @@ def _wait_screen(session: str, needle: str, timeout: float = 30.0) -> str:
 # --- the exported sbatch script under Slurm -----------------------------------------------
 
 
+@pytest.mark.ray  # brings Ray up itself
 def test_exported_sbatch_brings_ray_up(slurm):
     ns, cluster, work, env = slurm
     script = work / "verl.sbatch"

@@ -9,13 +9,14 @@ needs it (`RAY_SHARED`).
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.nshosts import HarnessError, NsCluster
-from harness.raycluster import Lease, RayPool, Shape, running_ray
+from harness.raycluster import Lease, RayPool, Shape, running_ray, tui_cli
 
 __all__ = [
     "RAY_SHARED",
@@ -23,6 +24,7 @@ __all__ = [
     "ns_cluster3",
     "ns_cluster_factory",
     "ns_hosts",
+    "ray_bring_up",
     "ray_own",
     "ray_pool",
     "ray_shared1",
@@ -143,3 +145,17 @@ def ray_own() -> Callable[..., contextlib.AbstractContextManager]:
     """`with ray_own(work, count, ray_extra=..., num_gpus=...) as (cluster, path, env)`: a
     module's own hosts with Ray up, for tests that kill hosts, cut links or restart Ray."""
     return running_ray
+
+
+@pytest.fixture(scope="session")
+def ray_bring_up() -> Callable[..., subprocess.CompletedProcess]:
+    """`ray_bring_up(env, hosts_yaml, timeout=240)`: `verl-tui up` for a module fixture that
+    brings Ray up on hosts of its own making (their env, a container); fails with up's output,
+    returns the finished process."""
+
+    def up(env: dict[str, str], path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+        done = tui_cli(env, "up", str(path), timeout=timeout)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    return up
