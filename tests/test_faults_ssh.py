@@ -224,6 +224,41 @@ async def test_run_and_first_line_deadlines_end_the_command(hosts, tmp_path):
     assert left_on(cluster, "node2") == []
 
 
+def _running(pid: int) -> bool:
+    """Whether `pid` is alive (not gone, not a zombie), after up to 2 s for a kill to land."""
+    deadline = time.monotonic() + 2
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+        except (OSError, IndexError):
+            return False
+        if state == "Z" or time.monotonic() > deadline:
+            return state != "Z"
+        time.sleep(0.05)
+
+
+async def test_local_transport_has_the_same_deadlines(tmp_path):
+    """The local transport (localhost, no SSH): the same CommandTimeout, and the command's
+    whole group killed (the shell's child too, not only the shell)."""
+    from tui.transport.local import LocalTransport
+
+    transport = LocalTransport("here", command_timeout=0.5)
+    pids = tmp_path / "pids"
+    script = f"sleep 100 & echo $! > {shlex.quote(str(pids))}; printf half; wait"
+    t0 = time.monotonic()
+    with pytest.raises(CommandTimeout) as err:
+        await transport.run(["sh", "-c", script], what="sleeper")
+    assert time.monotonic() - t0 < 0.5 + 3
+    assert str(err.value) == "here: `sleeper` did not finish in 0.5 s"
+    assert not _running(int(pids.read_text()))
+    stream = await transport.stream(["sh", "-c", "printf half; sleep 100"], first_line=0.5)
+    with pytest.raises(CommandTimeout) as err:
+        assert [line async for line in stream.lines()] == []
+    assert "gave no answer in 0.5 s (host stalled?)" in str(err.value)
+    await stream.close()
+    assert stream.exit_status is not None  # ended, not left running
+
+
 async def test_within_never_loses_a_cancel():
     """The race asyncio.wait_for (before 3.12) loses: the awaited thing finishes in the same
     loop turn as the caller is cancelled. within() raises the cancel."""
