@@ -33,6 +33,10 @@ PRESET = "grpo-gsm8k-qwen2.5-0.5b"
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 # What verl imports for the preset (use_v1 default, rollout vllm, flash_attention_2 default).
 PRESET_MODULES = ("transfer_queue", "vllm", "flash_attn")
+# What verl 0.9.1's TaskRunners (both) import on their way, at module level, that this venv
+# lacks (verl's verl-core extra lists them): importing verl.trainer.main_ppo_v0 here really dies
+# on cachetools (tests/test_preflight_paths.py runs it).
+PATH_MODULES = ("cachetools", "fastapi", "uvicorn")
 
 
 @dataclass
@@ -103,18 +107,17 @@ class Lab:
         for n in NAMES:
             self.prepare_data(n)
             self.cache_model(n)
-            self.install(n, *PRESET_MODULES)
+            self.install(n, *PRESET_MODULES, *PATH_MODULES)
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def lab(ns_hosts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("preflight")
     homes = {n: root / f"home-{n}" for n in NAMES}
     sites = {n: root / f"site-{n}" for n in NAMES}
     host_env = {n: {"HOME": str(homes[n]), "PYTHONPATH": str(sites[n])} for n in NAMES}
-    cluster = NsCluster(3, root / "cluster", host_env=host_env)
+    cluster = ns_hosts(3, root / "cluster", host_env=host_env)
     try:
-        cluster.start()
         yield Lab(cluster, root, homes, sites)
     finally:
         cluster.stop()
@@ -145,18 +148,25 @@ def job_failures(findings: list[Finding]) -> list[Finding]:
 
 async def test_the_lab_as_it_is_refuses_the_preset_for_transfer_queue_and_vllm(lab):
     """verl 0.9.1 without TransferQueue and vLLM: exactly those (and flash-attn, verl's default
-    attention) fail, on every host, each naming the module, the config key and verl's file."""
+    attention, and what verl's TaskRunner imports on its way) fail, on every host, each naming
+    the module, the config key and verl's file; the pip name comes from verl's own metadata."""
     lab.ready()
     for n in NAMES:
         shutil.rmtree(lab.sites[n])
         lab.sites[n].mkdir()
     findings = await preflight(lab.inventory())
     failed = {f.check for f in job_failures(findings)}
-    assert failed == {f"import:{m}" for m in PRESET_MODULES}, show(findings)
+    assert failed == {f"import:{m}" for m in (*PRESET_MODULES, *PATH_MODULES)}, show(findings)
     tq = rows(findings, "import:transfer_queue", "fail")
     assert len(tq) == 1 and tq[0].host is None and "(all 3 hosts)" in tq[0].finding
     assert "trainer.use_v1" in tq[0].finding and "verl/trainer/main_ppo.py" in tq[0].finding
-    assert "transferqueue" in tq[0].fix and "trainer.use_v1=false" in tq[0].fix
+    # verl's Requires-Dist: TransferQueue>=0.1.10 in its verl-core extra (quoted for the shell)
+    assert "'TransferQueue>=0.1.10' (verl's verl-core extra)" in tq[0].fix, tq[0].fix
+    # The legacy TaskRunner is offered with what it needs too (cachetools is missing here).
+    assert "or trainer.use_v1=false (verl's legacy TaskRunner), which needs " in tq[0].fix
+    assert "cachetools" in tq[0].fix.split("which needs", 1)[1]
+    cachetools = rows(findings, "import:cachetools", "fail")[0]
+    assert "verl/workers/rollout/router.py imports it" in cachetools.finding, cachetools
     vllm = rows(findings, "import:vllm", "fail")[0]
     assert "actor_rollout_ref.rollout.name" in vllm.finding
     assert "vllm_async_server.py" in vllm.finding
@@ -178,6 +188,30 @@ async def test_use_v1_false_needs_no_transfer_queue(lab):
     findings = await preflight(lab.inventory(), "trainer.use_v1=false")
     assert job_failures(findings) == [], show(findings)
     assert not rows(findings, "import:transfer_queue")
+
+
+async def test_the_legacy_runner_is_offered_alone_only_once_its_own_imports_are_there(lab):
+    """The way around a missing TransferQueue (trainer.use_v1=false) is checked on its own code
+    path (verl's main_ppo_v0.TaskRunner, read from verl's source): offered plainly while that
+    path's imports are there; with cachetools gone, taking it fails on cachetools, naming
+    where verl imports it and the pip package (verl's metadata)."""
+    lab.ready()
+    for n in NAMES:
+        shutil.rmtree(lab.sites[n] / "transfer_queue")
+    findings = await preflight(lab.inventory())
+    tq = rows(findings, "import:transfer_queue", "fail")
+    assert len(tq) == 1 and tq[0].fix.endswith(
+        ", or trainer.use_v1=false (verl's legacy TaskRunner)"
+    ), show(findings)
+
+    for n in NAMES:
+        shutil.rmtree(lab.sites[n] / "cachetools")
+    findings = await preflight(lab.inventory(), "trainer.use_v1=false")
+    assert {f.check for f in job_failures(findings)} == {"import:cachetools"}, show(findings)
+    row = rows(findings, "import:cachetools", "fail")[0]
+    assert "verl.trainer.main_ppo_v0.TaskRunner (trainer.use_v1=false)" in row.finding
+    assert "workers.rollout.router" in row.finding and "(all 3 hosts)" in row.finding
+    assert row.fix.endswith("-m pip install cachetools (verl's verl-core extra)"), row.fix
 
 
 async def test_missing_data_on_one_host_is_an_error_naming_it(lab):
@@ -502,3 +536,35 @@ async def test_a_sweep_is_refused_at_its_first_run_whose_preflight_fails(lab):
         findings
     )
     assert all("missing.parquet" in f.finding for f in bad)
+
+
+def test_dry_runs_run_the_preflight_and_exit_as_the_real_commands_would(lab, ray_head):
+    """`submit --dry-run` and `sweep --dry-run` on a live head: the same job preflight as the
+    real command (exit 1 / 2 with its findings while TransferQueue is missing on the head,
+    the command still printed); --skip-preflight says loudly that it was not run; once the
+    host is ready both pass."""
+    lab.ready()
+    shutil.rmtree(lab.sites["node1"] / "transfer_queue")
+    path, cli = str(ray_head.path), ray_head.cli
+    dry = cli("submit", path, PRESET, "--dry-run")
+    assert dry.returncode == 1, dry.stdout + dry.stderr
+    assert "verl.trainer.main_ppo" in dry.stdout  # the command, as before
+    assert "✗ import:transfer_queue" in dry.stderr and "node1" in dry.stderr
+    assert "dry run: the real submit would be refused: the job preflight failed" in dry.stderr
+
+    skipped = cli("submit", path, PRESET, "--dry-run", "--skip-preflight")
+    assert skipped.returncode == 0, skipped.stdout + skipped.stderr
+    assert "the job preflight was NOT run (--skip-preflight)" in skipped.stderr
+    assert "import:transfer_queue" not in skipped.stderr
+
+    grid = ("--grid", "data.max_prompt_length=256,512")
+    sweep = cli("sweep", path, PRESET, *grid, "--name", "pfdry", "--dry-run")
+    assert sweep.returncode == 2, sweep.stdout + sweep.stderr
+    assert "the real sweep would queue nothing" in sweep.stderr
+    assert "✗ import:transfer_queue" in sweep.stderr
+
+    lab.ready()
+    dry = cli("submit", path, PRESET, "--dry-run")
+    assert dry.returncode == 0 and "job preflight" not in dry.stderr, dry.stderr
+    sweep = cli("sweep", path, PRESET, *grid, "--name", "pfdry", "--dry-run")
+    assert sweep.returncode == 0 and "2 combinations valid" in sweep.stdout, sweep.stderr

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -37,6 +37,7 @@ FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
 MANY_HOSTS, MANY_HOSTS_FRAME_S = 256, 0.2
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections once warmed up (700)
 SUPERVISE_S = 10.0  # the cockpit's supervisor: one pass (and lease heartbeat) every 10 s
+FRESH_TOAST_S = 2.0  # a toast raised this recently is about what the new screen shows
 
 
 class VerlTuiApp(App):
@@ -51,6 +52,9 @@ class VerlTuiApp(App):
         Binding("4", "debugger", "Debugger"),
         Binding("5", "checkpoints", "Checkpoints"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
+        Binding("ctrl+r", "reload_hosts", "Reload hosts.yaml", show=False),
+        # Reached only while Ray cannot start here (check_action): u / R say why and the fix.
+        Binding("u,R", "ray_missing", "Ray up: not installed here (the fix)", show=False),
     ]
 
     def __init__(self, inventory: Inventory, *, interval: float | None = None):
@@ -68,6 +72,10 @@ class VerlTuiApp(App):
         # The supervisor (tui/supervisor): retries, the queue, notifications, while we run.
         self.supervisor: Any = None
         self._gc_before: tuple[int, int, int] | None = None  # set once the GC is tuned
+        # Set when a host on this machine has no Ray in its interpreter (local_ray): `u` and
+        # `R` are not offered then, and say this line (the pinned fix) when pressed.
+        self.ray_missing: str | None = None
+        self.local_ray_asked = False
 
     def get_default_screen(self) -> ClusterScreen:
         # The Cluster screen is the base of the stack, so nothing pushed early lands under it.
@@ -95,8 +103,44 @@ class VerlTuiApp(App):
             self.screen_change_signal.subscribe(self, self._add_banner)
             self._add_banner(self.screen)
         self.start_telemetry()
+        self.screen_change_signal.subscribe(self, self._drop_stale_toasts)
+        self.check_local_ray()
         if os.environ.get("VERL_TUI_SUPERVISE", "1") != "0":
             self.run_supervisor()
+
+    def _drop_stale_toasts(self, _screen: Screen[Any]) -> None:
+        """A toast about the screen left behind goes with it (it would cover the new screen's
+        details pane for its whole timeout); one just raised ("submitted …") and warnings stay.
+        Textual has no public call to drop one toast: its own notification list is used."""
+        now = time.time()
+        for note in list(self._notifications):
+            if note.severity == "information" and now - note.raised_at > FRESH_TOAST_S:
+                self._unnotify(note, refresh=False)
+        self._refresh_notifications()
+
+    @work(exclusive=True, group="local-ray", exit_on_error=False)
+    async def check_local_ray(self) -> None:
+        from tui.cluster.local_ray import local_ray_missing
+
+        if not any(h.transport == "local" for h in self.inventory.hosts):
+            return
+        self.ray_missing = await local_ray_missing(self._fleet(), self.inventory)
+        self.local_ray_asked = True
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("ray_up", "ray_restart"):
+            return self.ray_missing is None  # not offered (hidden) while Ray cannot start
+        if action == "ray_missing":
+            return self.ray_missing is not None
+        return True
+
+    def action_ray_missing(self) -> None:
+        self.notify(markup(self.ray_missing or ""), severity="warning", timeout=12)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        # Textual's own "Quit" would stand next to ours (q) in the palette: one is enough.
+        return (c for c in super().get_system_commands(screen) if c.title != "Quit")
 
     @work(exclusive=True, group="supervisor", exit_on_error=False)
     async def run_supervisor(self) -> None:
@@ -226,6 +270,9 @@ class VerlTuiApp(App):
 
     @work(exclusive=True, group="ray", exit_on_error=False)
     async def run_ray(self, kind: str) -> None:
+        if kind != "down" and self.ray_missing is not None:  # from the palette
+            self.action_ray_missing()
+            return
         titles = {"up": "Ray up", "restart": "Ray restart", "down": "Ray down"}
         screen = RayProgressScreen(f"{titles[kind]} — {self.inventory.cluster}")
         await self.push_screen(screen)
@@ -262,6 +309,42 @@ class VerlTuiApp(App):
         finally:
             self.ray.set_progress(None)
             self.ray_monitor.resume()
+
+    # -- hosts.yaml read again (tui/cluster/reload.py) -----------------------------------------
+
+    def action_reload_hosts(self) -> None:
+        self.reload_hosts()
+
+    @work(exclusive=True, group="reload-hosts", exit_on_error=False)
+    async def reload_hosts(self) -> None:
+        """Changed hosts reconnect, removed ones close, added ones connect, the rest keep their
+        connection; screens and drafts stay. A file that does not load keeps the old inventory
+        and says file:line in one line."""
+        import asyncio
+
+        from tui.cluster.reload import apply_inventory, read_inventory, summary
+        from tui.config.yamlfile import ConfigError
+
+        old, path = self.inventory, self.inventory.source
+        if path is None:
+            self.notify("no hosts file was given: nothing to reload", severity="warning")
+            return
+        try:
+            inv = await asyncio.to_thread(read_inventory, path, old)
+        except ConfigError as exc:
+            self.notify(markup(one_line(exc, 400)), severity="error", timeout=15)
+            return
+        change = await apply_inventory(self._fleet(), self.monitor, self.ray, inv)
+        self.inventory = inv
+        if self.supervisor is not None:
+            self.supervisor.ctx.inv = inv
+        screen = self.cluster_screen
+        screen.roles = [inv.head.name] + [h.name for h in inv.hosts if not h.is_head]
+        screen.insecure = inv.insecure_hosts
+        if screen.is_mounted:
+            screen.table.set_hosts(screen.hosts)  # the monitor's dict, followed in place
+            screen.apply_changes(set(screen.hosts))
+        self.notify(markup(summary(change, path, old, inv)), timeout=10)
 
     def action_show_cluster(self) -> None:
         while len(self.screen_stack) > 1:

@@ -92,6 +92,8 @@ class TelemetryMonitor:
         }
         self._listeners: list[ChangeListener] = []
         self._tasks: list[asyncio.Task] = []
+        self._agents: dict[str, asyncio.Task] = {}  # host → its _follow task
+        self._relays_wanted = relays
         self._closed = False
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
         self.delta = delta
@@ -131,9 +133,65 @@ class TelemetryMonitor:
 
     def start(self) -> None:
         for host in self.inventory.hosts:
-            self._tasks.append(asyncio.create_task(self._follow(host), name=f"gpu:{host.name}"))
+            self._start_agent(host)
         self._tasks.append(asyncio.create_task(self._watch_stale(), name="gpu:stale"))
         self.relays.start()
+
+    def _start_agent(self, host: Host) -> None:
+        task = asyncio.create_task(self._follow(host), name=f"gpu:{host.name}")
+        self._agents[host.name] = task
+        self._tasks.append(task)
+
+    # -- a reloaded hosts.yaml (tui/cluster/reload.py) -----------------------------------------
+
+    def agents_to_stop(self, inventory: Inventory) -> list[str]:
+        """Hosts whose agent must stop before the fleet follows `inventory`: removed hosts and
+        hosts whose spec changed in any way (its python, its connection)."""
+        new = {h.name: h for h in inventory.hosts}
+        return [h.name for h in self.inventory.hosts if new.get(h.name) != h]
+
+    async def stop_agents(self, names: list[str]) -> None:
+        tasks = [t for t in (self._agents.pop(n, None) for n in names) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks = [t for t in self._tasks if t not in tasks]
+
+    async def follow_inventory(self, inventory: Inventory) -> None:
+        """After the fleet applied `inventory` (stop_agents first): removed hosts leave the
+        table, added ones join it, a changed host's agent starts again (its history kept).
+        With relays, the groups are planned again and every agent restarts on them."""
+        new = {h.name for h in inventory.hosts}
+        for name in [n for n in self.hosts if n not in new]:
+            del self.hosts[name]
+            self._first.pop(name, None)
+            self._bases.pop(name, None)
+        for h in inventory.hosts:
+            if h.name not in self.hosts:
+                self.hosts[h.name] = HostTelemetry(
+                    h.name,
+                    self.fleet.status(h.name),
+                    history_len=inventory.telemetry.history,
+                    container=h.container.label if h.container else None,
+                )
+                self._first[h.name] = asyncio.Event()
+        self.inventory = inventory
+        groups = relay_groups(inventory) if self._relays_wanted else []
+        if groups or self.relays:
+            await self.stop_agents(list(self._agents))
+            await self.relays.close()
+            self.relays = RelayHub(
+                self.fleet,
+                groups,
+                self.interval,
+                deliver=self.ingest_line,
+                note=self._relay_note,
+                route_shown=self._route_shown,
+            )
+            self.relays.start()
+        for h in inventory.hosts:
+            if h.name not in self._agents:
+                self._start_agent(h)
 
     async def close(self) -> None:
         self._closed = True

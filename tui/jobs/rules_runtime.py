@@ -35,39 +35,73 @@ def _extra_pool_gpus(c: _Cfg) -> int:
 # -- runtime rules -------------------------------------------------------------------------
 
 
+RESTART = (
+    "then restart Ray (verl-tui up HOSTS --restart; in the cockpit: ctrl+r reloads hosts.yaml, "
+    "R restarts Ray)"
+)
+
+
+def _names(hosts: Sequence[str], most: int = 4) -> str:
+    shown = ", ".join(hosts[:most])
+    return shown + (f" and {len(hosts) - most} more" if len(hosts) > most else "")
+
+
 def _cluster_rules(
     c: _Cfg, out: list[Problem], cluster: ClusterResources, nnodes: int, per_node: int
 ) -> None:
+    """The job's GPUs and CPUs against Ray's nodes; a refusal names the config keys that ask
+    less and the hosts.yaml keys that tell Ray more (`num_gpus:` under a host, `ray:
+    num_cpus:`), with the hosts they are short on."""
     need = nnodes * per_node + _extra_pool_gpus(c)
     have = cluster.total_gpus
     if have < need:
+        few = [n.host for n in cluster.nodes if n.gpus < per_node] or [
+            n.host for n in cluster.nodes
+        ]
+        hosts_fix = (
+            f", or declare each host's GPUs (hosts.yaml num_gpus: under {_names(few)}), {RESTART}"
+            if few
+            else ""
+        )
         out.append(
             Problem(
                 "trainer.nnodes",
                 f"needs {need} GPUs but Ray sees {have:g} on "
                 f"{plural(len(cluster.nodes), 'node')}: lower trainer.nnodes / "
-                "n_gpus_per_node or bring nodes up",
+                f"trainer.n_gpus_per_node, or bring nodes up{hosts_fix}",
             )
         )
         return
     # One STRICT_PACK placement group per node: n_gpus_per_node bundles of {CPU: 3, GPU: 1}.
+    need_cpu = CPUS_PER_GPU * per_node
     fits = 0
     short: list[str] = []
+    fix_gpus: list[str] = []
+    fix_cpus = False
     for node in cluster.nodes:
-        groups = min(int(node.gpus // per_node), int(node.cpus // (CPUS_PER_GPU * per_node)))
+        groups = min(int(node.gpus // per_node), int(node.cpus // need_cpu))
         fits += groups
         if groups == 0 and node.gpus > 0:
-            why = f"{node.gpus:g} GPUs" if node.gpus < per_node else f"{node.cpus:g} CPUs"
-            short.append(f"{node.host} ({why})")
+            if node.gpus < per_node:
+                short.append(f"{node.host} ({node.gpus:g} GPUs)")
+                fix_gpus.append(node.host)
+            else:
+                short.append(f"{node.host} ({node.cpus:g} CPUs)")
+                fix_cpus = True
     if fits < nnodes:
-        need_cpu = CPUS_PER_GPU * per_node
+        fixes = []
+        if fix_cpus:
+            fixes.append(f"hosts.yaml ray: num_cpus: {need_cpu} (or more)")
+        if fix_gpus:
+            fixes.append(f"hosts.yaml num_gpus: {per_node} under {_names(fix_gpus)}")
         out.append(
             Problem(
                 "trainer.n_gpus_per_node",
                 f"needs {plural(nnodes, 'node')} with ≥ {per_node} GPUs and ≥ {need_cpu} "
                 f"CPUs each (verl packs {CPUS_PER_GPU} CPUs per GPU), {fits} "
                 f"{'has' if fits == 1 else 'have'} them"
-                + (f"; short: {', '.join(short)}" if short else ""),
+                + (f"; short: {', '.join(short)}" if short else "")
+                + (f"; fix: {' and '.join(fixes)}, {RESTART}" if fixes else ""),
             )
         )
 

@@ -14,6 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tui.config.hosts import Host, Inventory
@@ -45,6 +46,26 @@ class _HostLink:
         self.conn: asyncssh.SSHClientConnection | None = None
 
 
+def _link_spec(host: Host) -> tuple:
+    """What a host's connection and its transport are made from: a host whose spec is the same
+    in a new hosts.yaml keeps its connection (num_gpus, role, python, node_ip do not touch it)."""
+    return (host.address, host.transport, host.ssh, host.env_setup, host.container)
+
+
+@dataclass(frozen=True)
+class FleetChange:
+    """What applying a new Inventory did, by host name (each in the new file's order)."""
+
+    added: tuple[str, ...] = ()  # connecting now
+    removed: tuple[str, ...] = ()  # closed
+    reconnected: tuple[str, ...] = ()  # its connection spec changed: closed, connecting anew
+    kept: tuple[str, ...] = ()  # the same connection
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.reconnected)
+
+
 class Fleet:
     def __init__(
         self,
@@ -61,6 +82,7 @@ class Fleet:
         self._jumps: dict[str, asyncssh.SSHClientConnection] = {}
         self._jump_lock = asyncio.Lock()
         self._closing = False
+        self._started = False
         self._ssh_loaded = False
 
     # -- observation -------------------------------------------------------------------------
@@ -121,6 +143,7 @@ class Fleet:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._started = True
         for link in self._links.values():
             if link.task is None:
                 link.task = asyncio.create_task(
@@ -135,17 +158,56 @@ class Fleet:
 
     async def close(self) -> None:
         self._closing = True
-        tasks = [link.task for link in self._links.values() if link.task]
-        for task in tasks:
-            task.cancel()
         for conn in self._jumps.values():
             conn.close()
+        await self._retire(list(self._links.values()))
+
+    def changes(self, inventory: Inventory) -> FleetChange:
+        """What apply(inventory) would do (nothing is touched)."""
+        new = {h.name: h for h in inventory.hosts}
+        old = self._links
+        return FleetChange(
+            added=tuple(n for n in new if n not in old),
+            removed=tuple(n for n in old if n not in new),
+            reconnected=tuple(
+                n for n in new if n in old and _link_spec(old[n].host) != _link_spec(new[n])
+            ),
+            kept=tuple(
+                n for n in new if n in old and _link_spec(old[n].host) == _link_spec(new[n])
+            ),
+        )
+
+    async def apply(self, inventory: Inventory) -> FleetChange:
+        """Follow a reloaded hosts.yaml: removed hosts are closed, added ones connect, a host
+        whose connection spec changed is closed and connects anew, and every other host keeps
+        its connection (its Host, with the new num_gpus, role, python, is swapped in)."""
+        change = self.changes(inventory)
+        new = {h.name: h for h in inventory.hosts}
+        gone = [self._links[n] for n in (*change.removed, *change.reconnected)]
+        await self._retire(gone)
+        for name in change.kept:
+            self._links[name].host = new[name]
+        links = {
+            name: self._links[name] if name in change.kept else _HostLink(host)
+            for name, host in new.items()
+        }
+        self._links = links
+        self.inventory = inventory
+        if self._started:
+            self.start()  # supervisors for the new links only
+        return change
+
+    async def _retire(self, links: list[_HostLink]) -> None:
+        """End these links' supervisors and close their connections (their status: CLOSED)."""
+        tasks = [link.task for link in links if link.task]
+        for task in tasks:
+            task.cancel()
         # A connect that completes as it is cancelled can swallow the cancellation (asyncio's
         # wait_for before 3.12, used inside asyncssh); its supervisor then holds a fresh
         # connection. Close whatever connections exist, again, until every task has ended.
         pending = set(tasks)
         for _ in range(50):
-            for link in self._links.values():
+            for link in links:
                 if link.conn is not None:
                     link.conn.close()
             if not pending:
@@ -156,7 +218,8 @@ class Fleet:
         for task in tasks:  # mark their outcomes retrieved (no "never retrieved" noise)
             if task.done() and not task.cancelled():
                 task.exception()
-        for link in self._links.values():
+        for link in links:
+            link.transport = None
             self._set(link, HostState.CLOSED)
 
     async def __aenter__(self) -> Fleet:
