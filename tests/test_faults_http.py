@@ -623,3 +623,143 @@ def test_commands_against_a_hostile_dashboard(variant, tmp_path):
         assert proc.returncode != 0 or name == "watch", (name, proc.returncode, text)
         assert "the dashboard at" in text, (name, text)
     assert len(posts) <= 1  # a submit is never sent twice
+
+
+# ---- the webhook's proxy (the one place a proxy is used) -------------------------------------
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for `localhost` (its own CA) and its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+class ConnectProxy:
+    """An HTTP proxy on loopback: CONNECT host:port is spliced to the target (recorded); any
+    other request is recorded and answered 200."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        proxy = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                sock: socket.socket = self.request
+                f = sock.makefile("rb")
+                line = f.readline(65536).decode("latin-1").strip()
+                while f.readline(65536) not in (b"\r\n", b""):
+                    pass
+                proxy.lines.append(line)
+                method, target = line.split(" ")[:2]
+                if method != "CONNECT":
+                    sock.sendall(raw("200 OK", b"{}"))
+                    return
+                host, _, port = target.rpartition(":")
+                up = socket.create_connection((host, int(port)))
+                sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                pumps = [
+                    threading.Thread(target=_pump, args=(a, b), daemon=True)
+                    for a, b in ((sock, up), (up, sock))
+                ]
+                for p in pumps:
+                    p.start()
+                for p in pumps:
+                    p.join(30)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+
+
+def test_webhook_uses_the_environments_http_proxy(monkeypatch, tmp_path):
+    """http:// through http_proxy in absolute form; https:// through CONNECT, the TLS inside
+    checked against the server's certificate (a self-signed one, trusted via SSL_CERT_FILE)."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    bodies: list[bytes] = []
+
+    class TlsServer(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+
+        def get_request(self):  # type: ignore[no-untyped-def]
+            sock, addr = super().get_request()
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            return ctx.wrap_socket(sock, server_side=True), addr
+
+    class Hook(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            f = self.request.makefile("rb")
+            f.readline()
+            length = 0
+            while (h := f.readline()) not in (b"\r\n", b""):
+                if h.lower().startswith(b"content-length:"):
+                    length = int(h.split(b":")[1])
+            bodies.append(f.read(length))
+            self.request.sendall(raw("200 OK", b"ok", "text/plain"))
+
+    tls = TlsServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=tls.serve_forever, daemon=True).start()
+    proxy = ConnectProxy()
+    try:
+        for name in ("http_proxy", "https_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        asyncio.run(post_webhook("http://hooks.invalid:8080/T0/x?y=1", b'{"a": 1}', 5))
+        port = tls.server_address[1]
+        asyncio.run(post_webhook(f"https://localhost:{port}/T0/secret", b'{"b": 2}', 5))
+        monkeypatch.delenv("SSL_CERT_FILE")
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
+        with pytest.raises(Exception, match=r"webhook https://localhost:\d+/…: TLS"):
+            asyncio.run(post_webhook(f"https://localhost:{port}/T0/secret", b"{}", 5))
+    finally:
+        proxy.close()
+        tls.shutdown()
+        tls.server_close()
+    assert proxy.lines[0] == "POST http://hooks.invalid:8080/T0/x?y=1 HTTP/1.1"
+    assert proxy.lines[1] == f"CONNECT localhost:{port} HTTP/1.1"
+    assert bodies[0] == b'{"b": 2}'  # through the tunnel, inside TLS
