@@ -148,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from tui.commands import load_hosts
     from tui.config.yamlfile import ConfigError
+    from tui.state import StateError
 
     if args.base is not None and args.slurm is None:
         parser.error("--base goes with --slurm JOBID")
@@ -162,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StateError as exc:  # --slurm writes the allocation's inventory to the state dir
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
