@@ -554,3 +554,24 @@ def test_submitted_job_is_recorded_first_then_pending(ray_faults):
     assert rec["status"] in ("PENDING", "RUNNING", "SUCCEEDED")
     again = cli(env, "submit", str(path), "--submission-id", "ordered-1", "--", "true")
     one_line_failure(again, "ordered-1", "already", rc=1)
+
+
+def test_appended_logs_refuse_special_files_at_once(tmp_path):
+    """The logs that grow by appends (the supervisor's decisions, the archive's log.gz) are
+    opened without blocking too: a FIFO or a folder there is named, never waited on."""
+    from tui.supervisor.core import DecisionLog
+    from tui.supervisor.events import Decision
+
+    store = ArchiveStore("c", tmp_path / "archive")
+    store.write_meta("j1", {"submission_id": "j1", "log": {}})
+    meta = store.meta("j1")
+    for kind in ("fifo", "dir"):
+        decisions = tmp_path / "sup" / "decisions.jsonl"
+        _special(decisions, kind)
+        _special(store.job_dir("j1") / "log.gz", kind)
+        start = time.monotonic()
+        with pytest.raises(StateError, match=r"decisions\.jsonl: is "):
+            DecisionLog(decisions).append(Decision("error", None, "x"))
+        with pytest.raises(StateError, match=r"log\.gz: is "):
+            store.append_log("j1", meta, "line\n")
+        assert time.monotonic() - start < 5

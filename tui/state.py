@@ -367,6 +367,34 @@ def _refuse_special(path: Path) -> None:
         raise StateError(f"{path}: is {kind}; refusing to replace it (name a regular file)")
 
 
+def open_append(path: Path) -> int:
+    """A descriptor for appending to the regular file at `path` (created 0600 if missing, its
+    folder too), opened without blocking: a FIFO there (no reader: ENXIO), a folder or a device
+    is a StateError naming it, never a wait. For logs that grow (the supervisor's, the
+    archive's); whole files go through atomic_write_*."""
+    make_dirs(path.parent)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        kind = None
+        with contextlib.suppress(OSError):
+            kind = file_kind(os.stat(path).st_mode)
+        if kind:
+            raise StateError(f"{path}: is {kind}, expected a regular file (move it away)") from None
+        raise write_error(path.parent, exc) from None
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+    except OSError as exc:
+        os.close(fd)
+        raise write_error(path.parent, exc) from None
+    if kind:
+        os.close(fd)
+        raise StateError(f"{path}: is {kind}, expected a regular file (move it away)")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def open_lock_file(path: Path) -> int:
     """A read-write descriptor of the lock file at `path` (created 0600 if missing, its folder
     too): a regular file only, never a symbolic link, opened without blocking. StateError

@@ -43,6 +43,7 @@ from tui.state import (
     atomic_write_json,
     decode_state_text,
     gunzip_bounded,
+    open_append,
     open_lock_file,
     open_regular,
     parse_state_json,
@@ -254,7 +255,8 @@ class ArchiveStore:
         log = meta["log"]
         path = self.job_dir(sid) / "log.gz"
         member = gzip.compress(text.encode("utf-8"), 1)  # fast: a big log arrives at ~100 MB/s
-        with writing(path.parent), open(path, "ab") as f:
+        fd = open_append(path)  # a FIFO or a folder there: StateError, never a wait
+        with writing(path.parent), os.fdopen(fd, "ab") as f:
             # Bytes past what meta vouches for are a write cut off before its meta: drop them.
             if f.tell() != log["gz_bytes"]:
                 f.truncate(log["gz_bytes"])

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from tui.state import (
     StateError,
     atomic_write_json,
     atomic_write_text,
+    open_append,
     read_state_json,
     read_state_jsonl,
     read_state_text,
@@ -62,11 +64,11 @@ class DecisionLog:
 
     def append(self, d: Decision) -> None:
         """One line appended (StateError naming the folder when it cannot be written)."""
-        with writing(self.path.parent):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(d.to_json()) + "\n")
-            size = self.path.stat().st_size
+        fd = open_append(self.path)  # a FIFO or a folder there: StateError, never a wait
+        with writing(self.path.parent), os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(json.dumps(d.to_json()) + "\n")
+            f.flush()
+            size = os.fstat(fd).st_size
         if size > LOG_MAX_BYTES:
             text = read_state_text(self.path, max_bytes=2 * LOG_MAX_BYTES) or ""
             atomic_write_text(self.path, "\n".join(text.splitlines()[-2000:]) + "\n")
