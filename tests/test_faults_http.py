@@ -763,3 +763,32 @@ def test_webhook_uses_the_environments_http_proxy(monkeypatch, tmp_path):
     assert proxy.lines[0] == "POST http://hooks.invalid:8080/T0/x?y=1 HTTP/1.1"
     assert proxy.lines[1] == f"CONNECT localhost:{port} HTTP/1.1"
     assert bodies[0] == b'{"b": 2}'  # through the tunnel, inside TLS
+
+
+def test_websocket_goes_to_the_socket_not_a_proxy(monkeypatch, tmp_path):
+    """The log tail's websocket: over the client's endpoint (the private socket), never through
+    the proxy the environment names, a message over its size limit refused."""
+    import websockets
+
+    proxy = Fake(lambda m, p, b: raw("403 Forbidden", b""))
+    monkeypatch.setenv("http_proxy", proxy.url)
+    monkeypatch.setenv("all_proxy", proxy.url)
+    path = str(tmp_path / "dash.sock")
+
+    async def run() -> list[str]:
+        async def handler(ws: websockets.ServerConnection) -> None:
+            await ws.send("first " + (ws.request.path if ws.request else ""))
+            await ws.send("x" * 5000)
+
+        got: list[str] = []
+        async with websockets.unix_serve(handler, path):
+            c = DashboardClient(Endpoint(unix_path=path))
+            with pytest.raises(websockets.exceptions.ConnectionClosedError, match="1009"):
+                async with c.websocket("/api/jobs/a/logs/tail", max_size=4096) as ws:
+                    async for message in ws:
+                        got.append(str(message))
+        return got
+
+    with proxy:
+        assert asyncio.run(run()) == ["first /api/jobs/a/logs/tail"]
+        assert proxy.connections == 0
