@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from urllib.parse import unquote
 
 import pytest
-from harness.raycluster import VENV_PY
+from harness.raycluster import VENV_PY, wait_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,14 +69,7 @@ def status_of(env, path, sid: str) -> str:
 
 
 def wait_status(env, path, sid, want, timeout=90.0) -> str:
-    deadline = time.monotonic() + timeout
-    status = "?"
-    while time.monotonic() < deadline:
-        status = status_of(env, path, sid)
-        if status in want:
-            return status
-        time.sleep(1)
-    raise AssertionError(f"{sid}: {status}, wanted {want}")
+    return wait_job(env, path, sid, want, timeout)["status"]
 
 
 def test_ray_rule_and_encoding_offline():

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
-from test_ray_lifecycle import VENV_PY, hosts_yaml
+from harness.raycluster import VENV_PY, hosts_yaml, wait_job
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -41,15 +40,7 @@ def shadowed(ns_hosts, ray_bring_up, tmp_path_factory):
 
 
 def _finished(env, path, sid: str, timeout: float = 90.0) -> dict:
-    deadline = time.monotonic() + timeout
-    job: dict | None = None
-    while time.monotonic() < deadline:
-        doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
-        job = next((j for j in doc["jobs"] if j["submission_id"] == sid), None)
-        if job and job["status"] in ("SUCCEEDED", "FAILED"):
-            return job
-        time.sleep(1)
-    raise AssertionError(f"{sid} did not finish: {job}")
+    return wait_job(env, path, sid, {"SUCCEEDED", "FAILED"}, timeout)
 
 
 def _driver_log(cluster, sid: str) -> str:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from harness.raycluster import VENV_PY
+from harness.raycluster import VENV_PY, wait_job
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +26,8 @@ def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def wait_status(env, path, sid, want, timeout=90.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
-        job = next((j for j in doc["jobs"] if j["submission_id"] == sid), None)
-        if job and job["status"] in want:
-            return job
-        time.sleep(1)
-    raise AssertionError(f"{sid} not in {want}: {job}")
+    """The CLI's row of `sid` once `verl-tui jobs` lists it in a status of `want`."""
+    return wait_job(env, path, sid, want, timeout)
 
 
 def job_logs(cluster, sid: str) -> str:

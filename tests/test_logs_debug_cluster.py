@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from harness.raycluster import VENV_PY
+from harness.raycluster import VENV_PY, wait_job
 from test_jobs import cli
 
 from tui.config.hosts import load_inventory
@@ -77,7 +77,7 @@ def test_job_log_follow_gets_every_line_once(ray2):
     submit(env, path, "log-follow-1", METRIC_JOB)
     # Start following while the job runs, after its first part is written: the snapshot and
     # the websocket tail must join without a gap or a repeat.
-    wait_for(lambda: job_status(env, path, "log-follow-1") == "RUNNING", 60, "RUNNING")
+    wait_job(env, path, "log-follow-1", {"RUNNING"}, 60)
     time.sleep(1.5)
     out = cli(env, "logs", str(path), "log-follow-1", "--follow", timeout=120)
     assert out.returncode == 0, out.stderr
@@ -198,7 +198,7 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
     assert "ValueError" in (info.exception_id + info.description)
     assert value.result == "42"
     assert local_vars.get("n") == "6" and local_vars.get("secret") == "42"
-    wait_for(lambda: job_status(env, path, "post-mortem-1") == "FAILED", 60, "job FAILED")
+    wait_job(env, path, "post-mortem-1", {"FAILED"}, 60)
     log = cli(env, "logs", str(path), "post-mortem-1").stdout
     assert "ValueError: boom 42" in log
 
@@ -234,7 +234,7 @@ def test_legacy_breakpoint_console(ray2):
     assert x.strip() == "42"
     assert "stops_at_breakpoint" in where
     assert closed
-    wait_for(lambda: job_status(env, path, "legacy-1") == "SUCCEEDED", 60, "job SUCCEEDED")
+    wait_job(env, path, "legacy-1", {"SUCCEEDED"}, 60)
     assert "result 43" in cli(env, "logs", str(path), "legacy-1").stdout
 
 
@@ -373,10 +373,8 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
             pilot, lambda: len(nodes.query_one("LogPane").store) > 0, 20, "raylet.out followed"
         )
     assert job_status(env, path, "pilot-pm") in ("FAILED", "RUNNING")
-    wait_for(lambda: job_status(env, path, "pilot-pm") == "FAILED", 60, "pilot-pm FAILED")
-    wait_for(
-        lambda: job_status(env, path, "pilot-legacy") == "SUCCEEDED", 60, "pilot-legacy SUCCEEDED"
-    )
+    wait_job(env, path, "pilot-pm", {"FAILED"}, 60)
+    wait_job(env, path, "pilot-legacy", {"SUCCEEDED"}, 60)
 
 
 def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeypatch):
@@ -442,4 +440,4 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
     assert "/runtime_resources/working_dir_files/_ray_pkg_" in remote
     failing = next(f for f in frames if f.name == "failing_task")
     assert failing.path == f"{remote}/train.py"
-    wait_for(lambda: job_status(env, path, "vscode-1") == "FAILED", 60, "vscode-1 FAILED")
+    wait_job(env, path, "vscode-1", {"FAILED"}, 60)

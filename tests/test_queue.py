@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness.raycluster import VENV_PY
+from harness.raycluster import VENV_PY, wait_job
 from test_notify import Hook, recorder
 
 from tui.config.hosts import load_inventory
@@ -108,11 +108,7 @@ def job_status(env, path, sid) -> str | None:
 
 
 def wait_status(env, path, sid, want: set[str], timeout: float = 180.0) -> str:
-    deadline = time.monotonic() + timeout
-    while (status := job_status(env, path, sid)) not in want:
-        assert time.monotonic() < deadline, f"{sid}: {status}, want {want}"
-        time.sleep(2)
-    return status
+    return wait_job(env, path, sid, want, timeout)["status"]
 
 
 def payloads_of(file: Path) -> list[dict]:

@@ -8,11 +8,10 @@ import hashlib
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from harness.raycluster import VENV_PY
+from harness.raycluster import VENV_PY, wait_job
 
 from tui.jobs.secrets import is_secret_name, masked
 
@@ -70,15 +69,9 @@ def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def finished_log(env, path, sid: str, timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        doc = json.loads(cli(env, "jobs", str(path), "--json").stdout)
-        job = next((j for j in doc["jobs"] if j["submission_id"] == sid), None)
-        if job and job["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
-            assert job["status"] == "SUCCEEDED", job
-            return cli(env, "logs", str(path), sid).stdout
-        time.sleep(1)
-    raise AssertionError(f"{sid} did not finish")
+    job = wait_job(env, path, sid, {"SUCCEEDED", "FAILED", "STOPPED"}, timeout)
+    assert job["status"] == "SUCCEEDED", job
+    return cli(env, "logs", str(path), sid).stdout
 
 
 def _sha(v: str) -> str:

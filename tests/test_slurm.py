@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.raycluster import wait_job
 
 from tui.cluster.slurm import expand_hostlist, gpus_in
 
@@ -245,15 +246,7 @@ def test_allocation_inventory_up_job_down(slurm):
 
 
 def _wait_job(env, hosts: Path, sid: str, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
-    status = "?"
-    while time.monotonic() < deadline:
-        doc = json.loads(cli(env, "jobs", str(hosts), "--json").stdout)
-        status = next((j["status"] for j in doc["jobs"] if j["submission_id"] == sid), "?")
-        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
-            return status
-        time.sleep(1)
-    raise AssertionError(f"{sid} still {status} after {timeout} s")
+    return wait_job(env, hosts, sid, {"SUCCEEDED", "FAILED", "STOPPED"}, timeout)["status"]
 
 
 # --- errors: one line, exit 2 ---------------------------------------------------------------

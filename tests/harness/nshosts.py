@@ -35,12 +35,13 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-__all__ = ["HarnessError", "NsCluster", "NsHost", "cleanup_stale"]
+__all__ = ["HarnessError", "NsCluster", "NsHost", "cleanup_stale", "host_at"]
 
 SSHD = "/usr/sbin/sshd"
 START_TIMEOUT = 10.0
@@ -53,6 +54,7 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _lock = threading.RLock()
 _counter = itertools.count()
 _subnets_in_use: set[str] = set()
+_running: weakref.WeakSet[NsCluster] = weakref.WeakSet()  # started, not stopped
 _stale_cleaned = False
 
 
@@ -246,6 +248,15 @@ def cleanup_stale() -> list[str]:
     return removed
 
 
+def host_at(address: str) -> tuple[NsCluster, NsHost]:
+    """The running cluster and host of this process that have `address` (a hosts.yaml's)."""
+    for cluster in list(_running):
+        for host in cluster.hosts:
+            if host.address == address:
+                return cluster, host
+    raise KeyError(f"no running namespace host has the address {address}")
+
+
 def _preflight(sshd: str) -> None:
     if os.geteuid() != 0:
         raise HarnessError("network-namespace hosts need root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
@@ -354,6 +365,7 @@ class NsCluster:
                 self.subnet = self._reserve_subnet()
             self.bridge_ip = f"{self.subnet}.1"
             self._started = True
+            _running.add(self)
             atexit.register(self.stop)
             try:
                 self._build()
@@ -369,6 +381,7 @@ class NsCluster:
                 self._stopped = True
                 return
             self._stopped = True
+            _running.discard(self)
             atexit.unregister(self.stop)
             errors: list[str] = []
             for host in self.hosts:

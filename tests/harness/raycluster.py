@@ -16,13 +16,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from harness.nshosts import HarnessError, NsCluster
+from harness.nshosts import HarnessError, NsCluster, host_at
 
 __all__ = [
     "RAY_NAMES",
@@ -30,11 +31,13 @@ __all__ = [
     "Lease",
     "RayPool",
     "Shape",
+    "head_job_status",
     "hosts_yaml",
     "ray_processes",
     "running_ray",
     "stop_hosts",
     "tui_cli",
+    "wait_job",
 ]
 
 VENV_PY = sys.executable
@@ -84,6 +87,56 @@ def tui_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess
     return subprocess.run(
         [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
+
+
+# Ray's own status of one job, asked on the head (its dashboard listens on the head's loopback):
+# a bare interpreter and http.client, ~0.05 s of CPU where `verl-tui jobs` costs ~1 s.
+_HEAD_STATUS = """
+import http.client, json, sys, urllib.parse
+try:
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+    c.request("GET", "/api/jobs/" + urllib.parse.quote(sys.argv[2], safe=""))
+    r = c.getresponse()
+    body = r.read()
+    print(json.loads(body)["status"] if r.status == 200 else "absent")
+except (OSError, ValueError, KeyError, TypeError):
+    print("unreachable")
+"""
+RAY_STATUSES = frozenset({"PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"})
+
+
+def head_job_status(path: Path, sid: str) -> str:
+    """Ray's status of job `sid` on the head of hosts.yaml `path` (a namespace host of this
+    process): a Ray status, "absent", or "unreachable"."""
+    from tui.config.hosts import load_inventory
+
+    inv = load_inventory(path)
+    cluster, host = host_at(inv.head.address)
+    port = str(inv.ray.dashboard_port)
+    out = cluster.exec_in(host.name, [VENV_PY, "-I", "-S", "-c", _HEAD_STATUS, port, sid])
+    return out.stdout.strip() or "unreachable"
+
+
+def wait_job(
+    env: dict[str, str], path: Path, sid: str, want: set[str] | frozenset[str], timeout: float
+) -> dict:
+    """Until `verl-tui jobs --json` lists `sid` in a status of `want`; returns its row, or fails
+    after `timeout` s. The CLI is asked only once Ray's own status on the head is one of `want`
+    (where `want` is all Ray statuses): polling it every second cost ~1 s of CPU a poll."""
+    deadline = time.monotonic() + timeout
+    cheap = set(want) <= RAY_STATUSES
+    job: dict | None = None
+    seen = "?"
+    while True:
+        seen = head_job_status(path, sid) if cheap else seen
+        if not cheap or seen in want:
+            doc = json.loads(tui_cli(env, "jobs", str(path), "--json").stdout or "{}")
+            job = next((j for j in doc.get("jobs", []) if j["submission_id"] == sid), None)
+            if job is not None and job["status"] in want:
+                return job
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{sid} not in {want} (Ray: {seen}; the CLI lists {job})")
+        time.sleep(0.5 if cheap else 1)
 
 
 def ray_processes(cluster: NsCluster) -> dict[str, list[str]]:
