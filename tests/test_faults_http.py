@@ -792,3 +792,50 @@ def test_websocket_goes_to_the_socket_not_a_proxy(monkeypatch, tmp_path):
     with proxy:
         assert asyncio.run(run()) == ["first /api/jobs/a/logs/tail"]
         assert proxy.connections == 0
+
+
+def test_tunnel_on_the_local_transport(tmp_path):
+    """`verl-tui tunnel` with the head on this machine (transport: local): the same gate in front
+    of the same private socket, and a note that Ray's own port is open here anyway."""
+    import http.client
+    import re
+
+    seen: list[str] = []
+
+    def dashboard(method: str, path: str, body: bytes) -> bytes:
+        seen.append(f"{method} {path}")
+        return js(NODES) if path.startswith("/api/v0/nodes") else js([])
+
+    with Fake(dashboard) as fake:
+        hosts = local_hosts(tmp_path, fake.port)
+        proc = subprocess.Popen(
+            [*CLI, "tunnel", str(hosts)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(hosts),
+        )
+        try:
+            assert proc.stdout is not None
+            out = ""
+            while "note:" not in out:
+                line = proc.stdout.readline()
+                assert line, out + (proc.stderr.read() if proc.stderr else "")
+                out += line
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", out)
+            assert m, out
+            port, token = int(m.group(1)), m.group(2)
+            assert "is reachable by every user of it" in out
+            before = len(seen)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("POST", "/api/jobs/", body=b"{}")
+            assert c.getresponse().status == 403
+            assert len(seen) == before  # not passed on
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/api/jobs/", headers={"Cookie": f"verl_tui_{port}={token}"})
+            r = c.getresponse()
+            assert r.status == 200 and r.read() == b"[]"
+            assert seen[-1] == "GET /api/jobs/"
+        finally:
+            proc.terminate()
+            proc.wait(20)

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The top level: the cockpit's arguments, and every command with its one line."""
     parser = Parser(
         prog=PROG,
-        usage=f"{PROG} [-h] [--version] [HOSTS.yaml | --slurm JOBID [--base BASE.yaml]]\n"
+        usage=f"{PROG} [-h] [-V] [HOSTS.yaml | --slurm JOBID [--base BASE.yaml]]\n"
         f"       {PROG} COMMAND [ARGS...]",
         description="Terminal cockpit for multi-node verl training on Ray.\n"
         "Without a command, opens the cockpit on HOSTS.yaml.",
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         + commands_text(COMMANDS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
     hosts_argument(parser, required=False)
     parser.add_argument(
         "--slurm", metavar="JOBID", help="open on a running Slurm allocation (see `slurm`)"

@@ -140,6 +140,8 @@ COMMANDS: dict[str, Node] = {
         "tui.commands.completion:COMPLETION", "the shell completion script for bash, zsh or tcsh"
     ),
     "man": Entry("tui.commands.completion:MAN", "the manual page (roff; verl-tui man | man -l -)"),
+    "help": Entry("tui.commands.meta:HELP", "the commands, or one command's arguments"),
+    "version": Entry("tui.commands.meta:VERSION", "print verl-tui's version (also -V)"),
     "profile": Group(
         "hyperparameter profiles: " + ", ".join(PROFILE_COMMANDS),
         PROFILE_COMMANDS,

@@ -70,7 +70,15 @@ def _print_submitted(
     if as_json:
         print(json_text({**submission_json(sub), "submission_id": sid, "dashboard": url}, inv))
     else:
-        print(f"submitted {sid}\n  follow: verl-tui logs HOSTS.yaml {sid} --follow")
+        print(f"submitted {sid}\n  follow: {follow_line(inv, sid)}")
+
+
+def follow_line(inv: Inventory | None, sid: str) -> str:
+    """`verl-tui logs <the hosts file given> <id> --follow`, ready to copy."""
+    from tui.shellcmd import copy_line
+
+    hosts = [str(inv.source)] if inv is not None and inv.source is not None else []
+    return copy_line(["verl-tui", "logs", *hosts, sid, "--follow"])
 
 
 def run_submit_raw(
@@ -269,8 +277,18 @@ def run_submit_profile(
             print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
             return 0
         # The job preflight (data, model, verl's imports, host limits on every host), once for
-        # a direct submit and a queued one alike (the queue's supervisor sends it later).
-        from tui.commands.check import preflight_passes
+        # a direct submit and a queued one alike (the queue's supervisor sends it later), and
+        # for a dry run, whose exit status then says whether the real submit would go.
+        from tui.commands.check import preflight_passes, say_preflight_skipped
+        if dry_run:
+            print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
+            if skip_preflight:
+                say_preflight_skipped("verl-tui submit")
+                return 0
+            passed = await preflight_passes(
+                cluster, sub, dry_run=True, ray_reached=resources is not None
+            )
+            return 0 if passed else 1
 
         if not skip_preflight and not await preflight_passes(cluster, sub):
             return 1
@@ -414,8 +432,14 @@ def run_resubmit(
         return 0
 
     async def body(cluster: RayCluster) -> int:
-        from tui.commands.check import preflight_passes
+        from tui.commands.check import preflight_passes, say_preflight_skipped
 
+        if dry_run:  # the same preflight as the real resubmit (it needs SSH, not Ray)
+            print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
+            if skip_preflight:
+                say_preflight_skipped("verl-tui submit")
+                return 0
+            return 0 if await preflight_passes(cluster, sub, dry_run=True) else 1
         if not skip_preflight and not await preflight_passes(cluster, sub):
             return 1
         try:
@@ -485,13 +509,14 @@ def _submit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the equivalent `ray job submit` command, submit nothing",
+        help="print the equivalent `ray job submit` command and run the job preflight, submit "
+        "nothing; exit 1 when the real submit would be refused",
     )
     p.add_argument(
         "--skip-preflight",
         action="store_true",
         help="send a verl job although the job preflight (data, model, imports, host limits "
-        "on every host) fails",
+        "on every host) fails; with --dry-run: do not run it (said on stderr)",
     )
     p.add_argument(
         "--print-config",

@@ -261,6 +261,13 @@ def run_tunnel(inv: Inventory) -> int:
                 "you can enter)",
                 flush=True,
             )
+            if inv.head.transport == "local":
+                # The head is this machine: Ray's own port is here, open to its users.
+                print(
+                    f"  note: the head is this machine, so Ray's own 127.0.0.1:"
+                    f"{inv.ray.dashboard_port} is reachable by every user of it",
+                    flush=True,
+                )
             await asyncio.Event().wait()
         finally:
             gate.close()

@@ -335,7 +335,12 @@ def _resolve(inv: Inventory, host: str, ans: Mapping[str, Any]) -> list[Finding]
         )
     me = str(ans.get("hostname") or "")
     mine = res.get(me) if me else None
-    if me and not (isinstance(mine, dict) and mine.get("ok")):
+    gloo = ans.get("gloo_ifname")
+    if me and not (isinstance(mine, dict) and mine.get("ok")) and isinstance(gloo, str) and gloo:
+        # Gloo then binds that interface: the hostname is not how it finds its address.
+        text = f"its own hostname does not resolve; Gloo uses GLOO_SOCKET_IFNAME={gloo}"
+        out.append(_f("hostname", "own hostname", "ok", host, text[:300]))
+    elif me and not (isinstance(mine, dict) and mine.get("ok")):
         out.append(
             _f(
                 "hostname",

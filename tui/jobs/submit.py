@@ -20,6 +20,7 @@ from tui.cluster.dashboard import DashboardClient, api_path, check_job_id
 from tui.config.hosts import Inventory
 from tui.jobs.secrets import MASK, masked, secret_names
 from tui.jobs.workdir import package
+from tui.shellcmd import copy_line, quote_word
 
 if TYPE_CHECKING:
     from tui.transport.fleet import Fleet
@@ -239,9 +240,9 @@ def shell_command(sub: Submission, address: str) -> str:
     return (
         note
         + "ray job submit \\\n    "
-        + " \\\n    ".join(shlex.quote(o) for o in options)
+        + " \\\n    ".join(quote_word(o) for o in options)
         + " \\\n    -- "
-        + shlex.join(sub.entrypoint_argv)
+        + copy_line(sub.entrypoint_argv)  # one level of quoting: key='value' stays readable
     )
 
 

@@ -251,6 +251,8 @@ def main():
         },
         "limits": check_limits(),
         "resolve": check_names([str(n) for n in req.get("resolve") or []] + [me]),
+        # The job's or the host's: Gloo binds it instead of the hostname's address.
+        "gloo_ifname": _one(env.get("GLOO_SOCKET_IFNAME", ""))[:100],
     }
     sys.stdout.write(json.dumps(answer) + "\n")
 

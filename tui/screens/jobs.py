@@ -29,6 +29,7 @@ from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
 from tui.screens.jobs_queue import QueueRows, grouped, profile_label
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.transport.types import TransportError
+from tui.shellcmd import shown_command
 
 POLL_S = 3.0
 _STATUS_STYLE = {
@@ -176,7 +177,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         t.append(one_line(row.submission_id), "bold")
         t.append(f"  {one_line(row.status_text)}\n")
         t.append("entrypoint: ", "dim")
-        t.append(one_line(row.entrypoint, 400) + "\n")
+        t.append(one_line(shown_command(row.entrypoint), 400) + "\n")  # quoted one level
         rec = row.record
         if rec is not None:
             if rec.profile:

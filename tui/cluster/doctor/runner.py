@@ -106,7 +106,8 @@ def _fold(group: list[Finding], n_hosts: int) -> list[Finding]:
 
 
 def arrange(findings: Iterable[Finding], host_order: Sequence[str]) -> list[Finding]:
-    """Report order (CHECKS, then fail/warn/ok, then hosts), identical host rows folded.
+    """Report order: failures first, then warnings, then ok (as the README promises); within
+    each, CHECKS order, then hosts; identical host rows folded.
 
     With 128 hosts, a row per host per check would bury what differs: rows of one check that
     say the same thing on several hosts become one row (host None) naming those hosts.
@@ -125,7 +126,10 @@ def arrange(findings: Iterable[Finding], host_order: Sequence[str]) -> list[Find
     out: list[Finding] = []
     for group in by_check.values():
         out += _fold(group, len(host_order))
-    return out
+    return sorted(out, key=lambda f: _STATUS_RANK[f.status])  # stable: check order kept
+
+
+_STATUS_RANK = {"fail": 0, "warn": 1, "ok": 2}
 
 
 # --------------------------------------------------------------------------- entry point
