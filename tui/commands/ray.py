@@ -63,11 +63,45 @@ def facts_table(inv: Inventory, facts: dict[str, HostFacts]) -> str:
     return "\n".join(rows)
 
 
-def status_text(st: ClusterStatus) -> str:
+def laptop_forward_argv(inv: Inventory) -> list[str]:
+    """The `ssh -L` a laptop runs to reach the head's dashboard: through this machine (the
+    one verl-tui runs on, which reaches the head) and the host's own jump, if any."""
+    import getpass
+    import socket
+
+    from tui.shellcmd import ssh_target
+
+    head, port = inv.head, inv.ray.dashboard_port
+    here = ssh_target(getpass.getuser(), socket.getfqdn())
+    argv = ["ssh", "-N", "-L", f"{port}:127.0.0.1:{port}"]
+    if head.transport == "local":
+        return [*argv, here]
+    jumps = [here, *([head.ssh.jump] if head.ssh.jump else [])]
+    argv += ["-J", ",".join(jumps)]
+    if head.ssh.port not in (None, 22):
+        argv += ["-p", str(head.ssh.port)]
+    return [*argv, ssh_target(head.ssh.user, head.address)]
+
+
+def dashboard_lines(st: ClusterStatus, inv: Inventory) -> list[str]:
+    """Where the dashboard is, and for how long: the URL this command prints is its own
+    tunnel, gone when it exits (its port differs each run)."""
+    from tui.shellcmd import copy_line
+
+    port = inv.ray.dashboard_port
+    return [
+        f"dashboard: {st.dashboard or '-'} (this command's tunnel: it closes when the "
+        "command exits)",
+        f"  from a laptop: {copy_line(laptop_forward_argv(inv))}, then http://127.0.0.1:{port}",
+        "  from this machine: verl-tui tunnel HOSTS serves it to a browser until Ctrl-C",
+    ]
+
+
+def status_text(st: ClusterStatus, inv: Inventory) -> str:
     out = [
         f"{plural(st.nodes_alive, 'node')} alive   ray {st.ray_version}   "
         f"Python {st.python_version}",
-        f"dashboard: {st.dashboard}  (private to you; `verl-tui tunnel` serves a browser)",
+        *dashboard_lines(st, inv),
         "",
         f"{'HOST':<16} {'NODE IP':<16} {'ROLE':<7} {'STATE':<6} {'GPUS':>5} {'CPUS':>5} "
         f"{'MEM GiB':>8}",
@@ -171,11 +205,8 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
         except BringUpError as exc:
             print(f"\nverl-tui up: {exc}", file=sys.stderr)
             return 1
-        print("\n" + status_text(status))
-        print(
-            f"\nup in {time.monotonic() - t0:.1f} s; `verl-tui tunnel` serves the dashboard "
-            "to your browser"
-        )
+        print("\n" + status_text(status, inv))
+        print(f"\nup in {time.monotonic() - t0:.1f} s")
         return 0
 
     return _run(_with_cluster(inv, body, _printer(t0)))
@@ -226,7 +257,7 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
         if as_json:
             print(json_text(st.to_json(), inv))
         else:
-            print(status_text(st))
+            print(status_text(st, inv))
         return 0 if not st.missing else 1
 
     return _run(_with_cluster(inv, body))
