@@ -122,10 +122,11 @@ def headless_signals() -> Iterator[None]:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-class OutputLost(Exception):
+class OutputLost(BaseException):
     """Standard output cannot take what a command prints (a closed pipe: `| head`; a full
-    device: `> /dev/full`): the command ends there. Not an OSError, so no command's own
-    `except OSError` mistakes it for a failure of its work."""
+    device: `> /dev/full`): the command ends there. A BaseException, like KeyboardInterrupt:
+    no command's `except Exception` / `except OSError` (a notifier's failure in `watch`, a
+    host's error) takes it for a failure of its work and goes on printing into nothing."""
 
     def __init__(self, exc: OSError):
         self.errno = exc.errno
