@@ -574,7 +574,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         return values
 
     async def _submit(self) -> None:
-        from tui.jobs.service import submit_and_record
+        from tui.jobs.service import SubmitOutcomeUnknown, submit_and_record
 
         assert self.profile is not None and self.drafts is not None
         self._update_submit()
@@ -626,6 +626,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
                 preflight=False,  # just run above
                 retry_policy=policy.to_json() if policy else None,  # on the record before the POST
             )
+        except SubmitOutcomeUnknown as exc:  # sent, no answer: the form stays, the user checks
+            self.notify(markup(exc), severity="warning", timeout=15)
+            return
         except (DashboardError, TransportError, WorkdirError, OSError) as exc:
             self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
             return
