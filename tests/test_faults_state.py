@@ -26,7 +26,7 @@ from tui.config.hosts import parse_inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.history import NOT_SUBMITTED, JobHistory, JobRecord
 from tui.jobs.queue import JobQueue, QueueEntry
-from tui.jobs.service import record_then_post
+from tui.jobs.service import SubmitOutcomeUnknown, record_then_post
 from tui.jobs.submit import raw_submission
 from tui.state import StateError, gunzip_bounded, read_state_json, state_path
 
@@ -478,6 +478,69 @@ def test_a_refused_post_leaves_an_honest_record(tmp_path, monkeypatch):
         kept = history.get("refused-1")
         assert kept is not None and kept.status == NOT_SUBMITTED
         assert "refused by this head" in (kept.note or "")
+    finally:
+        server.shutdown()
+
+
+class _LosesAnswers(http.server.BaseHTTPRequestHandler):
+    """A dashboard that takes the POST and hangs up without answering; `knows` says whether
+    it then reports the job (200) or cannot be asked either (hangs up again)."""
+
+    knows = False
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.close_connection = True  # no status line: the answer is lost
+
+    def do_GET(self):
+        if not self.knows:
+            self.close_connection = True
+            return
+        sid = self.path.rstrip("/").rsplit("/", 1)[-1]
+        body = json.dumps(
+            {
+                "submission_id": sid,
+                "job_id": None,
+                "status": "PENDING",
+                "entrypoint": "true",
+                "type": "SUBMISSION",
+                "message": "",
+                "metadata": {},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("knows", [True, False])
+def test_a_lost_answer_is_settled_by_the_head_or_said(tmp_path, monkeypatch, knows):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    handler = type("H", (_LosesAnswers,), {"knows": knows})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = DashboardClient(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+        sub = raw_submission(["true"], submission_id="lost-1")
+        history = JobHistory("c")
+
+        async def dashboard():
+            return client
+
+        go = record_then_post(dashboard, sub, history, JobRecord("lost-1", "c", 1.0, "true"))
+        if knows:  # the head has it: sent once, recorded as sent
+            assert asyncio.run(go) == "lost-1"
+            assert history.get("lost-1").status == "PENDING"
+        else:  # nobody can tell: kept as SUBMITTING, and the message says to check
+            with pytest.raises(SubmitOutcomeUnknown, match="may have been submitted") as info:
+                asyncio.run(go)
+            assert "verl-tui jobs" in str(info.value) and "\n" not in str(info.value)
+            assert history.get("lost-1").status == "SUBMITTING"
     finally:
         server.shutdown()
 
