@@ -91,7 +91,8 @@ def _known_hosts_file(host: Host) -> str:
 
 def _keyscan(host: Host) -> str:
     """`ssh-keyscan -p PORT ADDRESS >> KNOWN_HOSTS`, quoted to copy."""
-    argv = ["ssh-keyscan", "-p", str(host.ssh.port or 22), host.address]
+    port = ["-p", str(host.ssh.port)] if host.ssh.port not in (None, 22) else []
+    argv = ["ssh-keyscan", *port, host.address]
     return copy_line(argv, append_to=_known_hosts_file(host))
 
 
