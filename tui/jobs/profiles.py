@@ -40,6 +40,8 @@ from tui.jobs.hydra_values import format_value
 
 # A Hydra override key: optional +, ++ or ~, dotted segments (verl has a few with dashes), and
 # config-group forms like `model_engine` or `actor@actor_rollout_ref.actor`.
+# verl's longest dotted key is ~90 characters; a longer one is refused before it becomes a path.
+MAX_KEY_CHARS = 256
 _KEY_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*([./@][A-Za-z0-9_][A-Za-z0-9_-]*)*$")
 _DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
@@ -175,6 +177,11 @@ class Profile(_Strict):
             return v
         out = {}
         for key, value in v.items():
+            if isinstance(key, str) and len(key) > MAX_KEY_CHARS:
+                raise ValueError(
+                    f"{key[:40]}… ({len(key)} characters) is not a verl key: keys are at most "
+                    f"{MAX_KEY_CHARS} characters"
+                )
             if not isinstance(key, str) or not _KEY_RE.match(key):
                 raise ValueError(f"{key!r} is not a dotted verl key")
             out[key] = _check_value(value, key)

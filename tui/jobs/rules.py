@@ -20,6 +20,7 @@ Every Problem names the key the form shows it at and says how to fix it in one l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -211,10 +212,11 @@ def _batch_rules(c: _Cfg, out: list[Problem], n: int) -> None:
 
 
 def _next_multiple(tbs: int, minimal: int, rollout_n: int) -> int:
-    step = tbs + 1
-    while (step * rollout_n) % minimal:
-        step += 1
-    return step
+    """The smallest train batch above `tbs` whose product with rollout.n divides by
+    `minimal`: the next multiple of minimal / gcd(minimal, rollout.n), found at once (a loop
+    counting up to it took 19 s at nnodes 1e8 and never ended at 1e20)."""
+    unit = minimal // math.gcd(minimal, rollout_n)
+    return (tbs // unit + 1) * unit
 
 
 def _actor_rules(c: _Cfg, out: list[Problem]) -> None:

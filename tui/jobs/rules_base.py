@@ -131,6 +131,17 @@ class ClusterResources:
 
 
 _UNSET = object()
+# No verl setting counts past this (GPUs, steps, tokens, bytes of a batch): a larger integer is
+# refused naming its key, so no rule computes with it (a product of two 20-digit counts, or
+# str() of a 5,000-digit one, which Python refuses).
+MAX_INT = 10**15
+
+
+def int_text(v: int) -> str:
+    """An integer as a message shows it: its digits, or how many there are when too many."""
+    if abs(v) < 10**30:
+        return str(v)
+    return f"a number of about {int(v.bit_length() * 0.30103) + 1} digits"
 
 
 class _Cfg:
@@ -155,18 +166,32 @@ class _Cfg:
     def _fail(self, key: str, what: str) -> None:
         if key not in self._bad:
             self._bad.add(key)
-            self.problems.append(Problem(key, f"must be {what}, not {self.get(key)!r}"))
+            v = self.get(key)
+            shown = int_text(v) if isinstance(v, int) else repr(v)
+            if len(shown) > 80:
+                shown = shown[:79] + "…"
+            self.problems.append(Problem(key, f"must be {what}, not {shown}"))
 
     def as_int(self, key: str, default: int | None = None) -> int | None:
         v = self.get(key, default)
-        if v is None or (isinstance(v, int) and not isinstance(v, bool)):
+        if v is None:
             return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            if -MAX_INT <= v <= MAX_INT:
+                return v
+            self._fail(key, "an integer between -10^15 and 10^15")
+            return None
         self._fail(key, "an integer")
         return None
 
     def as_num(self, key: str, default: float | None = None) -> float | None:
         v = self.get(key, default)
-        if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+        if v is None:
+            return v
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if isinstance(v, int) and not -MAX_INT <= v <= MAX_INT:
+                self._fail(key, "a number between -10^15 and 10^15")
+                return None
             return v
         self._fail(key, "a number")
         return None

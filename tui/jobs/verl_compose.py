@@ -77,11 +77,21 @@ def _is_group(override: Any, custom_dir: str = "") -> bool:
         and not override.is_sweep_override()
         and key.split(".")[0] != "hydra"
         and "." not in key
-        and (
-            (verl_config_dir() / key).is_dir()
-            or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())
-        )
+        and _config_group(key, custom_dir)
     )
+
+
+def _config_group(key: str, custom_dir: str = "") -> bool:
+    """`key` names a config-group folder of verl's config (or the custom one). The one place
+    a key becomes a path: a key no folder name can be (too long, a NUL) is none."""
+    folders = [verl_config_dir()] + ([Path(custom_dir)] if custom_dir else [])
+    for folder in folders:
+        try:
+            if (folder / key).is_dir():
+                return True
+        except (OSError, ValueError):  # ENAMETOOLONG, a NUL: not a folder of ours
+            continue
+    return False
 
 
 def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
@@ -91,8 +101,7 @@ def _needs_full_compose(override: Any, custom_dir: str = "") -> bool:
         override.package is not None
         or override.is_sweep_override()
         or key.split(".")[0] == "hydra"
-        or (verl_config_dir() / key).is_dir()
-        or (bool(custom_dir) and (Path(custom_dir) / key).is_dir())
+        or _config_group(key, custom_dir)
     )
 
 
