@@ -150,9 +150,10 @@ def _open_socket(ep: Endpoint, deadline: float) -> socket.socket:
 
 def _proxy_connect(sock: socket.socket, ep: Endpoint, deadline: float) -> None:
     """CONNECT host:port through the proxy (for https): its answer's head, deadline-bound."""
-    target = f"[{ep.host}]:{ep.port}" if ":" in ep.host else f"{ep.host}:{ep.port}"
+    host = f"[{ep.host}]" if ":" in ep.host else ep.host.encode("idna").decode("ascii")
+    target = f"{host}:{ep.port}"
     wrapped = _DeadlineSocket(sock, deadline)
-    wrapped.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("idna"))
+    wrapped.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("ascii"))
     resp = http.client.HTTPResponse(wrapped, method="CONNECT")  # type: ignore[arg-type]
     resp.begin()
     if resp.status != 200:
