@@ -6,7 +6,6 @@ token, and the cockpit takes no line a relay host forged or replayed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -69,7 +68,14 @@ async def test_relay_carries_the_lines_and_heals(three_hosts, tmp_path):
             )
             # Samples keep coming at 1 Hz, through the relay, for every host.
             before = {n: (h.latest.seq, delivered[n]) for n, h in hosts.items()}
-            await asyncio.sleep(3.2)
+            await until(
+                lambda: all(
+                    h.latest.seq >= before[n][0] + 2 and delivered[n] >= before[n][1] + 2
+                    for n, h in hosts.items()
+                ),
+                3.2,
+                "two more relayed samples from every host",
+            )
             for name, h in hosts.items():
                 assert h.latest.seq >= before[name][0] + 2, name
                 assert delivered[name] >= before[name][1] + 2, name
