@@ -6,10 +6,15 @@ away and says its state in words."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from test_job_form import _open_form, local_app, type_into, until
 from textual.widgets import Checkbox, Input
+from textual.widgets._footer import FooterKey
 
 from tui.screens.confirm import ConfirmScreen
+
+APPS = Path(__file__).parent / "snapshot_apps"
 
 __all__ = ["local_app"]  # the fixture, shared with test_job_form
 
@@ -132,6 +137,10 @@ async def test_queue_switch_is_one_key_away_and_says_its_state(local_app):
         assert _focused_field(app) == BATCH  # the cursor stayed where it was
         await pilot.press("ctrl+l")
         assert not form.queue_wanted and str(box.label) == "Queue: off"
+        # The footer fits 160 columns: every key it shows is whole.
+        shown = [k for k in form.query(FooterKey) if k.region.width]
+        assert {"Submit", "Next error", "Queue on/off"} <= {str(k.description) for k in shown}
+        assert all(k.region.right <= 160 for k in shown), [(k.description, k.region) for k in shown]
 
 
 def test_form_binds_no_input_editing_key():
@@ -148,3 +157,152 @@ def test_form_binds_no_input_editing_key():
     editing = {k.strip() for b in Input.BINDINGS for k in b.key.split(",")}
     assert {"ctrl+d", "ctrl+k", "ctrl+u", "ctrl+w"} <= editing
     assert not (bound & editing), bound & editing
+
+
+# -- the Jobs screen: movement keys, filter, sort, footer -------------------------------------
+
+
+def _replay_app(name: str):
+    import runpy
+
+    return runpy.run_path(str(APPS / name))["app"]
+
+
+def _row_keys(table) -> list[str]:
+    from textual.coordinate import Coordinate
+
+    return [
+        table.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value for i in range(table.row_count)
+    ]
+
+
+async def test_jobs_screen_keys_move_filter_and_sort():
+    """Over the recorded run healed twice (three jobs: FAILED, FAILED, RUNNING)."""
+    from snapshot_apps.replay import wait_for
+    from textual.widgets import DataTable
+
+    from tui.screens.jobs import JobsScreen
+
+    app = _replay_app("jobs_heal_replay.py")
+    async with app.run_test(size=(160, 46)) as pilot:
+        await wait_for(pilot, lambda: getattr(app.screen, "loaded", False))
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        table = jobs.query_one(DataTable)
+        rows = _row_keys(table)
+        assert len(rows) == 3, rows
+        sid = min(rows, key=len)  # the first run; its retries are SID-retry1, SID-retry2
+        for key, row in (("G", 2), ("g", 0), ("j", 1), ("k", 0), ("end", 2), ("home", 0)):
+            await pilot.press(key)
+            assert table.cursor_row == row, key
+        # o: by status (running first), then by name; O reverses.
+        await pilot.press("o")
+        assert jobs.sort_key == "status" and _row_keys(table)[0] == f"{sid}-retry2"
+        await pilot.press("o")
+        assert jobs.sort_key == "name" and _row_keys(table) == sorted(rows)
+        await pilot.press("O")
+        assert _row_keys(table) == sorted(rows, reverse=True)
+        assert "sorted by name (reversed)" in str(jobs.query_one("#jobs-title").render())
+        # /: as on the Cluster screen; enter keeps the filter, esc clears it, esc again leaves.
+        await pilot.press("slash", *"retry2", "enter")
+        assert _row_keys(table) == [f"{sid}-retry2"]
+        assert "1 shown" in str(jobs.query_one("#jobs-title").render())
+        await pilot.press("slash", "ctrl+u", *"failed", "enter")
+        assert set(_row_keys(table)) == {sid, f"{sid}-retry1"}
+        await pilot.press("escape")
+        assert len(_row_keys(table)) == 3 and app.screen is jobs
+        # The footer fits: every key it shows is whole inside 160 columns.
+        shown = [k for k in jobs.query(FooterKey) if k.region.width]
+        assert {str(k.description) for k in shown} >= {"Log", "Filter", "Sort", "Stop"}
+        assert all(k.region.right <= 160 for k in shown), [(k.description, k.region) for k in shown]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is not jobs)
+
+
+# -- the compare screen: names that differ only at the end stay apart -------------------------
+
+
+async def test_compare_headers_keep_the_part_that_differs():
+    from snapshot_apps.compare_replay import fixed_run
+    from snapshot_apps.replay import ScreenApp
+    from textual.widgets import DataTable
+
+    from tui.archive.compare import config_diff
+    from tui.screens.compare import CompareScreen
+    from tui.widgets.compare import run_labels
+
+    stem = "grpo-gsm8k-qwen2.5-0.5b-20261127-101500"
+    runs = [
+        fixed_run(f"{stem}-1", 0.10, "1e-6", None, 10),
+        fixed_run(f"{stem}-2", 0.20, "3e-6", None, 10),
+        fixed_run(f"{stem}-3", 0.15, "1e-6", "128", 8),
+    ]
+    app = ScreenApp(lambda app: CompareScreen(runs, config_diff(runs, defaults={})))
+    async with app.run_test(size=(160, 46)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        diff = next(t for t in screen.query(DataTable) if t.columns and len(t.columns) == 4)
+        headers = [str(c.label) for c in diff.columns.values()][1:]
+        assert len(set(headers)) == 3, headers
+        assert [h[-2:] for h in headers] == ["-1", "-2", "-3"], headers
+        assert all(len(h) <= 24 and "…" in h and h.startswith("grpo") for h in headers)
+        legend = screen.charts[0].border_subtitle or ""
+        assert all(h in legend for h in headers), legend
+    # Differing in the middle: the window moves to where they differ.
+    mid = run_labels([f"{'a' * 30}X{'b' * 30}", f"{'a' * 30}Y{'b' * 30}"])
+    assert len(set(mid)) == 2 and "X" in mid[0] and "Y" in mid[1]
+    assert run_labels(["short", "also-short"]) == ["short", "also-short"]
+
+
+# -- local mode without Ray: `u` is not offered, and says the pinned fix ----------------------
+
+
+async def test_local_mode_without_ray_does_not_offer_u(tmp_path, monkeypatch):
+    """A real interpreter without Ray: this venv's Python run isolated (`-I -S`, as
+    test_no_verl builds one), as the local host's python."""
+    import sys
+
+    from textual.content import Content
+
+    from tui.app import VerlTuiApp
+    from tui.config.hosts import load_inventory, local_inventory
+    from tui.palette import commands_for
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("VERL_TUI_SUPERVISE", "0")
+    bare = tmp_path / "python-without-ray"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    path = tmp_path / "hosts.yaml"
+    path.write_text(f"hosts:\n  - name: localhost\n    transport: local\n    python: {bare}\n")
+
+    def offered(app) -> bool:
+        return any(b.binding.action == "app.ray_up" for b in app.screen.active_bindings.values())
+
+    app = VerlTuiApp(load_inventory(path), interval=1.0)
+    notes: list[str] = []
+    async with app.run_test(size=(160, 46)) as pilot:
+        original = app.notify
+
+        def notify(message, *a, **kw):
+            notes.append(str(message))
+            return original(message, *a, **kw)
+
+        app.notify = notify  # type: ignore[method-assign]
+        await until(pilot, lambda: app.ray_missing is not None, 30, "the interpreter asked")
+        assert not offered(app)  # not in the footer
+        names = {c.name for c in commands_for(app.screen)}  # nor in the palette
+        assert "Ray up" not in names and "Ray up: not installed here (the fix)" in names
+        await pilot.press("u")
+        await until(pilot, lambda: bool(notes), 5, "the refusal")
+        (line,) = (Content.from_markup(n).plain for n in notes)  # as the toast shows it
+        assert str(bare) in line and "-m pip install 'ray[default]==2.60.0'" in line, line
+        assert "[ray] extra" in line and "\n" not in line
+        assert not app.query("RayProgressScreen")  # nothing was started
+
+    # This venv's own Python has Ray: `u` is offered (not pressed: it would start Ray).
+    app = VerlTuiApp(local_inventory(), interval=1.0)
+    async with app.run_test(size=(160, 46)) as pilot:
+        await until(pilot, lambda: app.local_ray_asked, 30, "the interpreter asked")
+        assert app.ray_missing is None and offered(app)

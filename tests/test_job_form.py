@@ -48,6 +48,7 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
 
     cluster, path, env = ray_up
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    monkeypatch.setenv("VERL_TUI_SUPERVISE", "0")  # the queued resubmission stays queued
     inv = load_inventory(path)
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -115,12 +116,51 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
         assert rec.profile == "grpo-gsm8k-qwen2.5-0.5b"
         assert "data.train_batch_size=256" in rec.overrides
         assert rec.profile_path == str(PRESET.resolve())
+        await _resubmit_queued_and_cancel(app, pilot, rec.submission_id)
     sid = rec.submission_id
     job = wait_status(env, path, sid, {"SUCCEEDED", "FAILED"}, timeout=120)
     logs = job_logs(cluster, sid)
     assert job["status"] == "SUCCEEDED", logs[-3000:]
     assert "train_batch_size: 256" in logs
     assert "n_gpus_per_node: 4" in logs  # derived from the live cluster, not the profile
+
+
+async def _resubmit_queued_and_cancel(app, pilot, sid: str) -> None:
+    """Back on Jobs after a submit the cursor is on the new job; `e` resubmits it with the
+    Queue switch on (ctrl+l) and the cursor goes to the queued entry; del + y cancels it."""
+    from textual.widgets import DataTable
+
+    from tui.jobs.queue import JobQueue
+    from tui.screens.confirm import ConfirmScreen
+    from tui.screens.job_form import JobFormScreen
+    from tui.screens.jobs_queue import QUEUE_KEY
+
+    jobs = app.screen
+    table = jobs.query_one(DataTable)
+    await until(pilot, lambda: jobs.cursor_key(table) == sid, 20, "the cursor on the new job")
+    await pilot.press("e")
+    await until(pilot, lambda: isinstance(app.screen, JobFormScreen), 10, "the resubmit form")
+    form = app.screen
+    await until(pilot, lambda: _ready(form) and form.resources is not None, 60, "checked")
+    form.query_one("#toggle-print-config", Checkbox).value = True
+    await pilot.press("ctrl+l")
+    assert form.queue_wanted
+    await until(pilot, lambda: form.validated and form.can_submit, 30, "submittable")
+    await pilot.press("ctrl+s")
+    await until(pilot, lambda: app.screen is jobs, 60, "back on Jobs")
+    queue = JobQueue(app.inventory.cluster)
+    (entry,) = queue.entries()
+    assert entry.submission_id != sid
+    await until(
+        pilot,
+        lambda: jobs.cursor_key(table) == QUEUE_KEY + entry.submission_id,
+        20,
+        "the cursor on the queued resubmission",
+    )
+    await pilot.press("delete")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "cancel asks")
+    await pilot.press("y")
+    await until(pilot, lambda: not queue.entries(), 20, "the queued entry cancelled")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
 from tui.sanitize import one_line
-from tui.screens.help import key_label, node_title
+from tui.screens.help import key_label, node_title, offered
 from tui.widgets.gpu_table import SORT_KEYS
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ def binding_commands(node: DOMNode, where: str) -> Iterator[tuple[Binding, Comma
     for b in node.BINDINGS:
         binding = b if isinstance(b, Binding) else Binding(*b)
         if not binding.description or binding.action in _SKIP_ACTIONS:
+            continue
+        if not offered(node, binding):  # hidden, as in the footer
             continue
         run = partial(node.app.run_action, binding.action, node)
         yield binding, Command(binding.description, run, f"{where} ({key_label(binding.key)})")

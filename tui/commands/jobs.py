@@ -14,15 +14,15 @@ from typing import Any
 from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands import Command
+from tui.commands.jobs_table import jobs_table
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
-from tui.fmt import duration
 from tui.jobs.history import JobHistory
 from tui.jobs.pipeline import submission_json
 from tui.jobs.secrets import MissingSecret, resolve
-from tui.jobs.service import TERMINAL, JobRow, list_jobs, stop_job, submit_and_record
+from tui.jobs.service import TERMINAL, list_jobs, stop_job, submit_and_record
 from tui.jobs.submit import Submission, env_sources, raw_submission, shell_command
 from tui.jobs.workdir import WorkdirError
 from tui.logs.retriable import help_text as retriable_help
@@ -49,19 +49,6 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             value = os.environ[key]
         out[key] = value
     return out
-
-
-def jobs_table(rows: list[JobRow]) -> str:
-    out = [f"{'SUBMISSION ID':<40} {'STATUS':<20} {'DURATION':>9} {'PROFILE':<24} DRIVER"]
-    for r in rows:
-        profile = r.record.profile if r.record and r.record.profile else "-"
-        attempt = r.record.attempt if r.record else 1
-        chain = f"↻{attempt} " if isinstance(attempt, int) and attempt > 1 else ""  # a retry
-        out.append(
-            f"{chain + r.submission_id:<40} {r.status_text:<20} {duration(r.duration_s):>9} "
-            f"{profile:<24} {r.driver_node or '-'}"
-        )
-    return "\n".join(out)
 
 
 def _print_submitted(

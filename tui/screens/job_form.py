@@ -110,12 +110,13 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         Binding("ctrl+n,f8", "next_error", "Next error", priority=True),
         Binding("ctrl+b,shift+f8", "previous_error", "Previous error", priority=True, show=False),
         Binding("ctrl+l", "toggle_queue", "Queue on/off", priority=True),
-        Binding("ctrl+g", "sweep", "Sweep (grid of values)", priority=True),
+        Binding("ctrl+g", "sweep", "Sweep", priority=True),  # a grid of values, all queued
         Binding("ctrl+r", "revalidate", "Re-validate now", priority=True, show=False),
         Binding("ctrl+o", "resume_from", "Resume from a checkpoint", priority=True, show=False),
         Binding("ctrl+t", "discard_draft", "Discard draft (asks first)", priority=True, show=False),
-        Binding("escape", "back", "Back (draft kept)"),
+        Binding("escape", "back", "Back (draft kept)", show=False),
     ]
+    HELP_FIELD_KEYS = True  # help (?) lists a field's own editing keys too
 
     DEFAULT_CSS = """
     JobFormScreen #form-title { height: auto; background: $panel; padding: 0 1; }

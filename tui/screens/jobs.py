@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError, is_job_id
@@ -26,12 +26,15 @@ from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
 from tui.screens.jobs_compare import CompareMarks
 from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
-from tui.screens.jobs_queue import QueueRows, grouped, profile_label
+from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
+from tui.screens.jobs_view import SORT_KEYS, JobTable, shown_queue, shown_rows
 from tui.screens.profile_picker import ProfilePickerScreen
+from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
 from tui.shellcmd import shown_command
 
 POLL_S = 3.0
+SELECT_TRIES = 5  # refreshes a just-created job's row is waited for before the cursor stays
 _STATUS_STYLE = {
     "SUCCEEDED": "green",
     "FAILED": "bold red",
@@ -52,27 +55,34 @@ def _env_entry(name: str, value: object) -> str:
 
 
 class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
+    # The footer shows the keys used most (it fits 160 columns with the app's 1-5); help (?)
+    # and the palette (ctrl+p) list every one. j/k/g/G/Home/End move (JobTable).
     BINDINGS = [
         Binding("l", "logs", "Log"),
         Binding("m", "metrics", "Metrics"),
-        Binding("k", "checkpoints", "Checkpoints"),
         Binding("n", "new_job", "New job"),
-        Binding("e", "edit_job", "Resubmit with edits"),
-        Binding("s", "stop", "Stop job"),
-        Binding("x", "delete", "Delete job"),
-        Binding("r", "refresh", "Refresh"),
-        Binding("space", "mark", "Mark"),
-        Binding("c", "compare", "Compare marked"),
-        Binding("delete", "queue_cancel", "Cancel queued"),
-        Binding("left_square_bracket", "queue_up", "Queue earlier"),
-        Binding("right_square_bracket", "queue_down", "Queue later"),
-        Binding("escape,b", "back", "Back"),
+        Binding("e", "edit_job", "Resubmit"),
+        Binding("s", "stop", "Stop"),
+        Binding("slash", "filter", "Filter"),
+        Binding("o", "sort", "Sort"),
+        Binding("O", "reverse_sort", "Reverse sort", show=False),
+        Binding("K", "checkpoints", "Job's checkpoints", show=False),
+        Binding("x", "delete", "Delete job", show=False),
+        Binding("r", "refresh", "Refresh", show=False),
+        Binding("space", "mark", "Mark for compare", show=False),
+        Binding("c", "compare", "Compare marked", show=False),
+        Binding("delete", "queue_cancel", "Cancel queued", show=False),
+        Binding("left_square_bracket", "queue_up", "Queue earlier", show=False),
+        Binding("right_square_bracket", "queue_down", "Queue later", show=False),
+        Binding("escape,b", "back", "Back (esc first clears a filter)", show=False),
     ]
 
     DEFAULT_CSS = """
     JobsScreen #jobs-title { height: 1; background: $panel; text-style: bold; }
     JobsScreen DataTable { height: 1fr; }
     JobsScreen #job-detail { height: 9; border-top: solid $primary 50%; padding: 0 1; }
+    JobsScreen #jobs-filter { dock: bottom; display: none; height: 3; }
+    JobsScreen #jobs-filter.visible { display: block; }
     """
 
     def __init__(self, cluster: RayCluster, history: JobHistory):
@@ -83,19 +93,31 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
         self.error: str | None = None
         self.loaded = False
+        self.filter_text = ""
+        self.sort_key = SORT_KEYS[0]
+        self.sort_reverse = False
+        # A job just submitted, resubmitted or queued from here: the cursor goes to it once
+        # its row is in the table (a few refreshes at most).
+        self.select_next: str | None = None
+        self._select_tries = 0
 
     def compose(self) -> ComposeResult:
         yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
-        table: DataTable[Text] = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+        table = JobTable(id="jobs", cursor_type="row", zebra_stripes=True)
         table.add_columns(
             "submission id", "status", "age", "duration", "profile", "driver", "message"
         )
         yield table
         yield Static("", id="job-detail")
+        yield Input(
+            placeholder="filter jobs: id, status, profile, node, message (enter: keep, esc: clear)",
+            id="jobs-filter",
+        )
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
+        self.watch(self.query_one("#jobs-filter", Input), "value", self.set_filter, init=False)
         self.poll()
 
     @work(exclusive=True, group="jobs-poll", exit_on_error=False)
@@ -125,8 +147,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         current = self.current
         queued_key = self.cursor_key(table)
         table.clear()
-        self.fill_queue(table)
-        for r in grouped(self.rows):
+        self.fill_queue(table, shown_queue(self.queued, self.filter_text))
+        shown = shown_rows(self.rows, self.filter_text, self.sort_key, self.sort_reverse)
+        for r in shown:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
             status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
@@ -141,12 +164,17 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
                 cell(r.message or "", 60),
                 key=r.submission_id,
             )
-        if current is not None and any(r.submission_id == current.submission_id for r in self.rows):
+        if current is not None and current.submission_id in table.rows:
             table.move_cursor(row=table.get_row_index(current.submission_id))
         self.restore_queue_cursor(table, queued_key)
+        self._select_new(table)
         title = f" Jobs — {markup(self.cluster.inv.cluster)}   {plural(len(self.rows), 'job')}"
         if self.queued:
             title += f", {len(self.queued)} queued"
+        if self.filter_text:
+            title += f"   filter “{markup(one_line(self.filter_text, 40))}”: {len(shown)} shown"
+        if self.sort_key != SORT_KEYS[0] or self.sort_reverse:
+            title += f"   sorted by {self.sort_key}" + (" (reversed)" if self.sort_reverse else "")
         if self.error:
             title += f"   {markup(self.error)}"
         if supervisor_note(self.app):
@@ -222,8 +250,15 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         if not self._addressable(row):
             return
         steps = total_steps_from(row.record.overrides) if row.record else None
+        last = row.record.status if row.record else None
         self.app.push_screen(
-            JobLogsScreen(self.cluster, row.submission_id, metrics=metrics, total_steps=steps)
+            JobLogsScreen(
+                self.cluster,
+                row.submission_id,
+                metrics=metrics,
+                total_steps=steps,
+                last_known=last,
+            )
         )
 
     def action_logs(self) -> None:
@@ -254,7 +289,59 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.poll()
 
     def action_back(self) -> None:
+        if self.filter_text or self.query_one("#jobs-filter", Input).has_class("visible"):
+            self.action_clear_filter()
+            return
         self.app.pop_screen()
+
+    # -- filter / sort / the new job's row -------------------------------------------------
+
+    def action_filter(self) -> None:
+        box = self.query_one("#jobs-filter", Input)
+        box.add_class("visible")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "jobs-filter":
+            event.input.remove_class("visible")
+            self.query_one(DataTable).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#jobs-filter", Input)
+        box.value = ""
+        box.remove_class("visible")
+        self.set_filter("")
+        self.query_one(DataTable).focus()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self._fill()
+
+    def set_sort(self, key: str, reverse: bool | None = None) -> None:
+        self.sort_key = key
+        if reverse is not None:
+            self.sort_reverse = reverse
+        self._fill()
+
+    def action_sort(self) -> None:
+        self.set_sort(SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)])
+        self.notify(f"jobs sorted by {self.sort_key}", timeout=1.5)
+
+    def action_reverse_sort(self) -> None:
+        self.set_sort(self.sort_key, not self.sort_reverse)
+
+    def _select_new(self, table: DataTable[Text]) -> None:
+        sid = self.select_next
+        if sid is None:
+            return
+        for key in (sid, QUEUE_KEY + sid):
+            if key in table.rows:
+                table.move_cursor(row=table.get_row_index(key))
+                self.select_next = None
+                return
+        self._select_tries += 1
+        if self._select_tries > SELECT_TRIES:  # filtered out, or gone: leave the cursor be
+            self.select_next = None
 
     # -- new job / resubmit with edits -----------------------------------------------------
 
@@ -265,7 +352,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         secret_refs: list[dict[str, str]] | None = None,
     ) -> None:
         def done(sid: str | None) -> None:
-            if sid:
+            if sid:  # submitted or queued: the cursor goes to it
+                self.select_next, self._select_tries = sid, 0
                 self.action_refresh()
 
         self.app.push_screen(

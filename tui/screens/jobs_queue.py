@@ -117,9 +117,12 @@ class QueueRows:
         except OSError:
             self.queued = []
 
-    def fill_queue(self, table: DataTable[Text]) -> None:
-        """Queued rows go first, in queue order (the head of the queue on top)."""
+    def fill_queue(self, table: DataTable[Text], shown: list[QueueEntry] | None = None) -> None:
+        """Queued rows go first, in queue order (the head of the queue on top); `shown`: the
+        ones the filter keeps (each keeps its place in the whole queue)."""
         for i, e in enumerate(self.queued, 1):
+            if shown is not None and e not in shown:
+                continue
             sid, status, since, took, profile, driver, why = queue_cells(e, i)
             table.add_row(
                 styled(sid),

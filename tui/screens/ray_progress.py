@@ -9,11 +9,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import RichLog, Static
 
 from tui.cluster.ray_cluster import StepEvent
 from tui.sanitize import clean, one_line, pad
 from tui.screens.error import ReportsWorkerFailures
+
+TICK_S = 0.5  # the elapsed time shown while it runs
 
 _STYLE = {
     "ok": ("✓", "green"),
@@ -41,14 +44,34 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
         self.title_text = title
         self.started = time.monotonic()
         self.finished = False
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(one_line(self.title_text), id="title", markup=False)
             yield RichLog(id="steps", wrap=True, markup=False)
-            yield Static(
-                "running… (the cockpit stays usable; esc closes once finished)", id="outcome"
-            )
+            yield Static(self._running_text(), id="outcome")
+
+    def on_mount(self) -> None:
+        # The first step line comes only once every host has answered the probe (seconds):
+        # until then the view says what is happening, and the clock runs.
+        first = Text("   0.0s ", style="dim")
+        first.append("… ", style="cyan")
+        first.append(
+            f"{pad('cluster', 16)} {pad('start', 8)} taking the cluster's lock, then asking "
+            "every host for its Python, Ray and ports…"
+        )
+        self.query_one(RichLog).write(first)
+        if not self.finished:
+            self._ticker = self.set_interval(TICK_S, self._tick)
+
+    def _running_text(self) -> str:
+        took = time.monotonic() - self.started
+        return f"running… {took:.0f} s (the cockpit stays usable; esc closes once finished)"
+
+    def _tick(self) -> None:
+        if not self.finished:
+            self.query_one("#outcome", Static).update(self._running_text())
 
     def add_event(self, ev: StepEvent) -> None:
         mark, style = _STYLE.get(ev.status, (" ", ""))
@@ -60,6 +83,8 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
 
     def finish(self, ok: bool, message: str) -> None:
         self.finished = True
+        if self._ticker is not None:
+            self._ticker.stop()
         out = self.query_one("#outcome", Static)
         out.update(
             Text(clean(message) + "   (esc closes)", style="bold green" if ok else "bold red")

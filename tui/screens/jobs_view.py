@@ -1,0 +1,88 @@
+"""What the Jobs table shows and how it is moved through: its keys (j/k, g/G, Home/End move the
+selection, as on the Cluster screen), which rows show (the `/` filter: every word must appear in
+the job's id, status, profile, driver or message) and in what order (o cycles age, status,
+name; O reverses). Pure functions over the jobs service's rows, and the table widget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from tui.jobs.queue import QueueEntry
+from tui.jobs.service import JobRow
+from tui.screens.jobs_queue import grouped, profile_label
+
+SORT_KEYS = ("age", "status", "name")
+# Most urgent first: what runs or waits, then what went wrong, then what is done.
+_STATUS_ORDER = {
+    s: i
+    for i, s in enumerate(
+        ("RUNNING", "PENDING", "SUBMITTING", "FAILED", "LOST", "NOT_SUBMITTED", "STOPPED")
+    )
+}
+
+
+class JobTable(DataTable[Text]):
+    """The Jobs screen's table, with the Cluster screen's movement keys."""
+
+    BINDINGS = [
+        Binding("down,j", "cursor_down", "Next job", show=False),
+        Binding("up,k", "cursor_up", "Previous job", show=False),
+        Binding("home,g", "first", "First job", show=False),
+        Binding("end,G", "last", "Last job", show=False),
+    ]
+
+    def action_first(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+
+
+def _words(text: str) -> list[str]:
+    return text.casefold().split()
+
+
+def row_matches(row: JobRow, words: Sequence[str]) -> bool:
+    hay = " ".join(
+        (
+            row.submission_id,
+            row.status_text,
+            profile_label(row),
+            row.driver_node or "",
+            row.message or "",
+        )
+    ).casefold()
+    return all(w in hay for w in words)
+
+
+def entry_matches(entry: QueueEntry, words: Sequence[str]) -> bool:
+    hay = " ".join(
+        (entry.submission_id, "queued", entry.state, entry.profile or "", entry.reason or "")
+    ).casefold()
+    return all(w in hay for w in words)
+
+
+def shown_rows(rows: list[JobRow], filter_text: str, sort_key: str, reverse: bool) -> list[JobRow]:
+    """The rows the table shows, in its order. By age (the default) newest first with each
+    sweep's runs together; by status most urgent first, newest first within one; by name A-Z."""
+    words = _words(filter_text)
+    kept = [r for r in rows if row_matches(r, words)] if words else list(rows)
+    newest = sorted(kept, key=lambda r: r.start_time or 0, reverse=True)
+    if sort_key == "status":
+        out = sorted(newest, key=lambda r: _STATUS_ORDER.get(r.status, len(_STATUS_ORDER)))
+    elif sort_key == "name":
+        out = sorted(kept, key=lambda r: r.submission_id)
+    else:
+        out = grouped(newest)
+    return out[::-1] if reverse else out
+
+
+def shown_queue(entries: list[QueueEntry], filter_text: str) -> list[QueueEntry]:
+    words = _words(filter_text)
+    return [e for e in entries if entry_matches(e, words)] if words else list(entries)
