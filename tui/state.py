@@ -471,5 +471,17 @@ def atomic_write_text(
     atomic_write_bytes(path, text.encode("utf-8"), regular_only=regular_only, exclusive=exclusive)
 
 
+def write_output_file(path: Path, text: str, mode: int = 0o666, *, replace: bool = True) -> None:
+    """A file the user named on the command line (an exported profile, a CSV, an inventory),
+    written atomically: a new path, or (with `replace`) in place of a regular file only; a
+    symlink, a device, a FIFO or a folder there stays as it is (StateError naming it). Its
+    mode is `mode` less the umask, as for any new file (the temp file behind it was 0600)."""
+    atomic_write_text(path, text, regular_only=True, exclusive=not replace)
+    umask = os.umask(0)
+    os.umask(umask)
+    with contextlib.suppress(OSError):
+        os.chmod(path, mode & ~umask, follow_symlinks=False)
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

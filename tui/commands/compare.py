@@ -77,7 +77,7 @@ def show(
     from tui.commands.output import json_text
     from tui.jobs.history import JobHistory
     from tui.sanitize import one_line
-    from tui.state import atomic_write_text
+    from tui.state import write_output_file
 
     runs, missing = load_runs(store, jobs, JobHistory(inv.cluster))
     _warn(store)
@@ -101,7 +101,7 @@ def show(
     diff = config_diff(runs)
     if csv_path is not None:
         try:
-            atomic_write_text(csv_path, csv_text(runs, shared))
+            write_output_file(csv_path, csv_text(runs, shared))  # never over a symlink/device
         except OSError as exc:
             print(f"verl-tui compare: --csv {csv_path}: {exc.strerror or exc}", file=sys.stderr)
             return 1

@@ -15,7 +15,7 @@ from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
 from tui.jobs.importer import ImportResult, ScriptLimitError, import_script
 from tui.jobs.profiles import Profile, load_profile, profile_to_yaml
-from tui.state import StateError, atomic_write_text
+from tui.state import StateError, write_output_file
 
 EXIT_OK, EXIT_NO_COMMAND, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -100,7 +100,7 @@ def run_import(
         print(format_report(result, script, None), file=stderr)
         return EXIT_NO_COMMAND
     try:
-        write_user_file(output, profile_to_yaml(result.profile), 0o666, replace=force)
+        write_output_file(output, profile_to_yaml(result.profile), replace=force)
     except StateError as exc:
         print(f"{exc}" + ("" if force else "; pass --force to replace it"), file=stderr)
         return EXIT_BAD_INPUT
@@ -167,23 +167,12 @@ def run_export(
         return EXIT_OK
     try:
         # Executable for the scripts the user runs next.
-        write_user_file(output, text, 0o777 if kind in ("ray-job", "sbatch") else 0o666)
+        write_output_file(output, text, 0o777 if kind in ("ray-job", "sbatch") else 0o666)
     except StateError as exc:
         print(str(exc), file=stderr)
         return EXIT_BAD_INPUT
     print(f"wrote {output} ({kind})", file=stderr)
     return EXIT_OK
-
-
-def write_user_file(path: Path, text: str, mode: int, *, replace: bool = True) -> None:
-    """A file the user named on the command line, written atomically: a new path, or (with
-    `replace`) in place of a regular file only; a symlink, a device, a FIFO or a folder there
-    stays as it is (StateError naming it). `mode` less the umask, as any new file."""
-    atomic_write_text(path, text, regular_only=True, exclusive=not replace)
-    umask = os.umask(0)
-    os.umask(umask)
-    with contextlib.suppress(OSError):  # the temp file behind the write is 0600
-        os.chmod(path, mode & ~umask, follow_symlinks=False)
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tui.commands import PROG, Command, seconds
 from tui.config.yamlfile import ConfigError
-from tui.state import atomic_write_text
+from tui.state import write_output_file
 
 if TYPE_CHECKING:
     from tui.cluster.slurm import Allocation
@@ -41,10 +41,7 @@ def write_inventory(
     alloc, text = asyncio.run(inventory_for_job(job_id, base, timeout=timeout))
     if output is not None:
         try:
-            atomic_write_text(output, text)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(output, 0o666 & ~umask)  # the temp file behind it was 0600
+            write_output_file(output, text)  # a regular file or a new path only
         except OSError as exc:
             raise ConfigError(f"cannot write: {exc.strerror or exc}", output) from None
     return alloc, text
