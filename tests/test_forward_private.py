@@ -241,3 +241,53 @@ def test_websocket_through_the_listener(tunnel):
 
     with pytest.raises(websockets.exceptions.InvalidStatus, match="403"):
         asyncio.run(refused())
+
+
+def test_gate_bounds_the_request_head_and_forwards_nothing_refused(tmp_path):
+    """The gate alone, in front of a recording Unix socket: a head over the cap or one never
+    finished is dropped; a refused POST's body (sent with its head) never reaches upstream;
+    an allowed request reaches it byte for byte."""
+    from tui.cluster.dashboard_gate import HEAD_CAP, BrowserGate
+
+    received: list[bytes] = []
+    path = str(tmp_path / "up.sock")
+
+    async def run() -> list[bytes]:
+        async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            received.append(await reader.read(65536))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_unix_server(upstream, path)
+        gate = BrowserGate(path, token="t0k3n")
+        await gate.start()
+
+        async def exchange(data: bytes) -> bytes:
+            r, w = await asyncio.open_connection("127.0.0.1", gate.port)
+            w.write(data)
+            await w.drain()
+            out = await asyncio.wait_for(r.read(), 15)
+            w.close()
+            return out
+
+        answers = [
+            await exchange(b"GET / HTTP/1.1\r\nX: " + b"a" * HEAD_CAP + b"\r\n\r\n"),
+            await exchange(b'POST /api/jobs/ HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"x": 1}\n'),
+            await exchange(
+                b"POST /api/jobs/?a=1 HTTP/1.1\r\nCookie: verl_tui_%d=t0k3n\r\n"
+                b"Content-Length: 2\r\n\r\n{}" % gate.port
+            ),
+        ]
+        gate.close()
+        server.close()
+        return [*answers, b"%d" % gate.port]
+
+    too_big, refused, allowed, port = asyncio.run(run())
+    assert too_big == b""  # dropped: no answer, nothing forwarded
+    assert refused.startswith(b"HTTP/1.1 403 Forbidden")
+    assert allowed.endswith(b"ok")
+    assert received == [
+        b"POST /api/jobs/?a=1 HTTP/1.1\r\nCookie: verl_tui_" + port + b"=t0k3n\r\n"
+        b"Content-Length: 2\r\n\r\n{}"
+    ]

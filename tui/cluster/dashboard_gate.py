@@ -109,11 +109,13 @@ class BrowserGate:
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1:`port` (any free port when it is 0 or taken)."""
         try:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+            self._server = await asyncio.start_server(
+                self._serve, "127.0.0.1", port, limit=HEAD_CAP
+            )
         except OSError:
             if not port:
                 raise
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEAD_CAP)
         self.port = self._server.sockets[0].getsockname()[1]
 
     def close(self) -> None:
