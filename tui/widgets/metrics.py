@@ -219,7 +219,7 @@ class MetricChart(Vertical, can_focus=True):
         self.add_class("has-data")
         self.plot.refresh()
         note = f" · {gaps} nan/inf not drawn" if gaps else ""
-        return note + (f" · {moved} drawn at the chart's limit" if moved else "")
+        return note + (f" · {moved} beyond the chart's range" if moved else "")
 
 
 class MetricPicker(ModalScreen[str | None]):
