@@ -208,11 +208,14 @@ class QueueDuty:
                 )
             )
             return False
+        # The job is on the head: a queue file or record that cannot be written now (a full
+        # disk: StateError is an OSError) is said, and the next tick settles the entry from
+        # the head's list (a "starting" entry found there is finished, never sent again).
         try:
             queue.finish_start(sid, entry.needs)
-        except QueueError as exc:  # the job is on the head; the queue file could not be written
+            self._tag(ctx, entry)
+        except (QueueError, OSError) as exc:
             out.append(Decision("error", sid, f"submitted, but the queue not updated: {exc}"))
-        self._tag(ctx, entry)
         waited = duration(time.time() - entry.queued_at)
         size = f" ({entry.needs.describe()})" if entry.needs.nnodes else ""
         out.append(
