@@ -638,3 +638,16 @@ def test_appended_logs_refuse_special_files_at_once(tmp_path):
         with pytest.raises(StateError, match=r"log\.gz: is "):
             store.append_log("j1", meta, "line\n")
         assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_special_cluster_lock_file_ends_up_and_down_in_one_line(local, kind):
+    """`up`/`down` take the local cluster lock before anything else: a FIFO or a folder at
+    locks/<cluster>.lock is named at once (it used to be an internal error or a wait)."""
+    hosts, env, state = local
+    lock = state / "locks" / "faults.lock"
+    _special(lock, kind)
+    for command in ("down", "up"):
+        out = cli(env, command, str(hosts), timeout=60)
+        one_line_failure(out, str(lock), "expected a lock file")
+    no_crash_files(state)
