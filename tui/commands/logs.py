@@ -110,6 +110,41 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
     return _run(_with_cluster(inv, body))
 
 
+def run_grep(inv: Inventory, hosts: list[str], pattern: str, *, ignore_case: bool) -> int:
+    """Every host's Ray session logs searched there at once; `host:file:line: text` per match
+    (hosts in the file's order); 0 when something matched, 1 when nothing did."""
+    from tui.cluster.node_logs import grep_logs
+
+    async def body(cluster: RayCluster) -> int:
+        found = await grep_logs(cluster.fleet, hosts, pattern, ignore_case=ignore_case)
+        matched = 0
+        for result in found:
+            for m in result.matches:
+                print(m)
+                matched += 1
+            if result.error:
+                print(f"verl-tui logs: {result.host}: {result.error}", file=sys.stderr)
+            for note in result.notes:
+                print(f"verl-tui logs: {result.host}: {note}", file=sys.stderr)
+        searched = sum(r.files for r in found)
+        print(
+            f"verl-tui logs: {matched} matching line(s) in {searched} file(s) on "
+            f"{len(hosts)} host(s)",
+            file=sys.stderr,
+        )
+        return 0 if matched else 1
+
+    return _run(_with_cluster(inv, body))
+
+
+def _hosts_of(inv: Inventory, names: list[str]) -> list[str]:
+    known = [h.name for h in inv.hosts]
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"--node {name!r}: not a host of {inv.cluster} ({', '.join(known)})")
+    return names or known
+
+
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------
 
 
@@ -121,13 +156,42 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="submission id (or, with --node, a log file name; without one, the "
         "host's files are listed)",
     )
-    p.add_argument("--node", metavar="HOST", help="a host's Ray logs instead of a job's")
+    p.add_argument(
+        "--node",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="a host's Ray logs instead of a job's (with --grep: repeatable, default all)",
+    )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument(
+        "--grep",
+        metavar="PATTERN",
+        help="search every host's Ray session logs for a Python regex (each file's newest "
+        "16 MiB, 128 MiB a host): host:file:line: text",
+    )
+    p.add_argument("-i", "--ignore-case", action="store_true", help="with --grep: case-insensitive")
 
 
 def _run_args(args: argparse.Namespace) -> int:
+    if args.grep is not None:
+        from tui.cluster.node_logs import BadPattern, check_pattern
+
+        if args.job or args.follow:
+            raise ConfigError("--grep PATTERN goes alone (with --node HOST and -i)")
+        try:
+            check_pattern(args.grep, ignore_case=args.ignore_case)  # one line, exit 2
+        except BadPattern as exc:
+            raise ConfigError(f"--grep: {exc}") from None
+        hosts = _hosts_of(args.inventory, args.node)
+        return run_grep(args.inventory, hosts, args.grep, ignore_case=args.ignore_case)
+    if args.ignore_case:
+        raise ConfigError("-i goes with --grep PATTERN")
+    if len(args.node) > 1:
+        raise ConfigError("--node: one host (several go with --grep PATTERN)")
     if args.node:
-        return run_node_logs(args.inventory, args.node, args.job, follow=args.follow)
+        host = _hosts_of(args.inventory, args.node)[0]
+        return run_node_logs(args.inventory, host, args.job, follow=args.follow)
     if not args.job:
         raise ConfigError("give a JOB (verl-tui jobs lists them) or --node HOST")
     return run_job_logs(args.inventory, args.job, follow=args.follow)
@@ -139,11 +203,13 @@ LOGS = Command(
     hosts="required",
     intermixed=True,
     usage="verl-tui logs [-h] HOSTS.yaml JOB [-f | --follow]\n"
-    "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]",
+    "       verl-tui logs [-h] HOSTS.yaml --node HOST [FILE] [-f | --follow]\n"
+    "       verl-tui logs [-h] HOSTS.yaml --grep PATTERN [-i] [--node HOST ...]",
     description="Print a job's driver log (through the head's Jobs API, archived on the "
     "way; for a job from before a Ray restart, from the run archive, else the head's old "
     "session directory over SSH), "
     "or list and "
-    "print a host's Ray session log files (over SSH). With --follow and a job: exit "
+    "print a host's Ray session log files (over SSH), or search every host's at once "
+    "(--grep: exit 0 when a line matched, 1 when none did). With --follow and a job: exit "
     "0 when it SUCCEEDED, 1 otherwise.",
 )

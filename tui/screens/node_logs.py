@@ -41,6 +41,7 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         Binding("r", "refresh", "Refresh list"),
         Binding("o", "only_host", "This host only / all"),
         Binding("tab", "switch_focus", "Files / log", show=False),
+        Binding("ctrl+f", "grep_all", "Search every host's logs"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -155,6 +156,21 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
             pane.finish(f"ended: {why[-1]}" if why else "ended")
         finally:
             await proc.close()
+
+    def action_grep_all(self) -> None:
+        """A regex searched in the logs of the hosts shown (tui/screens/node_logs_grep.py)."""
+        from tui.screens.node_logs_grep import GrepPrompt, grep_into
+
+        hosts = [self.only] if self.only else list(self.hosts)
+
+        def search(pattern: str | None) -> None:
+            if pattern:
+                self.opened = None  # the pane shows the search, not a followed file
+                work = grep_into(self.query_one(LogPane), self.fleet, hosts, pattern)
+                # The follow worker's group: a search replaces the followed file.
+                self.run_worker(work, group="node-log-follow", exclusive=True, exit_on_error=False)
+
+        self.app.push_screen(GrepPrompt(len(hosts)), search)
 
     def action_refresh(self) -> None:
         self.refresh_files()
