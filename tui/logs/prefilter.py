@@ -1,0 +1,206 @@
+"""The log signatures' prefilter: which short words a line must hold for any signature
+(tui/logs/signatures.py) to be able to match it.
+
+Each signature's regex is parsed once and the literal text every match must contain is derived
+from it (`required_literals`); from those, a few anchor words are chosen (`Prefilter`) such that
+every signature literal contains one. A block of log is scanned for the anchors with C-level
+`bytes.find`; only lines holding one reach the regexes. No line a signature would match is
+skipped: the literals come from the patterns themselves (compiled with re.ASCII, so
+case-insensitive parts fold ASCII only, exactly as `bytes.lower` does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typeshed describes the regex parser under its old names only
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
+else:
+    try:  # Python 3.11+: the regex parser's own home; sre_parse is its deprecated alias
+        from re import _constants as _sre_c
+        from re import _parser as _sre_parse
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_constants as _sre_c
+        import sre_parse as _sre_parse
+
+
+# -- deriving the literals a pattern needs -----------------------------------------------------
+
+_LITERAL, _BRANCH, _SUBPATTERN = _sre_c.LITERAL, _sre_c.BRANCH, _sre_c.SUBPATTERN
+_REPEATS = (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, getattr(_sre_c, "POSSESSIVE_REPEAT", None))
+_ATOMIC = getattr(_sre_c, "ATOMIC_GROUP", None)
+MIN_LITERAL = 3
+
+
+def _cover(seq) -> list[str] | None:  # seq: sre_parse's SubPattern, or a list of items
+    """Strings one of which every match of `seq` contains, or None when nothing is certain.
+    Literal runs give a one-string cover; a branch gives the union of its alternatives'."""
+    best: list[str] | None = None
+
+    def better(cand: list[str] | None) -> None:
+        nonlocal best
+        if cand and (best is None or min(map(len, cand)) > min(map(len, best))):
+            best = cand
+
+    run: list[str] = []
+    for op, av in [*seq, (None, None)]:
+        if op is _LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            better(["".join(run)])
+            run = []
+        if op is _BRANCH:
+            alts = [_cover(alt) for alt in av[1]]
+            covered = [a for a in alts if a]
+            if len(covered) == len(alts):  # every alternative has a required literal
+                better([s for alt in covered for s in alt])
+        elif op is _SUBPATTERN:
+            better(_cover(av[-1]))
+        elif op is not None and op is _ATOMIC:
+            better(_cover(av))
+        elif op is not None and op in _REPEATS and av[0] >= 1:
+            better(_cover(av[2]))
+    return best
+
+
+def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The lowercase strings one of which every match of `pattern` contains, each at least
+    MIN_LITERAL characters long; ValueError for a pattern that has no such set (the prefilter
+    could never find its lines)."""
+    cover = _cover(_sre_parse.parse(pattern.pattern, pattern.flags))
+    if not cover or min(map(len, cover)) < MIN_LITERAL or not all(s.isascii() for s in cover):
+        raise ValueError(
+            f"signature pattern {pattern.pattern!r} needs a literal of "
+            f"{MIN_LITERAL}+ ASCII characters in every alternative"
+        )
+    return tuple(sorted({s.lower() for s in cover}))
+
+
+# -- the prefilter ---------------------------------------------------------------------------
+
+# Lowercase words that make a line worth classifying for its severity alone (rules in classify).
+CLASS_NEEDLES = ("error", "exception", "warn", "fatal", "critical", "traceback (most")
+# Lines of a healthy verl run (Ray, vLLM, NCCL, verl, tqdm): no anchor may occur in them, so
+# the prefilter passes as few healthy lines as it can.
+_HEALTHY = """
+(TaskRunner pid=31337, ip=10.0.0.11) step:12 - actor/entropy:0.61 - actor/pg_loss:-0.02 -
+ perf/max_memory_allocated_gb:61.2 - perf/cpu_memory_used_gb:120.5 - timing_s/gen:41.2 -
+ response_length/mean:512.0 - critic/score/mean:0.43 - training/global_step:12 - timing_s/step:90
+(WorkerDict pid=40211, ip=10.0.0.12) INFO 01-16 08:48:22 [model_runner.py:1544] Graph capturing
+ finished in 12 secs, took 0.53 GiB; Loading model weights took 14.99 GB; # GPU blocks: 1952
+(WorkerDict pid=40212, ip=10.0.0.12) node2:40212:40230 [1] NCCL INFO Channel 00/0 : 0[0] ->
+ 1[1] via P2P/IPC/read; NCCL INFO Connected all rings; NCCL INFO comm 0x55 rank 1 nranks 8
+ cudaDev 1 busId 1b000 commId 0x1 - Init COMPLETE; NCCL INFO Using network IB
+(vLLMHttpServer pid=884, ip=10.0.0.12) INFO: 127.0.0.1:53042 - "POST /v1/completions HTTP/1.1"
+ 200 OK; Added request cmpl-1; Finished request cmpl-1; Avg prompt throughput: 10.1 tokens/s
+(raylet) [2025-01-16 08:48:22,123 I 4521 4521] node_manager.cc:1012: Worker process started;
+ 2025-01-16 08:48:22,123 INFO worker.py:1841 -- Connecting to existing Ray cluster at address:
+ 10.0.0.11:6379... Connected to Ray cluster. View the dashboard at 127.0.0.1:8265 [repeated 7x
+ across cluster] job submission; runtime_env setup; Started a local Ray instance.
+Training Progress: 12%|█▏ | 12/100 [18:02<2:12:15, 90.2s/it] Processed prompts: 100%
+ 256/256 [00:12<00:00, 20.1it/s, est. speed input: 1024 toks/s, output: 4096 toks/s]
+ validation generation end; saving checkpoint to checkpoints/global_step_12/actor
+Job 'raysubmit_x' submitted successfully; Status for job 'raysubmit_x': RUNNING; Job is running
+ Tailing logs until the job exits (disable with --no-wait)
+"""
+_STOP_WORDS = frozenset(
+    (
+        "the",
+        "to",
+        "for",
+        "of",
+        "on",
+        "in",
+        "at",
+        "is",
+        "was",
+        "be",
+        "been",
+        "are",
+        "and",
+        "or",
+        "not",
+        "no",
+        "with",
+        "from",
+        "by",
+        "as",
+        "it",
+        "this",
+        "that",
+        "may",
+        "can",
+        "has",
+        "have",
+        "had",
+        "any",
+        "all",
+        "now",
+        "than",
+        "its",
+        "into",
+        "out",
+        "per",
+        "set",
+        "use",
+    )
+)
+_WORD_RE = re.compile(r"[a-z0-9_]+(?:-[a-z0-9_]+)*")
+
+
+def _choose_anchors(literals: list[str], given: tuple[str, ...]) -> tuple[str, ...]:
+    """A few words such that every literal contains one: the `given` needles first, then, over
+    and over, the word (not a stop word, not found in _HEALTHY) that occurs in most literals still
+    uncovered, the longer on a tie (being the rarer). Once no word is shared, each literal left
+    is its own anchor."""
+    left = [lit for lit in literals if not any(g in lit for g in given)]
+    healthy = _HEALTHY.lower()
+    chosen: list[str] = []
+    while left:
+        words = {
+            w
+            for lit in left
+            for w in _WORD_RE.findall(lit)
+            if len(w) >= MIN_LITERAL
+            and w not in _STOP_WORDS
+            and not w.isdigit()
+            and w not in healthy
+        }
+        # a word covers every literal that contains it, even inside a longer word
+        counts = {w: sum(w in lit for lit in left) for w in words}
+        word = max(counts, key=lambda w: (counts[w], len(w), w)) if counts else ""
+        if not word or counts[word] == 1:  # shared by none: the whole literal is rarer
+            word = max(left, key=len)
+        chosen.append(word)
+        left = [lit for lit in left if word not in lit]
+    return tuple(given) + tuple(sorted(chosen))
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    anchors: tuple[str, ...]  # lowercase; a line holding none of them cannot match any rule
+    by_anchor: dict[str, tuple[int, ...]]  # anchor -> signatures with a literal that holds it
+
+    @classmethod
+    def build(cls, literal_sets: Sequence[tuple[str, ...]]) -> Prefilter:
+        """From each signature's required literals, in table order."""
+        literals = sorted({lit for lits in literal_sets for lit in lits})
+        anchors = _choose_anchors(literals, CLASS_NEEDLES)
+        by_anchor = {
+            a: tuple(i for i, lits in enumerate(literal_sets) if any(a in lit for lit in lits))
+            for a in anchors
+        }
+        return cls(anchors, by_anchor)
+
+    def candidates(self, low: str) -> list[int]:
+        """Signatures (table order) that may match a lowercased line."""
+        hits: set[int] = set()
+        for a, sigs in self.by_anchor.items():
+            if sigs and a in low:
+                hits.update(sigs)
+        return sorted(hits)
