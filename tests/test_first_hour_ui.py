@@ -306,3 +306,27 @@ async def test_local_mode_without_ray_does_not_offer_u(tmp_path, monkeypatch):
     async with app.run_test(size=(160, 46)) as pilot:
         await until(pilot, lambda: app.local_ray_asked, 30, "the interpreter asked")
         assert app.ray_missing is None and offered(app)
+
+
+async def test_toasts_about_the_screen_left_behind_go_with_it():
+    """A screen change drops the information toasts raised more than FRESH_TOAST_S before it
+    (they would cover the new screen's details pane); fresh ones and warnings stay."""
+    from snapshot_apps.replay import wait_for
+
+    from tui.app import FRESH_TOAST_S
+    from tui.screens.jobs import JobsScreen
+
+    app = _replay_app("cluster_replay.py")
+    async with app.run_test(size=(160, 46)) as pilot:
+        await pilot.pause()
+        app.notify("about the cluster screen", timeout=60)
+        app.notify("a warning", severity="warning", timeout=60)
+        await wait_for(pilot, lambda: len(app._notifications) == 2)
+        for note in app._notifications:  # raised a while ago
+            note.raised_at -= FRESH_TOAST_S + 1
+        app.notify("just raised", timeout=60)
+        await wait_for(pilot, lambda: len(app._notifications) == 3)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: isinstance(app.screen, JobsScreen))
+        left = sorted(n.message for n in app._notifications)
+        assert left == ["a warning", "just raised"], left

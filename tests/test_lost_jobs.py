@@ -44,7 +44,12 @@ def _submit(env, path, sid, code) -> None:
     assert sub.returncode == 0, sub.stderr
 
 
-def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost(ray_up):
+@pytest.fixture(scope="module")
+def restarted(ray_up):
+    """Three jobs, then `up --restart`: one succeeded, one failed (both listed once finished,
+    as the Jobs screen and the supervisor do, so the outcome and the head's start/end times
+    are on their records), one still running. Yields (hosts.yaml, env, the failed job as
+    listed before the restart, when the restart began)."""
     _, path, env = ray_up
     _submit(env, path, "before-restart-1", "print('OLD SESSION LINE')")
     _submit(env, path, "failed-before-1", "import time, sys; time.sleep(2); sys.exit(3)")
@@ -52,13 +57,15 @@ def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost
     wait_status(env, path, "before-restart-1", {"SUCCEEDED"})
     failed = wait_status(env, path, "failed-before-1", {"FAILED"})
     wait_status(env, path, "running-at-restart-1", {"RUNNING"})
-    # Listed once finished (as the Jobs screen and the supervisor do): the outcome and the
-    # head's start/end times are on the record. Then Ray restarts (a new session on the head).
     assert failed["end_time"] and failed["duration_s"] >= 2, failed
     restart_at = time.time()
     up = cli(env, "up", str(path), "--restart", timeout=240)
     assert up.returncode == 0, up.stdout + up.stderr
+    return path, env, failed, restart_at
 
+
+def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost(restarted):
+    path, env, failed, restart_at = restarted
     ok = _job(env, path, "before-restart-1")
     assert ok["status"] == "SUCCEEDED" and not ok["on_head"], ok
     assert "Ray restarted since" in ok["message"] and ok["ray_restarted_since"], ok
@@ -99,6 +106,52 @@ def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost
     none = cli(env, "logs", str(path), "never-was-1")
     assert none.returncode == 1 and "no job 'never-was-1'" in none.stderr
     assert "Traceback" not in none.stderr
+
+
+async def test_jobs_screen_after_a_restart_and_a_failed_jobs_metrics(restarted, monkeypatch):
+    """The cockpit (Pilot) on the restarted cluster: the failed job is FAILED with its own
+    duration and the note, the running one LOST; its metrics tab says the job ended with no
+    step lines (not "waiting" for them) and its log ends FAILED, read from the old session."""
+    from textual.widgets import DataTable
+
+    from tui.app import VerlTuiApp
+    from tui.config.hosts import load_inventory
+    from tui.fmt import duration
+    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.jobs import JobsScreen
+
+    path, env, failed, _ = restarted
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    monkeypatch.setenv("VERL_TUI_SUPERVISE", "0")
+    app = VerlTuiApp(load_inventory(path), interval=1.0)
+    async with app.run_test(size=(160, 46)) as pilot:
+        await pilot.press("2")
+        await _until(pilot, lambda: isinstance(app.screen, JobsScreen) and app.screen.loaded)
+        jobs = app.screen
+        rows = {r.submission_id: r for r in jobs.rows}
+        gone = rows["failed-before-1"]
+        assert gone.status_text == "FAILED" and "Ray restarted since" in (gone.message or "")
+        assert duration(gone.duration_s) == duration(failed["duration_s"])
+        assert rows["running-at-restart-1"].status_text == "LOST"
+        table = jobs.query_one(DataTable)
+        table.move_cursor(row=table.get_row_index("failed-before-1"))
+        await pilot.press("m")
+        await _until(pilot, lambda: isinstance(app.screen, JobLogsScreen))
+        logs = app.screen
+        await _until(pilot, lambda: logs.status is not None, 60)
+        assert logs.status == "FAILED"
+        step = str(logs.metrics.query_one("#metrics-step").render())
+        assert "ended (FAILED) with no step lines" in step and "waiting" not in step, step
+
+
+async def _until(pilot, predicate, timeout: float = 30.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "not within the timeout"
+        await pilot.pause(0.05)
 
 
 def test_bad_id_is_refused_before_anything_runs(ray_up):
