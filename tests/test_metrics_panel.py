@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 from textual.app import App, ComposeResult
 from textual.widgets import OptionList, ProgressBar, Static
@@ -57,6 +58,16 @@ def plotext_data(c: MetricChart) -> tuple[list, list, list]:
     return monitor.x, monitor.y, monitor.label
 
 
+async def drawn(pilot, panel: MetricsPanel) -> None:
+    """Until the panel has drawn everything it was fed (its redraws are throttled to 2 Hz, so
+    a fixed pause had to be longer than one throttle period)."""
+    deadline = time.monotonic() + 5
+    while panel._pending or panel._drawn_version != panel.tracker.version:
+        assert time.monotonic() < deadline, "the panel was fed but never redrew"
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
 def text_of(panel: MetricsPanel, selector: str) -> str:
     return str(panel.query_one(selector, Static).content)
 
@@ -67,7 +78,7 @@ async def test_charts_show_the_fed_series():
         panel = app.panel
         panel.feed_text("(TaskRunner pid=4242) Total training steps: 200\n")
         panel.feed_text("".join(step_line(s) for s in range(1, 6)))
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         score = chart(panel, "score / reward mean")
         assert score.plotted == {
             "critic/score/mean": [(s, s / 10) for s in range(1, 6)],
@@ -92,7 +103,7 @@ async def test_progress_bar_step_total_and_eta():
         panel = app.panel
         panel.set_total_steps(200)
         panel.feed_text("".join(step_line(s) for s in range(1, 38)))
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         bar = panel.query_one(ProgressBar)
         assert (bar.progress, bar.total) == (37, 200) and not bar.has_class("-hidden")
         # 163 steps left at timing_s/step 30 s.
@@ -100,7 +111,7 @@ async def test_progress_bar_step_total_and_eta():
         assert duration(163 * 30) == "1h21m" and duration(3 * 86400 + 4 * 3600) == "3d04h"
         # verl's own count replaces the config's.
         panel.feed_text("(TaskRunner pid=4242) Total training steps: 74\n")
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         assert bar.total == 74 and text_of(panel, "#metrics-step").startswith("step 37/74 · ETA")
 
 
@@ -110,7 +121,7 @@ async def test_unknown_total_hides_the_bar():
         panel = app.panel
         assert text_of(panel, "#metrics-step") == "waiting for verl's step lines"
         panel.feed_text(step_line(3))
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         assert panel.query_one(ProgressBar).has_class("-hidden")
         assert text_of(panel, "#metrics-step") == "step 3 (total unknown) · 30.0 s/step"
 
@@ -126,7 +137,7 @@ async def test_no_data_yet_names_the_keys():
             assert note == f"no data yet ({', '.join(c.spec.keys)})"
         # Some keys only: their charts draw, the others keep the note.
         panel.feed_text(PREFIX + "step:1 - actor/entropy:0.5 - timing_s/step:inf\n")
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         assert chart(panel, "entropy").has_class("has-data")
         assert not chart(panel, "KL").has_class("has-data")
         # An inf (or nan) is a gap: plotext cannot draw it, and the chart survives.
@@ -140,7 +151,7 @@ async def test_kl_chart_uses_whichever_kl_exists():
     async with app.run_test(size=(160, 50)) as pilot:
         panel = app.panel
         panel.feed_text("".join(step_line(s, kl_key="actor/ppo_kl") for s in (1, 2)))
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         assert chart(panel, "KL").plotted == {"actor/ppo_kl": [(1, 0.001), (2, 0.002)]}
 
 
@@ -161,7 +172,7 @@ async def test_m_picks_any_key_for_the_focused_chart_and_0_resets():
         panel = app.panel
         panel.feed_text("".join(step_line(s) for s in range(1, 11)))
         panel.feed_text(step_line(11, **{"val-core/openai/gsm8k/reward/mean@4": 0.75}))
-        await pilot.pause(0.6)
+        await drawn(pilot, panel)
         panel.charts[2].focus()  # entropy, top right
         await pilot.press("m")
         await pilot.pause()
