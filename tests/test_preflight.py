@@ -391,7 +391,7 @@ class Head:
 
 
 @pytest.fixture(scope="module")
-def ray_head(lab) -> Iterator[Head]:
+def ray_head(lab, ray_bring_up) -> Head:
     """Ray on node1 alone (1 GPU declared, so the preset's shape rules pass): submits need a
     live head; the preflight then asks node1."""
     import os
@@ -419,12 +419,8 @@ def ray_head(lab) -> Iterator[Head]:
         + "\n"
     )
     head = Head(path, {**os.environ, "XDG_STATE_HOME": str(lab.root / "state")})
-    up = head.cli("up", str(path))
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
-        yield head
-    finally:
-        head.cli("down", str(path))
+    ray_bring_up(head.env, path)
+    return head  # Ray goes with the lab's hosts at the module's end
 
 
 def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab, ray_head):
