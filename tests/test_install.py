@@ -21,6 +21,9 @@ import pytest
 
 from tui.commands import COMMANDS
 
+# Three fresh installs (the wheelhouse, once fetched, is cached): a minute or more.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "login-node.txt"
 PRESETS = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
