@@ -275,8 +275,12 @@ def test_damaged_history_record_is_named_and_never_a_hang(tmp_path, monkeypatch)
     history.save(JobRecord("good", "c", 1.0, "true"))
     os.mkfifo(history.dir / "fifo.json")
     (history.dir / "bad.json").write_text('{"submission_id": "bad"')
+    shape = {"submission_id": "shape", "cluster": "c", "submitted_at": 1, "entrypoint": "x"}
+    (history.dir / "shape.json").write_text(json.dumps({**shape, "tags": ["a list"]}))
     assert [r.submission_id for r in history.all()] == ["good"]
-    assert len(history.problems) == 2 and all("\n" not in p for p in history.problems)
+    assert len(history.problems) == 3 and all("\n" not in p for p in history.problems)
+    with pytest.raises(StateError, match=r"shape\.json: not a job record"):
+        history.get("shape")
     with pytest.raises(StateError, match="FIFO"):
         history.get("fifo")
     with pytest.raises(StateError, match=r"bad\.json:1: damaged"):

@@ -61,6 +61,49 @@ class JobRecord:
 MAX_DECISIONS = 50  # per record: a job retried all night must not grow its file without bound
 
 
+def _opt_str(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _opt_num(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _shaped(rec: JobRecord) -> bool:
+    """Every field of the type the code relies on: a record is a file anyone may have edited
+    (an id that is not a submission id would reach URLs; a list where a map belongs would end a
+    command in a TypeError)."""
+    texts = (
+        rec.profile,
+        rec.profile_path,
+        rec.config_hash,
+        rec.hosts_file,
+        rec.status,
+        rec.note,
+        rec.retry_of,
+    )
+    return (
+        is_job_id(rec.submission_id)
+        and rec.submitted_at is not None
+        and _opt_num(rec.submitted_at)
+        and all(_opt_num(t) for t in (rec.started_at, rec.ended_at))
+        and isinstance(rec.cluster, str)
+        and isinstance(rec.entrypoint, str)
+        and isinstance(rec.kind, str)
+        and all(_opt_str(v) for v in texts)
+        and isinstance(rec.overrides, list)
+        and all(isinstance(o, str) for o in rec.overrides)
+        and isinstance(rec.runtime_env, dict)
+        and isinstance(rec.attempt, int)
+        and (rec.retry_policy is None or isinstance(rec.retry_policy, dict))
+        and isinstance(rec.decisions, list)
+        and all(isinstance(d, dict) for d in rec.decisions)
+        and (rec.pending_retry is None or isinstance(rec.pending_retry, dict))
+        and isinstance(rec.tags, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in rec.tags.items())
+    )
+
+
 class JobHistory:
     """One cluster's records, one JSON file per submission. A record that cannot be read is a
     StateError naming its file when that job is asked for (`get`); `all` lists the readable
@@ -86,16 +129,7 @@ class JobHistory:
             rec = JobRecord(**doc) if isinstance(doc, dict) else None
         except TypeError:
             rec = None
-        # An id that is not a submission id (an edited file) would reach URLs.
-        if (
-            rec is None
-            or not is_job_id(rec.submission_id)
-            or not isinstance(rec.submitted_at, (int, float))
-            or (rec.status is not None and not isinstance(rec.status, str))
-            or not all(
-                t is None or isinstance(t, (int, float)) for t in (rec.started_at, rec.ended_at)
-            )
-        ):
+        if rec is None or not _shaped(rec):
             raise StateError(f"{path}: not a job record (its fields are damaged); move it away")
         return rec
 
