@@ -66,7 +66,9 @@ async def run_op(
     python = fleet.inventory.host(host).python
     try:
         transport = await host_transport(fleet, host)
-        res = await transport.run(script_argv(python, op, *args), timeout=timeout)
+        res = await transport.run(
+            script_argv(python, op, *args), timeout=timeout, what=f"checkpoint {op}"
+        )
     except TransportError as exc:
         raise CkptError(str(exc)) from None
     return answer(res, host, python)

@@ -12,7 +12,7 @@ async def tcp_reachable(
     """None when `address:port` accepts a connection from that host, else the reason."""
     try:
         argv = python_argv(python, "tcp_connect", address, str(port), str(timeout), site=False)
-        res = await transport.run(argv, timeout=timeout + 15)
+        res = await transport.run(argv, timeout=timeout + 15, what=f"connect to {address}:{port}")
     except TransportError as exc:
         return str(exc)
     if res.ok:

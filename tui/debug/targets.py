@@ -138,7 +138,7 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
     transport = await cluster.fleet.ready(head.name, 15)
     # tui/remote/ray_pdb_keys.py: Ray's GCS client with the head's interpreter, no ray.init.
     argv = python_argv(head.python, "ray_pdb_keys", f"{head.node_ip}:{inv.ray.port}")
-    res = await transport.run(argv, timeout=30)
+    res = await transport.run(argv, timeout=30, what="list breakpoints")
     if not res.ok:
         tail = (res.stderr or res.stdout).strip().splitlines()
         raise TransportError(

@@ -265,7 +265,10 @@ async def _ask(fleet: Fleet, host: Host, req: dict[str, Any], timeout: float) ->
     try:
         transport = await fleet.ready(host.name, timeout)
         res = await transport.run(
-            python_argv(host.python, "job_preflight"), input=json.dumps(req), timeout=timeout
+            python_argv(host.python, "job_preflight"),
+            input=json.dumps(req),
+            timeout=timeout,
+            what="job preflight",
         )
     except TransportError as exc:
         return {"error": one_line(str(exc), 300)}

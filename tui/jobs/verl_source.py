@@ -259,7 +259,9 @@ async def read_from_host(
     where = f"{spec.name} ({spec.python})"
     try:
         transport = await fleet.ready(spec.name, timeout)
-        res = await transport.run(remote_argv(spec.python, "manifest"), timeout=timeout)
+        res = await transport.run(
+            remote_argv(spec.python, "manifest"), timeout=timeout, what="read verl (manifest)"
+        )
     except TransportError as exc:
         raise VerlUnavailable(f"{spec.name}: {one_line(str(exc))[:300]}") from None
     manifest = parse_manifest(_answer(res.stdout, res.stderr, res.exit_status, where), where)
@@ -274,7 +276,9 @@ async def read_from_host(
             cached=True,
         )
     try:
-        res = await transport.run(remote_argv(spec.python, "files"), timeout=timeout)
+        res = await transport.run(
+            remote_argv(spec.python, "files"), timeout=timeout, what="read verl (files)"
+        )
     except TransportError as exc:
         raise VerlUnavailable(f"{spec.name}: {one_line(str(exc))[:300]}") from None
     data = _answer(res.stdout, res.stderr, res.exit_status, where)

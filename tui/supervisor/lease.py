@@ -88,7 +88,7 @@ class HeadLease:
             self._owner_json(**extra),
             str(self.ttl),
         )
-        res = await transport.run(argv, timeout=20)
+        res = await transport.run(argv, timeout=20, what=f"supervisor lease {op}")
         for line in res.stdout.splitlines():
             try:
                 doc = json.loads(line)
