@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import shlex
 
 from tui.config.hosts import Inventory
+from tui.shellcmd import copy_line
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -32,7 +32,7 @@ def ray_requirement() -> str:
 
 def install_hint(python: str) -> str:
     """The pinned command that gives `python` Ray (what the `ray` extra installs)."""
-    return f"{shlex.quote(python)} -m pip install {shlex.quote(ray_requirement())}"
+    return copy_line([python, "-m", "pip", "install", ray_requirement()])
 
 
 async def local_ray_missing(fleet: Fleet, inv: Inventory) -> str | None:

@@ -27,6 +27,7 @@ from tui.jobs.preflight import (
     JobNeeds,
     _f,
 )
+from tui.shellcmd import copy_line
 
 OBJECT_STORE_CAP = 200 * 10**9  # Ray caps its default object store at 200 GB
 
@@ -92,7 +93,7 @@ def _paths(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
                     "fail",
                     host,
                     f"{shown}: not readable by the job's user",
-                    f"chmod -R a+rX {shown}",
+                    copy_line(["chmod", "-R", "a+rX", shown]),
                 )
             )
         elif need.model and a.get("config_json") is False:
@@ -308,7 +309,7 @@ def _disks(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
                     "fail" if label == "ckpt" else "warn",
                     host,
                     f"{path}: {d.get('checked')} is not writable by the job's user",
-                    f"mkdir -p {path} and give it to the job's user",
+                    f"{copy_line(['mkdir', '-p', path])} and give it to the job's user",
                 )
             )
         else:

@@ -144,7 +144,7 @@ def check_identity(path: Path) -> bool:
         raise FileProblem(
             HostState.AUTH_FAILED,
             f"unprotected private key file {path}: permissions {mode:04o} are too "
-            f"open; OpenSSH ignores such a key (chmod 600 {path})",
+            f"open; OpenSSH ignores such a key ({copy_line(['chmod', '600', str(path)])})",
         )
     if mode & 0o077:
         key = (str(path), _signature(st))
