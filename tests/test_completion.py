@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from tui.commands import COMMANDS, Entry, Group, Node, build_parser
-from tui.commands.completion import MAN_PAGE, SHELLS, command_tree, generate_man_page
+from tui.commands.completion import (
+    MAN_PAGE,
+    SHELLS,
+    command_tree,
+    generate_man_page,
+    profile_names,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / ".venv" / "bin" / "verl-tui"
@@ -84,7 +90,8 @@ def shlex_quote(word: str) -> str:
 def test_bash_completes_commands_flags_choices_and_files(bash_script, tmp_path):
     (tmp_path / "hosts.yaml").write_text("hosts: [{name: a}]\n")
     (tmp_path / "hosts-b.yaml").write_text("hosts: [{name: b}]\n")
-    first, su, dry, group, fmt, shell, files, after_dashdash = complete(
+    (tmp_path / "grpo-mine.yaml").write_text("name: mine\n")
+    first, su, dry, group, fmt, shell, files, after_dashdash, profiles = complete(
         bash_script,
         [
             ["verl-tui", ""],
@@ -95,6 +102,7 @@ def test_bash_completes_commands_flags_choices_and_files(bash_script, tmp_path):
             ["verl-tui", "completion", ""],
             ["verl-tui", "gpus", "hos"],
             ["verl-tui", "submit", "hosts.yaml", "--", "--dr"],
+            ["verl-tui", "submit", "hosts.yaml", "grpo"],
         ],
         cwd=tmp_path,
     )
@@ -106,6 +114,10 @@ def test_bash_completes_commands_flags_choices_and_files(bash_script, tmp_path):
     assert set(shell) == set(SHELLS)
     assert set(files) == {"hosts.yaml", "hosts-b.yaml"}  # a HOSTS.yaml completes as a file
     assert "--dry-run" not in after_dashdash  # after --, the job's own command line
+    # a PROFILE is a preset's name or a file
+    presets = {n for n in profile_names() if n.startswith("grpo")}
+    assert len(presets) >= 2
+    assert set(profiles) == presets | {"grpo-mine.yaml"}
 
 
 def test_every_flag_of_every_command_completes(bash_script):

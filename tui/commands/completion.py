@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,11 @@ from tui.commands import (
 )
 
 SHELLS = ("bash", "zsh", "tcsh")
+# A PROFILE argument is a file or a profile's name: both complete. The names (the presets and
+# your own profiles) are written into the script when it is made; only plain words, since they
+# are pasted into shell code.
+PROFILE_OR_FILE = "_verl_tui_profile_or_file"
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 MAN_PAGE = Path(__file__).resolve().parents[1] / "man" / f"{PROG}.1"
 # Arguments whose value is a file on this machine complete as file names (argparse knows only
 # that a value is a Path, or its metavar says what it is).
@@ -44,6 +50,35 @@ _FILE_METAVARS = (".yaml", ".sh", "FILE", "PROFILE")
 def _completes_files(action: argparse.Action) -> bool:
     metavar = action.metavar if isinstance(action.metavar, str) else ""
     return action.type is Path or metavar.endswith(_FILE_METAVARS)
+
+
+def _completer(action: argparse.Action) -> object:
+    import shtab
+
+    if action.metavar == "PROFILE":
+        return {"bash": PROFILE_OR_FILE, "zsh": PROFILE_OR_FILE, "tcsh": "f"}
+    return shtab.FILE
+
+
+def profile_names() -> list[str]:
+    """The presets' and your profiles' names, as `submit` and `profile check` take them."""
+    from tui.jobs.profiles import list_profiles, profile_dirs
+
+    names = {e.name for e in list_profiles(profile_dirs()) if e.profile is not None}
+    return sorted(n for n in names if _PLAIN_WORD.fullmatch(n))
+
+
+def _preamble(shell: str) -> str:
+    words = " ".join(profile_names())
+    if shell == "bash":
+        return f'{PROFILE_OR_FILE}() {{\n  compgen -W "{words}" -- "$1"\n  compgen -f -- "$1"\n}}\n'
+    if shell == "zsh":
+        return (
+            f"{PROFILE_OR_FILE}() {{\n"
+            f"  _alternative 'profiles:profile:({words})' 'files:file:_files'\n"
+            "}\n"
+        )
+    return ""
 
 
 def _graft(into: argparse.ArgumentParser, source: argparse.ArgumentParser) -> None:
@@ -61,7 +96,6 @@ def _graft(into: argparse.ArgumentParser, source: argparse.ArgumentParser) -> No
 def _add_commands(
     parent: argparse.ArgumentParser, registry: Mapping[str, Node], names: tuple[str, ...]
 ) -> None:
-    import shtab
 
     sub = parent.add_subparsers(
         title="commands", dest="_".join(("command", *names)), metavar="COMMAND"
@@ -87,7 +121,7 @@ def _add_commands(
             _graft(child, source)
         for action in child._actions:
             if action.nargs != 0 and _completes_files(action):
-                action.complete = shtab.FILE  # type: ignore[attr-defined]
+                action.complete = _completer(action)  # type: ignore[attr-defined]
 
 
 def command_tree() -> argparse.ArgumentParser:
@@ -110,7 +144,7 @@ def command_tree() -> argparse.ArgumentParser:
 def completion_script(shell: str) -> str:
     import shtab
 
-    return shtab.complete(command_tree(), shell=shell)
+    return shtab.complete(command_tree(), shell=shell, preamble=_preamble(shell))
 
 
 def generate_man_page() -> str:
