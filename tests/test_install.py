@@ -74,10 +74,15 @@ def test_the_lock_is_the_cockpits_closure_at_the_tested_versions():
     tested = _pins((ROOT / "constraints.txt").read_text())
     assert lock, "requirements/login-node.txt pins nothing"
     drift = {n: (v, tested.get(n)) for n, v in lock.items() if tested.get(n) != v}
-    assert not drift, f"lock differs from constraints.txt (lock, tested): {drift}"
+    assert not drift, (
+        f"lock differs from constraints.txt (lock, tested): {drift}; "
+        "regenerate it with requirements/lock-login-node.sh"
+    )
     deps = [r for r in requires("verl-tui") or [] if "extra ==" not in r]
     wanted = {_name(re.split(r"[<>=!~ ;]", d)[0]) for d in deps}
-    assert wanted <= set(lock), f"not in the lock: {wanted - set(lock)}"
+    assert wanted <= set(lock), (
+        f"not in the lock: {wanted - set(lock)}; regenerate it with requirements/lock-login-node.sh"
+    )
     assert not NOT_ON_THE_LOGIN_NODE & set(lock)
 
 
