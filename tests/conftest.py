@@ -3,8 +3,8 @@ are imported by path, e.g. ``from fakenvml.fakenvml import FakeGpu``.
 
 Tiers (markers registered in pyproject.toml), given here by the fixtures a test uses:
 ``ray`` (a Ray cluster fixture, or marked so because the test brings Ray up itself), ``ssh``
-(namespace hosts), ``unit`` (neither); ``slow`` is marked by hand or by the fixture it uses
-(the trained checkpoint). A contributor's loop: ``pytest -m "not ray and not slow"``.
+(namespace hosts), ``unit`` (neither); ``slow`` by the fixtures in SLOW_FIXTURES. A
+contributor's loop: ``pytest -m "not ray and not slow"``; CI runs every tier.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ _compile_tui()
 # Fixtures that put a test in a tier (transitively: a module fixture built on one counts).
 RAY_FIXTURES = {"ray_pool", "ray_own", "ray_bring_up", *RAY_SHARED}
 SSH_FIXTURES = {"ns_cluster3", "ns_cluster_factory", "ns_hosts"}
-SLOW_FIXTURES = {"fsdp_checkpoint"}
+# ~1 min or more of setup each: verl's checkpoint trained on two CPU ranks; a Slurm controller
+# and node daemons (test_slurm); podman containers with Ray inside (test_container); a wheel
+# built from this tree (test_presets).
+SLOW_FIXTURES = {"fsdp_checkpoint", "slurm", "podhosts", "wheel_site"}
 
 
 def _tier(item: pytest.Item) -> None:
