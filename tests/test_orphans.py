@@ -156,7 +156,7 @@ async def test_ssh_run_timeout_and_cancel_kill_the_remote_group(ns_one, tmp_path
     inv = load_inventory(hosts_yaml(ns_one, tmp_path / "hosts.yaml", sys.executable))
     async with Fleet(inv) as fleet:
         transport = await fleet.ready("node1", 20)
-        with pytest.raises(TransportError, match="timed out after 1"):
+        with pytest.raises(TransportError, match="gave no answer in 1 s"):
             await transport.run([agent], timeout=1)
         assert await asyncio.to_thread(wait_gone, lambda t: on_host(ns_one, t), agent) == []
         task = asyncio.create_task(transport.run([agent, "x"], timeout=60))
@@ -211,7 +211,7 @@ async def test_local_stream_close_kills_hung_group(tmp_path) -> None:
 async def test_local_run_timeout_and_cancel_kill_group(tmp_path) -> None:
     agent = hung_agent(tmp_path / "hung-local-run", say_hello=False)
     transport = LocalTransport()
-    with pytest.raises(TransportError, match="timed out"):
+    with pytest.raises(TransportError, match="gave no answer in"):
         await transport.run([agent], timeout=1)
     assert await asyncio.to_thread(wait_gone, local_procs, agent) == []
     task = asyncio.create_task(transport.run([agent, "again"], timeout=60))

@@ -15,6 +15,7 @@ exec ends as its connection drops) then never ends, and neither does the command
 from __future__ import annotations
 
 import asyncio
+import posixpath
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -47,10 +48,12 @@ class CommandTimeout(TransportError):
 
 
 def describe(argv: Sequence[str]) -> str:
-    """A short label for a command line: `python3 -u -c …` for a shipped program's source, long
-    words cut; what a CommandTimeout names when the caller gave no label."""
+    """A short label for a command line: the program's file name, `-c …` for a shipped
+    program's source, long words cut; what a CommandTimeout names when the caller gave none."""
     words = []
-    for word in argv:
+    for i, word in enumerate(argv):
+        if i == 0:
+            word = posixpath.basename(word) or word
         if "\n" in word:
             word = "…"
         elif len(word) > _WORD_CHARS:
