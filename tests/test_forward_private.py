@@ -140,6 +140,10 @@ def test_private_socket_refuses_another_user(tunnel):
     before = job_ids(tunnel)  # the owner's client reaches the head through it
     assert as_other_user("unix", tunnel.socket_path) == "EACCES"
     assert job_ids(tunnel) == before
+    # The tunnel process listens on TCP only where the gate is (no plain loopback forward).
+    ss = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    mine = [ln.split()[3] for ln in ss.splitlines() if f"pid={tunnel.proc.pid}," in ln]
+    assert mine == [f"127.0.0.1:{tunnel.port}"], mine
 
 
 def test_listener_refuses_everything_without_the_token(tunnel):
