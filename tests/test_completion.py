@@ -140,7 +140,7 @@ def test_every_flag_of_every_command_completes(bash_script):
         assert set(got) == flags, names
 
 
-def test_zsh_and_tcsh_scripts_name_every_command():
+def test_zsh_and_tcsh_scripts_name_every_command(tmp_path):
     for shell in ("zsh", "tcsh"):
         done = cli("completion", shell)
         assert done.returncode == 0, done.stderr
@@ -151,6 +151,15 @@ def test_zsh_and_tcsh_scripts_name_every_command():
         done = cli("completion", "zsh")
         check = subprocess.run([zsh, "-n"], input=done.stdout, text=True, capture_output=True)
         assert check.returncode == 0, check.stderr
+    tcsh = shutil.which("tcsh")
+    if tcsh:  # where tcsh is installed, sourcing the script defines verl-tui's completion
+        script = tmp_path / "verl-tui.tcsh"
+        script.write_text(cli("completion", "tcsh").stdout)
+        done = subprocess.run(
+            [tcsh, "-f", "-c", f"source {script} && complete"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "verl-tui" in done.stdout and "submit" in done.stdout
 
 
 def test_an_unknown_shell_is_one_line_and_exit_2():
