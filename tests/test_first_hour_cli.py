@@ -258,3 +258,20 @@ def test_dist_is_ignored_and_the_wheel_has_the_spdx_license(tmp_path: Path) -> N
         meta = z.read(next(n for n in z.namelist() if n.endswith("METADATA"))).decode()
         assert any(n.endswith("licenses/LICENSE") for n in z.namelist())
     assert "License-Expression: Apache-2.0" in meta
+
+
+def test_resource_refusals_name_the_hosts_yaml_keys_that_fix_them() -> None:
+    """The validator's (and the queue's blocked reason's) refusals: which hosts.yaml key, on
+    which host, and that Ray must restart to count it."""
+    from tui.jobs.queue import Needs
+    from tui.jobs.rules_base import ClusterResources, NodeResources
+
+    few_cpus = ClusterResources([NodeResources("node1", 4, 12), NodeResources("node2", 4, 2)])
+    (p,) = Needs(2, 4).problems(few_cpus)
+    assert "short: node2 (2 CPUs)" in p.message
+    assert "fix: hosts.yaml ray: num_cpus: 12 (or more)" in p.message
+    assert "ctrl+r reloads hosts.yaml, R restarts Ray" in p.message
+    few_gpus = ClusterResources([NodeResources("node1", 1.0, 12), NodeResources("node2", 1.0, 12)])
+    (p,) = Needs(1, 4).problems(few_gpus)
+    assert "hosts.yaml num_gpus: under node1, node2" in p.message, p.message
+    assert "lower trainer.nnodes / trainer.n_gpus_per_node" in p.message
