@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tui.fmt import plural
+from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.jobform.summary import NAMED_KEYS, place_problems
 
@@ -92,9 +93,13 @@ class FormErrors(ReportsWorkerFailures, Screen[str | None]):
         return True
 
     def action_next_error(self) -> None:
-        if not self.focus_error(1):
-            self.notify("no errors", timeout=2)
+        self._go_to_error(1)
 
     def action_previous_error(self) -> None:
-        if not self.focus_error(-1):
+        self._go_to_error(-1)
+
+    def _go_to_error(self, step: int) -> None:
+        if not self.focus_error(step):
             self.notify("no errors", timeout=2)
+        elif not self._error_fields():  # nothing to focus: say where they are
+            self.notify(f"{markup(self.errors_named())} — listed above the form", timeout=4)
