@@ -376,8 +376,9 @@ class RayCluster:
                 argv, env=env, timeout=self.inv.ray.start_timeout, what="ray start"
             )
         except (HostUnavailable, TransportError) as exc:
-            self._emit(host.name, phase, "fail", str(exc))
-            raise BringUpError(f"{phase} start failed", {host.name: str(exc)}) from None
+            why = str(exc).removeprefix(f"{host.name}: ")  # the host is named beside it
+            self._emit(host.name, phase, "fail", why)
+            raise BringUpError(f"{phase} start failed", {host.name: why}) from None
         if not res.ok:
             why = last_error_line(res.stderr + "\n" + res.stdout)
             self._emit(host.name, phase, "fail", why)
