@@ -24,6 +24,10 @@ from tui.jobs import schema
 from tui.jobs.importer import ImportResult, import_script
 from tui.jobs.validate import Report, check_profile
 
+# Slow tier: every one of ~100 scripts of verl's corpus composed with Hydra, and CLI runs that
+# compose it again (minutes on a 2-core machine).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = json.loads(MANIFEST.read_text())
 SCRIPTS: list[dict[str, Any]] = DATA["scripts"]
