@@ -320,6 +320,15 @@ def test_ssh_fields_refused_at_load_naming_the_line(tmp_path, text, key):
     assert not mark.exists()
 
 
+@pytest.mark.parametrize("user", ["root", "first.last@corp.example", "svc$", "a_b-c.d"])
+def test_real_login_names_load(tmp_path, user):
+    """The rule refuses shell and option syntax, not real names: a directory's fully qualified
+    one (SSSD) and a machine account's trailing '$' included."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text(_hosts_text(user))
+    assert load_inventory(path).hosts[0].ssh.user == user
+
+
 def test_copy_line_round_trips_hostile_words():
     words = ["ssh", "-p", "22", "$(touch x)@h", "a b", "it's", 'q"uote', "`id`", "~/my keys/k", ";"]
     line = copy_line(words, append_to="/tmp/a b/known's")

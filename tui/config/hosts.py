@@ -32,9 +32,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # an IPv6 zone: an interface name or number
 # A login name as POSIX and useradd have it (portable filename characters, not starting with
-# '-', an optional trailing '$'): no shell or ssh option parser can misread one, so a fix line
-# such as `ssh user@host true` is safe to copy.
-_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\$?$")
+# '-', an optional trailing '$'), or a directory's fully qualified one (`first.last@corp.example`,
+# SSSD): no ssh option parser can misread one, and fix lines quote it anyway.
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}\$?$")
 # A path hosts.yaml names (identity_file, known_hosts, config): any characters a file name may
 # have (they are quoted wherever shown) but no control characters, and bounded.
 _PATH_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -121,8 +121,8 @@ class SshOptions(_Strict):
     def _check_user(cls, v: str | None) -> str | None:
         if v is not None and not _USER_RE.match(v):
             raise ValueError(
-                f"{v!r} is not a login name (letters, digits, '.', '_', '-'; not starting "
-                "with '-'; at most 64)"
+                f"{v!r} is not a login name (letters, digits, '.', '_', '-', '@'; not "
+                "starting with '-' or '@'; at most 64)"
             )
         return v
 
