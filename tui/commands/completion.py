@@ -176,7 +176,12 @@ def generate_man_page() -> str:
 
 
 def _completion_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("shell", choices=SHELLS, help="the shell to write the completion script for")
+    p.add_argument(
+        "shell",
+        choices=SHELLS,
+        metavar="SHELL",
+        help="the shell to write the completion script for: " + ", ".join(SHELLS),
+    )
 
 
 def _completion(args: argparse.Namespace) -> int:
