@@ -18,6 +18,7 @@ import re
 import stat
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,3 +296,42 @@ def test_gate_bounds_the_request_head_and_forwards_nothing_refused(tmp_path):
         b"POST /api/jobs/?a=1 HTTP/1.1\r\nCookie: verl_tui_" + port + b"=t0k3n\r\n"
         b"Content-Length: 2\r\n\r\n{}"
     ]
+
+
+def test_folders_left_by_killed_processes_are_swept(tmp_path):
+    """A private folder whose process was killed (old, its socket refusing) is removed when the
+    next forward is made; a live one, a young one, another user's and a folder holding anything
+    but the socket are left."""
+    import socket
+
+    from tui.transport.unix_forward import PREFIX, SOCKET_NAME, sweep_stale
+
+    old = time.time() - 3600
+
+    def folder(name: str, *, listening: bool = False, age: float = old) -> tuple[Path, object]:
+        d = tmp_path / f"{PREFIX}{name}"
+        d.mkdir(mode=0o700)
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(d / SOCKET_NAME))
+        if listening:
+            s.listen()
+        else:
+            s.close()
+        os.utime(d, (age, age))
+        return d, s
+
+    stale, _ = folder("stale")
+    live, server = folder("live", listening=True)
+    young, _ = folder("young", age=time.time())
+    foreign, _ = folder("foreign")
+    os.chown(foreign, 65534, 65534)
+    cluttered, _ = folder("cluttered")
+    (cluttered / "notes.txt").write_text("not ours to delete")
+    os.utime(cluttered, (old, old))
+    try:
+        assert sweep_stale(str(tmp_path)) == [str(stale)]
+    finally:
+        server.close()  # type: ignore[attr-defined]
+    assert not stale.exists()
+    assert live.exists() and young.exists() and foreign.exists()
+    assert (cluttered / "notes.txt").exists() and not (cluttered / SOCKET_NAME).exists()

@@ -15,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import stat
 import tempfile
-from pathlib import Path
+import time
 
 from tui.transport.types import TransportError
 
 SOCKET_NAME = "dashboard.sock"
 MAX_SUN_PATH = 100  # sockaddr_un's sun_path holds 108 bytes on Linux, 104 on macOS
 SPLICE_CHUNK = 1 << 16
+PREFIX = "verl-tui-fwd-"
+STALE_AFTER_S = 60.0  # a folder this old whose socket refuses connections is a dead process's
 
 
 def _own_private_dir(path: str) -> bool:
@@ -37,33 +40,73 @@ def _own_private_dir(path: str) -> bool:
 class PrivateDir:
     """A fresh 0700 folder of ours holding one socket path; remove() takes both away."""
 
-    def __init__(self, name: str = SOCKET_NAME):
+    def __init__(self) -> None:
         bases = [os.environ.get("XDG_RUNTIME_DIR") or "", tempfile.gettempdir(), "/tmp"]
         for base in bases:
             if not base or not os.path.isdir(base):
                 continue
             # mkdtemp's name adds 8 characters to the prefix.
-            if len(os.fsencode(os.path.join(base, "verl-tui-12345678", name))) > MAX_SUN_PATH:
+            if (
+                len(os.fsencode(os.path.join(base, PREFIX + "12345678", SOCKET_NAME)))
+                > MAX_SUN_PATH
+            ):
                 continue
             if base == bases[0] and not _own_private_dir(base):
                 continue  # an XDG_RUNTIME_DIR that is not ours: not trusted
+            sweep_stale(base)
             try:
-                self.folder = tempfile.mkdtemp(prefix="verl-tui-", dir=base)
+                self.folder = tempfile.mkdtemp(prefix=PREFIX, dir=base)
             except OSError:
                 continue
             if not _own_private_dir(self.folder):  # mkdtemp makes it 0700; a umask cannot widen
                 self.remove()
                 continue
-            self.path = os.path.join(self.folder, name)
+            self.path = os.path.join(self.folder, SOCKET_NAME)
             return
         raise TransportError("no folder for a private socket (XDG_RUNTIME_DIR, TMPDIR, /tmp)")
 
     def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            for entry in Path(self.folder).iterdir():
-                entry.unlink()
-        with contextlib.suppress(OSError):
-            os.rmdir(self.folder)
+        _remove(self.folder)
+
+
+def _remove(folder: str) -> bool:
+    """A private folder and its socket; a folder holding anything else stays (False)."""
+    with contextlib.suppress(OSError):
+        sock = os.path.join(folder, SOCKET_NAME)
+        if stat.S_ISSOCK(os.lstat(sock).st_mode):
+            os.unlink(sock)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        return False
+    return True
+
+
+def sweep_stale(base: str) -> list[str]:
+    """Remove the folders of ours under `base` that a killed process left: older than
+    STALE_AFTER_S, and nothing listens on their socket. Returns what was removed."""
+    removed: list[str] = []
+    try:
+        entries = [e.path for e in os.scandir(base) if e.name.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for folder in entries:
+        if not _own_private_dir(folder):
+            continue  # another user's, or not a folder we made
+        try:
+            if time.time() - os.lstat(folder).st_mtime < STALE_AFTER_S:
+                continue  # maybe being set up right now
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1.0)
+                s.connect(os.path.join(folder, SOCKET_NAME))
+            continue  # it answers: alive
+        except (ConnectionRefusedError, FileNotFoundError):
+            pass
+        except OSError:
+            continue
+        if _remove(folder):
+            removed.append(folder)
+    return removed
 
 
 async def splice(
