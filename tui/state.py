@@ -317,10 +317,14 @@ _WRITE_REASONS = {
 }
 
 
-def write_error(folder: Path | str, exc: OSError) -> StateError:
-    """An OSError met while writing in `folder` as one line naming the folder."""
+def write_error(folder: Path | str, exc: OSError, path: Path | str | None = None) -> StateError:
+    """An OSError met while writing in `folder` as one line naming the folder (a full disk, a
+    quota, a read-only or forbidden folder), or `path` when the trouble is that file itself (a
+    folder where the file belongs)."""
     if isinstance(exc, StateError):
         return exc
+    if path is not None and exc.errno not in _WRITE_REASONS:
+        return StateError(f"cannot write {path}: {_reason(exc)}")
     reason = _WRITE_REASONS.get(exc.errno or 0) or _reason(exc)
     hint = ""
     with contextlib.suppress(ValueError):
@@ -461,7 +465,7 @@ def atomic_write_bytes(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise write_error(folder, exc) from None
+            raise write_error(folder, exc, path) from None
         raise
 
 
