@@ -241,6 +241,7 @@ def test_profile_submit_runs_verl_with_the_overrides(ray_up, tmp_path):
         str(path),
         str(preset),
         "--dry-run",
+        "--skip-preflight",  # the job preflight of a dry run: test_preflight.py
         "--set",
         "trainer.experiment_name=from-cli",
     )

@@ -199,7 +199,16 @@ async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, 
     profile = tmp_path / "same.yaml"
     profile.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    dry = cli(env, "submit", str(hosts), str(profile), "--dry-run", "--json", timeout=240)
+    dry = cli(
+        env,
+        "submit",
+        str(hosts),
+        str(profile),
+        "--dry-run",
+        "--skip-preflight",
+        "--json",
+        timeout=240,
+    )
     assert dry.returncode == 0, dry.stderr
     from_submit = json.loads(dry.stdout)
     check = cli(env, "profile", "check", str(profile), "--hosts", str(hosts), "--json", timeout=240)

@@ -195,7 +195,8 @@ def test_check_and_dry_run_take_a_preset_name(tmp_path) -> None:
     hosts.write_text("hosts:\n  - name: localhost\n    transport: local\n")
     check = _cli(tmp_path, "profile", "check", "grpo-mi300")
     assert check.returncode == 0 and "grpo-mi300: 0 errors" in check.stdout, check.stderr
-    dry = _cli(tmp_path, "submit", str(hosts), "grpo-mi300", "--dry-run")
+    # (the job preflight, which a dry run also runs, is tested in test_preflight.py)
+    dry = _cli(tmp_path, "submit", str(hosts), "grpo-mi300", "--dry-run", "--skip-preflight")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "verl.trainer.main_ppo" in dry.stdout and "qwen2.5-0.5b-grpo-mi300" in dry.stdout
     # A file of that name here wins, and the command says so.
@@ -204,7 +205,7 @@ def test_check_and_dry_run_take_a_preset_name(tmp_path) -> None:
         .read_text()
         .replace("qwen2.5-0.5b-grpo-mi300", "the-local-file")
     )
-    local = _cli(tmp_path, "submit", str(hosts), "grpo-mi300", "--dry-run")
+    local = _cli(tmp_path, "submit", str(hosts), "grpo-mi300", "--dry-run", "--skip-preflight")
     assert local.returncode == 0 and "the-local-file" in local.stdout, local.stderr
     assert "grpo-mi300: using the file grpo-mi300.yaml, not the preset 'grpo-mi300'" in local.stderr
     missing = _cli(tmp_path, "profile", "check", "nope")

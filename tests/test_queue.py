@@ -227,7 +227,17 @@ def test_sweep_queues_every_validated_combination(ray_q):
         assert "trainer.experiment_name=sw" in row["overrides"]
         assert row["group"] == "lr bs" and row["tags"]["sweep"] == "lr bs"
         assert row["needs"]["gpus"] == 4
-    again = cli(env, "sweep", str(path), str(PRESET), *grid, "--name", "lr bs", "--dry-run")
+    again = cli(
+        env,
+        "sweep",
+        str(path),
+        str(PRESET),
+        *grid,
+        "--name",
+        "lr bs",
+        "--dry-run",
+        "--skip-preflight",
+    )
     assert again.returncode == 0 and "lr-bs-lr1e-6-tbs64-2" in again.stdout  # ids stay unique
 
     # The first run starts (the GPUs are free); its history record carries the sweep's tags.

@@ -151,6 +151,7 @@ def test_check_and_dry_run_compose_from_the_hosts_verl_then_from_the_cache(env) 
         str(hosts),
         PRESET,
         "--dry-run",
+        "--skip-preflight",  # the host lacks TransferQueue: test_preflight.py's subject
         "--set",
         "trainer.experiment_name=from-cluster-verl",
     )
