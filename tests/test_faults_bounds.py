@@ -91,6 +91,45 @@ HOSTILE_SCRIPTS = {
 }
 
 
+# Shapes whose cost grew with the square of the script (each command scanned every note, each
+# newline of an array the whole array, a `ray job submit` scan started at every word) or whose
+# memory grew without bound (20,000 variables of 1 MiB, 40,000 copies of a 9,000-element array).
+# Each script is under the 1 MiB a script may have; a quadratic step would pass the wall bound.
+BIG_SCRIPTS = {
+    "notes_per_command": ("echo a \\ \nb\n" * 60000 + f"{VERL} a.b=1\n", 0, ""),
+    "ray_submit_words": ("ray job submit -- " + "x " * 200000 + f"\n{VERL} a.b=1\n", 0, ""),
+    "array_lines": (
+        "A=(\n" + "x\n" * 200000 + f")\n{VERL} a.b=1\n",
+        2,
+        "1: an array of more than 10,000 elements",
+    ),
+    "many_variables": (
+        "A=" + "x" * 500000 + "\n" + "".join(f"B{i}=$A$A\n" for i in range(20000)) + VERL,
+        2,
+        "68: the script's expansions pass 67,108,864 characters in total",
+    ),
+    "many_arrays": (
+        "A=(" + " x" * 9000 + ")\n" + "".join(f'B{i}=("${{A[@]}}")\n' for i in range(40000)),
+        2,
+        "112: the script's arrays copy more than 1,000,000 elements in total",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BIG_SCRIPTS))
+def test_big_scripts_cost_linear_time_and_bounded_memory(case: str, tmp_path: Path) -> None:
+    text, code, reason = BIG_SCRIPTS[case]
+    assert len(text.encode()) < 1 << 20
+    script = tmp_path / "run.sh"
+    script.write_text(text)
+    p = cli("profile", "import", str(script), "-o", str(tmp_path / "out.yaml"))
+    if code:
+        assert one_line_error(p) == f"{script}:{reason}: not imported"
+    else:
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "Traceback" not in p.stderr
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE_SCRIPTS))
 def test_hostile_script_is_one_line_naming_file_and_line(case: str, tmp_path: Path) -> None:
     text, line, reason = HOSTILE_SCRIPTS[case]

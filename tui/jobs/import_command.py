@@ -138,8 +138,10 @@ class CommandReader(Expander):
 
     def _looks_like_ray_submit(self, words: list[Word]) -> bool:
         lits = [w.literal for w in words[:3]]
-        return lits == ["ray", "job", "submit"] and any(
-            self._entry_index(words[k:]) is not None for k in range(3, len(words))
+        # Any python word after the options that runs verl (one pass: a scan from every
+        # word was quadratic in a line of 100,000 words).
+        return lits == ["ray", "job", "submit"] and (
+            self._entry_index(words[3:], first_only=False) is not None
         )
 
     def _python_var(self, p: Piece) -> bool:
@@ -151,9 +153,10 @@ class CommandReader(Expander):
             return PYTHON_NAME.fullmatch(Path(var.value).name) is not None
         return "PY" in p.name.upper()
 
-    def _entry_index(self, words: list[Word]) -> tuple[int, int] | None:
+    def _entry_index(self, words: list[Word], *, first_only: bool = True) -> tuple[int, int] | None:
         """(interpreter index, index after the module) for `python … -m verl.trainer.main_ppo`,
-        or a `…/verl/trainer/main_ppo.py` script; None when the words hold no verl command."""
+        or a `…/verl/trainer/main_ppo.py` script; None when the words hold no verl command
+        (with first_only, when the first `python -m` runs another module)."""
         for k, w in enumerate(words):
             lit = w.literal
             name = Path(lit).name if lit is not None else None
@@ -168,7 +171,11 @@ class CommandReader(Expander):
                 if a is None:
                     break
                 if a == "-m" and j + 1 < len(words):
-                    return (k, j + 2) if words[j + 1].literal == VERL_MODULE else None
+                    if words[j + 1].literal == VERL_MODULE:
+                        return k, j + 2
+                    if first_only:
+                        return None
+                    break
                 if a == "-m" + VERL_MODULE:
                     return k, j + 1
                 if a in _PY_ARG_FLAGS:

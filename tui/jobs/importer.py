@@ -304,7 +304,7 @@ class _Importer(CommandReader):
                 items = self._array_items(items, cmd.line)
                 if m.group(2) == "+" and prev is not None and prev.items is not None:
                     items = [*prev.items, *items]
-                check_items(len(items), cmd.line)
+                self.spend_items(len(items), cmd.line)
                 # Elements are expanded where the array is used (their lines are reported).
                 self.vars[name] = Var(None, f"an array assigned at line {cmd.line}", items)
             return

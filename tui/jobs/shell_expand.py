@@ -14,6 +14,8 @@ from tui.jobs.shell_lexer import (
     MAX_DIGITS,
     MAX_EXPANDED,
     MAX_NESTING,
+    MAX_TOTAL_EXPANDED,
+    MAX_TOTAL_ITEMS,
     Piece,
     ScriptLimitError,
     Unmapped,
@@ -57,6 +59,10 @@ class Expander:
         self.vars: dict[str, Var] = {}
         self.unmapped: list[Unmapped] = []
         self.unresolved: list[str] = []
+        self._unresolved_seen: set[str] = set()
+        self._assumed_seen: set[tuple[str, int]] = set()
+        self._spent = 0  # characters every expansion made, the whole import long
+        self._items_spent = 0  # array elements every assignment copied
         self.var_notes: dict[str, str] = {}
         self.assumed: list[Assumed] = []
         self._record = True
@@ -74,7 +80,8 @@ class Expander:
         self.unmapped.append(Unmapped(line, text, reason))
 
     def _unresolved(self, name: str, note: str) -> None:
-        if self._record and name not in self.unresolved:
+        if self._record and name not in self._unresolved_seen:
+            self._unresolved_seen.add(name)
             self.unresolved.append(name)
             self.var_notes[name] = note
 
@@ -108,13 +115,31 @@ class Expander:
                 check_size(size, word.line)
                 parts.append(text)
             out.text = "".join(parts)
+            self._spent += size
+            if self._spent > MAX_TOTAL_EXPANDED:
+                raise ScriptLimitError(
+                    word.line,
+                    f"the script's expansions pass {MAX_TOTAL_EXPANDED:,} characters in total",
+                )
             return out
         finally:
             self._depth -= 1
 
     def _assume(self, line: int, text: str, value: str, why: str) -> None:
-        if not any(a.text == text and a.line == line for a in self.assumed):
+        if (text, line) not in self._assumed_seen:
+            self._assumed_seen.add((text, line))
             self.assumed.append(Assumed(line, text, value, why))
+
+    def spend_items(self, count: int, line: int) -> None:
+        """Array elements copied by an assignment: MAX_ARRAY_ITEMS for one array, and
+        MAX_TOTAL_ITEMS the whole import long (40,000 copies of a 9,000-element array took
+        3 GB)."""
+        check_items(count, line)
+        self._items_spent += count
+        if self._items_spent > MAX_TOTAL_ITEMS:
+            raise ScriptLimitError(
+                line, f"the script's arrays copy more than {MAX_TOTAL_ITEMS:,} elements in total"
+            )
 
     def _pwd(self, p: Piece, line: int) -> str | None:
         """`$(pwd)`, `` `pwd` ``, `$PWD`: the directory the import was told the script runs

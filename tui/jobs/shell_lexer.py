@@ -6,6 +6,7 @@ cannot read is reported as an Unmapped note with its line, never guessed.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ MAX_NESTING = 64  # ${X:-${Y:-…}} inside each other, `bash -c` strings inside 
 MAX_EXPANDED = 1 << 20  # characters one word or variable may expand to
 MAX_ARRAY_ITEMS = 10_000  # elements an array may hold
 MAX_DIGITS = 40  # digits of a number in $(( … )) (bash's integers are 64-bit: 19 digits)
+MAX_TOTAL_EXPANDED = 64 << 20  # characters all expansions of one import make together
+MAX_TOTAL_ITEMS = 1_000_000  # array elements all assignments of one import copy together
 
 
 class ScriptLimitError(Exception):
@@ -58,9 +61,9 @@ class Word:
     start: int
     end: int
 
-    @property
+    @functools.cached_property
     def literal(self) -> str | None:
-        """The word's text when it has no expansions at all."""
+        """The word's text when it has no expansions at all (asked many times a word: kept)."""
         if all(p.kind == "lit" for p in self.pieces):
             return "".join(p.text for p in self.pieces)
         return None
@@ -115,6 +118,8 @@ _OPS = (
     "<",
     ">",
 )
+_OP_START = frozenset(o[0] for o in _OPS)
+_FD = re.compile(r"[0-9]+(?=[<>])")
 _REDIR_OPS = {"&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?", re.S)
@@ -213,9 +218,14 @@ class Lexer:
             if self.text.startswith("((", self.i) and self._arith_allowed():
                 self._arith_command()
                 continue
-            m = re.match(r"[0-9]+(?=[<>])", self.text[self.i : self.i + 12])
+            m = _FD.match(self.text, self.i, self.i + 12) if c.isdigit() else None
             fd = m.group(0) if m else ""
-            op = next((o for o in _OPS if self.text.startswith(o, self.i + len(fd))), None)
+            at = self.i + len(fd)
+            op = (
+                next((o for o in _OPS if self.text.startswith(o, at)), None)
+                if self.text[at : at + 1] in _OP_START
+                else None
+            )
             if op is not None and (fd == "" or op in _REDIR_OPS):
                 self._operator(fd, op)
                 continue

@@ -4,6 +4,7 @@ assignments and the lexer's notes on its lines."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from tui.jobs.shell_lexer import Op, Redir, Token, Unmapped, Word
@@ -49,11 +50,18 @@ COMPOUND_NAMES = {
 
 
 def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
+    """Every step is linear in the tokens: notes are found by line with bisect, arrays in one
+    pass (a script of 60,000 commands with a note each, or an array of 200,000 lines, took
+    minutes when each command scanned all notes or each newline the whole array)."""
     cmds: list[Cmd] = []
     stack: list[tuple[str, int]] = []
     cur: list[Token] = []
+    notes = sorted(notes, key=lambda n: n.line)
+    note_lines = [n.line for n in notes]
+    in_array = False  # inside NAME=( … ) (newlines do not end the command there)
 
     def close(sep: str) -> None:
+        nonlocal in_array
         if not cur:
             return
         words = [t for t in cur if isinstance(t, Word)]
@@ -72,16 +80,19 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             tuple(s for s in stack if s[0] != "{"),
         )
         cmd.array_assign = any(isinstance(t, Op) and t.text == "(" for t in cur)
-        for k, t in enumerate(cur[:-1]):
-            nxt = cur[k + 1]
-            if isinstance(t, Word) and isinstance(nxt, Op) and nxt.text == "(":
-                items: list[Word] = []
-                for e in cur[k + 2 :]:
-                    if isinstance(e, Op) and e.text == ")":
-                        break
-                    if isinstance(e, Word):
-                        items.append(e)
-                cmd.arrays.append((t, items))
+        items: list[Word] | None = None  # the elements of the array being read
+        for k, t in enumerate(cur):
+            if isinstance(t, Op) and t.text == "(":
+                prev = cur[k - 1] if k else None
+                if isinstance(prev, Word):
+                    if items is not None and items and items[-1] is prev:
+                        items.pop()  # `a=(x b=(y)`: b= names the next array
+                    items = []
+                    cmd.arrays.append((prev, items))
+            elif isinstance(t, Op) and t.text == ")":
+                items = None
+            elif isinstance(t, Word) and items is not None:
+                items.append(t)
         while cmd.words and cmd.words[0].literal in _PREFIX_KEYWORDS | {"{"}:
             if cmd.words[0].literal == "{":
                 stack.append(("{", cmd.words[0].line))
@@ -93,9 +104,12 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             stack.pop()
             if head == "}" and stack and stack[-1][0] == "function":
                 stack.pop()
-        cmd.notes = [n for n in notes if cmd.line <= n.line <= cmd.end_line]
+        cmd.notes = notes[
+            bisect_left(note_lines, cmd.line) : bisect_right(note_lines, cmd.end_line)
+        ]
         cmds.append(cmd)
         cur.clear()
+        in_array = False
 
     for k, tok in enumerate(tokens):
         if isinstance(tok, Op):
@@ -110,19 +124,21 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                     continue
                 if isinstance(prev, Word) and prev.raw.endswith("="):
                     cur.append(tok)  # NAME=( … ) array assignment
+                    in_array = True
                     continue
                 if not cur:
                     stack.append(("(", tok.line))
                     continue
             if tok.text == ")":
-                if any(isinstance(t, Op) and t.text == "(" for t in cur):
+                if in_array:
                     cur.append(tok)  # end of an array assignment
+                    in_array = False
                     continue
                 close(")")
                 if stack and stack[-1][0] == "(":
                     stack.pop()
                 continue
-            if tok.text == "\n" and _open_array(cur):
+            if tok.text == "\n" and in_array:
                 continue  # NAME=( one element a line )
             close(tok.text)
             continue
@@ -132,11 +148,6 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         cur.append(tok)
     close("")
     return cmds
-
-
-def _open_array(cur: list[Token]) -> bool:
-    opens = [k for k, t in enumerate(cur) if isinstance(t, Op) and t.text == "("]
-    return bool(opens) and not any(isinstance(t, Op) and t.text == ")" for t in cur[opens[-1] :])
 
 
 def pipelines(cmds: list[Cmd]) -> list[list[Cmd]]:
