@@ -503,8 +503,10 @@ def _aligned(spec: ast.JoinedStr) -> bool:
 
 
 def test_table_cells_are_laid_out_by_display_width() -> None:
-    # gauges.py lays out its own bar and sparkline glyphs (one cell each), nothing from outside
-    problems = _cell_width_problems([p for p in UI_FILES if p.name != "gauges.py"])
+    # gauges.py lays out its own bar and sparkline glyphs (one cell each), help.py the app's own
+    # key names (never cut: a key hidden behind an ellipsis would be lost); nothing from outside
+    own = ("gauges.py", "help.py")
+    problems = _cell_width_problems([p for p in UI_FILES if p.name not in own])
     assert not problems, "\n".join(problems)
 
 

@@ -8,7 +8,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.sanitize import pad
 from tui.screens.error import ReportsWorkerFailures
 
 # Keys Textual renders by name; show them the way people type them.
@@ -126,7 +125,7 @@ class HelpScreen(ReportsWorkerFailures, ModalScreen[None]):
             if where != section:
                 section = where
                 lines.append(f"\n[b $accent]{where}[/]")
-            lines.append(f"  [b]{pad(keys, 18)}[/b] {desc}")
+            lines.append(f"  [b]{keys:<18}[/b] {desc}")
         lines.append(
             "\n[dim]Hosts fold with enter; the command palette (ctrl+p) lists every "
             "action by name.[/dim]"
