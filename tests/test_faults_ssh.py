@@ -228,7 +228,22 @@ async def test_run_and_first_line_deadlines_end_the_command(hosts, tmp_path):
         assert str(err.value) == f"node2: `cat` gave no answer in {CT:g} s (host stalled?)"
         assert time.monotonic() - t0 < CT + 6
         await stream.close()
+        # The same deadline on a stream whose lines go to a callback (telemetry's mode), on a
+        # healthy host: a silent command times out, a talking one is left alone.
+        node1 = await fleet.ready("node1", 20)
+        got: list[str] = []
+        quiet = await node1.stream(["sleep", "100"], on_line=got.append, first_line=2)
+        with pytest.raises(CommandTimeout, match="gave no answer in 2 s"):
+            await quiet.finished()
+        await quiet.close()
+        talking = await node1.stream(
+            ["sh", "-c", f"echo a; sleep {CT + 1:g}; echo b"], on_line=got.append, first_line=CT
+        )
+        await talking.finished()  # b comes after the first-line deadline: a disarmed it
+        await talking.close()
+        assert got == ["a", "b"]
     assert left_on(cluster, "node2") == []
+    assert left_on(cluster, "node1", "sleep 100") == []
 
 
 def _running(pid: int) -> bool:

@@ -94,10 +94,11 @@ class SshStream:
                 on_line = sink.on_line
 
                 def first(line: str) -> None:
+                    if self._watch is None or self._watch.fired:
+                        return  # too late: the command is being ended
+                    self._watch.seen()
                     sink.on_line = on_line  # from now on straight to the consumer
-                    if self._watch is not None and not self._watch.fired:
-                        self._watch.seen()
-                        on_line(line)
+                    on_line(line)
 
                 sink.on_line = first
 
