@@ -134,3 +134,30 @@ async def test_the_node_logs_screen_searches_every_host(planted, monkeypatch) ->
         await until(pilot, lambda: len(pane.store) >= 1 and "match" in pane.status_text, "hits")
         assert pane.store.line(0).startswith("node2:vt-grep-marker.log:2: ")
         assert "1 match in" in pane.status_text
+
+
+def test_status_says_its_dashboard_url_dies_with_it_and_prints_the_laptop_line(planted) -> None:
+    """(On this module's Ray cluster.) `status` prints the URL of its own tunnel, says it closes
+    with the command, and the `ssh -L` a laptop runs, quoted so a shell reads back the argv."""
+    import getpass
+    import shlex
+    import socket
+
+    lease = planted
+    inv = load_inventory(lease.path)
+    res = cli(lease, "status", str(lease.path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "(this command's tunnel: it closes when the command exits)" in res.stdout
+    line = next(ln for ln in res.stdout.splitlines() if "from a laptop: " in ln)
+    command, _, then = line.split("from a laptop: ", 1)[1].rpartition(", then ")
+    port = inv.ray.dashboard_port
+    assert shlex.split(command) == [
+        "ssh",
+        "-N",
+        "-L",
+        f"{port}:127.0.0.1:{port}",
+        "-J",
+        f"{getpass.getuser()}@{socket.getfqdn()}",
+        f"{inv.head.ssh.user}@{inv.head.address}",
+    ]
+    assert then == f"http://127.0.0.1:{port}"
