@@ -275,3 +275,38 @@ def test_resource_refusals_name_the_hosts_yaml_keys_that_fix_them() -> None:
     (p,) = Needs(1, 4).problems(few_gpus)
     assert "hosts.yaml num_gpus: under node1, node2" in p.message, p.message
     assert "lower trainer.nnodes / trainer.n_gpus_per_node" in p.message
+
+
+def test_a_missing_modules_pip_name_comes_from_the_hosts_metadata(without_cachetools) -> None:
+    """Two real interpreters answer the preflight's module question: this venv's (it has yaml,
+    installed from PyYAML) and one without cachetools. yaml missing somewhere is named by the
+    distribution the other host installed it from; cachetools by verl's own Requires-Dist;
+    a module nobody knows by its top-level name."""
+    from tui.jobs.pip_names import PipNames
+    from tui.remote import python_argv
+
+    def ask(python: str) -> dict:
+        req = {"modules": ["yaml", "cachetools", "vt_nowhere_mod"]}
+        res = subprocess.run(
+            python_argv(python, "job_preflight"),
+            input=json.dumps(req),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return json.loads(res.stdout.splitlines()[-1])
+
+    here, bare = ask(sys.executable), ask(str(without_cachetools))
+    assert here["modules"]["yaml"]["dists"] == ["PyYAML"]
+    assert not bare["modules"]["cachetools"]["found"]
+    names = PipNames([bare, here])
+    assert names.requirement("yaml").text == "PyYAML" and names.requirement("yaml").source == (
+        "installed"
+    )
+    cachetools = names.requirement("cachetools")
+    assert (cachetools.name, cachetools.extra, cachetools.source) == (
+        "cachetools",
+        "verl-core",
+        "verl",
+    )
+    assert names.fix("/x/python", "vt_nowhere_mod") == "/x/python -m pip install vt_nowhere_mod"
