@@ -82,7 +82,8 @@ def search(req):
     total_left = max(1, int(req.get("total_bytes") or 0))
     matches_left = max(1, int(req.get("max_matches") or 0))
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         _emit({"error": f"{folder}: {exc.strerror or exc}"})
         return
