@@ -260,13 +260,11 @@ def run_submit_profile(
             if not dry_run:
                 print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
             return 1
-        if dry_run:
-            print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
-            return 0
         # The job preflight (data, model, verl's imports, host limits on every host), once for
         # a direct submit and a queued one alike (the queue's supervisor sends it later), and
         # for a dry run, whose exit status then says whether the real submit would go.
         from tui.commands.check import preflight_passes, say_preflight_skipped
+
         if dry_run:
             print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
             if skip_preflight:
@@ -276,7 +274,6 @@ def run_submit_profile(
                 cluster, sub, dry_run=True, ray_reached=resources is not None
             )
             return 0 if passed else 1
-
         if not skip_preflight and not await preflight_passes(cluster, sub):
             return 1
         if queue:
@@ -414,9 +411,6 @@ def run_resubmit(
     skip_preflight: bool = False,
 ) -> int:
     sub, profile_path = resubmission(inv, job, submission_id=submission_id)
-    if dry_run:
-        print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
-        return 0
 
     async def body(cluster: RayCluster) -> int:
         from tui.commands.check import preflight_passes, say_preflight_skipped
