@@ -31,7 +31,6 @@ from tui.screens.jobs_view import SORT_KEYS, JobTable, shown_queue, shown_rows
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
-from tui.shellcmd import shown_command
 
 POLL_S = 3.0
 SELECT_TRIES = 5  # refreshes a just-created job's row is waited for before the cursor stays
