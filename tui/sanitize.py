@@ -60,19 +60,36 @@ _UNI = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 # Invisible characters that can hide inside a name: soft hyphen, combining grapheme joiner,
 # Hangul fillers, Mongolian selectors, zero-width space/joiners, word joiner and invisible
 # operators, deprecated format controls, variation selectors, BOM, interlinear annotations,
-# private use, lone surrogates (from undecodable bytes), tag characters.
-_INVISIBLE = (
+# private use, lone surrogates (from undecodable bytes); past the BMP: musical format
+# controls, tag characters, variation selectors supplement, private use planes.
+_UNI += (
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2065"
     "\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ue000-\uf8ff\ud800-\udfff"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\U000f0000-\U0010ffff"
 )
-_UNI += _INVISIBLE
-_CTRL_RE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_UNI}]")
-_CTRL_NL_RE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_UNI}]")
-# Fast paths: text with none of these needs no work (the usual case for telemetry, log lines and
-# CLI output). The first keeps newlines, the second folds them.
-_NEEDS_RE = _CTRL_RE
-_NEEDS_NL_RE = _CTRL_NL_RE
+_ASTRAL = "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\U000f0000-\U0010ffff"
+_C0, _C0_NL = "\x00-\x08\x0b-\x1f\x7f", "\x00-\x08\x0a-\x1f\x7f"  # TAB (and LF) kept
+# By the widest character of the text (0: ASCII, 1: the BMP, 2: beyond): re tests a class of
+# BMP ranges with one table lookup a character but walks a list once astral ranges are in it
+# (4x slower on every log line), so the narrowest class that can hold the text's characters is
+# used. [keep_newlines][width]
+_CTRL_BY_WIDTH = {
+    keep: tuple(
+        re.compile(f"[{c0}{extra}]")
+        for extra in ("", f"\x80-\x9f{_UNI}", f"\x80-\x9f{_UNI}{_ASTRAL}")
+    )
+    for keep, c0 in ((True, _C0), (False, _C0_NL))
+}
+_BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
+_CTRL_RE = _CTRL_BY_WIDTH[True][2]
+_CTRL_NL_RE = _CTRL_BY_WIDTH[False][2]
+
+
+def _ctrl_re(s: str, keep_newlines: bool = True) -> re.Pattern[str]:
+    """The control/invisible class for `s` (see _CTRL_BY_WIDTH): same matches, less work."""
+    table = _CTRL_BY_WIDTH[keep_newlines]
+    if s.isascii():
+        return table[0]
+    return table[2] if _BEYOND_BMP.search(s) else table[1]
 
 
 def _only_sgr(s: str, ctrl: re.Pattern[str]) -> bool:
@@ -105,7 +122,7 @@ def clean(text: object, *, keep_sgr: bool = False, keep_newlines: bool = True) -
     """Text safe to write to a terminal: escape sequences dropped (SGR kept if asked), other
     control characters shown as `\\xNN`. Newlines and tabs stay unless `keep_newlines=False`."""
     s = text if isinstance(text, str) else str(text)
-    ctrl = _CTRL_RE if keep_newlines else _CTRL_NL_RE
+    ctrl = _ctrl_re(s, keep_newlines)
     if not ctrl.search(s):
         return s
     if not keep_sgr:
@@ -209,9 +226,10 @@ def one_line(text: object, limit: int | None = None) -> str:
     """A label: sanitized, line breaks folded to spaces, invisible characters escaped,
     optionally cut to `limit` terminal cells (an ellipsis marks the cut)."""
     s = text if isinstance(text, str) else str(text)
-    if _NEEDS_NL_RE.search(s):
+    ctrl = _ctrl_re(s, keep_newlines=False)
+    if ctrl.search(s):
         s = _drop_sequences(s).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-        s = _CTRL_NL_RE.sub(_escaped, s)
+        s = _ctrl_re(s, keep_newlines=False).sub(_escaped, s)
     if "\t" in s:
         s = s.replace("\t", " ")
     if not s.isascii():
@@ -243,7 +261,7 @@ def styled(value: Text) -> Text:
     """A Rich Text whose characters are cleaned, its styles kept: for Text built from outside
     strings (Rich strips only BEL/BS/CR/VT/FF; ESC, C1 and bidi overrides stay otherwise)."""
     plain = value.plain
-    if not _CTRL_RE.search(plain):
+    if not _ctrl_re(plain).search(plain):
         return value
     from rich.text import Text
 
