@@ -183,9 +183,11 @@ def test_hosts_yaml_notify_key():
         "notify:\n  command: [/usr/bin/logger, -t, verl]\n  webhook: https://hooks.example/x\n"
         "  timeout: 3\nhosts:\n  - name: a\n"
     )
-    assert inv.notify is not None and inv.notify.command == ("/usr/bin/logger", "-t", "verl")
-    assert inv.notify.webhook == "https://hooks.example/x" and inv.notify.timeout == 3
-    assert "queue-start" in inv.notify.events
+    assert inv.notify is not None and len(inv.notify) == 1  # one mapping: one target
+    target = inv.notify[0]
+    assert target.command == ("/usr/bin/logger", "-t", "verl") and target.format == "raw"
+    assert target.webhook == "https://hooks.example/x" and target.timeout == 3
+    assert "queue-start" in target.events
     assert parse_inventory("hosts:\n  - name: a\n").notify is None
     bad = {
         "notify:\n  webhook: file:///etc/passwd\nhosts:\n  - name: a\n": (

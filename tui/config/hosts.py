@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from tui.config.notify import NotifyOptions
+from tui.config.notify import NotifyOptions, NotifyTargets
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.state import check_cluster_name
 
@@ -331,7 +331,7 @@ class HostsFileModel(_Strict):
     # Extra environment variable names whose values are secrets (masked, never stored),
     # beyond the names that say so themselves (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIAL).
     secret_env: list[str] = Field(default_factory=list, max_length=1000)
-    notify: NotifyOptions | None = None  # where supervisor events go (tui/config/notify.py)
+    notify: NotifyTargets | None = None  # where supervisor events go (tui/config/notify.py)
     env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
@@ -389,7 +389,7 @@ class Inventory(BaseModel):
     telemetry: TelemetryOptions = TelemetryOptions()
     ray: RayOptions = RayOptions()
     secret_env: tuple[str, ...] = ()
-    notify: NotifyOptions | None = None
+    notify: NotifyTargets | None = None
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property

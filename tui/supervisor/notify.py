@@ -2,10 +2,11 @@
 
 Each such decision becomes (1) a line in the cockpit and the terminal bell, through the
 `show`/`bell` callbacks the cockpit gives (`verl-tui watch` prints its decisions anyway), and
-(2) a JSON payload to hosts.yaml's `notify:` targets (tui/config/notify.py): a `command` (an
-argv run without a shell, the payload on its stdin, ended after `timeout`) and/or a `webhook`
-(an http/https POST of the payload, no redirects followed, `timeout` for the whole request,
-through the environment's http proxy if any). A notifier
+(2) hosts.yaml's `notify:` targets (tui/config/notify.py; one or a list, each with its own
+events): a `command` (an argv run without a shell, the JSON payload on its stdin, ended after
+`timeout`) and/or a `webhook` (an http/https POST, no redirects followed, `timeout` for the
+whole request, through the environment's http proxy if any) whose body is the target's
+`format:` (tui/supervisor/webhook_formats.py: raw JSON, slack, discord, ntfy). A notifier
 that fails or hangs is reported (an "error" Decision through `report`, and a warning line in
 the cockpit), never raised: a dead webhook must not stop the supervisor.
 """
@@ -18,7 +19,7 @@ import contextlib
 import inspect
 import json
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -26,6 +27,7 @@ from tui import __version__
 from tui.config.notify import DEFAULT_EVENTS, NotifyOptions
 from tui.sanitize import one_line
 from tui.supervisor.events import Decision
+from tui.supervisor.webhook_formats import FORMATS, BodyFormat
 from tui.transport.http import Endpoint, HttpError, request_async
 from tui.transport.local import end_group
 
@@ -43,6 +45,7 @@ READ_CHUNK = 1 << 16
 EXIT_POLL_S = 0.05
 TERM_GRACE_S = 0.5  # a timed-out command's group: TERM, then KILL after this
 ANSWER_CAP = 64 * 1024  # a webhook's answer body (read, then dropped)
+ANSWER_SHOWN = 200  # characters of a refusing webhook's answer in its line (Slack's `no_text`)
 
 Show = Callable[[str, str], None]  # (one line, severity)
 Report = Callable[[Decision], "Awaitable[None] | None"]
@@ -176,23 +179,43 @@ def webhook_request(url: str) -> tuple[Endpoint, str, dict[str, str]]:
     return Endpoint(host, port, tls=tls, proxy=_proxy(parts.scheme, host)), target, headers
 
 
-async def post_webhook(url: str, body: bytes, timeout: float) -> None:
-    """POST `body` as JSON (tui/transport/http.py: `timeout` for the whole request, no
-    redirect followed, the answer capped); NotifyError on a failure or a status ≥ 300."""
+async def post_webhook(
+    url: str,
+    body: bytes,
+    timeout: float,
+    *,
+    fmt: BodyFormat = FORMATS["raw"],
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """POST `body` as `fmt`'s content type with `headers` (tui/transport/http.py: `timeout`
+    for the whole request, no redirect followed, the answer capped); NotifyError on a failure
+    or a status that `fmt`'s service does not answer on delivery (with the start of its
+    answer: Slack's `no_text`, Discord's JSON error)."""
     try:
-        ep, target, headers = webhook_request(url)
+        ep, target, base = webhook_request(url)
+        sent = {**base, **(headers or {}), "Content-Type": fmt.content_type}
         resp = await request_async(
-            ep, "POST", target, body=body, headers=headers, deadline_s=timeout, max_body=ANSWER_CAP
+            ep, "POST", target, body=body, headers=sent, deadline_s=timeout, max_body=ANSWER_CAP
         )
     except HttpError as exc:
         raise NotifyError(f"webhook {_where(url)}: {exc}") from None
     except NotifyError as exc:
         raise NotifyError(f"webhook {_where(url)}: {exc}") from None
-    if resp.status >= 300:
+    if resp.status not in fmt.delivered:
         why = f"HTTP {resp.status} {one_line(resp.reason, 100)}"
-        if resp.status < 400:
+        if 300 <= resp.status < 400:
             why += " (a redirect: not followed)"
-        raise NotifyError(f"webhook {_where(url)}: {why}")
+        elif answer := one_line(resp.body.decode("utf-8", "replace").strip(), ANSWER_SHOWN):
+            why += f": {answer}"
+        raise NotifyError(f"webhook {_where(url)} ({fmt.name}): {why}")
+
+
+async def send_webhook(target: NotifyOptions, data: dict[str, Any]) -> None:
+    """The payload to `target`'s webhook, in its `format:`."""
+    assert target.webhook is not None
+    fmt = FORMATS[target.format]
+    body, headers = fmt.build(data)
+    await post_webhook(target.webhook, body, target.timeout, fmt=fmt, headers=headers)
 
 
 class Notifier:
@@ -200,14 +223,16 @@ class Notifier:
 
     def __init__(
         self,
-        options: NotifyOptions | None,
+        options: NotifyOptions | Sequence[NotifyOptions] | None,
         cluster: str,
         *,
         show: Show | None = None,
         bell: Callable[[], None] | None = None,
         report: Report | None = None,
     ) -> None:
-        self.options = options
+        if isinstance(options, NotifyOptions):
+            options = (options,)
+        self.targets: tuple[NotifyOptions, ...] = tuple(options or ())
         self.cluster = cluster
         self.show = show
         self.bell = bell
@@ -217,22 +242,27 @@ class Notifier:
 
     @property
     def events(self) -> tuple[str, ...]:
-        return tuple(self.options.events) if self.options else DEFAULT_EVENTS
+        """The events shown in the cockpit: every target's (the default with no target)."""
+        if not self.targets:
+            return DEFAULT_EVENTS
+        return tuple(dict.fromkeys(e for t in self.targets for e in t.events))
 
     async def __call__(self, decision: Decision) -> None:
         if decision.kind not in self.events and decision.kind != "error":
             return
         self._local(decision)
-        if decision.kind not in self.events or self.options is None:
-            return  # errors reach the cockpit; external targets get only the chosen events
         if decision.details.get("notifier_failure"):
             return  # a notifier's own failure is never sent on (no loops)
-        body = json.dumps(payload(decision, self.cluster)).encode()
+        data = payload(decision, self.cluster)
+        body = json.dumps(data).encode()
         jobs: list[Awaitable[None]] = []
-        if self.options.command:
-            jobs.append(run_command(self.options.command, body, self.options.timeout))
-        if self.options.webhook:
-            jobs.append(post_webhook(self.options.webhook, body, self.options.timeout))
+        for target in self.targets:
+            if decision.kind not in target.events:
+                continue  # errors reach the cockpit; each target gets only its chosen events
+            if target.command:
+                jobs.append(run_command(target.command, body, target.timeout))
+            if target.webhook:
+                jobs.append(send_webhook(target, data))
         for result in await asyncio.gather(*jobs, return_exceptions=True):
             if isinstance(result, BaseException):
                 await self._failed(decision, result)
