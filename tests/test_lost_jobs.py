@@ -64,6 +64,8 @@ def restarted(ray_up):
     return path, env, failed, restart_at
 
 
+# The restart (the fixture, timed with its first test) takes ~1 min, minutes on a loaded box.
+@pytest.mark.timeout(600)
 def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost(restarted):
     path, env, failed, restart_at = restarted
     ok = _job(env, path, "before-restart-1")
@@ -95,8 +97,9 @@ def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost
     assert logs.returncode == 0, logs.stderr
     assert "OLD SESSION LINE" in logs.stdout
     follow = cli(env, "logs", str(path), "before-restart-1", "--follow")
+    # Its outcome, from the old session or (read once already) the run archive: not LOST.
     assert "OLD SESSION LINE" in follow.stdout and "SUCCEEDED" in follow.stderr, follow.stderr
-    assert "Ray restarted since" in follow.stderr and "LOST" not in follow.stderr
+    assert "LOST" not in follow.stderr
     assert follow.returncode == 0
     follow = cli(env, "logs", str(path), "running-at-restart-1", "--follow")
     assert "RUNNING" in follow.stdout and "LOST" in follow.stderr, follow.stderr
