@@ -92,10 +92,25 @@ async def test_errors_are_named_and_the_cursor_goes_to_them(local_app):
             assert notes == ["no errors"]
 
 
-async def test_fields_keep_their_editing_keys_and_discard_asks_first(local_app):
+async def test_fields_keep_their_editing_keys_queue_is_one_key_discard_asks(local_app):
     app = local_app()
     async with app.run_test(size=(160, 50)) as pilot:
         form = await _open_form(app, pilot)
+        # The Queue switch: ctrl+l from inside a field, its state in words.
+        box = form.query_one("#form-queue", Checkbox)
+        assert str(box.label) == "Queue: off" and not form.queue_wanted
+        form.fields[BATCH].focus_editor()  # from inside a field, far from the switch
+        await pilot.press("ctrl+l")
+        assert form.queue_wanted and str(box.label).strip() == "Queue: on"
+        assert _focused_field(app) == BATCH  # the cursor stayed where it was
+        await pilot.press("ctrl+l")
+        assert not form.queue_wanted and str(box.label) == "Queue: off"
+        # The footer fits 160 columns: every key it shows is whole.
+        shown = [k for k in form.query(FooterKey) if k.region.width]
+        assert {"Submit", "Next error", "Queue on/off"} <= {str(k.description) for k in shown}
+        assert all(k.region.right <= 160 for k in shown), [(k.description, k.region) for k in shown]
+
+        # A field's own editing keys.
         name = form.fields["trainer.experiment_name"]
         inp = name.query_one(Input)
         await type_into(pilot, inp, "abcdef")
@@ -123,24 +138,6 @@ async def test_fields_keep_their_editing_keys_and_discard_asks_first(local_app):
             "the profile's value back",
         )
         assert form.fields["trainer.experiment_name"].text == "qwen2.5-0.5b-grpo"
-
-
-async def test_queue_switch_is_one_key_away_and_says_its_state(local_app):
-    app = local_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        form = await _open_form(app, pilot)
-        box = form.query_one("#form-queue", Checkbox)
-        assert str(box.label) == "Queue: off" and not form.queue_wanted
-        form.fields[BATCH].focus_editor()  # from inside a field, far from the switch
-        await pilot.press("ctrl+l")
-        assert form.queue_wanted and str(box.label).strip() == "Queue: on"
-        assert _focused_field(app) == BATCH  # the cursor stayed where it was
-        await pilot.press("ctrl+l")
-        assert not form.queue_wanted and str(box.label) == "Queue: off"
-        # The footer fits 160 columns: every key it shows is whole.
-        shown = [k for k in form.query(FooterKey) if k.region.width]
-        assert {"Submit", "Next error", "Queue on/off"} <= {str(k.description) for k in shown}
-        assert all(k.region.right <= 160 for k in shown), [(k.description, k.region) for k in shown]
 
 
 def test_form_binds_no_input_editing_key():
