@@ -297,26 +297,16 @@ async def replay_debug_targets(cluster, *, breakpoints: bool = True):
     return DebugTargets(d.paused, d.breakpoints if breakpoints else [], [])
 
 
-class ReplayForward:
-    local_port = 1
-
-    def close(self) -> None:
-        pass
-
-
-async def replay_open_forward(cluster, target) -> ReplayForward:
-    return ReplayForward()
+async def replay_open_debug_connection(cluster, target) -> tuple[None, None]:
+    """The replayed clients below take the (reader, writer) pair and ignore it."""
+    return None, None
 
 
 class ReplayDap:
     """The DAP answers of the recorded post-mortem session."""
 
-    def __init__(self) -> None:
+    def __init__(self, *_: Any) -> None:
         self.d = load("debugger.json")["dap"]
-
-    @classmethod
-    async def connect(cls, host: str, port: int, **_: Any) -> ReplayDap:
-        return cls()
 
     async def attach_post_mortem(self, **_: Any):
         from tui.debug.dap import Stopped
@@ -363,7 +353,7 @@ class ReplayPdb:
         self.closed = False
 
     @classmethod
-    async def connect(cls, host: str, port: int, **_: Any) -> ReplayPdb:
+    async def start(cls, *_: Any, **__: Any) -> ReplayPdb:
         return cls()
 
     async def send(self, line: str, **_: Any) -> str:

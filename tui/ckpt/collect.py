@@ -6,7 +6,7 @@ need no SSH (or any network path) between them. Per file (remote/ckpt_helper.py 
     source: ``send PATH``  — listens on its own 127.0.0.1; prints port, token, size
     target: ``recv PATH``  — listens on its own 127.0.0.1; writes a fresh temp file
                               ``.verl-tui-partial.XXXX.NAME`` next to PATH
-    cockpit: ``forward_local_port`` to each (direct-tcpip channels of the existing connections),
+    cockpit: ``open_connection`` to each (direct-tcpip channels of the existing connections),
              presents each token, tells the receiver the size, and pumps 1 MiB reads from one
              socket into the other (TCP and SSH window flow control bound the memory).
     Both ends hash what they read / wrote. Only when the sizes and the sha256 agree does the
@@ -329,13 +329,10 @@ async def copy_file(
                 start(dt, script_argv(dst_py, "recv", dst_path), target, "the receiver"),
             )
             size = int(hello["size"])
-            sfwd = await st.forward_local_port("127.0.0.1", int(hello["port"]))
-            stack.callback(sfwd.close)
-            dfwd = await dt.forward_local_port("127.0.0.1", int(dhello["port"]))
-            stack.callback(dfwd.close)
-            sr, sw = await asyncio.open_connection("127.0.0.1", sfwd.local_port)
+            # Streams over the existing connections: no listener here for anyone to reach.
+            sr, sw = await st.open_connection("127.0.0.1", int(hello["port"]))
             stack.callback(sw.close)
-            dr, dw = await asyncio.open_connection("127.0.0.1", dfwd.local_port)
+            dr, dw = await dt.open_connection("127.0.0.1", int(dhello["port"]))
             stack.callback(dw.close)
             sw.write(str(hello["token"]).encode())
             # The receiver takes exactly this many bytes: a short stream is never committed.

@@ -35,7 +35,7 @@ class PdbConsole:
 
     @classmethod
     async def connect(cls, host: str, port: int, *, timeout: float = 10.0) -> PdbConsole:
-        """Connect and read up to the first prompt (kept as ``.banner``)."""
+        """Connect over TCP and read up to the first prompt (kept as ``.banner``)."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (TimeoutError, asyncio.TimeoutError) as exc:
@@ -44,6 +44,19 @@ class PdbConsole:
             raise PdbConsoleError(
                 f"cannot connect to {host}:{port}: {exc.strerror or exc}"
             ) from exc
+        return await cls.start(reader, writer, where=f"{host}:{port}", timeout=timeout)
+
+    @classmethod
+    async def start(
+        cls,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        where: str = "the debugger",
+        timeout: float = 10.0,
+    ) -> PdbConsole:
+        """A session over a stream already open (Transport.open_connection: no listener
+        here); reads up to the first prompt (kept as ``.banner``)."""
         console = cls(reader, writer)
         try:
             console.banner = await console.read_reply(timeout=timeout)
@@ -52,7 +65,7 @@ class PdbConsole:
             raise
         if console.closed:
             raise PdbConsoleError(
-                f"{host}:{port} closed the connection before a (Pdb) prompt"
+                f"{where} closed the connection before a (Pdb) prompt"
                 + (f": {console.banner.strip()}" if console.banner.strip() else "")
             )
         return console

@@ -16,7 +16,7 @@ from typing import Any
 from tui.cluster.dashboard import TERMINAL, DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.remote import python_argv
-from tui.transport.types import Forward, TransportError
+from tui.transport.types import Forward, Transport, TransportError
 
 _PAUSED = {
     "detail": "true",
@@ -206,10 +206,12 @@ async def debug_targets(cluster: RayCluster, *, breakpoints: bool = True) -> Deb
     )
 
 
-async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -> Forward:
-    """A local port forwarded over the SSH connection of the target's host to where its
-    debugger listens: debugpy on the node's IP, legacy pdb on the node's loopback (unless Ray
-    ran with --ray-debugger-external)."""
+async def _debugger_address(
+    cluster: RayCluster, target: PausedWorker | Breakpoint
+) -> tuple[Transport, str, int]:
+    """The transport of the target's host and where its debugger listens as seen from there:
+    debugpy on the node's IP, legacy pdb on the node's loopback (unless Ray ran with
+    --ray-debugger-external)."""
     if target.host not in {h.name for h in cluster.inv.hosts}:
         raise TransportError(
             f"the debugger is on {target.node_ip or target.host}, which is not "
@@ -222,4 +224,20 @@ async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -
         remote = (
             "127.0.0.1" if target.pdb_host in ("localhost", "127.0.0.1", "") else target.pdb_host
         )
-    return await transport.forward_local_port(remote, target.port)
+    return transport, remote, target.port
+
+
+async def open_debug_connection(
+    cluster: RayCluster, target: PausedWorker | Breakpoint
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A stream to the target's debugger over its host's SSH connection, with no listener
+    here: what the cockpit's own DAP client and pdb console use."""
+    transport, remote, port = await _debugger_address(cluster, target)
+    return await transport.open_connection(remote, port)
+
+
+async def open_forward(cluster: RayCluster, target: PausedWorker | Breakpoint) -> Forward:
+    """A loopback port forwarded to the target's debugger, for a program that needs host:port
+    (VS Code's attach); only our own uid's connections get through."""
+    transport, remote, port = await _debugger_address(cluster, target)
+    return await transport.forward_local_port(remote, port)

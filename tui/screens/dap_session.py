@@ -19,7 +19,7 @@ from textual.widgets.tree import TreeNode
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.dap import DapClient, DapError, Frame, Stopped, Variable
-from tui.debug.targets import PausedWorker, open_forward
+from tui.debug.targets import PausedWorker, open_debug_connection
 from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
@@ -97,8 +97,7 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
     @work(exclusive=True, group="dap", exit_on_error=False)
     async def connect(self) -> None:
         try:
-            self.forward = await open_forward(self.cluster, self.target)
-            self.dap = await DapClient.connect("127.0.0.1", self.forward.local_port)
+            self.dap = DapClient(*await open_debug_connection(self.cluster, self.target))
             self.stopped = await self.dap.attach_post_mortem(timeout=20)
             thread = self.stopped.thread_id
             if thread is None:  # DAP lets a stopped event name no thread; these need one

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Input, RichLog, Static
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.pdb_console import PdbConsole, PdbConsoleError
-from tui.debug.targets import Breakpoint, open_forward
+from tui.debug.targets import Breakpoint, open_debug_connection
 from tui.sanitize import clean, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
@@ -73,8 +73,9 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
     @work(exclusive=True, group="pdb", exit_on_error=False)
     async def connect(self) -> None:
         try:
-            self.forward = await open_forward(self.cluster, self.target)
-            self.console = await PdbConsole.connect("127.0.0.1", self.forward.local_port)
+            self.console = await PdbConsole.start(
+                *await open_debug_connection(self.cluster, self.target)
+            )
         except (PdbConsoleError, TransportError, DashboardError, OSError) as exc:
             self._title(f"connect failed: {exc}")
             self._close()

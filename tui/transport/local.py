@@ -319,6 +319,21 @@ class LocalTransport:
     ) -> LocalForward:
         return LocalForward(remote_port)
 
+    async def open_connection(
+        self, remote_host: str, remote_port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        where = f"{remote_host}:{remote_port}"
+        try:
+            return await within(
+                asyncio.open_connection(remote_host, remote_port), self.command_timeout
+            )
+        except asyncio.TimeoutError:
+            raise TransportError(f"{self.host}: no connection to {where}") from None
+        except OSError as exc:
+            raise TransportError(
+                f"{self.host}: cannot connect to {where}: {exc.strerror or exc}"
+            ) from None
+
     async def forward_local_path(self, remote_host: str, remote_port: int) -> LocalPathForward:
         return await LocalPathForward.open(remote_host, remote_port)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from tui.shellcmd import copy_line, known_hosts_name
 from tui.transport import sshfiles
 from tui.transport.deadline import CommandTimeout, describe, within
 from tui.transport.lines import DEFAULT_MAX_LINE, LineSink
+from tui.transport.peer_forward import PeerCheckedForward
 from tui.transport.pgroup import group_command
 from tui.transport.ssh_process import (
     KILL_TIMEOUT_S,
@@ -43,6 +45,7 @@ from tui.transport.types import (
 )
 from tui.transport.unix_forward import PrivateDir
 
+RELAY_CHUNK = 1 << 16  # open_connection's copy between a channel and its socket pair
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # asyncssh restarts the keepalive timer on every packet received, so while an agent streams
 # at 1 Hz no keepalive is sent at 2 s (at 1 s: 0.32 a host a second, a packet out and a reply
@@ -226,16 +229,31 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
         ) from None
 
 
-class SshForward:
-    def __init__(self, listener: asyncssh.SSHListener):
-        self._listener = listener
+async def _relay(
+    pair_reader: asyncio.StreamReader,
+    pair_writer: asyncio.StreamWriter,
+    chan_reader: asyncssh.SSHReader[bytes],
+    chan_writer: asyncssh.SSHWriter[bytes],
+) -> None:
+    """Copy between our end of a socket pair and an SSH channel until both directions end
+    (a channel that drops ends both); reads are RELAY_CHUNK at most, each drained: bounded."""
 
-    @property
-    def local_port(self) -> int:
-        return self._listener.get_port()
+    async def pump(src: Any, dst: Any) -> None:
+        with contextlib.suppress(OSError, asyncssh.Error, asyncio.IncompleteReadError):
+            while data := await src.read(RELAY_CHUNK):
+                if dst.is_closing():
+                    break
+                dst.write(data)
+                await dst.drain()
+        with contextlib.suppress(OSError, asyncssh.Error, RuntimeError):
+            if dst.can_write_eof():
+                dst.write_eof()
 
-    def close(self) -> None:
-        self._listener.close()
+    try:
+        await asyncio.gather(pump(pair_reader, chan_writer), pump(chan_reader, pair_writer))
+    finally:
+        pair_writer.close()
+        chan_writer.close()
 
 
 class SshPathForward:
@@ -265,6 +283,7 @@ class SshTransport:
         self.command_timeout = command_timeout  # a run given no timeout (ssh.command_timeout)
         self._conn = conn
         self._keepalive = keepalive  # the host's setting, what set_keepalive(None) restores
+        self._relays: set[asyncio.Task[None]] = set()  # open_connection's pumps
 
     def set_keepalive(self, interval: float | None) -> None:
         with contextlib.suppress(Exception):  # a closed connection: nothing to check
@@ -399,19 +418,47 @@ class SshTransport:
             what=label,
         )
 
+    async def open_connection(
+        self, remote_host: str, remote_port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A stream to remote_host:remote_port as seen from the host: a direct-tcpip channel of
+        this connection, handed over as asyncio streams through a socket pair (no listener, so
+        nobody else on this machine can reach it)."""
+        where = f"{remote_host}:{remote_port}"
+        try:
+            chan_reader, chan_writer = await within(
+                self._conn.open_connection(remote_host, remote_port), self.command_timeout
+            )
+        except asyncio.TimeoutError:
+            raise TransportError(
+                f"{self.host}: no channel to {where} within {self.command_timeout:g} s"
+            ) from None
+        except (asyncssh.Error, OSError) as exc:
+            raise TransportError(f"{self.host}: cannot connect to {where}: {exc}") from None
+        ours, theirs = socket.socketpair()
+        try:
+            reader, writer = await asyncio.open_connection(sock=ours)
+            pair_reader, pair_writer = await asyncio.open_connection(sock=theirs)
+        except OSError as exc:
+            ours.close()
+            theirs.close()
+            chan_writer.close()
+            raise TransportError(f"{self.host}: cannot connect to {where}: {exc}") from None
+        task = asyncio.ensure_future(_relay(pair_reader, pair_writer, chan_reader, chan_writer))
+        self._relays.add(task)
+        task.add_done_callback(self._relays.discard)
+        return reader, writer
+
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0
-    ) -> SshForward:
-        """Listen on 127.0.0.1:local_port (0: any free port) and tunnel to the remote side."""
-        try:
-            listener = await self._conn.forward_local_port(
-                "127.0.0.1", local_port, remote_host, remote_port
-            )
-        except (asyncssh.Error, OSError) as exc:
-            raise TransportError(
-                f"{self.host}: cannot forward to {remote_host}:{remote_port}: {exc}"
-            ) from None
-        return SshForward(listener)
+    ) -> PeerCheckedForward:
+        """127.0.0.1:local_port (0: any free port) tunnelled to the remote side, for a program
+        that can only connect over TCP: only our uid's connections are let through."""
+        return await PeerCheckedForward.open(
+            lambda: self.open_connection(remote_host, remote_port),
+            local_port,
+            what=f"the forward to {remote_host}:{remote_port} via {self.host}",
+        )
 
     async def forward_local_path(self, remote_host: str, remote_port: int) -> SshPathForward:
         """Listen on a Unix socket in a fresh 0700 folder of ours and tunnel to the remote side:

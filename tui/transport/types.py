@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import shlex
 import time
@@ -136,9 +137,18 @@ class Transport(Protocol):
         within that many seconds, else the command is ended and the reader (lines() or
         finished()) raises CommandTimeout naming the host and `what`."""
 
+    async def open_connection(
+        self, remote_host: str, remote_port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A stream to remote_host:remote_port as seen from the host, with no listener here:
+        what an in-process client uses (TransportError when it cannot be opened)."""
+
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0
-    ) -> Forward: ...
+    ) -> Forward:
+        """A loopback TCP port here, only for a program that cannot take a stream from us
+        (VS Code's attach): it lets through only connections of our own uid
+        (tui/transport/peer_forward.py); TransportError where that cannot be checked."""
 
     async def forward_local_path(self, remote_host: str, remote_port: int) -> PathForward:
         """A private Unix socket here whose connections reach remote_host:remote_port as seen
