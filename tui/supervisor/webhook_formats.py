@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from tui.sanitize import one_line
 
 Payload = Mapping[str, Any]  # notify.payload(): event, submission_id, cluster, message, …
 
-SLACK_TEXT_MAX = 3000  # characters; Slack truncates text past 4000 (escaping adds some)
+SLACK_TEXT_MAX = 4000  # characters, escapes counted; Slack truncates text past that
 DISCORD_CONTENT_MAX = 2000  # characters (UTF-16 code units, as Discord counts them)
 NTFY_BODY_MAX = 4096  # bytes: a longer body becomes an attachment instead of a message
 TITLE_MAX = 200  # characters of an ntfy title
@@ -41,6 +42,9 @@ NTFY_TAGS = {
     "queue-start": "arrow_forward",
     "error": "warning",
 }
+
+
+_CUT_ESCAPE_RE = re.compile(r"&[a-z]{0,3}…$")
 
 
 def _chars(s: str) -> int:
@@ -83,8 +87,9 @@ def raw_body(p: Payload) -> tuple[bytes, dict[str, str]]:
 
 
 def slack_body(p: Payload) -> tuple[bytes, dict[str, str]]:
-    text = bounded(summary(p), SLACK_TEXT_MAX)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = summary(p).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # Bounded after escaping; an escape the cut went through goes whole.
+    text = _CUT_ESCAPE_RE.sub("…", bounded(text, SLACK_TEXT_MAX))
     return _json({"text": text}), {}
 
 
