@@ -299,3 +299,26 @@ def test_a_wrong_format_is_one_line_naming_the_key(tmp_path):
             load_inventory(path)
         got = str(err.value)
         assert got.startswith(f"{path}:{line}: ") and words in got and "\n" not in got, got
+
+
+def test_the_documented_examples_load(tmp_path):
+    """hosts.example.yaml's commented notify: block and the docs page's example, as a user
+    would paste them, load through the real loader."""
+    root = Path(__file__).parents[1]
+    example = root.joinpath("hosts.example.yaml").read_text()
+    start = example.index("# notify:\n")
+    block = example[start : example.index("\nhosts:\n", start)]
+    uncommented = "\n".join(line.removeprefix("# ") for line in block.splitlines()) + "\n"
+    inv = load_inventory(hosts_yaml(tmp_path, uncommented))
+    assert inv.notify is not None
+    assert [(t.format, t.events) for t in inv.notify][:2] == [
+        ("slack", ("job-end", "job-failed", "retry", "queue-start")),
+        ("ntfy", ("job-failed",)),
+    ]
+    assert inv.notify[2].command == ("/usr/local/bin/page-me", "--channel", "rl")
+
+    page = root.joinpath("docs", "runs-that-heal.md").read_text()
+    section = page[page.index("## Notifications") :]
+    snippet = section[section.index("```yaml\n") + 8 : section.index("```\n", 10)]
+    inv = load_inventory(hosts_yaml(tmp_path, snippet))
+    assert [t.format for t in inv.notify or ()] == ["slack", "discord", "ntfy", "raw"]
