@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.header
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -322,3 +323,47 @@ def test_the_documented_examples_load(tmp_path):
     snippet = section[section.index("```yaml\n") + 8 : section.index("```\n", 10)]
     inv = load_inventory(hosts_yaml(tmp_path, snippet))
     assert [t.format for t in inv.notify or ()] == ["slack", "discord", "ntfy", "raw"]
+
+
+def test_watch_once_sends_a_job_end_to_slack(tmp_path, monkeypatch, services):
+    """`verl-tui watch --once` (the real CLI, the local transport, a loopback dashboard that
+    lists the job FAILED): the supervisor's job-failed decision reaches the Slack stand-in as
+    `text`, and a Discord target given the raw payload is printed as one refused line."""
+    from test_faults_http import NODES, Fake, _cli, js, local_hosts
+
+    from tui.jobs.history import JobHistory, JobRecord
+
+    made, _raw = services
+    sid = "vt-fmt-1"
+    now = time.time()
+    job = {
+        "type": "SUBMISSION",
+        "submission_id": sid,
+        "status": "FAILED",
+        "entrypoint": "python train.py",
+        "message": "Job entrypoint command failed with exit code 1",
+        "start_time": int(now * 1000) - 5000,
+        "end_time": int(now * 1000),
+    }
+    answers = {"/api/jobs/": [job], "/api/v0/nodes": NODES}
+    with Fake(lambda m, p, b: js(answers.get(p.split("?")[0], {}))) as fake:
+        hosts = local_hosts(tmp_path, fake.port)
+        text = hosts.read_text().replace("cluster: faults", "cluster: fmt")
+        hosts.write_text(
+            text + "notify:\n"
+            f"  - {{webhook: '{made['slack'].url}/services/T/B/X', format: slack}}\n"
+            f"  - {{webhook: '{made['discord'].url}/api/webhooks/1/t'}}\n"
+        )
+        monkeypatch.setenv("XDG_STATE_HOME", str(hosts.parent / "state"))  # _cli's
+        JobHistory("fmt").save(JobRecord(sid, "fmt", now - 10, "python train.py", kind="raw"))
+        out = _cli(hosts, "watch", "--once")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    texts = [json.loads(b)["text"] for _p, _h, b in made["slack"].requests]
+    assert texts == [
+        f"job-failed {sid} on fmt: FAILED: Job entrypoint command failed with exit code 1"
+    ]
+    refused = [line for line in out.stdout.splitlines() if "notifier failed" in line]
+    assert len(refused) == 1 and refused[0].endswith(
+        '(raw): HTTP 400 Bad Request: {"message": "Cannot send an empty message", "code": 50006}'
+    ), out.stdout
