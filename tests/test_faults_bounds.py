@@ -414,3 +414,18 @@ async def test_compare_chart_and_summary_with_extreme_values() -> None:
         assert c.plotted["raysubmit_b"] == []
         assert "chart not drawn" not in str(c.query_one(SafePlot).render())
         assert "1.8e+308" in str(c.border_subtitle) and "inf" in str(c.border_subtitle)
+
+
+def test_metric_keys_a_log_makes_up_are_bounded() -> None:
+    """A log line may carry any number of made-up keys, or keys a page long: the tracker keeps
+    MAX_KEYS of them (known keys keep updating) and counts the rest."""
+    from tui.metrics import MetricsTracker
+    from tui.metrics.series import MAX_KEY_CHARS, MAX_KEYS
+
+    t = MetricsTracker()
+    many = " - ".join(f"made/up{i}:{i}" for i in range(MAX_KEYS + 2000))
+    t.feed_text(f"step:1 - {many} - {'k' * (MAX_KEY_CHARS + 1)}:1\n")
+    assert len(t.keys()) == MAX_KEYS and t.keys_dropped == 2001
+    t.feed_text("step:2 - made/up1:5 - brand/new:1\n")
+    assert t.series("made/up1") == [(1, 1.0), (2, 5.0)] and t.series("brand/new") == []
+    assert t.keys_dropped == 2002 and t.last_step == 2

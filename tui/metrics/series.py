@@ -20,6 +20,10 @@ MAX_TAIL = 1 << 20
 # ETA averages this many recent steps: recent enough to follow a slowdown, long enough to
 # include the periodic validation and checkpoint steps.
 ETA_WINDOW = 20
+# verl logs a few hundred keys; a log that makes up more (or keys of a page each) could grow the
+# tracker without end, so past these the extra keys are left out (and counted).
+MAX_KEYS = 10_000
+MAX_KEY_CHARS = 200
 # A step time outside (0, this] is not one (a year: 3e7 s); the ETA ignores it.
 MAX_STEP_SECONDS = 3.2e7
 # What a chart can draw. plotext turns its axis range into integers and scales by it: a value
@@ -84,6 +88,7 @@ class MetricsTracker:
         self._intervals: deque[float] = deque(maxlen=ETA_WINDOW)
         self._arrival: tuple[int, float] | None = None
         self.metric_lines = 0
+        self.keys_dropped = 0  # metric keys left out (MAX_KEYS, MAX_KEY_CHARS)
         self.version += 1
 
     # --- feeding ---------------------------------------------------------------------------
@@ -146,6 +151,10 @@ class MetricsTracker:
         return changed
 
     def _record(self, step: int, metrics: dict[str, float], now: float) -> None:
+        if len(self._latest) + len(metrics) > MAX_KEYS or max(map(len, metrics)) > MAX_KEY_CHARS:
+            metrics = self._bounded(metrics)
+            if not metrics:
+                return
         row = self._rows.get(step)
         if row is None:
             if self._rows and step < next(reversed(self._rows)):
@@ -169,6 +178,19 @@ class MetricsTracker:
         self._last_step = step
         self.metric_lines += 1
         self.version += 1
+
+    def _bounded(self, metrics: dict[str, float]) -> dict[str, float]:
+        """The keys already known and new ones while there is room (MAX_KEYS), none longer
+        than MAX_KEY_CHARS; what is left out is counted in keys_dropped."""
+        room = MAX_KEYS - len(self._latest)
+        kept: dict[str, float] = {}
+        for key, value in metrics.items():
+            if len(key) <= MAX_KEY_CHARS and (key in self._latest or room > 0):
+                if key not in self._latest:
+                    room -= 1
+                kept[key] = value
+        self.keys_dropped += len(metrics) - len(kept)
+        return kept
 
     # --- reading ---------------------------------------------------------------------------
 
