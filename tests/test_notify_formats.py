@@ -208,6 +208,10 @@ async def test_the_raw_payload_is_refused_as_the_services_refuse_it(tmp_path, se
         "(raw): HTTP 400 Bad Request: no_text",
     )
     assert sorted(e for e in ends for m in msgs if m.endswith(e)) == sorted(ends)
+    slack_line = next(m for m in msgs if m.endswith("no_text"))
+    assert slack_line.startswith(
+        "notifier failed for job-failed: notify[0] webhook http://127.0.0.1:"
+    )
     assert all(d.details.get("notifier_failure") for d in reported)
 
 

@@ -256,16 +256,21 @@ class Notifier:
         data = payload(decision, self.cluster)
         body = json.dumps(data).encode()
         jobs: list[Awaitable[None]] = []
-        for target in self.targets:
+        names: list[str] = []  # which hosts.yaml entry each job is, when there are several
+        for i, target in enumerate(self.targets):
             if decision.kind not in target.events:
                 continue  # errors reach the cockpit; each target gets only its chosen events
+            name = f"notify[{i}] " if len(self.targets) > 1 else ""
             if target.command:
                 jobs.append(run_command(target.command, body, target.timeout))
+                names.append(name)
             if target.webhook:
                 jobs.append(send_webhook(target, data))
-        for result in await asyncio.gather(*jobs, return_exceptions=True):
+                names.append(name)
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for name, result in zip(names, results, strict=True):
             if isinstance(result, BaseException):
-                await self._failed(decision, result)
+                await self._failed(decision, result, name)
             else:
                 self.sent += 1
 
@@ -278,8 +283,9 @@ class Notifier:
             with contextlib.suppress(Exception):
                 self.bell()
 
-    async def _failed(self, decision: Decision, exc: BaseException) -> None:
+    async def _failed(self, decision: Decision, exc: BaseException, name: str = "") -> None:
         why = str(exc) if isinstance(exc, NotifyError) else f"{type(exc).__name__}: {exc}"
+        why = name + why
         failure = Decision(
             "error",
             decision.submission_id,
