@@ -24,29 +24,28 @@ from tui.transport.types import TransportError
 from tui.transport.unix_forward import splice
 
 PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
-MAX_TABLE_BYTES = 64 << 20  # a login node with a million sockets still fits; more is not read
+MAX_TABLE_BYTES = 64 << 20  # a login node with 400,000 sockets still fits; more is not read
+TABLE_CHUNK = 1 << 16
 
 Upstream = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
-Address = tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]
 
 
-def _address(field: str) -> Address:
-    """'0100007F:1F90' (the kernel prints each 32-bit word of the address in host order)."""
-    host, _, port = field.partition(":")
-    raw = b"".join(
-        int(host[i : i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(host), 8)
-    )
-    ip = ipaddress.ip_address(raw)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped, int(port, 16)  # an AF_INET6 socket talking to 127.0.0.1
-    return ip, int(port, 16)
-
-
-def _normal(host: str, port: int) -> Address:
+def _fields(host: str, port: int) -> tuple[str, str]:
+    """How the kernel prints host:port in /proc/net/tcp and in /proc/net/tcp6: each 32-bit word
+    of the address as %08X of its host-order value, then the port as %04X. An IPv4 address
+    shows in tcp6 v4-mapped (an AF_INET6 socket talking to 127.0.0.1)."""
     ip = ipaddress.ip_address(host.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped, port
-    return ip, port
+        ip = ip.ipv4_mapped
+    v6 = ip if isinstance(ip, ipaddress.IPv6Address) else ipaddress.IPv6Address(f"::ffff:{ip}")
+
+    def words(raw: bytes) -> str:
+        return "".join(
+            f"{int.from_bytes(raw[i : i + 4], sys.byteorder):08X}" for i in range(0, len(raw), 4)
+        )
+
+    v4 = f"{words(ip.packed)}:{port:04X}" if isinstance(ip, ipaddress.IPv4Address) else ""
+    return v4, f"{words(v6.packed)}:{port:04X}"
 
 
 def tables_unreadable() -> str | None:
@@ -61,25 +60,36 @@ def tables_unreadable() -> str | None:
     return None
 
 
+def _read_table(path: str) -> str:
+    """The table's text, at most MAX_TABLE_BYTES (read in pieces: read(n) would allocate n)."""
+    parts: list[bytes] = []
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while size < MAX_TABLE_BYTES and (part := f.read(TABLE_CHUNK)):
+            parts.append(part)
+            size += len(part)
+    return b"".join(parts).decode("ascii", "replace")
+
+
 def peer_uid(ours: tuple[str, int], peer: tuple[str, int]) -> int | None:
     """The uid owning the socket at `peer` that is connected to `ours`, or None when no such
     socket is in this network namespace's tables (gone already, or not readable)."""
-    want_local, want_remote = _normal(*peer), _normal(*ours)
-    for table in PROC_TABLES:
+    # The peer's socket is the row whose local end is `peer` and whose remote end is `ours`.
+    rows = zip(PROC_TABLES, _fields(*peer), _fields(*ours), strict=True)
+    for table, want_local, want_remote in rows:
+        if not want_local:
+            continue  # an IPv6 peer is not in the IPv4 table
         try:
-            with open(table, "rb") as f:
-                text = f.read(MAX_TABLE_BYTES).decode("ascii", "replace")
+            text = _read_table(table)
         except OSError:
             continue  # tcp6 is absent where IPv6 is off
         for row in text.splitlines()[1:]:
             cols = row.split()
-            if len(cols) < 8:
-                continue
-            try:
-                if _address(cols[1]) == want_local and _address(cols[2]) == want_remote:
+            if len(cols) >= 8 and cols[1] == want_local and cols[2] == want_remote:
+                try:
                     return int(cols[7])
-            except ValueError:
-                continue
+                except ValueError:
+                    return None
     return None
 
 
@@ -115,17 +125,22 @@ class PeerCheckedForward:
         return fwd
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # Checked here, before any await: nothing is read or opened for a stranger.
-        ours, peer = writer.get_extra_info("sockname"), writer.get_extra_info("peername")
-        if ours is None or peer is None or peer_uid(ours[:2], peer[:2]) != os.geteuid():
-            self.refused += 1
-            writer.transport.abort()  # a reset: the peer learns nothing but "closed"
-            return
         task = asyncio.ensure_future(self._connection(reader, writer))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Whatever the peer sends waits in our buffer until the check is done: nothing is
+        # passed on, and no upstream is opened, for a stranger. The kernel walks its whole
+        # socket table to print /proc/net/tcp (tens of ms on a busy node): off the loop.
+        ours, peer = writer.get_extra_info("sockname"), writer.get_extra_info("peername")
+        uid = None
+        if ours is not None and peer is not None:
+            uid = await asyncio.to_thread(peer_uid, ours[:2], peer[:2])
+        if uid != os.geteuid():
+            self.refused += 1
+            writer.transport.abort()  # a reset: the peer learns nothing but "closed"
+            return
         try:
             up_reader, up_writer = await self._upstream()
         except (TransportError, OSError):
