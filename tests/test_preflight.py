@@ -9,6 +9,7 @@ TransferQueue nor vLLM, which is exactly what the preset must be refused for.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -439,6 +440,9 @@ def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab, 
     res = cli("submit", str(path), PRESET, "--submission-id", "pf-forced", "--skip-preflight")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "submitted pf-forced" in res.stdout
+    # the hosts file given, no placeholder, quoted as a shell reads it back
+    follow = res.stdout.split("follow: ", 1)[1].strip()
+    assert shlex.split(follow) == ["verl-tui", "logs", str(path), "pf-forced", "--follow"]
     cli("stop", str(path), "pf-forced")
 
 
