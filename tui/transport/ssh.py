@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from tui.transport.ssh_process import (
     kill_remote,
     take_marks,
 )
+from tui.transport.ssh_relay import open_channel_streams
 from tui.transport.types import (
     NO_SHELL,
     HostShell,
@@ -45,7 +45,6 @@ from tui.transport.types import (
 )
 from tui.transport.unix_forward import PrivateDir
 
-RELAY_CHUNK = 1 << 16  # open_connection's copy between a channel and its socket pair
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # asyncssh restarts the keepalive timer on every packet received, so while an agent streams
 # at 1 Hz no keepalive is sent at 2 s (at 1 s: 0.32 a host a second, a packet out and a reply
@@ -229,33 +228,6 @@ async def open_jump(spec: str, ssh: SshOptions) -> asyncssh.SSHClientConnection:
         ) from None
 
 
-async def _relay(
-    pair_reader: asyncio.StreamReader,
-    pair_writer: asyncio.StreamWriter,
-    chan_reader: asyncssh.SSHReader[bytes],
-    chan_writer: asyncssh.SSHWriter[bytes],
-) -> None:
-    """Copy between our end of a socket pair and an SSH channel until both directions end
-    (a channel that drops ends both); reads are RELAY_CHUNK at most, each drained: bounded."""
-
-    async def pump(src: Any, dst: Any) -> None:
-        with contextlib.suppress(OSError, asyncssh.Error, asyncio.IncompleteReadError):
-            while data := await src.read(RELAY_CHUNK):
-                if dst.is_closing():
-                    break
-                dst.write(data)
-                await dst.drain()
-        with contextlib.suppress(OSError, asyncssh.Error, RuntimeError):
-            if dst.can_write_eof():
-                dst.write_eof()
-
-    try:
-        await asyncio.gather(pump(pair_reader, chan_writer), pump(chan_reader, pair_writer))
-    finally:
-        pair_writer.close()
-        chan_writer.close()
-
-
 class SshPathForward:
     """A private Unix socket here (tui/transport/unix_forward.py), tunnelled by asyncssh."""
 
@@ -283,7 +255,6 @@ class SshTransport:
         self.command_timeout = command_timeout  # a run given no timeout (ssh.command_timeout)
         self._conn = conn
         self._keepalive = keepalive  # the host's setting, what set_keepalive(None) restores
-        self._relays: set[asyncio.Task[None]] = set()  # open_connection's pumps
 
     def set_keepalive(self, interval: float | None) -> None:
         with contextlib.suppress(Exception):  # a closed connection: nothing to check
@@ -423,11 +394,11 @@ class SshTransport:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A stream to remote_host:remote_port as seen from the host: a direct-tcpip channel of
         this connection, handed over as asyncio streams through a socket pair (no listener, so
-        nobody else on this machine can reach it)."""
+        nobody else on this machine can reach it; tui/transport/ssh_relay.py)."""
         where = f"{remote_host}:{remote_port}"
         try:
-            chan_reader, chan_writer = await within(
-                self._conn.open_connection(remote_host, remote_port), self.command_timeout
+            return await within(
+                open_channel_streams(self._conn, remote_host, remote_port), self.command_timeout
             )
         except asyncio.TimeoutError:
             raise TransportError(
@@ -435,19 +406,6 @@ class SshTransport:
             ) from None
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self.host}: cannot connect to {where}: {exc}") from None
-        ours, theirs = socket.socketpair()
-        try:
-            reader, writer = await asyncio.open_connection(sock=ours)
-            pair_reader, pair_writer = await asyncio.open_connection(sock=theirs)
-        except OSError as exc:
-            ours.close()
-            theirs.close()
-            chan_writer.close()
-            raise TransportError(f"{self.host}: cannot connect to {where}: {exc}") from None
-        task = asyncio.ensure_future(_relay(pair_reader, pair_writer, chan_reader, chan_writer))
-        self._relays.add(task)
-        task.add_done_callback(self._relays.discard)
-        return reader, writer
 
     async def forward_local_port(
         self, remote_host: str, remote_port: int, local_port: int = 0
