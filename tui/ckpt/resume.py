@@ -19,7 +19,7 @@ import re
 
 from tui.jobs.profiles import hydra_value, override_text
 
-_STEP_DIR_RE = re.compile(r"^global_step_(\d+)$")
+_STEP_DIR_RE = re.compile(r"^global_step_(\d+)\Z")
 
 
 def check_resume_path(path: str) -> str:

@@ -32,8 +32,8 @@ from tui.config.hosts import Inventory
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
 
-SHARD_RE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
-DISTCP_RE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+SHARD_RE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt\Z")
+DISTCP_RE = re.compile(r"^__(\d+)_(\d+)\.distcp\Z")
 FSDP_KINDS = ("model", "optim", "extra_state")
 MEGATRON_KINDS = ("model", "optimizer", "extra")
 PARTIAL_PREFIX = ".verl-tui-partial."

@@ -31,9 +31,9 @@ SCONTROL = "scontrol"
 TIMEOUT = 30.0  # seconds per scontrol call (slurmctld retries for MessageTimeout itself)
 MAX_HOSTS = 65536  # one hostlist expression; Slurm's own cap is of this order
 MAX_OUTPUT = 4 << 20  # bytes of scontrol output read (a 10k-node `show node -o` is ~5 MiB)
-_JOB_ID_RE = re.compile(r"^[0-9]{1,10}(?:_[0-9]{1,10}|\+[0-9]{1,4})?$")
-_HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._,\[\]-]{1,100000}$")
-_RANGE_RE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?$")
+_JOB_ID_RE = re.compile(r"^[0-9]{1,10}(?:_[0-9]{1,10}|\+[0-9]{1,4})?\Z")
+_HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._,\[\]-]{1,100000}\Z")
+_RANGE_RE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?\Z")
 # One GPU GRES item as scontrol prints it, per node (`gpu:4(IDX:0-3)`, `gpu:a100:2(IDX:0,1)`,
 # `gpu:1g.5gb:2(IDX:…)`) or per job request (`gres:gpu:4`, `gres/gpu:4`, `gres/gpu=4`).
 _GPU_ITEM_RE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=]([0-9]{1,6})(?=$|[(,])")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the services are imported where used: `verl-tui ckpt --help
     from tui.config.hosts import Inventory
     from tui.transport.fleet import Fleet
 
-_ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+_ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}\Z")
 
 
 def resolve_root(directory: str | None, profile: Path | None) -> str:

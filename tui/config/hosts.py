@@ -27,14 +27,14 @@ from tui.config.notify import NotifyOptions, NotifyTargets
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.state import check_cluster_name
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 # Host names and IPv4 literals; nothing a shell or ssh option parser could misread.
-_HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
-_SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")  # an IPv6 zone: an interface name or number
+_HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}\Z")
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}\Z")  # an IPv6 zone: an interface name or number
 # A login name as POSIX and useradd have it (portable filename characters, not starting with
 # '-', an optional trailing '$'), or a directory's fully qualified one (`first.last@corp.example`,
 # SSSD): no ssh option parser can misread one, and fix lines quote it anyway.
-_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}\$?$")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}\$?\Z")
 # A path hosts.yaml names (identity_file, known_hosts, config): any characters a file name may
 # have (they are quoted wherever shown) but no control characters, and bounded.
 _PATH_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -171,7 +171,7 @@ class TelemetryOptions(_Strict):
         return {True: "on", False: "off"}.get(value, value) if type(value) is bool else value
 
 
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class RayOptions(_Strict):
@@ -210,7 +210,7 @@ class RayOptions(_Strict):
 MAX_SETUP_STEPS = 32
 MAX_SETUP_CHARS = 4096
 _SETUP_BAD_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # TAB, LF allowed
-_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 MAX_EXEC_WORDS = 64
 _WORD_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 

@@ -39,7 +39,7 @@ class _NotAValue:
 
 NOT_A_VALUE: Final = _NotAValue()
 
-_DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 # Hydra's OverrideLexer (hydra/grammar/OverrideLexer.g4), the tokens a plain text can hold.
 _DIGITS = r"[0-9](?:_?[0-9])*"

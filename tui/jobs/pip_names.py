@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
-_SPEC = re.compile(r"^[A-Za-z0-9<>=!~.,*+ ]{0,80}$")
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
+_SPEC = re.compile(r"^[A-Za-z0-9<>=!~.,*+ ]{0,80}\Z")
 _REQ = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*"
     r"(?:\((?P<paren>[^)]*)\)|(?P<spec>[<>=!~][^;]*))?\s*(?:;(?P<marker>.*))?$"

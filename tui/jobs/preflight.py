@@ -40,7 +40,7 @@ CKPT_MIN = 20 << 30  # checkpoint room when the model's size is unknown here
 # One FSDP checkpoint of a bf16 model of W weight bytes: fp32 params (2W) + Adam moments (4W).
 CKPT_FACTOR = 6
 OBJECT_STORE_FRACTION = 0.3  # Ray's default object store: 30 % of available memory
-_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _SHELL_VAR = re.compile(r"\$(?!\{oc\.env:)\{?([A-Za-z_][A-Za-z0-9_]*)")
 _SHELL_VAR_FULL = re.compile(
     r"\$\{(?!oc\.env:)([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"

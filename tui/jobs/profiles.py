@@ -42,13 +42,13 @@ from tui.jobs.hydra_values import format_value
 # config-group forms like `model_engine` or `actor@actor_rollout_ref.actor`.
 # verl's longest dotted key is ~90 characters; a longer one is refused before it becomes a path.
 MAX_KEY_CHARS = 256
-_KEY_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*([./@][A-Za-z0-9_][A-Za-z0-9_-]*)*$")
-_DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
-_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CONFIG_NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$")
+_KEY_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*([./@][A-Za-z0-9_][A-Za-z0-9_-]*)*\Z")
+_DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}\Z")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_CONFIG_NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}\Z")
 # PyYAML reads YAML 1.1, where `1e-6` (no dot) is a string; verl's command-line habit means float.
-_EXP_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+_EXP_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+\Z")
 
 
 class _Strict(BaseModel):
@@ -104,7 +104,7 @@ class RuntimeEnv(_Strict):
         return v
 
 
-_RETRY_ON_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_RETRY_ON_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 
 
 class Profile(_Strict):

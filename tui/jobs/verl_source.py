@@ -49,8 +49,8 @@ SPEC = {
     "py": [*schema._DATACLASS_FILES, *IMPORT_MAP_FILES],
     "py_tree": list(SOURCE_TREES),
 }
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")
-_REL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,300}\.(yaml|py)$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}\Z")
+_REL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,300}\.(yaml|py)\Z")
 
 
 class VerlUnavailable(Exception):

@@ -55,7 +55,7 @@ ACCEPT_TIMEOUT_S = 60.0
 IO_TIMEOUT_S = 300.0
 MAX_FILES_PER_STEP = 100000
 PARTIAL_PREFIX = ".verl-tui-partial."
-STEP_RE = re.compile(r"^global_step_(\d+)$")
+STEP_RE = re.compile(r"^global_step_(\d+)\Z")
 # Small JSON files whose world size (and layout facts) the scan reports.
 META_FILES = ("fsdp_config.json", "ckpt_contents.json")
 META_KEYS = ("world_size", "FSDP_version", "framework", "schema_version", "global_step")
