@@ -5,7 +5,8 @@ reasons, PCIe link, persistence mode, XID critical errors. Stdlib + pynvml, Pyth
 Read every HEALTH_EVERY_S seconds, not every sample: one sweep of these calls took ~7 ms on an
 H100 (bench/device_gpu_health.py), against ~15 us for the utilization/memory/power sweep.
 ECC counters, row remapping and persistence change on a scale of minutes; a throttle reason
-that lasts less than 10 s does not slow a training step much. The cockpit keeps the last health object per GPU.
+that lasts less than 10 s does not slow a training step much. The cockpit keeps the last
+health object per GPU.
 
 Every reading is independent: a call the driver, the GPU or the pynvml release lacks
 (NotSupported, FunctionNotFound, no such pynvml function, NoPermission) becomes None ("n/a")
