@@ -85,7 +85,7 @@ def hostile(fake_nvml_lib, tmp_path, monkeypatch):
 
 def make_app(forged) -> VerlTuiApp:
     inv = parse_inventory(
-        f"cluster: '{LINK}pilot'\nhosts:\n  - name: alpha\n    transport: local\n"
+        f"cluster: pilot\nhosts:\n  - name: alpha\n    transport: local\n"
         f"    python: {forged}\n  - name: beta\n    transport: local\n"
     )
     return VerlTuiApp(inv, interval=0.2)
@@ -131,7 +131,7 @@ async def test_hostile_gpu_host_and_process_names_render_inert(hostile) -> None:
         # The widgets' own strips are clean before any guard: explicit sanitizing.
         lines = [table.render_line(y) for y in range(table.size.height)]
         texts = "".join(seg.text for strip in lines for seg in strip)
-        assert "H100" in texts and "[@click=app.quit]x" in texts  # names shown as text …
+        assert "H100" in texts and "[@click=app.quit]" in texts  # names shown as text …
         assert ESC not in texts and BEL not in texts  # … that cannot act
         # Host row, GPU row (process with the hostile comm), and the cluster header.
         table.cursor = table.rows.index(Row("alpha"))
@@ -144,11 +144,12 @@ async def test_hostile_gpu_host_and_process_names_render_inert(hostile) -> None:
         details = str(app.screen.query_one(DetailsPane).render())
         assert "pid " in details and ESC not in details and BEL not in details
         assert_inert(terminal_output(app))
-        # Markup in a GPU name and in the cluster name stays text: no live action.
+        # Markup in a GPU name stays text: no live action. (A cluster name with markup is
+        # refused when hosts.yaml loads: test_cluster_name_with_markup_is_refused.)
         table.cursor = table.rows.index(Row("alpha", 1))
         await pilot.pause(0.1)
         summary = app.screen.query_one("#summary")
-        assert f"{LINK}pilot" in str(summary.render())
+        assert "pilot" in str(summary.render())
         output = terminal_output(app)
         assert_inert(output)
         assert "[@click=app.quit]x[/]" in TEXTUAL_OWN.sub("", output)
@@ -186,3 +187,15 @@ async def test_forged_agent_stderr_is_shown_inert(tmp_path) -> None:
         assert "boom" in texts and ESC not in texts
         assert_inert(terminal_output(app))
         await pilot.press("q")
+
+
+def test_cluster_name_with_markup_is_refused() -> None:
+    """The cluster's name becomes a state folder and a header: markup or escapes in it are
+    refused at load, in one line naming the key, before anything draws it."""
+    from tui.config.yamlfile import ConfigError
+
+    for bad in (f"{LINK}pilot", f"pilot{TITLE}"):
+        with pytest.raises(ConfigError) as err:
+            parse_inventory(f"cluster: {bad!r}\nhosts:\n  - name: alpha\n    transport: local\n")
+        message = str(err.value)
+        assert "cluster" in message and "\n" not in message and ESC not in message
