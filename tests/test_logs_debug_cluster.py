@@ -153,7 +153,7 @@ async def _with_ray_cluster(path, body):
 
 def test_post_mortem_worker_listed_attached_and_continued(ray2):
     from tui.debug.dap import DapClient
-    from tui.debug.targets import open_forward, paused_workers
+    from tui.debug.targets import open_debug_connection, paused_workers
 
     _, path, env = ray2
     submit(env, path, "post-mortem-1", POST_MORTEM_JOB, "--env", "RAY_DEBUG_POST_MORTEM=1")
@@ -176,22 +176,19 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
 
     async def attach(cluster):
         [target] = [w for w in await paused_workers(cluster) if w.job == "post-mortem-1"]
-        forward = await open_forward(cluster, target)
+        # As the cockpit does: a stream over the host's SSH connection, no listener here.
+        dap = DapClient(*await open_debug_connection(cluster, target))
         try:
-            dap = await DapClient.connect("127.0.0.1", forward.local_port)
-            try:
-                stopped = await dap.attach_post_mortem(timeout=20)
-                info = await dap.exception_info(stopped.thread_id)
-                frames = await dap.stack_trace(stopped.thread_id)
-                frame = next(f for f in frames if f.name == "failing_task")
-                value = await dap.evaluate("secret", frame.id)
-                scopes = await dap.scopes(frame.id)
-                local_vars = await dap.variables(scopes[0].reference)
-                await dap.continue_(stopped.thread_id)
-            finally:
-                await dap.close()
+            stopped = await dap.attach_post_mortem(timeout=20)
+            info = await dap.exception_info(stopped.thread_id)
+            frames = await dap.stack_trace(stopped.thread_id)
+            frame = next(f for f in frames if f.name == "failing_task")
+            value = await dap.evaluate("secret", frame.id)
+            scopes = await dap.scopes(frame.id)
+            local_vars = await dap.variables(scopes[0].reference)
+            await dap.continue_(stopped.thread_id)
         finally:
-            forward.close()
+            await dap.close()
         return info, value, {v.name: v.value for v in local_vars}
 
     info, value, local_vars = asyncio.run(_with_ray_cluster(path, attach))
@@ -205,7 +202,7 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
 
 def test_legacy_breakpoint_console(ray2):
     from tui.debug.pdb_console import PdbConsole
-    from tui.debug.targets import legacy_breakpoints, open_forward
+    from tui.debug.targets import legacy_breakpoints, open_debug_connection
 
     _, path, env = ray2
     submit(env, path, "legacy-1", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
@@ -220,15 +217,11 @@ def test_legacy_breakpoint_console(ray2):
 
     async def drive(cluster):
         [target] = [b for b in await legacy_breakpoints(cluster) if b.job == "legacy-1"]
-        forward = await open_forward(cluster, target)
-        try:
-            console = await PdbConsole.connect("127.0.0.1", forward.local_port)
-            x = await console.send("p x")
-            where = await console.send("where")
-            await console.send("c")
-            return x, where, console.closed
-        finally:
-            forward.close()
+        console = await PdbConsole.start(*await open_debug_connection(cluster, target))
+        x = await console.send("p x")
+        where = await console.send("where")
+        await console.send("c")
+        return x, where, console.closed
 
     x, where, closed = asyncio.run(_with_ray_cluster(path, drive))
     assert x.strip() == "42"
