@@ -218,7 +218,7 @@ def test_parse_submit_keeps_the_command_after_dashdash_and_logs_intermixes():
     _, args = parse(["submit", "h.yaml", "ppo_gsm8k", "--set", "a=1"])
     assert args.command == [] and args.profile == Path("ppo_gsm8k") and args.set == ["a=1"]
     _, args = parse(["logs", "h.yaml", "--node", "n1", "raylet.out", "-f"])
-    assert (args.node, args.job, args.follow) == ("n1", "raylet.out", True)
+    assert (args.node, args.job, args.follow) == (["n1"], "raylet.out", True)
     cmd, args = parse(["profile", "check", "p.yaml", "--hosts", "h.yaml"])
     assert cmd.hosts is None and args.hosts == Path("h.yaml")  # loaded by the command itself
 

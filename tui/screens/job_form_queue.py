@@ -60,14 +60,14 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         def toggles(self) -> Any: ...
 
     def queue_switch(self) -> Checkbox:
-        box = Checkbox(queue_label(False), id="form-queue", compact=True)
+        box = Checkbox(markup(queue_label(False)), id="form-queue", compact=True)
         box.tooltip = "ctrl+l: wait in the local queue until the GPUs are free (priority 0)"
         return box
 
     def show_queue_state(self) -> None:
         """The switch says on or off in words (its mark alone is only a colour)."""
         box = self.query_one("#form-queue", Checkbox)
-        box.label = queue_label(box.value)
+        box.label = markup(queue_label(box.value))
 
     def action_toggle_queue(self) -> None:
         """ctrl+l from any field: the switch is last in the tab order, behind ~45 fields."""

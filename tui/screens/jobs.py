@@ -173,7 +173,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         if self.filter_text:
             title += f"   filter “{markup(one_line(self.filter_text, 40))}”: {len(shown)} shown"
         if self.sort_key != SORT_KEYS[0] or self.sort_reverse:
-            title += f"   sorted by {self.sort_key}" + (" (reversed)" if self.sort_reverse else "")
+            title += f"   sorted by {markup(self.sort_key)}" + (
+                " (reversed)" if self.sort_reverse else ""
+            )
         if self.error:
             title += f"   {markup(self.error)}"
         if supervisor_note(self.app):
@@ -324,7 +326,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
 
     def action_sort(self) -> None:
         self.set_sort(SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)])
-        self.notify(f"jobs sorted by {self.sort_key}", timeout=1.5)
+        self.notify(f"jobs sorted by {markup(self.sort_key)}", timeout=1.5)
 
     def action_reverse_sort(self) -> None:
         self.set_sort(self.sort_key, not self.sort_reverse)

@@ -13,7 +13,7 @@ from textual.timer import Timer
 from textual.widgets import RichLog, Static
 
 from tui.cluster.ray_cluster import StepEvent
-from tui.sanitize import clean, one_line, pad
+from tui.sanitize import clean, markup, one_line, pad
 from tui.screens.error import ReportsWorkerFailures
 
 TICK_S = 0.5  # the elapsed time shown while it runs
@@ -50,7 +50,7 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
         with Vertical():
             yield Static(one_line(self.title_text), id="title", markup=False)
             yield RichLog(id="steps", wrap=True, markup=False)
-            yield Static(self._running_text(), id="outcome")
+            yield Static(markup(self._running_text()), id="outcome")
 
     def on_mount(self) -> None:
         # The first step line comes only once every host has answered the probe (seconds):
@@ -71,7 +71,7 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
 
     def _tick(self) -> None:
         if not self.finished:
-            self.query_one("#outcome", Static).update(self._running_text())
+            self.query_one("#outcome", Static).update(markup(self._running_text()))
 
     def add_event(self, ev: StepEvent) -> None:
         mark, style = _STYLE.get(ev.status, (" ", ""))
