@@ -13,7 +13,7 @@ import test_jobs
 from test_jobs import job_logs, wait_status
 from textual.widgets import Button, Checkbox, Input, OptionList
 
-ray_up = test_jobs.ray_up  # the module fixture: this module gets its own two-node cluster
+ray_up = test_jobs.ray_up  # the module fixture: the shared two-node cluster (ray_shared2)
 
 PRESET = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
 
