@@ -143,7 +143,11 @@ def test_the_hydra_hint_points_down_to_the_exception_that_ends_the_traceback(
     app = tmp_path / "app.py"
     app.write_text(HYDRA_APP)
     run = subprocess.run(
-        [sys.executable, str(app), "+x=1"], capture_output=True, text=True, timeout=120
+        [sys.executable, str(app), "+x=1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,  # Hydra writes outputs/DATE/TIME/ under its working folder
     )
     assert run.returncode == 1 and "Error executing job with overrides" in run.stderr
     log = tmp_path / "driver.log"
