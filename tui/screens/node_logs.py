@@ -41,7 +41,7 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         Binding("r", "refresh", "Refresh list"),
         Binding("o", "only_host", "This host only / all"),
         Binding("tab", "switch_focus", "Files / log", show=False),
-        Binding("ctrl+f", "grep_all", "Search every host's logs"),
+        Binding("ctrl+f", "grep_all", "Grep all hosts"),
         Binding("escape", "back", "Back"),
     ]
 
