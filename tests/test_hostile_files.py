@@ -312,9 +312,18 @@ def test_hostile_drafts_are_ignored_not_fatal(tmp_path, monkeypatch):
         else:
             path.write_bytes(content)
         start = time.monotonic()
-        assert formstate.load_draft("c", "p") is None, name
+        notes: list[str] = []
+        assert formstate.load_draft("c", "p", notes) is None, name
         assert time.monotonic() - start < HANG
-    path.unlink()
+        # Never read as "no draft" and then overwritten by the next autosave: moved aside,
+        # content intact, and said in one line naming where it went.
+        assert not (path.exists() or path.is_symlink()), name
+        (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(f"{path.name}.damaged-")]
+        assert len(notes) == 1 and aside.name in notes[0] and "\n" not in notes[0], notes
+        if content is not None:
+            assert aside.read_bytes() == content, name
+        aside.unlink()
+    assert formstate.load_draft("c", "p", notes := []) is None and notes == []  # none: no note
     path.write_text(json.dumps({"texts": {"trainer.nnodes": "2"}, "values": {}}))
     draft = formstate.load_draft("c", "p")
     assert draft is not None and draft.texts == {"trainer.nnodes": "2"}

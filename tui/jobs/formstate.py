@@ -19,6 +19,7 @@ from typing import Any
 from tui.config.yamlfile import unsafe_char
 from tui.jobs.hydra_values import NOT_A_VALUE, parse_value, read_value, short_text
 from tui.jobs.profiles import Profile
+from tui.sanitize import one_line
 from tui.state import (
     StateError,
     atomic_write_bytes,
@@ -129,38 +130,60 @@ def save_draft(cluster: str, draft: Draft) -> Path:
     return path
 
 
-def load_draft(cluster: str, profile_name: str) -> Draft | None:
+def load_draft(cluster: str, profile_name: str, notes: list[str] | None = None) -> Draft | None:
     """The saved draft, or None when there is none or it is damaged (start from the profile).
     Read by the state reader (regular file, size cap, no control characters in the texts): a
-    FIFO or a huge or hostile file in the state dir neither blocks nor breaks the form."""
+    FIFO or a huge or hostile file in the state dir neither blocks nor breaks the form. A
+    damaged draft is never overwritten by the next autosave: it is moved aside first
+    (`<name>.damaged-<time>`), and `notes` gets a line naming where it went."""
     path = draft_path(cluster, profile_name)
     try:
-        doc = read_state_json(path, max_bytes=MAX_DRAFT_BYTES)
-        if not isinstance(doc, dict):
-            return None
-        texts = doc["texts"]
-        if not isinstance(texts, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and not unsafe_char(k + v)
-            for k, v in texts.items()
-        ):
-            return None
-        toggles = doc.get("toggles") or {}
-        values = doc.get("values") or {}
-        if not isinstance(toggles, dict) or not isinstance(values, dict):
-            return None
-        toggles = Toggles(
-            **{k: bool(v) for k, v in toggles.items() if k in Toggles.__dataclass_fields__}
-        )
-        return Draft(
-            profile_path=str(doc.get("profile_path", "")),
-            profile=profile_name,
-            texts=dict(texts),
-            values=values,
-            toggles=toggles,
-            saved_at=float(doc.get("saved_at") or 0.0),
-        )
-    except (StateError, ValueError, TypeError, KeyError):
+        draft = _read_draft(path, profile_name)
+    except (StateError, ValueError, TypeError, KeyError) as exc:
+        draft, why = None, str(exc) or type(exc).__name__
+    else:
+        if draft is not None or not (path.exists() or path.is_symlink()):
+            return draft
+        why = "not a draft the form wrote"
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        line = f"draft {path} is damaged ({why}) and could not be moved aside: {exc.strerror}"
+    else:
+        line = f"draft {path} was damaged ({why}): kept as {aside.name}; starting from the profile"
+    if notes is not None:
+        notes.append(one_line(line, 400))
+    return None
+
+
+def _read_draft(path: Path, profile_name: str) -> Draft | None:
+    """The draft at `path`; None when there is none or its shape is not a draft's."""
+    if not (path.exists() or path.is_symlink()):
         return None
+    doc = read_state_json(path, max_bytes=MAX_DRAFT_BYTES)
+    if not isinstance(doc, dict):
+        return None
+    texts = doc["texts"]
+    if not isinstance(texts, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and not unsafe_char(k + v)
+        for k, v in texts.items()
+    ):
+        return None
+    toggles = doc.get("toggles") or {}
+    values = doc.get("values") or {}
+    if not isinstance(toggles, dict) or not isinstance(values, dict):
+        return None
+    return Draft(
+        profile_path=str(doc.get("profile_path", "")),
+        profile=profile_name,
+        texts=dict(texts),
+        values=values,
+        toggles=Toggles(
+            **{k: bool(v) for k, v in toggles.items() if k in Toggles.__dataclass_fields__}
+        ),
+        saved_at=float(doc.get("saved_at") or 0.0),
+    )
 
 
 def clear_draft(cluster: str, profile_name: str) -> None:

@@ -96,6 +96,7 @@ class _Loaded:
     draft: Draft | None = None
     wd_bytes: int | None = None
     texts: dict[str, str] = field(default_factory=dict)  # the profile's, then initial_sets
+    draft_notes: list[str] = field(default_factory=list)  # a damaged draft moved aside
 
 
 def _norm(key: str | None) -> str | None:
@@ -217,14 +218,17 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             infos = key_catalog()
         except SchemaError as exc:
             return _Loaded(profile, str(exc))
-        draft = None if self.initial_sets else load_draft(self.cluster_name, profile.name)
+        draft_notes: list[str] = []
+        draft = (
+            None if self.initial_sets else load_draft(self.cluster_name, profile.name, draft_notes)
+        )
         try:
             wd_bytes = working_dir_size(JobSpec(profile))[0]
         except OSError:
             wd_bytes = None
         texts = texts_from_profile(profile)
         texts |= texts_from_sets(self.initial_sets)
-        return _Loaded(profile, None, items, infos, draft, wd_bytes, texts)
+        return _Loaded(profile, None, items, infos, draft, wd_bytes, texts, draft_notes)
 
     @work(exclusive=True, group="form-load", exit_on_error=False)
     async def load(self) -> None:
@@ -254,6 +258,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             if not self.read_only:
                 self._draft_restored = f"draft restored (saved {stamp}) — ctrl+t discards it"
             self.notify(markup(self.draft_note or ""), timeout=6)
+        for note in loaded.draft_notes:
+            self.notify(markup(note), severity="warning", timeout=12)
         self._items = loaded.items
         await self._build(texts, toggles)
         self._show_header()
