@@ -282,10 +282,17 @@ SUMMARY_COLUMNS = (
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    """The mean of finite values, None for none; summed as v/n so that values near the
-    largest float (1.8e308) average to themselves instead of overflowing to inf."""
+    """The mean of finite values, None for none: exact sums (fsum: six steps of 0.5 s mean
+    0.5 s, not 0.49999999999999994), and where the sum would pass the largest float (values
+    near 1.8e308) summed as v/n, so they average to themselves instead of overflowing."""
     n = len(values)
-    return sum(v / n for v in values) if n else None
+    if not n:
+        return None
+    try:
+        mean = math.fsum(values) / n
+    except OverflowError:
+        mean = math.inf
+    return mean if math.isfinite(mean) else math.fsum(v / n for v in values)
 
 
 def _short(v: float | None, digits: int = 4) -> str:
