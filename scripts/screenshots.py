@@ -301,7 +301,7 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
             raise RuntimeError("the draft holder did not take the draft")
         await open_picker(app, pilot)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, DraftBusyScreen), 30)
+        await until(pilot, lambda: isinstance(app.screen, DraftBusyScreen), 120)
         await pilot.pause(0.5)
         save(app, "draft_busy")
         await pilot.press("c")
@@ -337,14 +337,14 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
     while isinstance(app.screen, ErrorScreen):
         await pilot.press("escape")
         await pilot.pause(0.3)
-    await pilot.press("ctrl+d")  # leave no draft behind
+    await pilot.press("ctrl+t", "y")  # leave no draft behind (discard asks first)
     await pilot.pause(0.5)
     await pilot.press("escape")
     await pilot.pause(0.3)
 
 
 async def shoot_ckpt_picker(app: VerlTuiApp, pilot, save, root: Path) -> None:
-    """The job form's ctrl+k over the real checkpoint's folder: its steps on every host."""
+    """The job form's ctrl+o over the real checkpoint's folder: its steps on every host."""
     from textual.widgets import Input
 
     from tui.screens.ckpt_picker import CheckpointPickerScreen
@@ -354,7 +354,7 @@ async def shoot_ckpt_picker(app: VerlTuiApp, pilot, save, root: Path) -> None:
     field.focus()
     field.value = str(root)
     await pilot.pause(0.5)
-    await pilot.press("ctrl+k")
+    await pilot.press("ctrl+o")
     await until(
         pilot,
         lambda: isinstance(app.screen, CheckpointPickerScreen) and app.screen.index is not None,
@@ -364,7 +364,7 @@ async def shoot_ckpt_picker(app: VerlTuiApp, pilot, save, root: Path) -> None:
     save(app, "ckpt_picker")
     await pilot.press("escape")
     await until(pilot, lambda: app.screen is form, 10)
-    await pilot.press("ctrl+d")
+    await pilot.press("ctrl+t", "y")
     await pilot.pause(0.5)
     await pilot.press("escape")
     await pilot.pause(0.3)

@@ -328,7 +328,7 @@ async def shoot_queue(app, pilot, save, jobs, table, hosts: Path, hold_py: Path,
     save(app, "sweep_builder")
     await pilot.press("escape")
     await until(pilot, lambda: app.screen is form, 10)
-    await pilot.press("ctrl+d")  # leave no draft behind
+    await pilot.press("ctrl+t", "y")  # leave no draft behind (discard asks first)
     await pilot.pause(0.5)
     await pilot.press("escape")
     await until(pilot, lambda: app.screen is jobs, 10)
