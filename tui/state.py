@@ -376,45 +376,34 @@ def open_append(path: Path) -> int:
     folder too), opened without blocking: a FIFO there (no reader: ENXIO), a folder or a device
     is a StateError naming it, never a wait. For logs that grow (the supervisor's, the
     archive's); whole files go through atomic_write_*."""
-    make_dirs(path.parent)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        kind = None
-        with contextlib.suppress(OSError):
-            kind = file_kind(os.stat(path).st_mode)
-        if kind:
-            raise StateError(f"{path}: is {kind}, expected a regular file (move it away)") from None
-        raise write_error(path.parent, exc) from None
-    try:
-        kind = file_kind(os.fstat(fd).st_mode)
-    except OSError as exc:
-        os.close(fd)
-        raise write_error(path.parent, exc) from None
-    if kind:
-        os.close(fd)
-        raise StateError(f"{path}: is {kind}, expected a regular file (move it away)")
-    os.set_blocking(fd, True)
-    return fd
+    return _open_regular(path, flags, "a regular file", os.stat)
 
 
 def open_lock_file(path: Path) -> int:
     """A read-write descriptor of the lock file at `path` (created 0600 if missing, its folder
     too): a regular file only, never a symbolic link, opened without blocking. StateError
     naming the path otherwise."""
-    make_dirs(path.parent)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    return _open_regular(path, flags, "a lock file", os.lstat)
+
+
+def _open_regular(path: Path, flags: int, expected: str, stat: Any) -> int:
+    """`path` opened with `flags` (non-blocking, so a FIFO never waits), created 0600 with its
+    folder; anything but a regular file there is a StateError naming it, and the descriptor
+    is made blocking again before it is handed out. `stat` names what is there when the open
+    itself fails (lstat where symbolic links are refused)."""
+    make_dirs(path.parent)
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateError(f"{path}: is a symbolic link, expected a lock file") from None
+        if exc.errno == errno.ELOOP and flags & os.O_NOFOLLOW:
+            raise StateError(f"{path}: is a symbolic link, expected {expected}") from None
         kind = None
         with contextlib.suppress(OSError):
-            kind = file_kind(os.lstat(path).st_mode)
+            kind = file_kind(stat(path).st_mode)
         if kind:
-            raise StateError(f"{path}: is {kind}, expected a lock file (move it away)") from None
+            raise StateError(f"{path}: is {kind}, expected {expected} (move it away)") from None
         raise write_error(path.parent, exc) from None
     try:
         kind = file_kind(os.fstat(fd).st_mode)
@@ -423,7 +412,7 @@ def open_lock_file(path: Path) -> int:
         raise write_error(path.parent, exc) from None
     if kind:
         os.close(fd)
-        raise StateError(f"{path}: is {kind}, expected a lock file (move it away)")
+        raise StateError(f"{path}: is {kind}, expected {expected} (move it away)")
     os.set_blocking(fd, True)
     return fd
 
