@@ -164,7 +164,7 @@ async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path
         assert form.resources_from == "hosts.yaml"
         assert form.report.from_cluster == {"trainer.n_gpus_per_node": 4}
         title = str(form.query_one("#form-title").render())
-        assert "t: 1 nodes × 4 GPUs (hosts.yaml)" in title and RAY_NOT_RUNNING in title
+        assert "t: 1 node × 4 GPUs (hosts.yaml)" in title and RAY_NOT_RUNNING in title
         # The problems box is not an empty line when there are no loose problems.
         box = form.query_one("#form-problems")
         assert box.display == bool(str(box.render()).strip())
