@@ -3,7 +3,8 @@ imported): one direction of dependency, top to bottom.
 
     UI      tui/app.py, tui/screens, tui/widgets, tui/palette.py      may import services
     CLI     tui/cli.py, tui/__main__.py, tui/commands, tui/interrupts  may import services
-    services tui/cluster, tui/jobs, tui/ckpt, tui/debug, tui/logs, tui/metrics, tui/archive
+    services tui/cluster, tui/jobs, tui/ckpt, tui/debug, tui/logs, tui/metrics, tui/archive,
+             tui/supervisor, tui/stack
             never UI, CLI or Textual; sideways only along SIDEWAYS below
     transport tui/transport: never services, UI or CLI; the only importer of asyncssh
     remote  tui/remote: programs shipped as source to a host's Python: stdlib only (+ pynvml
@@ -42,6 +43,7 @@ SERVICES = (
     "tui.metrics",
     "tui.archive",
     "tui.supervisor",
+    "tui.stack",
 )
 UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
 CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
@@ -70,6 +72,10 @@ SIDEWAYS = {
     ("tui.supervisor", "tui.ckpt"): "a retry resumes from the latest complete checkpoint "
     "(scan, collect, resume keys)",
     ("tui.supervisor", "tui.logs"): "a failure is retried when its log shows a retriable signature",
+    ("tui.stack", "tui.cluster"): "a job's processes and Ray's view come through the dashboard",
+    ("tui.stack", "tui.jobs"): "a waiting placement group is weighed against the free resources",
+    ("tui.stack", "tui.archive"): "a stack dump is saved into the job's run archive",
+    ("tui.supervisor", "tui.stack"): "a stalled job's stacks are dumped into its archive",
 }
 REFUSED_SIDEWAYS = [
     ("tui.cluster", "tui.jobs"),

@@ -215,6 +215,11 @@ TASK: Spec = {
     "node_id": (text(), False),
     "worker_id": (text(), False),
     "worker_pid": (pid, False),
+    "type": (text(), False),
+    "actor_id": (text(), False),
+    "required_resources": (map_of(number), False),
+    "placement_group_id": (text(), False),
+    "error_message": (text(), False),
 }
 ACTOR: Spec = {
     "actor_id": (text(), False),
@@ -222,8 +227,46 @@ ACTOR: Spec = {
     "state": (text(), False),
     "node_id": (text(), False),
     "pid": (pid, False),
+    "class_name": (text(), False),
+    "name": (text(), False),
+    "repr_name": (text(), False),
+    "num_restarts": (number, False),
+    "death_cause": (any_object, False),  # nested contexts: read by tui/stack/ray_view.py
+    "placement_group_id": (text(), False),
 }
-STATE_ROWS: dict[str, Spec] = {"nodes": NODE, "workers": WORKER, "tasks": TASK, "actors": ACTOR}
+
+
+def rows(spec: Spec, cap: int = 10_000) -> Check:
+    """A list of objects of `spec`, at most `cap` of them."""
+
+    def checked(value: Any, where: str) -> list[dict[str, Any]]:
+        if isinstance(value, list) and len(value) > cap:
+            raise _bad(value, where, f"a list of at most {cap}")
+        return list_of(value, spec, where)
+
+    return checked
+
+
+BUNDLE: Spec = {
+    "bundle_id": (text(), False),
+    "node_id": (text(), False),
+    "unit_resources": (map_of(number), False),
+}
+PLACEMENT_GROUP: Spec = {
+    "placement_group_id": (text(), False),
+    "name": (text(), False),
+    "creator_job_id": (text(), False),
+    "state": (text(), False),
+    "bundles": (rows(BUNDLE), False),
+    "stats": (obj_with(scheduling_state=text()), False),
+}
+STATE_ROWS: dict[str, Spec] = {
+    "nodes": NODE,
+    "workers": WORKER,
+    "tasks": TASK,
+    "actors": ACTOR,
+    "placement_groups": PLACEMENT_GROUP,
+}
 
 METADATA: Spec = {"rayVersion": (text(), False), "pythonVersion": (text(), False)}
 

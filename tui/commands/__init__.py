@@ -126,6 +126,10 @@ COMMANDS: dict[str, Node] = {
     "debug": Entry(
         "tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb breakpoints"
     ),
+    "stack": Entry(
+        "tui.commands.stack:STACK",
+        "a job's stacks on every host (py-spy), grouped; Ray's view of the job",
+    ),
     "ckpt": Entry(
         "tui.commands.ckpt:CKPT", "a job's checkpoints on every host; collect a step; merge it"
     ),

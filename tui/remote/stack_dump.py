@@ -1,0 +1,180 @@
+"""verl-tui: py-spy stack dumps of some of this host's processes: ``PYTHON -u -S -c SOURCE``.
+
+Reads one JSON request on stdin: ``{"pids": [...], "native": bool, "timeout": seconds per
+process, "max_bytes": output kept per process, "parallel": dumps at once}``. Prints one JSON
+line per pid as its dump ends (``{"proc": {...}}``), then ``{"done": {...}}`` with what this
+host's tracing depends on (who we are, kernel.yama.ptrace_scope, CAP_SYS_PTRACE, where py-spy
+is). Without py-spy it prints only ``{"done": ...}`` with ``"py_spy": null``.
+
+py-spy is looked for beside the interpreter (``ray[default]`` installs it in the same bin/) and
+then on PATH. Each dump runs ``py-spy dump --pid P --json [--native]`` with its own deadline; a
+py-spy too old for --json is run again without it (the text is parsed by the caller). Stdlib
+only, Python 3.8+, no imports from ``tui``.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+CAP_SYS_PTRACE = 19
+ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "RAY_JOB_ID")
+ERR_BYTES = 4000
+CMD_CHARS = 300
+
+
+def find_py_spy():
+    """py-spy beside this interpreter (not resolved: a venv's bin/), else on PATH, else None."""
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")
+
+
+def _read(path, limit=1 << 20):
+    with open(path, "rb") as f:
+        return f.read(limit)
+
+
+def ptrace_scope():
+    try:
+        return int(_read("/proc/sys/kernel/yama/ptrace_scope", 64).strip())
+    except (OSError, ValueError):
+        return None  # no Yama: only ownership and capabilities decide
+
+
+def has_cap_ptrace():
+    try:
+        for line in _read("/proc/self/status").decode("ascii", "replace").splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_PTRACE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def user_name(uid):
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def describe(pid):
+    """What /proc says of the process: its owner, a few env keys, its command line."""
+    out = {"pid": pid}
+    base = f"/proc/{pid}/"
+    try:
+        for line in _read(base + "status").decode("utf-8", "replace").splitlines():
+            if line.startswith("Uid:"):
+                uid = int(line.split()[2])  # effective
+                out["uid"] = uid
+                out["user"] = user_name(uid)
+    except (OSError, ValueError, IndexError):
+        out["gone"] = True
+        return out
+    try:
+        raw = _read(base + "cmdline", 64 * 1024)
+        out["cmd"] = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:CMD_CHARS]
+    except OSError:
+        pass
+    try:
+        env = {}
+        for item in _read(base + "environ").split(b"\0"):
+            key, _, value = item.partition(b"=")
+            k = key.decode("ascii", "replace")
+            if k in ENV_KEYS:
+                env[k] = value.decode("utf-8", "replace")[:64]
+        out["env"] = env
+    except OSError:
+        pass  # another user's process: its environment is not ours to read
+    return out
+
+
+def run_py_spy(argv, timeout, max_bytes):
+    """(exit status or None on timeout, stdout cut to max_bytes, stderr tail, cut?)."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, RUST_BACKTRACE="0", RUST_LIB_BACKTRACE="0"),
+        )
+    except OSError as exc:
+        return 127, "", str(exc), False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        code = None
+    cut = len(out) > max_bytes
+    text = out[:max_bytes].decode("utf-8", "replace")
+    return code, text, err[-ERR_BYTES:].decode("utf-8", "replace"), cut
+
+
+def dump(py_spy, pid, native, timeout, max_bytes):
+    info = describe(pid)
+    if info.get("gone"):
+        return info
+    base = [py_spy, "dump", "--pid", str(pid)] + (["--native"] if native else [])
+    code, out, err, cut = run_py_spy([*base, "--json"], timeout, max_bytes)
+    if code not in (0, None) and "--json" in err and "unexpected" in err.lower():
+        code, out, err, cut = run_py_spy(base, timeout, max_bytes)  # py-spy before --json
+    info.update(rc=code, out=out, err=err, cut=cut)
+    return info
+
+
+def main():
+    try:
+        req = json.loads(sys.stdin.read(1 << 20))
+        pids = [int(p) for p in req["pids"]][:4096]
+        native = bool(req.get("native"))
+        timeout = float(req.get("timeout", 20))
+        max_bytes = int(req.get("max_bytes", 256 * 1024))
+        parallel = max(1, min(int(req.get("parallel", 8)), 64))
+    except (ValueError, KeyError, TypeError) as exc:
+        print(json.dumps({"error": f"bad request: {exc}"}), flush=True)
+        return
+    py_spy = find_py_spy()
+    euid = os.geteuid()
+    done = {
+        "py_spy": py_spy,
+        "python": sys.executable,
+        "path": os.environ.get("PATH", ""),
+        "uid": euid,
+        "user": user_name(euid),
+        "ptrace_scope": ptrace_scope(),
+        "cap_ptrace": has_cap_ptrace(),
+    }
+    if py_spy is not None:
+        lock = threading.Lock()
+        todo = list(pids)
+
+        def worker():
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    pid = todo.pop(0)
+                doc = json.dumps({"proc": dump(py_spy, pid, native, timeout, max_bytes)})
+                with lock:
+                    sys.stdout.write(doc + "\n")
+                    sys.stdout.flush()
+
+        threads = [threading.Thread(target=worker) for _ in range(min(parallel, len(pids)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    print(json.dumps({"done": done}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
