@@ -76,6 +76,9 @@ SIDEWAYS = {
     ("tui.stack", "tui.jobs"): "a waiting placement group is weighed against the free resources",
     ("tui.stack", "tui.archive"): "a stack dump is saved into the job's run archive",
     ("tui.supervisor", "tui.stack"): "a stalled job's stacks are dumped into its archive",
+    ("tui.supervisor", "tui.metrics"): "a stall is no new step line (verl's step lines parsed)",
+    ("tui.supervisor", "tui.archive"): "a stall's evidence is the job's GPUs (the per-job GPU "
+    "use join); its stack dump is saved into the run archive",
 }
 REFUSED_SIDEWAYS = [
     ("tui.cluster", "tui.jobs"),

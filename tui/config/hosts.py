@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from tui.config.notify import NotifyOptions, NotifyTargets
+from tui.config.stall import StallOptions
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.state import check_cluster_name
 
@@ -332,6 +333,7 @@ class HostsFileModel(_Strict):
     # beyond the names that say so themselves (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIAL).
     secret_env: list[str] = Field(default_factory=list, max_length=1000)
     notify: NotifyTargets | None = None  # where supervisor events go (tui/config/notify.py)
+    stall: StallOptions = StallOptions()  # when a running job counts as stalled
     env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
@@ -390,6 +392,7 @@ class Inventory(BaseModel):
     ray: RayOptions = RayOptions()
     secret_env: tuple[str, ...] = ()
     notify: NotifyTargets | None = None
+    stall: StallOptions = StallOptions()
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -416,6 +419,7 @@ _KNOWN_KEYS = sorted(
             RayOptions,
             ContainerSpec,
             NotifyOptions,
+            StallOptions,
             HostEntry,
             HostsFileModel,
         )
@@ -507,6 +511,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
         ray=model.ray,
         secret_env=tuple(model.secret_env),
         notify=model.notify,
+        stall=model.stall,
         source=source,
     )
 

@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from tui.config.stall import StallOverride
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.jobs.hydra_values import format_value
 
@@ -120,6 +121,8 @@ class Profile(_Strict):
     # its log shows one of `retry_on` (tui/logs/retriable.py; default: all of them).
     retries: int | None = Field(default=None, ge=0, le=100)
     retry_on: list[str] | None = None
+    # When a running job of this profile counts as stalled (hosts.yaml's stall: for the rest).
+    stall: StallOverride | None = None
 
     @field_validator("retry_on")
     @classmethod
@@ -391,6 +394,8 @@ def profile_to_yaml(profile: Profile) -> str:
         data["retries"] = profile.retries
     if profile.retry_on is not None:
         data["retry_on"] = list(profile.retry_on)
+    if profile.stall is not None:
+        data["stall"] = profile.stall.model_dump(exclude_none=True)
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 

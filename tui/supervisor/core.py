@@ -42,12 +42,14 @@ LOG_MAX_BYTES = 1 << 20  # the supervisor's own log is cut to its newer half pas
 
 
 def default_duties(ctx: SupervisorContext) -> list[Duty]:
-    """Every duty, in tick order: job ends first (their decisions precede a retry's)."""
+    """Every duty, in tick order: job ends first (their decisions precede a retry's), then
+    stalls (a stalled job stopped for a retry is retried next pass)."""
     from tui.supervisor.ends import EndsDuty
     from tui.supervisor.queue_duty import QueueDuty
     from tui.supervisor.retry import RetryDuty
+    from tui.supervisor.stall_duty import StallDuty
 
-    duties: list[Duty] = [EndsDuty(), RetryDuty(), QueueDuty()]
+    duties: list[Duty] = [EndsDuty(), StallDuty(), RetryDuty(), QueueDuty()]
     return duties
 
 

@@ -15,6 +15,7 @@ KINDS = (
     "waiting",  # a retry waits (hosts unreachable, nodes not alive, collecting shards)
     "job-end",  # a job ended SUCCEEDED/STOPPED
     "job-failed",  # a job ended FAILED (before the retry decision)
+    "job-stalled",  # a running job makes no progress (details: the stall, its stack dump)
     "queue-start",  # a queued job was submitted
     "queue-wait",  # the head of the queue waits for resources
     "lock",  # the supervisor took, lost or was refused the cluster's supervisor lease

@@ -34,11 +34,12 @@ from tui.transport.local import end_group
 # What the cockpit's line looks like for each kind (Textual's notify severities).
 SEVERITY = {
     "job-failed": "error",
+    "job-stalled": "error",
     "no-retry": "warning",
     "error": "warning",
     "retry": "warning",
 }
-BELL_KINDS = frozenset({"job-end", "job-failed", "retry", "queue-start"})
+BELL_KINDS = frozenset({"job-end", "job-failed", "job-stalled", "retry", "queue-start"})
 STDERR_TAIL = 300  # characters of a failed command's stderr in its line
 STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
 READ_CHUNK = 1 << 16

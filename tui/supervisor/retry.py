@@ -1,5 +1,6 @@
 """The retry duty: a job that ended FAILED with a retry policy, whose log shows a failure of the
-cluster (tui/logs/retriable.py), is submitted again once the cluster is whole, from the latest
+cluster (tui/logs/retriable.py), or that the stall duty stopped for a retry (stall_duty.py), is
+submitted again once the cluster is whole, from the latest
 complete checkpoint under its trainer.default_local_dir, as a new submission linked to it
 (`retry_of`, `attempt`).
 
@@ -31,6 +32,7 @@ from tui.supervisor.duty import SubmitRejected, SupervisorContext
 from tui.supervisor.events import Decision
 from tui.supervisor.policy import RetryPolicy
 from tui.supervisor.rebuild import NotRebuildable, profile_spec, raw_submission_of, retry_id
+from tui.supervisor.stall_duty import stalled_stop
 from tui.transport.types import HostState, TransportError
 
 LOG_TAIL_BYTES = 1 << 20  # the end of the driver log is where the failure is
@@ -122,7 +124,10 @@ class RetryDuty:
         now = time.time()
         for row in ctx.jobs:
             rec = row.record
-            if rec is None or row.status != "FAILED" or not row.on_head:
+            if rec is None or not row.on_head:
+                continue
+            # FAILED, or STOPPED by the stall duty for a retry (tui/supervisor/stall_duty.py).
+            if row.status != "FAILED" and not (row.status == "STOPPED" and stalled_stop(rec)):
                 continue
             policy = RetryPolicy.from_json(rec.retry_policy)
             if policy is None or policy.retries <= 0 or settled(ctx, rec):
@@ -205,6 +210,8 @@ class RetryDuty:
             phases[name] = round(phases.get(name, 0.0) + now - mark, 2)
             mark = now
 
+        if st.verdict is None and stalled_stop(rec):
+            st.verdict = Verdict(True, "stall", "retriable: the job stalled, stopped (stall)")
         if st.verdict is None:
             alive = await alive_hosts(ctx)
             st.host_lost = bool(await cluster_gaps(ctx, alive))
