@@ -14,7 +14,7 @@ from typing import Any
 from tui.cluster.dashboard import DashboardError, check_job_id
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands import Command
-from tui.commands.jobs_table import jobs_table
+from tui.commands.jobs_table import jobs_table, running_stalls
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
 from tui.config.hosts import Inventory
@@ -133,9 +133,12 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
             return 1
         for problem in history.problems:  # damaged records: listed without, each named once
             print(f"verl-tui jobs: warning: {problem}", file=sys.stderr)
-        print(
-            json_text({"jobs": [r.to_json() for r in rows]}, inv) if as_json else jobs_table(rows)
-        )
+        stalls = running_stalls(inv.cluster, rows, warn=sys.stderr)
+        if as_json:  # Ray's status stays the job's status; a stall is its own object
+            docs = [{**r.to_json(), "stall": stalls.get(r.submission_id)} for r in rows]
+            print(json_text({"jobs": docs}, inv))
+        else:
+            print(jobs_table(rows, stalls))
         return 0
 
     return _run(_with_cluster(inv, body))

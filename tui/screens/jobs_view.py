@@ -5,7 +5,8 @@ name; O reverses). Pure functions over the jobs service's rows, and the table wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -13,6 +14,7 @@ from textual.widgets import DataTable
 
 from tui.jobs.queue import QueueEntry
 from tui.jobs.service import JobRow
+from tui.sanitize import cell, one_line
 from tui.screens.jobs_queue import grouped, profile_label
 
 SORT_KEYS = ("age", "status", "name")
@@ -86,3 +88,35 @@ def shown_rows(rows: list[JobRow], filter_text: str, sort_key: str, reverse: boo
 def shown_queue(entries: list[QueueEntry], filter_text: str) -> list[QueueEntry]:
     words = _words(filter_text)
     return [e for e in entries if entry_matches(e, words)] if words else list(entries)
+
+
+STALL_MARK = "STALLED"  # after Ray's status of a running job the supervisor found stalled
+
+
+def status_cell(row: JobRow, stall: Mapping[str, Any] | None, style: str) -> Text:
+    """Ray's status (it stays RUNNING), with the STALLED mark when the supervisor found the
+    job stalled (tui/supervisor/stall.py)."""
+    if stall is None:
+        return cell(row.status_text, style=style)
+    return cell(f"{row.status_text} {STALL_MARK}", style="bold red")
+
+
+def stall_detail(stall: Mapping[str, Any] | None) -> Text:
+    """The detail pane's line for a stalled job: the evidence (from a state file: cleaned)."""
+    t = Text()
+    if stall is not None:
+        t.append("stall: ", "bold red")
+        t.append(one_line(str(stall.get("evidence") or ""), 400) + "\n")
+    return t
+
+
+def stalls_shown(cluster: str, rows: list[JobRow]) -> dict[str, dict[str, Any]]:
+    """The supervisor's stalls of the running jobs (its state file: this cockpit's supervisor
+    or a `verl-tui watch` on this machine wrote it); none when it cannot be read."""
+    from tui.state import StateError
+    from tui.supervisor.stall_store import running_stalls
+
+    try:
+        return running_stalls(cluster, rows)
+    except StateError:
+        return {}

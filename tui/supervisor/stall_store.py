@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.state import atomic_write_json, read_state_json, state_path
+
+if TYPE_CHECKING:
+    from tui.jobs.service import JobRow
 
 MAX_BYTES = 4 << 20
 
@@ -36,3 +39,13 @@ def read_stalls(state_dir: Path, cluster: str) -> dict[str, dict[str, Any]]:
         for sid, s in stalls.items()
         if isinstance(sid, str) and isinstance(s, dict) and isinstance(s.get("evidence"), str)
     }
+
+
+def running_stalls(cluster: str, rows: list[JobRow]) -> dict[str, dict[str, Any]]:
+    """The stalls of the jobs that still run on the head (a stall of a job that ended since is
+    history). StateError naming the file when it cannot be read."""
+    from tui.state import state_dir
+
+    stalls = read_stalls(state_dir(), cluster)
+    running = {r.submission_id for r in rows if r.on_head and r.status == "RUNNING"}
+    return {sid: s for sid, s in stalls.items() if sid in running}
