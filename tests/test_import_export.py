@@ -82,20 +82,34 @@ def test_plain_script_continuations_and_comments():
     p = r.profile
     assert r.command_line == 13
     assert p.name == "run_qwen2_5-3b_grpo"
-    assert list(p.overrides) == list(GRPO_OVERRIDES)
-    assert typed(p.overrides) == typed(GRPO_OVERRIDES)
+    # Line 26 ends `\\  # fits on 80 GB`: bash passes ' ' (the escaped blank) as an argument
+    # and ends the command there, so main_ppo gets the keys up to line 26 and refuses ' '; the
+    # keys after it are commands of their own, never passed (bash's own argv, checked below).
+    passed = dict(list(GRPO_OVERRIDES.items())[:13])
+    assert typed(p.overrides) == typed(passed)
+    assert len(_bash_argv(SCRIPTS / "run_qwen2_5-3b_grpo.sh")) == len(passed) + 1
     assert p.runtime_env == RuntimeEnv()
     assert p.python is None
     assert r.unresolved_vars == []
-    # The comment after a backslash and the commented-out line inside the command are read
-    # as the author meant (the command goes on), and said so; the trailing comments after the
-    # command's end are ordinary comments.
-    assert unmapped(r) == [
+    assert [(u.line, u.text) for u in r.refused] == [(26, "\\  (bash passes ' ')")]
+    assert "would refuse this argument" in r.refused[0].reason
+    lines = unmapped(r)
+    assert lines[:2] == [
+        (26, "\\  (bash passes ' ')"),
         (26, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \\  # fits on 80 GB"),
-        (31, "# actor_rollout_ref.actor.fsdp_config.param_offload=True \\"),
     ]
-    assert "comment after the line-continuation backslash" in r.unmapped[0].reason
-    assert "commented out inside the command" in r.unmapped[1].reason
+    assert "bash passes ' ' as an argument and ends the command" in r.unmapped[1].reason
+    assert [line for line, _ in lines[2:]] == [27, 32]
+    assert all("outside the verl command" in u.reason for u in r.unmapped[2:])
+
+
+def _bash_argv(script: Path) -> list[str]:
+    """The arguments bash passes to main_ppo (python3 replaced by a printer)."""
+    prog = "python3() { shift 2; printf '%s\\0' \"$@\"; }\n" + script.read_text()
+    out = subprocess.run(
+        ["bash", "-c", prog], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    return out.stdout.split("\0")[:-1]
 
 
 def test_ray_job_submit_with_runtime_env_json_and_env_prefixes():
@@ -310,16 +324,20 @@ def test_other_commands_loops_second_commands_and_heredocs():
         "python3 -m verl.trainer.main_ppo a.b=2\n"  # 8
         "export WANDB_API_KEY\n"
     )  # 9
+    # The loop's values are known: read pass by pass, as bash runs it; the first run is the
+    # profile, the second pass and line 8 are further runs.
     assert r.command_line == 6
-    assert r.profile.overrides == {"actor.lr": "$lr"}
-    assert [u.line for u in r.unmapped] == [1, 2, 5, 6, 6, 6, 6, 6, 8, 9]
+    assert r.profile.overrides == {"actor.lr": 1e-6}
+    assert [u.line for u in r.unmapped] == [1, 2, 5, 6, 6, 6, 6, 6, 6, 8, 9]
     reasons = [u.reason for u in r.unmapped]
     assert reasons[0].startswith("another python command")
     assert reasons[1].startswith("other command") and r.unmapped[1].text == "cat > notes.txt <<EOF"
-    assert reasons[2].startswith("loop")
-    assert reasons[8].startswith("a second verl command: only the first (line 6)")
-    assert "environment" in reasons[9]
-    assert r.unresolved_vars == ["lr", "WANDB_API_KEY"]
+    assert reasons[2].startswith("loop over 2 value(s): read pass by pass")
+    assert any("pass 1 of 2 of the for loop at line 5 (lr=1e-6)" in x for x in reasons)
+    assert reasons[-3].startswith("a second verl command: only the first (line 6)")
+    assert reasons[-2].startswith("a second verl command: only the first (line 6)")
+    assert "environment" in reasons[-1]
+    assert r.unresolved_vars == ["WANDB_API_KEY"]
 
 
 def test_bash_c_inside_ray_job_submit_and_pipes():
@@ -398,7 +416,7 @@ def test_report_without_output_names_the_problem():
     r = import_script("echo x\n", source="s.sh")
     text = format_report(r, Path("s.sh"), None)
     assert text.splitlines() == [
-        "s.sh: no `python -m verl.trainer.main_ppo` command found",
+        "s.sh: no `python -m verl.trainer.main_ppo` command found (nor another verl entry point)",
         "not imported (1):",
         "  s.sh:1: echo x — prints only",
     ]

@@ -27,7 +27,10 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
     rt = p.runtime_env
     out: list[str] = []
     if result.command_line is None:
-        out.append(f"{script}: no `python -m verl.trainer.main_ppo` command found")
+        out.append(
+            f"{script}: no `python -m verl.trainer.main_ppo` command found (nor another verl "
+            "entry point)"
+        )
     else:
         dest = f" → {output}" if output is not None else ""
         out.append(
@@ -46,6 +49,9 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
                 f"  config: {p.config_name or 'ppo_trainer'}"
                 + (f" in {p.config_path}" if p.config_path else "")
             )
+    if result.refused:
+        out.append(f"refused by verl as bash passes them ({len(result.refused)}):")
+        out += [f"  {script}:{u.line}: {u.text} — {u.reason}" for u in result.refused]
     if result.assumed:
         out.append(f"assumed ({len(result.assumed)}):")
         out += [f"  {script}:{a.line}: {a.text} → {a.value} — {a.why}" for a in result.assumed]
@@ -54,8 +60,8 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
         out += [f"  {script}:{u.line}: {u.text} — {u.reason}" for u in result.unmapped]
     if result.unresolved_vars:
         out.append(
-            f"unresolved, kept as written ({len(result.unresolved_vars)}): set these in "
-            "the profile before submitting"
+            f"unknown until the script runs, kept as written ({len(result.unresolved_vars)}): "
+            "set these in the profile before submitting"
         )
         for name in result.unresolved_vars:
             note = result.var_notes.get(name, "")

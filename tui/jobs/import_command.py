@@ -19,17 +19,17 @@ from pydantic import ValidationError
 
 from tui.jobs.hydra_values import NOT_A_VALUE as _REFUSED
 from tui.jobs.hydra_values import parse_value as _hydra_value
+from tui.jobs.import_entry import EntryMatch, find_entry, shell_c_index
 from tui.jobs.profiles import Profile, RuntimeEnv
 from tui.jobs.shell_expand import Expander
-from tui.jobs.shell_lexer import Piece, Word
+from tui.jobs.shell_lexer import Piece, Unmapped, Word
 from tui.jobs.shell_parse import COMPOUND_NAMES, Cmd
+from tui.jobs.verl_entries import MAIN_PPO, Entry, verl_entries
 
-VERL_MODULE = "verl.trainer.main_ppo"
+VERL_MODULE = MAIN_PPO
 
 ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 OVERRIDE = re.compile(r"(~|\+\+|\+)?([A-Za-z_][\w.\-@/]*)(?:=(.*))?", re.S)
-PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?")
-_PY_ARG_FLAGS = {"-X", "-W", "-Q"}
 _CONFIG_FLAGS = {"--config-path", "-cp", "--config-name", "-cn"}
 MEGATRON_ALIAS = "ppo_megatron_trainer"
 _HYDRA_VALUE_FLAGS = {
@@ -111,90 +111,39 @@ class CommandReader(Expander):
         self.config_name: str | None = None
         self.config_path: str | None = None
         self.config_lines: dict[str, int] = {}
+        self.entries = verl_entries()
+        self.refused: list[Unmapped] = []  # arguments main_ppo refuses: the script fails
+        self.entry: Entry | None = None  # the verl entry point the command runs
 
     # -- recognition --------------------------------------------------------------------------
-    def _is_verl(self, cmd: Cmd) -> bool:
-        return any(
-            w.literal == VERL_MODULE
-            or (w.literal or "").endswith("-m" + VERL_MODULE)
-            or (w.literal or "").endswith("verl/trainer/main_ppo.py")
-            for w in cmd.words
-        )
+    def find_entry(self, words: list[Word]) -> EntryMatch | None:
+        """The verl entry point the (expanded) argv runs, if any."""
+        return find_entry(words, self.entries, self._python_var)
 
-    def _shell_c(self, words: list[Word]) -> int | None:
-        """Index of STRING in `[ray job submit … --] bash|sh -c STRING` when STRING runs
-        main_ppo (Ray runs an entrypoint through a shell, so scripts wrap `cd …; python …`)."""
-        k = 0
-        if [w.literal for w in words[:3]] == ["ray", "job", "submit"]:
-            k = next((i + 1 for i, w in enumerate(words) if w.literal == "--"), len(words))
-        if k + 2 >= len(words):
+    def shell_c(self, words: list[Word]) -> int | None:
+        """Index of STRING in `[ray job submit … --] bash|sh -c STRING` when STRING runs a verl
+        entry point (Ray runs an entrypoint through a shell, so scripts wrap `cd …; python …`)."""
+        k = shell_c_index(words)
+        if k is None:
             return None
-        shell = Path(words[k].literal or "").name
-        if shell not in ("bash", "sh") or words[k + 1].literal != "-c":
+        text = self.expand(words[k], record=False).text
+        if not any(m in text or e.file in text for m, e in self.entries.items()):
             return None
-        if VERL_MODULE not in self.expand(words[k + 2], record=False).text:
-            return None
-        return k + 2
+        return k
 
-    def _looks_like_ray_submit(self, words: list[Word]) -> bool:
-        lits = [w.literal for w in words[:3]]
-        # Any python word after the options that runs verl (one pass: a scan from every
-        # word was quadratic in a line of 100,000 words).
-        return lits == ["ray", "job", "submit"] and (
-            self._entry_index(words[3:], first_only=False) is not None
-        )
-
-    def _python_var(self, p: Piece) -> bool:
-        """`$PYTHON -m …`: a variable naming the interpreter."""
-        if p.kind != "var" or p.name is None:
-            return False
-        var = self.vars.get(p.name)
-        if var is not None and var.value:
-            return PYTHON_NAME.fullmatch(Path(var.value).name) is not None
-        return "PY" in p.name.upper()
-
-    def _entry_index(self, words: list[Word], *, first_only: bool = True) -> tuple[int, int] | None:
-        """(interpreter index, index after the module) for `python … -m verl.trainer.main_ppo`,
-        or a `…/verl/trainer/main_ppo.py` script; None when the words hold no verl command
-        (with first_only, when the first `python -m` runs another module)."""
-        for k, w in enumerate(words):
-            lit = w.literal
-            name = Path(lit).name if lit is not None else None
-            is_py = (name is not None and PYTHON_NAME.fullmatch(name) is not None) or (
-                lit is None and len(w.pieces) == 1 and self._python_var(w.pieces[0])
-            )
-            if not is_py:
-                continue
-            j = k + 1
-            while j < len(words):
-                a = words[j].literal
-                if a is None:
-                    break
-                if a == "-m" and j + 1 < len(words):
-                    if words[j + 1].literal == VERL_MODULE:
-                        return k, j + 2
-                    if first_only:
-                        return None
-                    break
-                if a == "-m" + VERL_MODULE:
-                    return k, j + 1
-                if a in _PY_ARG_FLAGS:
-                    j += 2
-                    continue
-                if a.startswith("-") and not a.startswith("-m"):
-                    j += 1
-                    continue
-                if a.endswith("verl/trainer/main_ppo.py"):
-                    return k, j + 1
-                break
-        return None
+    def _python_var(self, w: Word) -> bool:
+        """`$PYTHON -m …` with PYTHON from the environment: a variable named like one."""
+        ps = [p for p in w.pieces if p.kind != "lit" or p.text]
+        return len(ps) == 1 and ps[0].kind == "var" and "PY" in (ps[0].name or "").upper()
 
     # -- the verl command ---------------------------------------------------------------------
     def _verl(self, cmd: Cmd, assigns: list[Word], words: list[Word]) -> bool:
-        found = self._entry_index(words)
+        """Map the command whose expanded argv is `words`; False when it runs no verl entry."""
+        found = self.find_entry(words)
         if found is None:
             return False
-        k, args_at = found
+        k, args_at = found.start, found.args_at
+        self.entry = found.entry
         self.command_line = cmd.line
         prefix = words[:k]
         for w in assigns:
@@ -202,8 +151,8 @@ class CommandReader(Expander):
         if prefix and [w.literal for w in prefix[:3]] == ["ray", "job", "submit"]:
             prefix = self._ray_submit(cmd, prefix[3:])
         self._wrappers(cmd, prefix)
-        self._interpreter(cmd, words, k, args_at)
-        args = self._arg_words(words[args_at:])
+        self._interpreter(cmd, words, k, args_at, found.interpreter)
+        args = words[args_at:]
         j = 0
         while j < len(args):
             w = args[j]
@@ -402,8 +351,17 @@ class CommandReader(Expander):
             )
             return
 
-    def _interpreter(self, cmd: Cmd, words: list[Word], k: int, args_at: int) -> None:
+    def _interpreter(
+        self, cmd: Cmd, words: list[Word], k: int, args_at: int, is_python: bool = True
+    ) -> None:
         w = words[k]
+        if not is_python:  # `torchrun … -m MODULE`: the launcher runs the module itself
+            self.skip(
+                w.line,
+                self._src(w.start, words[args_at - 1].end),
+                "launcher: dropped (verl-tui runs the job through Ray on its hosts)",
+            )
+            return
         exp = self.expand(w)
         if exp.unresolved:
             self.skip(
@@ -418,9 +376,10 @@ class CommandReader(Expander):
             else:
                 self.python = exp.text
                 self.mapped.append(Mapped(w.line, exp.text, "python"))
+        module = self.entry.module if self.entry is not None else VERL_MODULE
         for flag in words[k + 1 : args_at]:
             f = flag.literal or flag.raw
-            if f in ("-m", VERL_MODULE, "-m" + VERL_MODULE) or f.endswith("main_ppo.py"):
+            if f in ("-m", "--module", module, "-m" + module) or f.endswith(".py"):
                 continue
             if f == "-u" or (f.startswith("-") and not f.startswith("--") and set(f[1:]) <= {"u"}):
                 # -u is unbuffered output; PYTHONUNBUFFERED=1 is the same for every process.
@@ -433,35 +392,27 @@ class CommandReader(Expander):
             self.skip(
                 flag.line,
                 f,
-                "python option: not kept (the profile runs `python -m verl.trainer.main_ppo`)",
+                f"python option: not kept (the profile runs `python -m {module}`)",
             )
 
-    def _arg_words(self, words: list[Word]) -> list[Word]:
-        """The command's argument words with `"${ARR[@]}"` spread into one word per element
-        (as bash passes them)."""
+    def argv(self, words: list[Word]) -> list[Word]:
+        """The argv bash makes of a command's words (Expander.fields), noting each array
+        spread into it (`"${ARGS[@]}"`: N arguments from the array ARGS)."""
         out: list[Word] = []
         for w in words:
+            before = len(out)
+            out.extend(self.fields([w]))
             ps = [p for p in w.pieces if p.kind != "lit" or p.text]
-            if (
-                len(ps) == 1
-                and ps[0].kind == "var"
-                and ps[0].op == "index"
-                and (ps[0].arg or "").strip() in ("@", "*")
-            ):
+            if len(ps) == 1 and ps[0].op == "index" and (ps[0].arg or "").strip() in ("@", "*"):
                 var = self.vars.get(ps[0].name or "")
-                if (
-                    var is not None
-                    and var.items is not None
-                    and not (ps[0].quoted and (ps[0].arg or "").strip() == "*")
-                ):
-                    out.extend(var.items)
+                if var is not None and var.items is not None:
                     self.mapped.append(
                         Mapped(
-                            w.line, w.raw, f"{len(var.items)} arguments from the array {ps[0].name}"
+                            w.line,
+                            w.raw,
+                            f"{len(out) - before} arguments from the array {ps[0].name}",
                         )
                     )
-                    continue
-            out.append(w)
         return out
 
     def _config_flag(self, flag: str, value_word: Word) -> None:
@@ -486,6 +437,7 @@ class CommandReader(Expander):
     def _finish_config(self) -> None:
         """Hydra resolves a relative --config-path against verl/trainer (main_ppo.py's folder),
         so `config` is verl's own; ppo_megatron_trainer is verl 0.9.1's deprecated alias."""
+        self._entry_config()
         path = self.config_path
         if (
             path is not None
@@ -525,6 +477,43 @@ class CommandReader(Expander):
                 )
             )
 
+    def _entry_config(self) -> None:
+        """An entry other than main_ppo composes its own config (its @hydra.main's config_path,
+        relative to its module's folder, and config_name): the profile names that config."""
+        entry = self.entry
+        if entry is None or entry.module == MAIN_PPO or entry.root is None:
+            return
+        own = entry.config_dir
+        trainer_config = entry.root / "trainer" / "config"
+        path = self.config_path
+        if path is not None and not os.path.isabs(path) and "$" not in path:
+            self.config_path = entry.resolve(path)
+        elif path is None and own is not None and own != trainer_config:
+            self.config_path = str(own)
+        if self.config_name is None and entry.config_name:
+            self.config_name = entry.config_name
+        if self.config_path is not None and Path(self.config_path) == trainer_config:
+            self.config_path = None
+        self.skip(
+            self.command_line or 0,
+            f"-m {entry.module}",
+            f"verl entry point {entry.module}: the profile composes its config "
+            f"({self.config_name or 'ppo_trainer'}"
+            + (f" in {self.config_path}" if self.config_path else "")
+            + f"); verl-tui submits {MAIN_PPO} with it",
+        )
+
+    def _refuse(self, w: Word, arg: str) -> None:
+        """An argument main_ppo itself refuses (Hydra takes only key=value overrides and its
+        own options): the script fails as written. Listed apart, and not imported."""
+        shown = w.raw if arg == w.raw else f"{w.raw} (bash passes {arg!r})"
+        why = (
+            f"{self.entry.module if self.entry else VERL_MODULE} would refuse this argument "
+            "(not a Hydra key=value override): the script fails as written"
+        )
+        self.refused.append(Unmapped(w.line, shown, why))
+        self.skip(w.line, shown, why)
+
     def _argument(self, w: Word) -> None:
         if len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in ("@", "*"):
             self.skip(
@@ -546,13 +535,17 @@ class CommandReader(Expander):
             )
             return
         m = OVERRIDE.fullmatch(a)
-        if m is None or a.startswith("-"):
-            self.skip(w.line, w.raw, "not a Hydra key=value override: not imported")
+        if m is None or a.startswith("-") or (m.group(3) is None and m.group(1) != "~"):
+            if exp.unresolved:
+                self.skip(
+                    w.line,
+                    w.raw,
+                    "known only when the script runs (it may hold overrides): not imported",
+                )
+            else:
+                self._refuse(w, a)
             return
         prefix, key, value = m.group(1) or "", m.group(2), m.group(3)
-        if value is None and prefix != "~":
-            self.skip(w.line, w.raw, "not a Hydra key=value override: not imported")
-            return
         if exp.split:
             self.skip(
                 w.line,

@@ -32,16 +32,16 @@ from tui.jobs.import_command import (  # noqa: F401
     ASSIGN,
     MEGATRON_ALIAS,
     OVERRIDE,
-    PYTHON_NAME,
     VERL_MODULE,
-    CommandReader,
     Mapped,
     strip_prefix,
 )
+from tui.jobs.import_entry import PYTHON_NAME
+from tui.jobs.import_flow import FlowReader
 from tui.jobs.profiles import Profile, RuntimeEnv
 from tui.jobs.shell_expand import Assumed, Expanded, Var, check_items, check_size
-from tui.jobs.shell_lexer import MAX_NESTING, Lexer, Piece, ScriptLimitError, Unmapped, Word
-from tui.jobs.shell_parse import CLOSERS, COMPOUND_NAMES, OPENERS, Cmd, parse, pipelines
+from tui.jobs.shell_lexer import ScriptLimitError, Unmapped, Word
+from tui.jobs.shell_parse import CLOSERS, COMPOUND_NAMES, OPENERS, Cmd
 
 # --------------------------------------------------------------------------------------------
 # Results
@@ -58,14 +58,14 @@ class ImportResult:
     # Line of the verl command; None when the script has none (nothing to import).
     command_line: int | None = None
     assumed: list[Assumed] = field(default_factory=list)
+    # Arguments the verl command refuses as bash passes them (the script fails as written).
+    refused: list[Unmapped] = field(default_factory=list)
 
 
 _OTHER_REASONS = {
     "set": "shell option; not needed by the job",
     "shopt": "shell option; not needed by the job",
     "ulimit": "shell limit; not part of a profile",
-    "source": "reads another file: its variables and exports are not imported",
-    ".": "reads another file: its variables and exports are not imported",
     "cd": "changes directory: if the job needs files from it, set runtime_env.working_dir",
     "pushd": "changes directory: if the job needs files from it, set runtime_env.working_dir",
     "echo": "prints only",
@@ -82,40 +82,20 @@ _OTHER_REASONS = {
 }
 
 
-class _Importer(CommandReader):
-    """The script → profile mapping: walks the parsed commands, keeps the script's variables
-    and exports, and hands the verl command to CommandReader (tui/jobs/import_command.py),
-    which maps its arguments (and `ray job submit` options around it)."""
+class _Importer(FlowReader):
+    """The script → profile mapping: walks the parsed commands in bash's order (FlowReader:
+    loops, eval, bash -c, source), keeps the script's variables and exports, and hands the
+    verl command to CommandReader (tui/jobs/import_command.py), which maps its arguments (and
+    `ray job submit` options around it)."""
 
     def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
         super().__init__(text, source, cwd)
         self.exported: set[str] = set()
-        self.line = 1  # the line of the command being read (for a bound's message)
-        self._shells = 0  # `bash -c STRING` read inside each other
 
     # -- the script ---------------------------------------------------------------------------
     def run(self) -> None:
-        lexer = Lexer(self.text)
-        for pipe in pipelines(parse(lexer.run(), lexer.notes)):
-            self._pipeline(pipe)
+        self.walk_text(self.text, 1)
         self.unmapped.sort(key=lambda u: u.line)
-
-    def _pipeline(self, pipe: list[Cmd]) -> None:
-        first = pipe[0]
-        before = self.command_line
-        self._command(first)
-        if before is None and self.command_line is not None and len(pipe) > 1:
-            rest = pipe[1:]
-            arrow = "|&" if first.sep == "|&" else "|"
-            self.skip(
-                rest[0].line,
-                f"{arrow} {self._src(rest[0].start, rest[-1].end)}",
-                "output piped to another command: dropped (Ray keeps the job's log; "
-                "`verl-tui logs` shows it)",
-            )
-            return
-        for c in pipe[1:]:
-            self._command(c)
 
     def _command(self, cmd: Cmd) -> None:
         self.line = cmd.line
@@ -145,11 +125,22 @@ class _Importer(CommandReader):
                 self.vars[name] = Var("", f"unset at line {cmd.line}")
                 self.env.pop(name, None)
             return
-        inner = self._shell_c(words)
-        if inner is not None:
-            self._verl_in_shell_c(cmd, assigns, words, inner)
+        argv = self.argv(words)  # what bash runs: arrays spread, unquoted expansions split
+        if not argv:
+            self._assignments(cmd, assigns)
             return
-        if self._is_verl(cmd) or self._looks_like_ray_submit(words):
+        head = argv[0].literal
+        if head in ("source", "."):
+            self.source_command(cmd, argv)
+            return
+        if head == "eval":
+            self.eval_command(cmd, argv)
+            return
+        inner = self.shell_c(argv)
+        if inner is not None:
+            self._verl_in_shell_c(cmd, assigns, argv, inner)
+            return
+        if self.find_entry(argv) is not None:
             if self.command_line is not None:
                 self.skip(
                     cmd.line,
@@ -157,9 +148,15 @@ class _Importer(CommandReader):
                     f"a second verl command: only the first (line {self.command_line}) is imported",
                 )
                 return
-            if self._verl(cmd, assigns, words):
+            if self._verl(cmd, assigns, argv):
+                if self._passes:
+                    self.skip(
+                        cmd.line,
+                        self._src(argv[0].start, argv[0].end),
+                        f"inside a loop: {self._passes[-1]} imported",
+                    )
                 return
-        self._other(cmd, words)
+        self._other(cmd, argv)
 
     def _verl_in_shell_c(
         self, cmd: Cmd, assigns: list[Word], words: list[Word], inner: int
@@ -173,8 +170,10 @@ class _Importer(CommandReader):
             return
         for w in assigns:
             self._prefix_env(cmd, w)
-        if words[0].literal == "ray":
-            self._ray_submit(cmd, words[3 : inner - 2])
+        prefix = words[: inner - 2]
+        if [w.literal for w in prefix[:3]] == ["ray", "job", "submit"]:
+            prefix = self._ray_submit(cmd, prefix[3:])
+        self._wrappers(cmd, prefix)
         self.skip(
             words[inner - 2].line,
             f"{words[inner - 2].literal} -c",
@@ -182,18 +181,7 @@ class _Importer(CommandReader):
         )
         # The string is a script of its own: read it with the same variables, report its lines.
         text = self.expand(words[inner], record=False).text
-        if self._shells >= MAX_NESTING:
-            raise ScriptLimitError(cmd.line, f"`bash -c` nested deeper than {MAX_NESTING}")
-        saved = self.text
-        self.text = text
-        self._shells += 1
-        try:
-            lexer = Lexer(text, words[inner].line)
-            for pipe in pipelines(parse(lexer.run(), lexer.notes)):
-                self._pipeline(pipe)
-        finally:
-            self.text = saved
-            self._shells -= 1
+        self.run_text(text, words[inner].line, "`bash -c`")
         for r in cmd.redirs:
             self.skip(
                 r.line,
@@ -305,7 +293,6 @@ class _Importer(CommandReader):
                 if m.group(2) == "+" and prev is not None and prev.items is not None:
                     items = [*prev.items, *items]
                 self.spend_items(len(items), cmd.line)
-                # Elements are expanded where the array is used (their lines are reported).
                 self.vars[name] = Var(None, f"an array assigned at line {cmd.line}", items)
             return
         for w in assigns:
@@ -315,33 +302,23 @@ class _Importer(CommandReader):
                 self._set_env(name, var, cmd, w)
 
     def _array_items(self, items: list[Word], line: int) -> list[Word]:
-        """An array's elements with every reference to an array taken now, as bash takes
-        them: `"${A[@]}"` spliced in (so `ARGS=("${ARGS[@]}" x)` appends; an array the script
-        never set is empty, arrays do not come from the environment), any other element
-        naming an array expanded to its text. Elements keep plain variables for where the
-        array is used; none names an array any more, so no array can reach itself."""
+        """An array's elements as bash makes them when it is assigned: expanded and split
+        (Expander.fields: `"${A[@]}"` spliced in, so `ARGS=("${ARGS[@]}" x)` appends; `$X`
+        holding blanks split; `("$kv")` in a loop takes this pass's value). An array the
+        script never set is empty (arrays do not come from the environment). What is not
+        known stays a reference in its element, reported where the array is used."""
         out: list[Word] = []
         for w in items:
-            if not any(p.kind == "var" and p.op == "index" for p in w.pieces) and not any(
-                p.kind == "var" and self._array(p.name) is not None for p in w.pieces
-            ):
-                out.append(w)
-                continue
             ps = [p for p in w.pieces if p.kind != "lit" or p.text]
             whole = ps[0] if len(ps) == 1 and ps[0].op == "index" else None
-            if whole is not None and (whole.arg or "").strip() in ("@", "*"):
-                known = self._array(whole.name)
-                if known is not None:
-                    out.extend(known)
-                    check_items(len(out), line)
-                    continue
-                if (whole.name or "") not in self.vars:
-                    self._assume(line, whole.text, "", "an array the script does not set: empty")
-                    continue
-            exp = self.expand(w, record=False)
-            # Unresolved references stay as written, as text: never a reference kept for later.
-            lit = Piece("lit", exp.text, quoted=True)
-            out.append(Word([lit], w.raw, w.line, w.start, w.end))
+            if (
+                whole is not None
+                and (whole.arg or "").strip() in ("@", "*")
+                and (whole.name or "") not in self.vars
+            ):
+                self._assume(line, whole.text, "", "an array the script does not set: empty")
+                continue
+            out.extend(self.fields([w]))
             check_items(len(out), line)
         return out
 
@@ -422,7 +399,8 @@ def import_script(text: str, *, source: str = "<script>", cwd: str | None = None
     try:
         imp.run()
     except ScriptLimitError as exc:
-        exc.source = source
+        if exc.source == "<script>":  # else it names the sourced file it happened in
+            exc.source = source
         raise
     except RecursionError:  # a shape no bound above foresaw: still one line, never a traceback
         raise ScriptLimitError(imp.line, "nested too deeply to read", source) from None
@@ -435,6 +413,7 @@ def import_script(text: str, *, source: str = "<script>", cwd: str | None = None
         var_notes={k: v for k, v in imp.var_notes.items() if k in imp.unresolved},
         command_line=imp.command_line,
         assumed=sorted(imp.assumed, key=lambda a: a.line),
+        refused=imp.refused,
     )
 
 

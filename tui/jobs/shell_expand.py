@@ -79,6 +79,10 @@ class Expander:
     def skip(self, line: int, text: str, reason: str) -> None:
         self.unmapped.append(Unmapped(line, text, reason))
 
+    def unset_note(self) -> str:
+        """Why a variable the script does not set is not known."""
+        return "not set in the script (comes from the environment when it runs)"
+
     def _unresolved(self, name: str, note: str) -> None:
         if self._record and name not in self._unresolved_seen:
             self._unresolved_seen.add(name)
@@ -193,6 +197,8 @@ class Expander:
             return None
         name = p.name or p.text
         var = self.vars.get(name)
+        if p.op == "length":
+            return self._length(p, var, out)
         if p.op == "index":
             return self._indexed(p, var, line, out)
         if var is not None and var.items:  # $ARR is its first element
@@ -242,6 +248,99 @@ class Expander:
             out.unresolved.extend(sub.unresolved)
             return sub.text if not sub.unresolved else None
         return value if not empty else None  # ":?": fails at run time when empty
+
+    def _length(self, p: Piece, var: Var | None, out: Expanded) -> str | None:
+        """`${#A[@]}`: the array's element count (its elements split as bash split them when
+        it was assigned); `${#X}`, `${#A[N]}`: a value's characters. Unknown when the array or
+        value is (never 0 for "not known")."""
+        idx = (p.arg or "").strip() if p.arg is not None else None
+        if var is not None and var.items is not None:
+            if idx in ("@", "*"):
+                return str(len(self.fields(var.items)))
+            words = self.fields(var.items)
+            at = int(idx) if idx is not None and idx.isdigit() else 0 if idx is None else -1
+            if 0 <= at < len(words):
+                sub = self.expand(words[at], record=False)
+                if not sub.unresolved:
+                    return str(len(sub.text))
+            elif at >= len(words):
+                return "0"
+        elif var is not None and var.value is not None:
+            if idx in ("@", "*"):
+                return "1"  # a plain variable is an array of one element
+            if idx in (None, "0"):
+                return str(len(var.value))
+        self._unknown(p.name or p.text, var, out, p)
+        return None
+
+    def fields(self, words: list[Word]) -> list[Word]:
+        """The argv bash makes of `words`: `"${A[@]}"` one field per element, an unquoted
+        expansion split at blanks (`$PY_CMD` holding `python3 -u` is two words), an unquoted
+        empty one dropped. Resolved text becomes quoted literal pieces (so `$X` holding `A=1`
+        is no assignment, as in bash); an unresolved reference stays a piece of its field,
+        reported where the field is used. Each field keeps its word's line and span."""
+        out: list[Word] = []
+        for w in words:
+            if w.literal is not None:
+                out.append(w)
+            else:
+                self._fields_of(w, out)
+            check_items(len(out), w.line)
+        return out
+
+    def _fields_of(self, w: Word, out: list[Word]) -> None:
+        cur: list[Piece] = []
+        started = False
+
+        def emit() -> None:
+            nonlocal cur, started
+            if started:
+                out.append(Word(cur, w.raw, w.line, w.start, w.end))
+            cur, started = [], False
+
+        for p in w.pieces:
+            if p.kind == "lit":
+                cur.append(p)
+                started = started or p.quoted or bool(p.text)
+                continue
+            idx = (p.arg or "").strip() if p.kind == "var" and p.op == "index" else ""
+            # "${A[*]}" is one field (elements joined by a space): expanded below.
+            spread = idx == "@" or (idx == "*" and not p.quoted)
+            var = self.vars.get(p.name or "") if spread else None
+            if var is not None and var.items is not None:
+                emit()
+                elems = self.fields(var.items)
+                if p.quoted:
+                    out.extend(elems)
+                else:
+                    for e in elems:
+                        self._split_into(e, out)
+                continue
+            exp = self.expand(Word([p], p.text, w.line, w.start, w.end), record=False)
+            if exp.unresolved:
+                cur.append(p)
+                started = True
+            elif p.quoted:
+                cur.append(Piece("lit", exp.text, quoted=True))
+                started = True
+            else:
+                parts = re.split(r"[ \t\n]+", exp.text)
+                for k, part in enumerate(parts):
+                    if k:
+                        emit()
+                    if part:
+                        cur.append(Piece("lit", part, quoted=True))
+                        started = True
+        emit()
+
+    def _split_into(self, e: Word, out: list[Word]) -> None:
+        """An element of an unquoted `${A[@]}`: split again at blanks when fully known."""
+        lit = e.literal
+        if lit is None:
+            out.append(e)
+            return
+        for part in lit.split():
+            out.append(Word([Piece("lit", part, quoted=True)], e.raw, e.line, e.start, e.end))
 
     def _words_of(self, var: Var) -> list[Word]:
         return list(var.items or [])
@@ -296,9 +395,7 @@ class Expander:
                 text = var.value.strip() if var is not None and var.value is not None else None
                 if text is None or not re.fullmatch(r"[-+]?\d+", text):
                     if var is None:
-                        self._unresolved(
-                            name, "not set in the script (comes from the environment when it runs)"
-                        )
+                        self._unresolved(name, self.unset_note())
                     return None
                 tokens.append(_integer(text, line))
             else:
@@ -310,7 +407,7 @@ class Expander:
         if var is not None:
             note = var.note
         else:
-            note = "not set in the script (comes from the environment when it runs)"
+            note = self.unset_note()
             if p.op and p.op != "complex" and p.op.lstrip(":") == "-":
                 note += f"; the script's default is {p.arg!r}"
         if p.op == "complex":

@@ -48,7 +48,8 @@ class Piece:
     text: str  # lit: the text after quote removal; others: the raw source, e.g. "${X:-a}"
     quoted: bool = False
     name: str | None = None  # var/special: the name ("HOME", "@", "1")
-    # var: ":-", "-", ":=", "=", ":+", "+", ":?", "?", "index" (${A[i]}), or "complex"
+    # var: ":-", "-", ":=", "=", ":+", "+", ":?", "?", "index" (${A[i]}), "length" (${#X},
+    # ${#A[@]}: arg is what is in the brackets), or "complex"
     op: str | None = None
     arg: str | None = None  # var: the raw word after op; index: what is in the brackets
 
@@ -123,6 +124,7 @@ _FD = re.compile(r"[0-9]+(?=[<>])")
 _REDIR_OPS = {"&>>", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?", re.S)
+_LENGTH = re.compile(r"#([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?")
 _INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
 _ANSI_C = {
     "n": "\n",
@@ -204,10 +206,7 @@ class Lexer:
                 self.i += 1
                 continue
             if c == "\\" and self.text.startswith("\\\n", self.i):
-                self.i += 2
-                self.line += 1
-                continue
-            if c == "\\" and self._loose_continuation():
+                self._continuation()
                 continue
             if c == "#":
                 self._comment()
@@ -249,46 +248,54 @@ class Lexer:
         self.line += raw.count("\n")
         self.i = end
 
-    def _loose_continuation(self) -> bool:
-        """`\\` then only spaces or a comment before the newline: bash passes a space argument
-        and ends the command; scripts mean a continuation. Take the meaning and say so."""
-        eol = self._skip_to_eol()
-        rest = self.text[self.i + 1 : eol]
-        # `\#x` is an escaped hash (text); only blanks, or blanks then a comment, qualify.
-        if rest.strip() and not (rest[:1] in " \t" and rest.strip().startswith("#")):
-            return False
-        if not rest.strip():
-            reason = (
-                "spaces after the line-continuation backslash: read as a continuation "
-                "(bash would end the command here)"
-            )
-        else:
-            reason = (
-                "comment after the line-continuation backslash: read as a continuation "
-                "(bash would end the command here)"
-            )
-        self.notes.append(Unmapped(self.line, self._line_text(self.i), reason))
-        self.i = min(eol + 1, self.n)
+    def _continuation(self, *, in_word: bool = False) -> None:
+        """`\\` then a newline joins the lines; a blank line right after it ends the command
+        (bash reads the joined empty line as the command's end): say so where it happens."""
+        self.i += 2
         self.line += 1
-        return True
+        if in_word or self._in_command():
+            eol = self._skip_to_eol()
+            if not self.text[self.i : eol].strip(" \t\r") and eol < self.n:
+                self.notes.append(
+                    Unmapped(
+                        self.line,
+                        "(blank line)",
+                        "blank line after a line-continuation backslash: bash ends the command "
+                        "here, the lines after it are not part of it",
+                    )
+                )
+
+    def _escaped_blank(self) -> None:
+        """`\\ ` (a backslash before a space or tab) is an argument holding that blank; when
+        only blanks or a comment follow on the line, the author meant a continuation but bash
+        passes the blank and ends the command at the line's end: say so."""
+        eol = self._skip_to_eol()
+        rest = self.text[self.i + 2 : eol].strip(" \t\r")
+        if (not rest or rest.startswith("#")) and eol < self.n:
+            self.notes.append(
+                Unmapped(
+                    self.line,
+                    self._line_text(self.i),
+                    "a blank after the line-continuation backslash: bash passes "
+                    f"{self.text[self.i + 1]!r} as an argument and ends the command at this "
+                    "line, the lines after it are not part of it",
+                )
+            )
 
     def _comment(self) -> None:
         eol = self._skip_to_eol()
         body = self.text[self.i : eol].rstrip()
         if body.endswith("\\") and self._in_command():
-            # A commented-out override inside a continued command (`# key=v \`): bash ends the
-            # command here; the script's author meant to skip one line. Take the meaning.
+            # A commented-out line inside a continued command (`# key=v \`): the comment runs
+            # to the newline, backslash included, and the newline ends the command.
             self.notes.append(
                 Unmapped(
                     self.line,
                     self._line_text(self.i),
-                    "commented out inside the command: skipped (bash would end the command at "
-                    "this line)",
+                    "a comment inside the command: bash ends the command at this line, the "
+                    "lines after it are not part of it",
                 )
             )
-            self.i = min(eol + 1, self.n)
-            self.line += 1
-            return
         self.i = eol
 
     def _newline(self) -> None:
@@ -343,9 +350,10 @@ class Lexer:
                 break
             if c == "\\":
                 if self.text.startswith("\\\n", self.i):
-                    self.i += 2
-                    self.line += 1
+                    self._continuation(in_word=True)
                     continue
+                if not self.fragment and self.text[self.i + 1 : self.i + 2] in (" ", "\t"):
+                    self._escaped_blank()
                 buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
                 self.i += 2
                 continue
@@ -446,6 +454,9 @@ class Lexer:
             self.line += raw.count("\n")
             m = _PARAM.fullmatch(raw[2:-1])
             idx = _INDEXED.fullmatch(raw[2:-1])
+            length = _LENGTH.fullmatch(raw[2:-1])
+            if length:  # ${#X}, ${#A[@]}: a string's or an array's length
+                return Piece("var", raw, quoted, length.group(1), "length", length.group(2))
             if idx:  # ${ARR[@]}, ${ARR[*]}, ${ARR[0]}
                 return Piece("var", raw, quoted, idx.group(1), "index", idx.group(2))
             if m:

@@ -104,8 +104,10 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             stack.pop()
             if head == "}" and stack and stack[-1][0] == "function":
                 stack.pop()
+        # A note on the line after the command may say why it ended there (a comment or a
+        # blank line after its last backslash).
         cmd.notes = notes[
-            bisect_left(note_lines, cmd.line) : bisect_right(note_lines, cmd.end_line)
+            bisect_left(note_lines, cmd.line) : bisect_right(note_lines, cmd.end_line + 1)
         ]
         cmds.append(cmd)
         cur.clear()
@@ -117,14 +119,14 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                 prev = cur[-1] if cur else None
                 prev_word = isinstance(prev, Word)
                 nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+                if isinstance(prev, Word) and prev.raw.endswith("="):
+                    cur.append(tok)  # NAME=( … ) array assignment (`NAME=()`: empty)
+                    in_array = True
+                    continue
                 if prev_word and isinstance(nxt, Op) and nxt.text == ")":
                     if not (stack and stack[-1] == ("function", tok.line)):  # `function f()`
                         stack.append(("function", tok.line))  # name() { … }
                     cur.clear()
-                    continue
-                if isinstance(prev, Word) and prev.raw.endswith("="):
-                    cur.append(tok)  # NAME=( … ) array assignment
-                    in_array = True
                     continue
                 if not cur:
                     stack.append(("(", tok.line))

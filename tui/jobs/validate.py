@@ -4,6 +4,7 @@ config is composed once per process; a re-check composes only the current overri
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +19,11 @@ from tui.jobs.rules import (
     is_truthy,
 )
 from tui.jobs.schema import ComposeError, compose_detailed, custom_searchpath, resolve_config
+from tui.jobs.unknown_values import shell_references, unknown_keys
 
-MAX_COMPOSE_RETRIES = 8  # bad keys dropped one by one so one typo does not hide the rest
+# Bad keys are dropped one by one and composed again, so every refused key is reported; past
+# this many composes the rest are counted ("and N more not checked"), never dropped silently.
+MAX_COMPOSE_RETRIES = 400
 
 
 @dataclass
@@ -52,16 +56,26 @@ def cluster_shape(cluster: ClusterResources) -> tuple[int, int]:
 
 
 def _compose(
-    overrides: list[str], config_name: str | None = None, config_path: str | None = None
+    overrides: list[str],
+    config_name: str | None = None,
+    config_path: str | None = None,
+    unknown: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
-    """Compose, dropping an override that fails and retrying, so every bad key is reported."""
+    """Compose, dropping an override that fails and retrying, so every bad key is reported.
+    A key in `unknown` (its value is shell text known only when the script runs) that fails is
+    a warning naming what it waits for, not an error."""
+    unknown = unknown or {}
     problems: list[Problem] = []
     current = list(overrides)
     for _ in range(MAX_COMPOSE_RETRIES):
         try:
             result = compose_detailed(current, config_name, config_path)
         except ComposeError as exc:
-            problems.append(Problem(exc.key, exc.message))
+            key = (exc.key or "").lstrip("+~")
+            if key in unknown:
+                problems.append(unknown_problem(key, unknown[key]))
+            else:
+                problems.append(Problem(exc.key, exc.message))
             if exc.key in ("config_name", "config_path"):
                 return None, current, problems
             drop = [o for o in current if exc.key and override_key(o) == exc.key.lstrip("+~")]
@@ -72,11 +86,61 @@ def _compose(
             current = [o for o in current if o not in drop[:1]]
             continue
         for key in result.unresolved:
-            problems.append(
-                Problem(key, "its ${…} interpolation does not resolve: kept as text", "warn")
-            )
+            if key not in unknown:
+                problems.append(
+                    Problem(key, "its ${…} interpolation does not resolve: kept as text", "warn")
+                )
         return result.config, current, problems
+    problems.append(
+        Problem(
+            None,
+            f"and {len(current)} more overrides not checked: the check stopped after "
+            f"{MAX_COMPOSE_RETRIES} composes (fix the keys above and check again)",
+        )
+    )
     return None, current, problems
+
+
+def unknown_problem(key: str, refs: str) -> Problem:
+    """The one finding about a key whose value the script computes when it runs."""
+    return Problem(
+        key,
+        f"unknown until the script runs (depends on {refs}): not checked here; set the "
+        "value in the profile to check it",
+        "warn",
+    )
+
+
+def _unknown_findings(problems: list[Problem], unknown: dict[str, str]) -> list[Problem]:
+    """Findings about keys known only when the script runs become warnings naming what they
+    wait for: on the key itself, one line; a finding that names such a key (`nnodes ×
+    n_gpus_per_node`), its message kept after what it depends on."""
+    if not unknown:
+        return problems
+    out: list[Problem] = []
+    said: set[str] = set()
+    words = {key.rsplit(".", 1)[-1]: key for key in unknown}
+    pattern = re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")\b")
+    for p in problems:
+        key = (p.key or "").lstrip("+~")
+        if key in unknown:
+            if key not in said:
+                said.add(key)
+                out.append(unknown_problem(key, unknown[key]))
+            continue
+        m = pattern.search(p.message) if p.level == "error" else None
+        if m is not None:
+            refs = unknown[words[m.group(1)]]
+            p = Problem(
+                p.key,
+                f"depends on {refs} (unknown until the script runs): {p.message}",
+                "warn",
+            )
+        out.append(p)
+    for key, refs in unknown.items():
+        if key not in said:
+            out.append(unknown_problem(key, refs))
+    return out
 
 
 def check_profile(
@@ -105,10 +169,26 @@ def check_profile(
             if key not in pinned and value:
                 from_cluster[key] = value
     all_overrides = [*overrides, *sets, *(f"{k}={v}" for k, v in from_cluster.items())]
+    unknown = unknown_keys(profile.overrides)
+    config_name, config_path = profile.config_name, profile.config_path
+    unknown_config = shell_references(config_path or "") or shell_references(config_name or "")
+    if unknown_config:
+        # The config the script names is known only when it runs: verl's own is checked.
+        problems.append(
+            Problem(
+                "config_path" if shell_references(config_path or "") else "config_name",
+                f"unknown until the script runs (depends on {', '.join(unknown_config)}): "
+                "checked against verl's own ppo_trainer instead",
+                "warn",
+            )
+        )
+        config_name = config_path = None
     config, used, compose_problems = _compose(  # SchemaError: verl missing
-        all_overrides, profile.config_name, profile.config_path
+        all_overrides, config_name, config_path, unknown
     )
-    problems += compose_problems + _config_notes(profile)
+    if unknown_config:  # keys of the unknown config may be missing from verl's own
+        compose_problems = [Problem(p.key, p.message, "warn") for p in compose_problems]
+    problems += compose_problems + (_config_notes(profile) if not unknown_config else [])
     env = profile.runtime_env.env_vars
     if post_mortem is None:
         post_mortem = is_truthy(env.get("RAY_DEBUG_POST_MORTEM"))
@@ -129,6 +209,7 @@ def check_profile(
                 "debugpy>=1.8 missing on " + ", ".join(cluster.hosts_without_debugpy),
             )
         )
+    problems = _unknown_findings(problems, unknown)
     problems.sort(key=lambda p: p.level != "error")
     # main_ppo's --config-path/--config-name lead the command line: what is submitted.
     return Report(problems, config, [*profile.hydra_args(), *used], from_cluster)

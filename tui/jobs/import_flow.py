@@ -1,0 +1,241 @@
+"""How the importer follows the script's flow as bash would: the commands in order, `for`
+loops over values it can resolve read pass by pass, and text that bash runs as commands read
+as commands with the same variables — `eval STRING`, `bash -c STRING`, `source FILE` / `. FILE`
+(a file beside the script, read with the one safe reader: regular files only, size-capped,
+never a FIFO or a device). Every way of nesting shares one depth bound, and loops and sourced
+files share budgets, so a hostile script ends in one line naming its file:line, never a hang.
+The commands themselves are read by tui/jobs/importer.py (a subclass).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from tui.config.yamlfile import ConfigError, read_text
+from tui.jobs.import_command import CommandReader, Mapped
+from tui.jobs.shell_expand import Var
+from tui.jobs.shell_lexer import MAX_NESTING, Lexer, ScriptLimitError, Word
+from tui.jobs.shell_parse import Cmd, parse, pipelines
+
+MAX_UNROLLED = 200_000  # commands read by unrolled loop passes, the whole import long
+MAX_SOURCED_FILES = 256  # `source` reads, the whole import long
+MAX_SOURCED_CHARS = 16 << 20  # characters of sourced files, the whole import long
+_UNSET = "not set in the script (comes from the environment when it runs)"
+
+
+class FlowReader(CommandReader):
+    def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
+        super().__init__(text, source, cwd)
+        self.line = 1  # the line of the command being read (for a bound's message)
+        self._shells = 0  # `bash -c`, `eval`, `source` read inside each other
+        self._unrolled: set[tuple[str, int]] = set()  # loops being read pass by pass
+        self._passes: list[str] = []  # "pass 2 of 3 of the for loop at line 5 (lr=…)"
+        self._unroll_left = MAX_UNROLLED
+        self._sourcing: list[str] = []  # real paths of the files being sourced
+        self._sourced_files = 0
+        self._sourced_chars = 0
+        self._quiet = 0  # inside a sourced file: its lines are not the script's
+        self.unread_sources: list[str] = []  # "FILE (line N): why", for unresolved notes
+
+    def _command(self, cmd: Cmd) -> None:  # tui/jobs/importer.py
+        raise NotImplementedError
+
+    # -- reporting ----------------------------------------------------------------------------
+    def skip(self, line: int, text: str, reason: str) -> None:
+        if not self._quiet:
+            super().skip(line, text, reason)
+
+    def unset_note(self) -> str:
+        if not self.unread_sources:
+            return _UNSET
+        return (
+            "not set in the script; it comes from the environment when it runs, or from "
+            + "; ".join(self.unread_sources[:3])
+            + ("; …" if len(self.unread_sources) > 3 else "")
+        )
+
+    # -- the walk -----------------------------------------------------------------------------
+    def walk_text(self, text: str, first_line: int) -> None:
+        lexer = Lexer(text, first_line)
+        self.walk(pipelines(parse(lexer.run(), lexer.notes)))
+
+    def walk(self, pipes: list[list[Cmd]]) -> None:
+        i = 0
+        while i < len(pipes):
+            head = pipes[i][0]
+            loop = _for_loop(head)
+            if loop is not None:
+                key = ("for", head.line)
+                end = i + 1
+                while end < len(pipes) and key in pipes[end][0].enclosing:
+                    end += 1
+                if self._unroll(head, loop[0], loop[1], pipes[i + 1 : end]):
+                    i = end
+                    continue
+            self._pipeline(pipes[i])
+            i += 1
+
+    def _pipeline(self, pipe: list[Cmd]) -> None:
+        first = self._unwrapped(pipe[0])
+        before = self.command_line
+        self._command(first)
+        if before is None and self.command_line is not None and len(pipe) > 1:
+            rest = pipe[1:]
+            arrow = "|&" if first.sep == "|&" else "|"
+            self.skip(
+                rest[0].line,
+                f"{arrow} {self._src(rest[0].start, rest[-1].end)}",
+                "output piped to another command: dropped (Ray keeps the job's log; "
+                "`verl-tui logs` shows it)",
+            )
+            return
+        for c in pipe[1:]:
+            self._command(self._unwrapped(c))
+
+    def _unwrapped(self, cmd: Cmd) -> Cmd:
+        """The command without the loops being read pass by pass around it: inside them its
+        variables are known, as in bash."""
+        if not self._unrolled or not cmd.enclosing:
+            return cmd
+        return replace(cmd, enclosing=tuple(e for e in cmd.enclosing if e not in self._unrolled))
+
+    def _unroll(self, head: Cmd, name: str, items: list[Word], body: list[list[Cmd]]) -> bool:
+        """`for NAME in WORDS; do …; done` with every WORD known: the body read once a value,
+        as bash runs it. False (read once, its variable unknown) when a value is not known or
+        the passes would pass the import's budget."""
+        values = [self.expand(w, record=False) for w in self.fields(items)]
+        if any(v.unresolved for v in values):
+            return False
+        size = sum(len(p) for p in body) or 1
+        if len(values) * size > self._unroll_left:
+            return False
+        self._unroll_left -= len(values) * size
+        shown = " ".join(v.text for v in values)
+        self.skip(
+            head.line,
+            self._src(head.start, head.end),
+            f"loop over {len(values)} value(s): read pass by pass, as bash runs it"
+            + (f" ({shown})" if len(shown) <= 60 else ""),
+        )
+        key = ("for", head.line)
+        self._unrolled.add(key)
+        try:
+            for k, v in enumerate(values):
+                self.vars[name] = Var(v.text, f"set by the for loop at line {head.line}")
+                self._passes.append(
+                    f"pass {k + 1} of {len(values)} of the for loop at line {head.line} "
+                    f"({name}={v.text})"
+                )
+                try:
+                    self.walk(body)
+                finally:
+                    self._passes.pop()
+        finally:
+            self._unrolled.discard(key)
+        return True
+
+    # -- text run as commands -----------------------------------------------------------------
+    def run_text(self, text: str, line: int, what: str) -> None:
+        """`eval`/`bash -c` STRING: a script of its own, read with the same variables."""
+        if self._shells >= MAX_NESTING:
+            raise ScriptLimitError(line, f"{what} nested deeper than {MAX_NESTING}")
+        saved = self.text
+        self.text = text
+        self._shells += 1
+        try:
+            self.walk_text(text, line)
+        finally:
+            self.text = saved
+            self._shells -= 1
+
+    def eval_command(self, cmd: Cmd, argv: list[Word]) -> None:
+        """`eval ARGS…`: bash joins its arguments with spaces and runs the result."""
+        text = " ".join(self.expand(w, record=False).text for w in argv[1:])
+        if not text.strip():
+            return
+        self.run_text(text, cmd.line, "`eval`")
+
+    def source_command(self, cmd: Cmd, argv: list[Word]) -> None:
+        """`source FILE` / `. FILE`: its variables and exports read from the file (beside the
+        script, or here); when it cannot be read, what it sets is unknown until the script
+        runs, and said so."""
+        label = self._src(cmd.start, cmd.end)
+        if len(argv) < 2:
+            self.skip(cmd.line, label, "source without a file: nothing read")
+            return
+        target = self.expand(argv[1], record=False)
+        if target.unresolved:
+            self._unread(cmd.line, target.text, "its path is known only when the script runs")
+            return
+        path = self._source_path(target.text)
+        if path is None:
+            self._unread(cmd.line, target.text, "no such file beside the script or here")
+            return
+        real = os.path.realpath(path)
+        if real in self._sourcing:
+            self.skip(cmd.line, label, "sources a file it is reading already (a loop): not again")
+            return
+        if len(self._sourcing) >= MAX_NESTING or self._sourced_files >= MAX_SOURCED_FILES:
+            self._unread(cmd.line, target.text, "too many sourced files")
+            return
+        try:
+            text = read_text(path)
+        except ConfigError as exc:
+            self._unread(cmd.line, target.text, str(exc))
+            return
+        self._sourced_files += 1
+        self._sourced_chars += len(text)
+        if self._sourced_chars > MAX_SOURCED_CHARS:
+            self._unread(cmd.line, target.text, f"sourced files pass {MAX_SOURCED_CHARS:,} chars")
+            return
+        self._read_sourced(cmd, path, real, text, label)
+
+    def _read_sourced(self, cmd: Cmd, path: Path, real: str, text: str, label: str) -> None:
+        saved = self.text, self.line
+        self._sourcing.append(real)
+        self.text = text
+        self._quiet += 1
+        try:
+            self.walk_text(text, 1)
+        except ScriptLimitError as exc:
+            if exc.source == "<script>":
+                exc.source = str(path)
+            raise
+        finally:
+            self._quiet -= 1
+            self.text, self.line = saved
+            self._sourcing.pop()
+        if not self._quiet:
+            self.mapped.append(Mapped(cmd.line, label, f"read {path}: its variables and exports"))
+
+    def _source_path(self, name: str) -> Path | None:
+        p = Path(name).expanduser()
+        if p.is_absolute():
+            return p if os.path.lexists(p) else None
+        bases = [Path(s).parent for s in (*self._sourcing[-1:], self.source) if s[:1] != "<"]
+        if self.cwd:
+            bases.append(Path(self.cwd))
+        for base in bases:
+            if os.path.lexists(base / p):
+                return base / p
+        return None
+
+    def _unread(self, line: int, name: str, why: str) -> None:
+        self.unread_sources.append(f"{name} (sourced at line {line}, not read: {why})")
+        self.skip(
+            line,
+            f"source {name}",
+            f"not read ({why}): what it sets is unknown until the script runs",
+        )
+
+
+def _for_loop(cmd: Cmd) -> tuple[str, list[Word]] | None:
+    """(NAME, WORDS) of a `for NAME in WORDS` header; None for any other command."""
+    w = cmd.words
+    if len(w) >= 3 and w[0].literal == "for" and w[2].literal == "in":
+        name = w[1].literal or ""
+        if name.isidentifier():
+            return name, list(w[3:])
+    return None
