@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -411,13 +412,7 @@ async def test_monitor_keeps_a_hostile_host_alive_and_reports(ns_one, tmp_path) 
 
 
 def run_gpus(hosts: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "gpus", str(hosts), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_cli(["gpus", str(hosts), *args], cwd=ROOT, timeout=timeout)
 
 
 def strict_json(text: str) -> dict:

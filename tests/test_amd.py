@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fakeamd.fakeamd import GIB, MIB, FakeAmdGpu, mount_over_sys_class_drm, write_tree
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.doctor import _gpu_findings, effective_gpus
@@ -401,11 +402,8 @@ def amd_hosts(ns_cluster_factory, fake_nvml_lib, tmp_path):
 
 
 def gpus_json(path: Path, *extra: str) -> dict:
-    proc = subprocess.run(
-        [VENV_PY, "-m", "tui", "gpus", str(path), "--json", "--once", "--interval", "0.3", *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_cli(
+        ["gpus", str(path), "--json", "--once", "--interval", "0.3", *extra], timeout=120
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {h["name"]: h for h in json.loads(proc.stdout.splitlines()[-1])["hosts"]}
@@ -486,46 +484,18 @@ def test_up_gives_ray_the_amd_gpus_and_the_mi300_preset_fits(amd_hosts, tmp_path
     )
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     try:
-        up = subprocess.run(
-            [VENV_PY, "-m", "tui", "up", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-        )
+        up = run_cli(["up", str(path)], env=env, timeout=240)
         assert up.returncode == 0, up.stdout + up.stderr
-        st = subprocess.run(
-            [VENV_PY, "-m", "tui", "status", str(path), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        st = run_cli(["status", str(path), "--json"], env=env, timeout=120)
         assert st.returncode == 0, st.stderr
         (node,) = json.loads(st.stdout)["nodes"]
         assert node["host"] == "node1" and node["gpus"] == 8
         # The MI300 preset (1 node x 8 GPUs) checked against this live AMD cluster.
-        check = subprocess.run(
-            [
-                VENV_PY,
-                "-m",
-                "tui",
-                "profile",
-                "check",
-                "grpo-mi300",
-                "--hosts",
-                str(path),
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
+        check = run_cli(
+            ["profile", "check", "grpo-mi300", "--hosts", str(path), "--json"], env=env, timeout=240
         )
         doc = json.loads(check.stdout)
         assert check.returncode == 0 and doc["ok"] is True, check.stdout + check.stderr
         assert not [p for p in doc["problems"] if p["level"] == "error"]
     finally:
-        subprocess.run(
-            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=env
-        )
+        run_cli(["down", str(path)], env=env, timeout=120, text=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import MIB, FakeGpu, write_state
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY, hosts_yaml, stop_hosts
 
 LR = "actor_rollout_ref.actor.optim.lr"
@@ -81,9 +82,7 @@ for s in range(1, steps + 1):
 
 
 def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

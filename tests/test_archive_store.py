@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli as verl_tui
 from test_metrics_parse import verl_line
 
 from tui.archive.store import ArchiveStore, parse_size
@@ -149,9 +150,7 @@ def hosts_file(tmp_path: Path) -> Path:
 
 
 def run_cli(env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=120, env=env
-    )
+    return verl_tui([*args], env=env, timeout=120)
 
 
 def test_compare_cli_offline_warnings_and_bad_setting(tmp_path):

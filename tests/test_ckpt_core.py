@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from test_ray_lifecycle import VENV_PY, hosts_yaml
 
 from tui.ckpt.collect import collect, copy_file, plan_collect
@@ -136,9 +137,7 @@ def ck(ck3):
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli([*args], timeout=timeout)
 
 
 def no_injection(base: Path) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from ckpt.make_fsdp_checkpoint import files_by_writer
-from test_ray_lifecycle import VENV_PY, hosts_yaml
+from harness.cli import run_cli
+from test_ray_lifecycle import hosts_yaml
 
 STEP = 3
 
@@ -38,9 +39,7 @@ def _copy(src_root: Path, rel: str, dst_root: Path) -> None:
 
 
 def cli(env, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def split_across_hosts(real_ckpt, cluster, tmp_path) -> tuple[Path, dict[str, Path]]:

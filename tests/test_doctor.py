@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 from harness.nshosts import NsCluster
 from textual.app import App
 from textual.widgets import DataTable
@@ -642,12 +643,7 @@ async def test_mkl_numexpr_and_infiniband(env, fakesite, tmp_path):
 
 def test_check_command_json_and_exit_status(env, capsys):
     inv = env.inventory()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui", "check", str(inv.source), "--json", "--timeout", "30"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli(["check", str(inv.source), "--json", "--timeout", "30"], timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no progress noise when stderr is not a terminal
     out = json.loads(proc.stdout)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 from test_jobs import wait_status
 from test_ray_lifecycle import VENV_PY
 
@@ -31,9 +32,7 @@ VENV_BIN = os.path.dirname(VENV_PY)
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def write_hosts(cluster, path: Path, *, setup: list[str], per_host: dict | None = None) -> Path:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 from test_terminal_smoke import ENTRY, session, tmux, wait_screen  # noqa: F401
 
 ESC, BEL = "\x1b", "\x07"
@@ -27,21 +28,8 @@ PAYLOAD = f"{ESC}]0;PWNED{BEL}{ESC}[2J{ESC}]52;c;aGk={BEL}"
 def test_cli_text_output_is_cleaned(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("hosts:\n  - name: alpha\n    transport: local\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tui",
-            "submit",
-            str(hosts),
-            "--dry-run",
-            "--",
-            "echo",
-            f"hi{PAYLOAD}there",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = run_cli(
+        ["submit", str(hosts), "--dry-run", "--", "echo", f"hi{PAYLOAD}there"], timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert "echo" in proc.stdout and "hithere" in proc.stdout
@@ -54,12 +42,7 @@ def test_cluster_value_with_escapes_is_one_clean_line(tmp_path: Path) -> None:
     hosts.write_text(
         'cluster: "c\\e]0;PWNED\\a\\e[2J"\nhosts:\n  - name: a\n    transport: local\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui", "gpus", str(hosts), "--once"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli(["gpus", str(hosts), "--once"], timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and f"{hosts}:1" in proc.stderr
     assert ESC not in proc.stderr and BEL not in proc.stderr

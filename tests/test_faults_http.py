@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.cluster.dashboard import DashboardClient, DashboardError, SubmitUncertain
 from tui.supervisor.notify import post_webhook, run_command
@@ -538,13 +539,8 @@ def _env(hosts: Path) -> dict[str, str]:
 
 
 def _cli(hosts: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, args[0], str(hosts), *args[1:]],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_env(hosts),
-        stdin=subprocess.DEVNULL,
+    return run_cli(
+        [args[0], str(hosts), *args[1:]], timeout=timeout, env=_env(hosts), stdin=subprocess.DEVNULL
     )
 
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.config.hosts import load_inventory
 from tui.config.yamlfile import ConfigError
@@ -82,9 +83,7 @@ def cli(work: Path, *args: str, limit: float) -> tuple[subprocess.CompletedProce
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(
-            [PY, "-m", "tui", *args], capture_output=True, text=True, timeout=limit, env=env
-        )
+        proc = run_cli([*args], env=env, timeout=limit)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"verl-tui {' '.join(args[:2])} still running after {limit:.0f} s: {exc}")
     took = time.monotonic() - t0
@@ -327,9 +326,7 @@ def test_ssh_fields_refused_at_load_naming_the_line(tmp_path, text, key):
     line_no = int(message.split(":")[1])
     assert key.rsplit(".", 1)[-1] in path.read_text().splitlines()[line_no - 1]
     if "$(touch" in text:  # the case, through the CLI as well: exit 2, one line
-        proc = subprocess.run(
-            [PY, "-m", "tui", "check", str(path)], capture_output=True, text=True, timeout=60
-        )
+        proc = run_cli(["check", str(path)], timeout=60)
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.strip() == f"verl-tui: error: {message}"
     assert not mark.exists()

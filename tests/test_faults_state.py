@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY
 
 from tui.archive.store import ArchiveStore
@@ -36,14 +37,7 @@ LOCAL_HOSTS = "cluster: faults\nhosts:\n  - name: localhost\n    transport: loca
 
 
 def cli(env: dict, *args: str, timeout: float = HANG, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        **kw,
-    )
+    return run_cli(args, env=env, timeout=timeout, **kw)
 
 
 def one_line_failure(out: subprocess.CompletedProcess, *needles: str, rc: int | None = None) -> str:
@@ -365,11 +359,8 @@ def test_full_disk_queue_commands_end_in_one_line(tmp_path):
 def test_stdout_full_closed_and_broken(local):
     hosts, env, state = local
     JobQueue("faults", state / "queue").add_all([entry(f"job-{i}") for i in range(3000)])
-    args = [VENV_PY, "-m", "tui", "queue", str(hosts)]
     with open("/dev/full", "w") as full:
-        out = subprocess.run(
-            args, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=HANG
-        )
+        out = run_cli(["queue", str(hosts)], stdout=full, env=env, timeout=HANG)
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip() == "verl-tui: error: cannot write the output: no space left on device"
     closed = subprocess.run(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.cli import run_cli
 
 from tui.cluster.doctor.findings import CHECKS, Finding
 from tui.cluster.doctor.runner import arrange
@@ -36,14 +37,7 @@ PRESET = REPO / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
 
 
 def cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        **kw,
-    )
+    return run_cli(args, timeout=timeout, cwd=REPO, **kw)
 
 
 # ---- item 5: the way around a missing module is checked on its own path ----------------------

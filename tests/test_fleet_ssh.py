@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fakenvml import MIB, FakeGpu, write_state
+from harness.cli import run_cli as verl_tui
 
 from tui.cluster.models import TelemetryState
 from tui.cluster.telemetry import TelemetryMonitor
@@ -241,9 +242,7 @@ async def test_unreachable_and_missing_interpreter(gpu_cluster, tmp_path):
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return verl_tui([*args], timeout=timeout)
 
 
 def test_gpus_once_json_over_ssh(gpu_cluster, tmp_path):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY
 
 from tui.cluster.dashboard import DashboardClient
@@ -203,11 +204,8 @@ def test_websocket_through_the_listener(tunnel):
     a real job's log tail over ws:// with the cookie."""
     import websockets
 
-    sub = subprocess.run(
+    sub = run_cli(
         [
-            VENV_PY,
-            "-m",
-            "tui",
             "submit",
             str(tunnel.hosts),
             "--json",
@@ -216,10 +214,8 @@ def test_websocket_through_the_listener(tunnel):
             "-c",
             "import time; print('tail-through-gate', flush=True); time.sleep(3)",
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
         env=tunnel.env,
+        timeout=120,
     )
     assert sub.returncode == 0, sub.stderr
     sid = json.loads(sub.stdout)["submission_id"]

@@ -32,6 +32,7 @@ from fakenvml.fakenvml import (
     build_fake_nvml,
     write_state,
 )
+from harness.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -387,13 +388,7 @@ def hosts(ns_hosts, tmp_path_factory, fake_nvml_lib, old_driver_lib) -> Path:
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_cli([*args], cwd=ROOT, timeout=timeout)
 
 
 def test_gpus_json_and_text_carry_health(hosts) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 
 
 def env_with(**extra: str) -> dict[str, str]:
@@ -15,13 +16,7 @@ def env_with(**extra: str) -> dict[str, str]:
 
 
 def test_without_driver_says_no_nvml_plainly(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui", "gpus", "--once"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env_with(LD_LIBRARY_PATH=str(tmp_path)),
-    )
+    proc = run_cli(["gpus", "--once"], env=env_with(LD_LIBRARY_PATH=str(tmp_path)), timeout=60)
     assert proc.returncode == 0, proc.stderr  # the host answered; it just has no GPUs
     assert proc.stdout.startswith("localhost  [no NVML]  NVML library not found")
 

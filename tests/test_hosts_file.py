@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.config.hosts import load_inventory, local_inventory
 from tui.config.yamlfile import ConfigError
@@ -145,9 +145,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, argv):
     good = tmp_path / "good.yaml"
     good.write_text("hosts:\n  - name: a\n")
     args = [a.format(bad=bad, good=good) for a in argv]
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=60
-    )
+    proc = run_cli([*args], timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli as verl_tui
 
 from tui.app import VerlTuiApp
 from tui.cluster.doctor import host_key_findings
@@ -42,9 +42,7 @@ def hosts_file(tmp_path: Path) -> Path:
 
 
 def run_cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return verl_tui([*args], timeout=timeout)
 
 
 @pytest.mark.parametrize(

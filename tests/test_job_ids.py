@@ -10,6 +10,7 @@ import json
 from urllib.parse import unquote
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY, wait_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,11 +57,8 @@ def ray_one(ray_shared1):
 
 
 def cli(env, *args: str, timeout: float = 120):
-    import subprocess
 
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def status_of(env, path, sid: str) -> str:

@@ -10,13 +10,12 @@ import os
 import subprocess
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY, hosts_yaml, wait_job
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY, wait_job
 
 
@@ -20,9 +21,7 @@ def ray_up(ray_shared2):
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def wait_status(env, path, sid, want, timeout=90.0) -> dict:

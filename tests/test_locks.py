@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from test_ray_lifecycle import VENV_PY, hosts_yaml
 
 from tui.cluster.lock import EXIT_BUSY, LocalLock, LockHeld, LockOwner
@@ -95,13 +96,7 @@ def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path)
         assert m and m.group(1) == "restart" and int(m.group(2)) == procs[winner].pid, err
         assert ends[loser] < ends[winner]  # refused at once, not after the other finished
         assert "Traceback" not in outs[loser][2] + outs[winner][2]
-        st = subprocess.run(
-            [VENV_PY, "-m", "tui", "status", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=envs[2],
-        )
+        st = run_cli(["status", str(path)], env=envs[2], timeout=60)
         assert st.returncode == 0 and "2 nodes alive" in st.stdout, st.stdout + st.stderr
 
         # A holder killed with -9 in the middle of a restart: its lock frees itself.
@@ -119,28 +114,14 @@ def test_two_restarts_at_once_then_a_killed_holder(ns_cluster_factory, tmp_path)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         time.sleep(0.5)  # sshd sees the connection close; the helper's stdin ends
-        again = subprocess.run(
-            [VENV_PY, "-m", "tui", "up", "--restart", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=envs[0],
-        )
+        again = run_cli(["up", "--restart", str(path)], env=envs[0], timeout=240)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "2 nodes alive" in again.stdout
         # Released at the end: the next action is not refused.
-        down = subprocess.run(
-            [VENV_PY, "-m", "tui", "down", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=envs[1],
-        )
+        down = run_cli(["down", str(path)], env=envs[1], timeout=120)
         assert down.returncode == 0, down.stdout + down.stderr
     finally:
-        subprocess.run(
-            [VENV_PY, "-m", "tui", "down", str(path)], capture_output=True, timeout=120, env=envs[2]
-        )
+        run_cli(["down", str(path)], env=envs[2], timeout=120, text=False)
 
 
 # -- drafts in two forms --------------------------------------------------------------------

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from harness.cli import run_cli
 
 from tui.cluster.node_logs import SESSION_LOGS, check_pattern, grep_host
 from tui.config.hosts import load_inventory
@@ -23,13 +23,7 @@ BIG_LINES = 60_000  # ~3.4 MiB: over the 1 MiB bound the bounds test gives
 
 
 def cli(lease, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=lease.env,
-    )
+    return run_cli([*args], env=lease.env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import load_inventory, parse_inventory
@@ -111,13 +112,7 @@ def test_gpus_once_timeout_leaves_no_hung_agent(ns_one, tmp_path) -> None:
     hosts = hosts_yaml(ns_one, tmp_path / "hosts.yaml", agent)
     for run in range(2):
         t0 = time.monotonic()
-        res = subprocess.run(
-            [sys.executable, "-m", "tui", "gpus", str(hosts), "--once", "--timeout", "2"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-        )
+        res = run_cli(["gpus", str(hosts), "--once", "--timeout", "2"], cwd=ROOT, timeout=60)
         took = time.monotonic() - t0
         assert res.returncode == 1, res.stderr  # the host never answered
         assert "Traceback" not in res.stderr

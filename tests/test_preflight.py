@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.cli import run_cli
 from harness.nshosts import NsCluster
 
 from tui.cluster.doctor.findings import Finding
@@ -381,14 +382,7 @@ class Head:
     env: dict[str, str]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "tui", *args],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=self.env,
-            cwd=REPO,
-        )
+        return run_cli([*args], env=self.env, cwd=REPO, timeout=240)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.jobs.preflight import classify_value, configs_for, job_needs
 from tui.jobs.preflight_imports import (
@@ -132,8 +133,6 @@ def test_classify_value(value: str, model: bool, expect: str) -> None:
 
 def test_check_profile_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     """Decided before any host is asked (the address is never reached)."""
-    import subprocess
-    import sys
 
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("hosts:\n  - {name: a, address: 10.255.255.1}\n")
@@ -142,13 +141,7 @@ def test_check_profile_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
         (["--profile", "grpo-gsm8k-qwen2.5-0.5b", "--set", "noequals"], "noequals"),
         (["--set", "a=1"], "--set: needs --profile"),
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "tui", "check", str(hosts), *extra],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-        )
+        proc = run_cli(["check", str(hosts), *extra], cwd=REPO, timeout=60)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert says in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

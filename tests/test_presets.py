@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.config.yamlfile import ConfigError
 from tui.jobs.profiles import find_preset, preset_dir, resolve_profile
@@ -33,14 +34,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(tmp_path),
-        cwd=cwd or tmp_path,
-    )
+    return run_cli([*args], env=_env(tmp_path), cwd=cwd or tmp_path, timeout=120)
 
 
 # -- the wheel -------------------------------------------------------------------------------

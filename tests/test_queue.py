@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from harness.raycluster import VENV_PY, wait_job
+from harness.cli import run_cli
+from harness.raycluster import wait_job
 from test_notify import Hook, recorder
 
 from tui.config.hosts import load_inventory
@@ -46,9 +47,7 @@ def ray_q(ray_shared1, tmp_path_factory):
 
 
 def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def watch_once(env, path) -> str:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,9 +183,7 @@ def test_free_from_the_dashboards_report():
 
 
 def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=60, env=env
-    )
+    return run_cli([*args], env=env, timeout=60)
 
 
 def test_queue_cli_lists_moves_cancels(tmp_path):

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 from harness.raycluster import VENV_PY, wait_job
 
 from tui.jobs.secrets import is_secret_name, masked
@@ -63,9 +64,7 @@ def ray_one(ray_shared1):
 
 
 def cli(env, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli([*args], env=env, timeout=timeout)
 
 
 def finished_log(env, path, sid: str, timeout: float = 90) -> str:

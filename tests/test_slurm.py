@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fakenvml.fakenvml import FakeGpu, write_state
+from harness.cli import run_cli
 from harness.raycluster import wait_job
 
 from tui.cluster.slurm import expand_hostlist, gpus_in
@@ -37,14 +38,7 @@ TIMINGS: dict[str, float] = {}
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli([*args], env=env, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def base_yaml(ns, path: Path) -> Path:
@@ -365,9 +359,7 @@ def test_cockpit_opens_on_the_allocation(slurm):
         cluster.run("scancel", job)
     written = work / "state" / "verl-tui" / "slurm" / f"job-{job}.yaml"
     assert [h["name"] for h in yaml.safe_load(written.read_text())["hosts"]] == ["node1", "node2"]
-    missing = subprocess.run(
-        [VENV_PY, "-m", "tui", "--slurm", "987654"], capture_output=True, text=True, env=env
-    )
+    missing = run_cli(["--slurm", "987654"], env=env, timeout=None)
     assert missing.returncode == 2 and "Slurm job 987654: not found" in missing.stderr
 
 

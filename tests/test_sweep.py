@@ -5,10 +5,9 @@ readable ids always valid Ray submission ids and unique, the grid's limits as on
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+from harness.cli import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,12 +84,6 @@ def test_sweep_cli_bad_input_exits_2_before_connecting(tmp_path):
         ("no-such-profile", "--grid", "a.b=1,2"): "no-such-profile",
         ("grpo-gsm8k-qwen2.5-0.5b", "--grid", "a.b=1", "--set", "bad"): "--set 'bad'",
     }.items():
-        p = subprocess.run(
-            [sys.executable, "-m", "tui", "sweep", str(hosts), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        p = run_cli(["sweep", str(hosts), *args], env=env, timeout=60)
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert words in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)

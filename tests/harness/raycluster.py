@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from harness.cli import run_cli
 from harness.nshosts import HarnessError, NsCluster, host_at
 
 __all__ = [
@@ -84,9 +85,7 @@ def hosts_yaml(
 
 def tui_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`verl-tui ARGS` in a subprocess of this venv's Python, output captured."""
-    return subprocess.run(
-        [VENV_PY, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_cli(args, env=env, timeout=timeout)
 
 
 # Ray's own status of one job, asked on the head (its dashboard listens on the head's loopback):
