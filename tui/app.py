@@ -18,14 +18,13 @@ from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
 from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
-from tui.fmt import plural
 from tui.palette import CockpitCommands
 from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ErrorScreen, failure_title
 from tui.screens.help import HelpScreen, collect_bindings
-from tui.screens.ray_progress import RayProgressScreen
+from tui.screens.ray_progress import RAY_UP_RETRY, RayProgressScreen, ray_up_outcome
 from tui.transport.fleet import Fleet
 from tui.transport.types import Forward
 from tui.widgets import terminal_guard
@@ -299,9 +298,11 @@ class VerlTuiApp(App):
             else:
                 try:
                     status = await self.ray.bring_up(restart=kind == "restart")
-                    ok, message = True, f"{plural(status.nodes_alive, 'node')} alive"
+                    ok, message = True, ray_up_outcome(status)
                 except BringUpError as exc:
-                    ok, message = False, one_line(exc)
+                    # What to do next, as the success line says it: the step's own line above
+                    # names the host and what Ray printed.
+                    ok, message = False, f"{one_line(exc)} — {RAY_UP_RETRY}"
             if screen.is_mounted:
                 screen.finish(ok, message)
             else:

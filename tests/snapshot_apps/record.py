@@ -36,6 +36,7 @@ from tui.cluster.node_logs import list_logs  # noqa: E402
 from tui.cluster.ray_cluster import RayCluster, StepEvent  # noqa: E402
 from tui.config.hosts import load_inventory  # noqa: E402
 from tui.jobs.service import TERMINAL, list_jobs  # noqa: E402
+from tui.screens.ray_progress import ray_up_outcome  # noqa: E402
 from tui.transport.fleet import Fleet  # noqa: E402
 
 OUT = HERE / "recorded"
@@ -85,7 +86,7 @@ async def record(cluster: NsCluster, hosts: Path, work: Path) -> None:
                     }
                     for e in events
                 ],
-                "outcome": f"{status.nodes_alive} nodes alive",
+                "outcome": ray_up_outcome(status),  # the cockpit's own last line
             },
         )
 

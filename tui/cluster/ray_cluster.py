@@ -284,11 +284,21 @@ class RayCluster:
                     "probe",
                     "ok",
                     f"Python {f.python_version}, ray {f.ray_version or '-'}, "
-                    f"{f.gpu_count or 0} GPUs, {f.cpu_count} CPUs",
+                    f"{f.gpu_count or 0} GPUs, {f.cpu_count} CPUs{self._declared(name)}",
                 )
             else:
                 self._emit(name, "probe", "fail", f.error or "probe failed")
         return facts
+
+    def _declared(self, name: str) -> str:
+        """What hosts.yaml tells Ray instead of what the host has (num_gpus:, ray: num_cpus:),
+        so the probe line does not read as a contradiction of the file."""
+        gpus, cpus = self.inv.host(name).num_gpus, self.inv.ray.num_cpus
+        told = [
+            *([plural(gpus, "GPU")] if gpus is not None else []),
+            *([plural(cpus, "CPU")] if cpus is not None else []),
+        ]
+        return f"; Ray is told {', '.join(told)} (hosts.yaml)" if told else ""
 
     async def probe_or_refuse(self) -> dict[str, HostFacts]:
         """probe(), but a host whose link fails (unreachable, auth, host key) refuses bring-up

@@ -37,7 +37,7 @@ def _extra_pool_gpus(c: _Cfg) -> int:
 
 RESTART = (
     "then restart Ray (verl-tui up HOSTS --restart; in the cockpit: ctrl+r reloads hosts.yaml, "
-    "R restarts Ray)"
+    "R restarts Ray on the Cluster screen, 1)"
 )
 
 
@@ -58,8 +58,17 @@ def _cluster_rules(
         few = [n.host for n in cluster.nodes if n.gpus < per_node] or [
             n.host for n in cluster.nodes
         ]
+        # verl packs CPUS_PER_GPU CPUs with each GPU: a host with fewer CPUs than that needs
+        # ray: num_cpus: too, said now rather than in the refusal after the restart.
+        few_cpus = [f"{n.host} {n.cpus:g}" for n in cluster.nodes if n.cpus < CPUS_PER_GPU]
+        cpus_fix = (
+            f" and ray: num_cpus: {CPUS_PER_GPU} per GPU declared (CPUs now: {_names(few_cpus)})"
+            if few_cpus
+            else ""
+        )
         hosts_fix = (
-            f", or declare each host's GPUs (hosts.yaml num_gpus: under {_names(few)}), {RESTART}"
+            f", or declare each host's GPUs (hosts.yaml num_gpus: under {_names(few)}"
+            f"{cpus_fix}), {RESTART}"
             if few
             else ""
         )

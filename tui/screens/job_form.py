@@ -112,7 +112,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         Binding("ctrl+b,shift+f8", "previous_error", "Previous error", priority=True, show=False),
         Binding("ctrl+l", "toggle_queue", "Queue on/off", priority=True),
         Binding("ctrl+g", "sweep", "Sweep", priority=True),  # a grid of values, all queued
-        Binding("ctrl+r", "revalidate", "Re-validate now", priority=True, show=False),
+        # ctrl+r reloads hosts.yaml as everywhere (the refusals say so), then checks again
+        Binding("ctrl+r", "revalidate", "Reload hosts.yaml, re-check", priority=True, show=False),
         Binding("ctrl+o", "resume_from", "Resume from a checkpoint", priority=True, show=False),
         Binding("ctrl+t", "discard_draft", "Discard draft (asks first)", priority=True, show=False),
         Binding("escape", "back", "Back (draft kept)", show=False),
@@ -515,6 +516,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         )
 
     def action_revalidate(self) -> None:
+        if getattr(getattr(self.app, "inventory", None), "source", None) is not None:
+            self.app.action_reload_hosts()  # type: ignore[attr-defined]
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None

@@ -12,11 +12,14 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import RichLog, Static
 
-from tui.cluster.ray_cluster import StepEvent
+from tui.cluster.ray_cluster import ClusterStatus, StepEvent
+from tui.fmt import plural
 from tui.sanitize import clean, markup, one_line, pad
 from tui.screens.error import ReportsWorkerFailures
 
 TICK_S = 0.5  # the elapsed time shown while it runs
+# A bring-up that failed: the keys that go on from here (its own lines name the host and why).
+RAY_UP_RETRY = "u tries again, R restarts Ray, d runs the doctor"
 
 _STYLE = {
     "ok": ("✓", "green"),
@@ -24,6 +27,21 @@ _STYLE = {
     "fail": ("✗", "bold red"),
     "running": ("…", "cyan"),
 }
+
+
+def ray_up_outcome(status: ClusterStatus) -> str:
+    """A bring-up's last line: what Ray offers jobs, and the keys to a first job (2 works from
+    this view: it closes it). Ray offering no GPU is said here, before a form refuses the job,
+    with the hosts.yaml key that declares them."""
+    alive = [n for n in status.nodes if n.alive]
+    gpus, cpus = sum(n.gpus for n in alive), sum(n.cpus for n in alive)
+    offer = f"{plural(status.nodes_alive, 'node')} alive, Ray offers {gpus:g} GPUs, {cpus:g} CPUs"
+    if gpus == 0:
+        return (
+            f"{offer}: a GPU job needs GPUs (hosts without any: num_gpus: under each host in "
+            "hosts.yaml, then ctrl+r and R) — 2 Jobs, then n a job from a preset"
+        )
+    return f"{offer} — 2 Jobs, then n a job from a preset"
 
 
 class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
