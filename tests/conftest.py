@@ -112,7 +112,33 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     return result
 
 
+# Where the run's time went, by module and by tier: CI prints only the tail of its output, and
+# the suite's time is a budget (docs/tests.md).
+_spent: dict[str, float] = {}
+_tier_spent: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::")[0]
+    _spent[module] = _spent.get(module, 0.0) + report.duration
+    tier = next((t for t in ("ray", "ssh", "unit") if t in report.keywords), "unit")
+    tier += "+slow" if "slow" in report.keywords else ""
+    _tier_spent[tier] = _tier_spent.get(tier, 0.0) + report.duration
+
+
+def _time_summary(write) -> None:
+    if not _spent:
+        return
+    write(
+        "time by tier: "
+        + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(_tier_spent.items(), key=lambda x: -x[1]))
+    )
+    top = sorted(_spent.items(), key=lambda x: -x[1])[:20]
+    write("slowest modules: " + ", ".join(f"{m.removeprefix('tests/')} {s:.0f}" for m, s in top))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
+    _time_summary(terminalreporter.write_line)
     pool = current_pool()
     if pool is not None and (pool.bring_ups or pool.rebuilds):
         ups = ", ".join(f"{s.name} ×{n}" for s, n in pool.bring_ups.items())
