@@ -171,3 +171,40 @@ def test_the_remote_read_takes_new_whole_lines_only(tmp_path: Path) -> None:
     log.write_text("step:1 - a:1\n" * 10000)
     _head, text = _read(log, 0, ocap=500)
     assert len(text) <= 500
+
+
+def test_a_jobs_profile_stall_block_wins_for_its_keys_and_a_broken_one_is_named(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from tui.jobs.history import JobRecord
+    from tui.supervisor.stall_duty import StallDuty
+
+    inv = parse_inventory("hosts:\n  - name: a\nstall:\n  factor: 2\n  min_s: 5\n")
+    prof = tmp_path / "p.yaml"
+    prof.write_text("name: p\noverrides: {}\nstall:\n  min_s: 30\n")
+    rec = JobRecord("job-1", "c", 0.0, "python x.py", profile="p", profile_path=str(prof))
+    duty, ctx = StallDuty(), SimpleNamespace(inv=inv)
+    opts, problem = duty.options(ctx, rec)  # type: ignore[arg-type]
+    assert (opts.factor, opts.min_s, problem) == (2, 30, "")
+    prof.write_text("name: p\noverrides: {}\nstall:\n  min_s: 45\n")  # edited: read again
+    assert duty.options(ctx, rec)[0].min_s == 45  # type: ignore[arg-type]
+    prof.write_text("name: p\nstall: [1]\n")
+    opts, problem = duty.options(ctx, rec)  # type: ignore[arg-type]
+    assert opts == inv.stall and f"{prof}:2" in problem and "hosts.yaml's" in problem
+
+
+def test_the_jobs_table_and_the_jobs_view_mark_a_stalled_job() -> None:
+    from tui.commands.jobs_table import jobs_table
+    from tui.jobs.service import JobRow
+    from tui.screens.jobs_view import stall_detail, status_cell
+
+    row = JobRow("job-1", "RUNNING", "python x.py", T0, None, "node1", None, None)
+    stall = {"evidence": "no step for 14 min (last step 3)\x1b[2J", "since": T0}
+    text = jobs_table([row], {"job-1": stall})
+    assert "RUNNING" in text and "STALLED: no step for 14 min (last step 3)" in text
+    assert "\x1b" not in text
+    assert status_cell(row, stall, "").plain == "RUNNING STALLED"
+    assert status_cell(row, None, "").plain == "RUNNING"
+    assert stall_detail(stall).plain.startswith("stall: no step for 14 min")
