@@ -45,7 +45,12 @@ def ray_up_outcome(status: ClusterStatus) -> str:
 
 
 class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
-    BINDINGS = [Binding("escape,enter,q", "close", "Close (when finished)")]
+    # A modal screen takes the keys: the app's 2 would not reach the Jobs screen from here, and
+    # the outcome line names 2 as the next key.
+    BINDINGS = [
+        Binding("escape,enter,q", "close", "Close (when finished)"),
+        Binding("2", "jobs", "Jobs"),
+    ]
 
     DEFAULT_CSS = """
     RayProgressScreen { align: center middle; }
@@ -107,6 +112,13 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
         out.update(
             Text(clean(message) + "   (esc closes)", style="bold green" if ok else "bold red")
         )
+
+    def action_jobs(self) -> None:
+        """The Jobs screen, which pops this one (a bring-up still running goes on, its outcome
+        then comes as a toast)."""
+        if not self.finished:
+            self.notify("still running — it goes on in the background if you leave", timeout=2)
+        self.app.action_show_jobs()  # type: ignore[attr-defined]
 
     def action_close(self) -> None:
         if self.finished:
