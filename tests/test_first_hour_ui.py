@@ -327,3 +327,42 @@ async def test_toasts_about_the_screen_left_behind_go_with_it():
         await wait_for(pilot, lambda: isinstance(app.screen, JobsScreen))
         left = sorted(n.message for n in app._notifications)
         assert left == ["a warning", "just raised"], left
+
+
+# -- Ray's bring-up view: its last line says the next key, and that key works from it ----------
+
+
+def _status(gpus: float, cpus: float):
+    from tui.cluster.ray_cluster import ClusterStatus, NodeInfo
+
+    nodes = [
+        NodeInfo(f"node{i}", f"10.0.0.{i}", True, i == 1, gpus, cpus, 10**9, None)
+        for i in (1, 2, 3)
+    ]
+    return ClusterStatus(3, nodes, "2.60.0", "3.11.7", None, [])
+
+
+def test_bring_up_outcome_says_what_ray_offers_and_the_next_key():
+    from tui.screens.ray_progress import ray_up_outcome
+
+    line = ray_up_outcome(_status(1, 3))
+    assert line.startswith("3 nodes alive, Ray offers 3 GPUs, 9 CPUs")
+    assert "2 Jobs, then n a job from a preset" in line and "num_gpus" not in line
+    # No GPU: said here, with the hosts.yaml key, before a form refuses the job for it.
+    bare = ray_up_outcome(_status(0, 2))
+    assert "Ray offers 0 GPUs, 6 CPUs" in bare and "num_gpus: under each host" in bare
+
+
+async def test_two_goes_from_the_bring_up_view_to_jobs(local_app):
+    """The view is modal (it takes the app's keys), yet the 2 its outcome names works."""
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.ray_progress import RayProgressScreen, ray_up_outcome
+
+    app = local_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = RayProgressScreen("Ray up — local")
+        await app.push_screen(view)
+        view.finish(True, ray_up_outcome(_status(1, 3)))
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10, "the Jobs screen")
+        assert view not in app.screen_stack
