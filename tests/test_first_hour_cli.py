@@ -308,3 +308,21 @@ def test_a_missing_modules_pip_name_comes_from_the_hosts_metadata(without_cachet
         "verl",
     )
     assert names.fix("/x/python", "vt_nowhere_mod") == "/x/python -m pip install vt_nowhere_mod"
+
+
+def test_ray_start_failures_say_what_they_mean_and_where_to_look() -> None:
+    """`ray start` on a loaded host (a 2-core box running three Ray nodes): the raylet gave up
+    on its dashboard agent and Ray printed only an RPC deadline. The line says what it means
+    and which log says why; an error Ray words well stays as it is."""
+    from tui.cluster.ray_plan import start_failure
+
+    out = (
+        "Local node IP: 10.201.21.12\n"
+        "2026-11-28 06:15:24,011\tERROR services.py:1 -- "
+        "Failed to get node info b'RPC error: Deadline Exceeded'\n"
+    )
+    line = start_failure(out)
+    assert line.startswith("Failed to get node info b'RPC error: Deadline Exceeded' (")
+    assert "a loaded host" in line and "raylet.out" in line and "l on its row" in line
+    plain = "ValueError: --port 6379 is already in use"
+    assert start_failure(plain) == plain

@@ -30,9 +30,9 @@ from tui.cluster.ray_plan import (
     RAY,
     foreign_listeners,
     head_argv,
-    last_error_line,
     node_ip_problems,
     ray_env,
+    start_failure,
     version_problems,
     worker_argv,
 )
@@ -390,7 +390,7 @@ class RayCluster:
             self._emit(host.name, phase, "fail", why)
             raise BringUpError(f"{phase} start failed", {host.name: why}) from None
         if not res.ok:
-            why = last_error_line(res.stderr + "\n" + res.stdout)
+            why = start_failure(res.stderr + "\n" + res.stdout)
             self._emit(host.name, phase, "fail", why)
             raise BringUpError(f"{phase} start failed", {host.name: why})
 

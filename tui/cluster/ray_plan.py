@@ -25,6 +25,26 @@ def last_error_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+# What `ray start`'s own error means and where to look: (words in the error, what to add).
+_START_HINTS = (
+    (
+        ("Failed to get node info", "timed out during startup"),
+        "the node did not register in time: a loaded host, or a slow file system under the "
+        "venv (the raylet waits 15 s for its dashboard agent); the host's raylet.out says "
+        "which: l on its row",
+    ),
+)
+
+
+def start_failure(text: str) -> str:
+    """`ray start`'s error line, with what it means when Ray's own words do not say it."""
+    line = last_error_line(text)
+    for words, hint in _START_HINTS:
+        if any(w in line for w in words):
+            return f"{line} ({hint})"
+    return line
+
+
 def ray_env(inv: Inventory, host: Host, facts: HostFacts) -> dict[str, str]:
     # The interpreter's directory first on PATH: `python` in job entrypoints then means it.
     # A bare `python:` is what the probe resolved it to after the host's env_setup.
