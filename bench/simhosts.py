@@ -361,7 +361,7 @@ async def _exec_real(process: asyncssh.SSHServerProcess, command: str, cache: bo
         process.stderr.write("simhosts: Ray is never started or stopped on this machine\n")
         process.exit(126)
         return
-    if cache and "verl-tui host probe" in command:
+    if cache and ("verl-tui host probe" in command or "verl-tui: py-spy stack dumps" in command):
         # Real hosts run their probe on their own CPUs, in parallel; here they would all share
         # this machine's. The first host's answer stands for every host's.
         reply = _REPLIES.get(command)

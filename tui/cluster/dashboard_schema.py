@@ -86,6 +86,15 @@ def pid(value: Any, where: str) -> int:
     return value
 
 
+def count(value: Any, where: str) -> int:
+    """A count of at least 0: an int, or the digits of one (protobuf's int64 is a string)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad(value, where, "a count")
+    return value
+
+
 def submission_id(value: Any, where: str) -> str:
     if not isinstance(value, str) or not SUBMISSION_ID_RE.fullmatch(value):
         raise _bad(value, where, f"a submission id ({SUBMISSION_ID_RULE})")
@@ -230,7 +239,7 @@ ACTOR: Spec = {
     "class_name": (text(), False),
     "name": (text(), False),
     "repr_name": (text(), False),
-    "num_restarts": (number, False),
+    "num_restarts": (count, False),
     "death_cause": (any_object, False),  # nested contexts: read by tui/stack/ray_view.py
     "placement_group_id": (text(), False),
 }
@@ -248,7 +257,6 @@ def rows(spec: Spec, cap: int = 10_000) -> Check:
 
 
 BUNDLE: Spec = {
-    "bundle_id": (text(), False),
     "node_id": (text(), False),
     "unit_resources": (map_of(number), False),
 }

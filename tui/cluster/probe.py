@@ -181,6 +181,7 @@ class HostFacts:
     ray_running: bool = False
     ray_processes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     probe_errors: Mapping[str, str] = field(default_factory=dict)
+    tracing: Mapping[str, Any] = field(default_factory=dict)  # tui/cluster/tracing.py reads it
 
     def interface_with_address(self, address: str) -> NetInterface | None:
         for iface in self.interfaces:
@@ -312,6 +313,7 @@ def facts_from_json(
         interfaces=interfaces,
         env={str(k): str(v) for k, v in (_get(data, "env", dict) or {}).items()},
         hf_cache=hf_cache,
+        tracing=_get(data, "tracing", dict) or {},
         ib_source=_get(ib, "source", str),
         ib_ports=ib_ports,
         ib_error=_get(ib, "error", str),

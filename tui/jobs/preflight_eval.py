@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tui.cluster.doctor.findings import Finding, Status
+from tui.cluster.tracing import tracing_findings
 from tui.config.hosts import Inventory
 from tui.fmt import GIB
 from tui.jobs.pip_names import PipNames
@@ -404,4 +405,5 @@ def evaluate_answers(
         out += _limits(host, needs, ans)
         out += _disks(host, needs, ans)
         out += _resolve(inv, host, ans)
+        out += tracing_findings(host, inv.host(host).python, ans.get("tracing"))
     return out

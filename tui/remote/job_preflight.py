@@ -24,6 +24,7 @@ import socket
 import sys
 
 from tui.remote.hf_cache import hub_cache
+from tui.remote.tracing import tracing_facts
 
 _OC_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _TRUE = ("1", "true", "yes", "on")
@@ -253,6 +254,8 @@ def main():
         "resolve": check_names([str(n) for n in req.get("resolve") or []] + [me]),
         # The job's or the host's: Gloo binds it instead of the hostname's address.
         "gloo_ifname": _one(env.get("GLOO_SOCKET_IFNAME", ""))[:100],
+        # py-spy and ptrace, so `verl-tui stack` works when the job hangs.
+        "tracing": tracing_facts(),
     }
     sys.stdout.write(json.dumps(answer) + "\n")
 

@@ -34,6 +34,7 @@ import time
 # text and drops this import, so their names are used only inside functions here.
 from tui.remote.hf_cache import hub_cache
 from tui.remote.probe_gpus import _amd_gpus, _nvidia_gpus
+from tui.remote.tracing import tracing_facts
 
 PROBE_PROTOCOL = 1
 PACKAGES = (
@@ -576,6 +577,7 @@ def main(argv):
     guard("env", env_section)
     guard("hf_cache", hf_cache_section)
     guard("infiniband", ib_section)
+    guard("tracing", tracing_facts)  # py-spy and ptrace, for `verl-tui stack`
     ports = []
     try:
         ports = _parse_ports(argv)

@@ -6,62 +6,25 @@ line per pid as its dump ends (``{"proc": {...}}``), then ``{"done": {...}}`` wi
 host's tracing depends on (who we are, kernel.yama.ptrace_scope, CAP_SYS_PTRACE, where py-spy
 is). Without py-spy it prints only ``{"done": ...}`` with ``"py_spy": null``.
 
-py-spy is looked for beside the interpreter (``ray[default]`` installs it in the same bin/) and
-then on PATH. Each dump runs ``py-spy dump --pid P --json [--native]`` with its own deadline; a
-py-spy too old for --json is run again without it (the text is parsed by the caller). Stdlib
-only, Python 3.8+, no imports from ``tui``.
+py-spy is looked for beside the interpreter (``ray[default]`` installs it in the same bin/),
+then on PATH (tui/remote/tracing.py, a part joined into this program). Each dump runs ``py-spy
+dump --pid P --json [--native]`` with its own deadline; a py-spy too old for --json is run
+again without it (the text is parsed by the caller). Stdlib only, Python 3.8+; its imports
+from ``tui.remote`` are its parts, joined by the loader.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
+import time
 
-CAP_SYS_PTRACE = 19
+from tui.remote.tracing import _proc_bytes, find_py_spy, py_spy_env, tracing_facts, user_name
+
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "RAY_JOB_ID")
 ERR_BYTES = 4000
 CMD_CHARS = 300
-
-
-def find_py_spy():
-    """py-spy beside this interpreter (not resolved: a venv's bin/), else on PATH, else None."""
-    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.path.isfile(here) and os.access(here, os.X_OK):
-        return here
-    return shutil.which("py-spy")
-
-
-def _read(path, limit=1 << 20):
-    with open(path, "rb") as f:
-        return f.read(limit)
-
-
-def ptrace_scope():
-    try:
-        return int(_read("/proc/sys/kernel/yama/ptrace_scope", 64).strip())
-    except (OSError, ValueError):
-        return None  # no Yama: only ownership and capabilities decide
-
-
-def has_cap_ptrace():
-    try:
-        for line in _read("/proc/self/status").decode("ascii", "replace").splitlines():
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> CAP_SYS_PTRACE & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def user_name(uid):
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return str(uid)
+RETRIES = 3  # a process traced by someone else when we came
 
 
 def describe(pid):
@@ -69,7 +32,7 @@ def describe(pid):
     out = {"pid": pid}
     base = f"/proc/{pid}/"
     try:
-        for line in _read(base + "status").decode("utf-8", "replace").splitlines():
+        for line in _proc_bytes(base + "status").decode("utf-8", "replace").splitlines():
             if line.startswith("Uid:"):
                 uid = int(line.split()[2])  # effective
                 out["uid"] = uid
@@ -78,13 +41,13 @@ def describe(pid):
         out["gone"] = True
         return out
     try:
-        raw = _read(base + "cmdline", 64 * 1024)
+        raw = _proc_bytes(base + "cmdline", 64 * 1024)
         out["cmd"] = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:CMD_CHARS]
     except OSError:
         pass
     try:
         env = {}
-        for item in _read(base + "environ").split(b"\0"):
+        for item in _proc_bytes(base + "environ").split(b"\0"):
             key, _, value = item.partition(b"=")
             k = key.decode("ascii", "replace")
             if k in ENV_KEYS:
@@ -103,7 +66,7 @@ def run_py_spy(argv, timeout, max_bytes):
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=dict(os.environ, RUST_BACKTRACE="0", RUST_LIB_BACKTRACE="0"),
+            env=py_spy_env(),
         )
     except OSError as exc:
         return 127, "", str(exc), False
@@ -119,15 +82,36 @@ def run_py_spy(argv, timeout, max_bytes):
     return code, text, err[-ERR_BYTES:].decode("utf-8", "replace"), cut
 
 
+def tracer_of(pid):
+    """The pid tracing this process now (a debugger, another py-spy), or 0."""
+    try:
+        for line in _proc_bytes(f"/proc/{pid}/status").decode("utf-8", "replace").splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def dump(py_spy, pid, native, timeout, max_bytes):
     info = describe(pid)
     if info.get("gone"):
         return info
     base = [py_spy, "dump", "--pid", str(pid)] + (["--native"] if native else [])
-    code, out, err, cut = run_py_spy([*base, "--json"], timeout, max_bytes)
-    if code not in (0, None) and "--json" in err and "unexpected" in err.lower():
-        code, out, err, cut = run_py_spy(base, timeout, max_bytes)  # py-spy before --json
+    args = [*base, "--json"]
+    for attempt in range(RETRIES + 1):
+        code, out, err, cut = run_py_spy(args, timeout, max_bytes)
+        if code not in (0, None) and "--json" in err and "unexpected" in err.lower():
+            args = base  # a py-spy before --json: its text is parsed by the caller
+            code, out, err, cut = run_py_spy(args, timeout, max_bytes)
+        # One tracer at a time: a process another dump (or a debugger) holds refuses us.
+        tracer = tracer_of(pid) if code not in (0, None) else 0
+        if not tracer or attempt == RETRIES:
+            break
+        time.sleep(0.2 * (attempt + 1))
     info.update(rc=code, out=out, err=err, cut=cut)
+    if tracer:
+        info["tracer"] = tracer
     return info
 
 
@@ -143,16 +127,7 @@ def main():
         print(json.dumps({"error": f"bad request: {exc}"}), flush=True)
         return
     py_spy = find_py_spy()
-    euid = os.geteuid()
-    done = {
-        "py_spy": py_spy,
-        "python": sys.executable,
-        "path": os.environ.get("PATH", ""),
-        "uid": euid,
-        "user": user_name(euid),
-        "ptrace_scope": ptrace_scope(),
-        "cap_ptrace": has_cap_ptrace(),
-    }
+    done = tracing_facts(try_it=False)
     if py_spy is not None:
         lock = threading.Lock()
         todo = list(pids)

@@ -39,6 +39,7 @@ _WHAT_FAILED = {
     "ckpt-op": "The checkpoint operation failed",
     "ckpt-picker": "Listing checkpoints failed",
     "profiles-list": "Listing the profiles failed",
+    "stack-dump": "Dumping the job's stacks failed",
 }
 
 

@@ -49,6 +49,7 @@ def total_steps_from(overrides: list[str]) -> int | None:
 class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
     BINDINGS = [
         Binding("t", "toggle_tab", "Log / metrics"),
+        Binding("p", "stacks", "Stacks of every process (py-spy)", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -207,6 +208,12 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
         tabs = self.query_one(TabbedContent)
         tabs.active = "tab-metrics" if tabs.active == "tab-log" else "tab-log"
         self._focus_tab()
+
+    def action_stacks(self) -> None:
+        """Every process of this job dumped with py-spy (tui/screens/stack.py)."""
+        from tui.screens.stack import StackScreen
+
+        self.app.push_screen(StackScreen(self.cluster, self.sid))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -27,15 +27,7 @@ from tui.screens.job_form import JobFormScreen
 from tui.screens.jobs_compare import CompareMarks
 from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
 from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
-from tui.screens.jobs_view import (
-    SORT_KEYS,
-    JobTable,
-    shown_queue,
-    shown_rows,
-    stall_detail,
-    stalls_shown,
-    status_cell,
-)
+from tui.screens.jobs_view import SORT_KEYS, JobTable, shown_queue, shown_rows
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
@@ -74,6 +66,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         Binding("o", "sort", "Sort"),
         Binding("O", "reverse_sort", "Reverse sort", show=False),
         Binding("K", "checkpoints", "Job's checkpoints", show=False),
+        Binding("p", "stacks", "Stacks of every process (py-spy)", show=False),
         Binding("x", "delete", "Delete job", show=False),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("space", "mark", "Mark for compare", show=False),
@@ -97,7 +90,6 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.cluster = cluster
         self.history = history
         self.rows: list[JobRow] = []
-        self.stalls: dict[str, dict] = {}  # the supervisor's stalled jobs (STALLED, evidence)
         self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
         self.error: str | None = None
         self.loaded = False
@@ -143,7 +135,6 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             rows = self.rows
             self.error = f"Ray is not reachable: {exc}"
         await self.refresh_queue()
-        self.stalls = stalls_shown(self.cluster.inv.cluster, rows)
         self.rows = rows
         self.loaded = True
         self._fill()
@@ -161,8 +152,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         for r in shown:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
-            stall = self.stalls.get(r.submission_id)
-            status = status_cell(r, stall, _STATUS_STYLE.get(r.status, ""))
+            status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
             profile = profile_label(r)
             table.add_row(
                 cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
@@ -237,7 +227,6 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if isinstance(env, dict) and env:
                 t.append("env: ", "dim")
                 t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
-        t.append_text(stall_detail(self.stalls.get(row.submission_id)))
         t.append_text(heal_detail(row, self.rows))  # retry chain, the supervisor's decisions
         gpu = self.gpu_detail(row.submission_id)  # the run archive's GPU use
         if gpu:
@@ -279,6 +268,16 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
 
     def action_metrics(self) -> None:
         self._open_logs(metrics=True)
+
+    def action_stacks(self) -> None:
+        """Every process of the selected job dumped with py-spy (tui/screens/stack.py)."""
+        from tui.screens.stack import StackScreen
+
+        row = self.current
+        if row is None:
+            self.notify("no job selected", timeout=2)
+        elif self._addressable(row):
+            self.app.push_screen(StackScreen(self.cluster, row.submission_id))
 
     def action_checkpoints(self) -> None:
         """The selected job's trainer.default_local_dir across the hosts."""

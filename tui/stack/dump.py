@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tui.cluster.dashboard import DashboardError, check_job_id
+from tui.cluster.tracing import TracingFacts
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.stack.model import Problem, StackReport, Target
-from tui.stack.pyspy import HostAnswer, HostFacts, problems_of, take_proc
+from tui.stack.pyspy import HostAnswer, problems_of, take_proc
 from tui.stack.ray_view import RayView, job_query, ray_view
 from tui.transport.deadline import CommandTimeout, within
 from tui.transport.types import TransportError
@@ -141,7 +142,7 @@ async def dump_host(
         if isinstance(doc, dict) and isinstance(doc.get("proc"), dict):
             take_proc(answer, doc["proc"], by_pid)
         elif isinstance(doc, dict) and isinstance(doc.get("done"), dict):
-            answer.facts = HostFacts.parse(doc["done"])
+            answer.facts = TracingFacts.parse(doc["done"])
         elif isinstance(doc, dict) and isinstance(doc.get("error"), str):
             answer.error = one_line(doc["error"], 300)
         else:

@@ -41,12 +41,42 @@ class Frame:
         return f"{self.name} ({where})" if where else self.name
 
     @property
+    def unnamed(self) -> bool:
+        """A native frame py-spy knows only by its address (no symbol)."""
+        return _HEX.fullmatch(self.name) is not None
+
+    @property
     def key(self) -> str:
         """What two ranks' frames must share to count as the same place: the function and its
         file, not the line (the same wait reached from one line or its neighbour); a native
         frame known only by its address counts as its library."""
-        name = "?" if _HEX.fullmatch(self.name) else self.name
-        return f"{name} ({self.file})"
+        return f"{'?' if self.unnamed else self.name} ({self.file})"
+
+
+def frame_lines(frames: Sequence[Frame]) -> list[str]:
+    """Frames as lines, innermost first, a run of address-only frames of one library folded
+    into one line (``… 9 frames in libcuda.so.580``): what `--native` shows between symbols."""
+    out: list[str] = []
+    run: list[Frame] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(str(run[0]))
+        elif run:
+            out.append(f"… {len(run)} frames in {run[0].file or '?'}")
+        run.clear()
+
+    for f in frames:
+        if f.unnamed and (not run or run[0].file == f.file):
+            run.append(f)
+            continue
+        flush()
+        if f.unnamed:
+            run.append(f)
+        else:
+            out.append(str(f))
+    flush()
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,12 +162,19 @@ class StackGroup:
         return name_processes([d.target for d in self.dumps])
 
     @property
+    def where(self) -> str:
+        """The innermost named frames: ``all_reduce ← train_step ← …`` (a native frame known
+        only by its address says nothing here)."""
+        named = [f.name for f in self.frames if not f.unnamed]
+        if not named:
+            return "(no frames)"
+        more = " ← …" if len(named) > SUMMARY_FRAMES else ""
+        return " ← ".join(named[:SUMMARY_FRAMES]) + more
+
+    @property
     def summary(self) -> str:
         """``ranks 0-6, 8-15: all_reduce ← train_step ← …``"""
-        frames = [f.name for f in self.frames[:SUMMARY_FRAMES]]
-        more = " ← …" if len(self.frames) > SUMMARY_FRAMES else ""
-        where = " ← ".join(frames) + more if frames else "(no Python frames)"
-        return f"{self.who}: {where}"
+        return f"{self.who}: {self.where}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -250,10 +287,10 @@ class StackReport:
         for g in self.groups:
             out.append("")
             out.append(one_line(g.summary, 400))
-            shown = g.frames[:frames]
-            out += [f"    {one_line(str(f), 300)}" for f in shown]
-            if len(g.frames) > len(shown):
-                out.append(f"    … {len(g.frames) - len(shown)} more frame(s)")
+            lines = frame_lines(g.frames)
+            out += [f"    {one_line(line, 300)}" for line in lines[:frames]]
+            if len(lines) > frames:
+                out.append(f"    … {len(lines) - frames} more line(s)")
         if self.ray_lines:
             out.append("")
             out += [one_line(f"ray: {line}", 600) for line in self.ray_lines]

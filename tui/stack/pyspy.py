@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.cluster.tracing import TracingFacts, missing_fix, ptrace_fix
 from tui.sanitize import one_line
 from tui.stack.model import MAX_FRAMES, Frame, ProcessDump, Target, Thread
 
 MAX_THREADS = 256
 NAME_CHARS = 200
-_TEXT_THREAD = re.compile(r'Thread (0x[0-9A-Fa-f]+|\d+) ?(\([^)]*\))?(?: "(.*)")?')
+_TEXT_THREAD = re.compile(r'Thread (0x[0-9A-Fa-f]+|\d+) ?(\([^)]*\))?:?(?: "(.*)")?')
 _TEXT_FRAME = re.compile(r"\s+(.+?) \((.*?)(?::(\d+))?\)\s*")
 
 
@@ -92,64 +93,7 @@ def parse_text_dump(text: str, pid: int) -> tuple[Thread, ...]:
     return tuple(threads)
 
 
-# ---- why a process was not dumped ----------------------------------------------------------
-
-
-@dataclass
-class HostFacts:
-    """What the host said about tracing there (its `done` line)."""
-
-    py_spy: str | None = None
-    python: str = ""
-    path: str = ""
-    user: str = ""
-    uid: int | None = None
-    ptrace_scope: int | None = None
-    cap_ptrace: bool | None = None
-
-    @classmethod
-    def parse(cls, doc: Mapping[str, Any]) -> HostFacts:
-        scope = _int(doc.get("ptrace_scope"))
-        cap = doc.get("cap_ptrace")
-        return cls(
-            py_spy=_s(doc.get("py_spy"), 500) or None,
-            python=_s(doc.get("python"), 500),
-            path=_s(doc.get("path"), 500),
-            user=_s(doc.get("user"), 64),
-            uid=_int(doc.get("uid")),
-            ptrace_scope=scope,
-            cap_ptrace=cap if isinstance(cap, bool) else None,
-        )
-
-
-def missing_fix(host: str, facts: HostFacts, python: str) -> str:
-    """The one line for a host without py-spy."""
-    where = facts.python or python
-    return (
-        f"py-spy not found beside {where} nor on PATH: `{where} -m pip install py-spy` on "
-        f"{host} (ray[default] installs it)"
-    )
-
-
-def ptrace_fix(facts: HostFacts) -> str:
-    """What to change so py-spy may trace the job's processes (the ptrace denial's fix)."""
-    scope = facts.ptrace_scope
-    if scope is not None and scope >= 1 and facts.uid != 0:
-        return (
-            f"kernel.yama.ptrace_scope is {scope}: `sysctl kernel.yama.ptrace_scope=0` on the "
-            "host, or connect as root (ssh.user in hosts.yaml)"
-        )
-    if facts.cap_ptrace is False:
-        return (
-            "the process has no CAP_SYS_PTRACE (a container started without it): start the "
-            "container with --cap-add SYS_PTRACE (docker/podman), or connect as a user that has it"
-        )
-    if scope == 3:
-        return "kernel.yama.ptrace_scope is 3 (no tracing at all until a reboot with a lower value)"
-    return (
-        "connect as the user that started Ray, or as root (ssh.user in hosts.yaml); in a "
-        "container, --cap-add SYS_PTRACE"
-    )
+# ---- why a process was not dumped (the fixes: tui/cluster/tracing.py) -----------------------
 
 
 @dataclass
@@ -157,11 +101,12 @@ class HostAnswer:
     """One host's answer, parsed: the dumps and, per kind of failure, the pids it hit."""
 
     host: str
-    facts: HostFacts | None = None
+    facts: TracingFacts | None = None
     dumps: list[ProcessDump] = field(default_factory=list)
     denied: list[int] = field(default_factory=list)
     other_user: dict[str, list[int]] = field(default_factory=dict)  # owner → pids
     gone: list[int] = field(default_factory=list)
+    traced: list[tuple[int, int]] = field(default_factory=list)  # (pid, the pid tracing it)
     failed: list[tuple[int, str]] = field(default_factory=list)  # (pid, py-spy's reason)
     timed_out: list[int] = field(default_factory=list)
     cut: list[int] = field(default_factory=list)
@@ -211,6 +156,10 @@ def take_proc(answer: HostAnswer, doc: Mapping[str, Any], targets: Mapping[int, 
             threads = parse_text_dump(out, pid)
         answer.dumps.append(ProcessDump(target, threads))
         return
+    tracer = _int(doc.get("tracer"))
+    if tracer:
+        answer.traced.append((pid, tracer))
+        return
     if any(s in err.lower() for s in _DENIED):
         owner, us = _s(doc.get("user"), 64), answer.facts.user if answer.facts else ""
         if owner and us and owner != us and us != "root":
@@ -231,22 +180,27 @@ def _pids(pids: list[int]) -> str:
 
 def problems_of(answer: HostAnswer, python: str) -> list[str]:
     """The host's problems, each one line naming the fix (at most one per kind)."""
-    host, facts = answer.host, answer.facts or HostFacts()
+    host, facts = answer.host, answer.facts or TracingFacts()
     if answer.error:
         return [answer.error]
     if facts.py_spy is None and answer.facts is not None:
         return [missing_fix(host, facts, python)]
     out = []
     if answer.denied:
-        out.append(
-            f"ptrace denied for {_pids(answer.denied)} (py-spy may not read them): "
-            + ptrace_fix(facts)
-        )
+        out.append(f"ptrace denied for {_pids(answer.denied)}: " + ptrace_fix(facts))
     for owner, pids in sorted(answer.other_user.items()):
         us = facts.user or "this user"
+        verb, them = ("belongs", "it") if len(pids) == 1 else ("belong", "them")
+        who = "root" if owner == "root" else f"{owner} or root"
         out.append(
-            f"{_pids(pids)} belong to {owner}, not {us}: connect as {owner} or root "
-            "(ssh.user in hosts.yaml) to dump them"
+            f"{_pids(pids)} {verb} to {owner}, not {us}: connect as {who} (ssh.user in "
+            f"hosts.yaml) to dump {them}"
+        )
+    if answer.traced:
+        held = ", ".join(f"{p} (by pid {t})" for p, t in sorted(answer.traced)[:8])
+        out.append(
+            f"pid {held} already traced by another program (a debugger, another dump): "
+            "try again once it lets go"
         )
     if answer.timed_out:
         out.append(

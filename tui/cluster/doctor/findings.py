@@ -47,6 +47,8 @@ CHECKS: dict[str, str] = {
     "clock-skew": "Clock skew",
     "numexpr-threads": "NUMEXPR_MAX_THREADS",
     "mkl-threading": "MKL threading layer",
+    "py-spy": "py-spy for stack dumps",
+    "ptrace": "ptrace allowed (py-spy)",
 }
 
 

@@ -50,6 +50,9 @@ ORDER = {check: i for i, check in enumerate(CHECKS)}
 
 def evaluate(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Finding]:
     """Every check decided from probe facts alone (all but ssh-reach and gcs-reach)."""
+    # Here, not at the top: tui.cluster.tracing reads this package's findings module.
+    from tui.cluster.tracing import doctor_findings
+
     out: list[Finding] = []
     out += _interpreter_findings(inventory, facts)
     out += _python_version_findings(inventory, facts)
@@ -64,6 +67,7 @@ def evaluate(inventory: Inventory, facts: Mapping[str, HostFacts]) -> list[Findi
     out += _clock_findings(inventory, facts)
     out += _numexpr_findings(facts)
     out += _mkl_findings(facts)
+    out += doctor_findings(inventory, facts)
     return out
 
 
