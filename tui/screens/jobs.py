@@ -27,7 +27,15 @@ from tui.screens.job_form import JobFormScreen
 from tui.screens.jobs_compare import CompareMarks
 from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
 from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
-from tui.screens.jobs_view import SORT_KEYS, JobTable, shown_queue, shown_rows
+from tui.screens.jobs_view import (
+    SORT_KEYS,
+    JobTable,
+    shown_queue,
+    shown_rows,
+    stall_detail,
+    stalls_shown,
+    status_cell,
+)
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
@@ -90,6 +98,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.cluster = cluster
         self.history = history
         self.rows: list[JobRow] = []
+        self.stalls: dict[str, dict] = {}  # the supervisor's stalled jobs (STALLED, evidence)
         self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
         self.error: str | None = None
         self.loaded = False
@@ -135,6 +144,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             rows = self.rows
             self.error = f"Ray is not reachable: {exc}"
         await self.refresh_queue()
+        self.stalls = stalls_shown(self.cluster.inv.cluster, rows)
         self.rows = rows
         self.loaded = True
         self._fill()
@@ -152,7 +162,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         for r in shown:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
-            status = cell(r.status_text, style=_STATUS_STYLE.get(r.status, ""))
+            stall = self.stalls.get(r.submission_id)
+            status = status_cell(r, stall, _STATUS_STYLE.get(r.status, ""))
             profile = profile_label(r)
             table.add_row(
                 cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
@@ -227,6 +238,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if isinstance(env, dict) and env:
                 t.append("env: ", "dim")
                 t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
+        t.append_text(stall_detail(self.stalls.get(row.submission_id)))
         t.append_text(heal_detail(row, self.rows))  # retry chain, the supervisor's decisions
         gpu = self.gpu_detail(row.submission_id)  # the run archive's GPU use
         if gpu:
