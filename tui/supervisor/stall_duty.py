@@ -244,8 +244,6 @@ class StallDuty:
         dump = await take_stack_dump(ctx, sid)
         details: dict[str, Any] = {**stall.to_json(), "stack_dump": dump}
         notes = [dump["note"]] + ([problem] if problem else [])
-        if len(dump["groups"]) > 1:  # the first group is the odd one out
-            notes.append(f"odd one out: {dump['groups'][0]}")
         if opts.retry:
             why = await self._stop_for_retry(ctx, row)
             details["stopped"] = why is None

@@ -73,7 +73,9 @@ class LogCursor:
     async def read(self, head: Transport, client: DashboardClient) -> LogRead:
         """The lines since the last pass. TransportError / DashboardError when neither the
         head nor the Jobs API can be asked."""
-        if not self.via_api and self.log is None:
+        if self.log is None and not (self.via_api and self.offset):
+            # Not found yet (a driver that has not written) is asked again; once lines were
+            # read through the Jobs API its character offsets stay with it.
             self.log = await driver_log.locate(head, self.sid, tail_bytes=1)
             self.via_api = self.log is None
         if self.log is not None:

@@ -33,10 +33,18 @@ NTFY_BODY_MAX = 4096  # bytes: a longer body becomes an attachment instead of a 
 TITLE_MAX = 200  # characters of an ntfy title
 USERNAME = "verl-tui"
 # ntfy priorities (1 min … 5 max) and tags (emoji short codes) per event.
-NTFY_PRIORITY = {"job-failed": 4, "no-retry": 4, "error": 4, "retry": 3, "job-end": 3}
+NTFY_PRIORITY = {
+    "job-failed": 4,
+    "job-stalled": 4,
+    "no-retry": 4,
+    "error": 4,
+    "retry": 3,
+    "job-end": 3,
+}
 NTFY_TAGS = {
     "job-end": "white_check_mark",
     "job-failed": "x",
+    "job-stalled": "hourglass",
     "retry": "repeat",
     "no-retry": "warning",
     "queue-start": "arrow_forward",
