@@ -24,7 +24,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.cluster.tracing import doctor_findings
 from tui.config.hosts import load_inventory
 from tui.jobs.preflight import JobNeeds, run_preflight
-from tui.stack import StackReport, dump_job_stacks
+from tui.stack import JobNotRunning, StackReport, dump_job_stacks
 from tui.transport.fleet import Fleet
 
 WORKLOAD = Path(__file__).parent / "workloads" / "stack_deadlock.py"
@@ -126,6 +126,51 @@ def test_stack_groups_the_waiting_ranks_and_names_the_odd_one_first(hung, tmp_pa
     assert len(archived["threads"]) == 4 and archived["groups"] == doc["groups"]
 
 
+async def test_p_on_the_jobs_screen_shows_the_groups_without_blocking(hung, monkeypatch) -> None:
+    """The cockpit: p on the job's row opens the stack screen, whose worker takes the dump while
+    the screen keeps drawing; the odd rank's group comes first with its frames and Ray's view."""
+    from textual.widgets import DataTable, Static
+
+    from tui.app import VerlTuiApp
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.stack import StackScreen
+
+    (_cluster, path, env), sid = hung
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    app = VerlTuiApp(load_inventory(path), interval=0.5)
+
+    async def until(pilot, predicate, what: str, timeout: float = 90.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            assert loop.time() < deadline, f"timed out waiting for {what}"
+            await pilot.pause(0.1)
+
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), "the Jobs screen")
+        jobs = app.screen
+        await until(pilot, lambda: any(r.submission_id == sid for r in jobs.rows), "the job")
+        row = next(i for i, r in enumerate(jobs.rows) if r.submission_id == sid)
+        jobs.query_one(DataTable).move_cursor(row=row)
+        await pilot.pause(0.2)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, StackScreen), "the stack screen")
+        screen = app.screen
+        assert "taking the dump" in str(screen.query_one("#stack-title", Static).render())
+        await until(pilot, lambda: screen.report is not None, "the dump")
+        title = str(screen.query_one("#stack-title", Static).render())
+        assert "4 of 4 processes" in title and "stacks/" in title, title
+        table = screen.query_one(DataTable)
+        assert str(table.get_row_at(0)[1]) == "rank 2"
+        frames = str(screen.query_one("#stack-frames", Static).render())
+        assert "skip_collective" in frames, frames
+        ray = str(screen.query_one("#stack-ray", Static).render())
+        assert "3 of 3 actor(s) alive" in ray, ray
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is jobs, "back on the Jobs screen")
+
+
 def test_py_spy_missing_and_ptrace_denied_each_name_their_fix(hung, tmp_path) -> None:
     (cluster, _path, _env), sid = hung
     # node1's interpreter runs without CAP_SYS_PTRACE (its py-spy then may not read Ray's
@@ -170,3 +215,11 @@ def test_py_spy_missing_and_ptrace_denied_each_name_their_fix(hung, tmp_path) ->
         statuses = {(f.host, f.check): f.status for f in findings if (f.host, f.check) in warned}
         assert statuses[("node1", "ptrace")] == statuses[("node2", "py-spy")] == "warn"
         assert statuses[("node1", "py-spy")] == "ok"
+
+
+def test_a_job_that_ended_is_one_line_not_an_empty_dump(hung) -> None:
+    """(Last: it stops the module's job.) Nothing of a stopped job runs: one line says so."""
+    (_cluster, path, env), sid = hung
+    assert tui_cli(env, "stop", str(path), sid).returncode == 0
+    with pytest.raises(JobNotRunning, match=f"job {sid} is STOPPED: nothing runs to dump"):
+        dump(path, sid)

@@ -36,7 +36,7 @@ from tui.stack.pyspy import (
     problems_of,
     take_proc,
 )
-from tui.stack.ray_view import death_text, pg_why
+from tui.stack.ray_view import ActorRow, RayView, death_text, pg_why
 
 FIXTURES = Path(__file__).parent / "fixtures" / "stack"
 WAIT = (
@@ -253,3 +253,57 @@ def test_a_recorded_native_dump_of_a_hung_nccl_job_names_both_ranks_places() -> 
     shown = frame_lines(waiting.frames)
     assert shown[0] == "… 9 frames in libcuda.so.580.159.04"
     assert "train_step (device_stack.py:36)" in shown
+
+
+def test_rays_view_lines_put_the_troubled_actors_first_and_say_what_tasks_wait_on() -> None:
+    view = RayView(
+        actors=[
+            ActorRow("WorkerDict_0:0", "ALIVE", "node1", 11, 0),
+            ActorRow("WorkerDict_0:1", "DEAD", "node2", 12, 0, death="OOM killed"),
+            ActorRow("TaskRunner", "ALIVE", "node1", 10, 2),
+        ],
+        pending=[("generate", "PENDING_NODE_ASSIGNMENT", 4)],
+        running=3,
+    )
+    lines = view.lines()
+    assert lines[:2] == [
+        "WorkerDict_0:1 DEAD on node2 pid 12: OOM killed",
+        "TaskRunner ALIVE on node1 pid 10, restarted 2×",
+    ]
+    assert lines[2] == "2 of 3 actor(s) alive; 3 task(s) running"
+    assert lines[3] == (
+        "4 task(s) generate: PENDING_NODE_ASSIGNMENT, waits for a node with the resources it "
+        "asks for"
+    )
+    assert view.to_json()["actor_states"] == {"ALIVE": 2, "DEAD": 1}
+
+
+MANY_THREADS = """
+import sys, threading, time
+def deep(n):
+    return deep(n - 1) if n else time.sleep(60)
+for _ in range(40):
+    threading.Thread(target=deep, args=(100,), daemon=True).start()
+sys.stdout.write("up\\n"); sys.stdout.flush()
+time.sleep(60)
+"""
+
+
+def test_a_dump_over_its_size_bound_keeps_the_main_thread_and_what_fits() -> None:
+    """41 threads 100 frames deep, with 20 kB allowed: the host program re-writes py-spy's
+    answer compactly and keeps the main thread first, then the others while they fit."""
+    target = subprocess.Popen([sys.executable, "-c", MANY_THREADS], stdout=subprocess.PIPE)
+    try:
+        assert target.stdout is not None and target.stdout.readline() == b"up\n"
+        argv = python_argv(sys.executable, "stack_dump", site=False)
+        for max_bytes, whole in ((1 << 20, True), (20_000, False)):
+            req = {"pids": [target.pid], "max_bytes": max_bytes}
+            res = subprocess.run(argv, input=json.dumps(req), capture_output=True, text=True)
+            proc = json.loads(res.stdout.splitlines()[0])["proc"]
+            assert len(proc["out"]) <= max_bytes and proc["cut"] is not whole
+            threads = parse_json_dump(proc["out"], target.pid)
+            assert threads is not None and threads[0].main
+            assert (len(threads) == 41) is whole, len(threads)
+    finally:
+        target.kill()
+        target.wait()

@@ -25,6 +25,9 @@ ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "RAY_JOB_ID")
 ERR_BYTES = 4000
 CMD_CHARS = 300
 RETRIES = 3  # a process traced by someone else when we came
+RAW_BYTES = 64 << 20  # py-spy's own answer, read whole before it is made compact
+MAX_THREADS = 256
+MAX_FRAMES = 128
 
 
 def describe(pid):
@@ -58,8 +61,8 @@ def describe(pid):
     return out
 
 
-def run_py_spy(argv, timeout, max_bytes):
-    """(exit status or None on timeout, stdout cut to max_bytes, stderr tail, cut?)."""
+def run_py_spy(argv, timeout):
+    """(exit status or None on timeout, stdout up to RAW_BYTES, stderr's tail, cut there?)."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -77,9 +80,54 @@ def run_py_spy(argv, timeout, max_bytes):
         proc.kill()
         out, err = proc.communicate()
         code = None
-    cut = len(out) > max_bytes
-    text = out[:max_bytes].decode("utf-8", "replace")
-    return code, text, err[-ERR_BYTES:].decode("utf-8", "replace"), cut
+    return (
+        code,
+        out[:RAW_BYTES].decode("utf-8", "replace"),
+        err[-ERR_BYTES:].decode("utf-8", "replace"),
+        len(out) > RAW_BYTES,
+    )
+
+
+def compact(text, pid, max_bytes):
+    """py-spy's answer within max_bytes: its JSON re-written with only the fields the cockpit
+    reads (the main thread first, then the others while they fit), or its text cut at a line.
+    Returns (text, cut?)."""
+    try:
+        threads = json.loads(text)
+    except ValueError:
+        threads = None
+    if not isinstance(threads, list):
+        if len(text) <= max_bytes:
+            return text, False
+        return text[:max_bytes].rpartition("\n")[0], True
+    rows = []
+    for t in threads[:MAX_THREADS]:
+        if not isinstance(t, dict):
+            continue
+        frames = [
+            {
+                "name": f.get("name"),
+                "short_filename": f.get("short_filename") or f.get("filename"),
+                "line": f.get("line"),
+            }
+            for f in (t.get("frames") or [])[:MAX_FRAMES]
+            if isinstance(f, dict)
+        ]
+        row = {
+            "os_thread_id": t.get("os_thread_id"),
+            "thread_name": t.get("thread_name"),
+            "active": t.get("active"),
+            "frames": frames,
+        }
+        rows.append((t.get("os_thread_id") != pid, json.dumps(row, separators=(",", ":"))))
+    rows.sort(key=lambda r: r[0])  # the main thread first: it is kept whatever else is cut
+    kept, size = [], 2
+    for _, doc in rows:
+        if kept and size + len(doc) + 1 > max_bytes:
+            break
+        kept.append(doc)
+        size += len(doc) + 1
+    return "[" + ",".join(kept) + "]", len(kept) < len(rows) or len(threads) > MAX_THREADS
 
 
 def tracer_of(pid):
@@ -100,15 +148,18 @@ def dump(py_spy, pid, native, timeout, max_bytes):
     base = [py_spy, "dump", "--pid", str(pid)] + (["--native"] if native else [])
     args = [*base, "--json"]
     for attempt in range(RETRIES + 1):
-        code, out, err, cut = run_py_spy(args, timeout, max_bytes)
+        code, out, err, cut = run_py_spy(args, timeout)
         if code not in (0, None) and "--json" in err and "unexpected" in err.lower():
             args = base  # a py-spy before --json: its text is parsed by the caller
-            code, out, err, cut = run_py_spy(args, timeout, max_bytes)
+            code, out, err, cut = run_py_spy(args, timeout)
         # One tracer at a time: a process another dump (or a debugger) holds refuses us.
         tracer = tracer_of(pid) if code not in (0, None) else 0
         if not tracer or attempt == RETRIES:
             break
         time.sleep(0.2 * (attempt + 1))
+    if code == 0:
+        out, trimmed = compact(out, pid, max_bytes)
+        cut = cut or trimmed
     info.update(rc=code, out=out, err=err, cut=cut)
     if tracer:
         info["tracer"] = tracer

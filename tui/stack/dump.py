@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tui.cluster.dashboard import DashboardError, check_job_id
+from tui.cluster.dashboard import TERMINAL, DashboardError, check_job_id
 from tui.cluster.tracing import TracingFacts
 from tui.remote import python_argv
 from tui.sanitize import one_line
@@ -86,6 +86,11 @@ async def job_targets(
         if t["state"] == "RUNNING" and t["type"] in (None, "NORMAL_TASK"):
             name = one_line(t["name"] or t["func_or_class_name"] or "?", 80)
             add(ip_of_node.get(t["node_id"]), t["worker_pid"], f"task {name}")
+    if not targets and info["status"] in TERMINAL:
+        raise JobNotRunning(
+            f"job {job} is {info['status']}: nothing runs to dump (its log: verl-tui logs HOSTS "
+            f"{job})"
+        )
     problems = [
         Problem(
             one_line(ip, 80),

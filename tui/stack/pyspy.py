@@ -214,7 +214,10 @@ def problems_of(answer: HostAnswer, python: str) -> list[str]:
     if answer.gone:
         out.append(f"{_pids(answer.gone)} exited before the dump (Ray's list was older)")
     if answer.cut:
-        out.append(f"the dump of {_pids(answer.cut)} was cut at its size bound")
+        out.append(
+            f"{_pids(answer.cut)}: only the threads that fit the size bound were kept (the main "
+            "thread first)"
+        )
     if answer.bad_lines:
         out.append(f"{answer.bad_lines} line(s) of its answer not understood")
     return out

@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from tui.config.hosts import Inventory
 
 LIMIT = 10000
+# What a task's pending state waits on, in words (Ray's TaskStatus names).
+WAITS_ON = {
+    "PENDING_ARGS_AVAIL": "waits for its arguments (an upstream task or object)",
+    "PENDING_NODE_ASSIGNMENT": "waits for a node with the resources it asks for",
+    "PENDING_OBJ_STORE_MEM_AVAIL": "waits for object store memory",
+    "PENDING_ARGS_FETCH": "waits for its arguments to arrive from another node",
+    "SUBMITTED_TO_WORKER": "sent to a worker, not started (the worker busy or starting)",
+    "PENDING_ACTOR_TASK_ARGS_DELAYED": "waits for its arguments (an actor task)",
+    "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY": "waits behind the actor's earlier calls",
+}
 MAX_ROWS = 200  # actors / task kinds / placement groups shown
 TEXT = 300
 
@@ -126,7 +136,10 @@ class RayView:
         alive = sum(1 for a in self.actors if a.state == "ALIVE")
         out.append(f"{alive} of {len(self.actors)} actor(s) alive; {self.running} task(s) running")
         for name, state, count in self.pending[:MAX_ROWS]:
-            out.append(one_line(f"{count} task(s) {name}: {state}", 300))
+            why = WAITS_ON.get(state, "")
+            out.append(
+                one_line(f"{count} task(s) {name}: {state}" + (f", {why}" if why else ""), 300)
+            )
         out += [
             one_line(f"placement group {p.name or p.pg_id}: {p.why}", 400)
             for p in self.placement_groups
