@@ -5,6 +5,7 @@ at a line end, bounded, a replaced file read again."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -167,6 +168,14 @@ def test_the_remote_read_takes_new_whole_lines_only(tmp_path: Path) -> None:
     log.write_text("x" * 5000)
     (_o, end4, _s, _m), _text = _read(log, 0, cap=1000)
     assert int(end4) == 1000
+    # A FIFO put in the log's place is not opened (it would hold the read): exit 4.
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    marks = [w for m in LOG_MARKS for w in ("-e", m)]
+    res = subprocess.run(
+        ["sh", "-c", _READ, "sh", str(fifo), "0", "1000", "4000", "1000", *marks], timeout=10
+    )
+    assert res.returncode == 4
     # The output is bounded whatever the log holds.
     log.write_text("step:1 - a:1\n" * 10000)
     _head, text = _read(log, 0, ocap=500)

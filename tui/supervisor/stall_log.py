@@ -26,9 +26,11 @@ READ_TIMEOUT_S = 20.0
 # $1 file, $2 offset, $3 chunk cap, $4 line cap, $5 output cap; the rest: grep's -e words.
 # Prints "OFFSET END SIZE MTIME", then the matching lines of bytes [OFFSET, END). END is a line
 # end (a last line still being written waits for the next pass) unless one line fills a whole
-# chunk. A file shorter than the offset was replaced: read from 0 again.
+# chunk. A file shorter than the offset was replaced: read from 0 again; anything but a regular
+# file there now (a FIFO would hold the read) is not read.
 _READ = r"""
 f=$1; off=$2; cap=$3; lcap=$4; ocap=$5; shift 5
+[ -f "$f" ] || exit 4
 st=$(stat -L -c '%s %Y' -- "$f") || exit 4
 size=${st% *}; mtime=${st#* }
 [ "$size" -ge "$off" ] || off=0
