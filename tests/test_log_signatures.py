@@ -65,7 +65,7 @@ KNOWN = [
         "NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
     ),
     (
-        "nccl_network",
+        "nccl_ib",
         "node1:123:456 [0] NCCL WARN NET/IB : Got completion from peer "
         "10.0.0.12<50000> with error 12, opcode 0, len 0, vendor err 129",
     ),
@@ -198,6 +198,183 @@ KNOWN = [
         "RuntimeError: Ray version mismatch: cluster has Ray version 2.49.0 but "
         "local Ray version is 2.60.0",
     ),
+    # -- the long tail: each cause in the shape its library prints it, behind the prefixes
+    # the launchers add (tui/logs/lineprefix.py)
+    (
+        "shm_full",
+        "[default3]:ERROR: Unexpected bus error encountered in worker. This might be "
+        "caused by insufficient shared memory (shm).",
+    ),
+    (
+        "shm_full",
+        "node1:77:88 [2] NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12 to 9637892 bytes",
+    ),
+    ("disk_full", RAY + "OSError: [Errno 28] No space left on device: '/tmp/ray/spill/x'"),
+    (
+        "object_store_full",
+        "ray.exceptions.ObjectStoreFullError: Failed to put object "
+        "ffffffff in object store because it is full. Object size is 2 GiB.",
+    ),
+    ("nofile", "[1,3]<stderr>:OSError: [Errno 24] Too many open files"),
+    (
+        "cuda_driver_old",
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+    ),
+    ("torch_cpu_only", "AssertionError: Torch not compiled with CUDA enabled"),
+    ("no_gpu", "RuntimeError: No CUDA GPUs are available"),
+    ("gpu_busy", "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"),
+    ("cuda_ordinal", "[rank5]: RuntimeError: CUDA error: invalid device ordinal"),
+    (
+        "gpu_arch",
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ),
+    (
+        "bf16_unsupported",
+        "ValueError: Bfloat16 is only supported on GPUs with compute "
+        "capability of at least 8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0.",
+    ),
+    (
+        "illegal_memory_access",
+        "(WorkerDict pid=7, ip=10.0.0.3) RuntimeError: CUDA error: an "
+        "illegal memory access was encountered",
+    ),
+    (
+        "device_assert",
+        "../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: "
+        "block: [1,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+    ),
+    (
+        "sglang_memory",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    ),
+    (
+        "seq_too_long",
+        "ValueError: The decoder prompt (length 9000) is longer than the maximum "
+        "model length of 8192.",
+    ),
+    ("sigkill", "torch.distributed.elastic.multiprocessing.api: exitcode  : -9 (pid: 4242)"),
+    ("segfault", "(WorkerDict pid=9) *** SIGSEGV received at time=1759184497 on cpu 3 ***"),
+    ("fpe", "Fatal Python error: Floating point exception"),
+    (
+        "abi_mismatch",
+        "ImportError: /venv/lib/python3.10/site-packages/flash_attn_2_cuda."
+        "cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+    ),
+    (
+        "glibcxx",
+        "ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not "
+        "found (required by /venv/lib/python3.10/site-packages/vllm/_C.abi3.so)",
+    ),
+    (
+        "shared_lib",
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    ),
+    (
+        "cuda_fork",
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
+        "with multiprocessing, you must use the 'spawn' start method",
+    ),
+    ("port_in_use", "OSError: [Errno 98] Address already in use"),
+    (
+        "permission_denied",
+        "PermissionError: [Errno 13] Permission denied: '/mnt/shared/checkpoints/global_step_10'",
+    ),
+    (
+        "model_not_found",
+        "OSError: /models/Qwen2.5-7B is not a local folder and is not a valid "
+        "model identifier listed on 'https://huggingface.co/models'",
+    ),
+    (
+        "model_too_new",
+        "ValueError: The checkpoint you are trying to load has model type "
+        "`qwen3` but Transformers does not recognize this architecture.",
+    ),
+    (
+        "chat_template",
+        "ValueError: Cannot use chat template functions because "
+        "tokenizer.chat_template is not set and no template argument was passed!",
+    ),
+    (
+        "wandb_key",
+        "(TaskRunner pid=55) wandb: ERROR api_key not configured (no-tty). call "
+        "wandb.login(key=[your_api_key])",
+    ),
+    (
+        "data_read",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/root/data/gsm8k/train.parquet'",
+    ),
+    (
+        "ckpt_mismatch",
+        "FileNotFoundError: [Errno 2] No such file or directory: "
+        "'ckpt/global_step_50/actor/model_world_size_8_rank_0.pt'",
+    ),
+    ("dataset_column", "KeyError: 'reward_model'"),
+    (
+        "batch_divisible",
+        "AssertionError: real_train_batch_size (60) must be divisible by "
+        "minimal possible batch size (16)",
+    ),
+    (
+        "hydra_append",
+        "Could not append to config. An item is already at 'actor_rollout_ref.rollout.n'.",
+    ),
+    ("hydra_struct", "omegaconf.errors.ConfigAttributeError: Key 'ppo_epoch' is not in struct"),
+    (
+        "config_missing_value",
+        "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: data.train_files",
+    ),
+    ("hydra_parse", "LexerNoViableAltException: trainer.logger=[console,wandb"),
+    ("config_type", "Value 'abc' could not be converted to Integer"),
+    (
+        "runtime_env_setup",
+        "ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.",
+    ),
+    (
+        "vllm_engine_dead",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+        "issue. See stack trace (above) for the root cause.",
+    ),
+    (
+        "nccl_peer_lost",
+        "RuntimeError: NCCL communicator was aborted on rank 3. Original "
+        "reason for failure was: NCCL error: remote process exited or there was a network error",
+    ),
+    (
+        "c10d_timeout",
+        "torch.distributed.DistNetworkError: The client socket has timed out "
+        "after 900s while trying to connect to (10.0.0.11, 29500).",
+    ),
+    (
+        "nccl_duplicate_gpu",
+        "ncclInvalidUsage: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1b000",
+    ),
+    (
+        "nccl_cuda",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+        "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+    ),
+    (
+        "ray_connection",
+        "2021-03-22T21:35:51Z F0322 14:35:51.321081 9 315 gcs_client.cc:207] "
+        "Couldn't reconnect to GCS server. The last attempted GCS server address was 10.0.0.1:6379",
+    ),
+    ("node_died", "ray.exceptions.NodeDiedError: node 10.0.0.2 has been marked dead"),
+    (
+        "worker_register",
+        "(raylet) [2025-01-16 08:48:22,123 E 45 45] worker_pool.cc:581: Some "
+        "workers of the worker process(1234) have not registered within the timeout.",
+    ),
+    (
+        "host_oom",
+        "Memory on the node (IP: 10.0.0.12, ID: 8d1c) where the task (actor ID: 7c, "
+        "name=WorkerDict.__init__) was running was 240.1GB / 251.5GB (0.954), which exceeds the "
+        "memory usage threshold of 0.95.",
+    ),
+    (
+        "gpus_short",
+        "(TaskRunner pid=3) AssertionError: Not enough GPUs to run the reward "
+        "model. world_size (4) < rollout_world_size (8).",
+    ),
 ]
 
 # Lines that mention the same words but are not those failures.
@@ -215,6 +392,22 @@ UNRELATED = [
     "node1:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
     "Watchdog: all collectives healthy",
     "Processed prompts: 100%|██████████| 256/256 [00:12<00:00, 20.1it/s]",
+    # scary-looking but harmless: deprecations, retries, NCCL/vLLM/Ray chatter
+    "/opt/verl/verl/utils/x.py:12: DeprecationWarning: `torch.cuda.amp.autocast` is deprecated",
+    "node1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+    "node1:1:2 [0] NCCL INFO [Service thread] Connection closed by localRank 2",
+    "INFO 01-16 08:48:22 [executor_base.py:115] Maximum concurrency for 4096 tokens per "
+    "request: 61.53x",
+    "2025-01-16 08:48:22,123 INFO worker.py:1654 -- Could not find a previously running Ray "
+    "instance, starting a new one",
+    "Retrying (Retry(total=4, connect=None, read=None)) after connection broken by "
+    "'ReadTimeoutError'",
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 "
+    "(errno: 99 - Cannot assign requested address).",
+    "(raylet) Spilled 6144 MiB, 12 objects, write throughput 1257 MiB/s.",
+    "KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.7",
+    "wandb: Network error (ConnectionError), entering retry loop.",
+    "Killed old checkpoints: removed global_step_10",
 ]
 
 
@@ -326,6 +519,26 @@ def test_classify(line, expected):
             "oops",
         ),
         ("(not a prefix) text", "", "(not a prefix) text"),
+        ("[default3]:[rank3]: Traceback", "[default3]:[rank3]:", "Traceback"),
+        ("[1,3]<stderr>:OSError: x", "[1,3]<stderr>:", "OSError: x"),
+        ("  3: Traceback (most", "  3:", "Traceback (most"),
+        (
+            "[36m(WorkerDict pid=1, ip=10.0.0.2)[0m Fatal",
+            "[36m(WorkerDict pid=1, ip=10.0.0.2)[0m",
+            "Fatal",
+        ),
+        (
+            "\ufffd[2m\ufffd[36m(raylet)\ufffd[0m Spilled",
+            "\ufffd[2m\ufffd[36m(raylet)\ufffd[0m",
+            "Spilled",
+        ),
+        (
+            "(Worker pid=1, ip=10.0.0.2, actor_id=ab12) x",
+            "(Worker pid=1, ip=10.0.0.2, actor_id=ab12)",
+            "x",
+        ),
+        ("[rank12]:    raise x", "[rank12]:", "   raise x"),
+        ("[2025] y", "", "[2025] y"),
         ("[INFO] text", "", "[INFO] text"),
     ],
 )

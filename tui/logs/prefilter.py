@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # typeshed describes the regex parser under its old names only
@@ -107,6 +108,14 @@ Training Progress: 12%|█▏ | 12/100 [18:02<2:12:15, 90.2s/it] Processed promp
  validation generation end; saving checkpoint to checkpoints/global_step_12/actor
 Job 'raysubmit_x' submitted successfully; Status for job 'raysubmit_x': RUNNING; Job is running
  Tailing logs until the job exits (disable with --no-wait)
+INFO: NumExpr defaulting to 8 threads. datasets - INFO - PyTorch version 2.2.1 available.
+WARNING: val_batch_size is deprecated. 'default_local_dir': 'checkpoints/x', 'max_actor_ckpt':
+Memory profiling results: total_gpu_memory=79.1GiB initial_memory_usage=15.3GiB; file size
+Maximum concurrency for 20000 tokens per request: 1.56x; NCCL INFO threadThresholds 8/8/64
+ProcessGroupNCCL.cpp:1476] Warning: destroy_process_group() was not called; process group
+Unable to resolve hostname to a (local) address. Using the loopback address as fallback.
+Found 8 GPUs; model config; loading weights; device cuda:0; store; support; must; could;
+old value; group; code; size; disk usage; found; timed step; large batch; kill switch off
 """
 _STOP_WORDS = frozenset(
     (
@@ -181,10 +190,35 @@ def _choose_anchors(literals: list[str], given: tuple[str, ...]) -> tuple[str, .
     return tuple(given) + tuple(sorted(chosen))
 
 
+# Bytes of a "token" for the gate below: ASCII letters and `_` (after lowercasing); every other
+# byte (digits too, so numbers do not make each metric line's tokens new) separates tokens.
+_TOKEN_BYTES = bytes(c if (97 <= c <= 122 or c == 95) else 32 for c in range(256))
+_GATE_RE = re.compile(r"[a-z_]+")
+MAX_CLEAN_TOKENS = 200_000  # tokens remembered as holding no gate (then forgotten, all at once)
+
+
+def _gate(anchor: str) -> bytes | None:
+    """The longest run of token bytes in `anchor`: wherever the anchor occurs, this run lies
+    inside one token of the text. None when the anchor has none (it is always scanned)."""
+    runs = _GATE_RE.findall(anchor)
+    return max(runs, key=len).encode() if runs else None
+
+
 @dataclass(frozen=True)
 class Prefilter:
     anchors: tuple[str, ...]  # lowercase; a line holding none of them cannot match any rule
     by_anchor: dict[str, tuple[int, ...]]  # anchor -> signatures with a literal that holds it
+    gates: tuple[bytes | None, ...] = ()  # per anchor: _gate(anchor)
+    literals: tuple[str, ...] = ()  # every signature literal, lowercase
+    owners: tuple[tuple[int, ...], ...] = ()  # per literal: the signatures that need it
+    literal_gates: tuple[str | None, ...] = ()  # per literal: its gate
+    # Tokens seen in earlier blocks that hold no anchor's gate: a healthy log repeats its words,
+    # so a block's gate check mostly reads the few tokens it has not seen before.
+    clean: set[bytes] = field(default_factory=set, compare=False, repr=False)
+    # token of a line -> the literals whose gate it holds (computed once per distinct token)
+    token_literals: dict[str, tuple[int, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def build(cls, literal_sets: Sequence[tuple[str, ...]]) -> Prefilter:
@@ -195,12 +229,72 @@ class Prefilter:
             a: tuple(i for i, lits in enumerate(literal_sets) if any(a in lit for lit in lits))
             for a in anchors
         }
-        return cls(anchors, by_anchor)
+        owners = tuple(
+            tuple(i for i, lits in enumerate(literal_sets) if lit in lits) for lit in literals
+        )
+        lit_gates = tuple((g.decode() if (g := _gate(lit)) else None) for lit in literals)
+        return cls(
+            anchors,
+            by_anchor,
+            tuple(_gate(a) for a in anchors),
+            tuple(literals),
+            owners,
+            lit_gates,
+        )
+
+    def present(self, low: bytes) -> list[int]:
+        """Indexes of the anchors that may occur in the lowercased block `low`.
+
+        One `bytes.find` pass per anchor over the block would cost as many passes as there are
+        anchors (~100 for the long tail of causes). Instead the block's distinct tokens are
+        collected in C (translate, split, set) and each anchor's gate is looked for in them
+        alone; only an anchor whose gate is there is scanned for in the block. An anchor can
+        only occur where its gate is inside a token, so nothing is missed."""
+        tokens = set(low.translate(_TOKEN_BYTES).split())
+        clean = self.clean
+        new = tokens - clean if clean else tokens
+        text = b" ".join(new)
+        hit_gates: list[bytes] = []
+        out: list[int] = []
+        for i, gate in enumerate(self.gates):
+            if gate is None:
+                out.append(i)
+            elif gate in text:
+                out.append(i)
+                hit_gates.append(gate)
+        if len(clean) > MAX_CLEAN_TOKENS:
+            clean.clear()
+        if hit_gates:
+            clean.update(t for t in new if not any(g in t for g in hit_gates))
+        else:
+            clean.update(new)
+        return out
 
     def candidates(self, low: str) -> list[int]:
-        """Signatures (table order) that may match a lowercased line."""
-        hits: set[int] = set()
-        for a, sigs in self.by_anchor.items():
-            if sigs and a in low:
-                hits.update(sigs)
-        return sorted(hits)
+        """Signatures (table order) with a required literal in the lowercased line: only the
+        literals whose gate lies in one of the line's tokens are looked for (the token's
+        literals are worked out once per distinct token and remembered)."""
+        cache = self.token_literals
+        if len(cache) > MAX_CLEAN_TOKENS:
+            cache.clear()
+        gates = self.literal_gates
+        maybe: set[int] = set()
+        for tok in set(_GATE_RE.findall(low)):
+            ids = cache.get(tok)
+            if ids is None:
+                ids = cache[tok] = tuple(i for i, g in enumerate(gates) if g and g in tok)
+            if ids:
+                maybe.update(ids)
+        literals, owners = self.literals, self.owners
+        sigs: set[int] = set()
+        for i in maybe:
+            if literals[i] in low:
+                sigs.update(owners[i])
+        for i in self.ungated:  # a literal with no letters (none today) is always read
+            if literals[i] in low:
+                sigs.update(owners[i])
+        return sorted(sigs)
+
+    @cached_property
+    def ungated(self) -> tuple[int, ...]:
+        return tuple(i for i, g in enumerate(self.literal_gates) if g is None)

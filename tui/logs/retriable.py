@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tui.logs.signatures import match_signature, split_source, strip_ansi
+from tui.logs.sigdef import JOB
+from tui.logs.signatures import MATCH_CHARS, SIGNATURES, match_signature, normalize
 
 
 @dataclass(frozen=True)
@@ -23,62 +24,37 @@ class Retriable:
 
 RETRIABLE: tuple[Retriable, ...] = (
     Retriable("nccl_timeout", "NCCL collective timeout / watchdog (a rank or link went away)"),
+    Retriable("nccl_peer_lost", "a NCCL peer disconnected (broken pipe, remote peer closed)"),
+    Retriable("nccl_ib", "an InfiniBand/RoCE completion error between nodes"),
     Retriable("gloo_full_mesh", "Gloo connectFullMesh failed (ranks could not connect)"),
     Retriable("nccl_network", "NCCL network/system error between nodes"),
+    Retriable("c10d_timeout", "torch distributed rendezvous (c10d store) timeout"),
     Retriable("actor_died", "a Ray actor or worker process died"),
     Retriable("node_died", "a Ray node was marked dead / its raylet died"),
     Retriable("ray_connection", "connection to the raylet or Ray's GCS lost"),
+    Retriable("worker_register", "Ray workers did not start in time"),
     Retriable("host_lost", "a host of the cluster was unreachable when the job failed"),
 )
 RETRIABLE_KEYS = tuple(r.key for r in RETRIABLE)
 
-# Failures of the job itself: retrying repeats them.
+# Failures of the job itself: retrying repeats them. Every signature the tables mark as the
+# job's (tui/logs/sigdef.py JOB), with its cause in a few words, and Hydra/OmegaConf errors.
 NOT_RETRIABLE: dict[str, str] = {
-    "hydra_override": "a config error (unknown or renamed key)",
+    **{sig.key: sig.what for sig in SIGNATURES if sig.owner == JOB},
     "config_error": "a config error",
-    "cuda_oom": "CUDA out of memory",
-    "vllm_cumem_oom": "CUDA out of memory (vLLM wake-up)",
-    "kv_cache": "no GPU memory for vLLM's KV cache",
-    "host_oom": "a node ran out of host memory",
-    "import_missing": "a package is missing on the cluster",
-    "upload_too_large": "the working_dir is too large to upload",
-    "ray_version": "Ray/Python versions differ across the cluster",
-    "vllm_pg_gpus": "the rollout does not fit the placement group",
-    "gpus_short": "the job wants more GPUs than the cluster has",
-    "hf_cache_perm": "the Hugging Face cache is not writable",
-    "mkl_gomp": "MKL/libgomp clash in the job's environment",
 }
 
-# Ray's own words for a node or its connection going away (no hint signature of their own).
+# OmegaConf's own error classes, which have no hint of their own (the exception line shows them).
 _EXTRA = (
-    (
-        "node_died",
-        re.compile(
-            r"NodeDiedError|RayletDiedError|node (?:\S+ )?(?:has been|was) marked dead"
-            r"|The node with node id:? \S+ .*has been marked dead|raylet (?:has )?died"
-            r"|Raylet is terminated|node (?:\S+ )?died unexpectedly",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "ray_connection",
-        re.compile(
-            r"(?:lost|lose) (?:the )?connection to (?:the )?(?:raylet|GCS)"
-            r"|GCS (?:server )?(?:connection|client) (?:lost|failed|timed out)"
-            r"|Failed to connect to (?:the )?raylet|RaySystemError: System error: .*(?:raylet|GCS)"
-            r"|Failed to connect to (?:the )?GCS|Unable to connect to GCS",
-            re.IGNORECASE,
-        ),
-    ),
     (
         "config_error",
         re.compile(
-            r"omegaconf\.errors\.\w+|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue"
+            r"omegaconf\.errors\.\w{1,100}|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue"
             r"|InterpolationResolutionError"
         ),
     ),
 )
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:?.*")
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,200}(?:Error|Exception)\b")
 
 
 @dataclass
@@ -93,10 +69,10 @@ def log_signatures(text: str) -> tuple[list[str], str | None]:
     seen: list[str] = []
     last_exc = None
     for raw in text.splitlines():
-        _source, msg = split_source(strip_ansi(raw))
+        _source, msg = normalize(raw[:MATCH_CHARS])
         found = match_signature(msg)
-        keys = [found[0].key] if found else []
-        keys += [k for k, rx in _EXTRA if rx.search(msg)]
+        keys = [k for k, rx in _EXTRA if rx.search(msg)]  # the broader class first
+        keys += [found[0].key] if found else []
         for k in keys:
             if k not in seen:
                 seen.append(k)

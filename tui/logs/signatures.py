@@ -18,39 +18,44 @@ pattern has an unbounded wildcard (`.*`, `[^x]+`, `\\S*`): each is written `.{0,
 repeating an anchor word thousands of times costs N steps per repeat, not the rest of the line
 (tests/test_faults_bounds.py checks the table; bench/log_hostile.py measures it).
 
-Ray prefixes what remote processes print with their origin, e.g.
-`(TaskRunner pid=1234, ip=10.0.0.2) ` or `(raylet) `, and folds repeats into
-`... [repeated 7x across cluster]`; torchrun prefixes `[rank0]:`. Both are stripped before
-matching, and tracebacks are followed per origin, since several workers can fail at once and
-their lines interleave.
+What Ray, torchrun, mpirun and srun put before a line (`(WorkerDict pid=…, ip=…)`,
+`[rank7]:`, `[1,3]<stderr>:`), Ray's `[repeated 7x across cluster]` tail and the timestamps and
+levels of every logger come off in one normaliser (tui/logs/lineprefix.py) before matching;
+tracebacks are followed per origin, since several workers can fail at once and their lines
+interleave. The table itself lives in tui/logs/causes_*.py (tui/logs/sigdef.py says what a
+signature is).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+
+from tui.logs.causes_cluster import CLUSTER_SIGNATURES
+from tui.logs.causes_job import JOB_SIGNATURES
+from tui.logs.causes_setup import HYDRA_FAILED as HYDRA_FAILED
+from tui.logs.causes_setup import SETUP_SIGNATURES
+
+# The one normaliser of prefixes and the signature's shape: names kept here for the callers.
+from tui.logs.lineprefix import ANSI_RE as ANSI_RE
+from tui.logs.lineprefix import ANSI_RE_B as ANSI_RE_B
+from tui.logs.lineprefix import normalize as normalize
+from tui.logs.lineprefix import split_source as split_source
+from tui.logs.lineprefix import strip_ansi as strip_ansi
+from tui.logs.lineprefix import strip_header
 
 # The prefilter and the literals it is built from: tui/logs/prefilter.py; names kept here.
 from tui.logs.prefilter import CLASS_NEEDLES as CLASS_NEEDLES
 from tui.logs.prefilter import MIN_LITERAL as MIN_LITERAL
 from tui.logs.prefilter import Prefilter as Prefilter
 from tui.logs.prefilter import required_literals as required_literals
+from tui.logs.sigdef import ERROR as ERROR
+from tui.logs.sigdef import HINT as HINT
+from tui.logs.sigdef import TRACEBACK as TRACEBACK
+from tui.logs.sigdef import WARNING as WARNING
+from tui.logs.sigdef import Hint as Hint
+from tui.logs.sigdef import Signature as Signature
 
-# Per-line flag bits (one byte per line in the store).
-ERROR, WARNING, TRACEBACK, HINT = 1, 2, 4, 8
-
-# CSI (colours, cursor moves), OSC (titles, links; never across a newline) and 2-byte escapes.
-ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-ANSI_RE_B = re.compile(ANSI_RE.pattern.encode())
-
-# `(TaskRunner pid=1234, ip=10.0.0.2) `, `(pid=99) `, `(raylet, ip=…) `, `(autoscaler +1m2s) `,
-# then torchrun's `[rank3]:` / `[default0]:`.
-PREFIX_RE = re.compile(
-    r"(?:\((?:[^()\s]+ )?(?:pid=\d+|raylet|gcs_server|autoscaler \+[^,()]*)(?:, ip=[^()\s]+)?\) ?)?"
-    r"(?:\[(?:rank|default)\d+\]: ?)?"
-)
-REPEATED_RE = re.compile(r"\[repeated \d+x across cluster\]")
 # Characters of a line the classifier and the signatures look at (the rest is kept and shown).
 MATCH_CHARS = 4096
 
@@ -81,16 +86,10 @@ CHAIN_HEADS = (
 )
 
 
-@dataclass(frozen=True)
-class Hint:
-    key: str
-    text: str
-
-
 # Hydra writes its summary line, then the traceback of what verl raised (hydra/core/utils.py,
 # then run_and_report's print_exception): the exception line that ends that traceback gets a
 # hint of its own, quoting it (LineClassifier._hydra).
-HYDRA_FAILED, HYDRA_CAUSE = "hydra_failed", "hydra_cause"
+HYDRA_CAUSE = "hydra_cause"
 MAX_CAUSE_CHARS = 300
 
 
@@ -104,216 +103,9 @@ def hydra_cause(summary_line: int, exception: str) -> Hint:
     )
 
 
-HintFn = Callable[[re.Match[str]], str]
-
-
-@dataclass(frozen=True)
-class Signature:
-    key: str
-    pattern: re.Pattern[str]
-    hint: str | HintFn  # a template naming the pattern's groups ({key}), or a function of the match
-    severity: int = ERROR
-    # Lowercase text one of which every match contains (derived from `pattern`).
-    literals: tuple[str, ...] = field(default=())
-
-    def explain(self, m: re.Match[str]) -> Hint:
-        if callable(self.hint):
-            return Hint(self.key, self.hint(m))
-        groups = {k: v or "?" for k, v in m.groupdict().items()}
-        return Hint(self.key, self.hint.format(**groups))
-
-
-def _sig(
-    key: str, pattern: str, hint: str | HintFn, severity: int = ERROR, *, ignore_case: bool = False
-) -> Signature:
-    # re.ASCII: case-insensitive parts fold ASCII letters only, as bytes.lower() does, so the
-    # derived literals are found in the lowercased block whenever the pattern matches.
-    rx = re.compile(pattern, re.ASCII | (re.IGNORECASE if ignore_case else 0))
-    return Signature(key, rx, hint, severity, required_literals(rx))
-
-
-# -- hints that depend on the match --------------------------------------------------------------
-
-
-# pip names of the packages verl's workers import by another name
-def _import_hint(m: re.Match[str]) -> str:
-    pkg = (m.group("pkg") or m.group("pkg2") or "?").split(".")[0]
-    # Its pip name from verl's own requirements (this Python's verl), else the module's name.
-    from tui.jobs.pip_names import this_python
-
-    pip = this_python().requirement(pkg).text
-    return (
-        f"Python package '{pkg}' is missing or broken in the interpreter that ran this worker:"
-        f" install {pip} (built for this torch) into that Python on every node (hosts.yaml "
-        "python:), the same version everywhere, then restart Ray (verl-tui up --restart)"
-    )
-
-
-def _override_hint(m: re.Match[str]) -> str:
-    key = m.group("key")
-    # The profile check's own table of keys verl renamed (stdlib-only module: no cycle, no cost).
-    from tui.jobs.schema import renamed_to
-
-    moved = renamed_to(key)
-    if moved is not None:
-        new, why = moved
-        return (
-            f"verl renamed '{key}': write {new}=… instead ({why}); verl-tui profile check "
-            "lists every such key"
-        )
-    return (
-        f"verl's config has no key '{key}' (removed from verl or misspelt): drop or rename "
-        f"it (verl-tui profile check names the nearest real key); write +{key}=… only to add "
-        "a key of your own"
-    )
-
-
-# -- the table: the more specific signatures first ---------------------------------------------
-
-SIGNATURES: tuple[Signature, ...] = (
-    _sig(
-        "nccl_timeout",
-        r"Watchdog caught collective operation timeout|NCCL operations have failed or timed out"
-        r"|ProcessGroupNCCL.{0,300}?\b(?:[Tt]imeout|timed out)|Timeout at NCCL work"
-        r"|NCCL communicator was aborted"
-        r"|(?:ncclUniqueId|NCCL communicator).{0,300}?(?:Socket Timeout|timed out)",
-        "an NCCL collective timed out: a rank died or hung first (look for its error above) or "
-        "the nodes cannot reach each other; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in "
-        "hosts.yaml ray.env to the interface the nodes share, check IB ports (verl-tui check); "
-        "NCCL_DEBUG=INFO says more",
-    ),
-    _sig(
-        "gloo_full_mesh",
-        r"connectFullMesh failed",
-        "the ranks could not connect to each other (Gloo): set GLOO_SOCKET_IFNAME and "
-        "NCCL_SOCKET_IFNAME in hosts.yaml ray.env to the interface the nodes share (not lo or "
-        "docker0); check IB ports and firewalls (verl-tui check)",
-    ),
-    _sig(
-        "nccl_network",
-        r"NCCL WARN (?:NET/|[Ss]ocket|Call to (?:ibv_|connect))|unhandled system error"
-        r"|ncclSystemError|ncclRemoteError",
-        "NCCL could not set up its network: point NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) in "
-        "hosts.yaml ray.env at the interface the nodes share; for InfiniBand check NCCL_IB_HCA "
-        "and that the IB ports are up (verl-tui check)",
-    ),
-    _sig(
-        "vllm_pg_gpus",
-        r"number of required GPUs exceeds the total number of available GPUs in the placement "
-        r"group|Tensor parallel size \(\d+\) exceeds available GPUs",
-        "vLLM's tensor parallel group does not fit the GPUs of its placement group: make "
-        "actor_rollout_ref.rollout.tensor_model_parallel_size ≤ trainer.n_gpus_per_node (and "
-        "the GPUs Ray sees on each node, `ray status`)",
-    ),
-    _sig(
-        "gpus_short",
-        r"Total available GPUs (?P<have>[\d.]+) is less than total desired GPUs (?P<want>[\d.]+)",
-        "the job wants {want} GPUs but Ray has {have} free: make trainer.nnodes × "
-        "trainer.n_gpus_per_node fit the cluster (all nodes up? another job holding GPUs?)",
-    ),
-    _sig(
-        "placement_pending",
-        r"cannot be scheduled right now|No available node types can fulfill"
-        r"|pending placement groups?\b|Waiting for (?:creating a )?placement group",
-        "Ray cannot place the job's placement group, so the job waits forever: every node needs "
-        "trainer.n_gpus_per_node free GPUs and 3 × n_gpus_per_node free CPUs (verl reserves 3 "
-        "CPUs per GPU); `ray status` (verl-tui status) shows the node short of GPUs/CPUs or a job "
-        "still holding them; else lower trainer.nnodes / n_gpus_per_node",
-        WARNING,
-    ),  # Ray's own level: it may pass while a runtime_env installs
-    _sig(
-        "gcs_connect",
-        r"Failed to connect to (?:the )?GCS|Unable to connect to GCS"
-        r"|Failed to get cluster ID from GCS|Timed out while waiting for GCS"
-        r"|GCS may have been killed|Could not find any running Ray instance",
-        "the job cannot reach Ray's GCS on the head (port 6379 unless hosts.yaml ray.port says "
-        "otherwise): is Ray up (verl-tui status)? can every node reach the head's node_ip "
-        "through the firewall, with the same Ray version?",
-    ),
-    _sig(
-        "vllm_cumem_oom",
-        r"CUDA Error: out of memory at \S{0,300}?cumem",
-        "vLLM could not take its GPU memory back on wake-up (sleep mode): the actor's weights, "
-        "grads or optimizer still fill the GPU; lower actor_rollout_ref.rollout."
-        "gpu_memory_utilization (e.g. 0.5) or turn on the actor's param/optimizer offload",
-        ignore_case=True,
-    ),
-    _sig(
-        "cuda_oom",
-        r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError",
-        "a GPU ran out of memory: lower actor_rollout_ref.rollout.gpu_memory_utilization "
-        "(the KV cache share), the *micro_batch_size_per_gpu / ppo_max_token_len_per_gpu, or "
-        "turn on param/optimizer offload and gradient checkpointing",
-        ignore_case=True,
-    ),
-    _sig(
-        "kv_cache",
-        r"No available memory for the cache blocks"
-        r"|KV cache is needed, which is larger than the available KV cache memory"
-        r"|is larger than the maximum number of tokens that can be stored in KV cache",
-        "vLLM has no room for its KV cache: raise "
-        "actor_rollout_ref.rollout.gpu_memory_utilization, or lower rollout.max_model_len / "
-        "max_num_batched_tokens, or raise rollout.tensor_model_parallel_size",
-    ),
-    _sig(
-        "host_oom",
-        r"killed due to (?:the )?node running low on memory|killed due to memory pressure"
-        r"|Out of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:",
-        "a node ran out of host RAM and a worker was killed (Ray's memory monitor or the "
-        "kernel's OOM killer): lower host memory use (rollout batch, dataloader workers, CPU "
-        "offload, reward workers) or add RAM; `ray memory` and `dmesg` show the holders",
-        ignore_case=True,
-    ),
-    _sig(
-        "actor_died",
-        r"actor died unexpectedly before finishing this task|ActorDiedError"
-        r"|actor is dead because its worker process has died"
-        r"|worker died or was killed while executing a task",
-        "a Ray worker process died without a Python error: most often the host's OOM killer "
-        "(`dmesg` or raylet.out on that node; a 'running low on memory' line above), else a "
-        "segfault or `ray stop`; the first error above or the worker's .err log names it",
-    ),
-    _sig(
-        "hf_cache_perm",
-        r"\[Errno 13\] Permission denied: '(?:[^'\n]{0,300}?/)?\.cache\b",
-        "the Hugging Face cache is not writable (a user without a home directory gets "
-        "'/.cache'): set HF_HOME (and XDG_CACHE_HOME) to a writable folder on every node, in the "
-        "job env or hosts.yaml ray.env",
-    ),
-    _sig(
-        "import_missing",
-        r"(?:ModuleNotFoundError: |^)No module named '(?P<pkg>[A-Za-z_][A-Za-z0-9_.]{0,100})'"
-        r"|ImportError: .{0,300}?\b(?P<pkg2>transfer_queue|vllm|sglang|flash_attn)(?:[\W_]|$)",
-        _import_hint,
-    ),
-    _sig(
-        "mkl_gomp",
-        r"MKL_THREADING_LAYER=INTEL is incompatible with libgomp",
-        "numpy's MKL clashes with torch's libgomp: set MKL_SERVICE_FORCE_INTEL=1 (or "
-        "MKL_THREADING_LAYER=GNU) in the job env or hosts.yaml ray.env, or import numpy first",
-    ),
-    _sig(
-        "upload_too_large",
-        r"Request Entity Too Large|RequestEntityTooLarge|Maximum request body size \d+ exceeded"
-        r"|Package size \([^)]{0,300}\) exceeds the maximum size|status code 413\b",
-        "the job's working_dir is too big to upload: exclude checkpoints, data, outputs, .venv "
-        "and .git (runtime_env excludes or .rayignore) and keep data on shared storage",
-    ),
-    _sig("hydra_override", r"Could not override '(?P<key>[^']{1,300})'", _override_hint),
-    _sig(
-        HYDRA_FAILED,
-        r"^Error executing job with overrides:",
-        "Hydra's summary after verl failed: the cause is the exception at the end of the "
-        "traceback that follows this line (the next hint shows it); HYDRA_FULL_ERROR=1 adds "
-        "Hydra's own frames",
-    ),
-    _sig(
-        "ray_version",
-        r"\bVersion mismatch: The cluster was started with|Ray version mismatch",
-        "the job's Ray (or Python) differs from the cluster's: install the same versions on "
-        "every host and in the job's interpreter (hosts.yaml python:), then restart Ray",
-    ),
-)
+# The table: failures of the job first (the more specific causes), then its setup, then the
+# cluster's (a NCCL line that quotes an out-of-memory is the OOM).
+SIGNATURES: tuple[Signature, ...] = JOB_SIGNATURES + SETUP_SIGNATURES + CLUSTER_SIGNATURES
 
 
 PREFILTER = Prefilter.build(tuple(sig.literals for sig in SIGNATURES))
@@ -321,26 +113,6 @@ _ANCHORS_B = tuple(a.encode() for a in PREFILTER.anchors)
 HINT_REPEAT_GAP = 1000  # lines before the same hint is attached again (ranks repeat failures)
 MAX_TRACEBACK_LINES = 400  # of its own origin: a traceback that never ends closes here
 MAX_TRACEBACK_SPAN = 5000  # of the whole log: an origin that went quiet mid-traceback
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI_RE.sub("", text) if "\x1b" in text else text
-
-
-def split_source(plain: str) -> tuple[str, str]:
-    """(origin prefix, message): Ray's `(Actor pid=…, ip=…)` and torchrun's `[rankN]:`."""
-    msg = plain
-    source = ""
-    if plain[:1] in ("(", "["):
-        m = PREFIX_RE.match(plain)
-        if m is not None and m.end():
-            source, msg = plain[: m.end()].rstrip(), plain[m.end() :]
-    if "across cluster]" in msg:
-        # Found by position, not `\s*…` tried at every blank of the line (quadratic).
-        cut = msg.rfind("[repeated ")
-        if cut >= 0 and REPEATED_RE.match(msg, cut):
-            msg = msg[:cut].rstrip()
-    return source, msg
 
 
 def classify(msg: str) -> int:
@@ -354,10 +126,12 @@ def classify(msg: str) -> int:
             return WARNING if (m.group(1) or m.group(2)) == "W" else ERROR
     if ("ERROR" in msg or "FATAL" in msg or "CRITICAL" in msg) and LEVEL_ERROR_RE.search(msg):
         return ERROR
-    if ("Error" in msg or "Exception" in msg) and head.isalpha() and EXCEPTION_RE.match(msg):
-        return ERROR
-    if msg.startswith(("Error: ", "error: ")):
-        return ERROR
+    if "Error" in msg or "Exception" in msg or "rror: " in msg:
+        body = strip_header(msg)  # `2025-01-16 08:48:22 ValueError: …` is an exception line
+        if body[:1].isalpha() and EXCEPTION_RE.match(body):
+            return ERROR
+        if body.startswith(("Error: ", "error: ")):
+            return ERROR
     if "WARN" in msg and LEVEL_WARNING_RE.search(msg):
         return WARNING
     if "Warning" in msg and (msg.startswith("Warning: ") or WARNING_CLASS_RE.search(msg)):
@@ -367,14 +141,17 @@ def classify(msg: str) -> int:
 
 def match_signature(msg: str) -> tuple[Signature, Hint] | None:
     """The first known failure signature in `msg` (table order), with its hint filled in; the
-    first MATCH_CHARS characters are read."""
+    first MATCH_CHARS characters are read. A pattern is tried on the message and, where a
+    timestamp or log level leads it, on the text after them (for patterns anchored at `^`;
+    the header itself may hold the words a pattern wants: `[E… ProcessGroupNCCL.cpp:1664]`)."""
     msg = msg[:MATCH_CHARS]
+    body = strip_header(msg)
     low = msg.lower()
-    for i in PREFILTER.candidates(low):
+    for i in PREFILTER.candidates(low):  # a literal of each is in the line
         sig = SIGNATURES[i]
-        if not any(lit in low for lit in sig.literals):
-            continue
         m = sig.pattern.search(msg)
+        if m is None and body is not msg:
+            m = sig.pattern.search(body)
         if m is not None:
             return sig, sig.explain(m)
     return None
@@ -382,11 +159,13 @@ def match_signature(msg: str) -> tuple[Signature, Hint] | None:
 
 def candidate_starts(data: bytes) -> list[int]:
     """Start offsets of the lines of `data` (whole lines, plain text) that hold an anchor,
-    ascending: one C-level scan per anchor over the whole lowercased block."""
+    ascending: the anchors the block's tokens allow (Prefilter.present), each found with C-level
+    scans over the lowercased block."""
     low = data.lower()
     find, rfind = low.find, low.rfind
     starts: set[int] = set()
-    for needle in _ANCHORS_B:
+    for i in PREFILTER.present(low):
+        needle = _ANCHORS_B[i]
         p = find(needle)
         while p >= 0:
             starts.add(rfind(b"\n", 0, p) + 1)
@@ -450,7 +229,7 @@ class LineClassifier:
         self._hydra.clear()
 
     def feed(self, line_no: int, raw: str) -> tuple[int, Hint | None]:
-        source, msg = split_source(strip_ansi(raw[:MATCH_CHARS]))
+        source, msg = normalize(raw[:MATCH_CHARS])
         self._exception_line = False
         flags = self._traceback(line_no, source, msg) | classify(msg)
         hint = None
