@@ -62,7 +62,8 @@ def judge(script: Path) -> Outcome:
     m = _LABEL.search(text)
     out = Outcome(script, m.group(1) if m else None, m.group(2).split() if m else [])
     try:
-        result = import_script(text, source=str(script), cwd=str(script.parent))
+        # As `verl-tui profile import SCRIPT` run here: $0 is the path as given, $(pwd) here.
+        result = import_script(text, source=str(script), cwd=os.getcwd())
     except ScriptLimitError as exc:
         out.failure = str(exc)
         return out

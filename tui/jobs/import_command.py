@@ -98,6 +98,7 @@ class CommandReader(Expander):
 
     def __init__(self, text: str, source: str, cwd: str | None = None) -> None:
         super().__init__(text, cwd)
+        self.script_path = None if source.startswith("<") else source
         self.source = source  # the script's path (or <stdin>): relative config paths
         self.env: dict[str, str] = {}
         self.env_lines: dict[str, int] = {}
@@ -556,6 +557,9 @@ class CommandReader(Expander):
         parsed: Any = None
         if value is not None:
             parsed, problem = _hydra_value(value, shell_text=bool(exp.unresolved))
+            if problem and (parsed is _REFUSED or "would refuse" in problem):
+                # main_ppo fails on it as written: listed with the refused arguments too
+                self.refused.append(Unmapped(w.line, w.raw, problem))
             if problem and parsed is _REFUSED:
                 self.skip(w.line, w.raw, problem)
                 return

@@ -60,8 +60,8 @@ def find_entry(
 ) -> EntryMatch | None:
     """The first verl entry point the argv runs; None when it runs none. `python_var` says
     whether an unresolved word names an interpreter (`$PYTHON` from the environment)."""
-    if not words or _name(words[0]) in NOT_LAUNCHERS:
-        return None
+    if not words or _name(words[0]) in NOT_LAUNCHERS or (words[0].literal or "")[:1] == "-":
+        return None  # `-- python3 …` on a line of its own: bash runs a command named `--`
     k = 0
     while k < len(words):
         name = _name(words[k])
@@ -70,13 +70,19 @@ def find_entry(
             if found is not None:
                 return found
         elif (name is not None and PYTHON_NAME.fullmatch(name)) or (
-            name is None and python_var(words[k])
+            name is None and (python_var(words[k]) or _followed_by_module(words, k, entries))
         ):
             found = _after_python(words, k, entries)
             if found is not None:
                 return found
         k += 1
     return None
+
+
+def _followed_by_module(words: list[Word], k: int, entries: dict[str, Entry]) -> bool:
+    """`$P -m verl.trainer.main_ppo` with P known only when the script runs (`$(which
+    python3)`): a word not known here that runs a verl module is its interpreter."""
+    return k + 1 < len(words) and _module_arg(words, k + 1)[0] in entries
 
 
 def _module_arg(words: list[Word], j: int) -> tuple[str | None, int]:

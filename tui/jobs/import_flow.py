@@ -19,9 +19,12 @@ from tui.jobs.shell_expand import Var
 from tui.jobs.shell_lexer import MAX_NESTING, Lexer, ScriptLimitError, Word
 from tui.jobs.shell_parse import Cmd, parse, pipelines
 
-MAX_UNROLLED = 200_000  # commands read by unrolled loop passes, the whole import long
-MAX_SOURCED_FILES = 256  # `source` reads, the whole import long
-MAX_SOURCED_CHARS = 16 << 20  # characters of sourced files, the whole import long
+# Bounds of one import, whatever the script nests: real launch scripts run a few hundred
+# commands; the reader takes ~0.1 ms a command, so these end a hostile script in seconds.
+MAX_COMMANDS = 20_000  # commands read in loop passes, eval, bash -c and sourced files
+MAX_UNROLLED = 20_000  # of which in loops read pass by pass (past it: read once, unknown)
+MAX_RUN_TEXT = 2 << 20  # characters of eval / bash -c strings and sourced files, in total
+MAX_SOURCED_FILES = 256  # `source` reads
 _UNSET = "not set in the script (comes from the environment when it runs)"
 
 
@@ -35,7 +38,8 @@ class FlowReader(CommandReader):
         self._unroll_left = MAX_UNROLLED
         self._sourcing: list[str] = []  # real paths of the files being sourced
         self._sourced_files = 0
-        self._sourced_chars = 0
+        self._commands = 0
+        self._run_chars = 0  # characters of text run as commands (eval, bash -c, source)
         self._quiet = 0  # inside a sourced file: its lines are not the script's
         self.unread_sources: list[str] = []  # "FILE (line N): why", for unresolved notes
 
@@ -78,6 +82,14 @@ class FlowReader(CommandReader):
             i += 1
 
     def _pipeline(self, pipe: list[Cmd]) -> None:
+        if self._shells or self._sourcing or self._unrolled:  # the script's own: ≤ 1 MiB
+            self._commands += len(pipe)
+            if self._commands > MAX_COMMANDS:
+                raise ScriptLimitError(
+                    pipe[0].line,
+                    f"loop passes, eval, bash -c and sourced files run more than "
+                    f"{MAX_COMMANDS:,} commands",
+                )
         first = self._unwrapped(pipe[0])
         before = self.command_line
         self._command(first)
@@ -141,6 +153,7 @@ class FlowReader(CommandReader):
         """`eval`/`bash -c` STRING: a script of its own, read with the same variables."""
         if self._shells >= MAX_NESTING:
             raise ScriptLimitError(line, f"{what} nested deeper than {MAX_NESTING}")
+        self._spend_text(len(text), line)
         saved = self.text
         self.text = text
         self._shells += 1
@@ -149,6 +162,15 @@ class FlowReader(CommandReader):
         finally:
             self.text = saved
             self._shells -= 1
+
+    def _spend_text(self, size: int, line: int) -> None:
+        self._run_chars += size
+        if self._run_chars > MAX_RUN_TEXT:
+            raise ScriptLimitError(
+                line,
+                f"eval, bash -c and sourced files run more than {MAX_RUN_TEXT:,} characters "
+                "as commands",
+            )
 
     def eval_command(self, cmd: Cmd, argv: list[Word]) -> None:
         """`eval ARGS…`: bash joins its arguments with spaces and runs the result."""
@@ -186,10 +208,7 @@ class FlowReader(CommandReader):
             self._unread(cmd.line, target.text, str(exc))
             return
         self._sourced_files += 1
-        self._sourced_chars += len(text)
-        if self._sourced_chars > MAX_SOURCED_CHARS:
-            self._unread(cmd.line, target.text, f"sourced files pass {MAX_SOURCED_CHARS:,} chars")
-            return
+        self._spend_text(len(text), cmd.line)
         self._read_sourced(cmd, path, real, text, label)
 
     def _read_sourced(self, cmd: Cmd, path: Path, real: str, text: str, label: str) -> None:

@@ -82,6 +82,9 @@ _OTHER_REASONS = {
 }
 
 
+MAX_SCRIPT_CHARS = 1 << 20  # as tui/config/yamlfile.read_text reads at most (1 MiB)
+
+
 class _Importer(FlowReader):
     """The script → profile mapping: walks the parsed commands in bash's order (FlowReader:
     loops, eval, bash -c, source), keeps the script's variables and exports, and hands the
@@ -208,6 +211,11 @@ class _Importer(FlowReader):
         lits = [w.literal for w in words]
         if any(a == "ray" and b in ("start", "stop") for a, b in itertools.pairwise(lits)):
             reason = "cluster lifecycle: verl-tui brings Ray up and down itself (`verl-tui up`)"
+        elif head.startswith("-"):
+            reason = (
+                "starts with an option: a blank line, a comment or a missing backslash ended "
+                "the command before it, and bash runs this line on its own"
+            )
         elif head in _OTHER_REASONS:
             reason = _OTHER_REASONS[head]
         elif OVERRIDE.fullmatch(head) and "=" in head and "." in head.split("=")[0]:
@@ -395,6 +403,13 @@ def import_script(text: str, *, source: str = "<script>", cwd: str | None = None
     `cwd`, `$(pwd)` and `$PWD` are that directory (and said so in `assumed`). A script past
     the import's bounds (nesting, expanded size, array length, integer digits: shell_lexer's
     MAX_*) raises ScriptLimitError, whose text is one line naming source:line."""
+    if len(text) > MAX_SCRIPT_CHARS:  # the CLI's reader refuses such a file already
+        raise ScriptLimitError(
+            1,
+            f"the script is {len(text):,} characters, over the {MAX_SCRIPT_CHARS:,} "
+            "an import reads",
+            source,
+        )
     imp = _Importer(text, source, cwd)
     try:
         imp.run()

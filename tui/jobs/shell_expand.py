@@ -6,6 +6,7 @@ directory it runs from) is reported as Assumed.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from tui.jobs.shell_lexer import (
     Word,
     fragment,
 )
+from tui.jobs.shell_subst import pure_output
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Expander:
         self._record = True
         self._from_pwd = False  # a value was built on $(pwd) / $PWD
         self._depth = 0  # expansions open inside each other (${X:-${Y:-…}}, arrays)
+        self.script_path: str | None = None  # $0 / ${BASH_SOURCE[0]} (None: not known)
 
     # -- reporting ----------------------------------------------------------------------------
     def _src(self, start: int, end: int) -> str:
@@ -176,9 +179,16 @@ class Expander:
             if value is not None:
                 return value
         if p.kind == "subst":
+            known = pure_output(p.text, line, self._known_text, self.cwd)
+            if known is not None:
+                self._assume(line, p.text, known, "a path command on known words: worked out here")
+                return known
             out.unresolved.append(p.text)
             self._unresolved(p.text, "command output: known only when the script runs")
             return None
+        if p.kind == "special" and p.name == "0" and p.op is None and self.script_path:
+            self._assume(line, p.text, self.script_path, "the script's path, as it was given")
+            return self.script_path
         if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
             # `${1:-vllm}`: a script argument; imported as run without arguments.
             sub = self._expand(fragment(p.arg or "", line))
@@ -197,6 +207,14 @@ class Expander:
             return None
         name = p.name or p.text
         var = self.vars.get(name)
+        if (
+            name == "BASH_SOURCE"
+            and var is None
+            and self.script_path
+            and (p.op is None or (p.op == "index" and (p.arg or "").strip() in ("0", "@", "*")))
+        ):
+            self._assume(line, p.text, self.script_path, "the script's path, as it was given")
+            return self.script_path
         if p.op == "length":
             return self._length(p, var, out)
         if p.op == "index":
@@ -224,6 +242,19 @@ class Expander:
             if p.op.lstrip(":") == "=":
                 self.vars[name] = Var(sub.text, f"set by {p.text} at line {line}")
             return sub.text
+        if var is None and p.op in (":+", "+"):
+            self._assume(
+                line,
+                p.text,
+                "",
+                f"{name} is not set in the script: {p.text} is empty (when "
+                f"the script runs, {name} from the environment would give its text)",
+            )
+            return ""
+        if p.op == "complex" and var is not None and var.value is not None:
+            edited = self._edit(p, var.value, line, out)
+            if edited is not None:
+                return edited
         if p.op == "complex" or (var is None and p.op is None):
             self._unknown(name, var, out, p)
             return None
@@ -248,6 +279,49 @@ class Expander:
             out.unresolved.extend(sub.unresolved)
             return sub.text if not sub.unresolved else None
         return value if not empty else None  # ":?": fails at run time when empty
+
+    def _edit(self, p: Piece, value: str, line: int, out: Expanded) -> str | None:
+        """`${X#pat}` `${X##pat}` `${X%pat}` `${X%%pat}` (a glob cut off the start or end),
+        `${X/pat/to}` `${X//pat/to}`, `${X^^}` `${X,,}` `${X:off:len}` on a known value; None
+        when the form is another or a part is not known."""
+        m = _EDIT.fullmatch(p.text[2:-1])
+        if m is None or len(value) > MAX_EDITED:
+            return None
+        op, rest = m.group(2), m.group(3)
+        if op in ("^^", ",,", "^", ","):
+            if rest:
+                return None
+            if op in ("^^", ",,"):
+                return value.upper() if op == "^^" else value.lower()
+            return (value[:1].upper() if op == "^" else value[:1].lower()) + value[1:]
+        if op == ":":
+            sub = re.fullmatch(r"\s*(-?\d{1,9})\s*(?::\s*(-?\d{1,9})\s*)?", rest)
+            if sub is None:
+                return None
+            start = int(sub.group(1))
+            start = max(0, len(value) + start) if start < 0 else start
+            if sub.group(2) is None:
+                return value[start:]
+            n = int(sub.group(2))
+            return value[start : len(value) + n if n < 0 else start + n]
+        pattern, _, to = rest.partition("/") if op in ("/", "//") else (rest, "", "")
+        parts = [self._expand(fragment(x, line)) for x in (pattern, to)]
+        if any(x.unresolved for x in parts):
+            out.unresolved.extend(u for x in parts for u in x.unresolved)
+            return None
+        glob = re.compile(fnmatch.translate(parts[0].text))
+        cuts = range(len(value) + 1)
+        if op in ("#", "##"):
+            ends = [i for i in cuts if glob.match(value[:i])]
+            return value[(ends[0] if op == "#" else ends[-1]) :] if ends else value
+        if op in ("%", "%%"):
+            starts = [i for i in cuts if glob.match(value[i:])]
+            return value[: (starts[-1] if op == "%" else starts[0])] if starts else value
+        return _replace(value, glob, parts[1].text, every=op == "//")
+
+    def _known_text(self, w: Word) -> str | None:
+        exp = self.expand(w, record=False)
+        return None if exp.unresolved else exp.text
 
     def _length(self, p: Piece, var: Var | None, out: Expanded) -> str | None:
         """`${#A[@]}`: the array's element count (its elements split as bash split them when
@@ -414,6 +488,28 @@ class Expander:
             note = f"{p.text}: a shell expansion known only when the script runs"
         self._unresolved(name, note)
         return None
+
+
+_EDIT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(##|#|%%|%|//|/|\^\^|\^|,,|,|:(?![-=+?]))(.*)", re.S)
+MAX_EDITED = 4096  # characters of a value `${X#…}`-style edits work on (each cut is a match)
+
+
+def _replace(value: str, glob: re.Pattern[str], to: str, *, every: bool) -> str:
+    """`${X/pat/to}`: the longest match at the first place one starts (every place: //)."""
+    out, i = [], 0
+    while i <= len(value):
+        end = next((j for j in range(len(value), i, -1) if glob.match(value[i:j])), None)
+        if end is None:
+            if i < len(value):
+                out.append(value[i])
+            i += 1
+            continue
+        out.append(to)
+        i = end
+        if not every:
+            out.append(value[i:])
+            return "".join(out)
+    return "".join(out)
 
 
 _ARITH_TOKEN = re.compile(

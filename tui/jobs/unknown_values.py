@@ -17,7 +17,7 @@ from typing import Any
 _SHELL = re.compile(
     r"\$\(\((?P<arith>[^)]{0,200})"
     r"|\$\((?P<subst>[^)]{0,200})"
-    r"|`(?P<tick>[^`]{0,200})"
+    r"|`(?P<tick>[^`]{0,200})`"
     r"|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)"
     r"|\$\{#?(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?=\}|:[-=+?]|[-=+?#%/^,\[])"
     r"|\$(?P<special>[0-9@*#?$!])"
