@@ -291,3 +291,18 @@ def test_parameter_edits_and_path_commands_match_bash(tmp_path: Path) -> None:
         )
         assert r.unresolved_vars == [], expr
         assert str(r.profile.overrides["a.b"]) == expected.removeprefix("a.b="), expr
+
+
+def test_check_past_its_bound_says_how_many_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the check must stop (100 refused keys, ~0.3 s a compose) it says so with the
+    count, never silently (the bound lowered to 3 here to keep the test quick)."""
+    from tui.jobs import validate
+    from tui.jobs.profiles import Profile
+
+    monkeypatch.setattr(validate, "MAX_COMPOSE_RETRIES", 3)
+    bad = {f"nope.k{i}": i for i in range(5)}
+    report = check_profile(Profile(name="many", overrides={"trainer.nnodes": 1, **bad}))
+    keys = [p.key for p in report.errors]
+    assert keys[:3] == ["nope.k0", "nope.k1", "nope.k2"]
+    assert report.errors[3].message.startswith("and 3 more overrides not checked")
+    assert not report.ok
