@@ -375,6 +375,26 @@ KNOWN = [
         "(TaskRunner pid=3) AssertionError: Not enough GPUs to run the reward "
         "model. world_size (4) < rollout_world_size (8).",
     ),
+    # variants of the same causes in other libraries' words
+    (
+        "c10d_timeout",
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator "
+        "and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: Connection reset by peer",
+    ),
+    (
+        "host_oom",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=123.0. Some of the "
+        "step tasks have been OOM Killed.",
+    ),
+    ("sigkill", "Killed"),
+    (
+        "model_not_found",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/models/x/config.json'",
+    ),
+    ("disk_full", "ray.exceptions.OutOfDiskError: Local disk is full"),
+    ("shared_lib", "OSError: libnccl.so.2: cannot open shared object file: No such file"),
+    ("wandb_key", "wandb: ERROR Error while calling W&B API: user is not logged in"),
 ]
 
 # Lines that mention the same words but are not those failures.

@@ -70,7 +70,9 @@ CLUSTER_SIGNATURES: tuple[Signature, ...] = (
         "c10d_timeout",
         r"client socket has timed out after|client socket has failed to connect to .{0,200}?"
         r"(?:timed out|No route to host)|DistStoreError|Timed out initializing process group"
-        r"|waiting for clients\. \d{1,6}/\d{1,6} clients joined|TCPStore.{0,100}?timed out",
+        r"|waiting for clients\. \d{1,6}/\d{1,6} clients joined|TCPStore.{0,100}?timed out"
+        r"|store->get\(.{0,60}?\) got error: (?:Connection reset by peer|Broken pipe"
+        r"|Connection refused)",
         "the ranks could not reach torch's rendezvous store (c10d TCPStore at "
         "MASTER_ADDR:MASTER_PORT): rank 0 died or started late, or the address/port is not "
         "reachable from every node — check the first rank's error, that MASTER_ADDR is not "

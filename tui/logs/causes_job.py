@@ -247,7 +247,8 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
         r"killed due to (?:the )?node running low on memory|killed due to memory pressure"
         r"|Out of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:"
         r"|exceeds the memory usage threshold|DefaultCPUAllocator: can't allocate memory"
-        r"|\[Errno 12\] Cannot allocate memory|std::bad_alloc",
+        r"|\[Errno 12\] Cannot allocate memory|std::bad_alloc|Detected \d{1,6} oom[-_]kill event"
+        r"|\bOOMKilled\b|OOM Killed",
         "a node ran out of host RAM (Ray's memory monitor or the kernel's OOM killer killed a "
         "worker, or an allocation failed): lower host memory use (rollout batch, "
         "data.dataloader_num_workers, CPU offload, reward workers) or add RAM; raising "
@@ -259,7 +260,7 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "sigkill",
         r"Signal 9 \(SIGKILL\)|Signals\.SIGKILL|killed by signal 9|exitcode *: -9\b"
-        r"|exit code 137\b|\d{1,9} Killed {1,20}(?:python|ray|torchrun|bash)",
+        r"|exit code 137\b|\d{1,9} Killed {1,20}(?:python|ray|torchrun|bash)|^Killed\s{0,5}$",
         "a process was killed with SIGKILL — most often the kernel's OOM killer (host RAM; "
         "`dmesg` on that node), else a scheduler or container memory limit (Slurm --mem, "
         "docker --memory) or `ray stop --force`: lower host memory use or raise the limit",

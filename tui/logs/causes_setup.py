@@ -234,7 +234,9 @@ SETUP_SIGNATURES: tuple[Signature, ...] = (
         "model_not_found",
         r"We couldn't connect to 'https://huggingface\.co'|LocalEntryNotFoundError"
         r"|is not a local folder and is not a valid model identifier|Repository Not Found for url"
-        r"|GatedRepoError|Cannot access gated repo|Can't load (?:the )?(?:tokenizer|config"
+        r"|GatedRepoError|access a gated repo|Cannot access gated repo|host='huggingface\.co'"
+        r"|No such file or directory: '[^'\n]{0,300}?(?:config|tokenizer\w{0,20})\.json'"
+        r"|Can't load (?:the )?(?:tokenizer|config"
         r"|configuration) for|does not appear to have a file named",
         "the model path is not a folder on this node and the Hugging Face Hub was unreachable "
         "or refused: put the model at the same path on every node (or shared storage) for "
@@ -264,7 +266,7 @@ SETUP_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "wandb_key",
         r"api_key not configured|wandb\.errors\.(?:errors\.)?(?:UsageError|AuthenticationError)"
-        r"|wandb: ERROR .{0,200}?(?:API key|api_key|authenticat)",
+        r"|wandb: ERROR .{0,200}?(?:API key|api_key|authenticat|not logged in)",
         "wandb has no API key on the node that logs (verl logs from its TaskRunner, on any "
         "node): set WANDB_API_KEY in hosts.yaml ray.env or the job env (names ending in KEY are "
         "masked), or WANDB_MODE=offline, or drop wandb from trainer.logger",
@@ -273,7 +275,7 @@ SETUP_SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "data_read",
-        r"No such file or directory: '(?P<path>[^'\n]{1,300}?\.(?:parquet|jsonl?|arrow))'"
+        r"No such file or directory: '(?P<path>[^'\n]{1,300}?\.(?:parquet|jsonl|arrow))'"
         r"|Unable to find '(?P<path2>[^'\n]{1,300}?\.parquet)'"
         r"|Parquet magic bytes not found|Could not open Parquet input source"
         r"|Couldn't deserialize thrift|Parquet file size is 0 bytes|ArrowInvalid"
