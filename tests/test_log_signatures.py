@@ -395,6 +395,11 @@ KNOWN = [
     ("disk_full", "ray.exceptions.OutOfDiskError: Local disk is full"),
     ("shared_lib", "OSError: libnccl.so.2: cannot open shared object file: No such file"),
     ("wandb_key", "wandb: ERROR Error while calling W&B API: user is not logged in"),
+    (
+        "batch_divisible",
+        "AssertionError: normalized ppo_mini_batch_size 4 should be divisible "
+        "by ppo_micro_batch_size_per_gpu 8",
+    ),
 ]
 
 # Lines that mention the same words but are not those failures.

@@ -309,8 +309,9 @@ SETUP_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "batch_divisible",
         r"must be divisible by minimal possible batch size|should be larger than 0 after normaliz"
-        r"|ppo_mini_batch_size \(\d{1,9}\) must be divisible|train_batch_size \(\d{1,9}\) must be"
-        r"|must be >= n_gpus|micro_batch_size.{0,80}?must be divisible"
+        r"|normalized \w{1,60}_batch_size \d{1,9} should be"
+        r"|(?:mini|micro)_batch_size.{0,80}?(?:must|should) be (?:divisible|larger|greater|>=)"
+        r"|train_batch_size \(\d{1,9}\) must be|must be >= n_gpus"
         r"|is not divisible by infer_world_size|must be divisible by gpus_per_node"
         r"|should be divisible by tensor_model_parallel_size|n_gpus \(\d{1,9}\) must be divisible",
         "verl splits each batch over the GPUs: data.train_batch_size × rollout.n must divide by "
