@@ -17,14 +17,20 @@ from fakenvml.fakenvml import MIB, FakeGpu, write_state
 
 from tui.cluster.agent_delta import BadDelta, StaleDelta, apply_delta
 from tui.cluster.agent_schema import parse_line
-from tui.cluster.models import TelemetryState
+from tui.cluster.models import GPU_METRICS, TelemetryState
 from tui.cluster.telemetry import TelemetryMonitor, agent_argv
 from tui.config.hosts import load_inventory
-from tui.remote.gpu_common import DELTA_FULL_EVERY, DeltaEncoder
+from tui.remote.gpu_common import DELTA_FULL_EVERY, DELTA_GPU_KEYS, DeltaEncoder
 from tui.transport.fleet import Fleet
 from tui.transport.types import HostState
 
 INTERVAL = 0.2
+PMEM = len(DELTA_GPU_KEYS)  # a delta row's place for its processes' memory, after the numbers
+
+
+def _row(procs: list | None = None, **values: object) -> list:
+    """A delta row: 1 for every number but `values` (by key), then `procs`."""
+    return [values.get(k, 1) for k in DELTA_GPU_KEYS] + [procs]
 
 
 def _env(fake_nvml_lib: Path, state: Path) -> dict[str, str]:
@@ -32,23 +38,11 @@ def _env(fake_nvml_lib: Path, state: Path) -> dict[str, str]:
 
 
 def _comparable(sample) -> list[tuple]:
-    """What a GPU row shows, without the clock and the host's own CPU/load."""
+    """What a GPU row shows (every GPU_METRICS number but the span a utilization covers,
+    which depends on timing), without the host's own CPU/load."""
+    metrics = [m.key for m in GPU_METRICS if m.key != "util_window_s"]
     return [
-        (
-            g.index,
-            g.name,
-            g.uuid,
-            g.util_percent,
-            g.mem_util_percent,
-            g.memory_used_bytes,
-            g.memory_total_bytes,
-            g.temperature_c,
-            g.power_w,
-            g.power_limit_w,
-            g.processes,
-            g.error,
-            g.vendor,
-        )
+        (g.index, g.name, g.uuid, *(getattr(g, k) for k in metrics), g.processes, g.error, g.vendor)
         for g in sample.gpus
     ]
 
@@ -249,9 +243,10 @@ def test_delta_boundary_rejects_wrong_shapes():
         {**good, "host": [1, 2]},
         {**good, "host": [True, 1, 1]},
         {**good, "gpus": "x"},
-        {**good, "gpus": [[1, 1, 1, 1, 1, 1, [1, 2]]]},  # two process memories, one process
-        {**good, "gpus": [[1, 1, -5, 1, 1, 1, None]]},  # negative bytes
-        {**good, "gpus": [[1, 101, 1, 1, 1, 1, None]]},  # a percent over 100
+        {**good, "gpus": [_row([1, 2])]},  # two process memories, one process
+        {**good, "gpus": [_row(memory_used_bytes=-5)]},  # negative bytes
+        {**good, "gpus": [_row(mem_util_percent=101)]},  # a percent over 100
+        {**good, "gpus": [[*_row()[:-2], None]]},  # a number short
         {**good, "host": [101, 1, 1]},
         {**good, "host": [1, 1, 1.5]},  # bytes that are not whole
         {**good, "seq": "1"},
@@ -264,9 +259,9 @@ def test_delta_boundary_rejects_wrong_shapes():
     assert whole.mem_used_bytes == 4096 and type(whole.mem_used_bytes) is int
     assert base.gpus[0].processes is not None and len(base.gpus[0].processes) == 1
     for bad in (True, -1, "7"):
-        with pytest.raises(BadDelta, match=r"delta\.gpus\[0\]\[6\]"):
-            apply_delta(_line({**good, "gpus": [[1, 1, 1, 1, 1, 1, [bad]]]}), base, 0.0)
-    row = [1, 1, 1, 1, 1, 1, [2048.0]]
+        with pytest.raises(BadDelta, match=rf"delta\.gpus\[0\]\[{PMEM}\]"):
+            apply_delta(_line({**good, "gpus": [_row([bad])]}), base, 0.0)
+    row = _row([2048.0])
     procs = apply_delta(_line({**good, "gpus": [row]}), base, 0.0).gpus[0].processes
     assert procs is not None and procs[0].memory_bytes == 2048
     assert type(procs[0].memory_bytes) is int and procs[0].pid == 7

@@ -10,27 +10,27 @@ things right. Cheap on purpose: ~10x less JSON than a full 8-GPU sample, no stri
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any
 
-from tui.cluster.agent_schema import BYTES, EPOCH, LOAD, PERCENT, SEQ, TEMP_C, WATTS, WINDOW_S
+from tui.cluster.agent_schema import EPOCH, LOAD, SEQ
 from tui.cluster.agent_schema import describe as _describe
-from tui.cluster.models import GpuProcess, GpuSample, HostSample
+from tui.cluster.models import (
+    BYTES,
+    DELTA_METRICS,
+    PERCENT,
+    GpuMetric,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+)
 
 DELTA_PREFIX = '{"type":"delta"'  # how the agent's json.dumps starts a delta line
-# Per GPU, in the order gpu_common.DELTA_GPU_KEYS sends them: (lo, hi, integral).
-_GPU_BOUNDS = (
-    (*PERCENT, False),
-    (*PERCENT, False),
-    (*BYTES, True),
-    (*TEMP_C, False),
-    (*WATTS, False),
-    (*WINDOW_S, False),
-)
 _HOST_BOUNDS = ((*PERCENT, False), (*LOAD, False), (*BYTES, True))
 # The same bounds as plain names, for the checks inlined on the hot path.
 _REAL = (int, float)  # type() membership: bool is neither
 (_P_LO, _P_HI), (_L_LO, _L_HI), (_B_LO, _B_HI) = PERCENT, LOAD, BYTES
-(_T_LO, _T_HI), (_W_LO, _W_HI), (_S_LO, _S_HI) = TEMP_C, WATTS, WINDOW_S
 
 
 class BadDelta(ValueError):
@@ -86,59 +86,7 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     bases = base.gpus
     if type(rows) is not list or len(rows) != len(bases):
         raise BadDelta("delta.gpus", rows, f"not a list of {len(bases)}")
-    gpus = []
-    for i, row in enumerate(rows):
-        if type(row) is not list or len(row) != 7:
-            raise BadDelta(f"delta.gpus[{i}]", row, "not a list of 7")
-        util, mem_util, used, temp, power, window, pmem = row
-        # Checked inline, unrolled (every GPU of every host, every second: the cockpit's
-        # hottest loop at 1,024 hosts); a value not accepted outright takes the general check.
-        if not (
-            (util is None or (type(util) in _REAL and _P_LO <= util <= _P_HI))
-            and (mem_util is None or (type(mem_util) in _REAL and _P_LO <= mem_util <= _P_HI))
-            and (used is None or (type(used) is int and _B_LO <= used <= _B_HI))
-            and (temp is None or (type(temp) in _REAL and _T_LO <= temp <= _T_HI))
-            and (power is None or (type(power) in _REAL and _W_LO <= power <= _W_HI))
-            and (window is None or (type(window) in _REAL and _S_LO <= window <= _S_HI))
-        ):
-            util, mem_util, used, temp, power, window = (
-                _num(row[j], lo, hi, integral, f"delta.gpus[{i}][{j}]")
-                for j, (lo, hi, integral) in enumerate(_GPU_BOUNDS)
-            )
-        b = bases[i]
-        procs = b.processes
-        if pmem is not None:
-            if procs is None or type(pmem) is not list or len(pmem) != len(procs):
-                raise BadDelta(f"delta.gpus[{i}][6]", pmem, "not the base's processes")
-            # Checked inline; the general check (and its field path) only for an odd value.
-            procs = tuple(
-                GpuProcess(
-                    p.pid,
-                    p.name,
-                    m
-                    if type(m) is int and _B_LO <= m <= _B_HI
-                    else _num(m, *BYTES, True, f"delta.gpus[{i}][6]"),
-                )
-                for p, m in zip(procs, pmem, strict=True)
-            )
-        gpus.append(
-            GpuSample(
-                b.index,
-                b.name,
-                b.uuid,
-                util,
-                mem_util,
-                used,
-                b.memory_total_bytes,
-                temp,
-                power,
-                b.power_limit_w,
-                procs,
-                b.error,
-                window,
-                b.vendor,
-            )
-        )
+    gpus = _decode_gpus(rows, bases)
     sample = HostSample(
         seq=seq if seq is not None else base.seq,
         t=float(t) if t is not None else received,
@@ -150,9 +98,90 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         mem_used_bytes=mem_used,
         mem_total_bytes=base.mem_total_bytes,
         ncpu=base.ncpu,
-        gpus=tuple(gpus),
+        gpus=gpus,
     )
     # Its GPU totals now, while the sample is fresh in the cache: the summary adds every
     # host's twice a second, and summing 1,024 cold samples there cost more.
     sample.totals()
     return sample
+
+
+def _inline_check(m: GpuMetric, name: str) -> str:
+    """`name` passes m's check outright (None, or an in-bounds number of the right type)."""
+    kind = "type({0}) is int" if m.integral else "type({0}) in _REAL"
+    return f"({name} is None or ({kind.format(name)} and {m.lo!r} <= {name} <= {m.hi!r}))"
+
+
+def _gpus_source(metrics: Sequence[GpuMetric]) -> str:
+    """The text of `_decode_gpus(rows, bases)`: every GPU's delta row (`metrics`' values in
+    order, then its processes' memory) checked and merged with its base into a GpuSample.
+
+    Written out from the table, unrolled: it runs for every GPU of every host every second
+    (the cockpit's hottest loop at 1,024 hosts), where a loop over the table cost ~2x. A value
+    not accepted outright takes the general check (_num) for its field path. The sample is
+    filled field by field, by name, from GpuSample's own fields (its keyword __init__ cost 3x
+    more here): a delta number, the processes, no health (it rides on full samples), and the
+    base's value for everything else."""
+    n = len(metrics)
+    names = [f"v{j}" for j in range(n)]
+    pairs = list(zip(metrics, names, strict=True))
+    checks = "\n            and ".join(_inline_check(m, v) for m, v in pairs)
+    source = {m.key: v for m, v in pairs} | {"processes": "procs", "health": "None"}
+    fill = "".join(
+        f"\n        g.{f.name} = {source.get(f.name, f'b.{f.name}')}" for f in fields(GpuSample)
+    )
+    return f"""
+def _decode_gpus(rows, bases):
+    gpus = []
+    for i, row in enumerate(rows):
+        if type(row) is not list or len(row) != {n + 1}:
+            raise BadDelta(f"delta.gpus[{{i}}]", row, "not a list of {n + 1}")
+        {", ".join(names)}, pmem = row
+        if not (
+            {checks}
+        ):
+            {", ".join(names)}, = (
+                _num(row[j], lo, hi, integral, f"delta.gpus[{{i}}][{{j}}]")
+                for j, (lo, hi, integral) in enumerate(_BOUNDS)
+            )
+        b = bases[i]
+        procs = b.processes
+        if pmem is not None:
+            if procs is None or type(pmem) is not list or len(pmem) != len(procs):
+                raise BadDelta(f"delta.gpus[{{i}}][{n}]", pmem, "not the base's processes")
+            procs = tuple(
+                GpuProcess(
+                    p.pid,
+                    p.name,
+                    m
+                    if type(m) is int and _B_LO <= m <= _B_HI
+                    else _num(m, _B_LO, _B_HI, True, f"delta.gpus[{{i}}][{n}]"),
+                )
+                for p, m in zip(procs, pmem)
+            )
+        g = _new(GpuSample){fill}
+        gpus.append(g)
+    return tuple(gpus)
+"""
+
+
+def _compile_decoder() -> Callable[[list, tuple[GpuSample, ...]], tuple[GpuSample, ...]]:
+    scope: dict[str, Any] = {
+        "BadDelta": BadDelta,
+        "GpuProcess": GpuProcess,
+        "GpuSample": GpuSample,
+        "_new": object.__new__,
+        "_num": _num,
+        "_REAL": _REAL,
+        "_B_LO": _B_LO,
+        "_B_HI": _B_HI,
+        "_BOUNDS": tuple((m.lo, m.hi, m.integral) for m in DELTA_METRICS),
+    }
+    if hasattr(GpuSample, "__post_init__"):  # the decoder fills samples without __init__
+        raise TypeError("GpuSample.__post_init__ would be skipped by the delta decoder")
+    code = compile(_gpus_source(DELTA_METRICS), "<agent_delta._decode_gpus>", "exec")
+    exec(code, scope)  # our own text, built from GPU_METRICS at import
+    return scope["_decode_gpus"]
+
+
+_decode_gpus = _compile_decoder()

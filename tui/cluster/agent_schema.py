@@ -20,7 +20,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from tui.cluster.models import GpuHealth, GpuProcess, GpuSample, HostSample
+from tui.cluster.models import (  # the per-GPU bounds live with GPU_METRICS
+    BYTES,
+    GPU_METRICS,
+    PERCENT,
+    GpuHealth,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+)
 from tui.sanitize import one_line
 
 MAX_GPUS = 64
@@ -37,18 +45,14 @@ ERROR_LEN = 300
 SHORT_LEN = 64
 HOSTNAME_LEN = 253
 
-# (lo, hi) bounds: values outside are bad data, not clamped (a 1e300 W GPU is a broken agent).
-PERCENT = (0.0, 100.0)
-BYTES = (0, 1 << 60)  # 1 EiB
-TEMP_C = (-100.0, 300.0)
-WATTS = (0.0, 100_000.0)
+# (lo, hi) bounds: values outside are bad data, not clamped (a 1e300 W GPU is a broken agent);
+# a GPU's numbers have theirs in models.GPU_METRICS.
 LOAD = (0.0, 1e6)
 COUNT = (0, 1 << 20)
 PID = (0, (1 << 31) - 1)
 INDEX = (0, 65535)
 SEQ = (0, 1 << 62)
 EPOCH = (0.0, 1e10)  # seconds since 1970, up to the year 2286
-WINDOW_S = (0.0, 86400.0)  # util_window_s: the span a utilization mean covers
 # A GPU's `health` object (tui/remote/nvml_health.py): field -> bool, or (lo, hi) of an int.
 U64 = (0, (1 << 64) - 1)
 _HEALTH_FIELDS: dict[str, tuple[int, int] | None] = {
@@ -182,16 +186,8 @@ class _Checker:
         return None
 
 
-# A GPU's numeric fields in GpuSample's order: (key, lo, hi, integral).
-_GPU_NUMBERS = (
-    ("util_percent", *PERCENT, False),
-    ("mem_util_percent", *PERCENT, False),
-    ("memory_used_bytes", *BYTES, True),
-    ("memory_total_bytes", *BYTES, True),
-    ("temperature_c", *TEMP_C, False),
-    ("power_w", *WATTS, False),
-    ("power_limit_w", *WATTS, False),
-)
+# A GPU's numbers, from the one table: (key, lo, hi, integral).
+_GPU_NUMBERS = tuple((m.key, m.lo, m.hi, m.integral) for m in GPU_METRICS)
 # Sanitized short strings by their raw text: names and uuids repeat in every sample, so the
 # sanitizer runs once per distinct string, not once per sample (bounded: cleared when full).
 _TEXT_CACHE: dict[str, str] = {}
@@ -309,15 +305,15 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
         c.bad(path + "index", index, "duplicate")
         return None
     seen.add(index)
-    # In GpuSample's order; ints where _GPU_NUMBERS says integral (mypy cannot follow the table).
-    values: list[Any] = []
+    # Keyword arguments for GpuSample; ints where the table says integral.
+    numbers: dict[str, Any] = {}
     for key, lo, hi, integral in _GPU_NUMBERS:
         v = get(key)
         if v is not None:
             t = type(v)
             if not (((t is float and not integral) or t is int) and lo <= v <= hi):
                 v = _number(c, v, lo, hi, integral, path, key)
-        values.append(v)
+        numbers[key] = v
     procs = get("processes")
     processes: tuple[GpuProcess, ...] | None = None
     if procs is not None:
@@ -330,29 +326,16 @@ def _gpu(c: _Checker, g: object, i: int, seen: set[int]) -> GpuSample | None:
     if vendor is not None and (type(vendor) is not str or vendor not in VENDORS):
         c.bad(path + "vendor", vendor, "not nvidia or amd")
         vendor = None
-    window = get("util_window_s")
-    if window is not None and not (
-        type(window) in (int, float) and WINDOW_S[0] <= window <= WINDOW_S[1]
-    ):
-        window = _number(c, window, *WINDOW_S, False, path, "util_window_s")
-    util, mem_util, mem_used, mem_total, temperature, power, power_limit = values
     health = get("health")  # on one sample every few seconds
     return GpuSample(
         index,
-        _short_text(c, get("name"), path, "name"),
-        _short_text(c, get("uuid"), path, "uuid"),
-        util,
-        mem_util,
-        mem_used,
-        mem_total,
-        temperature,
-        power,
-        power_limit,
-        processes,
-        None if error is None else c.str_(g, "error", ERROR_LEN, path),
-        window,
+        name=_short_text(c, get("name"), path, "name"),
+        uuid=_short_text(c, get("uuid"), path, "uuid"),
+        processes=processes,
+        error=None if error is None else c.str_(g, "error", ERROR_LEN, path),
         vendor=vendor,
-        health=None if health is None else _health(c, health, path, util),
+        health=None if health is None else _health(c, health, path, numbers["util_percent"]),
+        **numbers,
     )
 
 

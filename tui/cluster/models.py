@@ -6,8 +6,8 @@ import enum
 import time
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Any, NamedTuple
 
 from tui.transport.types import HostState, LinkStatus
 
@@ -58,11 +58,57 @@ class GpuHealth:
         return doc
 
 
+# (lo, hi) bounds: values outside are bad data, not clamped (a 1e300 W GPU is a broken agent).
+PERCENT = (0.0, 100.0)
+BYTES = (0, 1 << 60)  # 1 EiB
+TEMP_C = (-100.0, 300.0)
+WATTS = (0.0, 100_000.0)
+WINDOW_S = (0.0, 86400.0)  # util_window_s: the span a utilization mean covers
+
+
+class GpuMetric(NamedTuple):
+    """One per-GPU number: how the agent sends it and GpuSample holds it."""
+
+    key: str  # the agent's record key and GpuSample's attribute
+    lo: float
+    hi: float
+    integral: bool  # an int (a float holding an integer is taken as one), else int or float
+    delta: bool  # sent on delta lines (it changes every second), else on full samples only
+    fmt: str = ""  # format spec and unit of a display ("3.0f", "MHz")
+    unit: str = ""
+    title: str = ""  # header of its own optional GPU-table column; "" for none
+    width: int = 0  # that column's cells
+
+
+# THE per-GPU numbers, one row each. The boundary (agent_schema), the delta decoder
+# (agent_delta, which builds its unrolled check from this), GpuSample.to_json and the GPU
+# table's optional columns all read it; tests/test_gpu_fields.py checks it against the agent's
+# record (tui/remote/gpu_common.py GPU_METRICS, DELTA_GPU_KEYS) and GpuSample's attributes.
+# Delta lines carry the `delta` rows in this order. A new metric: a row here, its attribute in
+# GpuSample, the agent's key and reading.
+GPU_METRICS: tuple[GpuMetric, ...] = (
+    GpuMetric("util_percent", *PERCENT, False, True, "3.0f", "%"),
+    GpuMetric("mem_util_percent", *PERCENT, False, True, "3.0f", "%", "MEM BUSY", 9),
+    GpuMetric("memory_used_bytes", *BYTES, True, True),
+    GpuMetric("memory_total_bytes", *BYTES, True, False),
+    GpuMetric("temperature_c", *TEMP_C, False, True, ".0f", "°C"),
+    GpuMetric("power_w", *WATTS, False, True, ".0f", "W"),
+    GpuMetric("power_limit_w", *WATTS, False, False, ".0f", "W"),
+    GpuMetric("util_window_s", *WINDOW_S, False, True, ".1f", "s"),
+)
+DELTA_METRICS = tuple(m for m in GPU_METRICS if m.delta)
+
+
 @dataclass(slots=True)
 class GpuSample:
+    """One GPU in one sample. Built by keyword only (after the index): a field added to
+    GPU_METRICS cannot shift the others."""
+
     index: int
+    _: KW_ONLY
     name: str | None = None
     uuid: str | None = None
+    # The GPU_METRICS numbers (None: not read, not supported, or bad data).
     util_percent: float | None = None
     mem_util_percent: float | None = None
     memory_used_bytes: int | None = None
@@ -70,11 +116,11 @@ class GpuSample:
     temperature_c: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
-    processes: tuple[GpuProcess, ...] | None = None
-    error: str | None = None
     # Seconds util_percent averages over (NVML's samples since the previous sample); None: an
     # instantaneous reading (nvidia-smi, an old driver, or no new sample).
     util_window_s: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    error: str | None = None
     vendor: str | None = None  # "nvidia" | "amd"; None: an NVIDIA-only agent's GPU
     # The latest health readings: the agent sends them every few seconds, and
     # HostTelemetry.record carries them onto the samples in between. None: never read.
@@ -95,28 +141,21 @@ class GpuSample:
         return line.sample.gpus[0] if line.sample and line.sample.gpus else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "uuid": self.uuid,
-            "util_percent": self.util_percent,
-            "mem_util_percent": self.mem_util_percent,
-            "memory_used_bytes": self.memory_used_bytes,
-            "memory_total_bytes": self.memory_total_bytes,
-            "temperature_c": self.temperature_c,
-            "power_w": self.power_w,
-            "power_limit_w": self.power_limit_w,
-            "processes": None
+        doc: dict[str, Any] = {"index": self.index, "name": self.name, "uuid": self.uuid}
+        for m in GPU_METRICS:
+            doc[m.key] = getattr(self, m.key)
+        doc["processes"] = (
+            None
             if self.processes is None
             else [
                 {"pid": p.pid, "name": p.name, "memory_bytes": p.memory_bytes}
                 for p in self.processes
-            ],
-            "error": self.error,
-            "vendor": self.vendor,
-            "util_window_s": self.util_window_s,
-            "health": None if self.health is None else self.health.to_json(),
-        }
+            ]
+        )
+        doc["error"] = self.error
+        doc["vendor"] = self.vendor
+        doc["health"] = None if self.health is None else self.health.to_json()
+        return doc
 
 
 @dataclass(slots=True)

@@ -5,24 +5,27 @@ record every backend fills, NVIDIA's and AMD's alike. Stdlib only, Python 3.8+.
 from __future__ import annotations
 
 MIB = 1024 * 1024
+# The per-GPU numbers every backend fills (None: not read). The cockpit's field table
+# (tui/cluster/models.py GPU_METRICS: bounds, units, which ride on delta lines) has the same
+# keys in the same order; tests/test_gpu_fields.py fails when the two drift.
+GPU_METRICS = (
+    "util_percent",
+    "mem_util_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "util_window_s",
+)
 
 
 def _empty_gpu(index, error=None):
-    return {
-        "index": index,
-        "name": None,
-        "uuid": None,
-        "util_percent": None,
-        "mem_util_percent": None,
-        "memory_used_bytes": None,
-        "memory_total_bytes": None,
-        "temperature_c": None,
-        "power_w": None,
-        "power_limit_w": None,
-        "processes": None,
-        "error": error,
-        "util_window_s": None,
-    }
+    gpu = {"index": index, "name": None, "uuid": None}
+    gpu.update(dict.fromkeys(GPU_METRICS))
+    gpu["processes"] = None
+    gpu["error"] = error
+    return gpu
 
 
 def _proc_name(pid):
@@ -35,14 +38,13 @@ def _proc_name(pid):
 
 # -- delta lines (agent --delta; the cockpit's tui/cluster/agent_delta.py reads them) -----------
 # Between full samples, a "delta" line carries only what changes every second: per GPU, in the
-# base sample's GPU order, [util, mem_util, mem_used, temperature, power, util_window_s,
-# process memory in the base's process order or null]; for the host [cpu_percent, load1,
-# mem_used]. Everything else (names, uuids, totals, limits, errors, process ids and names) is
-# the base's (health rides on full samples only); when any of it changes a full sample goes out
-# instead, and at least every DELTA_FULL_EVERY samples anyway. "base": the seq of the full
-# sample a delta applies to.
+# base sample's GPU order, [the DELTA_GPU_KEYS values, process memory in the base's process
+# order or null]; for the host [cpu_percent, load1, mem_used]. Everything else (names, uuids,
+# totals, limits, errors, process ids and names) is the base's (health rides on full samples
+# only); when any of it changes a full sample goes out instead, and at least every
+# DELTA_FULL_EVERY samples anyway. "base": the seq of the full sample a delta applies to.
 DELTA_FULL_EVERY = 10
-DELTA_GPU_KEYS = (
+DELTA_GPU_KEYS = (  # GPU_METRICS that change every second, in GPU_METRICS' order
     "util_percent",
     "mem_util_percent",
     "memory_used_bytes",

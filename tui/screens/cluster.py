@@ -17,7 +17,7 @@ from tui.cluster.ray_monitor import RayState, RayView
 from tui.sanitize import markup, styled
 from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.details import DetailsPane, gpu_details, host_details
-from tui.widgets.gpu_table import SORT_KEYS, GpuTable, column_header
+from tui.widgets.gpu_table import GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
 
 if TYPE_CHECKING:
@@ -31,12 +31,13 @@ class ColumnHeader(Static):
     ColumnHeader { height: 1; background: $primary 30%; color: $text; text-style: bold; }
     """
 
-    def __init__(self, history_s: float, **kw) -> None:
+    def __init__(self, history_s: float, table: GpuTable, **kw) -> None:
         super().__init__(**kw)
         self.history_s = history_s
+        self.table = table
 
     def render(self) -> str:
-        return column_header(self.size.width, self.history_s)
+        return column_header(self.size.width, self.history_s, self.table.columns)
 
 
 class ClusterScreen(ReportsWorkerFailures, Screen):
@@ -51,6 +52,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         Binding("R", "app.ray_restart", "Ray restart", show=False),
         Binding("d", "app.doctor", "Doctor"),
         Binding("l", "node_logs", "Host's Ray logs", show=False),
+        Binding("c", "columns", "More GPU columns", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -82,8 +84,8 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
 
     def compose(self) -> ComposeResult:
         yield ClusterSummary(id="summary")
-        yield ColumnHeader(self.history_s, id="columns")
         self._table = GpuTable(id="gpus")
+        yield ColumnHeader(self.history_s, self._table, id="columns")
         yield self._table
         yield DetailsPane(id="details")
         yield Input(placeholder="filter hosts and GPUs (enter: keep, esc: clear)", id="filter")
@@ -219,8 +221,13 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         self.table.rebuild()
         self._refresh_summary()
 
+    def action_columns(self) -> None:
+        self.table.toggle_columns()
+        self.query_one(ColumnHeader).refresh()
+        self._refresh_summary()
+
     def action_sort(self) -> None:
-        keys = SORT_KEYS
+        keys = self.table.sort_keys
         self.set_sort(keys[(keys.index(self.table.sort_key) + 1) % len(keys)])
         self.notify(f"sorted by {markup(self.table.sort_key)}", timeout=1.5)
 

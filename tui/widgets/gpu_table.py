@@ -22,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.cluster.gpu_health import gpu_level, judge_host, worst
-from tui.cluster.models import GpuSample, HostTelemetry
+from tui.cluster.models import GPU_METRICS, GpuMetric, GpuSample, HostTelemetry
 from tui.sanitize import one_line, pad
 from tui.widgets.gauges import bar, gib, sparkline
 
@@ -37,7 +37,6 @@ def _short_name(name: str | None) -> str:
     return one_line(text)
 
 
-SORT_KEYS = ("name", "util", "mem", "temp", "power", "state")
 RESORT_S = 1.0  # a metric sort re-orders the rows at most this often
 # NVML health flag before a GPU's index (tui.cluster.gpu_health): glyph, style name. A healthy or
 # unread GPU shows none, so the table stays quiet until something needs a look.
@@ -48,8 +47,7 @@ HOT_C, WARM_C = 83.0, 75.0
 MEM_FULL, MEM_HIGH = 0.95, 0.85
 IDLE_UTIL, BUSY_PEERS = 5.0, 40.0
 
-# Column layout (cells). The history sparkline takes whatever width is left.
-W_NAME, W_UTIL, W_MEM, W_TEMP, W_POWER, W_PROCS = 24, 15, 23, 6, 12, 9
+# The history sparkline takes whatever width the other columns leave, within these.
 MIN_SPARK, MAX_SPARK = 8, 60
 
 
@@ -60,8 +58,180 @@ class Row(NamedTuple):
     gpu: int | None = None  # None: the host's own row
 
 
-def spark_width(width: int) -> int:
-    rest = width - (W_NAME + W_UTIL + W_MEM + W_TEMP + W_POWER + W_PROCS) - 1
+class Cell(NamedTuple):
+    """What a column's renderer may read beside its own value."""
+
+    gpu: GpuSample
+    ht: HostTelemetry
+    st: dict[str, Style]
+    idle: bool  # idle while its peers are busy
+    width: int  # the column's cells (the history's: what the line leaves)
+
+
+class Column(NamedTuple):
+    """One column of the GPU rows: its header, cells, value and sort order, in one place."""
+
+    key: str  # its name in the sort keys ("util"); the metric's key for a GPU_METRICS column
+    title: str  # header; the history's (width 0) is history_label's
+    width: int  # cells; 0: what the other columns leave (MIN_SPARK..MAX_SPARK)
+    getter: Callable[[GpuSample], object]
+    render: Callable[[object, Cell], list[Segment]]
+    sort: Callable[[GpuSample], float] | None = None  # None: not a sort key
+    optional: bool = False  # shown only with the table's more-columns switch ("c")
+
+
+def _by(getter: Callable[[GpuSample], float | None]) -> Callable[[GpuSample], float]:
+    """A sort key from a getter: no value sorts below every value."""
+
+    def key(g: GpuSample) -> float:
+        v = getter(g)
+        return -1.0 if v is None else float(v)
+
+    return key
+
+
+def _name_cells(_value: object, c: Cell) -> list[Segment]:
+    gpu, st = c.gpu, c.st
+    label = f"  {gpu.index:>2d} {_short_name(gpu.name)}"
+    label_style = st["bad"] if gpu.error else st["dim"]
+    peers = c.ht.latest.gpus if c.ht.latest else ()
+    flag = HEALTH_FLAGS.get(gpu_level(gpu, len(peers) > 1) or "")
+    if flag is None:
+        return [Segment(pad(label, c.width - 1) + " ", label_style)]
+    return [  # the glyph replaces the label's second space
+        Segment(" ", label_style),
+        Segment(one_line(flag[0]), st[flag[1]]),
+        Segment(pad(label[2:], c.width - 3) + " ", label_style),
+    ]
+
+
+def _util_cells(value: object, c: Cell) -> list[Segment]:
+    # Bar + number; an idle GPU among busy peers is called out.
+    util = value if isinstance(value, (int, float)) else None
+    st = c.st
+    return [
+        Segment(
+            bar(None if util is None else util / 100, c.width - 6), st["warn" if c.idle else "bar"]
+        ),
+        Segment(" -   " if util is None else f"{util:3.0f}% ", st["warn" if c.idle else "host"]),
+    ]
+
+
+def _memory_cells(value: object, c: Cell) -> list[Segment]:
+    # Bar + used/total GiB; nearly full is flagged.
+    frac = value if isinstance(value, float) else None
+    st, gpu = c.st, c.gpu
+    mstyle = (
+        st["bad"]
+        if frac is not None and frac >= MEM_FULL
+        else (st["warn"] if frac is not None and frac >= MEM_HIGH else st["bar"])
+    )
+    text = f" {gib(gpu.memory_used_bytes)}/{gib(gpu.memory_total_bytes, 0)}G"
+    return [
+        Segment(bar(frac, 8), mstyle),
+        Segment(
+            text[: c.width - 9].ljust(c.width - 8),
+            mstyle if mstyle is not st["bar"] else st["host"],
+        ),
+    ]
+
+
+def _temperature_cells(value: object, c: Cell) -> list[Segment]:
+    temp = value if isinstance(value, (int, float)) else None
+    st = c.st
+    style = (
+        st["bad"]
+        if temp is not None and temp >= HOT_C
+        else (st["warn"] if temp is not None and temp >= WARM_C else st["host"])
+    )
+    return [Segment(("-" if temp is None else f"{temp:.0f}°C").ljust(c.width), style)]
+
+
+def _power_cells(value: object, c: Cell) -> list[Segment]:
+    power = "-" if value is None else f"{value:.0f}"
+    limit = "" if c.gpu.power_limit_w is None else f"/{c.gpu.power_limit_w:.0f}"
+    return [Segment(pad(f"{power}{limit}W", c.width - 1) + " ", c.st["host"])]
+
+
+def _process_cells(value: object, c: Cell) -> list[Segment]:
+    nproc = "-" if value is None else f"{value:d}"
+    tag = " IDLE" if c.idle else ""
+    return [Segment(pad(f"{nproc}{tag}", c.width), c.st["warn" if c.idle else "dim"])]
+
+
+def _history_cells(_value: object, c: Cell) -> list[Segment]:
+    # The whole kept history (default 300 samples) squeezed into the column.
+    ht = c.ht
+    per_cell = -(-ht.history_len // c.width)
+    line = sparkline(
+        ht.util_history.get(c.gpu.index, ()),
+        c.width,
+        per_cell=per_cell,
+        newest=ht.samples % per_cell,
+    )
+    return [Segment(line, c.st["spark"])]
+
+
+def metric_column(m: GpuMetric) -> Column:
+    """The optional column of a GPU_METRICS number that has a title: value and unit, sorted
+    by value."""
+
+    def getter(g: GpuSample) -> float | None:
+        return getattr(g, m.key)
+
+    def render(value: object, c: Cell) -> list[Segment]:
+        text = "-" if value is None else f"{value:{m.fmt}}{m.unit}"
+        return [Segment(pad(text, c.width - 1) + " ", c.st["host"])]
+
+    return Column(m.title.lower(), m.title, m.width, getter, render, _by(getter), optional=True)
+
+
+# The GPU rows' columns, left to right (the host rows have their own layout). Optional ones
+# (the GPU_METRICS numbers with a title) go before the history, hidden until "c".
+COLUMNS: tuple[Column, ...] = (
+    Column("name", "HOST / GPU", 24, lambda g: g.index, _name_cells, lambda g: float(g.index)),
+    Column(
+        "util", "UTIL", 15, lambda g: g.util_percent, _util_cells, _by(lambda g: g.util_percent)
+    ),
+    Column(
+        "mem",
+        "MEMORY",
+        23,
+        lambda g: g.memory_fraction,
+        _memory_cells,
+        _by(lambda g: g.memory_fraction),
+    ),
+    Column(
+        "temp",
+        "TEMP",
+        6,
+        lambda g: g.temperature_c,
+        _temperature_cells,
+        _by(lambda g: g.temperature_c),
+    ),
+    Column("power", "POWER", 12, lambda g: g.power_w, _power_cells, _by(lambda g: g.power_w)),
+    Column(
+        "procs",
+        "PROCS",
+        9,
+        lambda g: None if g.processes is None else len(g.processes),
+        _process_cells,
+    ),
+    *(metric_column(m) for m in GPU_METRICS if m.title),
+    Column("history", "", 0, lambda g: None, _history_cells),
+)
+BY_KEY = {c.key: c for c in COLUMNS}
+W_NAME, W_UTIL = BY_KEY["name"].width, BY_KEY["util"].width
+# The sort keys "s" cycles through: the shown columns' and the hosts' state (see GpuTable).
+SORT_KEYS = (*(c.key for c in COLUMNS if c.sort is not None and not c.optional), "state")
+
+
+def shown_columns(extra: bool) -> tuple[Column, ...]:
+    return COLUMNS if extra else tuple(c for c in COLUMNS if not c.optional)
+
+
+def spark_width(width: int, columns: tuple[Column, ...] | None = None) -> int:
+    rest = width - sum(c.width for c in columns or shown_columns(False)) - 1
     return min(MAX_SPARK, max(MIN_SPARK, rest))
 
 
@@ -69,11 +239,12 @@ def history_label(seconds: float) -> str:
     return f"UTIL, LAST {seconds / 60:.0f} MIN" if seconds >= 120 else f"UTIL, LAST {seconds:.0f} S"
 
 
-def column_header(width: int, history_s: float) -> str:
-    spark = spark_width(width)
-    return (
-        f"{'HOST / GPU':<{W_NAME}}{'UTIL':<{W_UTIL}}{'MEMORY':<{W_MEM}}{'TEMP':<{W_TEMP}}"
-        f"{'POWER':<{W_POWER}}{'PROCS':<{W_PROCS}}{history_label(history_s):<{spark}}"
+def column_header(width: int, history_s: float, columns: tuple[Column, ...] | None = None) -> str:
+    columns = columns or shown_columns(False)
+    spark = spark_width(width, columns)
+    return "".join(
+        f"{history_label(history_s) if c.width == 0 else c.title:<{c.width or spark}}"
+        for c in columns
     )[:width]
 
 
@@ -91,15 +262,9 @@ def _host_metric(ht: HostTelemetry, key: str) -> float:
 
 
 def _gpu_metric(g: GpuSample, key: str) -> float:
-    if key == "util":
-        return g.util_percent if g.util_percent is not None else -1.0
-    if key == "mem":
-        return g.memory_fraction if g.memory_fraction is not None else -1.0
-    if key == "temp":
-        return g.temperature_c if g.temperature_c is not None else -1.0
-    if key == "power":
-        return g.power_w if g.power_w is not None else -1.0
-    return float(g.index)
+    column = BY_KEY.get(key)
+    sort = column.sort if column is not None else None
+    return sort(g) if sort is not None else float(g.index)
 
 
 class GpuTable(ScrollView, can_focus=True):
@@ -158,6 +323,7 @@ class GpuTable(ScrollView, can_focus=True):
         self.filter_text = ""
         self.sort_key = "name"
         self.sort_reverse = False
+        self.extra_columns = False  # the optional columns (Column.optional) shown
         self.collapsed: set[str] = set()
         # host → what decides its rows (GPU count, state, hostname for the filter): only the
         # hosts a frame names are compared, not the whole fleet every frame.
@@ -173,6 +339,26 @@ class GpuTable(ScrollView, can_focus=True):
         # hosts a rebuild made 9,216 new rows, and the collections they set off, per key).
         self._row_cache: dict[str, tuple[Row, dict[int, Row]]] = {}
         self._gpu_hay: dict[tuple[str | None, int], str] = {}  # the filter's GPU text, lowered
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """The GPU rows' columns shown now, left to right."""
+        return shown_columns(self.extra_columns)
+
+    @property
+    def sort_keys(self) -> tuple[str, ...]:
+        """What "s" cycles through: SORT_KEYS, and the optional columns' while shown."""
+        if not self.extra_columns:
+            return SORT_KEYS
+        more = tuple(c.key for c in COLUMNS if c.optional and c.sort is not None)
+        return (*SORT_KEYS[:-1], *more, SORT_KEYS[-1])
+
+    def toggle_columns(self) -> None:
+        """Show or hide the optional columns (sorted by one, back to the name order)."""
+        self.extra_columns = not self.extra_columns
+        if self.sort_key not in self.sort_keys:
+            self.sort_key = "name"
+        self.rebuild()
 
     # -- data --------------------------------------------------------------------------------
 
@@ -427,74 +613,16 @@ class GpuTable(ScrollView, can_focus=True):
         gpu = next((g for g in s.gpus if g.index == index), None) if s else None
         if s is None or gpu is None:
             return [Segment(f"   gpu{index:d} (gone)", st["dim"])]
-        label = f"  {gpu.index:>2d} {_short_name(gpu.name)}"
-        label_style = st["bad"] if gpu.error else st["dim"]
-        flag = HEALTH_FLAGS.get(gpu_level(gpu, len(s.gpus) > 1) or "")
-        if flag is None:
-            segs = [Segment(pad(label, W_NAME - 1) + " ", label_style)]
-        else:  # the glyph replaces the label's second space
-            segs = [
-                Segment(" ", label_style),
-                Segment(one_line(flag[0]), st[flag[1]]),
-                Segment(pad(label[2:], W_NAME - 3) + " ", label_style),
-            ]
-        if gpu.error:
-            segs.append(Segment(one_line(gpu.error), st["bad"]))
-            return segs
-        stale = ht.display_state != "up"
-        # Utilization: bar + number; an idle GPU among busy peers is called out.
-        util = gpu.util_percent
-        idle = idle_while_peers_busy(gpu, s.gpus)
-        ubar_style = st["warn"] if idle else st["bar"]
-        segs.append(Segment(bar(None if util is None else util / 100, W_UTIL - 6), ubar_style))
-        segs.append(
-            Segment(
-                " -   " if util is None else f"{util:3.0f}% ", st["warn"] if idle else st["host"]
-            )
-        )
-        # Memory: bar + used/total GiB; nearly full is flagged.
-        frac = gpu.memory_fraction
-        mstyle = (
-            st["bad"]
-            if frac is not None and frac >= MEM_FULL
-            else (st["warn"] if frac is not None and frac >= MEM_HIGH else st["bar"])
-        )
-        segs.append(Segment(bar(frac, 8), mstyle))
-        segs.append(
-            Segment(
-                f" {gib(gpu.memory_used_bytes)}/{gib(gpu.memory_total_bytes, 0)}G"[
-                    : W_MEM - 9
-                ].ljust(W_MEM - 8),
-                mstyle if mstyle is not st["bar"] else st["host"],
-            )
-        )
-        temp = gpu.temperature_c
-        tstyle = (
-            st["bad"]
-            if temp is not None and temp >= HOT_C
-            else (st["warn"] if temp is not None and temp >= WARM_C else st["host"])
-        )
-        segs.append(Segment(("-" if temp is None else f"{temp:.0f}°C").ljust(W_TEMP), tstyle))
-        power = "-" if gpu.power_w is None else f"{gpu.power_w:.0f}"
-        limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
-        segs.append(Segment(pad(f"{power}{limit}W", W_POWER - 1) + " ", st["host"]))
-        nproc = "-" if gpu.processes is None else f"{len(gpu.processes):d}"
-        tag = " IDLE" if idle else ""
-        segs.append(Segment(pad(f"{nproc}{tag}", W_PROCS), st["warn"] if idle else st["dim"]))
-        # The whole kept history (default 300 samples) squeezed into the column.
-        spark_w = spark_width(width)
-        per_cell = -(-ht.history_len // spark_w)
-        segs.append(
-            Segment(
-                sparkline(
-                    ht.util_history.get(index, ()),
-                    spark_w,
-                    per_cell=per_cell,
-                    newest=ht.samples % per_cell,
-                ),
-                st["spark"],
-            )
-        )
-        if stale:  # last known values of a host we cannot reach: keep them, greyed out
+        columns = self.columns
+        idle = not gpu.error and idle_while_peers_busy(gpu, s.gpus)
+        spark = spark_width(width, columns)
+        segs: list[Segment] = []
+        for column in columns:
+            cell = Cell(gpu, ht, st, idle, column.width or spark)
+            segs += column.render(column.getter(gpu), cell)
+            if gpu.error:  # the error takes the place of the numbers
+                segs.append(Segment(one_line(gpu.error), st["bad"]))
+                return segs
+        if ht.display_state != "up":  # last known values of a host we cannot reach: greyed
             segs = [Segment(one_line(seg.text), st["dim"]) for seg in segs]
         return segs

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Micro benchmark: the cockpit's cost of one second of fleet telemetry, decoded.
+
+For --hosts hosts of --gpus GPUs (bench/simhosts.py's samples, one process per GPU): the real
+agent's DeltaEncoder turns each host's next sample into a delta line, and the timed part is
+`agent_delta.apply_delta` of every host's line onto its base (the delta decoder: the path every
+GPU of every host takes every second), and `agent_schema.parse_line` of every host's full
+sample (the boundary: one full sample per host every DELTA_FULL_EVERY seconds). Median of
+--repeat runs.
+
+    .venv/bin/python bench/agent_delta.py [--hosts 1024] [--gpus 8] [--repeat 15]
+    .venv/bin/python bench/agent_delta.py --ab HEAD~1 [--rounds 5]   # same-run A/B
+
+Times are the process's CPU time (time.process_time), not wall time: the numbers hold on a
+shared, loaded machine.
+
+--ab REF takes REF's tui/ (git archive) into a temporary folder and runs REF and this tree
+alternately, --rounds times each, each run its own process; it prints both medians. --tree DIR
+measures the tui/ under DIR (what --ab does for each side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+
+def measure(hosts: int, gpus: int, repeat: int) -> dict:
+    import tui
+    from tui.cluster.agent_delta import apply_delta
+    from tui.cluster.agent_schema import parse_line
+    from tui.remote.gpu_common import DeltaEncoder
+
+    # simhosts puts this checkout first on sys.path: the tree's modules are imported already.
+    agent_sample = importlib.import_module("simhosts").agent_sample
+
+    print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
+
+    fulls, lines, bases = [], [], []
+    for h in range(hosts):
+        first, second = agent_sample(h, gpus, 1, "bench"), agent_sample(h, gpus, 2, "bench")
+        for g in (*first["gpus"], *second["gpus"]):
+            g["util_window_s"] = 1.0
+        enc = DeltaEncoder()
+        enc.encode(first)
+        delta = enc.encode(second)
+        assert delta.get("type") == "delta", "the second sample must go out as a delta"
+        full = json.dumps(first, separators=(",", ":"))
+        base = parse_line(full, time.time()).sample
+        assert base is not None and len(base.gpus) == gpus
+        fulls.append(full)
+        lines.append(json.dumps(delta, separators=(",", ":")))
+        bases.append(base)
+    pairs = list(zip(lines, bases, strict=True))
+    check = apply_delta(lines[0], bases[0], 0.0)
+    assert check.gpus[0].util_percent == json.loads(lines[0])["gpus"][0][0], "decoded wrong"
+    delta_ms, full_ms = [], []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        for line, base in pairs:
+            apply_delta(line, base, 0.0)
+        delta_ms.append((time.process_time() - t0) * 1e3)
+        t0 = time.process_time()
+        for line in fulls:
+            parse_line(line, 0.0)
+        full_ms.append((time.process_time() - t0) * 1e3)
+    delta, full = statistics.median(delta_ms), statistics.median(full_ms)
+    return {
+        "hosts": hosts,
+        "gpus": gpus,
+        "delta_ms_per_fleet": round(delta, 2),
+        "delta_us_per_host": round(delta * 1e3 / hosts, 2),
+        "full_ms_per_fleet": round(full, 2),
+        "full_us_per_host": round(full * 1e3 / hosts, 2),
+    }
+
+
+def ab(ref: str, rounds: int, argv: list[str]) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "tui"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-C", tmp, "-x"], input=archive, check=True)
+        sides = {f"A {ref}": tmp, "B this tree": str(ROOT)}
+        runs: dict[str, list[dict]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name, tree in sides.items():
+                out = subprocess.run(
+                    [sys.executable, __file__, "--tree", tree, *argv],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                runs[name].append(json.loads(out.splitlines()[-1]))
+    for name, results in runs.items():
+        delta = statistics.median(r["delta_us_per_host"] for r in results)
+        full = statistics.median(r["full_us_per_host"] for r in results)
+        print(
+            json.dumps(
+                {
+                    "bench": "agent_delta",
+                    "side": name,
+                    "rounds": rounds,
+                    "delta_us_per_host": round(delta, 2),
+                    "full_us_per_host": round(full, 2),
+                    "runs_delta": [r["delta_us_per_host"] for r in results],
+                }
+            )
+        )
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=1024)
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--tree", help="measure the tui/ under this folder")
+    p.add_argument("--ab", metavar="REF", help="same-run A/B against REF's tui/")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    if args.ab:
+        own = ["--hosts", str(args.hosts), "--gpus", str(args.gpus), "--repeat", str(args.repeat)]
+        return ab(args.ab, args.rounds, own)
+    sys.path[:0] = [str(BENCH), args.tree or str(ROOT)]
+    out = {"bench": "agent_delta", "tree": args.tree or str(ROOT)}
+    out.update(measure(args.hosts, args.gpus, args.repeat))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
