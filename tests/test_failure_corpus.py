@@ -172,3 +172,29 @@ def test_random_hostile_lines_scan_linearly():
         match_signature(normalize(line)[1])
         assert time.process_time() - t0 <= CEILING_S
     print(f"\nworst random 256 KiB line: {1000 * worst[0]:.1f} ms ({worst[1]!r})")
+
+
+def test_prefilter_caches_stay_bounded_and_never_hide_a_line():
+    """The token caches remember short tokens only and are forgotten past their bound; a token
+    remembered as clean never hides a later line whose other words hold an anchor."""
+    from tui.logs import prefilter
+
+    pf = prefilter.Prefilter.build(tuple(s.literals for s in SIGNATURES))
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for _ in range(30):
+        words = [
+            "".join(rng.choice(letters) for _ in range(rng.randint(3, 12))) for _ in range(4000)
+        ]
+        words.append("q" * 100_000)  # one huge "word"
+        pf.present(" ".join(words).encode())
+        pf.candidates(" ".join(words[:200]))
+    assert len(pf.clean) <= prefilter.MAX_CLEAN_TOKENS + 5000
+    assert max(map(len, pf.clean)) <= prefilter.MAX_TOKEN_KEPT
+    assert max(map(len, pf.token_literals)) <= prefilter.MAX_TOKEN_KEPT
+    # "fault" seen alone (clean: no gate is inside it? then cached) must not hide the line later
+    pf.present(b"fault line of healthy words\n")
+    low = b"segmentation fault (core dumped)\n"
+    hit = {pf.anchors[i] for i in pf.present(low)}
+    assert any(a in low.decode() for a in hit)
+    assert "segfault" in {SIGNATURES[i].key for i in pf.candidates(low.decode())}

@@ -195,6 +195,7 @@ def _choose_anchors(literals: list[str], given: tuple[str, ...]) -> tuple[str, .
 _TOKEN_BYTES = bytes(c if (97 <= c <= 122 or c == 95) else 32 for c in range(256))
 _GATE_RE = re.compile(r"[a-z_]+")
 MAX_CLEAN_TOKENS = 200_000  # tokens remembered as holding no gate (then forgotten, all at once)
+MAX_TOKEN_KEPT = 64  # longer tokens are not remembered: the caches stay under ~20 MB
 
 
 def _gate(anchor: str) -> bytes | None:
@@ -264,10 +265,13 @@ class Prefilter:
                 hit_gates.append(gate)
         if len(clean) > MAX_CLEAN_TOKENS:
             clean.clear()
+        # remembered only when short: a megabyte-long "word" is read again rather than kept
         if hit_gates:
-            clean.update(t for t in new if not any(g in t for g in hit_gates))
+            clean.update(
+                t for t in new if len(t) <= MAX_TOKEN_KEPT and not any(g in t for g in hit_gates)
+            )
         else:
-            clean.update(new)
+            clean.update(t for t in new if len(t) <= MAX_TOKEN_KEPT)
         return out
 
     def candidates(self, low: str) -> list[int]:
@@ -282,7 +286,9 @@ class Prefilter:
         for tok in set(_GATE_RE.findall(low)):
             ids = cache.get(tok)
             if ids is None:
-                ids = cache[tok] = tuple(i for i, g in enumerate(gates) if g and g in tok)
+                ids = tuple(i for i, g in enumerate(gates) if g and g in tok)
+                if len(tok) <= MAX_TOKEN_KEPT:
+                    cache[tok] = ids
             if ids:
                 maybe.update(ids)
         literals, owners = self.literals, self.owners
