@@ -400,6 +400,16 @@ KNOWN = [
         "AssertionError: normalized ppo_mini_batch_size 4 should be divisible "
         "by ppo_micro_batch_size_per_gpu 8",
     ),
+    ("gpu_busy", "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"),
+    ("no_gpu", "nvidia-container-cli: initialization error: nvml error: driver not loaded"),
+    ("gpu_arch", "ValueError: Cannot use FlashAttention-2 backend for Volta and Turing GPUs."),
+    ("nvml_mismatch", "Failed to initialize NVML: Driver/library version mismatch"),
+    ("gpu_hardware", "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
+    (
+        "gpu_hardware",
+        "[Mon Jan  6 10:00:00 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU "
+        "has fallen off the bus.",
+    ),
 ]
 
 # Lines that mention the same words but are not those failures.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tui.logs.sigdef import Signature, sig
+from tui.logs.sigdef import NEUTRAL, Signature, sig
 
 ON_EVERY_NODE = "in the hosts.yaml python: on every node"
 
@@ -123,6 +123,24 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
         ignore_case=True,
     ),
     sig(
+        "nvml_mismatch",
+        r"Driver/library version mismatch",
+        "the NVIDIA kernel module and its user-space libraries differ (the driver was upgraded "
+        "without a reboot): reboot that node, or reload the nvidia kernel modules, then restart "
+        "Ray there (verl-tui up --restart)",
+        "NVIDIA driver/library version mismatch",
+    ),
+    sig(
+        "gpu_hardware",
+        r"uncorrectable ECC error|cudaErrorECCUncorrectable|GPU has fallen off the bus"
+        r"|NVML_ERROR_GPU_IS_LOST|\bXid\b.{0,40}?\b(?:48|63|64|74|79|94|95)\b",
+        "a GPU failed in hardware (an uncorrectable ECC error, an Xid, fell off the bus): take "
+        "that node out (hosts.yaml, or reset the GPU: nvidia-smi -r / reboot), check `dmesg` "
+        "for the Xid, and resubmit on healthy nodes",
+        "a GPU hardware fault",
+        NEUTRAL,
+    ),
+    sig(
         "torch_cpu_only",
         r"Torch not compiled with CUDA enabled",
         "the interpreter that ran this worker has a CPU-only torch: install the CUDA build "
@@ -133,7 +151,8 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
     sig(
         "no_gpu",
         r"No CUDA GPUs are available|Found no NVIDIA driver|no CUDA-capable device is detected"
-        r"|CUDA driver initialization failed|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE",
+        r"|CUDA driver initialization failed|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE"
+        r"|nvml error: driver not loaded",
         "this process sees no GPU: Ray gave it none (the worker asked for 0 GPUs, or "
         "CUDA_VISIBLE_DEVICES is set empty in ray.env / the job env — let Ray set it), the "
         "container was started without --gpus all, or the driver is not loaded (nvidia-smi on "
@@ -142,7 +161,7 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "gpu_busy",
-        r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable",
+        r"(?:devices are|device\(s\) is/are) busy or unavailable|cudaErrorDevicesUnavailable",
         "the GPUs are held by another process or set to exclusive-process mode: stop leftovers "
         "of an earlier run (verl-tui down; nvidia-smi lists the PIDs) or set the default "
         "compute mode (nvidia-smi -c 0)",
@@ -160,7 +179,8 @@ JOB_SIGNATURES: tuple[Signature, ...] = (
         "gpu_arch",
         r"no kernel image is available for execution|cudaErrorNoKernelImageForDevice"
         r"|is not compatible with the current PyTorch installation"
-        r"|FlashAttention only supports (?:Ampere|Turing|Hopper)",
+        r"|FlashAttention only supports (?:Ampere|Turing|Hopper)"
+        r"|Cannot use FlashAttention-2 backend for",
         "the installed torch/vLLM/flash-attn has no kernels for this GPU's architecture "
         "(`nvidia-smi --query-gpu=compute_cap --format=csv`): install builds for it "
         f"{ON_EVERY_NODE}; FlashAttention 2 needs Ampere or newer — on older GPUs set "
