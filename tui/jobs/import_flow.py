@@ -10,6 +10,7 @@ The commands themselves are read by tui/jobs/importer.py (a subclass).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,6 +43,10 @@ class FlowReader(CommandReader):
         self._run_chars = 0  # characters of text run as commands (eval, bash -c, source)
         self._quiet = 0  # inside a sourced file: its lines are not the script's
         self.unread_sources: list[str] = []  # "FILE (line N): why", for unresolved notes
+        # name → (its ("function", line) key, its body): read where it is called
+        self.functions: dict[str, tuple[tuple[str, int], list[list[Cmd]], str]] = {}
+        self._called: set[str] = set()
+        self._first_line = 1  # the line self.text starts at (an eval string: its line)
 
     def _command(self, cmd: Cmd) -> None:  # tui/jobs/importer.py
         raise NotImplementedError
@@ -63,12 +68,27 @@ class FlowReader(CommandReader):
     # -- the walk -----------------------------------------------------------------------------
     def walk_text(self, text: str, first_line: int) -> None:
         lexer = Lexer(text, first_line)
-        self.walk(pipelines(parse(lexer.run(), lexer.notes)))
+        saved, self._first_line = self._first_line, first_line
+        try:
+            self.walk(pipelines(parse(lexer.run(), lexer.notes)))
+        finally:
+            self._first_line = saved
 
     def walk(self, pipes: list[list[Cmd]]) -> None:
         i = 0
         while i < len(pipes):
             head = pipes[i][0]
+            fn = next(
+                (e for e in head.enclosing if e[0] == "function" and e not in self._unrolled),
+                None,
+            )
+            if fn is not None:  # a definition: its body runs where the function is called
+                end = i
+                while end < len(pipes) and fn in pipes[end][0].enclosing:
+                    end += 1
+                self._define(fn, pipes[i:end])
+                i = end
+                continue
             loop = _for_loop(head)
             if loop is not None:
                 key = ("for", head.line)
@@ -147,6 +167,62 @@ class FlowReader(CommandReader):
         finally:
             self._unrolled.discard(key)
         return True
+
+    # -- functions ----------------------------------------------------------------------------
+    def _define(self, key: tuple[str, int], body: list[list[Cmd]]) -> None:
+        rows = self.text.split("\n", key[1] - self._first_line + 1)
+        row = rows[key[1] - self._first_line] if 0 <= key[1] - self._first_line < len(rows) else ""
+        m = _FUNCTION.match(row)
+        if m is None:
+            return
+        name = m.group(1)
+        # `function name {`: the header line is a command of its own; not part of the body
+        body = [p for p in body if [w.literal for w in p[0].words] != [name, "{"]]
+        self.functions[name] = (key, body, self.text)  # spans are of the text it is in
+
+    def call_function(self, cmd: Cmd, argv: list[Word]) -> None:
+        """`name ARGS…` of a function the script defined: its body read now, with $1 … $@
+        the call's arguments, as bash runs it."""
+        name = argv[0].literal or ""
+        key, body, text = self.functions[name]
+        if self._shells >= MAX_NESTING:
+            raise ScriptLimitError(cmd.line, f"function calls nested deeper than {MAX_NESTING}")
+        self._called.add(name)
+        saved, saved_text = self.positional, self.text
+        added = key not in self._unrolled
+        self.positional, self.text = list(argv[1:]), text
+        self._unrolled.add(key)
+        self._shells += 1
+        try:
+            self.walk(body)
+        finally:
+            self._shells -= 1
+            self.positional, self.text = saved, saved_text
+            if added:
+                self._unrolled.discard(key)
+
+    def uncalled_functions(self) -> None:
+        """No verl command ran: a function the import never saw called (a call through a
+        variable, say) is read where it was defined, and said so."""
+        for name, (key, body, text) in list(self.functions.items()):
+            if self.command_line is not None:
+                return
+            if name in self._called:
+                continue
+            before, saved = len(self.unmapped), self.text
+            self._unrolled.add(key)
+            self.text = text
+            try:
+                self.walk(body)
+            finally:
+                self._unrolled.discard(key)
+                self.text = saved
+            if self.command_line is not None or len(self.unmapped) > before:
+                self.skip(
+                    key[1],
+                    f"{name}()",
+                    "a function the import never saw called: read as written",
+                )
 
     # -- text run as commands -----------------------------------------------------------------
     def run_text(self, text: str, line: int, what: str) -> None:
@@ -248,6 +324,9 @@ class FlowReader(CommandReader):
             f"source {name}",
             f"not read ({why}): what it sets is unknown until the script runs",
         )
+
+
+_FUNCTION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_:.-]*)\s*(?:\(\s*\))?")
 
 
 def _for_loop(cmd: Cmd) -> tuple[str, list[Word]] | None:

@@ -98,6 +98,7 @@ class _Importer(FlowReader):
     # -- the script ---------------------------------------------------------------------------
     def run(self) -> None:
         self.walk_text(self.text, 1)
+        self.uncalled_functions()
         self.unmapped.sort(key=lambda u: u.line)
 
     def _command(self, cmd: Cmd) -> None:
@@ -133,6 +134,13 @@ class _Importer(FlowReader):
             self._assignments(cmd, assigns)
             return
         head = argv[0].literal
+        if head in self.functions:
+            self.call_function(cmd, argv)
+            return
+        if head == "shift" and self.positional is not None:
+            n = self._known_text(argv[1]) if len(argv) > 1 else "1"
+            self.positional = self.positional[int(n) :] if n and n.isdigit() else []
+            return
         if head in ("source", "."):
             self.source_command(cmd, argv)
             return

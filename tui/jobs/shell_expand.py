@@ -71,6 +71,8 @@ class Expander:
         self._from_pwd = False  # a value was built on $(pwd) / $PWD
         self._depth = 0  # expansions open inside each other (${X:-${Y:-…}}, arrays)
         self.script_path: str | None = None  # $0 / ${BASH_SOURCE[0]} (None: not known)
+        # $1 … $@ inside a function being called (None: the script's own, not known)
+        self.positional: list[Word] | None = None
 
     # -- reporting ----------------------------------------------------------------------------
     def _src(self, start: int, end: int) -> str:
@@ -189,6 +191,12 @@ class Expander:
         if p.kind == "special" and p.name == "0" and p.op is None and self.script_path:
             self._assume(line, p.text, self.script_path, "the script's path, as it was given")
             return self.script_path
+        if p.kind == "special" and self.positional is not None and p.op is None:
+            value = self._positional(p.name or "", self.positional)
+            if value is None:
+                out.unresolved.append(p.text)
+                self._unresolved(p.text, "a function argument known only when the script runs")
+            return value
         if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
             # `${1:-vllm}`: a script argument; imported as run without arguments.
             sub = self._expand(fragment(p.arg or "", line))
@@ -319,6 +327,18 @@ class Expander:
             return value[: (starts[-1] if op == "%" else starts[0])] if starts else value
         return _replace(value, glob, parts[1].text, every=op == "//")
 
+    def _positional(self, name: str, args: list[Word]) -> str | None:
+        """$1 … $9, $#, $@, $* of a function called with `args`."""
+        if name == "#":
+            return str(len(args))
+        if name.isdigit() and name != "0":
+            k = int(name) - 1
+            return self._known_text(args[k]) if k < len(args) else ""
+        if name in ("@", "*"):
+            texts = [self._known_text(a) for a in args]
+            return None if None in texts else " ".join(t or "" for t in texts)
+        return None
+
     def _known_text(self, w: Word) -> str | None:
         exp = self.expand(w, record=False)
         return None if exp.unresolved else exp.text
@@ -381,6 +401,13 @@ class Expander:
             # "${A[*]}" is one field (elements joined by a space): expanded below.
             spread = idx == "@" or (idx == "*" and not p.quoted)
             var = self.vars.get(p.name or "") if spread else None
+            if (
+                p.kind == "special"
+                and p.op is None
+                and (p.name == "@" or (p.name == "*" and not p.quoted))
+                and self.positional is not None
+            ):
+                var = Var(None, "the function's arguments", self.positional)
             if var is not None and var.items is not None:
                 emit()
                 elems = self.fields(var.items)
