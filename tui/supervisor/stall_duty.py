@@ -50,6 +50,9 @@ class _Watched:
     problem: str | None = None  # why the log could not be read (said once)
     pids: dict[str, set[int]] = field(default_factory=dict)
     passes: int = 0
+    # The steps whose stall this process announced (a job submitted outside verl-tui has no
+    # history record to remember it in).
+    announced: set[int | None] = field(default_factory=set)
 
 
 def stalled_stop(rec: JobRecord | None) -> dict[str, Any] | None:
@@ -195,8 +198,9 @@ class StallDuty:
                 continue  # a backlog: its steps' times are not known yet
             stall = judge(w.progress, opts, now)
             w.stall = stall
-            if stall is None or _announced(row.record, stall):
+            if stall is None or stall.last_step in w.announced or _announced(row.record, stall):
                 continue
+            w.announced.add(stall.last_step)
             out.append(await self._act(ctx, row, stall, opts, problem))
         return out
 
