@@ -165,7 +165,8 @@ class StackGroup:
     def where(self) -> str:
         """The innermost named frames: ``all_reduce ← train_step ← …`` (a native frame known
         only by its address says nothing here)."""
-        named = [f.name for f in self.frames if not f.unnamed]
+        # A closure's qualified name says where it was defined, not what runs: its own name.
+        named = [f.name.rsplit(".<locals>.", 1)[-1] for f in self.frames if not f.unnamed]
         if not named:
             return "(no frames)"
         more = " ← …" if len(named) > SUMMARY_FRAMES else ""
