@@ -92,7 +92,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=16)
     ap.add_argument("--procs-per-host", type=int, default=8)
-    ap.add_argument("--sim-procs", type=int, default=2, help="simulator processes")
+    # One simulator process: two would each run the host program on the same local pids at
+    # the same moment (a process takes one tracer at a time), which real hosts never do.
+    ap.add_argument("--sim-procs", type=int, default=1, help="simulator processes")
     ap.add_argument("--native", action="store_true")
     args = ap.parse_args()
     workers = start_workers(args.procs_per_host)

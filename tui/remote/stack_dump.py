@@ -152,15 +152,20 @@ def dump(py_spy, pid, native, timeout, max_bytes):
         if code not in (0, None) and "--json" in err and "unexpected" in err.lower():
             args = base  # a py-spy before --json: its text is parsed by the caller
             code, out, err, cut = run_py_spy(args, timeout)
-        # One tracer at a time: a process another dump (or a debugger) holds refuses us.
-        tracer = tracer_of(pid) if code not in (0, None) else 0
-        if not tracer or attempt == RETRIES:
+        if code in (0, None) or attempt == RETRIES:
+            break
+        # One tracer at a time: a process another dump (or a debugger) holds refuses us, and
+        # may have let go by the time we look; a refusal is tried once more in any case.
+        tracer = tracer_of(pid)
+        refused = "permission denied" in err.lower() or "not permitted" in err.lower()
+        if not tracer and not (refused and attempt == 0):
             break
         time.sleep(0.2 * (attempt + 1))
     if code == 0:
         out, trimmed = compact(out, pid, max_bytes)
         cut = cut or trimmed
     info.update(rc=code, out=out, err=err, cut=cut)
+    tracer = tracer_of(pid) if code not in (0, None) else 0
     if tracer:
         info["tracer"] = tracer
     return info
