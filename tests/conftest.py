@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 # The cockpit runs a supervisor (retries, the queue, job-end notifications) unless told not to:
 # tests of other screens get none; tests of the supervisor in the cockpit turn it on.
 os.environ.setdefault("VERL_TUI_SUPERVISE", "0")
+# Every test process (each parallel worker) has a state folder of its own: no test reads or
+# writes the user's, and workers never share a cluster lock or a queue by accident.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="verl-tui-test-state-")
 
 from harness.fixtures import *  # noqa: F403
 from harness.fixtures import RAY_SHARED, current_pool
@@ -81,10 +85,60 @@ def _group_by_shared_cluster(items: list[pytest.Item]) -> None:
     items[:] = [it for group in order for its in group for it in its]
 
 
+# Session fixtures made once per test process: with parallel workers, the modules using one of
+# these run on one worker, so it is still made once (a shared Ray cluster goes by its fixture).
+ONE_WORKER_FIXTURES = frozenset({"fsdp_checkpoint", "slurm", "podhosts", "wheel_site"})
+
+
+def _worker_groups(items: list[pytest.Item]) -> None:
+    """Parallel workers (pytest-xdist, `--dist loadgroup`, as run-tests runs the suite) get whole
+    groups: a module's tests stay together (its module fixtures, a cluster of its own, are made
+    once), and modules sharing a costly session resource (a shared Ray cluster, the trained
+    checkpoint, Slurm, podman hosts, the built wheel) form one group, joined transitively."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    uses: dict[Path, set[str]] = {}
+    for path, its in modules.items():
+        names = set().union(*(set(getattr(it, "fixturenames", ())) for it in its))
+        uses[path] = {f"fixture:{n}" for n in names & (set(RAY_SHARED) | ONE_WORKER_FIXTURES)}
+        first = f"module:{path}"
+        for resource in uses[path]:
+            parent[find(resource)] = find(first)
+    groups: dict[str, list[pytest.Item]] = {}
+    for path, its in modules.items():
+        group = find(f"module:{path}")
+        for it in its:
+            it.add_marker(pytest.mark.xdist_group(group))
+        groups.setdefault(group, []).extend(its)
+    # Longest first (run-tests passes --no-loadscope-reorder, so workers take groups in this
+    # order): the run ends with short groups filling the workers' last minutes.
+    ordered = sorted(groups.values(), key=lambda its: -sum(_cost(it) for it in its))
+    items[:] = [it for its in ordered for it in its]
+
+
+def _cost(item: pytest.Item) -> float:
+    """A test's expected seconds on the 2-core CI machine, by tier (a rough order, not a clock)."""
+    cost = 1.0
+    if item.get_closest_marker("ray"):
+        cost = 25.0
+    elif item.get_closest_marker("ssh"):
+        cost = 6.0
+    return cost + (40.0 if item.get_closest_marker("slow") else 0.0)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         _tier(item)
     _group_by_shared_cluster(items)
+    _worker_groups(items)
 
 
 # For each test: the shared clusters it or a later test leases (after -m/-k deselection).

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.nshosts import HarnessError, NsCluster
-from harness.raycluster import Lease, RayPool, Shape, running_ray, tui_cli
+from harness.raycluster import Lease, RayPool, Shape, ray_up, running_ray
 
 __all__ = [
     "RAY_SHARED",
@@ -154,7 +154,7 @@ def ray_bring_up() -> Callable[..., subprocess.CompletedProcess]:
     returns the finished process."""
 
     def up(env: dict[str, str], path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-        done = tui_cli(env, "up", str(path), timeout=timeout)
+        done = ray_up(env, path, timeout)
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 

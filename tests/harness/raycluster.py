@@ -11,11 +11,13 @@ Tests that kill hosts, restart Ray on purpose or test bring-up itself keep their
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,6 +37,7 @@ __all__ = [
     "head_job_status",
     "hosts_yaml",
     "ray_processes",
+    "ray_up",
     "running_ray",
     "stop_hosts",
     "tui_cli",
@@ -81,6 +84,16 @@ def hosts_yaml(
             lines.append(f"    num_gpus: {num_gpus}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def ray_up(env: dict[str, str], path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`verl-tui up PATH`, one at a time across every test process on this machine: parallel
+    workers each bringing Ray up at once would starve each other's `ray start` of the CPU
+    (a head start past its deadline fails the bring-up); one at a time, each takes 15-60 s."""
+    lock = Path(tempfile.gettempdir()) / "verl-tui-tests-ray-up.lock"
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return tui_cli(env, "up", str(path), timeout=timeout)
 
 
 def tui_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -164,7 +177,7 @@ def running_ray(
     path = hosts_yaml(cluster, work / "hosts.yaml", ray_extra=ray_extra, num_gpus=num_gpus)
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
-        up = tui_cli(env, "up", str(path), timeout=240)
+        up = ray_up(env, path)
         assert up.returncode == 0, up.stdout + up.stderr
         yield cluster, path, env
     finally:
@@ -261,7 +274,7 @@ class RayPool:
                 cluster, work / "hosts.yaml", ray_extra=shape.ray_extra, num_gpus=shape.num_gpus
             )
             env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
-            up = tui_cli(env, "up", str(path), timeout=240)
+            up = ray_up(env, path)
             if up.returncode != 0:
                 raise HarnessError(
                     f"shared cluster {shape.name}: up failed\n{up.stdout}{up.stderr}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -42,7 +43,12 @@ def fixed_presets() -> Path:
     dest = Path(tempfile.gettempdir()) / "verl-tui-snapshots" / "profiles"
     dest.mkdir(parents=True, exist_ok=True)
     for src in sorted((REPO / "profiles").glob("*.yaml")):
-        (dest / src.name).write_bytes(src.read_bytes())
+        data, target = src.read_bytes(), dest / src.name
+        if not target.exists() or target.read_bytes() != data:
+            # Parallel test workers read these while another writes them: never a half file.
+            part = target.with_name(f".{src.name}.{os.getpid()}")
+            part.write_bytes(data)
+            os.replace(part, target)
     return dest
 
 
