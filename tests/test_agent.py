@@ -30,26 +30,14 @@ from fakenvml.fakenvml import (
     write_state,
 )
 
+from tui.cluster.models import GPU_METRICS
 from tui.cluster.telemetry import agent_argv
 from tui.remote import BUNDLES, source
 
 AGENT_FILE = Path(__file__).resolve().parents[1] / "tui" / "remote" / "gpu_agent.py"
 INTERVAL = 0.2
-GPU_KEYS = {
-    "index",
-    "name",
-    "uuid",
-    "util_percent",
-    "mem_util_percent",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "temperature_c",
-    "power_w",
-    "power_limit_w",
-    "processes",
-    "error",
-    "util_window_s",
-}
+# Every GPU's record: its own fields and the one table's numbers (tests/test_gpu_fields.py).
+GPU_KEYS = {"index", "name", "uuid", "processes", "error", *(m.key for m in GPU_METRICS)}
 HOST_KEYS = {"cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "ncpu"}
 
 
@@ -208,7 +196,14 @@ def test_agent_argv_shape() -> None:
 
 def test_gpus_reported_with_units_converted(env, state) -> None:
     gpus = [
-        FakeGpu(util=37, mem_util=12, memory_used=1234 * MIB, temperature=41, power_mw=71_234),
+        FakeGpu(
+            util=37,
+            mem_util=12,
+            memory_used=1234 * MIB,
+            temperature=41,
+            power_mw=71_234,
+            sm_clock_mhz=1410,
+        ),
         FakeGpu(
             name="NVIDIA H200",
             util=100,
@@ -256,6 +251,7 @@ def test_gpus_reported_with_units_converted(env, state) -> None:
         "processes": [],
         "error": None,
         "util_window_s": None,
+        "sm_clock_mhz": 1410,
     }
     assert g1["name"] == "NVIDIA H200" and g1["uuid"] == gpus[1].uuid
     assert (g1["util_percent"], g1["mem_util_percent"]) == (100.0, 88.0)
@@ -263,6 +259,7 @@ def test_gpus_reported_with_units_converted(env, state) -> None:
     assert (g1["temperature_c"], g1["power_w"], g1["power_limit_w"]) == (67.0, 654.321, 700.0)
     assert (g2["index"], g2["util_percent"], g2["temperature_c"]) == (2, 0.0, 29.0)
     assert (g2["power_w"], g2["power_limit_w"]) == (68.5, 500.0)
+    assert (g1["sm_clock_mhz"], g2["sm_clock_mhz"]) == (1980, 1980)  # FakeGpu's default
 
 
 def test_memory_used_excludes_driver_reserve(env, state) -> None:
@@ -634,6 +631,7 @@ def test_nvidia_smi_fallback(no_pynvml_env, tmp_path, start_agent) -> None:
         "processes": None,
         "error": None,
         "util_window_s": None,
+        "sm_clock_mhz": None,  # nvidia-smi's query does not ask for it
     }
     assert g1 == {
         "index": 1,
@@ -649,6 +647,7 @@ def test_nvidia_smi_fallback(no_pynvml_env, tmp_path, start_agent) -> None:
         "processes": None,
         "error": None,
         "util_window_s": None,
+        "sm_clock_mhz": None,  # nvidia-smi's query does not ask for it
     }
     utils = [s["gpus"][0]["util_percent"] for s in samples]
     assert utils == sorted(utils) and utils[-1] > utils[0]  # later sweeps reach the agent

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tui.cluster.agent_schema import MAX_GPUS, MAX_PROCESSES, parse_line, parse_message
-from tui.cluster.models import GpuProcess, GpuSample, HostSample, TelemetryState
+from tui.cluster.models import GPU_METRICS, GpuProcess, GpuSample, HostSample, TelemetryState
 from tui.cluster.telemetry import MAX_AGENT_LINE, TelemetryMonitor
 from tui.config.hosts import load_inventory, parse_inventory
 from tui.transport.fleet import Fleet
@@ -125,15 +125,7 @@ def forged_agent(path: Path, hostile: list[bytes], *, util: float = 42.0) -> str
 
 # --- the schema itself ---------------------------------------------------------------------------
 
-NUMERIC_GPU = (
-    "util_percent",
-    "mem_util_percent",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "temperature_c",
-    "power_w",
-    "power_limit_w",
-)
+NUMERIC_GPU = tuple(m.key for m in GPU_METRICS)  # the one table's per-GPU numbers
 NUMERIC_HOST = ("cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "ncpu")
 
 

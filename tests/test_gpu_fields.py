@@ -14,6 +14,7 @@ import random
 from dataclasses import fields
 
 import pytest
+from fakeamd.fakeamd import FakeAmdGpu, write_tree
 from fakenvml.fakenvml import MIB, FakeGpu, write_state
 from test_cluster_screen import make_app, visible_text, wait_for
 
@@ -22,6 +23,7 @@ from tui.cluster.agent_schema import parse_message
 from tui.cluster.models import DELTA_METRICS, GPU_METRICS, GpuSample
 from tui.commands.gpus import snapshot
 from tui.remote import gpu_common
+from tui.remote.gpu_amd import AmdSysfsBackend
 from tui.remote.gpu_common import DeltaEncoder
 from tui.widgets.gpu_table import COLUMNS, SORT_KEYS, GpuTable, column_header, shown_columns
 
@@ -156,7 +158,13 @@ def test_optional_columns_come_from_the_table():
 @pytest.fixture
 def fields_env(fake_nvml_lib, tmp_path, monkeypatch):
     state = tmp_path / "nvml.txt"
-    write_state(state, [FakeGpu(util=40, mem_util=3), FakeGpu(mem_util=37, memory_used=1000 * MIB)])
+    write_state(
+        state,
+        [
+            FakeGpu(util=40, mem_util=3, sm_clock_mhz=1755),
+            FakeGpu(mem_util=37, memory_used=1000 * MIB, sm_clock_mhz=0),  # NOT_SUPPORTED
+        ],
+    )
     monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml_lib))
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
     return state
@@ -174,11 +182,13 @@ async def test_real_agent_metrics_reach_the_table_and_gpus_json(fields_env):
         assert "37%" not in text
         await pilot.press("c")
         header = str(app.screen.query_one("#columns").render())
-        assert "MEM BUSY" in header and "UTIL, LAST" in header
+        assert "MEM BUSY" in header and "SM CLOCK" in header and "UTIL, LAST" in header
         await pilot.pause()
         lines = [table.render_line(y).text for y in range(table.size.height)]
         gpu1 = next(line for line in lines if line.startswith("   1 H100"))
-        assert " 37% " in gpu1, lines
+        assert " 37% " in gpu1 and " - " in gpu1, lines
+        gpu0 = next(line for line in lines if line.startswith("   0 H100"))
+        assert " 1755MHz " in gpu0, lines
         assert "mem busy" in table.sort_keys
         for _ in range(table.sort_keys.index("mem busy")):
             await pilot.press("s")
@@ -192,4 +202,19 @@ async def test_real_agent_metrics_reach_the_table_and_gpus_json(fields_env):
         doc = json.loads(json.dumps(snapshot(app.monitor)))
         gpus = doc["hosts"][0]["gpus"]
         assert set(KEYS) <= set(gpus[1]) and gpus[1]["mem_util_percent"] == 37
+        assert gpus[0]["sm_clock_mhz"] == 1755 and gpus[1]["sm_clock_mhz"] is None
         await pilot.press("q")
+
+
+def test_amd_sysfs_shader_clock(tmp_path):
+    """pp_dpm_sclk's level marked "*" is the SM clock; no file, no mark or an odd file: None."""
+    gpus = [
+        FakeAmdGpu(pci="0000:0c:00.0", sclk_current=2),
+        FakeAmdGpu(pci="0000:0d:00.0", sclk_levels=None),
+        FakeAmdGpu(pci="0000:0e:00.0", sclk_current=9),  # no level marked
+        FakeAmdGpu(pci="0000:0f:00.0", raw={"pp_dpm_sclk": "0: lots *\n1: 99999999Mhz *\n"}),
+        FakeAmdGpu(pci="0000:10:00.0", raw={"pp_dpm_sclk": "0: 500Mhz\nS: 19Mhz *\n"}),
+    ]
+    backend = AmdSysfsBackend(root=str(write_tree(tmp_path, gpus)))
+    clocks = [g["sm_clock_mhz"] for g in backend.sweep()]
+    assert clocks == [2100, None, None, None, 19]

@@ -119,7 +119,8 @@ def test_real_agent_delta_lines_rebuild_the_full_samples(fake_nvml_lib, tmp_path
         while time.monotonic() < deadline and _comparable(samples[-1] if samples else base) != want:
             take(1)
         take(2)
-        assert _comparable(samples[-1]) == want and kinds[-2:] == ["delta", "delta"], kinds
+        # (One of the two may be the full sample due every DELTA_FULL_EVERY, never both.)
+        assert _comparable(samples[-1]) == want and "delta" in kinds[-2:], kinds
         assert samples[-1].gpus[0].util_percent == 77.0
         assert samples[-1].gpus[1].processes[0].memory_bytes == 5000 * MIB
 

@@ -13,6 +13,8 @@ card<N>/device/mem_info_vram_total       "%llu\\n" bytes
 card<N>/device/mem_info_vram_used        "%llu\\n" bytes
 card<N>/device/product_name              FRU EEPROM product name (may be absent or empty)
 card<N>/device/unique_id                 "%016llx\\n" (GFX9 and newer)
+card<N>/device/pp_dpm_sclk               the shader clock's DPM levels, "%u: %uMhz %s\\n"
+                                         each, the current one marked "*"
 card<N>/device/hwmon/hwmon<M>/name       "amdgpu\\n"
   temp[1-3]_input, temp[1-3]_label       millidegrees C; labels "edge", "junction", "mem"
                                          (GC 9.4.3, MI300: no temp1/edge)
@@ -57,6 +59,9 @@ class FakeAmdGpu:
     power_average_uw: int | None = None  # MI300X: power1_input only
     power_input_uw: int | None = 142_000_000
     power_cap_uw: int | None = 750_000_000
+    # pp_dpm_sclk's levels in MHz and the current one's position (None: no file)
+    sclk_levels: tuple[int, ...] | None = (500, 1300, 2100)
+    sclk_current: int = 1
     driver: str = "amdgpu"
     vendor: str = "0x1002"
     # file name (relative to device/ or "hwmon/<file>") -> raw text, replacing the value
@@ -104,6 +109,12 @@ def _files(gpu: FakeAmdGpu) -> dict[str, str | None]:
         "mem_info_vram_total": f"{gpu.vram_total}\n",
         "mem_info_vram_used": f"{gpu.vram_used}\n",
         "product_name": None if gpu.product_name is None else f"{gpu.product_name}\n",
+        "pp_dpm_sclk": None
+        if gpu.sclk_levels is None
+        else "".join(
+            f"{i}: {mhz}Mhz{' *' if i == gpu.sclk_current else ''}\n"
+            for i, mhz in enumerate(gpu.sclk_levels)
+        ),
         "unique_id": None if uid == "" else f"{uid}\n",
         "hwmon/name": "amdgpu\n",
         "hwmon/power1_average": None

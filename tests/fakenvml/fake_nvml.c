@@ -28,6 +28,8 @@
  *   temp C                    nvmlDeviceGetTemperature[V] (GPU sensor)
  *   power_mw MW               nvmlDeviceGetPowerUsage (milliwatts)
  *   power_limit_mw MW         nvmlDeviceGetEnforcedPowerLimit (milliwatts)
+ *   sm_clock MHZ              nvmlDeviceGetClockInfo(NVML_CLOCK_SM); absent or 0 (and any other
+ *                             clock type): NVML_ERROR_NOT_SUPPORTED
  *   proc PID BYTES|na         a compute process; "na" -> NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX)
  *   samples_every_us US       nvmlDeviceGetSamples(GPU_UTILIZATION): a generated stream, one
  *   samples_cycle V1 V2 ...   sample every US microseconds of CLOCK_REALTIME (timestamps are
@@ -47,7 +49,8 @@
  *                             or "all" (every device call except handle, e.g. 15 GPU_IS_LOST);
  *                             health calls: ecc_mode ecc_count (nvmlDeviceGetTotalEccErrors)
  *                             retired remap clocks (Event and Throttle names) pcie (the four
- *                             link calls) persistence events (nvmlDeviceRegisterEvents)
+ *                             link calls) persistence events (nvmlDeviceRegisterEvents);
+ *                             clock_info (nvmlDeviceGetClockInfo)
  *
  * Health (defaults: a healthy GPU; "retired_pending" absent -> NOT_SUPPORTED, as on Hopper):
  *   ecc_mode 0|1              nvmlDeviceGetEccMode (current and pending)
@@ -112,15 +115,15 @@ typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSa
 #define NVML_GPU_UTILIZATION_SAMPLES 1
 enum { F_HANDLE, F_NAME, F_UUID, F_UTIL, F_MEM, F_MEM_V2, F_TEMP, F_POWER, F_POWER_LIMIT,
        F_SAMPLES, F_PROCS, F_PROCS_V3, F_ECC_MODE, F_ECC_COUNT, F_RETIRED, F_REMAP, F_CLOCKS,
-       F_PCIE, F_PERSISTENCE, F_EVENTS, F_N };
+       F_PCIE, F_PERSISTENCE, F_EVENTS, F_CLOCK_INFO, F_N };
 static const char *FUNC_NAMES[F_N] = {"handle", "name", "uuid", "util", "mem", "mem_v2", "temp",
                                       "power", "power_limit", "samples", "procs", "procs_v3",
                                       "ecc_mode", "ecc_count", "retired", "remap", "clocks",
-                                      "pcie", "persistence", "events"};
+                                      "pcie", "persistence", "events", "clock_info"};
 
 typedef struct {
     char name[96], uuid[96];
-    unsigned int util, mem_util, temp, power_mw, power_limit_mw, nprocs;
+    unsigned int util, mem_util, temp, power_mw, power_limit_mw, nprocs, sm_clock;
     unsigned long long mem_used, mem_reserved, mem_total;
     unsigned int proc_pid[MAX_PROCS];
     unsigned long long proc_mem[MAX_PROCS];
@@ -200,6 +203,7 @@ static int load_state(fake_state *out) {
         else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "power_limit_mw"))
             g->power_limit_mw = (unsigned)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "sm_clock")) g->sm_clock = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "samples_every_us")) g->every_us = strtoull(val, NULL, 10);
         else if (!strcmp(key, "samples_buffer")) g->buffer = (unsigned)strtoul(val, NULL, 10);
         else if (!strcmp(key, "samples_type")) g->sample_type = (unsigned)strtoul(val, NULL, 10);
@@ -487,6 +491,17 @@ nvmlReturn_t nvmlDeviceGetTemperatureV(void *device, nvmlTemperature_t *temp) {
     if (temp->version != ((unsigned)sizeof(nvmlTemperature_t) | (1u << 24)))
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;  /* nvmlTemperature_v1 = 0x100000C */
     temp->temperature = (int)g->temp;
+    return NVML_SUCCESS;
+}
+
+#define NVML_CLOCK_SM 1
+nvmlReturn_t nvmlDeviceGetClockInfo(void *device, int type, unsigned int *clock) {
+    fake_gpu *g;
+    nvmlReturn_t r = check(device, F_CLOCK_INFO, &g);
+    if (r) return r;
+    if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
+    if (type != NVML_CLOCK_SM || g->sm_clock == 0) return NVML_ERROR_NOT_SUPPORTED;
+    *clock = g->sm_clock;
     return NVML_SUCCESS;
 }
 

@@ -49,6 +49,7 @@ ERROR_FUNCS = (
     "pcie",
     "persistence",
     "events",
+    "clock_info",
     "all",
 )
 # The health calls' names in `errors` (every one of them: "not supported everywhere").
@@ -106,6 +107,7 @@ class FakeGpu:
     temperature: int = 32
     power_mw: int = 69_000
     power_limit_mw: int = 700_000
+    sm_clock_mhz: int = 1980  # 0: nvmlDeviceGetClockInfo(NVML_CLOCK_SM) is NOT_SUPPORTED
     # (pid, used bytes or None for NVML_VALUE_NOT_AVAILABLE)
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     # function name (ERROR_FUNCS) -> NVML return code, e.g. {"power": 3}, {"all": 15}
@@ -162,6 +164,7 @@ def render_state(
             f"temp {gpu.temperature}",
             f"power_mw {gpu.power_mw}",
             f"power_limit_mw {gpu.power_limit_mw}",
+            f"sm_clock {gpu.sm_clock_mhz}",
         ]
         lines += [f"proc {pid} {'na' if used is None else used}" for pid, used in gpu.processes]
         if gpu.samples_every_us:

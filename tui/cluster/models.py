@@ -95,6 +95,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("power_w", *WATTS, False, True, ".0f", "W"),
     GpuMetric("power_limit_w", *WATTS, False, False, ".0f", "W"),
     GpuMetric("util_window_s", *WINDOW_S, False, True, ".1f", "s"),
+    GpuMetric("sm_clock_mhz", 0, 100_000, True, True, "d", "MHz", "SM CLOCK", 10),
 )
 DELTA_METRICS = tuple(m for m in GPU_METRICS if m.delta)
 
@@ -119,6 +120,7 @@ class GpuSample:
     # Seconds util_percent averages over (NVML's samples since the previous sample); None: an
     # instantaneous reading (nvidia-smi, an old driver, or no new sample).
     util_window_s: float | None = None
+    sm_clock_mhz: int | None = None  # the SM (shader) clock now
     processes: tuple[GpuProcess, ...] | None = None
     error: str | None = None
     vendor: str | None = None  # "nvidia" | "amd"; None: an NVIDIA-only agent's GPU

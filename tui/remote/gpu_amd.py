@@ -43,6 +43,23 @@ def _sysfs_int(path, lo, hi, failures):
     return value if lo <= value <= hi else None
 
 
+def _amd_sclk(device, failures):
+    """The shader clock now, MHz: pp_dpm_sclk's level marked "*" ("1: 1700Mhz *"); None when
+    the file is absent, odd, or marks no level."""
+    try:
+        text = _sysfs(os.path.join(device, "pp_dpm_sclk"))
+    except _Unreadable as err:
+        failures.append(str(err))
+        return None
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == "*" and parts[1].lower().endswith("mhz"):
+            digits = parts[1][:-3]
+            if digits.isdigit() and int(digits) <= 100_000:
+                return int(digits)
+    return None
+
+
 def _amd_hwmon(device):
     """The device's hwmon directory (device/hwmon/hwmonN), or None."""
     try:
@@ -128,6 +145,7 @@ class AmdSysfsBackend:
         used = _sysfs_int(os.path.join(device, "mem_info_vram_used"), 0, 1 << 50, failures)
         gpu["memory_total_bytes"] = total
         gpu["memory_used_bytes"] = used if used is None or total is None or used <= total else None
+        gpu["sm_clock_mhz"] = _amd_sclk(device, failures)
         hwmon = _amd_hwmon(device)
         if hwmon is not None:
             gpu["temperature_c"] = _amd_temperature(hwmon, failures)

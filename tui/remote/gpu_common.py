@@ -17,6 +17,7 @@ GPU_METRICS = (
     "power_w",
     "power_limit_w",
     "util_window_s",
+    "sm_clock_mhz",
 )
 
 
@@ -51,6 +52,7 @@ DELTA_GPU_KEYS = (  # GPU_METRICS that change every second, in GPU_METRICS' orde
     "temperature_c",
     "power_w",
     "util_window_s",
+    "sm_clock_mhz",
 )
 DELTA_HOST_KEYS = ("cpu_percent", "load1", "mem_used_bytes")
 _DELTA_SAMPLE_FIXED = ("source", "driver", "error")

@@ -194,6 +194,8 @@ class NvmlBackend:
             gpu["temperature_c"] = float(temp) if temp is not None else None
             power = self._call(nv.nvmlDeviceGetPowerUsage, h)  # milliwatts
             gpu["power_w"] = power / 1000.0 if power is not None else None
+            sm_clock = self._call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)  # MHz
+            gpu["sm_clock_mhz"] = int(sm_clock) if sm_clock is not None else None
             procs = self._call(self._newest, PROCESSES, h)
             if procs is not None:
                 gpu["processes"] = [
