@@ -1,5 +1,9 @@
-"""The verl example corpus (tests/fixtures/verl_examples): copy it from a verl checkout and
-classify every script as valid or not for the installed verl, independently of verl-tui.
+"""Facts about verl's example launch scripts (tests/fixtures/verl_examples/facts.json), derived
+from a verl checkout, and the oracle that classifies a launch script independently of verl-tui.
+
+The repository holds no copy of verl's scripts: ``facts`` reads them from a checkout (a work
+tree, or a bare git directory exported to a temporary folder) and records, per script, its
+source URL, the argv bash passes to main_ppo, the config name/path and the verdict.
 
 Independent of the code under test on purpose (no ``tui`` import):
 
@@ -16,13 +20,16 @@ Independent of the code under test on purpose (no ``tui`` import):
 
 Usage::
 
-    python tests/derive_verl_examples.py copy VERL_CHECKOUT COMMIT   # refresh the scripts
-    python tests/derive_verl_examples.py manifest                    # re-derive MANIFEST.json
+    python tests/derive_verl_examples.py facts VERL_CHECKOUT [COMMIT]   # re-derive facts.json
+
+VERL_CHECKOUT is a verl work tree, or a bare git directory (then COMMIT, default HEAD, is
+exported to a temporary folder first).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import json
 import os
@@ -31,12 +38,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent / "fixtures" / "verl_examples"
-MANIFEST = ROOT / "MANIFEST.json"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FACTS = FIXTURES / "verl_examples" / "facts.json"
+LAUNCH_SCRIPTS = FIXTURES / "launch_scripts"
 ENTRY = "verl.trainer.main_ppo"
+REPO_MARK = "$REPO"  # a path under the project root a script ran from, written as a name
 _RECORD_SEP = "\x1e"
 # Slurm scripts (`set -u`) read the allocation from these: one node of 8 GPUs.
 _SLURM = {
@@ -46,11 +56,10 @@ _SLURM = {
     "SLURM_GPUS_PER_NODE": "8",
     "SLURM_CPUS_PER_TASK": "64",
     "SLURM_JOB_ID": "1",
-}  # between recorded invocations
+}
 
 # Commands the scripts may use to compute values; every other command is missing (a no-op).
 _TOOLS = (
-    "date",
     "dirname",
     "basename",
     "realpath",
@@ -125,14 +134,16 @@ def _shims(where: Path, record: Path) -> Path:
     return bin_dir
 
 
-def script_argv(script: Path, root: Path = ROOT, *, timeout: float = 20.0) -> list[str] | None:
-    """The arguments after ``-m verl.trainer.main_ppo`` of the first verl command the script
-    runs (through ``ray job submit -- …`` too); None when it runs none."""
-    rel = script.resolve().relative_to(root.resolve())
+def script_argv(script: Path, project: Path, *, timeout: float = 20.0) -> list[str] | None:
+    """The arguments after ``-m verl.trainer.main_ppo`` of the first verl command `script`
+    runs (through ``ray job submit -- …`` too), run by bash from a copy of `project` (the
+    "root of the project" the scripts want as cwd); None when it runs none. Paths under that
+    copy are written ``$REPO/…`` and the home folder ``$HOME``, so the argv is reproducible."""
+    rel = script.resolve().relative_to(project.resolve())
     with tempfile.TemporaryDirectory(prefix="verl-ex-") as tmp:
         work = Path(tmp)
-        repo = work / "repo"  # the "root of the project" the scripts want as cwd
-        shutil.copytree(root / "examples", repo / "examples")
+        repo = work / "repo"
+        shutil.copytree(project, repo, ignore=shutil.ignore_patterns(".git"))
         record = work / "record"
         record.write_bytes(b"")
         bin_dir = _shims(work, record)
@@ -173,24 +184,24 @@ def script_argv(script: Path, root: Path = ROOT, *, timeout: float = 20.0) -> li
         if ENTRY in argv:
             i = argv.index(ENTRY)
             if i > 0 and argv[i - 1] == "-m":
-                # Temporary paths written as names, so the manifest is reproducible.
                 return [
-                    a.replace(str(home), "$HOME").replace(str(repo), "$REPO") for a in argv[i + 1 :]
+                    a.replace(str(home), "$HOME").replace(str(repo), REPO_MARK)
+                    for a in argv[i + 1 :]
                 ]
     return None
 
 
 # -- Hydra: what verl 0.9.1 makes of it -------------------------------------------------------
 
+Failure = tuple[str | None, str]  # (the key Hydra names, its first line)
 
-def classify(argv: list[str]) -> dict[str, Any]:
-    """{"valid": bool, "key": str|None, "reason": str, "config_name", "config_path"} for
-    ``main_ppo ARGV``; argv paths under the repository copy are written ``$REPO/…`` and mean
-    this corpus folder."""
+
+def hydra_args(argv: list[str], project: Path) -> tuple[Path, str, list[str]]:
+    """(config folder, config name, overrides) main_ppo's Hydra reads from `argv`, with
+    ``$REPO`` meaning `project`."""
     from hydra._internal.utils import get_args_parser
-    from omegaconf import OmegaConf
 
-    args = get_args_parser().parse_args([a.replace("$REPO", str(ROOT)) for a in argv])
+    args = get_args_parser().parse_args([a.replace(REPO_MARK, str(project)) for a in argv])
     # ($HOME stays a name: a plain string to Hydra, as the real home would be)
     trainer_dir = verl_dir() / "trainer"
     config_path = args.config_path or "config"
@@ -199,31 +210,27 @@ def classify(argv: list[str]) -> dict[str, Any]:
     config_dir = Path(
         os.path.normpath(config_path if os.path.isabs(config_path) else trainer_dir / config_path)
     )
-    config_name = args.config_name or "ppo_trainer"
+    return config_dir, args.config_name or "ppo_trainer", list(args.overrides)
+
+
+def classify(argv: list[str], project: Path, oracle: HydraOracle | None = None) -> dict[str, Any]:
+    """{"valid", "keys", "reason", "config_name", "config_path"} for ``main_ppo ARGV`` run from
+    `project`: composed by Hydra's full compose, or by `oracle` (the same, cheaper)."""
+    from omegaconf import OmegaConf
+
+    config_dir, config_name, overrides = hydra_args(argv, project)
+    trainer_dir = verl_dir() / "trainer"
     out: dict[str, Any] = {
         "config_name": config_name,
         "config_path": None
         if config_dir == trainer_dir / "config"
-        else str(config_dir).replace(str(ROOT), "$REPO"),
+        else str(config_dir).replace(str(project), REPO_MARK),
     }
-    overrides = list(args.overrides)
-    keys: list[str | None] = []
-    reasons: list[str] = []
-    cfg = None
-    for _ in range(12):  # every bad override, each dropped in turn (the first fails Hydra)
-        try:
-            cfg = _compose(config_dir, config_name, overrides)
-            break
-        except Exception as exc:  # Hydra's and OmegaConf's errors alike: the script is invalid
-            key, reason = _failing_key(exc)
-            keys.append(key)
-            reasons.append(reason)
-            left = [o for o in overrides if key is None or _key(o) != key]
-            if key is None or len(left) == len(overrides):
-                break
-            overrides = left
-    if keys:
-        return {**out, "valid": False, "key": keys[0], "keys": keys, "reason": reasons[0]}
+    compose = oracle.compose_dropping if oracle else compose_dropping
+    cfg, failures = compose(config_dir, config_name, overrides)
+    if failures:
+        keys = [key for key, _ in failures]
+        return {**out, "valid": False, "keys": keys, "reason": failures[0][1]}
     assert cfg is not None
     missing = OmegaConf.missing_keys(cfg)
     needed = ["actor_rollout_ref.rollout.name"]
@@ -231,35 +238,176 @@ def classify(argv: list[str]) -> dict[str, Any]:
         needed.append("reward.reward_model.rollout.name")
     for key in needed:
         if key in missing:
-            return {
-                **out,
-                "valid": False,
-                "key": key,
-                "keys": [key],
-                "reason": f"mandatory value {key} is not set (???)",
-            }
-    return {**out, "valid": True, "key": None, "keys": [], "reason": "composes"}
+            reason = f"mandatory value {key} is not set (???)"
+            return {**out, "valid": False, "keys": [key], "reason": reason}
+    return {**out, "valid": True, "keys": [], "reason": "composes"}
+
+
+def compose_dropping(
+    config_dir: Path, config_name: str, overrides: list[str]
+) -> tuple[Any, list[Failure]]:
+    """(config, failures): Hydra's full compose, each override it fails on dropped in turn (it
+    stops at the first) so that every bad one is named; the config is None when one failed."""
+    failures: list[Failure] = []
+    for _ in range(12):
+        try:
+            cfg = full_compose(config_dir, config_name, overrides)
+        except Exception as exc:  # Hydra's and OmegaConf's errors alike: the argv is invalid
+            key, reason = _failing_key(exc)
+            failures.append((key, reason))
+            left = [o for o in overrides if key is None or _key(o) != key]
+            if key is None or len(left) == len(overrides):
+                break
+            overrides = left
+        else:
+            return (None if failures else cfg), failures
+    return None, failures
 
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0].strip().lstrip("+~")
 
 
-def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> Any:
+@contextlib.contextmanager
+def _at_verl_root() -> Iterator[None]:
+    # A custom config's `file://verl/trainer/config` search path is relative to the working
+    # directory: a verl repository root is where the scripts run from.
+    cwd = os.getcwd()
+    os.chdir(verl_dir().parent)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+
+
+def full_compose(
+    config_dir: Path, config_name: str, overrides: list[str], *, resolve: bool = True
+) -> Any:
+    """Hydra's compose, start to end, as main_ppo runs it, then OmegaConf.resolve."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    cwd = os.getcwd()
-    try:
-        # A custom config's `file://verl/trainer/config` search path is relative to the
-        # working directory: a verl repository root is where the scripts run from.
-        os.chdir(verl_dir().parent)
-        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            cfg = compose(config_name, overrides=overrides)
+    with _at_verl_root(), initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name, overrides=overrides)
+    if resolve:
         OmegaConf.resolve(cfg)  # main_ppo resolves the config before anything else
+    return cfg
+
+
+class HydraOracle:
+    """Many argv composed as `full_compose` would, cheaply. Hydra builds a config in two
+    steps: the defaults list (the config name and the overrides that choose config groups)
+    gives the base, then the value overrides are applied to it one by one. The first step,
+    nearly all of a compose's cost, is done by Hydra's own compose once per (folder, name,
+    group choices); the second by Hydra's own function for it, on a copy of that base, with
+    the overrides split into the two kinds by Hydra's own ``Overrides``. A test checks it
+    against `full_compose` on a sample."""
+
+    def __init__(self) -> None:
+        self._bases: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+        self._repos: dict[tuple[str, str], Any] = {}
+        self._overrides: dict[str, Any] = {}
+        self._trees: dict[tuple[Any, ...], Any] = {}
+
+    def _repo(self, config_dir: Path, config_name: str) -> Any:
+        """Hydra's config repository for one primary config, with its search path."""
+        key = (str(config_dir), config_name)
+        if key not in self._repos:
+            from hydra._internal.config_loader_impl import ConfigLoaderImpl
+            from hydra._internal.config_repository import CachingConfigRepository
+            from hydra.core.global_hydra import GlobalHydra
+            from hydra.initialize import initialize_config_dir
+
+            with _at_verl_root(), initialize_config_dir(str(config_dir), version_base=None):
+                loader = GlobalHydra.instance().config_loader()
+                assert isinstance(loader, ConfigLoaderImpl)
+                repo = CachingConfigRepository(loader.repository)
+                loader._process_config_searchpath(config_name, [], repo)
+            self._repos[key] = repo
+        return self._repos[key]
+
+    def compose_dropping(
+        self, config_dir: Path, config_name: str, overrides: list[str]
+    ) -> tuple[Any, list[Failure]]:
+        """What the module's `compose_dropping` gives. The value overrides are applied one at
+        a time, as Hydra does, so a failing one is skipped rather than composed again without
+        it; anything else that fails (a parse error, a group choice, an interpolation, a key
+        inside a value) is left to the full compose."""
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra._internal.defaults_list import Overrides
+        from omegaconf import OmegaConf
+
+        def full() -> tuple[Any, list[Failure]]:
+            return compose_dropping(config_dir, config_name, overrides)
+
+        try:
+            parsed = [self._parsed(line) for line in overrides]
+            if any(o.get_key_element() == "hydra.searchpath" for o in parsed):
+                return full()
+            values = Overrides(self._repo(config_dir, config_name), parsed).config_overrides
+            values = [o for o in values if not o.is_hydra_override()]
+            chosen = tuple(o.input_line for o in parsed if all(o is not v for v in values))
+            base = self._base(config_dir, config_name, chosen)
+        except Exception:
+            return full()
+        cfg = copy.deepcopy(base)
+        failures: list[Failure] = []
+        for o in values:
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
+            except Exception as exc:  # as Hydra's own loop would raise on it
+                key, reason = _failing_key(exc)
+                if key is None or key != _key(o.input_line):
+                    return full()
+                if key not in (k for k, _ in failures):
+                    failures.append((key, reason))
+        try:
+            with self._parse_trees_kept():
+                OmegaConf.resolve(cfg)  # main_ppo resolves the config before anything else
+        except Exception:
+            return full()
+        return (None if failures else cfg), failures
+
+    def _parsed(self, line: str) -> Any:
+        """Hydra's parse of one override (read-only afterwards), kept by its text."""
+        if line not in self._overrides:
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            (self._overrides[line],) = OverridesParser.create().parse_overrides([line])
+        return self._overrides[line]
+
+    @contextlib.contextmanager
+    def _parse_trees_kept(self) -> Iterator[None]:
+        """OmegaConf parses each ${…} again on every resolve (most of a resolve's cost); the
+        trees are only read, so one parse per text serves every copy of the config."""
+        import omegaconf.base as base
+
+        parse = base.parse
+        trees = self._trees
+
+        def kept(value: str, *args: Any) -> Any:
+            if (value, *args) not in trees:
+                trees[(value, *args)] = parse(value, *args)
+            return trees[(value, *args)]
+
+        base.parse = kept  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            base.parse = parse
+
+    def _base(self, config_dir: Path, config_name: str, chosen: tuple[str, ...]) -> Any:
+        key = (str(config_dir), config_name.removesuffix(".yaml"), chosen)
+        if key not in self._bases:
+            # unresolved: the value overrides still change what its ${…} give
+            self._bases[key] = full_compose(config_dir, config_name, list(chosen), resolve=False)
+        return self._bases[key]
+
+    def __call__(self, config_dir: Path, config_name: str, overrides: list[str]) -> Any:
+        """The config composed from a valid argv."""
+        cfg, failures = self.compose_dropping(config_dir, config_name, overrides)
+        assert not failures, failures
         return cfg
-    finally:
-        os.chdir(cwd)
 
 
 def _failing_key(exc: BaseException) -> tuple[str | None, str]:
@@ -276,73 +424,80 @@ def _failing_key(exc: BaseException) -> tuple[str | None, str]:
     return (m.group(1).lstrip("+~") if m else None), text.strip().splitlines()[0][:300]
 
 
-# -- the corpus -------------------------------------------------------------------------------
+# -- the facts --------------------------------------------------------------------------------
 
 
-def corpus_scripts(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "examples").rglob("*.sh"))
+def launch_scripts(project: Path) -> list[Path]:
+    """Every examples/**/*.sh of a verl checkout that names main_ppo."""
+    return [
+        p
+        for p in sorted((project / "examples").rglob("*.sh"))
+        if ENTRY in p.read_text(encoding="utf-8", errors="replace")
+    ]
 
 
-def derive(script: Path, root: Path = ROOT) -> dict[str, Any]:
-    argv = script_argv(script, root)
-    entry = {"script": str(script.relative_to(root))}
+def config_extends(config_dir: Path, config_name: str) -> list[str]:
+    """The entries of a custom config's defaults list other than _self_ (the verl configs it
+    builds on)."""
+    import yaml
+
+    path = config_dir / (config_name if config_name.endswith(".yaml") else f"{config_name}.yaml")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    defaults = data.get("defaults", []) if isinstance(data, dict) else []
+    return [str(d) for d in defaults if isinstance(d, str) and d != "_self_"]
+
+
+def derive(
+    script: Path, project: Path, repo: str, commit: str, oracle: HydraOracle | None = None
+) -> dict[str, Any]:
+    rel = script.relative_to(project).as_posix()
+    entry: dict[str, Any] = {
+        "script": rel,
+        "url": f"https://github.com/{repo}/blob/{commit}/{rel}",
+    }
+    argv = script_argv(script, project)
     if argv is None:
-        return {
-            **entry,
-            "valid": False,
-            "key": None,
-            "reason": "runs no main_ppo command",
-            "argv": None,
-        }
-    return {**entry, **classify(argv), "argv": argv}
+        return {**entry, "valid": False, "keys": [], "reason": "runs no main_ppo command"}
+    verdict = classify(argv, project, oracle)
+    if verdict["config_path"]:
+        config_dir, name, _ = hydra_args(argv, project)
+        verdict["config_extends"] = config_extends(config_dir, name)
+    return {**entry, **verdict, "argv": argv}
 
 
-def copy_corpus(checkout: Path, commit: str) -> None:
-    """Copy every examples/**/*.sh that runs main_ppo, and the custom config folders they
-    name, from a verl checkout at `commit`."""
-    if (ROOT / "examples").exists():
-        shutil.rmtree(ROOT / "examples")
-    n = 0
-    for src in sorted((checkout / "examples").rglob("*.sh")):
-        text = src.read_text(encoding="utf-8", errors="replace")
-        if ENTRY not in text:
-            continue
-        dst = ROOT / src.relative_to(checkout)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
-        n += 1
-    for cfg in sorted((checkout / "examples").rglob("config")):
-        if cfg.is_dir() and any(cfg.glob("*.yaml")):
-            dst = ROOT / cfg.relative_to(checkout)
-            if (dst.parent).exists():
-                shutil.copytree(
-                    cfg,
-                    dst,
-                    dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.py", "*.jsonl", "*.json"),
-                )
-    (ROOT / "SOURCE").write_text(f"volcengine/verl {commit}\n")
-    print(f"copied {n} scripts")
+@contextlib.contextmanager
+def checkout_tree(source: Path, commit: str | None) -> Iterator[tuple[Path, str]]:
+    """(work tree, commit) of a verl work tree, or of `commit` exported from a bare git dir."""
+    git = ["git", "--git-dir", str(source / ".git" if (source / ".git").exists() else source)]
+    rev = subprocess.run(
+        [*git, "rev-parse", commit or "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if (source / ".git").exists() and commit is None:
+        yield source, rev
+        return
+    with tempfile.TemporaryDirectory(prefix="verl-checkout-") as tmp:
+        archive = subprocess.run(
+            [*git, "archive", rev, "examples"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp), rev
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["copy"] and len(argv) == 3:
-        copy_corpus(Path(argv[1]), argv[2])
-        return 0
-    if argv[:1] == ["manifest"]:
+    if argv[:1] == ["facts"] and len(argv) in (2, 3):
         from importlib.metadata import version
 
-        source = (ROOT / "SOURCE").read_text().split()
-        entries = [derive(s) for s in corpus_scripts()]
+        with checkout_tree(Path(argv[1]), argv[2] if len(argv) == 3 else None) as (tree, rev):
+            entries = [derive(s, tree, "volcengine/verl", rev) for s in launch_scripts(tree)]
         data = {
-            "source_repo": source[0],
-            "source_commit": source[1],
+            "source_repo": "volcengine/verl",
+            "source_commit": rev,
             "verl_version": version("verl"),
             "entry_point": ENTRY,
-            "derived_by": "tests/derive_verl_examples.py manifest",
+            "derived_by": "tests/derive_verl_examples.py facts",
             "scripts": entries,
         }
-        MANIFEST.write_text(json.dumps(data, indent=1) + "\n")
+        FACTS.write_text(json.dumps(data, indent=1) + "\n")
         valid = sum(e["valid"] for e in entries)
         print(f"{len(entries)} scripts: {valid} valid, {len(entries) - valid} invalid")
         return 0
