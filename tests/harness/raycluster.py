@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import yaml
+
 from harness.cli import run_cli
 from harness.nshosts import HarnessError, NsCluster, host_at
 
@@ -72,8 +74,10 @@ def hosts_yaml(
         # Several Ray nodes share this machine: keep each one small.
         "  memory: 1000000000",
         "  object_store_memory: 100000000",
-        "  start_timeout: 60",
-        *(f"  {ln}" for ln in ray_extra.splitlines()),
+        # On a busy 2-core machine (parallel test workers) a head took 51-70 s to start and a
+        # worker's dashboard agent missed Ray's own 30 s registration wait: room for both.
+        "  start_timeout: 150",
+        *(f"  {ln}" for ln in _ray_lines(ray_extra)),
         "hosts:",
     ]
     for h in cluster.hosts:
@@ -84,6 +88,14 @@ def hosts_yaml(
             lines.append(f"    num_gpus: {num_gpus}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _ray_lines(ray_extra: str) -> list[str]:
+    """`ray_extra`'s lines under `ray:`, its `env:` (if any) merged with the harness's own."""
+    extra = yaml.safe_load(ray_extra) or {}
+    env = {"RAY_agent_register_timeout_ms": "120000", **(extra.pop("env", None) or {})}
+    text = yaml.safe_dump({**extra, "env": env}, default_flow_style=False, sort_keys=False)
+    return text.splitlines()
 
 
 def ray_up(env: dict[str, str], path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
