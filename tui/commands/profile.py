@@ -61,7 +61,7 @@ def run_profile_check(
         submission_json,
         working_dir_size,
     )
-    from tui.jobs.profiles import check_set, load_profile, resolve_profile
+    from tui.jobs.profiles import check_set, entry_note, load_profile, resolve_profile
     from tui.jobs.schema import SchemaError, current_source
     from tui.jobs.verl_source import select_verl_sync
     from tui.transport.types import TransportError
@@ -121,6 +121,7 @@ def run_profile_check(
             "ok": ok,
             "problems": [p.to_json() for p in problems],
             "verl": used.to_json(),
+            "entrypoint": profile.entrypoint,
         }
         if sub is not None:  # the submission `submit` would send (with a hosts file)
             doc["submission"] = submission_json(sub)
@@ -132,6 +133,8 @@ def run_profile_check(
     n_err, n_warn = len(report.errors), len(report.warnings)
     shape = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in report.from_cluster.items())
     summary = f"{profile.name}: {plural(n_err, 'error')}, {plural(n_warn, 'warning')}"
+    if entry_note(profile):  # another verl entry point than main_ppo: say which is checked
+        summary += f" (runs {profile.entrypoint})"
     if shape:
         summary += f" (from the cluster: {shape})"
     print(f"{summary} — {used.label}")
@@ -173,6 +176,7 @@ def profile_rows() -> list[dict[str, Any]]:
                     "nodes": ov.get("trainer.nnodes"),
                     "gpus_per_node": ov.get("trainer.n_gpus_per_node"),
                     "description": e.profile.description if e.profile else "",
+                    "entrypoint": e.profile.entrypoint if e.profile else None,
                     "error": e.error,
                 }
             )

@@ -18,9 +18,8 @@ from typing import Any
 import yaml
 
 from tui.jobs.importer import read_hydra_value
-from tui.jobs.profiles import Profile, hydra_value, to_hydra_overrides
+from tui.jobs.profiles import Profile, hydra_value, to_hydra_overrides, verl_command
 
-VERL_MODULE = "verl.trainer.main_ppo"
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 RAY_PORT = 6379
 # Keys the Slurm/dstack exports take from the allocation instead of the profile.
@@ -117,14 +116,16 @@ def _submit_lines(
     env_vars: bool = True,
     first: tuple[str, ...] = (),
 ) -> list[str]:
-    """`ray job submit … -- python -m verl.trainer.main_ppo` with one override per line (the
-    last line has no continuation); continuation lines are indented 4 more. `first`: shell
-    words (not quoted here) right after the module."""
+    """`ray job submit … -- python -m MODULE` (the profile's entrypoint, the command a
+    submission runs: profiles.verl_command) with one override per line (the last line has no
+    continuation); continuation lines are indented 4 more. `first`: shell words (not quoted
+    here) right after the module."""
     words = [f"ray job submit --address {_q(address)}"]
     env = _runtime_env(profile, env_vars=env_vars)
     if env:
         words.append(f"--runtime-env-json {_q(json.dumps(env, sort_keys=True))}")
-    words.append(" ".join([f"-- {_q(python)} -m {VERL_MODULE}", *first]))
+    command = " ".join(_q(w) for w in verl_command(python, profile.entrypoint))
+    words.append(" ".join([f"-- {command}", *first]))
     items = [
         *words,
         *(_q(a) for a in profile.hydra_args()),
@@ -220,7 +221,7 @@ def to_sbatch(
     step on every other node, a wait until all nodes are alive (`ray status`), then the job on
     the head with `ray job submit` (so the profile's runtime env applies exactly as with
     `verl-tui submit`). trainer.nnodes and trainer.n_gpus_per_node come from the allocation.
-    `sbatch job.sbatch --print-config` is the dry run: all of it, with main_ppo's `--cfg job`
+    `sbatch job.sbatch --print-config` is the dry run: all of it, with the entry point's `--cfg job`
     (verl composes and prints the config on the cluster, then exits; no GPU work)."""
     if nodes < 1 or gpus_per_node < 1:
         raise ValueError("nodes and gpus_per_node must be at least 1")
@@ -260,7 +261,7 @@ def to_sbatch(
         *sb,
         *_header(profile, "Ray on Slurm"),
         "# `sbatch THIS_FILE --print-config`: a dry run. Ray comes up as for training, then verl",
-        "# only composes and prints its config on the cluster (main_ppo --cfg job) and exits.",
+        "# only composes and prints its config on the cluster (--cfg job) and exits.",
         "set -euo pipefail",
         "cfg=()",
         'if [ "${1:-}" = --print-config ]; then',

@@ -439,9 +439,11 @@ class CommandReader(Expander):
         """Hydra resolves a relative --config-path against verl/trainer (main_ppo.py's folder),
         so `config` is verl's own; ppo_megatron_trainer is verl 0.9.1's deprecated alias."""
         self._entry_config()
+        main = self.entry is None or self.entry.module == MAIN_PPO  # else: the entry's own
         path = self.config_path
         if (
-            path is not None
+            main
+            and path is not None
             and not path.startswith("/")
             and "$" not in path
             and os.path.normpath(path) == "config"
@@ -458,6 +460,8 @@ class CommandReader(Expander):
                     "taken as that folder",
                 )
                 self.config_path = path = found
+        if not main:
+            return
         if path is None and self.config_name == "ppo_trainer":
             self.config_name = None
         if path is None and self.config_name == MEGATRON_ALIAS:
@@ -480,28 +484,23 @@ class CommandReader(Expander):
 
     def _entry_config(self) -> None:
         """An entry other than main_ppo composes its own config (its @hydra.main's config_path,
-        relative to its module's folder, and config_name): the profile names that config."""
+        relative to its module's folder, and config_name): the profile records the entry point
+        and keeps only the config the script set (the cluster's verl has the entry's own)."""
         entry = self.entry
         if entry is None or entry.module == MAIN_PPO or entry.root is None:
             return
-        own = entry.config_dir
-        trainer_config = entry.root / "trainer" / "config"
-        path = self.config_path
-        if path is not None and not os.path.isabs(path) and "$" not in path:
-            self.config_path = entry.resolve(path)
-        elif path is None and own is not None and own != trainer_config:
-            self.config_path = str(own)
-        if self.config_name is None and entry.config_name:
-            self.config_name = entry.config_name
-        if self.config_path is not None and Path(self.config_path) == trainer_config:
-            self.config_path = None
-        self.skip(
-            self.command_line or 0,
-            f"-m {entry.module}",
-            f"verl entry point {entry.module}: the profile composes its config "
-            f"({self.config_name or 'ppo_trainer'}"
-            + (f" in {self.config_path}" if self.config_path else "")
-            + f"); verl-tui submits {MAIN_PPO} with it",
+        path, own_dir = self.config_path, entry.config_dir
+        if path is not None and "$" not in path and Path(entry.resolve(path)) == own_dir:
+            self.config_path = path = None  # the entry's own folder, however written
+        if path is None and self.config_name == entry.config_name:
+            self.config_name = None
+        own = f"its own config ({entry.config_name})"
+        if self.config_name or self.config_path:
+            own = f"config {self.config_name or entry.config_name}" + (
+                f" in {self.config_path}" if self.config_path else ""
+            )
+        self.mapped.append(
+            Mapped(self.command_line or 0, f"-m {entry.module}", f"entrypoint, with {own}")
         )
 
     def _refuse(self, w: Word, arg: str) -> None:

@@ -38,7 +38,7 @@ from tui.jobs.import_command import (  # noqa: F401
 )
 from tui.jobs.import_entry import PYTHON_NAME
 from tui.jobs.import_flow import FlowReader
-from tui.jobs.profiles import Profile, RuntimeEnv
+from tui.jobs.profiles import DEFAULT_ENTRYPOINT, Profile, RuntimeEnv
 from tui.jobs.shell_expand import Assumed, Expanded, Var, check_items, check_size
 from tui.jobs.shell_lexer import ScriptLimitError, Unmapped, Word
 from tui.jobs.shell_parse import CLOSERS, COMPOUND_NAMES, OPENERS, Cmd
@@ -451,6 +451,7 @@ def _make_profile(imp: _Importer, source: str) -> Profile:
             env_vars=dict(imp.env), working_dir=imp.working_dir, excludes=list(imp.excludes)
         ),
         python=imp.python,
+        entrypoint=imp.entry.module if imp.entry is not None else DEFAULT_ENTRYPOINT,
         config_name=imp.config_name,
         config_path=imp.config_path,
     )

@@ -164,6 +164,7 @@ def prepare_submission(
         name=profile.name,
         overrides=report.overrides,
         python=profile.python,
+        entrypoint=profile.entrypoint,
         env=env,
         working_dir=spec.job_working_dir,
         excludes=spec.job_excludes,

@@ -4,8 +4,9 @@
 name: grpo-gsm8k
 description: GRPO on GSM8K
 python: /opt/venv/bin/python      # optional: the entrypoint's interpreter on the hosts
-config_name: ppo_trainer          # optional: main_ppo's --config-name (default ppo_trainer)
-config_path: /abs/my_configs      # optional: main_ppo's --config-path (default verl's own)
+entrypoint: verl.trainer.main_ppo # optional: the verl module the job runs (python -m MODULE)
+config_name: ppo_trainer          # optional: --config-name (default: the entry point's own)
+config_path: /abs/my_configs      # optional: --config-path (default: the entry point's own)
 overrides:                        # verl's dotted Hydra keys → values (typed by YAML)
   data.train_batch_size: 256
   actor_rollout_ref.rollout.name: vllm
@@ -23,6 +24,7 @@ and escaped, so a value stays one literal value whatever it holds.
 from __future__ import annotations
 
 import difflib
+import keyword
 import os
 import re
 import tempfile
@@ -48,8 +50,41 @@ _DICT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}\Z")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _CONFIG_NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}\Z")
+# The job's entry point: a dotted module under verl (`python -m MODULE` on the hosts). Checked as
+# a name only (the cluster's verl may have entries this machine's lacks); a word of an argv,
+# never shell text, so no value can become code.
+DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
+MAX_ENTRYPOINT_CHARS = 200
+_ENTRYPOINT_RE = re.compile(r"^verl(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 # PyYAML reads YAML 1.1, where `1e-6` (no dot) is a string; verl's command-line habit means float.
 _EXP_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+\Z")
+
+
+def check_entrypoint(value: object) -> str:
+    """`value` as a verl entry point module name; ValueError (one line, the value cut short)
+    when it is not a dotted Python module name under `verl.`."""
+    example = "e.g. verl.experimental.one_step_off_policy.main_ppo"
+    if not isinstance(value, str):
+        got = "nothing" if value is None else f"a {type(value).__name__}"
+        raise ValueError(f"a verl module name ({example}); got {got}")
+    if len(value) > MAX_ENTRYPOINT_CHARS:
+        raise ValueError(
+            f"{value[:40]!r}… ({len(value)} characters) is not a verl module: "
+            f"names are at most {MAX_ENTRYPOINT_CHARS} characters"
+        )
+    parts = value.split(".")
+    if not _ENTRYPOINT_RE.match(value) or any(keyword.iskeyword(p) for p in parts):
+        raise ValueError(
+            f"{value[:60]!r} is not a verl module: a dotted Python module name under "
+            f"verl. ({example})"
+        )
+    return value
+
+
+def verl_command(python: str, entrypoint: str = DEFAULT_ENTRYPOINT) -> list[str]:
+    """The job's command before its Hydra arguments: `PYTHON -m MODULE`. The one builder of
+    it: submissions (form, CLI, queue, sweep, supervisor retries) and the exported scripts."""
+    return [python, "-m", check_entrypoint(entrypoint)]
 
 
 class _Strict(BaseModel):
@@ -112,7 +147,10 @@ class Profile(_Strict):
     name: str
     description: str = ""
     python: str | None = None
-    # main_ppo's --config-name / --config-path: which Hydra config the overrides apply to.
+    # The verl module the job runs; an imported script's own entry point (absent: main_ppo).
+    entrypoint: str = DEFAULT_ENTRYPOINT
+    # --config-name / --config-path: which Hydra config the overrides apply to (None: the
+    # entry point's own @hydra.main config, wherever the cluster's verl has it).
     config_name: str | None = None
     config_path: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
@@ -133,6 +171,11 @@ class Profile(_Strict):
             raise ValueError("signature names: letters, digits and '_' (see submit --help)")
         return v
 
+    @field_validator("entrypoint", mode="before")
+    @classmethod
+    def _entrypoint(cls, v: Any) -> str:
+        return check_entrypoint(v)
+
     @field_validator("config_name")
     @classmethod
     def _config_name(cls, v: str | None) -> str | None:
@@ -150,8 +193,8 @@ class Profile(_Strict):
         return v
 
     def hydra_args(self) -> list[str]:
-        """main_ppo's `--config-path=… --config-name=…` for this profile (before the
-        overrides on its command line); empty for verl's default ppo_trainer."""
+        """The entry point's `--config-path=… --config-name=…` for this profile (before the
+        overrides on its command line); empty for the entry point's own config."""
         out = []
         if self.config_path:
             out.append(f"--config-path={self.config_path}")
@@ -189,6 +232,14 @@ class Profile(_Strict):
                 raise ValueError(f"{key!r} is not a dotted verl key")
             out[key] = _check_value(value, key)
         return out
+
+
+def entry_note(profile: Profile | None) -> str:
+    """`   -m MODULE` for a profile that runs another verl entry point than main_ppo (the job
+    form's title line, `profile check`); "" for main_ppo, so the default reads as before."""
+    if profile is None or profile.entrypoint == DEFAULT_ENTRYPOINT:
+        return ""
+    return f"   -m {profile.entrypoint}"
 
 
 # -- Hydra override syntax -----------------------------------------------------------------
@@ -262,6 +313,7 @@ def _describe(err: ErrorDetails) -> str:
             "name",
             "description",
             "python",
+            "entrypoint",
             "config_name",
             "config_path",
             "overrides",
@@ -382,6 +434,8 @@ def profile_to_yaml(profile: Profile) -> str:
         data["description"] = profile.description
     if profile.python:
         data["python"] = profile.python
+    if profile.entrypoint != DEFAULT_ENTRYPOINT:  # old profiles are written as they were
+        data["entrypoint"] = profile.entrypoint
     if profile.config_name:
         data["config_name"] = profile.config_name
     if profile.config_path:

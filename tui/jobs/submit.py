@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tui import __version__
 from tui.cluster.dashboard import DashboardClient, api_path, check_job_id
 from tui.config.hosts import Inventory
+from tui.jobs.profiles import DEFAULT_ENTRYPOINT, verl_command
 from tui.jobs.secrets import MASK, masked, secret_names
 from tui.jobs.workdir import package
 from tui.shellcmd import copy_line, quote_word
@@ -25,7 +26,6 @@ from tui.shellcmd import copy_line, quote_word
 if TYPE_CHECKING:
     from tui.transport.fleet import Fleet
 
-VERL_MAIN = ("-m", "verl.trainer.main_ppo")
 # A raw command's first word that means "the hosts' interpreter": rewritten to hosts.yaml's
 # absolute `python:` (the hosts' start-up files may put another python first on PATH).
 PYTHON_WORDS = ("python", "python3")
@@ -144,6 +144,7 @@ def verl_submission(
     name: str,
     overrides: list[str],
     python: str | None = None,
+    entrypoint: str = DEFAULT_ENTRYPOINT,
     env: Mapping[str, str] | None = None,
     working_dir: str | None = None,
     excludes: Sequence[str] = (),
@@ -157,9 +158,11 @@ def verl_submission(
     sid = check_job_id(submission_id, "--submission-id") if submission_id else readable_id(name)
     # --cfg job: the cluster's own verl composes and prints the config, then exits (no GPU).
     flags = ["--cfg", "job"] if print_config else []
+    # `entrypoint` (the profile's verl module) is checked again here: ValueError, never a word
+    # that is not a module name.
     return Submission(
         submission_id=sid,
-        entrypoint_argv=[py, *VERL_MAIN, *flags, *overrides],
+        entrypoint_argv=[*verl_command(py, entrypoint), *flags, *overrides],
         env_vars=with_interpreter_path(env or {}, py),
         working_dir=working_dir,
         excludes=list(excludes),

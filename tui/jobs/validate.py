@@ -20,6 +20,7 @@ from tui.jobs.rules import (
 )
 from tui.jobs.schema import ComposeError, compose_detailed, custom_searchpath, resolve_config
 from tui.jobs.unknown_values import shell_references, unknown_keys
+from tui.jobs.verl_compose import entry_config
 
 # Bad keys are dropped one by one and composed again, so every refused key is reported; past
 # this many (a compose is ~0.3 s) the rest are counted ("N more … not checked"), never
@@ -184,6 +185,10 @@ def check_profile(
             )
         )
         config_name = config_path = None
+    try:  # the entry point's own config when the profile names none (verl_compose.py)
+        config_name, config_path = entry_config(profile.entrypoint, config_name, config_path)
+    except ComposeError as exc:
+        return Report([Problem(exc.key, exc.message)], None)
     config, used, compose_problems = _compose(  # SchemaError: verl missing
         all_overrides, config_name, config_path, unknown
     )

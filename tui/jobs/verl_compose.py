@@ -1,5 +1,6 @@
 """verl's trainer config composed with Hydra exactly as ``python -m verl.trainer.main_ppo`` does
-(`--config-name` / `--config-path` included), from the verl verl_select.py selected.
+(`--config-name` / `--config-path` included), from the verl verl_select.py selected; another
+Hydra entry point of verl with its own config (entry_config).
 
 Composition is cached: the unoverridden base is composed once; a later call deep-copies it and
 applies the overrides with Hydra's own override code (same parser, same struct-mode errors),
@@ -140,6 +141,36 @@ def resolve_config(
     if not (folder / f"{name}.yaml").is_file():
         raise ComposeError("config_name", f"no {name}.yaml in {folder}")
     return name, str(folder)
+
+
+def entry_config(
+    entrypoint: str, config_name: str | None = None, config_path: str | None = None
+) -> tuple[str | None, str | None]:
+    """(config name, config folder) as `python -m ENTRYPOINT` composes it with this machine's
+    verl, for resolve_config: an entry other than main_ppo has its own @hydra.main config
+    (tui/jobs/verl_entries.py), and a relative --config-path is relative to its module's
+    folder. The profile keeps only what the script set, so the cluster's verl finds the
+    entry's own config wherever it lives. ComposeError (key entrypoint) when this verl has no
+    such Hydra entry point."""
+    from tui.jobs.verl_entries import MAIN_PPO, verl_entries
+
+    if entrypoint == MAIN_PPO:
+        return config_name, config_path
+    entries = verl_entries()
+    entry = entries.get(entrypoint)
+    if entry is None or entry.root is None:
+        known = ", ".join(sorted(entries))
+        raise ComposeError(
+            "entrypoint",
+            f"{entrypoint}: the selected verl has no such entry point composing a Hydra "
+            f"config (it has: {known})",
+        )
+    name = config_name or entry.config_name
+    if config_path:
+        path = str(Path(config_path).expanduser())
+        return name, entry.resolve(path)
+    own = entry.config_dir
+    return name, str(own) if own is not None else None
 
 
 @functools.cache

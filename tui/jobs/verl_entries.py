@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tui.jobs.verl_select import SchemaError, current_source
 
-MAIN_PPO = "verl.trainer.main_ppo"  # what verl-tui submits (tui/jobs/submit.py's VERL_MAIN)
+MAIN_PPO = "verl.trainer.main_ppo"  # a profile's default entrypoint (tui/jobs/profiles.py)
 MAX_SOURCE_BYTES = 1 << 20  # a verl module is ~60 KiB at most; a bigger file is not read
 MAX_FILES = 5000  # verl 0.9.1 has ~900 .py files
 

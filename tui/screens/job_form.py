@@ -47,7 +47,7 @@ from tui.jobs.pipeline import (
     prepare_submission,
     working_dir_size,
 )
-from tui.jobs.profiles import Profile, load_profile, resolve_profile
+from tui.jobs.profiles import Profile, entry_note, load_profile, resolve_profile
 from tui.jobs.rules import ClusterResources, Problem
 from tui.jobs.schema import KeyInfo, SchemaError, VerlSource, key_catalog, unknown_key_message
 from tui.jobs.submit import Submission
@@ -300,7 +300,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         p = self.profile
         t = Text()
         t.append(f" {p.name if p else self.profile_path.stem}", "bold")
-        t.append(f"   {self.profile_path}", "dim")
+        t.append(f"   {self.profile_path}{entry_note(p)}", "dim")
         if self.resources is not None:
             t.append(f"   {self.cluster_name}: {self._shape_text()}", "bold cyan")
         if self.verl is not None:
