@@ -8,12 +8,15 @@ main_ppo's, loaded and written as before."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tui.commands.profile import run_profile_check
+from tui.commands.profile_io import run_import
 from tui.config.hosts import parse_inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.exporter import to_dstack, to_ray_job_submit, to_sbatch
@@ -190,3 +193,20 @@ def test_old_profile_without_the_field_runs_main_ppo(tmp_path: Path) -> None:
     preset = load_profile(ROOT / "profiles" / "grpo-mi300.yaml")
     assert "entrypoint" not in (ROOT / "profiles" / "grpo-mi300.yaml").read_text()
     assert _submitted(preset)[:3] == [PYTHON, "-m", DEFAULT_ENTRYPOINT]
+
+
+def test_import_and_check_commands_name_the_entry_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`profile import SCRIPT -o P` writes the entrypoint and says where `-m MODULE` went;
+    `profile check P` says which module it checked, in its text and its --json."""
+    out = tmp_path / "off.yaml"
+    assert run_import(SCRIPT, out) == 0
+    said = capsys.readouterr().out
+    assert f"  entrypoint: -m {ONE_STEP}\n" in said
+    assert load_profile(out).entrypoint == ONE_STEP
+    assert run_profile_check(out, hosts=None, sets=[], as_json=False) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("44_entry_in_variable: 0 errors") and f"(runs {ONE_STEP})" in last
+    assert run_profile_check(out, hosts=None, sets=[], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["entrypoint"] == ONE_STEP

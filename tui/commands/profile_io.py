@@ -14,7 +14,7 @@ from tui.commands import Command
 from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.exporter import DEFAULT_ADDRESS, EXPORTERS, to_dstack, to_ray_job_submit, to_sbatch
 from tui.jobs.importer import ImportResult, ScriptLimitError, import_script
-from tui.jobs.profiles import Profile, load_profile, profile_to_yaml
+from tui.jobs.profiles import Profile, entry_note, load_profile, profile_to_yaml
 from tui.state import StateError, write_output_file
 
 EXIT_OK, EXIT_NO_COMMAND, EXIT_BAD_INPUT = 0, 1, 2
@@ -44,9 +44,12 @@ def format_report(result: ImportResult, script: Path, output: Path | None) -> st
             out.append(f"  working_dir: {rt.working_dir}{excl}")
         if p.python:
             out.append(f"  python: {p.python}")
+        if entry_note(p):  # another entry point than main_ppo: the job runs it
+            out.append(f"  entrypoint: -m {p.entrypoint}")
         if p.config_name or p.config_path:
+            own = "the entry point's own" if entry_note(p) else "ppo_trainer"
             out.append(
-                f"  config: {p.config_name or 'ppo_trainer'}"
+                f"  config: {p.config_name or own}"
                 + (f" in {p.config_path}" if p.config_path else "")
             )
     if result.refused:
