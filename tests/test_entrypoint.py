@@ -20,6 +20,7 @@ from tui.commands.profile_io import run_import
 from tui.config.hosts import parse_inventory
 from tui.config.yamlfile import ConfigError
 from tui.jobs.exporter import to_dstack, to_ray_job_submit, to_sbatch
+from tui.jobs.history import JobRecord
 from tui.jobs.importer import import_script
 from tui.jobs.pipeline import JobSpec, prepare_submission
 from tui.jobs.profiles import (
@@ -29,9 +30,13 @@ from tui.jobs.profiles import (
     load_profile,
     parse_profile,
     profile_to_yaml,
+    save_profile,
 )
+from tui.jobs.queue import Needs, entry_for
 from tui.jobs.submit import verl_submission
+from tui.jobs.sweep import parse_grid, plan_sweep
 from tui.jobs.validate import check_profile
+from tui.supervisor.rebuild import profile_spec, retry_id
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "fixtures" / "shell_constructs" / "44_entry_in_variable.sh"
@@ -210,3 +215,32 @@ def test_import_and_check_commands_name_the_entry_point(
     assert last.startswith("44_entry_in_variable: 0 errors") and f"(runs {ONE_STEP})" in last
     assert run_profile_check(out, hosts=None, sets=[], as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["entrypoint"] == ONE_STEP
+
+
+def test_sweep_queue_and_supervisor_retry_run_the_entry_point(tmp_path: Path) -> None:
+    """The other submit paths build through the same pipeline: a sweep's runs (validated with
+    the entry's config: its grid is on a key only that config has), their queue entries, and
+    the supervisor's retry of a recorded job, rebuilt from its profile file."""
+    path = tmp_path / "off.yaml"
+    save_profile(_import(SCRIPT.read_text(), str(SCRIPT)), path)
+    spec = JobSpec(load_profile(path))
+    grid = parse_grid("rollout.n_gpus_per_node=2,4")
+    plan = plan_sweep(INV, spec, [grid], name="off", resources=None)
+    assert plan.ok and len(plan.subs) == 2
+    for sub, cfg in zip(plan.subs, plan.configs, strict=True):
+        entry = entry_for(sub, INV, needs=Needs.from_config(cfg), profile_path=str(path))
+        assert entry.entrypoint_argv[:3] == [PYTHON, "-m", ONE_STEP]
+    assert {c["rollout"]["n_gpus_per_node"] for c in plan.configs} == {2, 4}
+
+    rec = JobRecord(
+        submission_id="off-1",
+        cluster="t",
+        submitted_at=0.0,
+        entrypoint="",
+        profile="off",
+        profile_path=str(path),
+        overrides=["rollout.n_gpus_per_node=2"],
+    )
+    retry, _ = profile_spec(INV, rec, retry_id(rec, 2), [])
+    argv = _submitted(retry.profile, sets=retry.sets, submission_id=retry.submission_id)
+    assert argv[:3] == [PYTHON, "-m", ONE_STEP] and "rollout.n_gpus_per_node=2" in argv
