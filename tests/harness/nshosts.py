@@ -765,10 +765,17 @@ class NsCluster:
         )
 
     def _spawn(self, host: NsHost) -> None:
+        # The host's root has a start-up file of its own, not this machine's: bash runs
+        # ~/.bashrc for every command sshd starts, and this machine's (pyenv init, which
+        # rehashes under a lock) made each SSH command wait seconds while others ran, up to
+        # 19 s on the busy box. Tests of a hostile start-up use BASH_ENV or env_setup.
+        blank = self.workdir / "host_bashrc"
+        blank.write_text("# a namespace test host's ~/.bashrc (tests/harness/nshosts.py)\n")
         script = (
             'set -e; hostname "$1"; shift; mount --make-rprivate /; mkdir -p /tmp/ray; '
             "mount -t tmpfs -o mode=1777 vt-ray /tmp/ray; "
             "mount -t tmpfs -o mode=1777 vt-shm /dev/shm; "
+            'if [ -f /root/.bashrc ]; then mount --bind "$1" /root/.bashrc; fi; shift; '
             'exec "$@"'
         )
         argv = [
@@ -788,6 +795,7 @@ class NsCluster:
             script,
             "nshost",
             host.name,
+            str(blank),
             self.sshd,
             "-D",
             "-f",
