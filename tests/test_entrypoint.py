@@ -90,6 +90,10 @@ def test_other_entry_point_imports_checks_submits_and_exports_its_module(tmp_pat
     report = check_profile(profile)
     assert report.ok and report.errors == [], [(p.key, p.message) for p in report.problems]
     assert report.config is not None and report.config["rollout"]["n_gpus_per_node"] == 4
+    # verl's own file searches file://verl/trainer/config: the cluster's job must run from a
+    # verl checkout for it to find ppo_trainer (Hydra resolves it against the working dir).
+    (note,) = report.warnings
+    assert note.key == "entrypoint" and "file://verl/trainer/config" in note.message
     # main_ppo's ppo_trainer has no top-level rollout: the same keys are refused there.
     as_main = check_profile(profile.model_copy(update={"entrypoint": DEFAULT_ENTRYPOINT}))
     assert {"rollout.nnodes", "rollout.n_gpus_per_node"} <= {p.key for p in as_main.errors}

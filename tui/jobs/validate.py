@@ -194,7 +194,8 @@ def check_profile(
     )
     if unknown_config:  # keys of the unknown config may be missing from verl's own
         compose_problems = [Problem(p.key, p.message, "warn") for p in compose_problems]
-    problems += compose_problems + (_config_notes(profile) if not unknown_config else [])
+    notes = [] if unknown_config else _config_notes(profile, config_name, config_path)
+    problems += compose_problems + notes
     env = profile.runtime_env.env_vars
     if post_mortem is None:
         post_mortem = is_truthy(env.get("RAY_DEBUG_POST_MORTEM"))
@@ -221,26 +222,30 @@ def check_profile(
     return Report(problems, config, [*profile.hydra_args(), *used], from_cluster)
 
 
-def _config_notes(profile: Profile) -> list[Problem]:
-    """A custom config whose Hydra search path is relative: it is read from the job's working
-    directory when the job runs, not from where the check ran."""
-    if not profile.config_path:
+def _config_notes(
+    profile: Profile, config_name: str | None, config_path: str | None
+) -> list[Problem]:
+    """A config (the profile's custom one, or its entry point's own) whose Hydra search path is
+    relative: it is read from the job's working directory when the job runs, not from where
+    the check ran (verl 0.9.1's one_step_off_policy config searches file://verl/trainer/config)."""
+    if not config_path:
         return []
     try:
-        name, custom = resolve_config(profile.config_name, profile.config_path)
+        name, custom = resolve_config(config_name, config_path)
     except ComposeError:
         return []  # _compose reported it
     out = []
     for written, _ in custom_searchpath(custom, name) if custom else ():
         rel = written.removeprefix("file://")
         if written.startswith("file://") and not rel.startswith("/"):
+            whose = "" if profile.config_path else f"{profile.entrypoint}'s own "
             out.append(
                 Problem(
-                    "config_path",
-                    f"{name}.yaml searches {written}, relative to the "
+                    "config_path" if profile.config_path else "entrypoint",
+                    f"{whose}{name}.yaml searches {written}, relative to the "
                     "job's working directory: the job must run from a "
-                    "verl checkout (runtime_env.working_dir), or write "
-                    "pkg://verl.trainer.config there",
+                    "verl checkout (runtime_env.working_dir)"
+                    + (", or write pkg://verl.trainer.config there" if not whose else ""),
                     "warn",
                 )
             )
