@@ -207,13 +207,13 @@ def test_a_jobs_profile_stall_block_wins_for_its_keys_and_a_broken_one_is_named(
 def test_the_jobs_table_and_the_jobs_view_mark_a_stalled_job() -> None:
     from tui.commands.jobs_table import jobs_table
     from tui.jobs.service import JobRow
-    from tui.screens.jobs_view import stall_detail, status_cell
+    from tui.screens.jobs_view import stall_detail, status_text
 
     row = JobRow("job-1", "RUNNING", "python x.py", T0, None, "node1", None, None)
     stall = {"evidence": "no step for 14 min (last step 3)\x1b[2J", "since": T0}
     text = jobs_table([row], {"job-1": stall})
     assert "RUNNING" in text and "STALLED: no step for 14 min (last step 3)" in text
     assert "\x1b" not in text
-    assert status_cell(row, stall, "").plain == "RUNNING STALLED"
-    assert status_cell(row, None, "").plain == "RUNNING"
+    assert status_text(row, stall, "") == ("RUNNING STALLED", "bold red")
+    assert status_text(row, None, "green") == ("RUNNING", "green")
     assert stall_detail(stall).plain.startswith("stall: no step for 14 min")

@@ -34,7 +34,7 @@ from tui.screens.jobs_view import (
     shown_rows,
     stall_detail,
     stalls_shown,
-    status_cell,
+    status_text,
 )
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.shellcmd import shown_command
@@ -163,11 +163,11 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
             stall = self.stalls.get(r.submission_id)
-            status = status_cell(r, stall, _STATUS_STYLE.get(r.status, ""))
+            status, status_style = status_text(r, stall, _STATUS_STYLE.get(r.status, ""))
             profile = profile_label(r)
             table.add_row(
                 cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
-                status,
+                cell(status, style=status_style),
                 age(r.start_time),
                 duration(r.duration_s),
                 cell(profile),

@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 
 from tui.jobs.queue import QueueEntry
 from tui.jobs.service import JobRow
-from tui.sanitize import cell, one_line
+from tui.sanitize import one_line
 from tui.screens.jobs_queue import grouped, profile_label
 
 SORT_KEYS = ("age", "status", "name")
@@ -93,12 +93,12 @@ def shown_queue(entries: list[QueueEntry], filter_text: str) -> list[QueueEntry]
 STALL_MARK = "STALLED"  # after Ray's status of a running job the supervisor found stalled
 
 
-def status_cell(row: JobRow, stall: Mapping[str, Any] | None, style: str) -> Text:
-    """Ray's status (it stays RUNNING), with the STALLED mark when the supervisor found the
-    job stalled (tui/supervisor/stall.py)."""
+def status_text(row: JobRow, stall: Mapping[str, Any] | None, style: str) -> tuple[str, str]:
+    """(text, style) of the status cell: Ray's status (it stays RUNNING), with the STALLED
+    mark when the supervisor found the job stalled (tui/supervisor/stall.py)."""
     if stall is None:
-        return cell(row.status_text, style=style)
-    return cell(f"{row.status_text} {STALL_MARK}", style="bold red")
+        return row.status_text, style
+    return f"{row.status_text} {STALL_MARK}", "bold red"
 
 
 def stall_detail(stall: Mapping[str, Any] | None) -> Text:

@@ -130,7 +130,7 @@ def _memory_cells(value: object, c: Cell) -> list[Segment]:
     return [
         Segment(bar(frac, 8), mstyle),
         Segment(
-            text[: c.width - 9].ljust(c.width - 8),
+            pad(text, c.width - 9) + " ",
             mstyle if mstyle is not st["bar"] else st["host"],
         ),
     ]
@@ -180,7 +180,7 @@ def metric_column(m: GpuMetric) -> Column:
         return getattr(g, m.key)
 
     def render(value: object, c: Cell) -> list[Segment]:
-        text = "-" if value is None else f"{value:{m.fmt}}{m.unit}"
+        text = "-" if value is None else format(value, m.fmt) + m.unit
         return [Segment(pad(text, c.width - 1) + " ", c.st["host"])]
 
     return Column(m.title.lower(), m.title, m.width, getter, render, _by(getter), optional=True)
@@ -243,7 +243,7 @@ def column_header(width: int, history_s: float, columns: tuple[Column, ...] | No
     columns = columns or shown_columns(False)
     spark = spark_width(width, columns)
     return "".join(
-        f"{history_label(history_s) if c.width == 0 else c.title:<{c.width or spark}}"
+        pad(history_label(history_s) if c.width == 0 else c.title, c.width or spark)
         for c in columns
     )[:width]
 
