@@ -90,7 +90,7 @@ def _group_by_shared_cluster(items: list[pytest.Item]) -> None:
 ONE_WORKER_FIXTURES = frozenset({"fsdp_checkpoint", "slurm", "podhosts", "wheel_site"})
 
 
-def _worker_groups(items: list[pytest.Item]) -> None:
+def _worker_groups(items: list[pytest.Item], *, reorder: bool) -> None:
     """Parallel workers (pytest-xdist, `--dist loadgroup`, as run-tests runs the suite) get whole
     groups: a module's tests stay together (its module fixtures, a cluster of its own, are made
     once), and modules sharing a costly session resource (a shared Ray cluster, the trained
@@ -118,6 +118,8 @@ def _worker_groups(items: list[pytest.Item]) -> None:
         for it in its:
             it.add_marker(pytest.mark.xdist_group(group))
         groups.setdefault(group, []).extend(its)
+    if not reorder:  # one process: the order of the modules as they are
+        return
     # Longest first (run-tests passes --no-loadscope-reorder, so workers take groups in this
     # order): the run ends with short groups filling the workers' last minutes.
     ordered = sorted(groups.values(), key=lambda its: -sum(_cost(it) for it in its))
@@ -138,7 +140,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         _tier(item)
     _group_by_shared_cluster(items)
-    _worker_groups(items)
+    _worker_groups(items, reorder=getattr(config.option, "dist", "no") != "no")
 
 
 # For each test: the shared clusters it or a later test leases (after -m/-k deselection).
