@@ -16,6 +16,7 @@ A fresh interpreter is used where start-up itself is under test or could differ:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -71,7 +72,7 @@ class CliServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self.dir)
 
@@ -90,14 +91,6 @@ class CliServer:
 
     def accepts(self, env: Mapping[str, str]) -> bool:
         return _startup_env(env) == _startup_env(self.env)
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
 
 
 def _fd(stream: Stream, default: int) -> tuple[int | None, bool]:
@@ -206,7 +199,7 @@ def _forked(
         data = input.encode() if isinstance(input, str) else input
 
         def write() -> None:
-            with _suppress(), os.fdopen(feed, "wb") as f:
+            with contextlib.suppress(OSError), os.fdopen(feed, "wb") as f:
                 f.write(data or b"")
 
         threads.append(threading.Thread(target=write, daemon=True))
@@ -219,7 +212,7 @@ def _forked(
     waiter.join(timeout)
     timed_out = waiter.is_alive()
     if timed_out:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         waiter.join(10)
     deadline = time.monotonic() + 10
