@@ -189,12 +189,18 @@ def _time_summary(write) -> None:
         "time by tier: "
         + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(_tier_spent.items(), key=lambda x: -x[1]))
     )
-    top = sorted(_spent.items(), key=lambda x: -x[1])[:20]
+    top = sorted(_spent.items(), key=lambda x: -x[1])[:30]
     write("slowest modules: " + ", ".join(f"{m.removeprefix('tests/')} {s:.0f}" for m, s in top))
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # After pytest's last line ("N passed in …"), so that the tail CI keeps holds it.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        _time_summary(reporter.write_line)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    _time_summary(terminalreporter.write_line)
     pool = current_pool()
     if pool is not None and (pool.bring_ups or pool.rebuilds):
         ups = ", ".join(f"{s.name} ×{n}" for s, n in pool.bring_ups.items())

@@ -77,7 +77,9 @@ def envhosts(ns_hosts, ray_bring_up, tmp_path_factory, fake_nvml_lib):
     for name in ("node1", "node2"):
         write_state(work / f"{name}.nvml", [FakeGpu(util=11), FakeGpu(util=22)])
     host_env = {n: {"BASH_ENV": str(startup)} for n in ("node1", "node2")}
-    cluster = ns_hosts(2, work / "hosts", host_env=host_env)
+    # ~/.bashrc runs it for every SSH command (as a cluster's conda base does); BASH_ENV for
+    # the `bash -c` Ray starts workers with.
+    cluster = ns_hosts(2, work / "hosts", host_env=host_env, bashrc=f". {startup}\n")
     setup = [
         f"source {activate}",
         "echo 'setup noise on stdout'; echo 'setup noise on stderr' >&2",

@@ -28,7 +28,9 @@ def shadowed(ns_hosts, ray_bring_up, tmp_path_factory):
     startup = work / "startup.sh"
     startup.write_text(f'export PATH="{bare}/bin:$PATH"\n')
     host_env = {n: {"BASH_ENV": str(startup)} for n in ("node1", "node2")}
-    cluster = ns_hosts(2, work / "hosts", host_env=host_env)
+    # ~/.bashrc runs it for every SSH command (as a cluster's conda base does); BASH_ENV for
+    # the `bash -c` Ray starts workers with.
+    cluster = ns_hosts(2, work / "hosts", host_env=host_env, bashrc=f". {startup}\n")
     path = hosts_yaml(cluster, work / "hosts.yaml")
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:

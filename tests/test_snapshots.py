@@ -147,9 +147,12 @@ def test_pdb_console_screen(snap_compare):
 
     async def ready(pilot):
         await wait_for(pilot, lambda: getattr(pilot.app.screen, "console", None) is not None)
+        log = pilot.app.screen.transcript
         for line in ("p x", "where"):
+            before = len(log.lines)
             await pilot.press(*[("space" if c == " " else c) for c in line], "enter")
-            await pilot.pause(0.3)
+            # its prompt line and its reply, however slow the machine
+            await wait_for(pilot, lambda n=before: len(log.lines) >= n + 2)
 
     assert snap_compare(APPS / "pdb_console_replay.py", terminal_size=SIZE, run_before=ready)
 

@@ -131,6 +131,7 @@ async def test_p_on_the_jobs_screen_shows_the_groups_without_blocking(hung, monk
     the screen keeps drawing; the odd rank's group comes first with its frames and Ray's view."""
     from textual.widgets import DataTable, Static
 
+    import tui.screens.stack as stack_screen
     from tui.app import VerlTuiApp
     from tui.screens.jobs import JobsScreen
     from tui.screens.stack import StackScreen
@@ -138,6 +139,17 @@ async def test_p_on_the_jobs_screen_shows_the_groups_without_blocking(hung, monk
     (_cluster, path, env), sid = hung
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
     app = VerlTuiApp(load_inventory(path), interval=0.5)
+    # The real dump, held until the test has seen the screen draw and answer a key meanwhile
+    # (a fast dump would otherwise finish before the first look).
+    release = asyncio.Event()
+    real_dump = stack_screen.dump_job_stacks
+
+    async def held_dump(*args, **kw):
+        report = await real_dump(*args, **kw)
+        await release.wait()
+        return report
+
+    monkeypatch.setattr(stack_screen, "dump_job_stacks", held_dump)
 
     async def until(pilot, predicate, what: str, timeout: float = 90.0) -> None:
         loop = asyncio.get_running_loop()
@@ -158,7 +170,12 @@ async def test_p_on_the_jobs_screen_shows_the_groups_without_blocking(hung, monk
         await until(pilot, lambda: isinstance(app.screen, StackScreen), "the stack screen")
         screen = app.screen
         assert "taking the dump" in str(screen.query_one("#stack-title", Static).render())
+        await pilot.press("n")  # the screen answers while the dump runs: native frames on
+        assert screen.native and screen.report is None
+        await pilot.press("n")
+        release.set()
         await until(pilot, lambda: screen.report is not None, "the dump")
+        assert not screen.native
         title = str(screen.query_one("#stack-title", Static).render())
         assert "4 of 4 processes" in title and "stacks/" in title, title
         table = screen.query_one(DataTable)

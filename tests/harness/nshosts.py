@@ -286,6 +286,7 @@ class NsCluster:
         workdir: Path,
         *,
         host_env: dict[str, dict[str, str]] | None = None,
+        bashrc: str = "",
         prefix: str | None = None,
         sshd: str = SSHD,
         start_timeout: float = START_TIMEOUT,
@@ -314,6 +315,7 @@ class NsCluster:
         self.count = count
         self.workdir = Path(workdir).resolve()
         self.host_env = host_env
+        self.bashrc = bashrc
         self.prefix = prefix
         self.sshd = sshd
         self.start_timeout = start_timeout
@@ -768,9 +770,11 @@ class NsCluster:
         # The host's root has a start-up file of its own, not this machine's: bash runs
         # ~/.bashrc for every command sshd starts, and this machine's (pyenv init, which
         # rehashes under a lock) made each SSH command wait seconds while others ran, up to
-        # 19 s on the busy box. Tests of a hostile start-up use BASH_ENV or env_setup.
+        # 19 s on the busy box. A test of a hostile start-up passes its own (`bashrc=`).
         blank = self.workdir / "host_bashrc"
-        blank.write_text("# a namespace test host's ~/.bashrc (tests/harness/nshosts.py)\n")
+        blank.write_text(
+            "# a namespace test host's ~/.bashrc (tests/harness/nshosts.py)\n" + self.bashrc
+        )
         script = (
             'set -e; hostname "$1"; shift; mount --make-rprivate /; mkdir -p /tmp/ray; '
             "mount -t tmpfs -o mode=1777 vt-ray /tmp/ray; "
