@@ -44,12 +44,12 @@ async def test_form_sweep_builder_queues_all_or_nothing():
 
     preflights: list[list[str]] = []
 
-    async def preflight(fleet, inv, plan):  # refused: the second run's data file is missing
-        preflights.append([run.label for run in plan.runs])
+    async def preflight(fleet, inv, runs, *, unasked):  # refused: the second run's data file
+        preflights.append([run.label for run in runs])
         finding = Finding("path:data.train_files", "data", "fail", "node2", "no such file", "")
-        return plan.runs[1], [finding]
+        return runs[1], [finding]
 
-    app = ScreenApp(open_form, patches=[("tui.jobs.sweep", "first_failing_preflight", preflight)])
+    app = ScreenApp(open_form, patches=[("tui.jobs.flow", "first_refused_preflight", preflight)])
     notes: list[str] = []
     async with app.run_test(size=(160, 46)) as pilot:
         form = pilot.app.screen
@@ -117,7 +117,7 @@ async def test_form_queue_switch_queues_instead_of_submitting(monkeypatch):
     from snapshot_apps.replay import ScreenApp, wait_for
     from textual.widgets import Checkbox
 
-    import tui.screens.job_form as job_form
+    import tui.screens.job_form_submit as job_form
     from tui.jobs.queue import JobQueue
     from tui.jobs.rules import ClusterResources, NodeResources
     from tui.screens.job_form import JobFormScreen

@@ -17,10 +17,8 @@ from tui.sanitize import one_line, raw
 
 if TYPE_CHECKING:  # imported where used: `verl-tui check --help` stays light
     from tui.cluster.doctor import Finding
-    from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import Inventory
     from tui.jobs.profiles import Profile
-    from tui.jobs.submit import Submission
     from tui.transport.fleet import Fleet
 
 SYMBOLS = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -166,39 +164,6 @@ def print_preflight(findings: Sequence[Finding]) -> None:
     shown = [f for f in findings if f.status != "ok"]
     if shown:
         print(format_table(shown).rsplit("\n\n", 1)[0], file=sys.stderr)
-
-
-async def preflight_passes(
-    cluster: RayCluster,
-    sub: Submission,
-    *,
-    dry_run: bool = False,
-    ray_reached: bool = True,
-    prog: str = "verl-tui submit",
-) -> bool:
-    """The job preflight of `sub` (tui/jobs/preflight.py) on every host; its warnings and
-    failures printed to stderr; False when one fails (nothing is then sent). A dry run runs
-    the same preflight and says the real submit would be refused; one where Ray did not
-    answer (`ray_reached` False: checked without the cluster) shows a host it could not ask
-    as a warning, since the real submit would stop at Ray first."""
-    from tui.jobs.preflight import failed, needs_preflight, preflight_submission
-
-    if not needs_preflight(sub):
-        return True
-    findings = await preflight_submission(
-        cluster.fleet, cluster.inv, sub, unasked="fail" if ray_reached else "warn"
-    )
-    print_preflight(findings)
-    if failed(findings):
-        lead = "dry run: the real submit would be refused" if dry_run else "not submitted"
-        print(
-            f"{prog}: {lead}: the job preflight failed (fix the problems above; "
-            "verl-tui check HOSTS --profile P shows every check; --skip-preflight sends it "
-            "anyway)",
-            file=sys.stderr,
-        )
-        return False
-    return True
 
 
 def say_preflight_skipped(prog: str) -> None:

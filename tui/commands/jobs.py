@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,14 @@ from tui.commands import Command
 from tui.commands.jobs_table import jobs_table, running_stalls
 from tui.commands.output import json_text
 from tui.commands.ray import _run, _with_cluster
+from tui.commands.submit_output import submit_through_flow
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.jobs.flow import Mode, Request
 from tui.jobs.history import JobHistory
-from tui.jobs.pipeline import submission_json
 from tui.jobs.secrets import MissingSecret, resolve
-from tui.jobs.service import TERMINAL, list_jobs, stop_job, submit_and_record
-from tui.jobs.submit import Submission, env_sources, raw_submission, shell_command
-from tui.jobs.workdir import WorkdirError
+from tui.jobs.service import TERMINAL, list_jobs, stop_job
+from tui.jobs.submit import Submission, env_sources, raw_submission
 from tui.logs.retriable import help_text as retriable_help
 from tui.sanitize import one_line
 from tui.supervisor.policy import RetryPolicy, parse_policy, stash_policy
@@ -49,23 +48,6 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             value = os.environ[key]
         out[key] = value
     return out
-
-
-def _print_submitted(
-    sub: Submission, sid: str, url: str, as_json: bool, inv: Inventory | None = None
-) -> None:
-    if as_json:
-        print(json_text({**submission_json(sub), "submission_id": sid, "dashboard": url}, inv))
-    else:
-        print(f"submitted {sid}\n  follow: {follow_line(inv, sid)}")
-
-
-def follow_line(inv: Inventory | None, sid: str) -> str:
-    """`verl-tui logs <the hosts file given> <id> --follow`, ready to copy."""
-    from tui.shellcmd import copy_line
-
-    hosts = [str(inv.source)] if inv is not None and inv.source is not None else []
-    return copy_line(["verl-tui", "logs", *hosts, sid, "--follow"])
 
 
 def run_submit_raw(
@@ -98,29 +80,25 @@ def run_submit_raw(
     except ValueError as exc:
         print(f"verl-tui submit: {exc}", file=sys.stderr)
         return 2
-    address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
-    if dry_run:
-        print(shell_command(sub, address))
-        return 0
-    if queue:  # a raw command: no size known, it waits only for its turn
-        from tui.commands.queue import enqueue
+    # A raw command: no size known, a queued one waits only for its turn; a dry run and a
+    # queued one need no host.
+    request = Request(
+        sub,
+        mode=_mode(dry_run, queue),
+        priority=priority,
+        retry_policy=retry_policy.to_json() if retry_policy else None,
+        before_queue=_stash(inv, retry_policy),
+    )
+    return submit_through_flow(inv, request, as_json=as_json, cluster=not (dry_run or queue))
 
-        stash_policy(inv.cluster, sub.submission_id, retry_policy)
-        return enqueue(inv, sub, None, priority=priority, as_json=as_json)
 
-    async def body(cluster: RayCluster) -> int:
-        try:
-            history = JobHistory(inv.cluster)
-            sid = await submit_and_record(
-                cluster, sub, history, retry_policy=retry_policy.to_json() if retry_policy else None
-            )
-        except (DashboardError, TransportError, WorkdirError) as exc:
-            print(f"verl-tui submit: {exc}", file=sys.stderr)
-            return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
-        return 0
+def _mode(dry_run: bool, queue: bool) -> Mode:
+    return "dry_run" if dry_run else "queue" if queue else "send"
 
-    return _run(_with_cluster(inv, body))
+
+def _stash(inv: Inventory, policy: RetryPolicy | None) -> Callable[[Submission], None]:
+    """A queued job's retry policy, kept until the supervisor sends it."""
+    return lambda sub: stash_policy(inv.cluster, sub.submission_id, policy)
 
 
 def run_jobs(inv: Inventory, *, as_json: bool) -> int:
@@ -190,10 +168,11 @@ def run_submit_profile(
     retry_policy: RetryPolicy | None = None,
     skip_preflight: bool = False,
 ) -> int:
-    """Through the one pipeline (tui/jobs/pipeline.py), like the form. A dry run asks Ray
+    """Through the one submission flow (tui/jobs/flow.py), like the form. A dry run asks Ray
     too, so what it prints carries the sizes the cluster gives; without Ray it says so and
-    checks without the cluster."""
-    from tui.jobs.pipeline import JobSpec, live_resources, prepare_submission, working_dir_size
+    checks without the cluster. The job preflight runs for a direct submit, a queued one and a
+    dry run alike (whose exit status then says whether the real submit would go)."""
+    from tui.jobs.pipeline import JobSpec
     from tui.jobs.profiles import load_profile, resolve_profile
     from tui.jobs.verl_source import select_verl_sync
 
@@ -221,89 +200,17 @@ def run_submit_profile(
         print_config=print_config,
         submission_id=submission_id,
     )
-    address = f"http://127.0.0.1:{inv.ray.dashboard_port}"
-
-    def build(cluster: Any) -> tuple[Submission | None, list[Any]]:
-        wd_bytes, skipped = working_dir_size(spec)
-        for path, why in skipped:  # left out of the upload: say which and why
-            print(
-                one_line(f"verl-tui submit: working_dir: skipped {path} ({why})"), file=sys.stderr
-            )
-        sub, report = prepare_submission(inv, spec, cluster, working_dir_bytes=wd_bytes)
-        composed.append(report.config)
-        return sub, report.problems
-
-    composed: list[Any] = []  # the checked config (a queued job's size comes from it)
-
-    def show_problems(problems: list[Any]) -> None:
-        for p in problems:
-            where = p.key or "profile"
-            print(f"{profile_path}: {where}: {p.message}", file=sys.stderr)
-
-    async def body(cluster: RayCluster) -> int:
-        try:
-            asking = live_resources(cluster, want_debugpy=spec.wants_post_mortem)
-            # A dry run does not wait long for a head that does not answer.
-            resources = await (asyncio.wait_for(asking, DRY_RUN_RAY_WAIT_S) if dry_run else asking)
-        except (DashboardError, TransportError, TimeoutError) as exc:
-            why = str(exc) or f"no answer within {DRY_RUN_RAY_WAIT_S:.0f} s"
-            if not dry_run:
-                print(f"verl-tui submit: Ray is not reachable: {why}", file=sys.stderr)
-                return 1
-            print(
-                one_line(
-                    f"verl-tui submit: Ray is not reachable ({why}): checked without the cluster"
-                ),
-                file=sys.stderr,
-            )
-            resources = None
-        sub, problems = await asyncio.to_thread(build, resources)
-        show_problems(problems)
-        if sub is None:
-            if not dry_run:
-                print("verl-tui submit: not submitted (fix the problems above)", file=sys.stderr)
-            return 1
-        # The job preflight (data, model, verl's imports, host limits on every host), once for
-        # a direct submit and a queued one alike (the queue's supervisor sends it later), and
-        # for a dry run, whose exit status then says whether the real submit would go.
-        from tui.commands.check import preflight_passes, say_preflight_skipped
-
-        if dry_run:
-            print(json_text(submission_json(sub), inv) if as_json else shell_command(sub, address))
-            if skip_preflight:
-                say_preflight_skipped("verl-tui submit")
-                return 0
-            passed = await preflight_passes(
-                cluster, sub, dry_run=True, ray_reached=resources is not None
-            )
-            return 0 if passed else 1
-        if not skip_preflight and not await preflight_passes(cluster, sub):
-            return 1
-        if queue:
-            from tui.commands.queue import enqueue
-
-            path = str(profile_path.resolve())
-            stash_policy(inv.cluster, sub.submission_id, retry_policy)
-            return enqueue(
-                inv, sub, composed[-1], priority=priority, profile_path=path, as_json=as_json
-            )
-        try:
-            history = JobHistory(inv.cluster)
-            sid = await submit_and_record(
-                cluster,
-                sub,
-                history,
-                profile_path=str(profile_path.resolve()),
-                preflight=False,
-                retry_policy=retry_policy.to_json() if retry_policy else None,
-            )
-        except (DashboardError, TransportError, WorkdirError) as exc:
-            print(f"verl-tui submit: {exc}", file=sys.stderr)
-            return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
-        return 0
-
-    return _run(_with_cluster(inv, body))
+    request = Request(
+        spec,
+        mode=_mode(dry_run, queue),
+        skip_preflight=skip_preflight,
+        profile_path=str(profile_path.resolve()),
+        priority=priority,
+        retry_policy=retry_policy.to_json() if retry_policy else None,
+        before_queue=_stash(inv, retry_policy),
+        ray_wait_s=DRY_RUN_RAY_WAIT_S,
+    )
+    return submit_through_flow(inv, request, as_json=as_json, profile_path=profile_path)
 
 
 def policy_of_profile(profile: Any, path: Path) -> RetryPolicy | None:
@@ -414,29 +321,11 @@ def run_resubmit(
     skip_preflight: bool = False,
 ) -> int:
     sub, profile_path = resubmission(inv, job, submission_id=submission_id)
-
-    async def body(cluster: RayCluster) -> int:
-        from tui.commands.check import preflight_passes, say_preflight_skipped
-
-        if dry_run:  # the same preflight as the real resubmit (it needs SSH, not Ray)
-            print(shell_command(sub, f"http://127.0.0.1:{inv.ray.dashboard_port}"))
-            if skip_preflight:
-                say_preflight_skipped("verl-tui submit")
-                return 0
-            return 0 if await preflight_passes(cluster, sub, dry_run=True) else 1
-        if not skip_preflight and not await preflight_passes(cluster, sub):
-            return 1
-        try:
-            sid = await submit_and_record(
-                cluster, sub, JobHistory(inv.cluster), profile_path=profile_path, preflight=False
-            )
-        except (DashboardError, TransportError, WorkdirError) as exc:
-            print(f"verl-tui submit: {exc}", file=sys.stderr)
-            return 1
-        _print_submitted(sub, sid, cluster.tunnel.url if cluster.tunnel else "", as_json, inv)
-        return 0
-
-    return _run(_with_cluster(inv, body))
+    # A dry run runs the same preflight as the real resubmit (it needs SSH, not Ray).
+    request = Request(
+        sub, mode=_mode(dry_run, False), skip_preflight=skip_preflight, profile_path=profile_path
+    )
+    return submit_through_flow(inv, request, as_json=as_json)
 
 
 # ---- command line (registered in tui/commands/__init__.py) -----------------------------------

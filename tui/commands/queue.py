@@ -1,56 +1,19 @@
 """`verl-tui queue`: the local queue of validated jobs waiting for the cluster's GPUs (list,
-cancel, reorder), and `submit --queue`'s last step (tui/commands/jobs.py validates the job
-through the one pipeline, then hands it here instead of sending it)."""
+cancel, reorder). `submit --queue` and `sweep` put them there through the one submission flow
+(tui/jobs/flow.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tui.commands import Command
 
 if TYPE_CHECKING:  # `verl-tui queue --help` imports none of these (pydantic, Hydra)
     from tui.config.hosts import Inventory
     from tui.jobs.queue import QueueEntry
-    from tui.jobs.submit import Submission
-
-
-def enqueue(
-    inv: Inventory,
-    sub: Submission,
-    config: Mapping[str, Any] | None,
-    *,
-    priority: int = 0,
-    profile_path: str | None = None,
-    as_json: bool = False,
-) -> int:
-    """Put a validated submission in the queue; prints where it went. Exit status."""
-    from tui.commands.output import json_text
-    from tui.jobs.history import JobHistory
-    from tui.jobs.queue import JobQueue, Needs, QueueError, entry_for
-
-    queue = JobQueue(inv.cluster)
-    history = JobHistory(inv.cluster)
-    entry = entry_for(
-        sub, inv, needs=Needs.from_config(config), priority=priority, profile_path=profile_path
-    )
-    try:
-        pos = queue.add(entry, taken=lambda sid: history.get(sid) is not None)
-    except QueueError as exc:
-        print(f"verl-tui submit: not queued: {exc}", file=sys.stderr)
-        return 1
-    if as_json:
-        print(json_text({"queued": entry.summary_json(pos)}, inv))
-    else:
-        print(
-            f"queued {sub.submission_id} at position {pos} (needs {entry.needs.describe()})\n"
-            "  it starts when the GPUs are free and a supervisor runs "
-            "(the cockpit, or: verl-tui watch HOSTS.yaml)"
-        )
-    return 0
 
 
 def queue_table(entries: list[QueueEntry], now: float | None = None) -> str:

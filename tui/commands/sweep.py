@@ -4,16 +4,16 @@ rules and the live cluster first (all or nothing), then queued as one group (tui
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tui.commands import EXIT_BAD_INPUT, Command
 
 if TYPE_CHECKING:  # `verl-tui sweep --help` imports none of these (pydantic, Hydra)
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import Inventory
+    from tui.jobs.flow import Outcome, Refused, Step
 
 
 def run_sweep(
@@ -29,18 +29,17 @@ def run_sweep(
     print_config: bool = False,
     skip_preflight: bool = False,
 ) -> int:
-    from tui.cluster.dashboard import DashboardError
+    """Through the one submission flow (tui/jobs/flow.py): every combination validated and
+    its job preflight run (one failing run queues none), then all queued as one group."""
     from tui.commands.jobs import DRY_RUN_RAY_WAIT_S
-    from tui.commands.output import json_text
     from tui.commands.ray import _run, _with_cluster
+    from tui.jobs.flow import Request, Sweep, outcome, submission_flow
     from tui.jobs.history import JobHistory
-    from tui.jobs.pipeline import JobSpec, live_resources, working_dir_size
+    from tui.jobs.pipeline import JobSpec
     from tui.jobs.profiles import check_set, load_profile, resolve_profile
-    from tui.jobs.queue import JobQueue, QueueError
-    from tui.jobs.sweep import parse_grid, plan_sweep, queue_sweep, runs_of
+    from tui.jobs.queue import JobQueue
+    from tui.jobs.sweep import parse_grid, runs_of
     from tui.jobs.verl_source import select_verl_sync
-    from tui.sanitize import one_line
-    from tui.transport.types import TransportError
 
     parsed = [parse_grid(g) for g in grids]  # ConfigError: one line, exit 2
     for line in sets:
@@ -50,126 +49,121 @@ def run_sweep(
         print(f"verl-tui sweep: {note}", file=sys.stderr)
     profile = load_profile(profile_path)
     sweep_name = name or profile.name
-    queue, history = JobQueue(inv.cluster), JobHistory(inv.cluster)
-    queued_ids = {e.submission_id for e in queue.entries()}
-
-    def taken(sid: str) -> bool:
-        return sid in queued_ids or history.get(sid) is not None
-
-    runs_of(sweep_name, parsed, taken)  # the grid's own limits before anything is composed
+    history = JobHistory(inv.cluster)
+    runs_of(sweep_name, parsed, lambda _sid: False)  # the grid's limits before composing
     source = select_verl_sync(inv)
     if source.note:
         print(f"verl-tui sweep: warning: {source.note}", file=sys.stderr)
     spec = JobSpec(profile, sets=list(sets), print_config=print_config)
-
-    def plan(resources: Any) -> Any:
-        wd_bytes, _skipped = working_dir_size(spec)
-        return plan_sweep(
-            inv,
-            spec,
-            parsed,
-            name=sweep_name,
-            resources=resources,
-            taken=taken,
-            working_dir_bytes=wd_bytes,
-        )
+    request = Request(
+        Sweep(spec, tuple(parsed), sweep_name),
+        mode="dry_run" if dry_run else "queue",
+        skip_preflight=skip_preflight,
+        profile_path=str(profile_path.resolve()),
+        priority=priority,
+        ray_wait_s=DRY_RUN_RAY_WAIT_S,
+    )
+    show = SweepPrinter(inv, profile_path, sweep_name, dry_run=dry_run, as_json=as_json)
 
     async def body(cluster: RayCluster) -> int:
-        try:
-            asking = live_resources(cluster)
-            resources = await (asyncio.wait_for(asking, DRY_RUN_RAY_WAIT_S) if dry_run else asking)
-        except (DashboardError, TransportError, TimeoutError) as exc:
-            why = str(exc) or f"no answer within {DRY_RUN_RAY_WAIT_S:.0f} s"
-            if not dry_run:
-                print(one_line(f"verl-tui sweep: Ray is not reachable: {why}"), file=sys.stderr)
-                return 1
-            print(
-                one_line(f"verl-tui sweep: Ray is not reachable ({why}): checked without it"),
-                file=sys.stderr,
-            )
-            resources = None
-        result = await asyncio.to_thread(plan, resources)
-        if not result.ok:
-            for label, problems in result.invalid.items():
-                for p in problems:
-                    print(
-                        one_line(
-                            f"{profile_path}: combination {label}: {p.key or 'profile'}: "
-                            f"{p.message}",
-                            600,
-                        ),
-                        file=sys.stderr,
-                    )
-            print(
-                f"verl-tui sweep: nothing queued ({len(result.invalid)} of "
-                f"{len(result.runs)} combinations invalid)",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        rows = [{"submission_id": r.submission_id, "values": dict(r.values)} for r in result.runs]
+        steps = submission_flow(inv, cluster, history, request, queue=JobQueue(inv.cluster))
+        return show.outcome(await outcome(steps, show.step))
+
+    return _run(_with_cluster(inv, body))
+
+
+class SweepPrinter:
+    """`verl-tui sweep`'s rendering of the flow: problems and refusals on stderr, the runs
+    (dry run) or where they were queued on stdout; the exit status."""
+
+    def __init__(
+        self, inv: Inventory, path: Path, name: str, *, dry_run: bool, as_json: bool
+    ) -> None:
+        self.inv, self.path, self.name = inv, path, name
+        self.dry_run, self.as_json = dry_run, as_json
+
+    def say(self, text: str) -> None:
+        from tui.sanitize import one_line
+
+        print(one_line(f"verl-tui sweep: {text}", 600), file=sys.stderr)
+
+    def step(self, step: Step) -> None:
         from tui.commands.check import print_preflight, say_preflight_skipped
+        from tui.jobs.flow import ClusterRead, PreflightDone, PreflightSkipped
 
-        if skip_preflight and dry_run:
+        if isinstance(step, ClusterRead) and step.resources is None:
+            self.say(f"Ray is not reachable ({step.why}): checked without it")
+        elif isinstance(step, PreflightSkipped) and self.dry_run:
             say_preflight_skipped("verl-tui sweep")
-        elif not skip_preflight:
-            # The job preflight, as `submit --queue` runs it (data, model, imports, limits on
-            # every host), for every run: one failing run queues none. A dry run runs it too
-            # (a host it could not ask while Ray was down is a warning there).
-            from tui.jobs.sweep import first_failing_preflight
+        elif isinstance(step, PreflightDone):
+            print_preflight(step.findings)
 
-            refused = await first_failing_preflight(
-                cluster.fleet,
-                cluster.inv,
-                result,
-                unasked="warn" if dry_run and resources is None else "fail",
-            )
-            if refused is not None:
-                run, findings = refused
-                print_preflight(findings)
-                done = "the real sweep would queue nothing" if dry_run else "nothing queued"
-                print(
-                    one_line(
-                        f"verl-tui sweep: combination {run.label}: the job preflight "
-                        f"failed; {done} (--skip-preflight queues anyway)",
-                        600,
-                    ),
-                    file=sys.stderr,
-                )
-                return EXIT_BAD_INPUT
-        if dry_run:
-            if as_json:
-                print(json_text({"sweep": sweep_name, "runs": rows, "queued": False}, inv))
+    def outcome(self, done: Outcome) -> int:
+        from tui.commands.output import json_text
+        from tui.jobs.flow import Queued, Ready, Refused
+
+        if isinstance(done, Refused):
+            return self.refused(done)
+        if isinstance(done, Ready):
+            runs = [r for r in done.runs if r is not None]
+            if self.as_json:
+                found = [{"submission_id": r.submission_id, "values": dict(r.values)} for r in runs]
+                print(json_text({"sweep": self.name, "runs": found, "queued": False}, self.inv))
             else:
-                for r in result.runs:
+                for r in runs:
                     print(f"{r.submission_id}  {r.label}")
-                print(f"{len(result.runs)} combinations valid (dry run: nothing queued)")
+                print(f"{len(runs)} combinations valid (dry run: nothing queued)")
             return 0
-        try:
-            placed = queue_sweep(
-                inv,
-                result,
-                queue,
-                priority=priority,
-                profile_path=str(profile_path.resolve()),
-                taken=lambda sid: history.get(sid) is not None,
-            )
-        except QueueError as exc:
-            print(f"verl-tui sweep: nothing queued: {exc}", file=sys.stderr)
-            return 1
-        if as_json:
-            for row, (_entry, pos) in zip(rows, placed, strict=True):
-                row["position"] = pos
-            print(json_text({"sweep": sweep_name, "runs": rows, "queued": True}, inv))
+        assert isinstance(done, Queued)
+        if self.as_json:
+            rows: list[dict[str, object]] = [
+                {
+                    "submission_id": q.sub.submission_id,
+                    "values": dict(q.run.values if q.run else ()),
+                    "position": q.position,
+                }
+                for q in done.placed
+            ]
+            print(json_text({"sweep": self.name, "runs": rows, "queued": True}, self.inv))
         else:
-            for entry, pos in placed:
-                print(f"queued {entry.submission_id} at position {pos}  ({entry.tags['grid']})")
+            for q in done.placed:
+                print(
+                    f"queued {q.sub.submission_id} at position {q.position}  "
+                    f"({q.entry.tags['grid']})"
+                )
             print(
-                f"sweep {sweep_name}: {len(placed)} runs queued; they start as the GPUs free up "
-                "while a supervisor runs (the cockpit, or verl-tui watch HOSTS.yaml)"
+                f"sweep {self.name}: {len(done.placed)} runs queued; they start as the GPUs "
+                "free up while a supervisor runs (the cockpit, or verl-tui watch HOSTS.yaml)"
             )
         return 0
 
-    return _run(_with_cluster(inv, body))
+    def refused(self, r: Refused) -> int:
+        from tui.commands.check import print_preflight
+        from tui.jobs.flow import Refusal
+        from tui.sanitize import one_line
+
+        if r.kind is Refusal.INVALID:
+            if r.error is not None:  # a grid past its limits: exit 2, one line
+                raise r.error
+            for label, problems in r.per_run:
+                for p in problems:
+                    where = f"{self.path}: combination {label}: {p.key or 'profile'}"
+                    print(one_line(f"{where}: {p.message}", 600), file=sys.stderr)
+            self.say(f"nothing queued ({r.reason})")
+            return EXIT_BAD_INPUT
+        if r.kind is Refusal.PREFLIGHT:
+            print_preflight(r.findings)
+            done = "the real sweep would queue nothing" if self.dry_run else "nothing queued"
+            self.say(
+                f"combination {r.run}: the job preflight failed; {done} (--skip-preflight "
+                "queues anyway)"
+            )
+            return EXIT_BAD_INPUT
+        if r.kind in (Refusal.RAY_DOWN, Refusal.UNREACHABLE):
+            self.say(f"Ray is not reachable: {r.detail}")
+        else:
+            self.say(f"nothing queued: {r.detail or r.text()}")
+        return 1
 
 
 def _sweep_arguments(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,6 @@ from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
     from tui.cluster.dashboard import DashboardClient
-    from tui.cluster.doctor.findings import Finding
 
 
 class SubmitOutcomeUnknown(DashboardError):
@@ -305,47 +304,44 @@ async def record_then_post(
     return sid
 
 
+class SubmissionIdTaken(DashboardError):
+    """The submission id is in the job history or on the head already: nothing was sent."""
+
+
 async def submit_and_record(
     cluster: RayCluster,
     sub: Submission,
     history: JobHistory,
     *,
     profile_path: str | None = None,
-    preflight: bool = True,
-    on_preflight: Callable[[list[Finding]], None] | None = None,
     retry_policy: dict[str, Any] | None = None,
+    resend: bool = False,
+    attempt: int = 1,
+    retry_of: str | None = None,
 ) -> str:
-    """Record `sub`, then submit it (record_then_post: nothing is sent when the record cannot
-    be written; `retry_policy` goes on the record first too). A verl job (built from a
-    profile; not `--cfg job`) first passes the job preflight on every host
-    (tui/jobs/preflight.py: data, model, imports, limits):
-    PreflightFailed with the findings when one fails, nothing sent. `on_preflight` sees the
-    findings either way (warnings are worth showing); `preflight=False` skips it. A bare
-    interpreter name (hosts.yaml `python: python` after an env_setup) is resolved on the head
-    first: the job runs, and records, the absolute path."""
+    """The send stage of the submission flow (tui/jobs/flow.py, which runs the checks and
+    gates before it): record `sub`, then POST it (record_then_post: nothing is sent when the
+    record cannot be written; `retry_policy`, `attempt` and `retry_of` go on the record
+    first). A bare interpreter name (hosts.yaml `python: python` after an env_setup) is
+    resolved on the head first: the job runs, and records, the absolute path.
+    SubmissionIdTaken when the id is in the history or on the head, unless `resend` (the
+    supervisor after a crash: the record it wrote is reused, and a head that has the id
+    already counts as done)."""
     sub = await resolved_interpreter(cluster.fleet, sub)
-    from tui.jobs.preflight import needs_preflight
-
-    if preflight and needs_preflight(sub):
-        from tui.jobs.preflight import PreflightFailed, failed, preflight_submission
-
-        findings = await preflight_submission(cluster.fleet, cluster.inv, sub)
-        if on_preflight is not None:
-            on_preflight(findings)
-        if failed(findings):
-            raise PreflightFailed(findings)
-    if history.get(sub.submission_id) is not None:
-        raise DashboardError(
+    record = history.get(sub.submission_id)
+    if record is not None and not resend:
+        raise SubmissionIdTaken(
             f"submission id {sub.submission_id} is already in the job history of "
             f"{cluster.inv.cluster}: choose another one"
         )
     # The head's own jobs too: a POST refused as a duplicate must not read as ours.
-    if await (await cluster.dashboard()).job_exists(sub.submission_id):
-        raise DashboardError(
+    if not resend and await (await cluster.dashboard()).job_exists(sub.submission_id):
+        raise SubmissionIdTaken(
             f"submission id {sub.submission_id} is already a job on the head: choose another one"
         )
-    record = record_for(sub, cluster.inv, profile_path=profile_path)
-    record.retry_policy = retry_policy
+    if record is None:
+        record = record_for(sub, cluster.inv, profile_path=profile_path)
+        record.attempt, record.retry_of, record.retry_policy = attempt, retry_of, retry_policy
     return await record_then_post(cluster.dashboard, sub, history, record)
 
 

@@ -3,8 +3,8 @@ the one pipeline first (all or nothing), then queued as one group.
 
 Each run gets a readable submission id built from the sweep's name and its values
 (`NAME-lr1e-6-tbs64`), in Ray's id charset, unique against the queue and the history.
-The CLI (`verl-tui sweep`) and the job form's sweep builder both call `plan_sweep` and
-`queue_sweep`.
+The submission flow (tui/jobs/flow.py) calls `plan_sweep` and `queue_sweep` for `verl-tui
+sweep` and the job form's sweep builder.
 """
 
 from __future__ import annotations
@@ -233,18 +233,21 @@ def queue_sweep(
 async def first_failing_preflight(
     fleet: Fleet, inv: Inventory, plan: SweepPlan, *, unasked: Status = "fail"
 ) -> tuple[Run, list[Finding]] | None:
-    """The job preflight (tui/jobs/preflight.py: data, model, imports, host limits) of every
-    run of a valid plan, in order: the first run whose preflight fails, with its findings, or
-    None when all pass. `verl-tui sweep` and the form's sweep builder both refuse on it."""
-    from tui.jobs.preflight import failed, needs_preflight, preflight_submission
+    """The job preflight of every run of a valid plan, in order, as the submission flow's
+    preflight gate runs it (tui/jobs/flow.py): the first run whose preflight fails, with its
+    findings, or None when all pass."""
+    from tui.jobs.flow import Planned, first_refused_preflight
+    from tui.jobs.preflight import needs_preflight
 
-    for run, sub in zip(plan.runs, plan.subs, strict=True):
-        if not needs_preflight(sub):
-            continue
-        findings = await preflight_submission(fleet, inv, sub, unasked=unasked)
-        if failed(findings):
-            return run, findings
-    return None
+    runs = [
+        Planned(sub, None, run)
+        for run, sub in zip(plan.runs, plan.subs, strict=True)
+        if needs_preflight(sub)
+    ]
+    failing, findings = await first_refused_preflight(fleet, inv, runs, unasked=unasked)
+    if failing is None or failing.run is None:
+        return None
+    return failing.run, findings
 
 
 def grid_summary(grids: Sequence[Grid]) -> Mapping[str, Any]:

@@ -25,7 +25,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Static
 
-from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.yamlfile import ConfigError
 from tui.fmt import plural
@@ -43,7 +42,6 @@ from tui.jobs.history import JobHistory
 from tui.jobs.pipeline import (
     JobSpec,
     debug_toggles,
-    live_resources,
     prepare_submission,
     working_dir_size,
 )
@@ -53,7 +51,6 @@ from tui.jobs.schema import KeyInfo, SchemaError, VerlSource, key_catalog, unkno
 from tui.jobs.submit import Submission
 from tui.jobs.validate import Report, cluster_shape
 from tui.jobs.verl_source import select_verl
-from tui.jobs.workdir import WorkdirError
 from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.draft_busy import DraftBusyScreen
 from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
@@ -61,8 +58,8 @@ from tui.screens.job_form_drafts import FormDrafts
 from tui.screens.job_form_errors import FormErrors
 from tui.screens.job_form_queue import FormQueue
 from tui.screens.job_form_resume import FormResume
-from tui.screens.job_form_retry import keep_policy, retries_input, retry_policy
-from tui.transport.types import TransportError
+from tui.screens.job_form_retry import retries_input
+from tui.screens.job_form_submit import FormSubmission, refusal_bar
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
     loose_text,
@@ -179,6 +176,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         self._items: list[CatalogItem] = []
         self._submitting = False
         self._ray_seen: object = None  # the app's Ray monitor state last acted on
+        self.submission = FormSubmission(self)  # the flow's steps and outcome, rendered
 
     # -- layout --------------------------------------------------------------------------
 
@@ -345,7 +343,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         order += [k for k in current if k not in order]
         return {k: current[k] for k in order}
 
-    def _spec(
+    def spec_of(
         self,
         texts: dict[str, str],
         toggles: Toggles,
@@ -366,7 +364,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             print_config=toggles.print_config,
         ), local
 
-    def _empty_unknown(self) -> list[str]:
+    def empty_unknown(self) -> list[str]:
         return [
             k
             for k, f in self.fields.items()
@@ -374,10 +372,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         ]
 
     def current_profile(self) -> tuple[Profile, dict[str, str]]:
-        spec, local = self._spec(self.texts(), self.toggles, self._empty_unknown())
+        spec, local = self.spec_of(self.texts(), self.toggles, self.empty_unknown())
         return spec.profile, local
 
     def _changed(self) -> None:
+        self.submission.clear()
         self.validated = False
         if self.drafts is not None:
             self.drafts.changed()
@@ -437,9 +436,8 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         toggles: Toggles,
         unknown: list[str],
         resources: ClusterResources | None,
-        env: dict[str, str] | None = None,
     ) -> tuple[Submission | None, Report, dict[str, str]]:
-        spec, local = self._spec(texts, toggles, unknown, env)
+        spec, local = self.spec_of(texts, toggles, unknown)
         try:
             sub, report = prepare_submission(
                 self.cluster.inv, spec, resources, working_dir_bytes=self.wd_bytes
@@ -448,21 +446,38 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             sub, report = None, Report([Problem(None, str(exc))], None)
         return sub, report, local
 
-    async def check(self, env: dict[str, str] | None = None) -> Submission | None:
+    async def check(self) -> Submission | None:
         """The pipeline on what the form shows now (the CLI's `submit` runs the same); the
         report lands on the fields. The Submission when there is no error."""
-        texts, toggles, unknown = self.texts(), self.toggles, self._empty_unknown()
+        texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
         t0 = time.perf_counter()
         sub, report, local = await asyncio.to_thread(
-            self._check_sync, texts, toggles, unknown, self.resources, env
+            self._check_sync, texts, toggles, unknown, self.resources
         )
         self.latencies.append(time.perf_counter() - t0)
+        self.show_report(report, local)
+        return None if local else sub
+
+    def use_live(self, resources: ClusterResources, *, probed_debugpy: bool) -> None:
+        self._set_live(resources)
+        self._probed_debugpy = probed_debugpy
+        self._show_header()
+
+    def use_planned(self, note: str) -> None:
+        self._use_planned(note)
+        self._show_header()
+
+    def show_again(self) -> None:
+        """The last report again (with the preflight's rows as they stand now)."""
+        if self.report is not None and self.is_mounted:
+            self._apply(self.report, {})
+
+    def show_report(self, report: Report, local: dict[str, str]) -> None:
         for key, f in self.fields.items():
             f.local_problem = local.get(key)
         self.report = report
         self.validated = True
         self._apply(report, local)
-        return None if local else sub
 
     @work(exclusive=True, group="validate", exit_on_error=False)
     async def validate(self) -> None:
@@ -471,7 +486,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         await self.check()
 
     def _apply(self, report: Report, local: dict[str, str]) -> None:
-        placed, loose = place_problems(report.problems, self.fields)
+        # The last submit's preflight rows stay shown until something changes or ctrl+r.
+        problems = [*report.problems, *self.submission.shown]
+        placed, loose = place_problems(problems, self.fields)
         show_field_problems(self.fields, placed)
         for key, f in self.fields.items():  # what the cluster filled in is shown, marked
             f.show_from_cluster(report.from_cluster.get(key))
@@ -505,6 +522,10 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         if not self.validated or self.report is None:
             summary.update(Text("checking…", "dim"))
             return
+        refusal = self.submission.refusal
+        if refusal is not None and self.error_count == 0:  # until changed or re-checked
+            summary.update(refusal_bar(refusal))
+            return
         summary.update(
             summary_text(
                 self.error_count,
@@ -522,6 +543,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             self._debounce.stop()
             self._debounce = None
         self.save_draft()
+        self.submission.clear()
         self.validated = False
         self._update_submit()
         self.fetch_cluster()  # fresh shape, then validates
@@ -542,11 +564,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         if self._submitting:
             return
         if self.report is None or (self.validated and not self.can_submit):
-            self._refused("still checking" if self.report is None else None)
+            self.refused("still checking" if self.report is None else None)
             return
         self.submit()
 
-    def _refused(self, why: str | None = None) -> None:
+    def refused(self, why: str | None = None) -> None:
         """Submit refused: say which keys to fix and put the cursor on the first of them."""
         what = why or self.errors_named() or "fix the problems shown"
         if why is None and self.focus_error(first=True):
@@ -584,64 +606,4 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         return values
 
     async def _submit(self) -> None:
-        from tui.jobs.service import SubmitOutcomeUnknown, submit_and_record
-
-        assert self.profile is not None and self.drafts is not None
-        self._update_submit()
-        self.query_one("#form-summary", Static).update(Text("submitting…", "bold cyan"))
-        secrets = self._secret_values()
-        if secrets is None:
-            return
-        # What is validated is exactly what is submitted: a fresh check on the live cluster.
-        try:
-            resources = await live_resources(self.cluster, want_debugpy=self.toggles.post_mortem)
-        except DashboardError:
-            self._use_planned(RAY_NOT_RUNNING)
-            self._show_header()
-            self.notify(f"not submitted: {RAY_NOT_RUNNING}", severity="error", timeout=8)
-            return
-        except (TransportError, OSError) as exc:
-            self.notify(
-                f"not submitted: the head is not reachable: {markup(exc)}",
-                severity="error",
-                timeout=8,
-            )
-            return
-        self._set_live(resources)
-        self._probed_debugpy = self.toggles.post_mortem
-        self._show_header()
-        sub = await self.check(secrets)
-        if sub is None:
-            self._refused()
-            return
-        from tui.screens.job_form_preflight import preflight_gate
-
-        if not await preflight_gate(self, sub):  # data, model, imports, limits on every host
-            return
-        try:
-            policy = retry_policy(self)
-        except ValueError as exc:
-            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
-            return
-        if self.queue_wanted:
-            keep_policy(self, sub.submission_id, policy, queued=True)
-        if await self.enqueue(sub):  # the Queue switch: validated, then waits for the GPUs
-            return
-        try:
-            sid = await submit_and_record(
-                self.cluster,
-                sub,
-                self.history,
-                profile_path=str(self.profile_path.resolve()),
-                preflight=False,  # just run above
-                retry_policy=policy.to_json() if policy else None,  # on the record before the POST
-            )
-        except SubmitOutcomeUnknown as exc:  # sent, no answer: the form stays, the user checks
-            self.notify(markup(exc), severity="warning", timeout=15)
-            return
-        except (DashboardError, TransportError, WorkdirError, OSError) as exc:
-            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
-            return
-        await asyncio.to_thread(self.drafts.discard)
-        self.notify(f"submitted {markup(sid)}", timeout=6)
-        self.dismiss(sid)
+        await self.submission.run()

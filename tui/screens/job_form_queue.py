@@ -1,7 +1,8 @@
 """The job form's queue part: the "Queue" switch (submit waits in the local queue until the GPUs
-are free) and the sweep builder (ctrl+g: a grid of values, every combination validated, then
-all queued). A part of JobFormScreen; the checks are the pipeline's (tui/jobs/pipeline.py,
-tui/jobs/sweep.py), as for `verl-tui submit --queue` and `verl-tui sweep`."""
+are free; the form's submit asks the flow for mode "queue") and the sweep builder (ctrl+g: a
+grid of values, every combination validated, then all queued). A part of JobFormScreen; both
+go through the one submission flow (tui/jobs/flow.py), as `verl-tui submit --queue` and
+`verl-tui sweep` do, and only render its steps and outcome here."""
 
 from __future__ import annotations
 
@@ -14,18 +15,17 @@ from textual.screen import Screen
 from textual.widgets import Checkbox
 
 from tui.config.yamlfile import ConfigError
-from tui.jobs.queue import JobQueue, Needs, QueueError, entry_for
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.sweep_builder import SweepBuilderScreen, SweepRequest
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
+    from tui.jobs.flow import Outcome, Step
     from tui.jobs.formstate import DraftSaver
     from tui.jobs.history import JobHistory
     from tui.jobs.profiles import Profile
     from tui.jobs.rules import ClusterResources
-    from tui.jobs.submit import Submission
     from tui.jobs.validate import Report
     from tui.widgets.jobform import FormField
 
@@ -38,7 +38,8 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
     """JobFormScreen's queue and sweep part (a base class: the form's state is the screen's)."""
 
     # ctrl+g (action_sweep) is bound in JobFormScreen.BINDINGS, after Submit in the footer.
-    _sweep_refused: tuple[str, ...] | None = None  # the runs' config hashes a preflight refused
+    _sweep_refused: tuple[str, ...] = ()  # the runs' config hashes a preflight refused
+    _sweep_runs = 0
 
     if TYPE_CHECKING:  # the screen's, used here
         cluster: RayCluster
@@ -53,9 +54,9 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         wd_bytes: int | None
 
         def texts(self) -> dict[str, str]: ...
-        def _empty_unknown(self) -> list[str]: ...
+        def empty_unknown(self) -> list[str]: ...
         def _secret_values(self) -> dict[str, str] | None: ...
-        def _spec(self, *args: Any) -> Any: ...
+        def spec_of(self, *args: Any) -> Any: ...
         @property
         def toggles(self) -> Any: ...
 
@@ -87,36 +88,6 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         except Exception:  # not built yet
             return False
 
-    def _taken(self, sid: str) -> bool:
-        return self.history.get(sid) is not None
-
-    async def enqueue(self, sub: Submission) -> bool:
-        """With the switch on: `sub` (just validated) goes to the queue, not to Ray; True then."""
-        if not self.queue_wanted:
-            return False
-        config = self.report.config if self.report is not None else None
-        entry = entry_for(
-            sub,
-            self.cluster.inv,
-            needs=Needs.from_config(config),
-            profile_path=str(self.profile_path.resolve()),
-        )
-        queue = JobQueue(self.cluster.inv.cluster)
-        try:
-            pos = await asyncio.to_thread(queue.add, entry, taken=self._taken)
-        except QueueError as exc:
-            self.notify(f"not queued: {markup(exc)}", severity="error", timeout=8)
-            return True
-        if self.drafts is not None:
-            await asyncio.to_thread(self.drafts.discard)
-        self.notify(
-            f"queued {markup(sub.submission_id)} at position {pos:d} "
-            f"(needs {markup(entry.needs.describe())})",
-            timeout=6,
-        )
-        self.dismiss(sub.submission_id)
-        return True
-
     # -- the sweep builder -----------------------------------------------------------------
 
     def action_sweep(self) -> None:
@@ -133,9 +104,11 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
 
     @work(exclusive=True, group="form-sweep", exit_on_error=False)
     async def run_sweep(self, req: SweepRequest) -> None:
-        """Every combination through the pipeline against the live cluster, then all queued
-        (or none, with the first invalid combination named)."""
-        from tui.jobs.sweep import first_failing_preflight, parse_grid, plan_sweep, queue_sweep
+        """Every combination through the one submission flow (tui/jobs/flow.py) against the
+        live cluster, as `verl-tui sweep` runs it: all validated, each run's job preflight,
+        then all queued (or none, with the first invalid or refused combination named)."""
+        from tui.jobs.flow import Request, Sweep, outcome, submission_flow
+        from tui.jobs.sweep import parse_grid
 
         if self.resources_from != "ray" or self.resources is None:
             self.notify(
@@ -147,80 +120,65 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         env = self._secret_values()
         if env is None:
             return
-        queue = JobQueue(self.cluster.inv.cluster)
-        texts, toggles, unknown = self.texts(), self.toggles, self._empty_unknown()
-        queued = {e.submission_id for e in queue.entries()}
-
-        def taken(sid: str) -> bool:
-            return sid in queued or self._taken(sid)
-
-        def plan() -> Any:
-            spec, local = self._spec(texts, toggles, unknown, env)
-            if local:
-                key, why = next(iter(local.items()))
-                raise ConfigError(f"{key}: {why}")
-            grids = [parse_grid(g, "sweep") for g in req.grids]
-            return plan_sweep(
-                self.cluster.inv,
-                spec,
-                grids,
-                name=req.name,
-                resources=self.resources,
-                taken=taken,
-                working_dir_bytes=self.wd_bytes,
-            )
-
-        self.notify(f"validating sweep {markup(req.name)}…", timeout=3)
+        texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
         try:
-            result = await asyncio.to_thread(plan)
+            grids = tuple(parse_grid(g, "sweep") for g in req.grids)
+            spec, local = await asyncio.to_thread(self.spec_of, texts, toggles, unknown, env)
         except (ConfigError, ValueError) as exc:
             self.notify(f"sweep not queued: {markup(exc)}", severity="error", timeout=8)
             return
-        if not result.ok:
-            self.notify(
-                f"sweep not queued ({len(result.invalid)} of {len(result.runs)} invalid): "
-                f"{markup(result.first_error())}",
-                severity="error",
-                timeout=12,
-            )
+        if local:
+            key, why = next(iter(local.items()))
+            self.notify(f"sweep not queued: {markup(key)}: {markup(why)}", severity="error")
             return
-        # The job preflight of every run, as `verl-tui sweep` runs it; the same sweep asked for
-        # again is queued anyway (the form's --skip-preflight, as for submit).
-        again = tuple(sub.config_hash for sub in result.subs)
-        if self._sweep_refused == again:
-            self._sweep_refused = None
-            self.notify("queued without the job preflight (sweep asked for again)", timeout=6)
-        else:
-            self.notify(f"job preflight of {len(result.runs)} runs…", timeout=3)
-            refused = await first_failing_preflight(self.cluster.fleet, self.cluster.inv, result)
-            if refused is not None:
-                run, findings = refused
-                self._sweep_refused = again
-                bad = next(f for f in findings if f.status == "fail")
-                where = f"{bad.host}: " if bad.host else ""
-                self.notify(
-                    f"sweep not queued: combination {markup(run.label)}: the job preflight "
-                    f"failed: {markup(where + bad.finding)} (ctrl+g with the same grid queues "
-                    "anyway)",
-                    severity="error",
-                    timeout=15,
-                )
-                return
-        try:
-            placed = await asyncio.to_thread(
-                queue_sweep,
-                self.cluster.inv,
-                result,
-                queue,
-                profile_path=str(self.profile_path.resolve()),
-                taken=self._taken,
-            )
-        except QueueError as exc:
-            self.notify(f"sweep not queued: {markup(exc)}", severity="error", timeout=8)
-            return
-        self.notify(
-            f"sweep {markup(req.name)}: {len(placed)} runs queued "
-            f"(positions {placed[0][1]:d}–{placed[-1][1]:d})",
-            timeout=8,
+        request = Request(
+            Sweep(spec, grids, req.name),
+            mode="queue",
+            asked_again=self._sweep_refused,
+            profile_path=str(self.profile_path.resolve()),
+            working_dir_bytes=self.wd_bytes,
         )
-        self.dismiss(placed[0][0].submission_id)
+        resources = self.resources
+
+        async def known() -> ClusterResources:  # just read from Ray by the form
+            return resources
+
+        self.notify(f"validating sweep {markup(req.name)}…", timeout=3)
+        steps = submission_flow(
+            self.cluster.inv, self.cluster, self.history, request, resources=known
+        )
+        done = await outcome(steps, self._sweep_step)
+        self._sweep_done(req.name, done)
+
+    def _sweep_step(self, step: Step) -> None:
+        from tui.jobs.flow import Checked, Checking, PreflightSkipped
+
+        if isinstance(step, Checked):
+            self._sweep_runs = len(step.subs)
+        elif isinstance(step, Checking) and step.stage == "preflight":
+            self.notify(f"job preflight of {self._sweep_runs} runs…", timeout=3)
+        elif isinstance(step, PreflightSkipped):
+            self._sweep_refused = ()
+            self.notify("queued without the job preflight (sweep asked for again)", timeout=6)
+
+    def _sweep_done(self, name: str, done: Outcome) -> None:
+        from tui.jobs.flow import Queued, Refusal, Refused
+
+        if isinstance(done, Queued):
+            first, last = done.placed[0], done.placed[-1]
+            self.notify(
+                f"sweep {markup(name)}: {len(done.placed)} runs queued "
+                f"(positions {first.position:d}–{last.position:d})",
+                timeout=8,
+            )
+            self.dismiss(first.sub.submission_id)
+            return
+        assert isinstance(done, Refused)
+        if done.kind is Refusal.INVALID and done.per_run:
+            what = f" ({done.reason}): combination {done.run}: {done.detail}"
+        elif done.kind is Refusal.PREFLIGHT:
+            self._sweep_refused = done.config_hashes
+            what = f": {done.text()} (ctrl+g with the same grid queues anyway)"
+        else:
+            what = f": {done.detail or done.text()}"
+        self.notify(f"sweep not queued{markup(what)}", severity="error", timeout=15)

@@ -1,23 +1,50 @@
-"""The supervisor's submissions go through the one validated path: a JobSpec is checked by
-tui/jobs/pipeline.prepare_submission against Ray's live resources (verl's rules, the world-size
-and per-node rules), then recorded and sent exactly as `verl-tui submit` does
-(tui/jobs/service.record_then_post): the history record is written BEFORE the POST, with the
-submission id chosen here, and a POST whose id the head already has counts as done. A
-supervisor killed between the two sends that same id again, which Ray can accept at most
-once."""
+"""The supervisor's submissions go through the one submission flow (tui/jobs/flow.py), as the
+form's and `verl-tui submit`'s do: a JobSpec is checked against Ray's live resources (verl's
+rules, the world-size and per-node rules), then recorded and sent (the history record BEFORE
+the POST, with the submission id chosen here). It asks for `resend`: a POST whose id the head
+already has counts as done, and a supervisor killed between record and POST sends that same
+id again, which Ray accepts at most once. It runs no job preflight: a queued job passed it when
+it was queued, a retry runs what ran before.
+
+The flow's refusals become SubmitRejected (verl's rules, the cluster) or the error that failed
+the send (DashboardError, TransportError, WorkdirError, StateError), which the duties handle."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tui.jobs.service import record_for, record_then_post
+from tui.jobs.flow import Ready, Refusal, Refused, Request, Submitted, outcome, submission_flow
 from tui.jobs.submit import Submission
 from tui.supervisor.duty import SubmitRejected
 
 if TYPE_CHECKING:
     from tui.jobs.pipeline import JobSpec
     from tui.supervisor.duty import SupervisorContext
+
+NO_PREFLIGHT = "the supervisor sends what was checked when it was queued or first ran"
+
+
+def rejected(refused: Refused) -> BaseException:
+    """The flow's refusal as the duties know it."""
+    if refused.kind in (Refusal.INVALID, Refusal.PREFLIGHT, Refusal.ID_TAKEN):
+        problems = [str(p) for p in refused.problems] or [refused.text()]
+        return SubmitRejected(problems)
+    return refused.error or SubmitRejected([refused.text()])
+
+
+async def _run(ctx: SupervisorContext, request: Request) -> Any:
+    if not isinstance(request.job, Submission) and "verl_source" not in ctx.extras:
+        # Compose with the cluster's own verl (read from the head once), as `submit` does.
+        from tui.jobs.verl_source import select_verl
+
+        ctx.extras["verl_source"] = await select_verl(ctx.fleet, ctx.inv)
+    steps = submission_flow(
+        ctx.inv, ctx.cluster, ctx.history, request, resources=ctx.live_resources
+    )
+    done = await outcome(steps)
+    if isinstance(done, Refused):
+        raise rejected(done)
+    return done
 
 
 async def build_validated(ctx: SupervisorContext, spec: JobSpec) -> Submission:
@@ -28,23 +55,9 @@ async def build_validated(ctx: SupervisorContext, spec: JobSpec) -> Submission:
 
 async def build_validated_report(ctx: SupervisorContext, spec: JobSpec) -> tuple[Submission, Any]:
     """build_validated, with the validation Report (its composed config)."""
-    from tui.jobs.pipeline import prepare_submission, working_dir_size
-
-    if "verl_source" not in ctx.extras:
-        # Compose with the cluster's own verl (read from the head once), as `submit` does.
-        from tui.jobs.verl_source import select_verl
-
-        ctx.extras["verl_source"] = await select_verl(ctx.fleet, ctx.inv)
-    resources = await ctx.live_resources()
-
-    def build() -> tuple[Submission | None, Any]:
-        wd_bytes, _skipped = working_dir_size(spec)
-        return prepare_submission(ctx.inv, spec, resources, working_dir_bytes=wd_bytes)
-
-    sub, report = await asyncio.to_thread(build)  # composing verl's config blocks
-    if sub is None:
-        raise SubmitRejected([str(p) for p in report.errors] or ["verl's config did not compose"])
-    return sub, report
+    ready = await _run(ctx, Request(spec, mode="check"))
+    assert isinstance(ready, Ready)
+    return ready.subs[0], ready.reports[0]
 
 
 async def on_head(ctx: SupervisorContext, sid: str) -> bool:
@@ -62,13 +75,21 @@ async def submit_validated(
     attempt: int = 1,
     retry_policy: dict[str, Any] | None = None,
 ) -> str:
-    sub = spec if isinstance(spec, Submission) else await build_validated(ctx, spec)
-    if retry_policy is None:  # a queued job's `submit --queue --retries N`
+    sid = spec.submission_id  # chosen by the caller: a queue entry's, a retry's new id
+    if retry_policy is None and sid:  # a queued job's `submit --queue --retries N`
         from tui.supervisor.policy import stashed_policy
 
-        retry_policy = stashed_policy(ctx.inv.cluster, sub.submission_id)
-    rec = ctx.history.get(sub.submission_id)  # a resend after a crash finds its record
-    if rec is None:
-        rec = record_for(sub, ctx.inv, profile_path=profile_path)
-        rec.attempt, rec.retry_of, rec.retry_policy = attempt, retry_of, retry_policy
-    return await record_then_post(ctx.dashboard, sub, ctx.history, rec)
+        retry_policy = stashed_policy(ctx.inv.cluster, sid)
+    request = Request(
+        spec,
+        skip_preflight=True,
+        skip_why=NO_PREFLIGHT,
+        profile_path=profile_path,
+        retry_policy=retry_policy,
+        resend=True,
+        attempt=attempt,
+        retry_of=retry_of,
+    )
+    done = await _run(ctx, request)
+    assert isinstance(done, Submitted)
+    return done.submission_id
