@@ -126,6 +126,10 @@ COMMANDS: dict[str, Node] = {
     "debug": Entry(
         "tui.commands.debug:DEBUG", "workers paused for a debugger, and pdb breakpoints"
     ),
+    "metrics": Entry(
+        "tui.commands.metrics:METRICS",
+        "a job's training metrics (verl's file logger, else its console lines)",
+    ),
     "stack": Entry(
         "tui.commands.stack:STACK",
         "a job's stacks on every host (py-spy), grouped; Ray's view of the job",

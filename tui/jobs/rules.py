@@ -102,6 +102,7 @@ from tui.jobs.rules_base import (
 from tui.jobs.rules_base import (
     need_reference_policy as need_reference_policy,
 )
+from tui.jobs.rules_metrics import metrics_logger_rules
 from tui.jobs.rules_runtime import (
     RAY_WORKING_DIR_COPY as RAY_WORKING_DIR_COPY,
 )
@@ -559,6 +560,7 @@ def check_rules(
     _critic_rules(c, out)
     _algorithm_rules(c, out)
     _trainer_rules(c, out)
+    metrics_logger_rules(c, out)
     _dir_rules(c, out, working_dir)
     if working_dir_bytes is not None:
         _working_dir_rules(out, working_dir_bytes, excludes)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from tui.metrics.parse import TOTAL_MARK, parse_metrics_line, parse_total_steps
 
 STEP_TIME_KEY = "timing_s/step"
+CONSOLE = "console"
 STEP_MARK = "step:"
 # A line longer than this without a newline is not a verl metrics line worth keeping whole.
 MAX_TAIL = 1 << 20
@@ -89,7 +90,30 @@ class MetricsTracker:
         self._arrival: tuple[int, float] | None = None
         self.metric_lines = 0
         self.keys_dropped = 0  # metric keys left out (MAX_KEYS, MAX_KEY_CHARS)
+        # Where the rows come from: "console" (verl's step lines in the log text fed here) or
+        # "file:PATH" (verl's file logger, rows given by add_rows; step lines are then ignored).
+        self.source = CONSOLE
         self.version += 1
+
+    def use_source(self, source: str) -> None:
+        """Take rows from `source` from now on ("console" or "file:PATH"): the rows read so far
+        from another source are forgotten (the total step count is kept)."""
+        if source == self.source:
+            return
+        total_log, total_config = self._total_log, self._total_config
+        self.clear()
+        self._total_log, self._total_config = total_log, total_config
+        self.source = source
+
+    def add_rows(self, rows: Iterable[tuple[int, dict[str, float]]]) -> bool:
+        """Record parsed rows ((step, {key: value}), e.g. verl's file logger's); True if any."""
+        now = self._clock()
+        changed = False
+        for step, metrics in rows:
+            if metrics:
+                self._record(step, metrics, now)
+                changed = True
+        return changed
 
     # --- feeding ---------------------------------------------------------------------------
 
@@ -116,7 +140,7 @@ class MetricsTracker:
 
     def _scan(self, data: str, end: int) -> bool:
         changed = False
-        pos = data.find(STEP_MARK, 0, end)
+        pos = data.find(STEP_MARK, 0, end) if self.source == CONSOLE else -1
         if pos >= 0:
             now = self._clock()
             while pos >= 0:

@@ -5,6 +5,7 @@ turned into charts with a progress bar and ETA."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,6 +101,7 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
             self.metrics.set_total_steps(self.total_steps)
         self._focus_tab()
         self.follow()
+        self.follow_metrics_file()
         self.archive_job()  # into the run archive, while it is shown
 
     def _title(self, note: str = "") -> None:
@@ -140,6 +142,17 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
             # Ray's message goes on with ", last available logs (truncated …):": the log is here.
             self._title((end.message or "").split(", last available logs")[0][:100])
             return
+
+    @work(exclusive=True, group="metrics-file", exit_on_error=False)
+    async def follow_metrics_file(self) -> None:
+        """verl's file logger, when the job has one, takes over the charts from console lines
+        (tui/archive/metrics_file.py: exact numbers, every key)."""
+        from tui.archive.metrics_file import follow_job_file
+
+        with contextlib.suppress(DashboardError, TransportError):
+            await follow_job_file(
+                self.cluster, self.sid, self.metrics.tracker, on_rows=self.metrics.rows_arrived
+            )
 
     async def _from_file(self, opened: OpenedLog) -> None:
         """The file's last lines first, then the lines before them in the background while

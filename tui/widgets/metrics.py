@@ -376,6 +376,10 @@ class MetricsPanel(Widget, can_focus=True):
         if self.tracker.feed_text(text):
             self._schedule()
 
+    def rows_arrived(self) -> None:
+        """Rows were added to the tracker directly (verl's file logger): redraw soon."""
+        self._schedule()
+
     def set_total_steps(self, n: int | None) -> None:
         """The total from the job's config; verl's own "Total training steps" line wins."""
         self.tracker.total_steps = n

@@ -1,0 +1,113 @@
+"""`verl-tui metrics HOSTS JOB [--json] [--key K…]`: the series the cockpit charts and where they
+were read: verl's own `file` logger on the node that writes it (exact numbers, every key), else
+verl's console lines in the driver log, else the run archive. JSON:
+``{"source": "file:PATH" | "console", "series": {KEY: [[step, value|null], …]}}`` — null is a
+non-finite value (NaN, ±Inf: orjson writes them as null in verl's file)."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tui.commands import Command
+from tui.commands.output import json_text
+from tui.commands.ray import _run, _with_cluster
+from tui.transport.types import TransportError
+
+if TYPE_CHECKING:
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import Inventory
+    from tui.metrics import MetricsTracker
+
+
+def select_keys(keys: list[str], patterns: list[str] | None) -> list[str]:
+    """The keys `patterns` name (exact, or shell-style: timing_s/*), in the tracker's order."""
+    if not patterns:
+        return keys
+    return [k for k in keys if any(k == p or fnmatch.fnmatchcase(k, p) for p in patterns)]
+
+
+def metrics_doc(tracker: MetricsTracker, patterns: list[str] | None = None) -> dict[str, Any]:
+    """The command's JSON document: source and series (non-finite values as null)."""
+    series = {
+        key: [[step, v if math.isfinite(v) else None] for step, v in tracker.series(key)]
+        for key in select_keys(tracker.keys(), patterns)
+    }
+    return {"source": tracker.source, "series": series}
+
+
+def text_lines(tracker: MetricsTracker, patterns: list[str] | None = None) -> list[str]:
+    from tui.sanitize import one_line, pad
+    from tui.widgets.metrics import fmt_value
+
+    keys = select_keys(tracker.keys(), patterns)
+    lines = [f"source: {one_line(tracker.source, 300)}   {len(keys)} keys"]
+    width = min(max((len(k) for k in keys), default=3), 60)
+    lines.append(f"{pad('KEY', width)}  {'POINTS':>6}  {'STEP':>7}  {'LAST':>10}  NON-FINITE")
+    for key in keys:
+        points = tracker.series(key)
+        bad = sum(1 for _s, v in points if not math.isfinite(v))
+        step, last = points[-1] if points else (None, math.nan)
+        lines.append(
+            f"{pad(one_line(key, 200), width)}  {len(points):>6}  {step!s:>7}  "
+            f"{fmt_value(last):>10}  {bad or ''}"
+        )
+    return lines
+
+
+def run_metrics(inv: Inventory, job: str, *, keys: list[str] | None, as_json: bool) -> int:
+    from tui.archive.metrics_source import job_metrics
+    from tui.archive.store import ArchiveStore
+    from tui.cluster.dashboard import DashboardError, check_job_id
+
+    check_job_id(job, "JOB")
+    store = ArchiveStore(inv.cluster)
+
+    async def body(cluster: RayCluster) -> int:
+        try:
+            tracker = await job_metrics(cluster, job, store=store)
+        except (DashboardError, TransportError) as exc:
+            msg = str(exc)
+            if "HTTP 404" in msg:
+                msg = f"no job {job!r} on the head or in the run archive (verl-tui jobs lists them)"
+            print(f"verl-tui metrics: {msg}", file=sys.stderr)
+            return 1
+        for warning in store.take_warnings():
+            print(f"verl-tui metrics: {warning}", file=sys.stderr)
+        if as_json:
+            print(json_text(metrics_doc(tracker, keys), inv))
+        else:
+            print("\n".join(text_lines(tracker, keys)))
+        return 0
+
+    return _run(_with_cluster(inv, body))
+
+
+# ---- command line (registered in tui/commands/__init__.py) -----------------------------------
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", metavar="JOB", help="submission id (verl-tui jobs lists them)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument(
+        "--key",
+        dest="keys",
+        action="extend",
+        nargs="+",
+        metavar="K",
+        help="only these keys (exact, or shell-style like 'timing_s/*'); repeatable",
+    )
+
+
+METRICS = Command(
+    _arguments,
+    lambda a: run_metrics(a.inventory, a.job, keys=a.keys, as_json=a.json),
+    hosts="required",
+    description="Print a job's training metrics and where they were read: verl's own `file` "
+    "logger (trainer.logger with file: one JSON line per step, read over SSH on the node that "
+    "writes it, exact numbers, every key), else verl's console lines in the driver log, else "
+    "the run archive. NaN and ±Inf are null in --json. The series read are archived.",
+)
