@@ -82,8 +82,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import code_version, pct, pin, proc_cpu_s, run_child, self_cpu_s
-from telemetry_fanin import start_sim, stop_sim
+from benchlib import code_version, pct, pin, run_child, self_cpu_s
+from telemetry_fanin import sim_pids, sims_cpu_s, start_sim, stop_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -614,7 +614,7 @@ async def measure(
     seed: int = 16,
     encode: bool = True,
     interval: float | None = 1.0,
-    sim_pid: int | None = None,
+    sim_pid: str | None = None,
     timeout: float = 5.0,
     on_window: Any = None,
     gc_mode: str = "",
@@ -659,7 +659,7 @@ async def _measure(
     warmup: float,
     warmup_timeout: float,
     seed: int,
-    sim_pid: int | None,
+    sim_pid: str | None,
     timeout: float,
     on_window: Any,
     gc_mode: str,
@@ -716,7 +716,7 @@ async def _measure(
         queue: list[tuple[str, str]] = []
         if on_window:
             on_window(True)
-        cpu0, wall0, sim0 = self_cpu_s(), time.monotonic(), proc_cpu_s(sim_pid)
+        cpu0, wall0, sim0 = self_cpu_s(), time.monotonic(), sims_cpu_s(sim_pid)
         window["on"] = probe.window = True
         next_at = time.perf_counter()
         while len(records) < presses:
@@ -748,7 +748,7 @@ async def _measure(
                 break  # the app failed: run_test raises it on the way out
             next_at = p.t0 + rng.uniform(*gap)
         window["on"] = probe.window = False
-        cpu1, wall1, sim1 = self_cpu_s(), time.monotonic(), proc_cpu_s(sim_pid)
+        cpu1, wall1, sim1 = self_cpu_s(), time.monotonic(), sims_cpu_s(sim_pid)
         if on_window:
             on_window(False)
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -816,9 +816,9 @@ def run_worker(args: argparse.Namespace) -> int:
     return 0 if "keys" in result else 1
 
 
-def run_one(mode: str, n: int, hosts_yaml: str, sim_pid: int, args, cpu: int | None) -> dict:
+def run_one(mode: str, n: int, hosts_yaml: str, sim_pid: str, args, cpu: int | None) -> dict:
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, str(n)]
-    argv += ["--hosts-file", hosts_yaml, "--sim-pid", str(sim_pid)]
+    argv += ["--hosts-file", hosts_yaml, "--sim-pid", sim_pid]
     argv += ["--presses", str(args.presses), "--warmup", str(args.warmup)]
     argv += ["--warmup-timeout", str(args.warmup_timeout), "--seed", str(args.seed)]
     argv += ["--gap-min", str(args.gap_min), "--gap-max", str(args.gap_max)]
@@ -870,9 +870,11 @@ def orchestrate(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in args.hosts.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    cpu_cockpit = cpu_sim = None
+    cpu_sim: int | list[int] | None = None
+    cpu_cockpit = None
     if len(allowed) >= 2 and not args.no_pin:
-        cpu_cockpit, cpu_sim = allowed[0], allowed[1]
+        # the cockpit on the first CPU, each simulator on one of the others (round-robin)
+        cpu_cockpit, cpu_sim = allowed[0], allowed[1 : 1 + max(1, args.sims)]
     machine = {
         "cpu_count": os.cpu_count(),
         "cpus_allowed": allowed,
@@ -893,11 +895,12 @@ def orchestrate(args: argparse.Namespace) -> int:
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix=f"verl-tui-keys{n}-") as workdir:
             # telemetry as the product runs it at this size (relays from 64 hosts)
-            sim, hosts_yaml = start_sim(n, workdir, 1.0, cpu_sim, relay="auto")
+            sims = max(1, min(args.sims, n // 64 or 1))
+            sim, hosts_yaml = start_sim(n, workdir, 1.0, cpu_sim, relay="auto", sims=sims)
             try:
                 for mode in modes:
                     for rep in range(args.repeat):
-                        r = run_one(mode, n, hosts_yaml, sim.pid, args, cpu_cockpit)
+                        r = run_one(mode, n, hosts_yaml, sim_pids(sim), args, cpu_cockpit)
                         r["repeat"] = rep
                         runs.append(r)
                         print_run(r)
@@ -956,6 +959,9 @@ def main() -> int:
     p.add_argument("--gap-min", type=float, default=0.15)
     p.add_argument("--gap-max", type=float, default=0.30)
     p.add_argument("--repeat", type=int, default=1, help="runs per size and mode")
+    p.add_argument(
+        "--sims", type=int, default=1, help="simulator processes (one CPU each, round-robin)"
+    )
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--warmup-timeout", type=float, default=120.0)
     p.add_argument("--seed", type=int, default=16)
@@ -972,7 +978,7 @@ def main() -> int:
     p.add_argument("--out", default="", help="file name under bench/results")
     p.add_argument("--worker", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     p.add_argument("--hosts-file", help=argparse.SUPPRESS)
-    p.add_argument("--sim-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--sim-pid", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:

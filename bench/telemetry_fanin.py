@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import statistics
 import subprocess
@@ -306,6 +307,39 @@ def _start_pyspy(args: argparse.Namespace) -> subprocess.Popen | None:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+class StackSampler:
+    """--sample: the cockpit's main thread's stack every `every` s, from a thread of its own
+    (sys._current_frames; where py-spy cannot attach, as in the lent machines' sandbox).
+    Writes bench/results/stacks-<mode>-<n>.txt, collapsed stacks like py-spy's; samples in
+    the event loop's select are idle. Costs the main thread a GIL hand-over per sample."""
+
+    def __init__(self, every: float = 0.005) -> None:
+        import threading
+
+        self.every = every
+        self.main = threading.main_thread().ident
+        self.counts: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            frame = sys._current_frames().get(self.main)
+            names = []
+            while frame is not None:
+                code = frame.f_code
+                names.append(
+                    f"{code.co_name} ({Path(code.co_filename).name}:{code.co_firstlineno})"
+                )
+                frame = frame.f_back
+            key = ";".join(reversed(names))
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def write(self, path: Path) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{k} {v}\n" for k, v in sorted(self.counts.items())))
+
+
 async def run_worker(args: argparse.Namespace) -> dict:
     import tui.app
     from tui.config.hosts import load_inventory
@@ -353,7 +387,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
             naive_cls.poll_rtts.clear()
         rss_start = current_rss_mib()
         cpu0, wall0 = self_cpu_s(), time.monotonic()
-        sim0 = proc_cpu_s(args.sim_pid)
+        sim0 = sims_cpu_s(args.sim_pid)
         rec.measuring = True
         gc_clock.reset()
         if accounts:
@@ -361,7 +395,13 @@ async def run_worker(args: argparse.Namespace) -> dict:
         if profiler:
             profiler.enable()
         spy = _start_pyspy(args)
+        sampler = StackSampler() if args.sample else None
+        if sampler:
+            sampler.thread.start()
         await asyncio.sleep(args.seconds)
+        if sampler:
+            sampler.stop.set()
+            sampler.write(RESULTS / f"stacks-{args.worker_mode}-{args.worker_hosts}.txt")
         if profiler:
             profiler.disable()
         rec.measuring = False
@@ -369,7 +409,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 spy.wait(timeout=30)
         cpu1, wall1 = self_cpu_s(), time.monotonic()
-        sim1 = proc_cpu_s(args.sim_pid)
+        sim1 = sims_cpu_s(args.sim_pid)
         lag_task.cancel()
         gc_s = gc_clock.total
         gc_runs = {g: [n, round(gc_clock.spent[g] * 1000, 1)] for g, n in gc_clock.runs.items()}
@@ -468,32 +508,19 @@ def _cpus() -> tuple[int, list[int]]:
     return os.cpu_count() or 1, allowed
 
 
-def start_sim(
-    n: int, workdir: str, interval: float, cpu: int | None, keepalive: str = "", relay: str = "off"
-) -> tuple[subprocess.Popen, str]:
-    argv = [
-        sys.executable,
-        str(ROOT / "bench" / "simhosts.py"),
-        "--hosts",
-        str(n),
-        "--dir",
-        workdir,
-        "--interval",
-        str(interval),
-        "--gpus",
-        str(GPUS),
-        "--exit-on-stdin-eof",
-        "--relay",
-        relay,
-    ]
-    if cpu is not None:
-        argv += ["--cpu", str(cpu)]
-    if keepalive:
-        interval_s, _, count = keepalive.partition(",")
-        argv += ["--keepalive-interval", interval_s]
-        argv += ["--keepalive-count", count] if count else []
+class SimGroup:
+    """Several simulator processes serving one hosts.yaml (--sims K: one simulator core
+    saturates at a few thousand hosts). `pid` is the first's; `pids` all of them."""
+
+    def __init__(self, procs: list[subprocess.Popen]):
+        self.procs = procs
+        self.pid = procs[0].pid
+        self.pids = [p.pid for p in procs]
+
+
+def _start_one_sim(argv: list[str]) -> tuple[subprocess.Popen, str]:
     sim = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     assert sim.stdout is not None
     while time.monotonic() < deadline:
         line = sim.stdout.readline()
@@ -505,7 +532,84 @@ def start_sim(
     raise RuntimeError("simulator did not become ready")
 
 
-def stop_sim(sim: subprocess.Popen) -> dict:
+def _shared_keys(workdir: str) -> str:
+    """One host key and one client key for every simulator of a group."""
+    import asyncssh
+
+    keys = Path(workdir) / "keys"
+    keys.mkdir(exist_ok=True)
+    for name in ("host_ed25519", "id_ed25519"):
+        asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(keys / name))
+    return str(keys)
+
+
+def _merge_hosts(files: list[str], out: Path) -> str:
+    """The first hosts.yaml with every simulator's hosts (and known_hosts) appended."""
+    texts = [Path(f).read_text() for f in files]
+    head, _, first_hosts = texts[0].partition("\nhosts:\n")
+    hosts = [first_hosts] + [t.partition("\nhosts:\n")[2] for t in texts[1:]]
+    known = "".join((Path(f).parent / "known_hosts").read_text() for f in files)
+    (out / "known_hosts").write_text(known)
+    head = re.sub(r"known_hosts: .*", f"known_hosts: {out / 'known_hosts'}", head)
+    merged = out / "hosts.yaml"
+    merged.write_text(head + "\nhosts:\n" + "".join(hosts))
+    return str(merged)
+
+
+def start_sim(
+    n: int,
+    workdir: str,
+    interval: float,
+    cpu: int | list[int] | None,
+    keepalive: str = "",
+    relay: str = "off",
+    sims: int = 1,
+) -> tuple[subprocess.Popen | SimGroup, str]:
+    """`sims` simulator processes (n hosts split evenly, in relay-group-sized runs), each
+    pinned to its own CPU of `cpu` (a list, used round-robin), one hosts.yaml for all."""
+    cpus = cpu if isinstance(cpu, list) else [cpu]
+    keys = _shared_keys(workdir) if sims > 1 else None
+    procs, files = [], []
+    try:
+        for j in range(sims):
+            count = n // sims + (1 if j < n % sims else 0)
+            sub = str(Path(workdir) / f"sim{j}") if sims > 1 else workdir
+            argv = [
+                sys.executable,
+                str(ROOT / "bench" / "simhosts.py"),
+                "--hosts",
+                str(count),
+                "--dir",
+                sub,
+                "--interval",
+                str(interval),
+                "--gpus",
+                str(GPUS),
+                "--exit-on-stdin-eof",
+                "--relay",
+                relay,
+            ]
+            if sims > 1:
+                argv += ["--keys", str(keys), "--prefix", f"s{j}-"]
+            if cpus[j % len(cpus)] is not None:
+                argv += ["--cpu", str(cpus[j % len(cpus)])]
+            if keepalive:
+                interval_s, _, count_max = keepalive.partition(",")
+                argv += ["--keepalive-interval", interval_s]
+                argv += ["--keepalive-count", count_max] if count_max else []
+            proc, hosts_yaml = _start_one_sim(argv)
+            procs.append(proc)
+            files.append(hosts_yaml)
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+        raise
+    if sims == 1:
+        return procs[0], files[0]
+    return SimGroup(procs), _merge_hosts(files, Path(workdir))
+
+
+def _stop_one(sim: subprocess.Popen) -> dict:
     with contextlib.suppress(Exception):
         sim.terminate()
     try:
@@ -519,13 +623,43 @@ def stop_sim(sim: subprocess.Popen) -> dict:
     return {}
 
 
+def stop_sim(sim: subprocess.Popen | SimGroup) -> dict:
+    if isinstance(sim, subprocess.Popen):
+        return _stop_one(sim)
+    total: dict = {}
+    for proc in sim.procs:
+        for k, v in _stop_one(proc).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def sim_pids(sim: subprocess.Popen | SimGroup) -> str:
+    """The --sim-pid argument: every simulator's pid, comma-separated."""
+    return ",".join(str(p) for p in (sim.pids if isinstance(sim, SimGroup) else [sim.pid]))
+
+
+def sims_cpu_s(pids: str | None) -> float | None:
+    """CPU seconds of every simulator process named in `pids` (comma-separated)."""
+    if not pids:
+        return None
+    times = [proc_cpu_s(int(p)) for p in pids.split(",") if p]
+    return None if any(t is None for t in times) else sum(t for t in times if t is not None)
+
+
 def run_one(
-    mode: str, n: int, args: argparse.Namespace, cpu_sim: int | None, cpu_cockpit: int | None
+    mode: str,
+    n: int,
+    args: argparse.Namespace,
+    cpu_sim: int | list[int] | None,
+    cpu_cockpit: int | None,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"verl-tui-sim{n}-") as workdir:
         # relay: the product's default above 64 hosts; the other modes have relays off.
         relay = "on" if mode == "relay" else "off"
-        sim, hosts_yaml = start_sim(n, workdir, args.interval, cpu_sim, args.keepalive, relay)
+        sims = max(1, min(args.sims, n // 64 or 1))
+        sim, hosts_yaml = start_sim(
+            n, workdir, args.interval, cpu_sim, args.keepalive, relay, sims=sims
+        )
         argv = [
             sys.executable,
             str(Path(__file__).resolve()),
@@ -541,7 +675,7 @@ def run_one(
             "--interval",
             str(args.interval),
             "--sim-pid",
-            str(sim.pid),
+            sim_pids(sim),
         ]
         if cpu_cockpit is not None:
             argv += ["--cpu", str(cpu_cockpit)]
@@ -551,6 +685,8 @@ def run_one(
             argv += ["--pyspy", args.pyspy]
         if args.account:
             argv.append("--account")
+        if args.sample:
+            argv.append("--sample")
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
@@ -668,9 +804,11 @@ def orchestrate(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in args.hosts.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ncpu, allowed = _cpus()
-    cpu_sim = cpu_cockpit = None
+    cpu_sim: int | list[int] | None = None
+    cpu_cockpit = None
     if len(allowed) >= 2 and not args.no_pin:
-        cpu_cockpit, cpu_sim = allowed[0], allowed[1]
+        # the cockpit on the first CPU, each simulator on one of the others (round-robin)
+        cpu_cockpit, cpu_sim = allowed[0], allowed[1 : 1 + max(1, args.sims)]
     machine = {
         "cpu_count": ncpu,
         "cpus_allowed": allowed,
@@ -785,7 +923,18 @@ def main() -> int:
         action="store_true",
         help="split the cockpit's CPU: time inside ingest, frames, summary, compositor (+GC)",
     )
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample the cockpit's stack every 5 ms from a thread (bench/results/stacks-*.txt)",
+    )
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    p.add_argument(
+        "--sims",
+        type=int,
+        default=1,
+        help="simulator processes (one core each; one saturates at a few thousand hosts)",
+    )
     p.add_argument(
         "--keepalive",
         default="",
@@ -795,7 +944,7 @@ def main() -> int:
     # worker (internal)
     p.add_argument("--worker", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     p.add_argument("--hosts-file", help=argparse.SUPPRESS)
-    p.add_argument("--sim-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--sim-pid", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:

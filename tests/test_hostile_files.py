@@ -68,7 +68,7 @@ CASES: dict[str, tuple[object, int | None, str]] = {
     "latin1": (b"cluster: x\nhosts:\n  - name: caf\xe9\n", 3, "not UTF-8 text (byte 0xe9)"),
     "utf16": ("hosts: []\n".encode("utf-16"), 1, "not UTF-8"),
     "too-big": (b"hosts:\n" + b"  - name: h\n" * (MAX_BYTES // 12 + 10), None, "1 MiB limit"),
-    "too-many-values": (b"hosts: [" + b"1," * 400_000 + b"1]\n", 1, "more than 25000 values"),
+    "too-many-values": (b"hosts: [" + b"1," * 400_000 + b"1]\n", 1, "more than 65536 values"),
     "huge-int": (
         b"cluster: x\nhosts:\n  - name: a\n    num_gpus: " + b"9" * 5000 + b"\n",
         4,

@@ -20,9 +20,11 @@ from tui.cluster.models import (
     BYTES,
     DELTA_METRICS,
     PERCENT,
+    DeltaSample,
     GpuMetric,
     GpuProcess,
     GpuSample,
+    GpuTotals,
     HostSample,
 )
 
@@ -86,23 +88,29 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     bases = base.gpus
     if type(rows) is not list or len(rows) != len(bases):
         raise BadDelta("delta.gpus", rows, f"not a list of {len(bases)}")
-    gpus = _decode_gpus(rows, bases)
-    sample = HostSample(
-        seq=seq if seq is not None else base.seq,
-        t=float(t) if t is not None else received,
-        received=received,
-        source=base.source,
-        error=base.error,
-        cpu_percent=cpu,
-        load1=load1,
-        mem_used_bytes=mem_used,
-        mem_total_bytes=base.mem_total_bytes,
-        ncpu=base.ncpu,
-        gpus=gpus,
-    )
-    # Its GPU totals now, while the sample is fresh in the cache: the summary adds every
-    # host's twice a second, and summing 1,024 cold samples there cost more.
-    sample.totals()
+    checked = _check_gpus(rows, bases)
+    if checked is None:  # a value not accepted outright: the decoder names it, or converts it
+        sample: HostSample = _new(HostSample)
+        sample.gpus = _decode_gpus(rows, bases)
+        # Its GPU totals now, while the sample is fresh in the cache: the summary adds every
+        # host's twice a second, and summing 1,024 cold samples there cost more.
+        sample._totals = None
+        sample.totals()
+    else:  # every value as sent: the GPUs are built when first read (models.DeltaSample)
+        delta: DeltaSample = _new(DeltaSample)
+        delta._totals, delta._util, delta._mem = checked
+        delta._rows, delta._base_gpus, delta._build, delta._health = rows, bases, _decode_gpus, None
+        sample = delta
+    sample.seq = seq if seq is not None else base.seq
+    sample.t = float(t) if t is not None else received
+    sample.received = received
+    sample.source = base.source
+    sample.error = base.error
+    sample.cpu_percent = cpu
+    sample.load1 = load1
+    sample.mem_used_bytes = mem_used
+    sample.mem_total_bytes = base.mem_total_bytes
+    sample.ncpu = base.ncpu
     return sample
 
 
@@ -165,11 +173,68 @@ def _decode_gpus(rows, bases):
 """
 
 
-def _compile_decoder() -> Callable[[list, tuple[GpuSample, ...]], tuple[GpuSample, ...]]:
+def _check_source(metrics: Sequence[GpuMetric]) -> str:
+    """The text of `_check_gpus(rows, bases)`: the delta's shape checked as _decode_gpus does
+    (a bad shape raises the same BadDelta), and every value accepted outright, with no object
+    built: then (the GPUs' totals, as HostSample.totals adds them; each GPU's utilization and
+    memory % for the histories, as HostTelemetry.record takes them), else None (the decoder
+    then takes the line). Unrolled from the table like the decoder."""
+    n = len(metrics)
+    names = [f"v{j}" for j in range(n)]
+    pairs = list(zip(metrics, names, strict=True))
+    checks = "\n            and ".join(_inline_check(m, v) for m, v in pairs)
+    value = {m.key: v for m, v in pairs}
+
+    def get(key: str) -> str:
+        return value.get(key, f"b.{key}")
+
+    util, used, total, power = (
+        get(k) for k in ("util_percent", "memory_used_bytes", "memory_total_bytes", "power_w")
+    )
+    return f"""
+def _check_gpus(rows, bases):
+    count = util_count = used_sum = total_sum = 0
+    util_sum = power_sum = 0.0
+    utils = []
+    mems = []
+    for i, row in enumerate(rows):
+        if type(row) is not list or len(row) != {n + 1}:
+            raise BadDelta(f"delta.gpus[{{i}}]", row, "not a list of {n + 1}")
+        {", ".join(names)}, pmem = row
+        if not (
+            {checks}
+        ):
+            return None
+        b = bases[i]
+        if pmem is not None:
+            procs = b.processes
+            if procs is None or type(pmem) is not list or len(pmem) != len(procs):
+                raise BadDelta(f"delta.gpus[{{i}}][{n}]", pmem, "not the base's processes")
+            for m in pmem:
+                if not (type(m) is int and _B_LO <= m <= _B_HI):
+                    return None
+        util, used, total = {util}, {used}, {total}
+        utils.append(util if util is not None else 0.0)
+        mems.append(used / total * 100 if used is not None and total else 0.0)
+        if b.error:
+            continue
+        count += 1
+        if util is not None:
+            util_sum += util
+            util_count += 1
+        used_sum += used or 0
+        total_sum += total or 0
+        power_sum += {power} or 0
+    return GpuTotals(count, util_sum, util_count, used_sum, total_sum, power_sum), utils, mems
+"""
+
+
+def _compile(source: str, name: str) -> Callable:
     scope: dict[str, Any] = {
         "BadDelta": BadDelta,
         "GpuProcess": GpuProcess,
         "GpuSample": GpuSample,
+        "GpuTotals": GpuTotals,
         "_new": object.__new__,
         "_num": _num,
         "_REAL": _REAL,
@@ -177,11 +242,19 @@ def _compile_decoder() -> Callable[[list, tuple[GpuSample, ...]], tuple[GpuSampl
         "_B_HI": _B_HI,
         "_BOUNDS": tuple((m.lo, m.hi, m.integral) for m in DELTA_METRICS),
     }
-    if hasattr(GpuSample, "__post_init__"):  # the decoder fills samples without __init__
-        raise TypeError("GpuSample.__post_init__ would be skipped by the delta decoder")
-    code = compile(_gpus_source(DELTA_METRICS), "<agent_delta._decode_gpus>", "exec")
-    exec(code, scope)  # our own text, built from GPU_METRICS at import
-    return scope["_decode_gpus"]
+    exec(compile(source, f"<agent_delta.{name}>", "exec"), scope)  # our own text, from the table
+    return scope[name]
+
+
+def _compile_decoder() -> Callable[[list, tuple[GpuSample, ...]], tuple[GpuSample, ...]]:
+    if hasattr(GpuSample, "__post_init__") or hasattr(HostSample, "__post_init__"):
+        # the decoder fills samples without __init__
+        raise TypeError("a __post_init__ would be skipped by the delta decoder")
+    return _compile(_gpus_source(DELTA_METRICS), "_decode_gpus")
 
 
 _decode_gpus = _compile_decoder()
+_check_gpus: Callable[
+    [list, tuple[GpuSample, ...]], tuple[GpuTotals, list[float], list[float]] | None
+] = _compile(_check_source(DELTA_METRICS), "_check_gpus")
+_new = object.__new__

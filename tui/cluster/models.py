@@ -213,6 +213,11 @@ class HostSample:
             self._totals = t
         return self._totals
 
+    @property
+    def gpu_count(self) -> int:
+        """How many GPUs (without building a delta sample's GPUs: see DeltaSample)."""
+        return len(self.gpus)
+
     @classmethod
     def from_json(cls, d: Any, received: float) -> HostSample:
         """A validated sample (see tui.cluster.agent_schema): bad fields become None."""
@@ -224,6 +229,49 @@ class HostSample:
                 0, received, received, "none", line.message, None, None, None, None, None, ()
             )
         return line.sample
+
+
+_GPUS_SLOT = HostSample.__dict__["gpus"]  # the slot under DeltaSample's property
+
+
+class DeltaSample(HostSample):
+    """A sample rebuilt from a delta line (tui/cluster/agent_delta.py), its GPUs built when
+    first read. The boundary has checked every value of `_rows` (a bad line never becomes
+    one) and taken what every second needs from them: the totals (`_totals`) and each GPU's
+    utilization and memory % for the histories (`_util`, `_mem`, in `_base_gpus`' order). The
+    GpuSample objects, ~2/3 of a delta's cost, are made only for the hosts someone looks at
+    (rows on screen, the details pane, a metric sort, --json): at 1,024 hosts few of them."""
+
+    __slots__ = ("_base_gpus", "_build", "_health", "_mem", "_rows", "_util")
+    _rows: list
+    _base_gpus: tuple[GpuSample, ...]
+    _build: Any  # (rows, base GPUs) -> GPUs: agent_delta's decoder
+    _health: dict[int, GpuHealth] | None  # the host's latest health, carried onto each GPU
+    _util: list[float]
+    _mem: list[float]
+
+    @property
+    def gpus(self) -> tuple[GpuSample, ...]:
+        try:
+            return _GPUS_SLOT.__get__(self, DeltaSample)
+        except AttributeError:  # not built yet
+            pass
+        gpus = self._build(self._rows, self._base_gpus)
+        health = self._health
+        if health:
+            for gpu in gpus:
+                if gpu.error is None:
+                    gpu.health = health.get(gpu.index)
+        _GPUS_SLOT.__set__(self, gpus)
+        return gpus
+
+    @gpus.setter
+    def gpus(self, value: tuple[GpuSample, ...]) -> None:
+        _GPUS_SLOT.__set__(self, value)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self._base_gpus)
 
 
 class History:
@@ -311,6 +359,19 @@ class HostTelemetry:
         self.latest = sample
         self.samples += 1
         health = self.health
+        if type(sample) is DeltaSample:  # its history values are ready; its GPUs not built
+            sample._health = health
+            util_history, mem_history = self.util_history, self.mem_history
+            for gpu, util_value, mem_value in zip(
+                sample._base_gpus, sample._util, sample._mem, strict=True
+            ):
+                util = util_history.get(gpu.index)
+                if util is None:
+                    util = util_history[gpu.index] = History(self.history_len)
+                    mem_history[gpu.index] = History(self.history_len)
+                util.append(util_value)
+                mem_history[gpu.index].append(mem_value)
+            return
         for gpu in sample.gpus:
             # Health rides on one sample every few seconds: carry the latest onto the others.
             if gpu.health is not None:

@@ -367,7 +367,7 @@ class GpuTable(ScrollView, can_focus=True):
         self.rebuild()
 
     def _gpu_count(self, ht: HostTelemetry) -> int:
-        return len(ht.latest.gpus) if ht.latest else 0
+        return ht.latest.gpu_count if ht.latest else 0
 
     def _matches(self, ht: HostTelemetry, gpu: GpuSample | None) -> bool:
         needle = self.filter_text.lower()
@@ -430,7 +430,12 @@ class GpuTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _host_shape(self, ht: HostTelemetry) -> tuple:
-        return (self._gpu_count(ht), ht.display_state, ht.hostname)
+        """What the rows depend on: the GPU count; the state and hostname only where the sort
+        or the filter reads them (else a host's state change repaints its row, and a fleet
+        whose hosts flap between up and stale is not re-sorted every frame)."""
+        if self.sort_key == "state" or self.filter_text:
+            return (self._gpu_count(ht), ht.display_state, ht.hostname)
+        return (self._gpu_count(ht),)
 
     def update_hosts(self, changed: set[str]) -> None:
         """New samples arrived for `changed`; repaint (rebuild only if the shape moved).
