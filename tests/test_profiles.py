@@ -364,8 +364,8 @@ def test_cli_check_ok_and_problems(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert (
-        "actor_rollout_ref.rollout.name: the hf rollout is gone from verl: use vllm or "
-        "sglang" in out
+        "actor_rollout_ref.rollout.name: 'hf' is not a rollout of verl 0.9.1 in this Python "
+        "(verl/workers/rollout/base.py _ROLLOUT_REGISTRY): use vllm or sglang or trtllm" in out
     )
     assert (
         "data.val_batch_size: warning: deprecated and ignored: validation goes to the "

@@ -10,7 +10,13 @@ Two tables are read from verl rather than written here:
 - the loggers: verl/utils/tracking.py's ``if "wandb" in default_backend: import wandb`` blocks;
 - the rollout engines: verl/workers/rollout/replica.py's ``RolloutReplicaRegistry.register(name,
   loader)`` calls, followed to the server module each loader imports (an engine verl
-  registers that ROLLOUT_ENGINES does not know is reported).
+  registers that ROLLOUT_ENGINES does not know is reported); on verl 0.4–0.5, which has no
+  replica.py, the ``if rollout_name == "vllm":`` branches of the worker's ``_build_rollout``
+  and the rollout module each imports.
+
+Older verl cites other places for the same module (LEGACY_NEEDS: 0.4–0.5 load the actor
+with ``attn_implementation="flash_attention_2"`` written in the worker, whatever the config
+says): of the entries for one module, the ones whose citation this verl has are used.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui.jobs.verl_imports import path_for, reached
+from tui.jobs.verl_imports import CodePath, module_file, path_for, reached
 
 ROLLOUT_KEY = "actor_rollout_ref.rollout.name"
 LOGGER_KEY = "trainer.logger"
@@ -32,6 +38,9 @@ TRACKING_FILE = "utils/tracking.py"
 REPLICA_FILE = "workers/rollout/replica.py"
 # rollout name → the engine package its server module imports (checked against that module).
 ROLLOUT_ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm"}
+# verl 0.4–0.5's own names: hf generates with transformers (no engine), sglang_async is sglang.
+LEGACY_ROLLOUT_ENGINES: dict[str, str | None] = {"hf": None, "sglang_async": "sglang"}
+WORKER_FILE = "workers/fsdp_workers.py"
 
 
 def _get(cfg: Mapping[str, Any], key: str) -> Any:
@@ -61,6 +70,7 @@ class Need:
     scope: str  # "Class.method", "function", "" (module level), "*" (anywhere in the file)
     why: str
     literal: str | None = None  # witness is this string constant (not an import statement)
+    keyword: str | None = None  # …given as this keyword argument of a call (hard-coded)
 
 
 NEEDS: tuple[Need, ...] = (
@@ -89,6 +99,22 @@ NEEDS: tuple[Need, ...] = (
         "workers/engine/megatron/transformer_impl.py",
         "",
         "the megatron strategy imports megatron.core",
+    ),
+)
+
+
+# verl 0.4–0.5: the FSDP worker loads the actor with flash_attention_2 written in its source.
+LEGACY_NEEDS: tuple[Need, ...] = (
+    Need(
+        "flash_attn",
+        "actor_rollout_ref.model.path",
+        lambda c: True,
+        WORKER_FILE,
+        "ActorRolloutRefWorker._build_model_optimizer",
+        "this verl loads the actor with attn_implementation=flash_attention_2 written in its "
+        "worker (no config key changes it): it needs flash-attn",
+        literal="flash_attention_2",
+        keyword="attn_implementation",
     ),
 )
 
@@ -149,7 +175,16 @@ def _imports(names: set[str], module: str) -> bool:
     return any(m == module or m.startswith(module + ".") for m in names)
 
 
-def _has_literal(nodes: list[ast.AST], text: str) -> bool:
+def _has_literal(nodes: list[ast.AST], text: str, keyword: str | None = None) -> bool:
+    if keyword is not None:
+        return any(
+            isinstance(n, ast.keyword)
+            and n.arg == keyword
+            and isinstance(n.value, ast.Constant)
+            and n.value.value == text
+            for top in nodes
+            for n in ast.walk(top)
+        )
     return any(
         isinstance(n, ast.Constant) and n.value == text for top in nodes for n in ast.walk(top)
     )
@@ -165,7 +200,7 @@ def witness(root: Path, need: Need) -> str | None:
     if not nodes:
         return f"{where}: scope not found"
     if need.literal is not None:
-        ok = _has_literal(nodes, need.literal)
+        ok = _has_literal(nodes, need.literal, need.keyword)
         return None if ok else f"{where} no longer mentions {need.literal!r}"
     return (
         None
@@ -213,10 +248,11 @@ def logger_modules(root: Path) -> dict[str, list[str]]:
 
 
 def rollout_modules(root: Path) -> dict[str, str]:
-    """rollout name → verl module file its registered loader imports (replica.py)."""
+    """rollout name → verl module file its registered loader imports (replica.py), or on a
+    verl without replica.py the module its worker's ``_build_rollout`` branch imports."""
     tree = _tree(root / REPLICA_FILE)
     if tree is None:
-        return {}
+        return _built_rollouts(root)
     loaders: dict[str, str] = {}
     for n in ast.walk(tree):
         if (
@@ -238,6 +274,63 @@ def rollout_modules(root: Path) -> dict[str, str]:
         if mods:
             out[name] = mods[-1].removeprefix("verl.").replace(".", "/") + ".py"
     return out
+
+
+def _built_rollouts(root: Path) -> dict[str, str]:
+    """verl 0.4–0.5: ``if rollout_name == "vllm": from verl.workers.rollout.vllm_rollout
+    import …`` in ActorRolloutRefWorker._build_rollout → the imported module's file."""
+    tree = _tree(root / WORKER_FILE)
+    scope = _scope_nodes(tree, "ActorRolloutRefWorker._build_rollout") if tree else []
+    out: dict[str, str] = {}
+    for n in (x for top in scope for x in ast.walk(top)):
+        if not (
+            isinstance(n, ast.If)
+            and isinstance(n.test, ast.Compare)
+            and isinstance(n.test.left, ast.Name)
+            and n.test.left.id == "rollout_name"
+        ):
+            continue
+        names = [
+            e.value
+            for c in n.test.comparators
+            for e in (c.elts if isinstance(c, (ast.List, ast.Tuple)) else [c])
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        mods = sorted(
+            m
+            for m in imported_modules(list(n.body))
+            if m.startswith("verl.workers.rollout") and module_file(root, m) is not None
+        )
+        for name in names:
+            if mods and name not in out:
+                file = module_file(root, max(mods, key=len))
+                out[name] = file.relative_to(root).as_posix() if file else ""
+    return out
+
+
+def _requires_distribution(tree: ast.Module, name: str) -> bool:
+    """verl 0.4's vllm_rollout/__init__.py: ``vllm_package_name = "vllm"`` … ``raise
+    PackageNotFoundError(…)`` at module level — importing it fails without that package."""
+    named = _has_literal([tree], name)
+    raises = any(
+        isinstance(n, ast.Raise)
+        and isinstance(n.exc, ast.Call)
+        and getattr(n.exc.func, "id", "") == "PackageNotFoundError"
+        for n in ast.walk(tree)
+    )
+    return named and raises
+
+
+def _engine_imported(root: Path, rel: str, engine: str) -> bool:
+    """Whether the rollout module at `rel` imports `engine`: anywhere in its file, or through
+    the verl modules it imports at module level (a package's __init__ importing its parts)."""
+    tree = _tree(root / rel)
+    if tree is not None and _imports(imported_modules([tree]), engine):
+        return True
+    if tree is not None and _requires_distribution(tree, engine):
+        return True
+    module = "verl." + rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return any(r.module == engine for r in reached(root, CodePath(None, None, module, "")))
 
 
 # ---- what one config needs ------------------------------------------------------------------
@@ -265,25 +358,28 @@ def required_modules(cfg: Mapping[str, Any], root: Path) -> tuple[list[Required]
     the map — each a one-line warning)."""
     out: list[Required] = []
     notes: list[str] = []
-    for need in NEEDS:
-        if not need.when(cfg):
-            continue
-        gone = witness(root, need)
-        if gone:
-            notes.append(f"{need.module} not checked: {gone}")
-            continue
-        out.append(Required(need.module, need.key, need.why, f"verl/{need.verl_file}"))
+    for module in dict.fromkeys(n.module for n in NEEDS):
+        group = [n for n in (*NEEDS, *LEGACY_NEEDS) if n.module == module]
+        held = {id(n): witness(root, n) for n in group}
+        cited = [n for n in group if held[id(n)] is None]
+        used = [n for n in cited if n.when(cfg)]
+        if used:
+            need = used[0]
+            out.append(Required(need.module, need.key, need.why, f"verl/{need.verl_file}"))
+        elif not cited and group[0].when(cfg):
+            notes.append(f"{module} not checked: {held[id(group[0])]}")
     rollout = _get(cfg, ROLLOUT_KEY)
     if isinstance(rollout, str) and rollout:
         files = rollout_modules(root)
-        engine = ROLLOUT_ENGINES.get(rollout)
+        engines = {**LEGACY_ROLLOUT_ENGINES, **ROLLOUT_ENGINES}
+        engine = engines.get(rollout)
         if rollout not in files:
-            notes.append(f"rollout {rollout!r}: no loader found in verl/{REPLICA_FILE}")
-        elif engine is None:
+            where = REPLICA_FILE if (root / REPLICA_FILE).is_file() else WORKER_FILE
+            notes.append(f"rollout {rollout!r}: no loader found in verl/{where}")
+        elif rollout not in engines:
             notes.append(f"rollout {rollout!r}: its engine package is not known to verl-tui")
-        else:
-            tree = _tree(root / files[rollout])
-            if tree is not None and _imports(imported_modules([tree]), engine):
+        elif engine is not None:
+            if _engine_imported(root, files[rollout], engine):
                 out.append(
                     Required(
                         engine,

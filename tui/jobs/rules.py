@@ -16,6 +16,14 @@ Every Problem names the key the form shows it at and says how to fix it in one l
 - trainer/ppo/v1/trainer_base.py, trainer_separate_async.py — resume, pools, async mode
 - single_controller/ray/base.py — one STRICT_PACK placement group per node, {CPU: 3, GPU: 1}
 - ray/_private/ray_constants.py::DASHBOARD_CLIENT_MAX_SIZE — the jobs API's 100 MiB upload
+
+Which verl each rule holds for (docs/verl-versions.md): the choice sets (rollout engines and
+modes, loss aggregation, FSDP strategies, LR schedulers, KL estimators, policy losses,
+estimators), the refused rollout modes and the legacy reward blocks are read from the verl the
+job runs (jobs/verl_facts.py) and their messages name it ("verl 0.5.0 on node1"); a set that
+verl does not state is not checked, and a verl of unknown version only warns. The batch, micro-
+batch and parallelism rules are verl's own since 0.4 (ray_trainer.py::_validate_config, then
+utils/config.py::validate_config) and hold for every verl from 0.4 to 0.9.
 """
 
 from __future__ import annotations
@@ -124,6 +132,7 @@ from tui.jobs.rules_runtime import (
 from tui.jobs.rules_runtime import (
     is_truthy as is_truthy,
 )
+from tui.jobs.verl_facts import VerlFacts, current_facts
 
 # -- verl's static rules -------------------------------------------------------------------
 
@@ -220,20 +229,25 @@ def _next_multiple(tbs: int, minimal: int, rollout_n: int) -> int:
     return (tbs // unit + 1) * unit
 
 
-def _actor_rules(c: _Cfg, out: list[Problem]) -> None:
+def _not_in(value: str, allowed: tuple[str, ...], facts: VerlFacts) -> str:
+    return f"{value!r} is not one of {', '.join(allowed)} ({facts.where})"
+
+
+def _actor_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
     mode = c.as_str(f"{A}.loss_agg_mode")
-    if mode is not None and mode not in LOSS_AGG_MODES:
-        out.append(
-            Problem(f"{A}.loss_agg_mode", f"{mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
-        )
+    modes = facts.loss_agg_modes
+    if mode is not None and modes and mode not in modes:
+        out.append(Problem(f"{A}.loss_agg_mode", _not_in(mode, modes, facts), facts.level()))
     strategy = c.as_str(f"{A}.strategy")
-    if c.has(f"{A}.fsdp_config") and strategy not in FSDP_STRATEGIES:
+    strategies = facts.fsdp_strategies
+    if c.has(f"{A}.fsdp_config") and strategies and strategy not in strategies:
         out.append(
             Problem(
                 f"{A}.strategy",
-                f"{strategy!r} is not an FSDP strategy "
-                f"({', '.join(FSDP_STRATEGIES)}); for Megatron "
+                f"{strategy!r} is not an FSDP strategy of {facts.where} "
+                f"({', '.join(strategies)}); for Megatron "
                 "compose with model_engine=megatron",
+                facts.level(),
             )
         )
     # workers/config/actor.py::FSDPActorConfig: SP > 1 needs remove-padding; the deprecated
@@ -249,45 +263,52 @@ def _actor_rules(c: _Cfg, out: list[Problem]) -> None:
                 f"Ulysses sequence parallel ({sp}) needs use_remove_padding=true",
             )
         )
+    scheds = facts.lr_schedulers
     for which in (A, "critic"):
+        # Only a verl whose optim has lr_scheduler_type (its config's own default, ≥ 0.6)
+        # deprecates warmup_style; before it warmup_style is the key itself.
+        if not c.has(f"{which}.optim.lr_scheduler_type"):
+            continue
         sched = c.as_str(f"{which}.optim.lr_scheduler_type")
-        if (
-            sched is not None
-            and c.has(f"{which}.optim.warmup_style")
-            and sched not in LR_SCHEDULERS
-        ):
+        warm_set = c.has(f"{which}.optim.warmup_style")
+        if sched is not None and warm_set and scheds and sched not in scheds:
             out.append(
                 Problem(
                     f"{which}.optim.lr_scheduler_type",
-                    f"{sched!r} is not one of {', '.join(LR_SCHEDULERS)}",
+                    _not_in(sched, scheds, facts),
+                    facts.level(),
                 )
             )
         warm = c.get(f"{which}.optim.warmup_style")
         if warm is not None:
+            known = not scheds or warm in scheds
             out.append(
                 Problem(
                     f"{which}.optim.warmup_style",
-                    "deprecated: set optim.lr_scheduler_type instead"
-                    if warm in LR_SCHEDULERS
-                    else f"{warm!r} is not constant or cosine; use optim.lr_scheduler_type",
-                    "warn" if warm in LR_SCHEDULERS else "error",
+                    f"deprecated in {facts.where}: set optim.lr_scheduler_type instead"
+                    if known
+                    else f"{warm!r} is not {' or '.join(scheds or ())} ({facts.where}); "
+                    "use optim.lr_scheduler_type",
+                    "warn" if known else facts.level(),
                 )
             )
     loss = c.as_str(f"{A}.policy_loss.loss_mode")
-    if loss is not None and loss not in POLICY_LOSSES:
+    losses = facts.policy_losses
+    if loss is not None and losses and loss not in losses:
         out.append(
             Problem(
                 f"{A}.policy_loss.loss_mode",
-                f"{loss!r} is not one of verl's policy losses; fine only if your code registers it",
+                f"{loss!r} is not one of the policy losses of {facts.where}; fine only if "
+                "your code registers it",
                 "warn",
             )
         )
     if loss == "dro" and not c.get(f"{A}.policy_loss.dro_beta"):
         out.append(Problem(f"{A}.policy_loss.dro_beta", "loss_mode dro needs a positive dro_beta"))
     if c.as_bool(f"{A}.use_kl_loss"):
-        _kl_type(c, out, f"{A}.kl_loss_type")
+        _kl_type(c, out, f"{A}.kl_loss_type", facts)
     if c.as_bool("algorithm.use_kl_in_reward"):
-        _kl_type(c, out, "algorithm.kl_penalty")
+        _kl_type(c, out, "algorithm.kl_penalty", facts)
         if c.as_bool(f"{A}.use_kl_loss"):
             out.append(
                 Problem(
@@ -299,11 +320,12 @@ def _actor_rules(c: _Cfg, out: list[Problem]) -> None:
             )
 
 
-def _kl_type(c: _Cfg, out: list[Problem], key: str) -> None:
+def _kl_type(c: _Cfg, out: list[Problem], key: str, facts: VerlFacts) -> None:
     kind = c.as_str(key)
-    if kind is not None and kind.removesuffix("+") not in KL_ESTIMATORS:
+    kinds = facts.kl_estimators
+    if kind is not None and kinds and kind.removesuffix("+") not in kinds:
         hint = " ('full' is not implemented in verl)" if kind.startswith("full") else ""
-        out.append(Problem(key, f"{kind!r} is not one of {', '.join(KL_ESTIMATORS)}{hint}"))
+        out.append(Problem(key, _not_in(kind, kinds, facts) + hint, facts.level()))
 
 
 def _critic_rules(c: _Cfg, out: list[Problem]) -> None:
@@ -350,19 +372,39 @@ def _critic_rules(c: _Cfg, out: list[Problem]) -> None:
         )
 
 
-def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
+def _rollout_rules(c: _Cfg, out: list[Problem], n: int, facts: VerlFacts) -> None:
     name = c.as_str(f"{R}.name")
+    names = tuple(facts.rollouts) if facts.rollouts is not None else ROLLOUT_NAMES
     if name is None or name == "???":
-        out.append(Problem(f"{R}.name", f"required: set it to {' or '.join(ROLLOUT_NAMES)}"))
-    elif name == "hf":
-        out.append(Problem(f"{R}.name", "the hf rollout is gone from verl: use vllm or sglang"))
-    elif name not in ROLLOUT_NAMES:
-        out.append(Problem(f"{R}.name", f"{name!r} is not one of {', '.join(ROLLOUT_NAMES)}"))
+        out.append(Problem(f"{R}.name", f"required: set it to {' or '.join(names)}"))
+    elif facts.rollouts is not None and name not in facts.rollouts:
+        out.append(
+            Problem(
+                f"{R}.name",
+                f"{name!r} is not a rollout of {facts.where} ({facts.rollout_cite}): use "
+                f"{' or '.join(names)}",
+                facts.level(),
+            )
+        )
     mode = c.as_str(f"{R}.mode")
-    if mode == "sync":
-        out.append(Problem(f"{R}.mode", "sync rollout was removed: set it to async or drop it"))
-    elif mode not in (None, "async"):
-        out.append(Problem(f"{R}.mode", f"{mode!r}: only async is supported", "warn"))
+    modes = (facts.rollouts or {}).get(name or "", ())
+    if mode is not None and mode in facts.refused_modes:
+        # workers/config/rollout.py::RolloutConfig.__post_init__ raises: its words
+        out.append(
+            Problem(
+                f"{R}.mode",
+                f"{facts.where} refuses {mode!r}: {facts.refused_modes[mode][:200]}",
+                facts.level(),
+            )
+        )
+    elif mode is not None and modes and mode not in modes:
+        out.append(
+            Problem(
+                f"{R}.mode",
+                f"{mode!r}: {facts.where} registers {name} only as {', '.join(modes)}",
+                "warn",
+            )
+        )
     tp = c.as_int(f"{R}.tensor_model_parallel_size", 1) or 1
     dp = c.as_int(f"{R}.data_parallel_size", 1) or 1
     pp = c.as_int(f"{R}.pipeline_model_parallel_size", 1) or 1
@@ -432,13 +474,15 @@ def _rollout_rules(c: _Cfg, out: list[Problem], n: int) -> None:
         out.append(Problem(f"{MODEL}.lora_rank", f"vLLM serves LoRA ranks up to 512, not {lora}"))
 
 
-def _algorithm_rules(c: _Cfg, out: list[Problem]) -> None:
+def _algorithm_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
     est = c.as_str("algorithm.adv_estimator")
-    if est is not None and est not in ADV_ESTIMATORS:
+    ests = facts.adv_estimators
+    if est is not None and ests and est not in ests:
         out.append(
             Problem(
                 "algorithm.adv_estimator",
-                f"{est!r} is not one of verl's estimators; fine only if your code registers it",
+                f"{est!r} is not one of the estimators of {facts.where}; fine only if your "
+                "code registers it",
                 "warn",
             )
         )
@@ -451,7 +495,7 @@ def _algorithm_rules(c: _Cfg, out: list[Problem]) -> None:
         )
 
 
-def _trainer_rules(c: _Cfg, out: list[Problem]) -> None:
+def _trainer_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
     mode = c.as_str("trainer.resume_mode")
     if mode is not None and mode not in RESUME_MODES:
         out.append(
@@ -510,20 +554,23 @@ def _trainer_rules(c: _Cfg, out: list[Problem]) -> None:
         for k in ("nnodes", "n_gpus_per_node"):
             if not (c.as_int(f"{pool}.{k}") or 0) > 0:
                 out.append(Problem(f"{pool}.{k}", "its own resource pool needs this > 0"))
-    legacy = [
-        k
-        for k in ("custom_reward_function", "reward_model", "sandbox_fusion")
-        if _any_set(c.get(k))
-    ]
-    for k in legacy:
-        out.append(
-            Problem(
-                k,
-                f"legacy block: main_ppo in verl 0.9.1 ignores it; set "
-                f"reward.{'reward_model' if k == 'reward_model' else k} instead",
-                "warn",
-            )
+    _legacy_reward_rules(c, out, facts)
+
+
+def _legacy_reward_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
+    """The top-level reward blocks, where this verl's config has a `reward` section holding
+    their successors (≥ 0.7): 0.7–0.8's main_ppo migrates them, 0.9 ignores them. Before
+    the section existed they are the keys themselves."""
+    for k in ("custom_reward_function", "reward_model", "sandbox_fusion"):
+        target = f"reward.{k}"
+        if not _any_set(c.get(k)) or not c.has(target):
+            continue
+        how = (
+            f"{facts.where} moves it to {target} (main_ppo's migrate_legacy_reward_impl)"
+            if facts.migrates_legacy_reward
+            else f"main_ppo in {facts.where} ignores it"
         )
+        out.append(Problem(k, f"legacy block: {how}; set {target} instead", "warn"))
 
 
 def _any_set(node: Any) -> bool:
@@ -540,9 +587,12 @@ def check_rules(
     post_mortem: bool = False,
     excludes: Sequence[str] = (),
     working_dir: str | None = None,
+    verl: VerlFacts | None = None,
 ) -> list[Problem]:
     """verl's rules on a composed config (plain dicts), and the runtime ones against the
-    cluster when given. Errors first, then warnings; each names its key."""
+    cluster when given. Errors first, then warnings; each names its key. `verl`: the facts of
+    the verl the config was composed with (default: the selected one, jobs/verl_facts.py)."""
+    facts = verl if verl is not None else current_facts()
     out: list[Problem] = []
     c = _Cfg(cfg, out)
     nnodes, per_node = c.as_int("trainer.nnodes"), c.as_int("trainer.n_gpus_per_node")
@@ -553,13 +603,13 @@ def check_rules(
     n = (nnodes or 0) * (per_node or 0)
     if n >= 1:
         _batch_rules(c, out, n)
-        _rollout_rules(c, out, n)
+        _rollout_rules(c, out, n, facts)
         if cluster is not None and nnodes and per_node:
             _cluster_rules(c, out, cluster, nnodes, per_node)
-    _actor_rules(c, out)
+    _actor_rules(c, out, facts)
     _critic_rules(c, out)
-    _algorithm_rules(c, out)
-    _trainer_rules(c, out)
+    _algorithm_rules(c, out, facts)
+    _trainer_rules(c, out, facts)
     metrics_logger_rules(c, out)
     _dir_rules(c, out, working_dir)
     if working_dir_bytes is not None:

@@ -86,6 +86,11 @@ def _file(root: Path, module: str) -> Path | None:
     return None
 
 
+def module_file(root: Path, module: str) -> Path | None:
+    """verl's file for a dotted module name under `root` (package → its __init__.py)."""
+    return _file(root, module)
+
+
 def _optional(node: ast.Try) -> bool:
     def names(t: ast.expr | None) -> list[str]:
         if t is None:
@@ -226,6 +231,23 @@ def _runner_in(stmts: list[ast.stmt], here: str) -> tuple[str, str] | None:
     return None
 
 
+def _runner_class_called(tree: ast.Module, main: ast.FunctionDef) -> str | None:
+    """The class of this file that a function main() calls instantiates as a Ray actor
+    (``TaskRunner.remote()``, ``ray.remote(...)(TaskRunner)``): verl 0.4–0.8's run_ppo."""
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    called = [
+        functions[n.func.id]
+        for n in ast.walk(main)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions
+    ]
+    for fn in called:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name) and n.id in classes and "Runner" in n.id:
+                return n.id
+    return None
+
+
 def code_paths(root: Path) -> tuple[list[CodePath], str | None]:
     """The TaskRunners verl's main() chooses between, or ([], why) when it no longer reads."""
     here = "verl." + MAIN_FILE.removesuffix(".py").replace("/", ".")
@@ -252,6 +274,10 @@ def code_paths(root: Path) -> tuple[list[CodePath], str | None]:
         runner = _runner_in(main.body, here)
         if runner is not None:
             out.append(CodePath(None, None, *runner))
+    if not out:  # verl 0.4–0.8: main() calls run_ppo(config), which makes this file's runner
+        runner_class = _runner_class_called(tree, main) if tree is not None else None
+        if runner_class is not None:
+            out.append(CodePath(None, None, here, runner_class))
     if not out:
         return [], f"verl/{MAIN_FILE}: {MAIN_FUNCTION}() hands run_ppo no TaskRunner it names"
     return out, None

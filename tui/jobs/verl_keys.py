@@ -287,8 +287,9 @@ def key_catalog() -> dict[str, KeyInfo]:
         plain = flat_keys(base_plain().config)
         raw = _raw_flat()
         helps = _help_by_key()
-    from tui.jobs.rules import CHOICES  # plain constants; no cycle at import time
+    from tui.jobs.verl_facts import choices, current_facts  # no cycle at import time
 
+    known = choices(current_facts())
     fields = _dataclass_fields()
     out: dict[str, KeyInfo] = {}
     for key, value in plain.items():
@@ -309,7 +310,7 @@ def key_catalog() -> dict[str, KeyInfo]:
             help=helps.get(key, ""),
             required=value == MISSING,
             follows=follows,
-            choices=CHOICES.get(key, ()),
+            choices=known.get(key, ()),
         )
     return out
 
