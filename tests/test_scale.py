@@ -213,3 +213,25 @@ def test_table_rows_follow_a_state_change_only_where_they_depend_on_it():
         before = table._host_shape(ht)
         ht.link = LinkStatus("a", HostState.LOST)
         assert (table._host_shape(ht) != before) is moves, (sort_key, filter_text)
+
+
+def test_full_samples_of_4096_hosts_keep_their_sanitized_texts():
+    """Every GPU uuid of 4,096 8-GPU hosts stays sanitized in the text cache (at 8,192 entries a
+    1,024-host fleet emptied it again and again); a long raw string is sanitized, not kept."""
+    from tui.cluster import agent_schema
+
+    cache = agent_schema._TEXT_CACHE
+    cache.clear()
+    rng = random.Random(4)
+    for host in range(4096):
+        sample = _agent_sample(1, rng, gpus=8)
+        for gpu in sample["gpus"]:
+            gpu["uuid"] = f"GPU-{host:05d}-{gpu['index']}"
+        assert agent_schema.parse_message(sample, 0.0).sample is not None
+    assert sum(1 for k in cache if k.startswith("GPU-")) == 4096 * 8
+    long_name = "x" * (agent_schema._TEXT_CACHE_KEY_MAX + 1)
+    gpu = {"index": 0, "name": long_name}
+    got = agent_schema.parse_message({"type": "sample", "gpus": [gpu]}, 0.0).sample
+    assert got is not None and got.gpus[0].name == long_name[: agent_schema.NAME_LEN - 1] + "…"
+    assert long_name not in cache
+    cache.clear()

@@ -190,8 +190,12 @@ class _Checker:
 _GPU_NUMBERS = tuple((m.key, m.lo, m.hi, m.integral) for m in GPU_METRICS)
 # Sanitized short strings by their raw text: names and uuids repeat in every sample, so the
 # sanitizer runs once per distinct string, not once per sample (bounded: cleared when full).
+# Sized for every GPU's uuid of 4,096 8-GPU hosts and their names (at 8,192 a fleet of 1,024
+# filled it, so it was cleared over and over and every full sample sanitized its uuids again);
+# ~10 MB at most, bounded by the key's length (a longer raw string is not kept).
 _TEXT_CACHE: dict[str, str] = {}
-_TEXT_CACHE_MAX = 8192
+_TEXT_CACHE_MAX = 1 << 16
+_TEXT_CACHE_KEY_MAX = 4 * NAME_LEN
 
 
 def _short_text(c: _Checker, v: object, path: str, key: str) -> str | None:
@@ -202,9 +206,10 @@ def _short_text(c: _Checker, v: object, path: str, key: str) -> str | None:
         text = _TEXT_CACHE.get(v)
         if text is None:
             text = one_line(v, NAME_LEN)
-            if len(_TEXT_CACHE) >= _TEXT_CACHE_MAX:
-                _TEXT_CACHE.clear()
-            _TEXT_CACHE[v] = text
+            if len(v) <= _TEXT_CACHE_KEY_MAX:
+                if len(_TEXT_CACHE) >= _TEXT_CACHE_MAX:
+                    _TEXT_CACHE.clear()
+                _TEXT_CACHE[v] = text
         return text
     c.bad(path + key, v)
     return None
