@@ -177,9 +177,12 @@ def test_version_and_help_words() -> None:
 def test_a_quoted_override_is_quoted_one_level_and_a_shell_reads_it_back() -> None:
     argv = ["python3", "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator='grpo'"]
     argv += ["data.files=['/a b','c']", "x=$HOME's", "plain"]
+    script = "cd '/w d' && exec python3 -m verl.trainer.main_ppo \"$@\" `id` 'a\\b\n'"
+    argv += ["sh", "-c", script, "--", "it's!", "\"'\"", "'"]
     line = copy_line(argv)
-    assert "'\"'\"'" not in line.split(" 'x=")[0]  # no nested quoting where none is needed
+    assert "'\"'\"'" not in line.split("it")[0]  # no nested quoting before the `!` word
     assert "\"algorithm.adv_estimator='grpo'\"" in line
+    assert "\"x=\\$HOME's\"" in line and "\\\"\\$@\\\"" in line
     echoed = subprocess.run(
         ["bash", "-c", f"for a in {line}; do printf '%s\\0' \"$a\"; done"],
         capture_output=True,

@@ -303,6 +303,10 @@ def test_nccl_timeout_is_retried_once_from_the_latest_complete_checkpoint(
     assert {"nccl_timeout", "node_died", "host_lost"} <= set(RETRIABLE_KEYS)
     kinds = [d["kind"] for d in first["decisions"]]
     assert kinds.index("job-failed") < kinds.index("retry"), kinds
+    # The failure's cause, read from the real driver log: the NCCL watchdog's hint.
+    ended = first["decisions"][kinds.index("job-failed")]
+    assert ended["details"]["signature"] == "nccl_timeout", ended
+    assert ended["message"] == f"FAILED: {ended['details']['cause']}", ended
     assert [j for j in jobs.values() if j["retry_of"] == "heal-a"] == [second]
     assert failed["end_time"] <= retry["details"]["submitted_at"]
     # The shards were collected: every host now holds the whole step.

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui.jobs.history import MAX_DECISIONS, JobHistory, JobRecord
+from tui.logs.cause import CAUSE_CHARS, scan_log
 from tui.logs.retriable import RETRIABLE_KEYS, judge
 from tui.supervisor.events import Decision
 from tui.supervisor.policy import RetryPolicy, parse_policy
@@ -45,6 +46,26 @@ def test_what_is_retried(log, retriable, key):
     v = judge(log)
     assert (v.retriable, v.signature) == (retriable, key), v
     assert "\n" not in v.reason
+
+
+def test_a_failed_logs_cause_is_the_jobs_own_failure_with_its_hint():
+    """The cause on a job-failed decision (tui/logs/cause.py): the job's own failure before
+    the cluster failures it set off, as its signature's hint; else the last exception."""
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    key, text = scan_log(WATCHDOG + "\n" + oom + WATCHDOG).cause()
+    assert key == "cuda_oom" and "memory" in text.lower() and "\n" not in text
+    key, text = scan_log(WATCHDOG).cause()
+    assert key == "nccl_timeout" and text and "\n" not in text
+    key, text = scan_log(
+        'Traceback (most recent call last):\nKeyError: "reward" ' + "x" * 900
+    ).cause()
+    assert key is None and text.startswith('KeyError: "reward"') and len(text) <= CAUSE_CHARS
+    key, text = scan_log("omegaconf.errors.ConfigAttributeError: Key 'x' is not in struct").cause()
+    assert key == "hydra_struct" and "no key 'x'" in text  # the hint, not the bare exception
+    conf = "omegaconf.errors.InterpolationResolutionError: ${oops}"  # a class with no hint
+    assert scan_log(conf).cause() == ("config_error", conf)
+    assert scan_log("all good\nstep:1 reward:0.5\n").cause() is None
+    assert scan_log("").cause() is None
 
 
 def test_user_exception_is_named_and_host_lost_counts_only_without_a_job_failure():

@@ -2,7 +2,9 @@
 
 Every such line is built here from an argv list, each word quoted, so a value that came from a
 file or a host (a user name, a known_hosts path, a folder a host reported) can never become
-shell code in someone's terminal. `shlex.split(copy_line(argv))` gives `argv` back.
+shell code in someone's terminal. A POSIX shell reads `copy_line(argv)` back as `argv`; so does
+`shlex.split` for every word that does not hold both a single quote and `$`, a backtick, `"`
+or a backslash (those go in double quotes with backslash escapes, which shlex does not undo).
 """
 
 from __future__ import annotations
@@ -10,20 +12,23 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-# Inside double quotes these still act (expansions, escapes, bash's history `!`).
-_DOUBLE_QUOTE_ACTIVE = frozenset('"$`\\!')
+# Inside double quotes these still act (expansions, escapes); a backslash takes that away.
+_DOUBLE_QUOTE_ESCAPED = frozenset('"$`\\')
 
 
 def quote_word(word: str) -> str:
     """One shell word, quoted one level. A leading `~/` stays unquoted so the shell still
     expands it (the rest is quoted: `~/'my keys/id'`). A word holding single quotes (a Hydra
-    override's `key='value'`) goes in double quotes when nothing in it acts there, not in
-    shlex's nested `'key='"'"'value'"'"''`."""
+    override's `key='value'`, an `sh -c` script) goes in double quotes, with a backslash before
+    what still acts there (`$`, a backtick, `"`, a backslash), not in shlex's nested
+    `'key='"'"'value'"'"''`. A word holding `!` keeps shlex's form: no escape inside double
+    quotes hides it from an interactive bash's history expansion."""
     if word.startswith("~/") and len(word) > 2:
         return "~/" + shlex.quote(word[2:])
     quoted = shlex.quote(word)
-    if "'" in word and quoted != word and not _DOUBLE_QUOTE_ACTIVE.intersection(word):
-        return f'"{word}"'
+    if "'" in word and quoted != word and "!" not in word:
+        escaped = "".join("\\" + c if c in _DOUBLE_QUOTE_ESCAPED else c for c in word)
+        return f'"{escaped}"'
     return quoted
 
 

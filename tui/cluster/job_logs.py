@@ -72,6 +72,12 @@ async def job_status(client: DashboardClient, sid: str) -> tuple[str, str | None
     return info["status"], info["message"]
 
 
+def ray_message(message: str | None) -> str:
+    """Ray's end message without its log excerpt (", last available logs (truncated …): …"):
+    the log is one key away, and its excerpt would push the rest off a pane."""
+    return (message or "").split(", last available logs")[0].strip()
+
+
 async def job_log_snapshot(client: DashboardClient, sid: str) -> str:
     return await client.job_logs(sid)
 

@@ -9,11 +9,11 @@ memory: the cause is the OOM). Keys are the log signatures' keys where one exist
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from tui.logs.cause import CONFIG_ERROR, scan_log
 from tui.logs.sigdef import JOB
-from tui.logs.signatures import MATCH_CHARS, SIGNATURES, match_signature, normalize
+from tui.logs.signatures import SIGNATURES
 
 
 @dataclass(frozen=True)
@@ -41,20 +41,8 @@ RETRIABLE_KEYS = tuple(r.key for r in RETRIABLE)
 # job's (tui/logs/sigdef.py JOB), with its cause in a few words, and Hydra/OmegaConf errors.
 NOT_RETRIABLE: dict[str, str] = {
     **{sig.key: sig.what for sig in SIGNATURES if sig.owner == JOB},
-    "config_error": "a config error",
+    CONFIG_ERROR: "a config error",
 }
-
-# OmegaConf's own error classes, which have no hint of their own (the exception line shows them).
-_EXTRA = (
-    (
-        "config_error",
-        re.compile(
-            r"omegaconf\.errors\.\w{1,100}|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue"
-            r"|InterpolationResolutionError"
-        ),
-    ),
-)
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,200}(?:Error|Exception)\b")
 
 
 @dataclass
@@ -66,20 +54,8 @@ class Verdict:
 
 def log_signatures(text: str) -> tuple[list[str], str | None]:
     """The signature keys seen in a log (first appearance order) and its last exception line."""
-    seen: list[str] = []
-    last_exc = None
-    for raw in text.splitlines():
-        _source, msg = normalize(raw[:MATCH_CHARS])
-        found = match_signature(msg)
-        keys = [k for k, rx in _EXTRA if rx.search(msg)]  # the broader class first
-        keys += [found[0].key] if found else []
-        for k in keys:
-            if k not in seen:
-                seen.append(k)
-        body = msg.strip()
-        if _EXCEPTION_LINE.match(body):
-            last_exc = body
-    return seen, last_exc
+    scan = scan_log(text)
+    return scan.keys, scan.last_exception
 
 
 def judge(

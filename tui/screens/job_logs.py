@@ -23,6 +23,7 @@ from tui.cluster.job_logs import (
     job_log_chunks,
     older_text,
     open_job_log,
+    ray_message,
 )
 from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
@@ -139,8 +140,7 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
             self.pane.finish(end.status or "ended")
             self.metrics.feed_text("\n")  # a last line without newline counts too
             self.metrics.finish(end.status or "ended")
-            # Ray's message goes on with ", last available logs (truncated …):": the log is here.
-            self._title((end.message or "").split(", last available logs")[0][:100])
+            self._title(ray_message(end.message)[:100])
             return
 
     @work(exclusive=True, group="metrics-file", exit_on_error=False)

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError, is_job_id
+from tui.cluster.job_logs import ray_message
 from tui.cluster.ray_cluster import RayCluster
 from tui.fmt import age, duration, plural
 from tui.jobs.history import JobHistory
@@ -25,7 +26,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.job_form import JobFormScreen
 from tui.screens.jobs_compare import CompareMarks
-from tui.screens.jobs_heal import chain_prefix, heal_detail, supervisor_note
+from tui.screens.jobs_heal import chain_prefix, failure_cause, heal_detail, supervisor_note
 from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
 from tui.screens.jobs_view import (
     SORT_KEYS,
@@ -217,6 +218,10 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         t = Text()
         t.append(one_line(row.submission_id), "bold")
         t.append(f"  {one_line(row.status_text)}\n")
+        cause = failure_cause(row)
+        if cause:  # first: what a failed job's user looks for (the log is one key away)
+            t.append("cause: ", "dim")
+            t.append(one_line(cause, 300) + "\n", "red")
         t.append("entrypoint: ", "dim")
         t.append(one_line(shown_command(row.entrypoint), 400) + "\n")  # quoted one level
         rec = row.record
@@ -244,8 +249,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         if gpu:
             t.append("gpu: ", "dim")
             t.append(one_line(gpu, 200) + "\n")
-        if row.message:
-            t.append(clean(row.message[:300]), "italic")
+        message = ray_message(row.message)
+        if message and message != cause:
+            t.append(clean(message[:300]), "italic")
         pane.update(t)
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:

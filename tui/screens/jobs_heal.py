@@ -43,6 +43,17 @@ def retried_as(row: JobRow, rows: list[JobRow]) -> str | None:
     )
 
 
+def failure_cause(row: JobRow) -> str:
+    """What the supervisor read as a failed job's cause (its job-failed decision), or ""."""
+    decisions = row.record.decisions if row.record is not None else None
+    for d in reversed(decisions or []):
+        if isinstance(d, dict) and d.get("kind") == "job-failed":
+            details = d.get("details")
+            cause = details.get("cause") if isinstance(details, dict) else None
+            return cause if isinstance(cause, str) else ""
+    return ""
+
+
 def heal_detail(row: JobRow, rows: list[JobRow]) -> Text:
     """Lines for the detail pane: the chain and the supervisor's last decisions on this job."""
     t = Text()

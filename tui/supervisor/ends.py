@@ -1,15 +1,24 @@
 """Job ends as decisions ("job-end", "job-failed"), once per job: the decision is recorded on the
 job's history record, and a job whose record already holds one is not announced again (a
 restarted supervisor does not repeat itself). Jobs that ended before this machine's first
-supervisor started are history, not news."""
+supervisor started are history, not news.
+
+A FAILED job's decision names its cause: the end of its driver log read once through the
+signature table (tui/logs/cause.py), so the Jobs pane and the notification say what failed, not
+only Ray's "entrypoint command failed with exit code 1"."""
 
 from __future__ import annotations
 
+from tui.cluster.dashboard import DashboardError
+from tui.cluster.job_logs import job_log_snapshot, ray_message
+from tui.logs.cause import scan_log
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
+from tui.transport.types import TransportError
 
 ENDED = ("SUCCEEDED", "STOPPED", "FAILED")
 SLACK_S = 60.0  # a job that ended just before the first supervisor came up still counts
+LOG_TAIL_CHARS = 1 << 20  # the end of the driver log is where the failure is
 
 
 def announced(decisions: list | None, kinds: tuple[str, ...] = ("job-end", "job-failed")) -> bool:
@@ -29,19 +38,32 @@ class EndsDuty:
             if announced(rec.decisions) or (row.end_time or 0.0) < since:
                 continue
             kind = "job-failed" if row.status == "FAILED" else "job-end"
-            why = f": {row.message}" if row.message and row.status != "SUCCEEDED" else ""
+            details = {
+                "status": row.status,
+                "end_time": row.end_time,
+                "attempt": rec.attempt,
+                "retry_of": rec.retry_of,
+                "profile": rec.profile,
+            }
+            why = ray_message(row.message) if row.status != "SUCCEEDED" else ""
+            if row.status == "FAILED":
+                cause = await self._cause(ctx, row.submission_id)
+                if cause is not None:
+                    details["signature"], details["cause"] = cause
+                    why = cause[1]
             out.append(
                 Decision(
                     kind,
                     row.submission_id,
-                    f"{row.status}{why}",
-                    details={
-                        "status": row.status,
-                        "end_time": row.end_time,
-                        "attempt": rec.attempt,
-                        "retry_of": rec.retry_of,
-                        "profile": rec.profile,
-                    },
+                    f"{row.status}: {why}" if why else row.status,
+                    details=details,
                 )
             )
         return out
+
+    async def _cause(self, ctx: SupervisorContext, sid: str) -> tuple[str | None, str] | None:
+        try:
+            text = await job_log_snapshot(await ctx.dashboard(), sid)
+        except (DashboardError, TransportError):
+            return None  # the decision still goes out, with Ray's message
+        return scan_log(text[-LOG_TAIL_CHARS:]).cause()

@@ -58,6 +58,9 @@ class LogPane(Widget):
     LogPane > .log-prompt-row > _Prompt { height: 1; border: none; padding: 0; width: 1fr;
                                           background: $panel; }
     LogPane > .log-status { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    LogPane > .log-hint { height: auto; max-height: 4; display: none; background: $boost;
+                          padding: 0 1; }
+    LogPane > .log-hint.-shown { display: block; }
     """
 
     class Saved(Message):
@@ -85,6 +88,10 @@ class LogPane(Widget):
         self._prompt_label = Label("")
         self._prompt_row = Horizontal(self._prompt_label, self._prompt, classes="log-prompt-row")
         self._status = Static("", classes="log-status", markup=False)
+        # The hint of the line jumped to (h / H), else the latest, whole and wrapped: the hint
+        # row under its line is one row, cut at the view's width.
+        self._hint_box = Static("", classes="log-hint", markup=False)
+        self._hint_key: tuple[int | None, int] | None = None
         self._mode = ""  # "search", "filter" or "save" while the prompt is open
         self._search_text = ""
         self._save_text = ""
@@ -111,6 +118,7 @@ class LogPane(Widget):
     def compose(self) -> ComposeResult:
         yield self._title_bar
         yield self.log_view
+        yield self._hint_box
         yield self._prompt_row
         yield self._status
 
@@ -269,7 +277,25 @@ class LogPane(Widget):
         """The status line as plain text."""
         return self._status_text
 
+    def _render_hint(self) -> None:
+        view, store = self.log_view, self.log_view.store
+        hinted = store.hint_lines()
+        key = (view.current, len(hinted))
+        if key == self._hint_key:
+            return  # called on every append: the box changes only with a new hint or a jump
+        self._hint_key = key
+        line = view.current if view.current is not None and store.hint(view.current) else None
+        if line is None and hinted:
+            line = hinted[-1]
+        hint = store.hint(line) if line is not None else None
+        self._hint_box.set_class(hint is not None, "-shown")
+        if hint is not None and line is not None:
+            text = Text.assemble(("↳ hint ", "bold"), (f"(line {line + 1:,}): ", "dim"))
+            text.append(one_line(hint.text, 1000))
+            self._hint_box.update(text)
+
     def _render_status(self) -> None:
+        self._render_hint()
         view = self.log_view
         parts: list[tuple[str, str]] = [(f"{len(view.store):,} lines", "")]
         if self._older is not None:
