@@ -217,3 +217,15 @@ def test_the_jobs_table_and_the_jobs_view_mark_a_stalled_job() -> None:
     assert status_text(row, stall, "") == ("RUNNING STALLED", "bold red")
     assert status_text(row, None, "green") == ("RUNNING", "green")
     assert stall_detail(stall).plain.startswith("stall: no step for 14 min")
+
+
+@pytest.mark.parametrize("value", ["-1", "0.1", "nan", "inf", "99999"])
+def test_watch_gpus_interval_is_checked_before_anything_connects(tmp_path: Path, value) -> None:
+    """`watch --gpus S`: the GPU samples behind the stall check's evidence (0: none)."""
+    from harness.cli import run_cli
+
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - name: a\n    address: 192.0.2.1\n")  # TEST-NET: never reached
+    p = run_cli(["watch", str(hosts), "--once", "--gpus", value], timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert f"--gpus {float(value):g}: give 0.5 to 3600 seconds, or 0 for none" in p.stderr

@@ -150,14 +150,13 @@ class VerlTuiApp(App):
         from tui.supervisor.core import Supervisor
         from tui.supervisor.duty import SupervisorContext
         from tui.supervisor.notify import install
-        from tui.supervisor.stall_duty import GPU_SAMPLES
+        from tui.supervisor.stall_duty import use_telemetry
 
         inv = self.inventory
         ctx = SupervisorContext(inv, self.ray, JobHistory(inv.cluster), state_dir())
         self.supervisor = Supervisor(ctx, interval=SUPERVISE_S)
         if self.monitor is not None:  # the stall check's GPU evidence: the telemetry shown
-            monitor = self.monitor
-            ctx.extras[GPU_SAMPLES] = lambda: {n: h.latest for n, h in monitor.hosts.items()}
+            use_telemetry(ctx, self.monitor)
 
         def show(line: str, severity: str) -> None:
             self.notify(markup(line), severity=severity, timeout=8)  # type: ignore[arg-type]

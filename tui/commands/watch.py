@@ -25,8 +25,17 @@ if TYPE_CHECKING:  # `verl-tui watch --help` imports no pydantic
 EXIT_HELD = 3  # like up/down while another action holds the cluster
 
 
-def run_watch(inv: Inventory, *, once: bool, interval: float, as_json: bool, bring_up: bool) -> int:
+def run_watch(
+    inv: Inventory,
+    *,
+    once: bool,
+    interval: float,
+    as_json: bool,
+    bring_up: bool,
+    gpu_interval: float = 0.0,
+) -> int:
     from tui.cluster.ray_cluster import RayCluster
+    from tui.cluster.telemetry import TelemetryMonitor
     from tui.jobs.history import JobHistory
     from tui.state import state_dir
     from tui.supervisor.core import Supervisor
@@ -34,6 +43,7 @@ def run_watch(inv: Inventory, *, once: bool, interval: float, as_json: bool, bri
     from tui.supervisor.events import Decision
     from tui.supervisor.lease import LeaseHeld
     from tui.supervisor.retry import RetryDuty
+    from tui.supervisor.stall_duty import use_telemetry
     from tui.transport.types import TransportError
 
     def show(d: Decision) -> None:
@@ -73,9 +83,18 @@ def run_watch(inv: Inventory, *, once: bool, interval: float, as_json: bool, bri
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
+        # The stall check's GPU evidence (memory held, busy or idle since when): the agents
+        # the cockpit would run, at the watch's own pace.
+        monitor = None
+        if gpu_interval > 0 and not once:
+            monitor = TelemetryMonitor(cluster.fleet, inv, interval=gpu_interval, relays=True)
+            monitor.start()
+            use_telemetry(ctx, monitor)
         try:
             await sup.run(once=once, stop=stop)
         finally:
+            if monitor is not None:
+                await monitor.close()
             await sup.close()
         return 0
 
@@ -93,6 +112,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="each decision as one JSON line")
     p.add_argument(
+        "--gpus",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between GPU samples of every host, the stall check's GPU evidence "
+        "(default 5; 0: none, the stall check reads the logs only)",
+    )
+    p.add_argument(
         "--bring-up",
         action="store_true",
         help="before a retry, start Ray again on hosts that are back but whose node is gone "
@@ -105,12 +132,17 @@ def _run_args(args: argparse.Namespace) -> int:
         from tui.config.yamlfile import ConfigError
 
         raise ConfigError(f"--interval {args.interval:g}: give 0.5 to 3600 seconds")
+    if args.gpus != 0 and not 0.5 <= args.gpus <= 3600:
+        from tui.config.yamlfile import ConfigError
+
+        raise ConfigError(f"--gpus {args.gpus:g}: give 0.5 to 3600 seconds, or 0 for none")
     return run_watch(
         args.inventory,
         once=args.once,
         interval=args.interval,
         as_json=args.json,
         bring_up=args.bring_up,
+        gpu_interval=args.gpus,
     )
 
 

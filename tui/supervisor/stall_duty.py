@@ -32,13 +32,20 @@ from tui.supervisor.stall_store import write_stalls
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
+    from tui.cluster.telemetry import TelemetryMonitor
     from tui.jobs.history import JobRecord
     from tui.jobs.service import JobRow
 
 HEAD_WAIT_S = 20.0
 DUMP_DEADLINE_S = 45.0  # the automatic stack dump, every host (the announcement waits for it)
 PIDS_EVERY = 6  # passes between asking Ray for a job's worker pids (GPU evidence)
-GPU_SAMPLES = "gpu_samples"  # ctx.extras: the newest telemetry per host (the cockpit's)
+GPU_SAMPLES = "gpu_samples"  # ctx.extras: the newest telemetry per host
+
+
+def use_telemetry(ctx: SupervisorContext, monitor: TelemetryMonitor) -> None:
+    """The stall check's GPU evidence: the newest sample of each host `monitor` keeps (the
+    cockpit's own telemetry; `verl-tui watch` runs one for this)."""
+    ctx.extras[GPU_SAMPLES] = lambda: {n: h.latest for n, h in monitor.hosts.items()}
 
 
 @dataclass
