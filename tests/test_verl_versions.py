@@ -107,18 +107,20 @@ def test_presets_and_scripts_pass_on_every_release(on_release) -> None:
         import_script(p.read_text(), source=str(p), cwd=str(SCRIPTS)).profile for p in scripts
     ]
     clean: dict[str, list[str]] = {}
-    for version in VERSIONS:
+    # 0.9.1 is this venv's verl: test_profiles and test_verl_examples check these on it.
+    for version in VERSIONS[:-1]:
         root = on_release(version)
-        keys = _base_keys(schema.compose([]))
+        keys: set[str] = set()  # the release's own keys, composed when a refusal needs them
         for prof in profiles:
             report = check_profile(prof)
             for p in report.problems:
                 where = f"{version} {prof.name}: {p}"
                 assert f"verl {version} on node1" in p.message or "0.9" not in p.message, where
                 if p.key and ".reward." not in f".{p.key}" and "reward." in p.message:
-                    assert "reward" in {k.split(".")[0] for k in keys}, where
+                    assert (root / "trainer/config/reward").is_dir(), where
                 if p.level != "error":
                     continue
+                keys = keys or _base_keys(schema.compose([]))
                 # the only refusals: keys or config groups this release does not have
                 group = re.match(r"no config '([\w/]+)' in verl's config groups", p.message)
                 if group:
@@ -129,7 +131,7 @@ def test_presets_and_scripts_pass_on_every_release(on_release) -> None:
             if report.ok:
                 clean.setdefault(version, []).append(prof.name)
     # every preset that uses only keys a release has is clean there: the GRPO presets on all
-    assert all(len(clean.get(v, [])) >= 3 for v in VERSIONS), clean
+    assert all(len(clean.get(v, [])) >= 3 for v in VERSIONS[:-1]), clean
 
 
 _COMPOSED: dict[str, dict] = {}  # version → the gsm8k preset composed (once per session)

@@ -61,6 +61,13 @@ ACTOR_MODEL_KEYS = (
 CRITIC_MODEL_KEYS = ("critic.model.path", "critic.model.tokenizer_path")
 CKPT_KEY = "trainer.default_local_dir"
 
+# What the job imports when it starts, besides its entry point: verl's dataset module, which
+# brings the data stack (datasets → pyarrow → numpy, pandas) the TaskRunner loads first.
+DATA_MODULE = "verl.utils.dataset.rl_dataset"
+# The host waits this much less than the preflight's own deadline for the start-up imports
+# (tui/remote/startup_imports.py); past it the answer is cached there for the next check.
+STARTUP_MARGIN = 10.0
+
 # Where transformers falls back without flash-attn (its `kernels` hub package).
 FALLBACKS = {"flash_attn": ("kernels",)}
 
@@ -102,10 +109,16 @@ class JobNeeds:
     ckpt_dir: str | None = None
     trained_models: list[str] = field(default_factory=list)  # keys whose size a ckpt holds
     object_store: int | None = None
+    startup: list[str] = field(default_factory=list)  # modules the job imports at start-up
 
-    def request(self) -> dict[str, Any]:
-        """What the remote part gets on stdin."""
+    def request(self, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """What the remote part gets on stdin (`timeout`: the preflight's deadline, which
+        bounds the host's wait for the start-up imports)."""
         return {
+            "startup": {
+                "modules": self.startup,
+                "wait": max(1.0, timeout - STARTUP_MARGIN),
+            },
             "env": self.env,
             "paths": [{"value": p.value, "model": p.model} for p in self.paths],
             "hf_ids": sorted({i for _, i in self.hf_ids}),
@@ -219,6 +232,7 @@ def job_needs(
     verl_root: Path | None,
     working_dir: str | None = None,
     object_store: int | None = None,
+    entrypoint: str | None = None,
 ) -> JobNeeds:
     """What the config needs of the hosts. `raw`: the composed config unresolved (paths keep
     ${oc.env:…}); `resolved`: the same resolved here (for switches and non-env values)."""
@@ -254,7 +268,28 @@ def job_needs(
     if verl_root is not None:
         needs.modules, needs.notes = required_modules(resolved, verl_root)
         needs.alternatives = alternatives(resolved, verl_root, needs.modules)
+    needs.startup = startup_modules(entrypoint, verl_root)
     return needs
+
+
+def startup_modules(entrypoint: str | None, verl_root: Path | None) -> list[str]:
+    """The modules the job imports as it starts: its entry point (verl's trainer module),
+    then verl's dataset module where this verl has it (the data stack)."""
+    from tui.jobs.verl_entries import MAIN_PPO
+    from tui.jobs.verl_imports import module_file
+
+    out = [entrypoint or MAIN_PPO]
+    if verl_root is not None and module_file(verl_root, DATA_MODULE) is not None:
+        out.append(DATA_MODULE)
+    return out
+
+
+def entrypoint_of(argv: Sequence[str]) -> str | None:
+    """The module a submission's command runs (`python -m MODULE …`), else None."""
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-m":
+            return value
+    return None
 
 
 # ---- asking the hosts ---------------------------------------------------------------------
@@ -289,7 +324,7 @@ async def ask_hosts(
     fleet: Fleet, inv: Inventory, needs: JobNeeds, *, timeout: float = DEFAULT_TIMEOUT
 ) -> dict[str, dict[str, Any]]:
     """Every host's answer (in parallel, bounded), by host name."""
-    req = needs.request()
+    req = needs.request(timeout)
     req["resolve"] = sorted({h.node_ip for h in inv.hosts})
     slots = asyncio.Semaphore(MAX_PARALLEL)
 
@@ -340,9 +375,11 @@ def needs_for(
     overrides: Sequence[str],
     env: Mapping[str, str],
     working_dir: str | None = None,
+    entrypoint: str | None = None,
 ) -> JobNeeds:
     """The needs of a job from its Hydra overrides (main_ppo's --config-path/--config-name
-    first) and its env_vars. Blocking (composes); SchemaError when the config cannot be read."""
+    first) and its env_vars; `entrypoint`: the verl module it runs (default main_ppo).
+    Blocking (composes); SchemaError when the config cannot be read."""
     from tui.jobs.verl_select import SchemaError, current_source
 
     raw, resolved = configs_for(overrides)
@@ -357,6 +394,7 @@ def needs_for(
         verl_root=root,
         working_dir=working_dir,
         object_store=inv.ray.object_store_memory,
+        entrypoint=entrypoint,
     )
     if root is None:
         needs.notes.append("verl's source is not readable here: its imports were not checked")
@@ -377,8 +415,9 @@ async def preflight_submission(
     from tui.jobs.verl_select import SchemaError
 
     try:
+        entry = entrypoint_of(getattr(sub, "entrypoint_argv", []))
         needs = await asyncio.to_thread(
-            needs_for, inv, sub.overrides, sub.env_vars, sub.working_dir
+            needs_for, inv, sub.overrides, sub.env_vars, sub.working_dir, entry
         )
     except SchemaError as exc:
         why = one_line(str(exc), 300)
@@ -422,7 +461,9 @@ def needs_for_profile(
         return found, None
 
     env = merged_env(inv, profile.runtime_env.env_vars)
-    return found, needs_for(inv, report.overrides, env, profile.runtime_env.working_dir)
+    return found, needs_for(
+        inv, report.overrides, env, profile.runtime_env.working_dir, profile.entrypoint
+    )
 
 
 def needs_preflight(sub: Any) -> bool:

@@ -205,6 +205,41 @@ def _ways_around(
     return "".join(f", {s}" for s in shown)
 
 
+def _startup(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
+    """The job's start-up imports in this host's interpreter (tui/remote/startup_imports.py):
+    an import that fails there kills every job at start, so it fails the preflight with the
+    error and the versions of the data stack."""
+    got = ans.get("startup")
+    if not needs.startup or not isinstance(got, dict) or got.get("skipped"):
+        return []  # not asked, an older answer, or no verl there (the doctor's finding)
+    python = str(ans.get("python") or inv.host(host).python)
+    mods = " and ".join(needs.startup)
+    check, title = "import:startup", "job start-up imports"
+    raw = got.get("versions")
+    versions = raw if isinstance(raw, dict) else {}
+    shown = ", ".join(f"{k} {v}" for k, v in list(versions.items())[:10] if isinstance(v, str))
+    if got.get("pending") is not None:
+        text = (
+            f"importing {mods} in {python} took longer than the preflight waits "
+            f"({got['pending']} s): not checked now; the host keeps importing and the next "
+            "check reads its answer"
+        )
+        return [_f(check, title, "warn", host, text, "check again in a minute")]
+    if got.get("error") and "ok" not in got:
+        return [_f(check, title, "warn", host, f"not checked: {got['error']}")]
+    if got.get("ok") is True:
+        return [_f(check, title, "ok", host, f"{mods} import ({shown})")]
+    module, error = str(got.get("module") or mods), str(got.get("error") or "failed")
+    package = str(got.get("package") or "")
+    where = f" (raised in {package})" if package else ""
+    text = f"importing {module} fails in {python}, so every job dies at start: {error}{where}"
+    fix = (
+        f"make these agree in {python}: {shown or 'numpy, pyarrow, torch, transformers'}"
+        f" — e.g. {python} -m pip install the versions verl pins, then check again"
+    )
+    return [_f(check, title, "fail", host, text, fix)]
+
+
 def _limits(host: str, needs: JobNeeds, ans: Mapping[str, Any]) -> list[Finding]:
     out = []
     lim = _dict(ans, "limits")
@@ -402,6 +437,7 @@ def evaluate_answers(
         out += _paths(host, needs, ans)
         out += _hf(host, needs, ans)
         out += _imports(inv, host, needs, ans, names)
+        out += _startup(inv, host, needs, ans)
         out += _limits(host, needs, ans)
         out += _disks(host, needs, ans)
         out += _resolve(inv, host, ans)

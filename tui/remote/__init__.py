@@ -33,7 +33,7 @@ BUNDLES: dict[str, tuple[str, ...]] = {
     "gpu_agent": ("gpu_common", "amd_cards", "gpu_nvml", "nvml_health", "gpu_amd", "relay_wire"),
     "gpu_relay": ("relay_wire",),
     "probe": ("amd_cards", "probe_gpus", "hf_cache", "tracing"),
-    "job_preflight": ("hf_cache", "tracing"),
+    "job_preflight": ("hf_cache", "tracing", "startup_imports"),
     "stack_dump": ("tracing",),
 }
 

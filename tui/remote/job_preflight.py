@@ -8,7 +8,8 @@ Input (paths travel only here, never on a shell line)::
     {"env": {NAME: VALUE},            the job's env_vars (hosts.yaml ray.env + profile + --env)
      "paths": [{"value": str, "model": bool}],   data files / model folders, raw config text
      "hf_ids": [str], "modules": [str], "disks": {label: path},
-     "resolve": [host name or address], "shm_need": int}
+     "resolve": [host name or address], "shm_need": int,
+     "startup": {"modules": [dotted name], "wait": seconds}}
 
 ``${oc.env:NAME}`` / ``${oc.env:NAME,default}`` in a path is resolved here with this host's
 environment overlaid with the job's env_vars: that is where verl's TaskRunner resolves it.
@@ -24,8 +25,10 @@ import socket
 import sys
 
 from tui.remote.hf_cache import hub_cache
+from tui.remote.startup_imports import check_startup
 from tui.remote.tracing import tracing_facts
 
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OC_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _TRUE = ("1", "true", "yes", "on")
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -229,6 +232,28 @@ def check_names(names):
     return out
 
 
+def startup_imports(req, env):
+    """The job's start-up imports (startup_imports.py), where the entry point's package is
+    found at all (a host without verl is the doctor's finding, not this one's)."""
+    startup = req.get("startup")
+    if not isinstance(startup, dict):
+        return None
+    mods = [str(m) for m in startup.get("modules") or [] if _MODULE.match(str(m))][:8]
+    if not mods:
+        return None
+    try:
+        found = importlib.util.find_spec(mods[0].split(".")[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return {"skipped": mods[0].split(".")[0] + " not found"}
+    try:
+        wait = max(1.0, min(float(startup.get("wait") or 20), 600.0))
+    except (TypeError, ValueError):
+        wait = 20.0
+    return check_startup(mods, env, wait)
+
+
 def main():
     try:
         req = json.loads(sys.stdin.read() or "{}")
@@ -257,6 +282,8 @@ def main():
         # py-spy and ptrace, so `verl-tui stack` works when the job hangs.
         "tracing": tracing_facts(),
     }
+    # Last: it may wait for the child's imports up to the time the request allows.
+    answer["startup"] = startup_imports(req, env)
     sys.stdout.write(json.dumps(answer) + "\n")
 
 

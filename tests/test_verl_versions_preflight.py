@@ -1,0 +1,103 @@
+"""An install that cannot start a job, caught by the job preflight on a real sshd host: a
+venv whose numpy is 1.26.4 (the real wheel, cached like the verl wheels) ahead of this
+project's packages, where pyarrow 26 and pandas 3 need numpy 2 — what pip resolves for
+verl ≤ 0.8 today. Importing verl's trainer and its dataset module dies there, so every job
+would die at start; the preflight must fail naming the error and the versions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tui.config.hosts import load_inventory
+from tui.jobs.preflight import needs_for_profile, run_preflight
+from tui.jobs.profiles import load_profile
+from tui.remote.startup_imports import startup_fingerprint
+from tui.transport.fleet import Fleet
+
+REPO = Path(__file__).resolve().parent.parent
+NUMPY = "numpy==1.26.4"
+PIP_DOWNLOAD = ("-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d")
+
+
+def _numpy_wheel() -> Path:
+    base = os.environ.get("VERL_TUI_TEST_CACHE") or os.path.expanduser("~/.cache/verl-tui-tests")
+    cache = Path(base) / "wheels"
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    found = sorted(cache.glob(f"numpy-1.26.4-{tag}-*manylinux*x86_64*.whl"))
+    if not found:
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, *PIP_DOWNLOAD, str(cache), "--disable-pip-version-check", NUMPY],
+            check=True,
+            timeout=300,
+        )
+        found = sorted(cache.glob(f"numpy-1.26.4-{tag}-*.whl"))
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def broken_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real venv: numpy 1.26.4 installed (the wheel unpacked) in its own site-packages, and
+    this project's site-packages after it (a .pth line) for everything else."""
+    root = tmp_path_factory.mktemp("broken-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    site = Path(purelib)
+    (site / "verl_tui_project.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    with zipfile.ZipFile(_numpy_wheel()) as whl:
+        whl.extractall(site)
+    return python
+
+
+async def test_a_broken_data_stack_fails_the_preflight(ns_cluster3, broken_python, tmp_path):
+    hosts = ns_cluster3.write_hosts_yaml(
+        tmp_path / "hosts.yaml", python=str(broken_python), names=["node1"]
+    )
+    inv = load_inventory(hosts)
+    profile = load_profile(REPO / "profiles/grpo-gsm8k-qwen2.5-0.5b.yaml")
+    _, needs = needs_for_profile(inv, profile)
+    assert needs is not None
+    assert needs.startup == ["verl.trainer.main_ppo", "verl.utils.dataset.rl_dataset"]
+    async with Fleet(inv) as fleet:
+        found = await run_preflight(fleet, inv, needs, timeout=300)
+        (row,) = [f for f in found if f.check == "import:startup"]
+        assert row.status == "fail" and row.host == "node1", row
+        assert f"importing verl.trainer.main_ppo fails in {broken_python}" in row.finding, row
+        assert "every job dies at start" in row.finding and "ImportError" in row.finding, row
+        assert "numpy 1.26.4" in row.fix and "pyarrow 26." in row.fix, row.fix
+        # Asked again: the host's cached answer for this install, not a second import.
+        t0 = time.monotonic()
+        again = await run_preflight(fleet, inv, needs, timeout=300)
+        took = time.monotonic() - t0
+    (row2,) = [f for f in again if f.check == "import:startup"]
+    assert (row2.status, row2.finding) == (row.status, row.finding)
+    assert took < 30, took
+    print(f"start-up imports cached: second preflight {took:.1f} s")
+
+
+def test_the_fingerprint_follows_an_install(tmp_path, monkeypatch) -> None:
+    """pip adds or removes a folder in site-packages on every install: the cached answer is
+    then not used. The job's PYTHONPATH counts by name."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    mods = ["verl.trainer.main_ppo"]
+    before = startup_fingerprint(mods, {})
+    assert startup_fingerprint(mods, {}) == before
+    os.utime(site, ns=(0, 1))  # the folder as a pip install leaves it: a new mtime
+    assert startup_fingerprint(mods, {}) != before
+    assert startup_fingerprint(mods, {"PYTHONPATH": "/opt/x"}) != startup_fingerprint(mods, {})
