@@ -101,3 +101,29 @@ def test_the_fingerprint_follows_an_install(tmp_path, monkeypatch) -> None:
     os.utime(site, ns=(0, 1))  # the folder as a pip install leaves it: a new mtime
     assert startup_fingerprint(mods, {}) != before
     assert startup_fingerprint(mods, {"PYTHONPATH": "/opt/x"}) != startup_fingerprint(mods, {})
+
+
+def test_each_start_up_answer_is_one_bounded_row() -> None:
+    """A host's answer is untrusted: each shape gives one row (or none when not asked or no
+    verl there), its texts bounded."""
+    from tui.jobs.preflight import JobNeeds
+    from tui.jobs.preflight_eval import _startup
+
+    needs = JobNeeds(startup=["verl.trainer.main_ppo"])
+    py = {"python": "/opt/p/bin/python"}
+
+    def row(startup):
+        return _startup(None, "h1", needs, {**py, "startup": startup})
+
+    assert row(None) == [] and row({"skipped": "verl not found"}) == []
+    assert _startup(None, "h1", JobNeeds(), {**py, "startup": {"ok": False}}) == []
+    (pending,) = row({"pending": 20.0})
+    assert pending.status == "warn" and "next check" in pending.finding
+    (ok,) = row({"ok": True, "versions": {"numpy": "2.4.6"}})
+    assert ok.status == "ok" and "numpy 2.4.6" in ok.finding
+    (bad,) = row(
+        {"ok": False, "module": "m" * 5000, "error": "E" * 5000, "versions": {"x" * 999: "1"}}
+    )
+    assert bad.status == "fail" and len(bad.finding) < 1000 and len(bad.fix) < 600
+    (broken,) = row({"error": "cannot run /opt/p/bin/python: Permission denied"})
+    assert broken.status == "warn" and "Permission denied" in broken.finding

@@ -217,7 +217,9 @@ def _startup(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any])
     check, title = "import:startup", "job start-up imports"
     raw = got.get("versions")
     versions = raw if isinstance(raw, dict) else {}
-    shown = ", ".join(f"{k} {v}" for k, v in list(versions.items())[:10] if isinstance(v, str))
+    shown = ", ".join(
+        f"{str(k)[:40]} {v[:40]}" for k, v in list(versions.items())[:10] if isinstance(v, str)
+    )
     if got.get("pending") is not None:
         text = (
             f"importing {mods} in {python} took longer than the preflight waits "
@@ -226,11 +228,12 @@ def _startup(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any])
         )
         return [_f(check, title, "warn", host, text, "check again in a minute")]
     if got.get("error") and "ok" not in got:
-        return [_f(check, title, "warn", host, f"not checked: {got['error']}")]
+        return [_f(check, title, "warn", host, f"not checked: {str(got['error'])[:300]}")]
     if got.get("ok") is True:
         return [_f(check, title, "ok", host, f"{mods} import ({shown})")]
-    module, error = str(got.get("module") or mods), str(got.get("error") or "failed")
-    package = str(got.get("package") or "")
+    module = str(got.get("module") or mods)[:200]
+    error = str(got.get("error") or "failed")[:400]
+    package = str(got.get("package") or "")[:100]
     where = f" (raised in {package})" if package else ""
     text = f"importing {module} fails in {python}, so every job dies at start: {error}{where}"
     fix = (
