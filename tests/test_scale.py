@@ -235,3 +235,59 @@ def test_full_samples_of_4096_hosts_keep_their_sanitized_texts():
     assert got is not None and got.gpus[0].name == long_name[: agent_schema.NAME_LEN - 1] + "…"
     assert long_name not in cache
     cache.clear()
+
+
+def _built(sample: HostSample) -> bool:
+    """Whether a delta sample's GpuSample objects exist yet (read without building them)."""
+    from tui.cluster.models import _GPUS_SLOT
+
+    try:
+        _GPUS_SLOT.__get__(sample, DeltaSample)
+    except AttributeError:
+        return False
+    return True
+
+
+async def test_the_table_builds_gpu_objects_only_for_what_it_shows_or_sorts_by():
+    """200 hosts on delta samples in the real GpuTable (headless app): sorting by name or
+    state, filtering and folding build no host's GPU objects; the rows drawn build theirs
+    (and only theirs); a metric sort reads (so builds) every host's values."""
+    from textual.app import App
+
+    enc = [DeltaEncoder() for _ in range(200)]
+    rng = random.Random(8)
+    hosts: dict[str, HostTelemetry] = {}
+    for i, e in enumerate(enc):
+        ht = hosts[f"n{i:03d}"] = _host(f"n{i:03d}")
+        base = parse_line(json.dumps(e.encode(_agent_sample(1, rng, gpus=8))), 0.0).sample
+        assert base is not None
+        ht.record(base)
+        ht.record(apply_delta(json.dumps(e.encode(_agent_sample(2, rng, gpus=8))), base, 1.0))
+        assert type(ht.latest) is DeltaSample
+
+    class TableApp(App):
+        def compose(self):
+            yield GpuTable(id="t")
+
+    app = TableApp()
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.query_one(GpuTable)
+        table.set_hosts(hosts)
+        await pilot.pause()
+        assert len(table.rows) == 200 * 9
+        built = [name for name, ht in hosts.items() if _built(ht.latest)]
+        assert built and len(built) <= 4  # the rows on screen: the first hosts' GPUs
+        for sort_key, filter_text, rows in (("state", "", 1800), ("name", "gpu3", 400)):
+            table.sort_key, table.filter_text = sort_key, filter_text
+            table.rebuild()
+            assert len(table.rows) == rows, (sort_key, filter_text)
+        table.filter_text = ""
+        table.collapsed.update(hosts)
+        table.rebuild()
+        assert len(table.rows) == 200
+        await pilot.pause()
+        assert len([n for n, ht in hosts.items() if _built(ht.latest)]) <= 30  # on screen
+        table.collapsed.clear()
+        table.sort_key = "util"
+        table.rebuild()
+        assert all(_built(ht.latest) for ht in hosts.values())

@@ -218,6 +218,12 @@ class HostSample:
         """How many GPUs (without building a delta sample's GPUs: see DeltaSample)."""
         return len(self.gpus)
 
+    @property
+    def gpu_ids(self) -> tuple[GpuSample, ...]:
+        """The GPUs for what only a full sample changes (index, name, uuid, error, vendor):
+        a delta sample's base GPUs, its own not built. Their numbers may be older."""
+        return self.gpus
+
     @classmethod
     def from_json(cls, d: Any, received: float) -> HostSample:
         """A validated sample (see tui.cluster.agent_schema): bad fields become None."""
@@ -272,6 +278,10 @@ class DeltaSample(HostSample):
     @property
     def gpu_count(self) -> int:
         return len(self._base_gpus)
+
+    @property
+    def gpu_ids(self) -> tuple[GpuSample, ...]:
+        return self._base_gpus  # a delta is sent only while these fields are the base's
 
 
 class History:

@@ -399,8 +399,12 @@ class GpuTable(ScrollView, can_focus=True):
         rows: list[Row] = []
         needle = self.filter_text.lower()
         cache, collapsed = self._row_cache, self.collapsed
+        by_metric = key not in ("name", "state")
         for ht in hosts:
-            gpus = list(ht.latest.gpus) if ht.latest else []
+            # Sorted by name or state the rows need each GPU's index and name only: a delta
+            # sample's GPUs are not built for that (at 4,096 hosts, 32,768 objects a rebuild).
+            sample = ht.latest
+            gpus = list(sample.gpus if by_metric else sample.gpu_ids) if sample else []
             if needle and not self._matches(ht, None):
                 gpus = [g for g in gpus if needle in self._gpu_text(g)]
                 if not gpus:
@@ -412,7 +416,7 @@ class GpuTable(ScrollView, can_focus=True):
             rows.append(host_row)
             if ht.name in collapsed:
                 continue
-            if key not in ("name", "state"):
+            if by_metric:
                 gpus.sort(key=lambda g: _gpu_metric(g, key), reverse=not self.sort_reverse)
             for g in gpus:
                 row = gpu_rows.get(g.index)
