@@ -1,7 +1,8 @@
 """The one submission pipeline: a profile (+ the form's or the command line's changes) checked
-against the cluster and turned into the Submission that is sent. The job form, `verl-tui
-submit`, `verl-tui profile check` (and a queue later) all call `prepare_submission`, so what
-is validated is exactly what is submitted, whichever way it was asked for.
+against the cluster and turned into the Submission that is sent. The submission flow
+(tui/jobs/flow.py: the form, `verl-tui submit`, `sweep`, the queue, the supervisor), the form's
+check as you type and `verl-tui profile check` all call `prepare_submission`, so what is
+validated is exactly what is submitted, whichever way it was asked for.
 
 `prepare_submission` composes verl's config (blocking: call it in a thread from the UI loop).
 The cluster's resources come from `live_resources` (Ray's alive nodes), or, while Ray is not
