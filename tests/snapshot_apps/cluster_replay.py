@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import math
 
+from snapshot_apps.steady import steady_input_cursor
+from textual import events
+
 from tui.app import VerlTuiApp
 from tui.cluster.ray_cluster import ClusterStatus
 from tui.cluster.ray_monitor import RayState, RayView
@@ -154,6 +157,9 @@ class ReplayApp(VerlTuiApp):
         super().__init__(parse_inventory(HOSTS_YAML, "hosts.yaml"))
         self.steps = steps
         self.animation_level = "none"  # scrolls land at once: a snapshot never catches one midway
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        steady_input_cursor(event)
 
     def start_telemetry(self) -> None:
         mon = self.monitor

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from snapshot_apps.steady import steady_input_cursor
+from textual import events
 from textual.screen import Screen
 
 from tui.app import VerlTuiApp
@@ -235,6 +237,9 @@ class ScreenApp(VerlTuiApp):
         self._patches = [(m, "time", CLOCK) for m in CLOCK_USERS] + list(patches)
         self._saved: list[tuple[Any, str, Any]] = []
         self._env = contextlib.ExitStack()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        steady_input_cursor(event)
 
     def get_default_screen(self):
         screen = super().get_default_screen()
