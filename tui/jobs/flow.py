@@ -53,6 +53,7 @@ from tui.jobs.workdir import WorkdirError
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
+    from tui.cluster.dashboard import DashboardClient
     from tui.cluster.doctor.findings import Finding, Status
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import Inventory
@@ -227,6 +228,7 @@ class Flow:
     request: Request
     resources_of: Callable[[], Awaitable[ClusterResources]] | None = None
     queue: JobQueue | None = None
+    dashboard: Callable[[], Awaitable[DashboardClient]] | None = None
     resources: ClusterResources | None = None
     ray_reached: bool = True
     plan: SweepPlan | None = None
@@ -488,6 +490,7 @@ async def _send(flow: Flow, run: Planned) -> Outcome:
             resend=req.resend,
             attempt=req.attempt,
             retry_of=req.retry_of,
+            dashboard=flow.dashboard,
         )
     except service.SubmissionIdTaken as exc:
         return Refused(Refusal.ID_TAKEN, "submission id taken", str(exc), error=exc)
@@ -506,10 +509,12 @@ async def submission_flow(
     *,
     resources: Callable[[], Awaitable[ClusterResources]] | None = None,
     queue: JobQueue | None = None,
+    dashboard: Callable[[], Awaitable[DashboardClient]] | None = None,
 ) -> AsyncIterator[Step]:
     """The flow's steps, then its one outcome (see the module text). `resources`: where
-    Ray's alive nodes come from (default tui/jobs/pipeline.live_resources on `cluster`)."""
-    flow = Flow(inv, cluster, history, request, resources, queue)
+    Ray's alive nodes come from (default tui/jobs/pipeline.live_resources on `cluster`);
+    `dashboard`: the head's client (default the cluster's)."""
+    flow = Flow(inv, cluster, history, request, resources, queue, dashboard)
     job = request.job
     if request.mode == "send" and isinstance(job, Sweep):
         raise ValueError("a sweep is queued, never sent at once")

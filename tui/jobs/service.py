@@ -318,6 +318,7 @@ async def submit_and_record(
     resend: bool = False,
     attempt: int = 1,
     retry_of: str | None = None,
+    dashboard: Callable[[], Awaitable[DashboardClient]] | None = None,
 ) -> str:
     """The send stage of the submission flow (tui/jobs/flow.py, which runs the checks and
     gates before it): record `sub`, then POST it (record_then_post: nothing is sent when the
@@ -326,7 +327,9 @@ async def submit_and_record(
     resolved on the head first: the job runs, and records, the absolute path.
     SubmissionIdTaken when the id is in the history or on the head, unless `resend` (the
     supervisor after a crash: the record it wrote is reused, and a head that has the id
-    already counts as done)."""
+    already counts as done). `dashboard`: the head's client (default the cluster's tunnel;
+    the supervisor passes its context's)."""
+    dashboard = dashboard or cluster.dashboard
     sub = await resolved_interpreter(cluster.fleet, sub)
     record = history.get(sub.submission_id)
     if record is not None and not resend:
@@ -335,14 +338,14 @@ async def submit_and_record(
             f"{cluster.inv.cluster}: choose another one"
         )
     # The head's own jobs too: a POST refused as a duplicate must not read as ours.
-    if not resend and await (await cluster.dashboard()).job_exists(sub.submission_id):
+    if not resend and await (await dashboard()).job_exists(sub.submission_id):
         raise SubmissionIdTaken(
             f"submission id {sub.submission_id} is already a job on the head: choose another one"
         )
     if record is None:
         record = record_for(sub, cluster.inv, profile_path=profile_path)
         record.attempt, record.retry_of, record.retry_policy = attempt, retry_of, retry_policy
-    return await record_then_post(cluster.dashboard, sub, history, record)
+    return await record_then_post(dashboard, sub, history, record)
 
 
 async def stop_job(

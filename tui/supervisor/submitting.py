@@ -39,7 +39,12 @@ async def _run(ctx: SupervisorContext, request: Request) -> Any:
 
         ctx.extras["verl_source"] = await select_verl(ctx.fleet, ctx.inv)
     steps = submission_flow(
-        ctx.inv, ctx.cluster, ctx.history, request, resources=ctx.live_resources
+        ctx.inv,
+        ctx.cluster,
+        ctx.history,
+        request,
+        resources=ctx.live_resources,
+        dashboard=ctx.dashboard,  # the context's: what the duties (and their tests) reach
     )
     done = await outcome(steps)
     if isinstance(done, Refused):
