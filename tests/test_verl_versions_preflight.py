@@ -125,5 +125,7 @@ def test_each_start_up_answer_is_one_bounded_row() -> None:
         {"ok": False, "module": "m" * 5000, "error": "E" * 5000, "versions": {"x" * 999: "1"}}
     )
     assert bad.status == "fail" and len(bad.finding) < 1000 and len(bad.fix) < 600
+    (once,) = row({"ok": False, "module": "m", "error": "OSError: gone", "transient": True})
+    assert once.status == "warn" and "this time" in once.finding
     (broken,) = row({"error": "cannot run /opt/p/bin/python: Permission denied"})
     assert broken.status == "warn" and "Permission denied" in broken.finding

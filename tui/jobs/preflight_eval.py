@@ -235,6 +235,9 @@ def _startup(inv: Inventory, host: str, needs: JobNeeds, ans: Mapping[str, Any])
     error = str(got.get("error") or "failed")[:400]
     package = str(got.get("package") or "")[:100]
     where = f" (raised in {package})" if package else ""
+    if got.get("transient"):  # not the install's fault (a folder gone, memory): said once
+        text = f"importing {module} failed in {python} this time: {error}{where}"
+        return [_f(check, title, "warn", host, text, "check again")]
     text = f"importing {module} fails in {python}, so every job dies at start: {error}{where}"
     fix = (
         f"make these agree in {python}: {shown or 'numpy, pyarrow, torch, transformers'}"

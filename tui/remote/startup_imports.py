@@ -57,6 +57,9 @@ for m in mods:
                 break
         text = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:400]
         out = {"ok": False, "module": m, "error": text, "package": where}
+        # An install's fault is kept until the install changes; anything else (a vanished
+        # folder, memory, the alarm) is said once and tried again next time.
+        out["transient"] = not isinstance(exc, (ImportError, AttributeError, TypeError))
         break
 versions = {}
 try:
@@ -161,6 +164,9 @@ def check_startup(modules, env, wait):
     marker = path + ".running"
     done = _read(path)
     if done is not None:
+        if done.get("transient"):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         done["cached"] = True
         return done
     if _running(marker) is None:
@@ -171,7 +177,7 @@ def check_startup(modules, env, wait):
             proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, args],
                 env=child_env,
-                cwd=os.path.expanduser("~"),
+                cwd="/",  # stable: a home or working folder may go away meanwhile
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -200,6 +206,9 @@ def check_startup(modules, env, wait):
         return {"pending": round(time.time() - started, 1)}
     with contextlib.suppress(OSError):
         os.unlink(marker)
+    if done.get("transient"):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     _prune(folder)
     done["cached"] = False
     done["seconds"] = round(time.time() - started, 1)
