@@ -13,6 +13,13 @@ rank never joins the group, the others wait in `init_process_group`.
 --hang-once FILE hangs only while FILE does not exist (the driver creates it when it plans the
 hang), so a resubmitted attempt of the same command runs to its end: what a retry that healed
 looks like.
+
+--nccl is the same job on GPUs (bench/device_stall.sh, on the lent 2-GPU machine): a rank
+actor per GPU (num_gpus=1, a PACK placement group, so one node will do), an NCCL group, the
+tensor on the GPU and `torch.cuda.synchronize()` after the all_reduce, each rank holding
+--hold-gib of GPU memory (the model). At the hang the waiting rank's NCCL kernel spins (its
+GPU reads ~100 % busy) while the odd rank sleeps (0 %), and the waiting rank's thread sits in
+cudaDeviceSynchronize.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ import ray
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-FOREVER_S = 7 * 86400  # the gloo timeout: the waiting ranks wait, they do not time out
+FOREVER_S = 7 * 86400  # the group's timeout: the waiting ranks wait, they do not time out
+# NVLink multicast stays off on the lent machines (their rule: it can take the host's GPUs out
+# of service); set in the rank itself, whatever environment Ray's workers were started with.
+NCCL_SAFE_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 def _iface_of(ip: str) -> str | None:
@@ -49,10 +63,14 @@ def skip_collective() -> None:
 
 @ray.remote(num_cpus=1)
 class GlooRank:
-    def __init__(self, rank: int, world: int, odd_rank: int) -> None:
+    def __init__(
+        self, rank: int, world: int, odd_rank: int, nccl: bool = False, hold_gib: float = 0.0
+    ) -> None:
         self.rank, self.world, self.odd_rank = rank, world, odd_rank
+        self.nccl, self.hold_gib = nccl, hold_gib
         self.ip = ray.util.get_node_ip_address()
         self.tensor = None
+        self.weights = None  # --nccl: the GPU memory a model would hold
 
     def address(self) -> tuple[str, int]:
         with socket.socket() as s:
@@ -65,18 +83,31 @@ class GlooRank:
         iface = _iface_of(self.ip)
         if iface:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
+            if self.nccl:
+                os.environ["NCCL_SOCKET_IFNAME"] = iface  # NCCL's bootstrap, as gloo's
         import torch
         import torch.distributed as dist
 
+        device = None
+        if self.nccl:
+            os.environ.update(NCCL_SAFE_ENV)
+            torch.cuda.set_device(0)  # Ray shows the actor its one GPU as cuda:0
+            device = torch.device("cuda", 0)
         dist.init_process_group(
-            "gloo",
+            "nccl" if self.nccl else "gloo",
             init_method=f"tcp://{master}:{port}",
             rank=self.rank,
             world_size=self.world,
             timeout=datetime.timedelta(seconds=FOREVER_S),
+            **({"device_id": device} if device is not None else {}),
         )
-        self.tensor = torch.ones(1024)
-        return f"rank {self.rank} on {self.ip} (pid {os.getpid()})"
+        self.tensor = torch.ones(1024, device=device)
+        where = ""
+        if device is not None:
+            self.weights = torch.empty(int(self.hold_gib * (1 << 30)) // 4, device=device)
+            gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "?")
+            where = f", GPU {gpu} holding {self.hold_gib:g} GiB"
+        return f"rank {self.rank} on {self.ip} (pid {os.getpid()}{where})"
 
     def train_step(self, step: int, hang: bool) -> float:
         import torch.distributed as dist
@@ -84,6 +115,11 @@ class GlooRank:
         if hang and self.rank == self.odd_rank:
             skip_collective()
         dist.all_reduce(self.tensor)
+        if self.nccl:
+            import torch
+
+            # The CPU waits for the collective's kernel: where a hung rank's thread sits.
+            torch.cuda.synchronize()
         return float(self.tensor[0])
 
 
@@ -95,6 +131,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--hang-at", type=int, default=3, help="0: before the first step")
     ap.add_argument("--odd-rank", type=int, default=-1, help="default: the last rank")
     ap.add_argument("--hang-once", default=None, help="hang only while this file is absent")
+    ap.add_argument("--nccl", action="store_true", help="one GPU a rank, NCCL (default: gloo)")
+    ap.add_argument("--hold-gib", type=float, default=1.0, help="--nccl: GPU memory a rank holds")
     args = ap.parse_args(argv)
     odd = args.odd_rank % args.world
     hang_at = args.hang_at
@@ -106,18 +144,25 @@ def main(argv: list[str]) -> int:
                 f.write(f"{os.getpid()}\n")
 
     ray.init(address="auto")
-    pg = placement_group([{"CPU": 1}] * args.world, strategy="STRICT_SPREAD")
+    if args.nccl:  # a GPU a rank, all on one node if it has them
+        bundle, strategy, gpus = {"CPU": 1, "GPU": 1}, "PACK", 1
+    else:  # a rank a node
+        bundle, strategy, gpus = {"CPU": 1}, "STRICT_SPREAD", 0
+    pg = placement_group([bundle] * args.world, strategy=strategy)
     ray.get(pg.ready(), timeout=120)
     ranks = [
         GlooRank.options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
-        ).remote(i, args.world, odd)
+            num_gpus=gpus,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=i
+            ),
+        ).remote(i, args.world, odd, args.nccl, args.hold_gib)
         for i in range(args.world)
     ]
     master, port = ray.get(ranks[0].address.remote())
     print(f"Total training steps: {args.steps}", flush=True)
     joined = ray.get([r.init_group.remote(master, port, hang_at == 0) for r in ranks])
-    print("gloo group:", "; ".join(joined), flush=True)
+    print("nccl group:" if args.nccl else "gloo group:", "; ".join(joined), flush=True)
     for step in range(1, args.steps + 1):
         start = time.monotonic()
         hang = step == hang_at
