@@ -19,6 +19,7 @@ import asyncio
 import json
 import math
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -126,7 +127,7 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
 
     lease = ray_shared2
     monkeypatch.setenv("XDG_STATE_HOME", lease.env["XDG_STATE_HOME"])
-    root = f"/tmp/vt-metrics-{tmp_path.name}"
+    root = f"/tmp/vt-metrics-{uuid.uuid4().hex[:12]}"  # on node2: fresh, so no old gate
     gate = f"{root}/gate"
     a = await asyncio.to_thread(
         _submit,
@@ -166,7 +167,11 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
                 t = await job_metrics(cluster, a, store=store)
                 return t if t.source.startswith("file:") and t.last_step == 4 else None
 
-            tracker = await _until("A's four steps in its file", four_steps)
+            try:
+                tracker = await _until("A's four steps in its file", four_steps)
+            except AssertionError:
+                print(await asyncio.to_thread(_driver_log, lease, a))  # for the failure's report
+                raise
             path = f"{root}/vt_proj/vt_exp.jsonl"
             assert tracker.source == f"file:{path}"
             # Every key, exact numbers; NaN/Inf (null in the file) non-finite, never missing.
@@ -192,6 +197,11 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
                     if math.isfinite(v):
                         assert v == pytest.approx(dict(tracker.series(key))[step], rel=1e-12)
 
+            # The supervisor's health duty on the running job: the file's NaN/Inf and the KL
+            # past its bound, each announced once, with the file as the source; the alerts are
+            # what `jobs --json` lists (health.json in the state folder).
+            await _health_pass(inv, cluster, a, path)
+
             # Following while it runs: the next steps come by offset after the gate opens.
             follow = MetricsTracker()
             task = asyncio.create_task(
@@ -214,8 +224,10 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
             assert tb.source == "console" and tb.series("timing_s/gen") == [(1, 3.0), (2, 4.0)]
         finally:
             await cluster.close()
+            lease.cluster.exec_in("node2", ["rm", "-rf", "--", root])
 
-    # The command: --json, a key pattern, null for non-finite values.
+    # The command, with the file removed from node2: the archived series (exact, the file's
+    # source) rather than console lines; --json, a key pattern, null for non-finite values.
     res = await asyncio.to_thread(
         cli, lease.env, "metrics", str(lease.path), a, "--json", "--key", "actor/*"
     )
@@ -226,6 +238,36 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
     assert doc["series"]["actor/grad_norm"][2] == [3, None]
     assert doc["series"]["actor/kl_loss"][3] == [4, 1.7976931348623157e308]
     assert [s for s, _v in doc["series"]["actor/entropy"]] == [1, 2, 3, 4, 5, 6]
+
+
+async def _health_pass(inv, cluster, sid: str, path: str) -> None:
+    from tui.jobs.history import JobHistory
+    from tui.jobs.service import list_jobs
+    from tui.state import state_dir
+    from tui.supervisor.duty import SupervisorContext
+    from tui.supervisor.health_duty import HealthDuty, health_shown
+
+    ctx = SupervisorContext(inv, cluster, JobHistory(inv.cluster), state_dir())
+    ctx.jobs = await list_jobs(cluster, ctx.history)
+    duty = HealthDuty()
+    said = [d for d in await duty.tick(ctx) if d.submission_id == sid]
+    got = {(d.details["health"]["rule"], d.details["health"]["key"]) for d in said}
+    assert got == {
+        ("nonfinite", "actor/entropy"),
+        ("nonfinite", "critic/score/mean"),
+        ("kl", "actor/kl_loss"),
+    }, [d.line() for d in said]
+    assert all(d.kind == "job-unhealthy" and d.details["source"] == f"file:{path}" for d in said)
+    kl = next(d for d in said if d.details["health"]["rule"] == "kl")
+    assert kl.details["health"]["step"] == 4 and "above 1 at step 4" in kl.message
+    assert [d for d in await duty.tick(ctx) if d.submission_id == sid] == []  # once per rule
+    listed = health_shown(inv.cluster, ctx.jobs)[sid]
+    assert {(x["rule"], x["step"]) for x in listed} == {
+        ("nonfinite", 3),
+        ("nonfinite", 4),
+        ("kl", 4),
+    }
+    assert next(x for x in listed if x["rule"] == "nonfinite")["value"] is None
 
 
 def _async(fn):

@@ -35,10 +35,11 @@ async def job_metrics(
         tracker = await _from_file(cluster, sid, info, store)
         if tracker is not None:
             return tracker
-    else:
-        archived = metrics_file.load(store, sid)
-        if archived is not None:
-            return metrics_file.tracker_from(archived)
+    # The file is not there (the head forgot the job, or the file was removed): what was read
+    # of it before is archived, exact, and better than console lines.
+    archived = metrics_file.load(store, sid)
+    if archived is not None:
+        return metrics_file.tracker_from(archived)
     tracker = MetricsTracker()
     async for chunk in archived_log_chunks(cluster, sid, follow=False, store=store):
         tracker.feed_text(chunk)

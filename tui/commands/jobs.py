@@ -113,7 +113,14 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
             print(f"verl-tui jobs: warning: {problem}", file=sys.stderr)
         stalls = running_stalls(inv.cluster, rows, warn=sys.stderr)
         if as_json:  # Ray's status stays the job's status; a stall is its own object
-            docs = [{**r.to_json(), "stall": stalls.get(r.submission_id)} for r in rows]
+            from tui.supervisor.health_duty import health_shown  # training-health alerts
+
+            health = health_shown(inv.cluster, rows, warn=sys.stderr)
+            docs = [
+                {**r.to_json(), "stall": stalls.get(r.submission_id)}
+                | {"health": health.get(r.submission_id, [])}
+                for r in rows
+            ]
             print(json_text({"jobs": docs}, inv))
         else:
             print(jobs_table(rows, stalls))

@@ -8,7 +8,7 @@ its own events:
       format: raw                                        # the webhook's body: raw (the JSON
                                                          # payload) | slack | discord | ntfy
       timeout: 10                                        # seconds, each
-      events: [job-end, job-failed, job-stalled, retry, queue-start]  # the default
+      events: [job-end, job-failed, job-stalled, job-unhealthy, retry, queue-start]  # the default
 
     notify:
       - {webhook: https://hooks.slack.com/services/T0/B0/X, format: slack}
@@ -31,8 +31,24 @@ from pydantic import (
     field_validator,
 )
 
-Event = Literal["job-end", "job-failed", "job-stalled", "retry", "no-retry", "queue-start", "error"]
-DEFAULT_EVENTS: tuple[Event, ...] = ("job-end", "job-failed", "job-stalled", "retry", "queue-start")
+Event = Literal[
+    "job-end",
+    "job-failed",
+    "job-stalled",
+    "job-unhealthy",
+    "retry",
+    "no-retry",
+    "queue-start",
+    "error",
+]
+DEFAULT_EVENTS: tuple[Event, ...] = (
+    "job-end",
+    "job-failed",
+    "job-stalled",
+    "job-unhealthy",
+    "retry",
+    "queue-start",
+)
 # What a webhook's body is shaped for (tui/supervisor/webhook_formats.py builds each).
 WebhookFormat = Literal["raw", "slack", "discord", "ntfy"]
 FORMATS: tuple[str, ...] = get_args(WebhookFormat)

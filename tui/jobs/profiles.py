@@ -37,6 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from tui.config.health import HealthOptions
 from tui.config.stall import StallOverride
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
 from tui.jobs.hydra_values import format_value
@@ -161,6 +162,8 @@ class Profile(_Strict):
     retry_on: list[str] | None = None
     # When a running job of this profile counts as stalled (hosts.yaml's stall: for the rest).
     stall: StallOverride | None = None
+    # Training-health rules and their bounds (tui/config/health.py; absent: the defaults).
+    health: HealthOptions | None = None
 
     @field_validator("retry_on")
     @classmethod
@@ -450,6 +453,8 @@ def profile_to_yaml(profile: Profile) -> str:
         data["retry_on"] = list(profile.retry_on)
     if profile.stall is not None:
         data["stall"] = profile.stall.model_dump(exclude_none=True)
+    if profile.health is not None:
+        data["health"] = profile.health.model_dump(exclude_defaults=True)
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 

@@ -230,6 +230,14 @@ class MetricsTracker:
         steps = rows if self._rows_sorted else sorted(rows)
         return [(step, rows[step][key]) for step in steps if key in rows[step]]
 
+    def steps(self) -> list[int]:
+        """Every step with a row, in order."""
+        return list(self._rows) if self._rows_sorted else sorted(self._rows)
+
+    def row(self, step: int) -> dict[str, float]:
+        """Every value logged at `step` ({} for none)."""
+        return dict(self._rows.get(step, {}))
+
     def latest(self) -> dict[str, float]:
         """Each key's most recently logged value."""
         return dict(self._latest)

@@ -31,6 +31,8 @@ from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
 from tui.screens.jobs_view import (
     SORT_KEYS,
     JobTable,
+    health_detail,
+    health_shown,
     shown_queue,
     shown_rows,
     stall_detail,
@@ -100,6 +102,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.history = history
         self.rows: list[JobRow] = []
         self.stalls: dict[str, dict] = {}  # the supervisor's stalled jobs (STALLED, evidence)
+        self.health: dict[str, list[dict]] = {}  # the supervisor's training-health alerts
         self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
         self.error: str | None = None
         self.loaded = False
@@ -146,6 +149,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             self.error = f"Ray is not reachable: {exc}"
         await self.refresh_queue()
         self.stalls = stalls_shown(self.cluster.inv.cluster, rows)
+        self.health = health_shown(self.cluster.inv.cluster, rows)
         self.rows = rows
         self.loaded = True
         self._fill()
@@ -164,7 +168,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
             stall = self.stalls.get(r.submission_id)
-            status, status_style = status_text(r, stall, _STATUS_STYLE.get(r.status, ""))
+            status, status_style = status_text(
+                r, stall, _STATUS_STYLE.get(r.status, ""), self.health.get(r.submission_id, [])
+            )
             profile = profile_label(r)
             table.add_row(
                 cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
@@ -244,6 +250,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
                 t.append("env: ", "dim")
                 t.append(one_line(" ".join(_env_entry(k, v) for k, v in env.items()), 400) + "\n")
         t.append_text(stall_detail(self.stalls.get(row.submission_id)))
+        t.append_text(health_detail(self.health.get(row.submission_id)))
         t.append_text(heal_detail(row, self.rows))  # retry chain, the supervisor's decisions
         gpu = self.gpu_detail(row.submission_id)  # the run archive's GPU use
         if gpu:

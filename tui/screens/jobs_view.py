@@ -93,12 +93,43 @@ def shown_queue(entries: list[QueueEntry], filter_text: str) -> list[QueueEntry]
 STALL_MARK = "STALLED"  # after Ray's status of a running job the supervisor found stalled
 
 
-def status_text(row: JobRow, stall: Mapping[str, Any] | None, style: str) -> tuple[str, str]:
+def status_text(
+    row: JobRow,
+    stall: Mapping[str, Any] | None,
+    style: str,
+    health: Sequence[Mapping[str, Any]] = (),
+) -> tuple[str, str]:
     """(text, style) of the status cell: Ray's status (it stays RUNNING), with the STALLED
-    mark when the supervisor found the job stalled (tui/supervisor/stall.py)."""
+    mark when the supervisor found the job stalled (tui/supervisor/stall.py) and the HEALTH
+    mark naming the training-health rules that fired (tui/metrics/health.py)."""
+    text = row.status_text
+    if health:
+        rules = sorted({str(a.get("rule")) for a in health})
+        text, style = f"{text} {HEALTH_MARK}:{','.join(rules)}", "bold yellow"
     if stall is None:
-        return row.status_text, style
-    return f"{row.status_text} {STALL_MARK}", "bold red"
+        return text, style
+    return f"{text} {STALL_MARK}", "bold red"
+
+
+HEALTH_MARK = "HEALTH"
+HEALTH_LINES = 3  # the newest alerts in the detail pane
+
+
+def health_detail(health: Sequence[Mapping[str, Any]] | None) -> Text:
+    """The detail pane's lines for a job whose training-health rules fired (newest last; from
+    a state file: cleaned)."""
+    t = Text()
+    for alert in list(health or ())[-HEALTH_LINES:]:
+        t.append("health: ", "bold yellow")
+        t.append(one_line(str(alert.get("message") or ""), 400) + "\n")
+    return t
+
+
+def health_shown(cluster: str, rows: list[JobRow]) -> dict[str, list[dict[str, Any]]]:
+    """The supervisor's training-health alerts of the running jobs (its state file)."""
+    from tui.supervisor.health_duty import health_shown as shown
+
+    return shown(cluster, rows)
 
 
 def stall_detail(stall: Mapping[str, Any] | None) -> Text:

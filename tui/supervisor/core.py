@@ -45,11 +45,12 @@ def default_duties(ctx: SupervisorContext) -> list[Duty]:
     """Every duty, in tick order: job ends first (their decisions precede a retry's), then
     stalls (a stalled job stopped for a retry is retried next pass)."""
     from tui.supervisor.ends import EndsDuty
+    from tui.supervisor.health_duty import HealthDuty
     from tui.supervisor.queue_duty import QueueDuty
     from tui.supervisor.retry import RetryDuty
     from tui.supervisor.stall_duty import StallDuty
 
-    duties: list[Duty] = [EndsDuty(), StallDuty(), RetryDuty(), QueueDuty()]
+    duties: list[Duty] = [EndsDuty(), StallDuty(), HealthDuty(), RetryDuty(), QueueDuty()]
     return duties
 
 

@@ -16,6 +16,7 @@ KINDS = (
     "job-end",  # a job ended SUCCEEDED/STOPPED
     "job-failed",  # a job ended FAILED (before the retry decision)
     "job-stalled",  # a running job makes no progress (details: the stall, its stack dump)
+    "job-unhealthy",  # a training-health rule fired (details: health: the alert; stopped)
     "queue-start",  # a queued job was submitted
     "queue-wait",  # the head of the queue waits for resources
     "lock",  # the supervisor took, lost or was refused the cluster's supervisor lease

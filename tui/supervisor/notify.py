@@ -35,11 +35,14 @@ from tui.transport.local import end_group
 SEVERITY = {
     "job-failed": "error",
     "job-stalled": "error",
+    "job-unhealthy": "warning",
     "no-retry": "warning",
     "error": "warning",
     "retry": "warning",
 }
-BELL_KINDS = frozenset({"job-end", "job-failed", "job-stalled", "retry", "queue-start"})
+BELL_KINDS = frozenset(
+    {"job-end", "job-failed", "job-stalled", "job-unhealthy", "retry", "queue-start"}
+)
 STDERR_TAIL = 300  # characters of a failed command's stderr in its line
 STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
 READ_CHUNK = 1 << 16

@@ -36,6 +36,7 @@ USERNAME = "verl-tui"
 NTFY_PRIORITY = {
     "job-failed": 4,
     "job-stalled": 4,
+    "job-unhealthy": 4,
     "no-retry": 4,
     "error": 4,
     "retry": 3,
@@ -45,6 +46,7 @@ NTFY_TAGS = {
     "job-end": "white_check_mark",
     "job-failed": "x",
     "job-stalled": "hourglass",
+    "job-unhealthy": "chart_with_downwards_trend",
     "retry": "repeat",
     "no-retry": "warning",
     "queue-start": "arrow_forward",

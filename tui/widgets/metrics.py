@@ -22,8 +22,10 @@ from textual.widgets import Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
 
+from tui.config.health import HealthOptions
 from tui.fmt import duration
 from tui.metrics import MetricsTracker
+from tui.metrics.health import Alert, HealthWatch
 from tui.metrics.series import chart_points
 from tui.sanitize import markup, one_line, pad, width
 
@@ -31,6 +33,7 @@ REDRAW_EVERY_S = 0.5  # at most 2 Hz: plotext rebuilds every chart's whole canva
 # More points than this many per column of the chart are thinned: the terminal cannot show
 # them, and plotext's cost grows with the points.
 POINTS_PER_CELL = 2
+MAX_MARKS = 50  # health-alert lines drawn per chart (the newest)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class MetricChart(Vertical, can_focus=True):
         self.spec = spec
         # What was handed to plotext last, per key: for tests and the picker, not pixels.
         self.plotted: dict[str, list[tuple[int, float]]] = {}
+        self.marked: list[int] = []  # steps marked with a health alert
 
     def compose(self) -> ComposeResult:
         yield Static(classes="empty")
@@ -167,7 +171,7 @@ class MetricChart(Vertical, can_focus=True):
     def plot(self) -> PlotextPlot:
         return self.query_one(SafePlot)
 
-    def draw(self, tracker: MetricsTracker) -> None:
+    def draw(self, tracker: MetricsTracker, alerts: Sequence[Alert] = ()) -> None:
         spec = self.spec
         self.border_title = markup(spec.title)
         keys = chart_keys(spec, tracker)
@@ -187,7 +191,22 @@ class MetricChart(Vertical, can_focus=True):
         note = self.plot_series(
             {key: tracker.series(key) for key in keys}, labels if len(keys) > 1 else None
         )
+        # A non-finite value is already a gap with its own note ("nan/inf not drawn").
+        note += self.mark_alerts([a for a in alerts if a.key in keys and a.rule != "nonfinite"])
         self.border_subtitle = markup(values + note)
+
+    def mark_alerts(self, alerts: Sequence[Alert]) -> str:
+        """A vertical line at each step where a training-health rule fired on one of this
+        chart's keys (tui/metrics/health.py); the subtitle names the newest."""
+        self.marked = sorted({a.step for a in alerts})
+        for step in self.marked[-MAX_MARKS:]:
+            self.plot.plt.vline(step, "red")
+        if not alerts:
+            return ""
+        last = alerts[-1]
+        return f" · ⚠ {last.rule} @{last.step}" + (
+            f" (+{len(alerts) - 1})" if len(alerts) > 1 else ""
+        )
 
     def plot_series(
         self, series: dict[str, list[tuple[int, float]]], labels: Sequence[str] | None
@@ -349,6 +368,10 @@ class MetricsPanel(Widget, can_focus=True):
         self._drawn_at = 0.0
         self._pending = False
         self.ended: str | None = None  # the job's final status once its log is all in
+        # Training-health alerts on the charts (tui/metrics/health.py; the defaults' bounds).
+        self.health_options = HealthOptions()
+        self.health = HealthWatch()
+        self._health_source = self.tracker.source
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="metrics-progress"):
@@ -388,6 +411,7 @@ class MetricsPanel(Widget, can_focus=True):
     def clear(self) -> None:
         """Forget the metrics (another job is about to be shown)."""
         self.tracker.clear()
+        self.health = HealthWatch()
         self.ended = None
         self._schedule()
 
@@ -414,8 +438,11 @@ class MetricsPanel(Widget, can_focus=True):
         self._drawn_at = time.monotonic()
         self.redraws += 1
         self._draw_progress()
+        if tracker.source != self._health_source:  # cleared, or the file logger took over
+            self.health, self._health_source = HealthWatch(), tracker.source
+        self.health.check(tracker, self.health_options)
         for chart in self.charts:
-            chart.draw(tracker)
+            chart.draw(tracker, self.health.alerts)
 
     def _draw_progress(self) -> None:
         tracker = self.tracker
