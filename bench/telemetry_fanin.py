@@ -307,39 +307,6 @@ def _start_pyspy(args: argparse.Namespace) -> subprocess.Popen | None:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-class StackSampler:
-    """--sample: the cockpit's main thread's stack every `every` s, from a thread of its own
-    (sys._current_frames; where py-spy cannot attach, as in the lent machines' sandbox).
-    Writes bench/results/stacks-<mode>-<n>.txt, collapsed stacks like py-spy's; samples in
-    the event loop's select are idle. Costs the main thread a GIL hand-over per sample."""
-
-    def __init__(self, every: float = 0.005) -> None:
-        import threading
-
-        self.every = every
-        self.main = threading.main_thread().ident
-        self.counts: dict[str, int] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.every):
-            frame = sys._current_frames().get(self.main)
-            names = []
-            while frame is not None:
-                code = frame.f_code
-                names.append(
-                    f"{code.co_name} ({Path(code.co_filename).name}:{code.co_firstlineno})"
-                )
-                frame = frame.f_back
-            key = ";".join(reversed(names))
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-    def write(self, path: Path) -> None:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{k} {v}\n" for k, v in sorted(self.counts.items())))
-
-
 async def run_worker(args: argparse.Namespace) -> dict:
     import tui.app
     from tui.config.hosts import load_inventory
@@ -395,13 +362,7 @@ async def run_worker(args: argparse.Namespace) -> dict:
         if profiler:
             profiler.enable()
         spy = _start_pyspy(args)
-        sampler = StackSampler() if args.sample else None
-        if sampler:
-            sampler.thread.start()
         await asyncio.sleep(args.seconds)
-        if sampler:
-            sampler.stop.set()
-            sampler.write(RESULTS / f"stacks-{args.worker_mode}-{args.worker_hosts}.txt")
         if profiler:
             profiler.disable()
         rec.measuring = False
@@ -685,8 +646,6 @@ def run_one(
             argv += ["--pyspy", args.pyspy]
         if args.account:
             argv.append("--account")
-        if args.sample:
-            argv.append("--sample")
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
@@ -922,11 +881,6 @@ def main() -> int:
         "--account",
         action="store_true",
         help="split the cockpit's CPU: time inside ingest, frames, summary, compositor (+GC)",
-    )
-    p.add_argument(
-        "--sample",
-        action="store_true",
-        help="sample the cockpit's stack every 5 ms from a thread (bench/results/stacks-*.txt)",
     )
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     p.add_argument(
