@@ -13,9 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.archive import metrics_file
 from tui.archive.store import ArchiveStore, Series
 from tui.jobs.history import JobHistory
 from tui.jobs.profiles import override_key
+from tui.metrics.health import series_alerts
+from tui.metrics.phases import breakdown
 
 MIN_RUNS, MAX_RUNS = 2, 8
 SCORE_KEYS = ("critic/score/mean", "critic/rewards/mean")
@@ -79,6 +82,9 @@ def load_runs(
                 meta["overrides"] = list(rec.overrides)
         got = store.series(sid)
         series, total = got if got is not None else ({}, None)
+        from_file = metrics_file.load(store, sid)  # verl's file logger: exact, every key
+        if from_file is not None and from_file.series:
+            series = from_file.series
         status = meta.get("status")
         runs.append(
             Run(
@@ -245,6 +251,8 @@ def compare_doc(
                 "status": r.status,
                 "series": {k: [[s, _json_num(v)] for s, v in r.series.get(k, [])] for k in keys},
                 "summary": r.summary(),
+                "phases": breakdown(r.series).to_json(),  # where the step's time went
+                "health": [a.to_json() for a in series_alerts(r.series)],
             }
             for r in runs
         ],

@@ -128,6 +128,7 @@ def text_report(runs: list, diff: dict, shared: int) -> str:
     best = fastest_learner(runs)
     if best:
         out.append(one_line(best, 200))
+    out += run_readings(runs)
     out.append("")
     if diff:
         out.append(f"config keys that differ ({len(diff)}):")
@@ -189,3 +190,20 @@ COMPARE = Command(
     "series they all logged. Runs the archive lacks or that had not ended are read from the "
     "head first (unless --offline).",
 )
+
+
+def run_readings(runs: list) -> list[str]:
+    """Per run: where its step time went and its training-health alerts (tui/metrics)."""
+    from tui.metrics.health import series_alerts
+    from tui.metrics.phases import breakdown, reading
+    from tui.sanitize import one_line
+
+    out = []
+    for r in runs:
+        out.append(f"{one_line(r.submission_id, 80)}: {reading(breakdown(r.series))}")
+        alerts = series_alerts(r.series)
+        if alerts:
+            rules = ", ".join(sorted({a.rule for a in alerts}))
+            first = one_line(alerts[0].message, 200)
+            out.append(f"  health: {len(alerts)} alerts ({rules}); first: {first}")
+    return out

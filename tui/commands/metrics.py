@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import Inventory
     from tui.metrics import MetricsTracker
+    from tui.metrics.phases import Breakdown
 
 
 def select_keys(keys: list[str], patterns: list[str] | None) -> list[str]:
@@ -58,7 +59,27 @@ def text_lines(tracker: MetricsTracker, patterns: list[str] | None = None) -> li
     return lines
 
 
-def run_metrics(inv: Inventory, job: str, *, keys: list[str] | None, as_json: bool) -> int:
+def phases_of(tracker: MetricsTracker) -> Breakdown:
+    """The job's step-time breakdown (tui/metrics/phases.py) from its timing and perf keys."""
+    from tui.metrics.phases import breakdown
+
+    keys = [k for k in tracker.keys() if k.startswith(("timing_s/", "perf/"))]  # noqa: SIM118
+    return breakdown({k: tracker.series(k) for k in keys})
+
+
+def phase_lines(b: Breakdown) -> list[str]:
+    from tui.metrics.phases import reading
+
+    lines = [f"time per step: {reading(b)}"]
+    for phase, seconds in sorted(b.phases.items(), key=lambda x: -x[1]):
+        mean = seconds / b.steps if b.steps else 0.0
+        lines.append(f"  {phase:<26} {b.share(phase) * 100:5.1f} %  {mean:9.3f} s/step")
+    return lines
+
+
+def run_metrics(
+    inv: Inventory, job: str, *, keys: list[str] | None, as_json: bool, phases: bool = False
+) -> int:
     from tui.archive.metrics_source import job_metrics
     from tui.archive.store import ArchiveStore
     from tui.cluster.dashboard import DashboardError, check_job_id
@@ -77,10 +98,15 @@ def run_metrics(inv: Inventory, job: str, *, keys: list[str] | None, as_json: bo
             return 1
         for warning in store.take_warnings():
             print(f"verl-tui metrics: {warning}", file=sys.stderr)
+        doc = metrics_doc(tracker, keys)
+        if phases:
+            doc["phases"] = phases_of(tracker).to_json()
         if as_json:
-            print(json_text(metrics_doc(tracker, keys), inv))
+            print(json_text(doc, inv))
         else:
             print("\n".join(text_lines(tracker, keys)))
+            if phases:
+                print("\n".join(phase_lines(phases_of(tracker))))
         return 0
 
     return _run(_with_cluster(inv, body))
@@ -93,6 +119,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", metavar="JOB", help="submission id (verl-tui jobs lists them)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument(
+        "--phases",
+        action="store_true",
+        help="where the step's time goes: verl's timing_s/* phases, their shares, MFU",
+    )
+    p.add_argument(
         "--key",
         dest="keys",
         action="extend",
@@ -104,7 +135,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 METRICS = Command(
     _arguments,
-    lambda a: run_metrics(a.inventory, a.job, keys=a.keys, as_json=a.json),
+    lambda a: run_metrics(a.inventory, a.job, keys=a.keys, as_json=a.json, phases=a.phases),
     hosts="required",
     description="Print a job's training metrics and where they were read: verl's own `file` "
     "logger (trainer.logger with file: one JSON line per step, read over SSH on the node that "

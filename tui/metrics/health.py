@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,3 +267,16 @@ class HealthWatch:
         self.checked |= steps
         self.alerts = (self.alerts + new)[-MAX_ALERTS:]
         return new
+
+
+def series_alerts(
+    series: Mapping[str, Sequence[tuple[int, float]]], opts: HealthOptions | None = None
+) -> list[Alert]:
+    """Every alert of a whole run given as series (an archived run: compare)."""
+    rows: dict[int, dict[str, float]] = {}
+    for key, points in series.items():
+        for step, value in points:
+            rows.setdefault(step, {})[key] = value
+    tracker = MetricsTracker()
+    tracker.add_rows(sorted(rows.items()))
+    return check_steps(tracker, opts or HealthOptions(), set(tracker.steps()))
