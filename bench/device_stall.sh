@@ -103,16 +103,29 @@ hosts:
     node_ip: 127.0.0.1
     num_gpus: $GPUS
 EOF
-vt check "$HOSTS" > "$W/check.log" 2>&1
+timeout 90 "$PY" -m tui check "$HOSTS" > "$W/check.log" 2>&1
 echo "== check: exit $? ($(tail -1 "$W/check.log"))"
 
 SAMPLER= WATCH=
-cleanup() {
-    [ -n "$WATCH" ] && kill -TERM "$WATCH" 2>/dev/null && wait "$WATCH" 2>/dev/null
+cleanup() {  # the watch ends its pass and lets its lease go on SIGTERM: 15 s for that
+    local i
+    if [ -n "$WATCH" ] && kill -TERM "$WATCH" 2>/dev/null; then
+        for i in $(seq 30); do kill -0 "$WATCH" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL "$WATCH" 2>/dev/null
+    fi
     [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
     WATCH= SAMPLER=
 }
-trap cleanup EXIT
+collect() {  # whatever the run wrote, also when it ended early
+    local f
+    [ -f "$W/driver.log" ] || cp "${DRIVER_LOG:-/nonexistent}" "$W/driver.log" 2>/dev/null
+    for f in decisions.jsonl util.csv stack.json summary.json driver.log; do
+        [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
+    done
+    tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude=./util.csv --exclude=./decisions.jsonl \
+        --exclude=./stack.json --exclude=./summary.json --exclude=./driver.log .
+}
+trap 'cleanup; collect' EXIT
 
 t0=$(date +%s.%N)
 timeout 120 "$PY" -m tui up "$HOSTS" > "$W/up.log" 2>&1
@@ -161,7 +174,7 @@ print(next((j['status'] for j in json.load(sys.stdin)['jobs'] if j['submission_i
         next_status=$(python3 -c "print($now + 10)")
         case $status in
             RUNNING|PENDING|'?') ;;
-            *) echo "== the job ended: $status"; tail -30 "$DRIVER_LOG"; break ;;
+            *) echo "== the job ended: $status"; tail -30 "$DRIVER_LOG" | cut -c1-300; break ;;
         esac
     fi
     sleep 0.5
@@ -186,10 +199,4 @@ echo "== verl-tui down: exit $?"
 
 echo "== summary"
 python3 bench/device_stall.py summary "$W"
-rc=$?
-cp "$W/decisions.jsonl" "$W/stack.json" "$W/summary.json" "$OUT/"
-[ -f "$W/util.csv" ] && cp "$W/util.csv" "$OUT/"
-[ -f "$W/driver.log" ] && cp "$W/driver.log" "$OUT/"
-tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude=./util.csv --exclude=./decisions.jsonl \
-    --exclude=./stack.json --exclude=./summary.json --exclude=./driver.log .
-exit $rc
+exit $?  # 0: flagged; the EXIT trap copies the files to $OUT
