@@ -103,7 +103,7 @@ hosts:
     node_ip: 127.0.0.1
     num_gpus: $GPUS
 EOF
-timeout 90 "$PY" -m tui check "$HOSTS" > "$W/check.log" 2>&1
+timeout 60 "$PY" -m tui check "$HOSTS" > "$W/check.log" 2>&1
 echo "== check: exit $? ($(tail -1 "$W/check.log"))"
 
 SAMPLER= WATCH=
@@ -126,6 +126,7 @@ collect() {  # whatever the run wrote, also when it ended early
         --exclude=./stack.json --exclude=./summary.json --exclude=./driver.log .
 }
 trap 'cleanup; collect' EXIT
+trap 'exit 143' TERM INT  # a timeout around the script: still stop and collect
 
 t0=$(date +%s.%N)
 timeout 120 "$PY" -m tui up "$HOSTS" > "$W/up.log" 2>&1
@@ -191,10 +192,10 @@ cat > "$W/times.json" <<EOF
 EOF
 cp "$DRIVER_LOG" "$W/driver.log" 2>/dev/null
 
-timeout 90 "$PY" -m tui stop "$HOSTS" "$SID" > "$W/stop.log" 2>&1
+timeout 60 "$PY" -m tui stop "$HOSTS" "$SID" > "$W/stop.log" 2>&1
 echo "== verl-tui stop: exit $?"
 cleanup
-timeout 90 "$PY" -m tui down "$HOSTS" > "$W/down.log" 2>&1
+timeout 60 "$PY" -m tui down "$HOSTS" > "$W/down.log" 2>&1
 echo "== verl-tui down: exit $?"
 
 echo "== summary"
