@@ -164,8 +164,9 @@ while :; do
         echo "== job-stalled seen $(python3 -c "print(round($now - ${hang:-$submitted}, 1))") s after" \
             "the $([ -n "$hang" ] && echo hang || echo submit)"
     fi
-    if [ -n "$flagged" ] && [ -n "$hang" ] &&
-        python3 -c "import sys; sys.exit($now - $hang < $AFTER_HANG_S)"; then break; fi
+    # Enough samples of the hang (or of the stall, where no hang line came: --hang-at 0).
+    if [ -n "$flagged" ] &&
+        python3 -c "import sys; sys.exit($now - ${hang:-$flagged} < $AFTER_HANG_S)"; then break; fi
     if python3 -c "import sys; sys.exit($now - $submitted < $FLAG_DEADLINE_S)"; then
         echo "== no job-stalled decision within $FLAG_DEADLINE_S s of the submit"; break
     fi
