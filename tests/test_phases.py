@@ -85,3 +85,29 @@ def test_compare_gets_the_breakdown_and_the_health_per_run() -> None:
     assert [(x["rule"], x["step"]) for x in b["health"]] == [("nonfinite", 3), ("kl", 4)]
     lines = run_readings(runs)
     assert lines[0].startswith("a: gen 38 % of the step") and "kl, nonfinite" in lines[3]
+
+
+async def test_the_metrics_tab_stacks_the_phases_with_p() -> None:
+    from test_metrics_panel import PanelApp, drawn
+
+    app = PanelApp()
+    async with app.run_test(size=(160, 50)) as pilot:
+        panel = app.panel
+        rows: dict[int, dict[str, float]] = {}
+        for key, points in series().items():
+            for step, value in points:
+                rows.setdefault(step, {})[key] = value
+        panel.tracker.add_rows(sorted(rows.items()))
+        panel.rows_arrived()
+        await drawn(pilot, panel)
+        panel.focus()
+        await pilot.press("p")
+        await pilot.pause()
+        chart = next(c for c in panel.charts if c.spec.phases)
+        assert chart is panel.charts[5]  # in the step-time chart's place
+        assert chart.plotted["timing_s/gen"] == [(s, GEN) for s in range(1, 6)]
+        assert chart.plotted["timing_s/update_actor"][2] == (3, 0.0)  # its NaN: not stacked
+        assert str(chart.border_subtitle).startswith("gen 38 % of the step; update_actor 35 %")
+        await pilot.press("p")
+        await pilot.pause()
+        assert panel.charts[5].spec.title == "step time (s)"

@@ -44,6 +44,7 @@ class ChartSpec:
     keys: tuple[str, ...]
     short: str = ""  # the label in the latest-values line
     first_only: bool = False
+    phases: bool = False  # the stacked timing_s/* phases of each step (tui/widgets/phases.py)
 
 
 DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
@@ -55,6 +56,8 @@ DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("throughput (tokens/s/GPU)", ("perf/throughput",), "tok/s/GPU"),
     ChartSpec("step time (s)", ("timing_s/step",), "s/step"),
 )
+STEP_TIME_TITLE = "step time (s)"
+PHASES_CHART = ChartSpec("where the step's time goes (s)", ("timing_s/step",), phases=True)
 
 
 def fmt_value(v: float) -> str:
@@ -174,6 +177,14 @@ class MetricChart(Vertical, can_focus=True):
     def draw(self, tracker: MetricsTracker, alerts: Sequence[Alert] = ()) -> None:
         spec = self.spec
         self.border_title = markup(spec.title)
+        if spec.phases:
+            from tui.widgets.phases import draw_phases
+
+            self.border_subtitle = markup(draw_phases(self, tracker))
+            if not self.border_subtitle:
+                self.query_one(".empty", Static).update("no step timings (timing_s/step) yet")
+                self.remove_class("has-data")
+            return
         keys = chart_keys(spec, tracker)
         if not keys:
             self.plotted = {}
@@ -339,6 +350,7 @@ class MetricsPanel(Widget, can_focus=True):
     BINDINGS = [
         Binding("m", "pick_metric", "Chart metric"),
         Binding("0", "reset_layout", "Reset charts"),
+        Binding("p", "toggle_phases", "Step phases", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -495,6 +507,20 @@ class MetricsPanel(Widget, can_focus=True):
             MetricPicker(keys, self.tracker.latest(), spec.title, shown[0] if shown else None),
             picked,
         )
+
+    def action_toggle_phases(self) -> None:
+        """The focused chart (else the step-time chart) shows where each step's time goes;
+        again: back to the default layout's chart there."""
+        titles = [spec.title for spec in DEFAULT_CHARTS]
+        index = (
+            self._target_chart()
+            if self.app.focused in self.charts
+            else titles.index(STEP_TIME_TITLE)
+        )
+        if self.specs[index].phases:
+            self.set_chart(index, DEFAULT_CHARTS[index])
+        else:
+            self.set_chart(index, PHASES_CHART)
 
     def set_chart(self, index: int, spec: ChartSpec) -> None:
         """Show `spec` in chart `index` (0 is top left, row by row)."""
