@@ -8,6 +8,11 @@ not be taken (each named on stderr); the others are still written.
 
     .venv/bin/python scripts/screenshots.py
 
+    .venv/bin/python scripts/screenshots.py stall
+
+shoots only the stall scene: the GPU table's optional columns, a real deadlocked job flagged
+STALLED by the cockpit's supervisor, and its stacks.
+
 The real-GPU screenshot (cluster_real_gpus.*) comes from scripts/real_gpu_check.py on a GPU
 machine; this script only converts it to PNG if the SVG is present.
 
@@ -95,9 +100,10 @@ class Scenario:
         self.cluster.start()
         threading.Thread(target=self._animate, daemon=True).start()
 
-    def hosts_file(self, path: Path, *, with_unreachable: bool) -> Path:
+    def hosts_file(self, path: Path, *, with_unreachable: bool, extra: str = "") -> Path:
         c = self.cluster
         lines = [
+            *extra.splitlines(),
             f"cluster: {CLUSTER}",
             f"python: {sys.executable}",
             "ssh:",
@@ -656,6 +662,66 @@ async def shoot_mixed_amd(work: Path) -> Path:
         cluster.stop()
 
 
+# Small thresholds: the deadlocked job steps every second, so 10 s without one is a stall.
+STALL_BLOCK = "stall:\n  factor: 2\n  min_s: 10\n  startup_s: 120\n"
+DEADLOCK = ROOT / "tests" / "workloads" / "gloo_deadlock.py"
+
+
+async def shoot_stall(scenario: Scenario) -> list[Path]:
+    """The GPU table with its optional columns (c); a real deadlocked job (one rank never enters
+    the all_reduce) flagged STALLED by the cockpit's own supervisor; its stacks (p)."""
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.stack import StackScreen
+
+    shots: list[Path] = []
+
+    def save(app: VerlTuiApp, name: str) -> None:
+        path = OUT / f"{name}.svg"
+        app.save_screenshot(str(path))
+        shots.append(path)
+
+    hosts = scenario.hosts_file(scenario.work / "c.yaml", with_unreachable=False, extra=STALL_BLOCK)
+    app = VerlTuiApp(load_inventory(hosts), interval=0.25)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.sleep(8)  # a few samples of history per GPU
+        await pilot.press("c")
+        await pilot.pause(1.0)
+        save(app, "cluster_columns")
+        await pilot.press("c", "u")
+        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+        progress = app.screen
+        await until(pilot, lambda: progress.finished, 180)
+        await pilot.press("escape")
+        await until(pilot, lambda: app.ray_monitor.view.state == RayState.UP, 30)
+        sid = "grpo-allreduce-hang"
+        await asyncio.to_thread(
+            submit, hosts, sid, sys.executable, str(DEADLOCK), "--step-s", "1", "--hang-at", "8"
+        )
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+        jobs = app.screen
+        await until(pilot, lambda: sid in jobs.stalls, 240)  # the supervisor: every 10 s
+        table = jobs.query_one("DataTable")
+        table.move_cursor(row=table.get_row_index(sid))
+        await pilot.pause(1.0)
+        save(app, "jobs_stalled")
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, StackScreen), 10)
+        stack = app.screen
+        await until(pilot, lambda: stack.report is not None, 90)
+        await pilot.pause(1.0)
+        save(app, "stack")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is jobs, 10)
+        await pilot.press("1", "D")
+        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 15)
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+        progress = app.screen
+        await until(pilot, lambda: progress.finished, 120)
+    return shots
+
+
 def to_png(svg: Path) -> Path:
     # rsvg collapses runs of spaces unless told to keep them (Textual's SVG relies on them).
     text = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
@@ -679,6 +745,18 @@ def main() -> int:
         return 0
     if sys.argv[1:] == ["runs"]:  # only screenshots_runs.py's scenes (while changing them)
         return shoot_only_runs(Scenario, open_form, to_png)
+    if sys.argv[1:] == ["stall"]:  # only the stall scene: optional columns, STALLED, stacks
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
+            scenario = Scenario(Path(tmp))
+            try:
+                scenario.start()
+                shots = asyncio.run(shoot_stall(scenario))
+            finally:
+                scenario.close()
+        for svg in shots:
+            print(to_png(svg).relative_to(ROOT))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         # Jobs submitted for the pictures go into a throwaway history, not the user's.
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
@@ -694,6 +772,7 @@ def main() -> int:
             scenario.start()
             t0 = time.monotonic()
             shots = asyncio.run(shoot(scenario, drafts))
+            shots += asyncio.run(shoot_stall(scenario))
         finally:
             scenario.close()
             subprocess.run(["umount", "--lazy", str(drafts)], check=False)

@@ -36,7 +36,8 @@ class StackScreen(ReportsWorkerFailures, Screen):
     ]
 
     DEFAULT_CSS = """
-    StackScreen #stack-title { height: 1; background: $panel; text-style: bold; }
+    StackScreen #stack-title { height: 1; background: $panel; text-style: bold;
+        text-wrap: nowrap; text-overflow: ellipsis; }
     StackScreen #stack-groups { height: 1fr; min-height: 5; }
     StackScreen #stack-frames { height: 2fr; border-top: solid $primary 50%; padding: 0 1;
         overflow-y: auto; }
@@ -111,7 +112,6 @@ class StackScreen(ReportsWorkerFailures, Screen):
             f"{len(report.dumps)} of {plural(report.expected, 'process', 'processes')} in "
             f"{plural(len(self.groups), 'group')}, taken {taken} ({report.seconds:.1f} s)"
             + (", native frames" if report.native else "")
-            + (f"; {saved}" if saved else "")
         )
         self._ray_panel(report)
         self._detail(0)
@@ -126,6 +126,8 @@ class StackScreen(ReportsWorkerFailures, Screen):
     def _ray_panel(self, report: StackReport) -> None:
         lines = [f"[b red]✗[/] {markup(str(p), 400)}" for p in report.problems]
         lines += [markup(line, 400) for line in report.ray_lines]
+        if self.saved:  # a long path: its own line, not the one-row title's end
+            lines.append(f"[dim]dump saved: {markup(self.saved, 400)}[/]")
         self.query_one("#stack-ray", Static).update("\n".join(lines) or "[dim]no problems[/]")
 
     def _detail(self, index: int) -> None:
