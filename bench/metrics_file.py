@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.benchlib import code_version  # noqa: E402
-from tui.metrics import MetricsTracker  # noqa: E402
-from tui.metrics.filelog import FileLines  # noqa: E402
+from bench.benchlib import code_version
+from tui.metrics import MetricsTracker
+from tui.metrics.filelog import FileLines
 
 
 def main() -> None:
