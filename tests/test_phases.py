@@ -111,3 +111,22 @@ async def test_the_metrics_tab_stacks_the_phases_with_p() -> None:
         await pilot.press("p")
         await pilot.pause()
         assert panel.charts[5].spec.title == "step time (s)"
+
+
+def test_the_phase_clock_and_the_supervisors_record(tmp_path) -> None:
+    from tui.metrics.phases import PhaseClock
+    from tui.supervisor.health_duty import read_phase_util, write_health
+
+    clock = PhaseClock()
+    clock.note_steps([1], 50.0)  # logged before the first look: its end is not known
+    clock.note_steps([1, 2], 100.0)
+    clock.note_steps([1, 2, 3], 110.0)
+    assert clock.ended_at == {2: 100.0, 3: 110.0}
+    for i in range(9, 46):  # step 2's gen (90.8 .. 94.6 s): 40 % busy
+        clock.note_util(90.0 + i * 0.1, 40.0)
+    clock.note_util(95.0, math.nan)
+    util = clock.gpu_util(series(3))
+    assert util == {"gen": pytest.approx(40.0)}
+    write_health(tmp_path, "c", {}, {"job-1": util})
+    assert read_phase_util(tmp_path, "c", "job-1") == {"gen": pytest.approx(40.0)}
+    assert read_phase_util(tmp_path, "c", "other") == {}

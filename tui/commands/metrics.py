@@ -59,12 +59,24 @@ def text_lines(tracker: MetricsTracker, patterns: list[str] | None = None) -> li
     return lines
 
 
-def phases_of(tracker: MetricsTracker) -> Breakdown:
-    """The job's step-time breakdown (tui/metrics/phases.py) from its timing and perf keys."""
+def phases_of(tracker: MetricsTracker, gpu_util: dict[str, float] | None = None) -> Breakdown:
+    """The job's step-time breakdown (tui/metrics/phases.py) from its timing and perf keys;
+    `gpu_util`: the GPUs' busy share per phase, where the supervisor measured it."""
     from tui.metrics.phases import breakdown
 
     keys = [k for k in tracker.keys() if k.startswith(("timing_s/", "perf/"))]  # noqa: SIM118
-    return breakdown({k: tracker.series(k) for k in keys})
+    return breakdown({k: tracker.series(k) for k in keys}, gpu_util)
+
+
+def supervised_phase_util(cluster: str, job: str) -> dict[str, float]:
+    """What the supervisor (cockpit or `watch`) measured of the job's GPUs per phase."""
+    from tui.state import StateError, state_dir
+    from tui.supervisor.health_duty import read_phase_util
+
+    try:
+        return read_phase_util(state_dir(), cluster, job)
+    except StateError:
+        return {}
 
 
 def phase_lines(b: Breakdown) -> list[str]:
@@ -99,14 +111,15 @@ def run_metrics(
         for warning in store.take_warnings():
             print(f"verl-tui metrics: {warning}", file=sys.stderr)
         doc = metrics_doc(tracker, keys)
+        gpu = supervised_phase_util(inv.cluster, job) if phases else {}
         if phases:
-            doc["phases"] = phases_of(tracker).to_json()
+            doc["phases"] = phases_of(tracker, gpu).to_json()
         if as_json:
             print(json_text(doc, inv))
         else:
             print("\n".join(text_lines(tracker, keys)))
             if phases:
-                print("\n".join(phase_lines(phases_of(tracker))))
+                print("\n".join(phase_lines(phases_of(tracker, gpu))))
         return 0
 
     return _run(_with_cluster(inv, body))

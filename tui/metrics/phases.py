@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,3 +190,33 @@ def gpu_util_by_phase(
             s, n = sums.get(phase, (0.0, 0))
             sums[phase] = (s + sum(u for _t, u in ordered[lo:hi]), n + hi - lo)
     return {p: s / n for p, (s, n) in sums.items()}
+
+
+class PhaseClock:
+    """What a follower of a running job learns over time for gpu_util_by_phase: when each
+    step's row first arrived (its end, to the follower's polling), and the job's GPU busy share
+    at times. Steps already logged when it first looked have no known end and are left out."""
+
+    def __init__(self, max_samples: int = 20_000) -> None:
+        self.ended_at: dict[int, float] = {}
+        self._known: set[int] = set()
+        self.samples: deque[tuple[float, float]] = deque(maxlen=max_samples)
+        self._first = True
+
+    def note_steps(self, steps: Sequence[int], now: float) -> None:
+        new = [s for s in steps if s not in self._known]
+        self._known.update(new)
+        if not self._first:
+            for s in new:
+                self.ended_at[s] = now
+        self._first = False
+
+    def note_util(self, now: float, util: float | None) -> None:
+        if util is not None and math.isfinite(util):
+            self.samples.append((now, util))
+
+    def gpu_util(self, series: Series) -> dict[str, float]:
+        """Mean GPU busy share per phase over the steps whose end is known."""
+        if not self.samples or not self.ended_at:
+            return {}
+        return gpu_util_by_phase(phase_windows(per_step(series), self.ended_at), self.samples)

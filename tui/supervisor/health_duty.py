@@ -23,10 +23,12 @@ from tui.config.health import HealthOptions
 from tui.config.yamlfile import ConfigError
 from tui.metrics import MetricsTracker
 from tui.metrics.health import Alert, HealthWatch
+from tui.metrics.phases import TIMING, PhaseClock
 from tui.sanitize import one_line
 from tui.state import atomic_write_json, read_state_json, state_path
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
+from tui.supervisor.stall_duty import GPU_SAMPLES  # the cockpit's newest telemetry per host
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ CONSOLE_MARKS = ("step:", "Total training steps")
 HEAD_WAIT_S = 20.0
 MAX_BYTES = 4 << 20
 SHOWN = 20  # alerts per job kept in health.json (the newest)
+PIDS_EVERY = 6  # passes between asking Ray for a job's worker pids
 
 
 @dataclass
@@ -51,6 +54,10 @@ class _Job:
     announced: set[tuple[str, str]] = field(default_factory=set)
     stopped: bool = False
     problem: str | None = None
+    # Step ends and the job's GPU busy share (the supervisor's telemetry, where it has some):
+    # how busy the GPUs were in each phase (tui/metrics/phases.py).
+    clock: PhaseClock = field(default_factory=PhaseClock)
+    pids: dict[str, set[int]] = field(default_factory=dict)
 
 
 def _announced(rec: JobRecord | None, alert: Alert) -> bool:
@@ -74,7 +81,7 @@ class HealthDuty:
     def __init__(self) -> None:
         self.jobs: dict[str, _Job] = {}
         self._profiles: dict[str, tuple[tuple[int, int], HealthOptions | None]] = {}
-        self._written: dict[str, Any] | None = None
+        self._written: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def options(self, rec: JobRecord | None) -> tuple[HealthOptions, str]:
         """The job's profile's health: block (the defaults without one); (options, problem)."""
@@ -109,6 +116,8 @@ class HealthDuty:
             try:
                 await self._read(ctx, row.submission_id, j)
                 j.problem = None
+                j.clock.note_steps(j.tracker.steps(), time.time())
+                await self._gpus(ctx, row.submission_id, j)
             except (TransportError, DashboardError, OSError) as exc:
                 why = f"health check: the metrics cannot be read: {one_line(str(exc), 200)}"
                 if why != j.problem:
@@ -172,6 +181,44 @@ class HealthDuty:
         message = alert.message + (f" ({'; '.join(notes)})" if notes else "")
         return Decision(KIND, row.submission_id, message, details=details)
 
+    async def _gpus(self, ctx: SupervisorContext, sid: str, j: _Job) -> None:
+        """The job's GPUs' mean busy share now, from the telemetry the supervisor has (the
+        cockpit's newest sample per host × the job's worker pids on each host)."""
+        samples = ctx.extras.get(GPU_SAMPLES)
+        if not callable(samples):
+            return
+        if j.passes % PIDS_EVERY == 1 or not j.pids:
+            from tui.archive.gpu_use import job_worker_pids
+
+            try:
+                client = await ctx.dashboard()
+                job_id = (await client.job_info(sid)).get("job_id")
+                if isinstance(job_id, str) and job_id:
+                    j.pids = await job_worker_pids(client, job_id, ctx.inv)
+            except DashboardError:
+                return  # asked again next pass; the health rules do not need it
+        utils = []
+        for host, sample in (samples() or {}).items():
+            pids = j.pids.get(host)
+            if sample is None or not pids:
+                continue
+            for gpu in sample.gpus:
+                mine = any(p.pid in pids for p in gpu.processes or ())
+                if mine and gpu.util_percent is not None:
+                    utils.append(gpu.util_percent)
+        if utils:
+            j.clock.note_util(time.time(), sum(utils) / len(utils))
+
+    def phase_util(self) -> dict[str, dict[str, float]]:
+        """Per job: its GPUs' mean busy share (%) in each step phase, where known."""
+        out = {}
+        for sid, j in self.jobs.items():
+            keys = [k for k in j.tracker.keys() if k.startswith(TIMING)]  # noqa: SIM118
+            util = j.clock.gpu_util({k: j.tracker.series(k) for k in keys})
+            if util:
+                out[sid] = util
+        return out
+
     # -- what the Jobs screen and `jobs --json` read -----------------------------------------
 
     def current(self) -> dict[str, list[dict[str, Any]]]:
@@ -183,12 +230,13 @@ class HealthDuty:
 
     def _save(self, ctx: SupervisorContext) -> None:
         now = self.current()
-        if now != self._written:
+        util = self.phase_util()
+        if (now, util) != self._written:
             try:
-                write_health(ctx.state_dir, ctx.inv.cluster, now)
+                write_health(ctx.state_dir, ctx.inv.cluster, now, util)
             except OSError:
                 return  # a full disk: shown in this process (extras), written next pass
-            self._written = now
+            self._written = (now, util)
         ctx.extras["health"] = now
 
 
@@ -196,8 +244,29 @@ def health_path(state_dir: Path, cluster: str) -> Path:
     return state_path("supervisor", cluster, "health.json", root=state_dir / "supervisor")
 
 
-def write_health(state_dir: Path, cluster: str, health: dict[str, list[dict[str, Any]]]) -> None:
-    atomic_write_json(health_path(state_dir, cluster), {"checked_at": time.time(), "jobs": health})
+def write_health(
+    state_dir: Path,
+    cluster: str,
+    health: dict[str, list[dict[str, Any]]],
+    phase_util: dict[str, dict[str, float]] | None = None,
+) -> None:
+    doc = {"checked_at": time.time(), "jobs": health, "phase_util": phase_util or {}}
+    atomic_write_json(health_path(state_dir, cluster), doc)
+
+
+def read_phase_util(state_dir: Path, cluster: str, sid: str) -> dict[str, float]:
+    """The supervisor's GPU busy share (%) per step phase of a job ({} when not known). StateError
+    naming the file when it cannot be read."""
+    doc = read_state_json(health_path(state_dir, cluster), max_bytes=MAX_BYTES)
+    per_job = doc.get("phase_util") if isinstance(doc, dict) else None
+    util = per_job.get(sid) if isinstance(per_job, dict) else None
+    if not isinstance(util, dict):
+        return {}
+    return {
+        p: float(v)
+        for p, v in util.items()
+        if isinstance(p, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def read_health(state_dir: Path, cluster: str) -> dict[str, list[dict[str, Any]]]:
