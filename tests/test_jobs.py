@@ -146,7 +146,7 @@ def test_dry_run_prints_the_equivalent_command(ray_up, tmp_path):
     assert out.returncode == 0
     assert out.stdout.startswith("ray job submit \\\n    --address=http://127.0.0.1:8265")
     # `python` is the hosts' interpreter (hosts.yaml python:), shown rewritten.
-    assert f"-- {VENV_PY} -c 'print('\"'\"'$(x)'\"'\"')'" in out.stdout
+    assert f"-- {VENV_PY} -c \"print('\\$(x)')\"" in out.stdout  # one level of quoting
     # The printed command is valid shell that yields exactly our argv.
     argv = subprocess.run(
         ["bash", "-c", "printf '%s\\0' " + out.stdout.split(" -- ", 1)[1]],
