@@ -131,7 +131,7 @@ def summarize(d: Path) -> dict[str, Any]:
     ]
     flag = stalled[0] if stalled else None
     details = (flag or {}).get("details") or {}
-    hang = times.get("hang_seen_at")
+    hang, sub = times.get("hang_seen_at"), times.get("submitted_at")
     driver = (d / "driver.log").read_text(errors="replace") if (d / "driver.log").exists() else ""
     ranks = ranks_of(driver)
     odd = max(ranks) if ranks else None  # the workload's default odd rank: the last
@@ -148,6 +148,7 @@ def summarize(d: Path) -> dict[str, Any]:
         "hang_seen_at": hang,
         "flagged_at": (flag or {}).get("at"),
         "hang_to_flag_s": round(flag["at"] - hang, 1) if flag and hang else None,
+        "submit_to_flag_s": round(flag["at"] - sub, 1) if flag and sub else None,
         "limit_s": details.get("limit_s"),
         "median_step_s": details.get("median_step_s"),
         "last_step": details.get("last_step"),
@@ -172,8 +173,13 @@ def report(s: dict[str, Any]) -> list[str]:
     if not s["flagged"]:
         lines.append(f"NOT FLAGGED: no job-stalled decision for {s['submission_id']}")
     else:
+        after = (
+            f"{s['hang_to_flag_s']} s after the hang"
+            if s["hang_to_flag_s"] is not None
+            else f"{s['submit_to_flag_s']} s after the submit (no hang line)"
+        )
         lines.append(
-            f"flagged STALLED {s['hang_to_flag_s']} s after the hang "
+            f"flagged STALLED {after} "
             f"(limit {s['limit_s']} s, median step {s['median_step_s']} s, last step "
             f"{s['last_step']})"
         )
