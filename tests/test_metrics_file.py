@@ -182,11 +182,11 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
                     assert _same(got, want), (step, key, got, want)
             # Where the steps' time went (verl-tui metrics --phases): the file's timing_s/*
             # phases add up to its timing_s/step sums.
-            b = phases_of(tracker)
-            assert b.steps == 4 and b.total_s == sum(5.5 + s for s in range(1, 5))
-            assert b.phases["gen"] == sum(2.0 + s for s in range(1, 5))
-            assert sum(b.phases.values()) == pytest.approx(b.total_s)
-            assert b.mfu == {"actor": 0.125}
+            spent = phases_of(tracker)
+            assert spent.steps == 4 and spent.total_s == sum(5.5 + s for s in range(1, 5))
+            assert spent.phases["gen"] == sum(2.0 + s for s in range(1, 5))
+            assert sum(spent.phases.values()) == pytest.approx(spent.total_s)
+            assert spent.mfu == {"actor": 0.125}
             assert dict(tracker.series("actor/pg_clipfrac_is_one")) == {
                 1: 1.0,
                 2: 0.0,
