@@ -160,3 +160,23 @@ def test_example_file_in_the_repo_loads():
     assert [h.name for h in inv.hosts] == ["node1", "node2", "login"]
     assert inv.host("node2").ssh.port == 2222 and inv.host("login").transport == "local"
     assert inv.telemetry.interval == 1.0
+
+
+def test_a_node_ip_ray_reports_names_its_host_and_a_loopback_host_takes_its_own_address():
+    """Ray reports a node started with --node-ip-address=127.0.0.1 under the machine's primary
+    address (seen on the device: 192.0.2.2): the local cockpit's one host must still own it,
+    or `up` waits for a node it never recognises."""
+    from tui.config.hosts import local_inventory, parse_inventory
+
+    local = local_inventory()
+    assert local.host_of_ip("192.0.2.2") == "localhost" == local.host_of_ip("127.0.0.1")
+    assert local.host_of_ip(None) is None and local.host_of_ip("") is None
+    inv = parse_inventory(
+        "hosts:\n  - name: a\n    address: 10.0.0.1\n  - name: b\n    address: 10.0.0.2\n"
+    )
+    assert inv.host_of_ip("10.0.0.2") == "b" and inv.host_of_ip("10.0.0.9") is None
+    two = parse_inventory(
+        "hosts:\n  - name: a\n    transport: local\n  - name: b\n    transport: local\n"
+        "    node_ip: 127.0.0.2\n"
+    )
+    assert two.host_of_ip("192.0.2.2") is None  # two loopback hosts: which one is not known

@@ -174,7 +174,7 @@ def _driver_host(cluster: RayCluster, info: dict[str, Any]) -> str | None:
     ip = d.get("node_ip_address") if isinstance(d, dict) else None
     if not isinstance(ip, str):
         return None
-    return next((h.name for h in cluster.inv.hosts if h.node_ip == ip), ip)
+    return cluster.inv.host_of_ip(ip) or ip
 
 
 async def _sample_gpus(

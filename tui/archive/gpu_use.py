@@ -45,12 +45,11 @@ async def job_worker_pids(
     actors = await client.state_rows("actors", _filtered("job_id", job_id))
     tasks = await client.state_rows("tasks", _filtered("job_id", job_id))
     ip_of = {n["node_id"]: n["node_ip"] for n in await client.alive_nodes()}
-    host_of = {h.node_ip: h.name for h in inv.hosts}
     out: dict[str, set[int]] = {}
 
     def add(ip: Any, pid: Any) -> None:
         if isinstance(ip, str) and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
-            out.setdefault(host_of.get(ip, ip), set()).add(pid)
+            out.setdefault(inv.host_of_ip(ip) or ip, set()).add(pid)
 
     for a in actors:
         if a.get("state") == "ALIVE":

@@ -138,7 +138,9 @@ class MetricsFile:
 def _host_of(cluster: RayCluster, ip: str | None) -> str | None:
     if ip is None:
         return None
-    return next((h.name for h in cluster.inv.hosts if h.node_ip == ip or h.address == ip), None)
+    return cluster.inv.host_of_ip(ip) or next(
+        (h.name for h in cluster.inv.hosts if h.address == ip), None
+    )
 
 
 async def _logger_line_on_head(cluster: RayCluster, sid: str) -> tuple[str, str | None] | None:

@@ -237,13 +237,12 @@ class RayCluster:
     async def status(self) -> ClusterStatus:
         client = await self.dashboard()
         nodes, meta = await asyncio.gather(client.alive_nodes(), client.cluster_metadata())
-        by_ip = {h.node_ip: h.name for h in self.inv.hosts}
         infos = []
         for n in nodes:
             res = n.get("resources_total") or {}
             infos.append(
                 NodeInfo(
-                    host=by_ip.get(n.get("node_ip")),
+                    host=self.inv.host_of_ip(n.get("node_ip")),
                     node_ip=n.get("node_ip", "?"),
                     alive=n.get("state") == "ALIVE",
                     is_head=bool(n.get("is_head_node")),
@@ -264,10 +263,11 @@ class RayCluster:
             missing=[h.name for h in self.inv.hosts if h.name not in alive_hosts],
         )
 
-    async def _alive_ips(self) -> set[str]:
+    async def _alive_hosts(self) -> set[str]:
+        """The hosts of this file with a node ALIVE at the head (by the IP Ray reports)."""
         client = await self.dashboard()
-        # A node without an IP matches no host's node_ip either.
-        return {ip for n in await client.alive_nodes() if isinstance(ip := n.get("node_ip"), str)}
+        names = (self.inv.host_of_ip(n.get("node_ip")) for n in await client.alive_nodes())
+        return {name for name in names if name is not None}
 
     # -- bring-up ----------------------------------------------------------------------------
 
@@ -420,13 +420,13 @@ class RayCluster:
         self._emit(head.name, "head", "ok", f"started in {time.monotonic() - t0:.1f} s")
 
     async def _start_workers(self, facts: dict[str, HostFacts], started: list[str]) -> None:
-        alive = await self._alive_ips()
+        alive = await self._alive_hosts()
         slots = asyncio.Semaphore(MAX_PARALLEL_STARTS)
         failures: dict[str, str] = {}
 
         async def one(host: Host) -> None:
             f = facts[host.name]
-            if host.node_ip in alive:
+            if host.name in alive:
                 self._emit(host.name, "worker", "skip", "already in the cluster")
                 return
             if f.ray_running:
@@ -470,13 +470,13 @@ class RayCluster:
             raise BringUpError("workers failed to start", failures)
 
     async def _wait_alive(self) -> None:
-        want = {h.node_ip: h.name for h in self.inv.hosts}
+        want = [h.name for h in self.inv.hosts]
         self._emit(None, "wait", "running", f"waiting for {plural(len(want), 'node')} ALIVE")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.inv.ray.start_timeout
         while True:
-            alive = await self._alive_ips()
-            missing = [name for ip, name in want.items() if ip not in alive]
+            alive = await self._alive_hosts()
+            missing = [name for name in want if name not in alive]
             if not missing:
                 self._emit(None, "wait", "ok", f"{plural(len(want), 'node')} ALIVE")
                 return

@@ -383,6 +383,15 @@ class Host(BaseModel):
         return self.ssh.command_timeout or DEFAULT_COMMAND_TIMEOUT
 
 
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 class Inventory(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -408,6 +417,23 @@ class Inventory(BaseModel):
             if h.name == name:
                 return h
         raise KeyError(name)
+
+    def host_of_ip(self, ip: object) -> str | None:
+        """The host a node IP that Ray reports belongs to (None: no host of this file).
+
+        Ray reports a node started with a loopback --node-ip-address (the local cockpit's
+        127.0.0.1) under the machine's own primary address instead (Ray 2.60's
+        resolve_ip_for_localhost): such an address, claimed by no other host, is the one
+        loopback host's, when there is exactly one."""
+        if not isinstance(ip, str) or not ip:
+            return None
+        loopback = None
+        for h in self.hosts:
+            if h.node_ip == ip:
+                return h.name
+            if _is_loopback(h.node_ip):
+                loopback = h.name if loopback is None else ""
+        return loopback or None
 
 
 _KNOWN_KEYS = sorted(

@@ -104,7 +104,6 @@ async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
         _job_names(cluster),
     )
     task_by_worker = {t.get("worker_id"): t for t in tasks}
-    host_by_ip = {h.node_ip: h.name for h in cluster.inv.hosts}
     out = []
     for w in workers:
         port = w["debugger_port"] or 0  # checked rows: a missing field is None
@@ -119,7 +118,7 @@ async def paused_workers(cluster: RayCluster) -> list[PausedWorker]:
         task_name = task.get("name") or task.get("func_or_class_name") or "?"
         out.append(
             PausedWorker(
-                host=host_by_ip.get(ip, ip),
+                host=cluster.inv.host_of_ip(ip) or ip,
                 node_ip=ip,
                 pid=w["pid"] or 0,
                 port=int(port),
@@ -149,7 +148,6 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
         data = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise TransportError(f"reading breakpoints on {head.name}: unexpected output") from None
-    host_by_ip = {h.node_ip: h.name for h in inv.hosts}
     node_ip_by_id = await _node_ips(cluster)
     out = []
     for rec in data.get("breakpoints", []):
@@ -161,7 +159,7 @@ async def legacy_breakpoints(cluster: RayCluster) -> list[Breakpoint]:
         out.append(
             Breakpoint(
                 key=rec["key"],
-                host=host_by_ip.get(ip, ip or "?"),
+                host=inv.host_of_ip(ip) or ip or "?",
                 node_ip=ip,
                 port=int(port),
                 pdb_host=pdb_host or "localhost",

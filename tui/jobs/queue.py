@@ -557,7 +557,6 @@ def free_from_report(
     by_node = load.get("usageByNode") if isinstance(load, dict) else None
     if not isinstance(by_node, dict):
         return None
-    host_of = {h.node_ip: h.name for h in inv.hosts}
     out = []
     for n in nodes:
         nid, ip = n.get("node_id"), n.get("node_ip")
@@ -567,7 +566,7 @@ def free_from_report(
         gpu, cpu = _pair(usage.get("GPU")), _pair(usage.get("CPU"))
         free_gpu = max(0.0, gpu[1] - gpu[0]) if gpu else 0.0
         free_cpu = max(0.0, cpu[1] - cpu[0]) if cpu else 0.0
-        name = host_of.get(ip) if isinstance(ip, str) else None
+        name = inv.host_of_ip(ip)
         out.append(NodeResources(name or str(ip or nid), free_gpu, free_cpu))
     return ClusterResources(nodes=out)
 

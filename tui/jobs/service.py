@@ -106,10 +106,9 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
     client = await cluster.dashboard()
     # Both answers are checked by their schemas (tui/cluster/dashboard_schema.py).
     jobs, nodes = await asyncio.gather(client.list_jobs(), client.alive_nodes())
-    by_ip: dict[str | None, str | None] = {h.node_ip: h.name for h in cluster.inv.hosts}
     # Jobs name their driver's node by id; the hosts file knows IPs.
     node_ips = {_text(n.get("node_id")): _text(n.get("node_ip")) for n in nodes}
-    node_host = {nid: by_ip.get(ip, ip) for nid, ip in node_ips.items()}
+    node_host = {nid: cluster.inv.host_of_ip(ip) or ip for nid, ip in node_ips.items()}
     rows: dict[str, JobRow] = {}
     records = {rec.submission_id: rec for rec in history.all()}
     for j in jobs:
@@ -123,7 +122,9 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
                 history.save(rec)
         info = j.get("driver_info")
         driver_ip = _text(info.get("node_ip_address")) if isinstance(info, dict) else None
-        driver = node_host.get(_text(j.get("driver_node_id"))) or by_ip.get(driver_ip, driver_ip)
+        driver = node_host.get(_text(j.get("driver_node_id"))) or (
+            cluster.inv.host_of_ip(driver_ip) or driver_ip
+        )
         message = j.get("message")
         rows[sid] = JobRow(
             sid,

@@ -61,7 +61,6 @@ async def job_targets(
         client.state_rows("tasks", job_query("job_id", job_hex, detail=False)),
         client.nodes(),
     )
-    host_of_ip = {h.node_ip: h.name for h in inv.hosts}
     ip_of_node = {n["node_id"]: n["node_ip"] for n in nodes}
     targets: dict[tuple[str, int], Target] = {}
     unknown: dict[str, int] = {}
@@ -69,7 +68,7 @@ async def job_targets(
     def add(ip: str | None, pid: int | None, role: str, actor: str = "") -> None:
         if not ip or not pid:
             return
-        host = host_of_ip.get(ip)
+        host = inv.host_of_ip(ip)
         if host is None:
             unknown[ip] = unknown.get(ip, 0) + 1
             return

@@ -198,8 +198,7 @@ async def ray_view(client: DashboardClient, inv: Inventory, job_hex: str) -> Ray
         client.state_rows("placement_groups", {"limit": LIMIT, "detail": "true"}),
         client.nodes(),
     )
-    host_of_ip = {h.node_ip: h.name for h in inv.hosts}
-    host_of_node = {n["node_id"]: host_of_ip.get(n["node_ip"], n["node_ip"]) for n in nodes}
+    host_of_node = {n["node_id"]: inv.host_of_ip(n["node_ip"]) or n["node_ip"] for n in nodes}
     for a in actors:
         name = a["name"] or a["class_name"] or a["actor_id"] or "?"
         restarts = a["num_restarts"]
