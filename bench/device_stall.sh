@@ -97,6 +97,8 @@ stall:
   factor: 2
   min_s: 10
   startup_s: $STARTUP_S
+ray:
+  start_timeout: 30
 hosts:
   - name: gpu-host
     transport: local
@@ -132,7 +134,27 @@ t0=$(date +%s.%N)
 timeout 120 "$PY" -m tui up "$HOSTS" > "$W/up.log" 2>&1
 rc=$?
 echo "== verl-tui up: exit $rc in $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
-[ $rc -eq 0 ] || { tail -20 "$W/up.log"; exit 4; }
+if [ $rc -ne 0 ]; then  # what kept the node from being seen ALIVE
+    tail -20 "$W/up.log"
+    env | grep -i -E '^(https?|no|all)_proxy=' | sed 's/=.*@/=…@/'
+    "$PY" -m ray.scripts.scripts start --head --node-ip-address=127.0.0.1 --num-gpus 2 \
+        --disable-usage-stats > "$W/raystart.log" 2>&1
+    sleep 8
+    "$PY" - <<'PY' 2>&1 | tail -8
+import json, urllib.request
+for path in ("/api/version", "/api/v0/nodes?limit=10000&detail=true"):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:8265" + path, timeout=5) as r:
+            print(path, r.status, r.read(4000).decode())
+    except Exception as exc:
+        print(path, "->", repr(exc)[:300])
+PY
+    "$PY" -m ray.scripts.scripts stop --force > /dev/null 2>&1
+    for f in dashboard.err gcs_server.err raylet.err monitor.err; do
+        echo "--- $f"; tail -8 "/tmp/ray/session_latest/logs/$f" 2>&1 | cut -c1-300
+    done
+    exit 4
+fi
 
 if command -v nvidia-smi >/dev/null; then
     python3 bench/device_stack.py sample "$W" 480 &
