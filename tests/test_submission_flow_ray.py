@@ -17,6 +17,7 @@ import re
 import shlex
 
 import pytest
+from test_submission_flow import PROFILE  # the same profile, with and without hosts
 
 from tui.config.hosts import load_inventory
 from tui.jobs.flow import Outcome, Refusal, Refused, Submitted
@@ -25,23 +26,6 @@ from tui.jobs.pipeline import JobSpec
 from tui.jobs.profiles import load_profile
 from tui.jobs.queue import JobQueue
 
-PROFILE = """\
-name: flow-same
-overrides:
-  algorithm.adv_estimator: grpo
-  data.train_batch_size: 64
-  data.max_prompt_length: 256
-  data.max_response_length: 256
-  actor_rollout_ref.model.path: Qwen/Qwen2.5-0.5B-Instruct
-  actor_rollout_ref.actor.ppo_mini_batch_size: 16
-  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 4
-  actor_rollout_ref.rollout.name: vllm
-  actor_rollout_ref.rollout.n: 2
-  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 4
-  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 4
-  trainer.logger: [console]
-  trainer.nnodes: 1
-"""
 SAME = "trainer.experiment_name=flowsame"  # the one --set (a sweep's one-value grid)
 NO_DATA = "data.train_files=/nonexistent/flow/train.parquet"  # on no host
 

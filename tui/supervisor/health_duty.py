@@ -28,6 +28,7 @@ from tui.sanitize import one_line
 from tui.state import atomic_write_json, read_state_json, state_path
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
+from tui.supervisor.profile_cache import ProfileCache
 from tui.supervisor.stall_duty import GPU_SAMPLES  # the cockpit's newest telemetry per host
 from tui.transport.types import TransportError
 
@@ -80,7 +81,7 @@ class HealthDuty:
 
     def __init__(self) -> None:
         self.jobs: dict[str, _Job] = {}
-        self._profiles: dict[str, tuple[tuple[int, int], HealthOptions | None]] = {}
+        self._profiles = ProfileCache()
         self._written: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def options(self, rec: JobRecord | None) -> tuple[HealthOptions, str]:
@@ -89,17 +90,10 @@ class HealthDuty:
         if not path:
             return HealthOptions(), ""
         try:
-            st = Path(path).stat()
-            key = (st.st_mtime_ns, st.st_size)
-            cached = self._profiles.get(path)
-            if cached is None or cached[0] != key:
-                from tui.jobs.profiles import load_profile
-
-                cached = (key, load_profile(Path(path)).health)
-                self._profiles[path] = cached
+            health = self._profiles.load(path).health
         except (OSError, ConfigError) as exc:
             return HealthOptions(), f"profile's health: not read ({one_line(str(exc), 200)})"
-        return cached[1] or HealthOptions(), ""
+        return health or HealthOptions(), ""
 
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
         running = [r for r in ctx.jobs if r.on_head and r.status == "RUNNING"]

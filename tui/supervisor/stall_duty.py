@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui.cluster.dashboard import DashboardError
@@ -26,6 +25,7 @@ from tui.sanitize import one_line
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
 from tui.supervisor.policy import RetryPolicy
+from tui.supervisor.profile_cache import ProfileCache
 from tui.supervisor.stall import GpuState, JobProgress, Stall, judge
 from tui.supervisor.stall_log import LogCursor
 from tui.supervisor.stall_store import write_stalls
@@ -123,7 +123,7 @@ class StallDuty:
 
     def __init__(self) -> None:
         self.jobs: dict[str, _Watched] = {}
-        self._profiles: dict[str, tuple[tuple[int, int], Any]] = {}
+        self._profiles = ProfileCache()
         self._written: dict[str, Any] | None = None
         self._said = ""  # the last pass-wide problem said
 
@@ -136,17 +136,10 @@ class StallDuty:
         if not path:
             return base, ""
         try:
-            st = Path(path).stat()
-            key = (st.st_mtime_ns, st.st_size)
-            cached = self._profiles.get(path)
-            if cached is None or cached[0] != key:
-                from tui.jobs.profiles import load_profile
-
-                cached = (key, load_profile(Path(path)).stall)
-                self._profiles[path] = cached
+            stall = self._profiles.load(path).stall
         except (OSError, ConfigError) as exc:
             return base, f"profile's stall: not read ({one_line(str(exc), 200)}); hosts.yaml's"
-        return base.merged(cached[1]), ""
+        return base.merged(stall), ""
 
     # -- the pass ----------------------------------------------------------------------------
 
