@@ -105,6 +105,15 @@ class SupervisorContext:
             retry_policy=retry_policy,
         )
 
+    def running(self, watched: dict[str, Any]) -> list[JobRow]:
+        """This pass's jobs RUNNING at the head; `watched` (a duty's state by submission id)
+        loses the entries of every other job."""
+        rows = [r for r in self.jobs if r.on_head and r.status == "RUNNING"]
+        ids = {r.submission_id for r in rows}
+        for sid in [sid for sid in watched if sid not in ids]:
+            del watched[sid]
+        return rows
+
     async def emit(self, decision: Decision) -> None:
         """Record and notify now (for a duty that must report before its tick ends)."""
         if self.publish is not None:  # the supervisor's: record, notify, print / show

@@ -96,11 +96,7 @@ class HealthDuty:
         return health or HealthOptions(), ""
 
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
-        running = [r for r in ctx.jobs if r.on_head and r.status == "RUNNING"]
-        ids = {r.submission_id for r in running}
-        for sid in list(self.jobs):
-            if sid not in ids:
-                del self.jobs[sid]
+        running = ctx.running(self.jobs)
         out: list[Decision] = []
         for row in running:
             opts, problem = self.options(row.record)
