@@ -178,11 +178,11 @@ def test_a_quoted_override_is_quoted_one_level_and_a_shell_reads_it_back() -> No
     argv = ["python3", "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator='grpo'"]
     argv += ["data.files=['/a b','c']", "x=$HOME's", "plain"]
     script = "cd '/w d' && exec python3 -m verl.trainer.main_ppo \"$@\" `id` 'a\\b\n'"
-    argv += ["sh", "-c", script, "--", "it's!", "\"'\"", "'"]
+    argv += ["sh", "-c", script, "--", "it's!", '"\'"', "'"]
     line = copy_line(argv)
     assert "'\"'\"'" not in line.split("it")[0]  # no nested quoting before the `!` word
     assert "\"algorithm.adv_estimator='grpo'\"" in line
-    assert "\"x=\\$HOME's\"" in line and "\\\"\\$@\\\"" in line
+    assert '"x=\\$HOME\'s"' in line and '\\"\\$@\\"' in line
     echoed = subprocess.run(
         ["bash", "-c", f"for a in {line}; do printf '%s\\0' \"$a\"; done"],
         capture_output=True,
