@@ -18,7 +18,13 @@ import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
 from test_fleet_ssh import until
 
-from tui.cluster.relay_plan import RelayGroup, RelayHub, hello_token, relay_groups
+from tui.cluster.relay_plan import (
+    RELAYED_KEEPALIVE_S,
+    RelayGroup,
+    RelayHub,
+    hello_token,
+    relay_groups,
+)
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import load_inventory
 from tui.remote import python_argv
@@ -83,7 +89,7 @@ async def test_relay_carries_the_lines_and_heals(three_hosts, tmp_path):
             [conn_kept] = {
                 fleet._links["node2"].conn._keepalive_interval  # the link goes quiet
             }
-            assert conn_kept == 15.0
+            assert conn_kept == RELAYED_KEEPALIVE_S
 
             # The relay dies: its hosts go direct at once, then a new relay takes them back.
             assert _relay_pids(three_hosts, "node1")

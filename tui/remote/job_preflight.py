@@ -28,7 +28,7 @@ from tui.remote.hf_cache import hub_cache
 from tui.remote.startup_imports import check_startup
 from tui.remote.tracing import tracing_facts
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _OC_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 _TRUE = ("1", "true", "yes", "on")
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")

@@ -156,7 +156,7 @@ class FormQueue(ReportsWorkerFailures, Screen[str | None]):
         if isinstance(step, Checked):
             self._sweep_runs = len(step.subs)
         elif isinstance(step, Checking) and step.stage == "preflight":
-            self.notify(f"job preflight of {self._sweep_runs} runs…", timeout=3)
+            self.notify(f"job preflight of {int(self._sweep_runs)} runs…", timeout=3)
         elif isinstance(step, PreflightSkipped):
             self._sweep_refused = ()
             self.notify("queued without the job preflight (sweep asked for again)", timeout=6)
