@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,13 +144,38 @@ class Scenario:
         self.cluster.stop()
 
 
-async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
-    shots: list[Path] = []
+def saver(shots: list[Path]) -> Callable[[VerlTuiApp, str], None]:
+    """`save(app, name)`: the app's screen as screenshots/NAME.svg, listed in `shots`."""
 
     def save(app: VerlTuiApp, name: str) -> None:
         path = OUT / f"{name}.svg"
         app.save_screenshot(str(path))
         shots.append(path)
+
+    return save
+
+
+async def down_from_cockpit(
+    app: VerlTuiApp, pilot, save: Callable[[VerlTuiApp, str], None] | None = None
+) -> None:
+    """D on the Cluster screen, confirmed, until Ray is down; with `save`, the question shot."""
+    await pilot.press("1")
+    await pilot.pause(0.3)
+    await pilot.press("D")
+    await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 15)
+    if save is not None:
+        await pilot.pause(0.5)  # drawn (saved at once, the picture was empty at times)
+        save(app, "confirm_ray_down")
+    await pilot.press("y")
+    await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+    progress = app.screen
+    await until(pilot, lambda: progress.finished, 120)
+    await pilot.press("escape")
+
+
+async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
+    shots: list[Path] = []
+    save = saver(shots)
 
     # 1. A healthy fleet: Ray brought up from the cockpit, the doctor, the keys.
     inv = load_inventory(scenario.hosts_file(scenario.work / "a.yaml", with_unreachable=False))
@@ -200,17 +226,7 @@ async def shoot(scenario: Scenario, drafts: Path) -> list[Path]:
         await shoot_ckpt_picker(app, pilot, save, root)
         hosts = scenario.work / "a.yaml"
         NOT_SHOT.extend(await shoot_runs(app, pilot, save, hosts, scenario, open_form))
-        await pilot.press("1")
-        await pilot.pause(0.3)
-        await pilot.press("D")
-        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 15)
-        await pilot.pause(0.5)  # drawn (saved at once, the picture was empty at times)
-        save(app, "confirm_ray_down")
-        await pilot.press("y")
-        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
-        progress = app.screen
-        await until(pilot, lambda: progress.finished, 120)
-        await pilot.press("escape")
+        await down_from_cockpit(app, pilot, save)
 
     # 2. Trouble: a host that never answers and one that dies while we watch.
     inv = load_inventory(scenario.hosts_file(scenario.work / "b.yaml", with_unreachable=True))
@@ -674,11 +690,7 @@ async def shoot_stall(scenario: Scenario) -> list[Path]:
     from tui.screens.stack import StackScreen
 
     shots: list[Path] = []
-
-    def save(app: VerlTuiApp, name: str) -> None:
-        path = OUT / f"{name}.svg"
-        app.save_screenshot(str(path))
-        shots.append(path)
+    save = saver(shots)
 
     hosts = scenario.hosts_file(scenario.work / "c.yaml", with_unreachable=False, extra=STALL_BLOCK)
     app = VerlTuiApp(load_inventory(hosts), interval=0.25)
@@ -713,12 +725,7 @@ async def shoot_stall(scenario: Scenario) -> list[Path]:
         save(app, "stack")
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is jobs, 10)
-        await pilot.press("1", "D")
-        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 15)
-        await pilot.press("y")
-        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
-        progress = app.screen
-        await until(pilot, lambda: progress.finished, 120)
+        await down_from_cockpit(app, pilot)
     return shots
 
 

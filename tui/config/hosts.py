@@ -9,6 +9,7 @@ import difflib
 import ipaddress
 import re
 import sys
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -427,13 +428,17 @@ class Inventory(BaseModel):
         loopback host's, when there is exactly one."""
         if not isinstance(ip, str) or not ip:
             return None
-        loopback = None
+        by_ip, loopback = self._hosts_by_ip
+        return by_ip.get(ip, loopback)
+
+    @cached_property
+    def _hosts_by_ip(self) -> tuple[dict[str, str], str | None]:
+        # Asked per actor and task of a job (thousands, at 1,024 hosts): one dict, built once.
+        by_ip: dict[str, str] = {}
         for h in self.hosts:
-            if h.node_ip == ip:
-                return h.name
-            if _is_loopback(h.node_ip):
-                loopback = h.name if loopback is None else ""
-        return loopback or None
+            by_ip.setdefault(h.node_ip, h.name)
+        loopback = [h.name for h in self.hosts if _is_loopback(h.node_ip)]
+        return by_ip, loopback[0] if len(loopback) == 1 else None
 
 
 _KNOWN_KEYS = sorted(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.logs.cause import CONFIG_ERROR, scan_log
+from tui.logs.cause import CONFIG_ERROR, LogScan, scan_log
 from tui.logs.sigdef import JOB
 from tui.logs.signatures import SIGNATURES
 
@@ -52,18 +52,19 @@ class Verdict:
     reason: str  # one line: why (what the log showed)
 
 
-def log_signatures(text: str) -> tuple[list[str], str | None]:
-    """The signature keys seen in a log (first appearance order) and its last exception line."""
-    scan = scan_log(text)
-    return scan.keys, scan.last_exception
-
-
 def judge(
     text: str, *, retry_on: tuple[str, ...] = RETRIABLE_KEYS, host_lost: bool = False
 ) -> Verdict:
     """Whether a FAILED job with log `text` may be retried. `host_lost`: a host was unreachable
     (or its Ray node missing) when the job failed — a cluster failure the log may not name."""
-    keys, last_exc = log_signatures(text)
+    return judge_scan(scan_log(text), retry_on=retry_on, host_lost=host_lost)
+
+
+def judge_scan(
+    scan: LogScan, *, retry_on: tuple[str, ...] = RETRIABLE_KEYS, host_lost: bool = False
+) -> Verdict:
+    """`judge` on a log already scanned (tui/logs/cause.py; the scan is not changed)."""
+    keys, last_exc = list(scan.keys), scan.last_exception
     for k in keys:
         if k in NOT_RETRIABLE:
             return Verdict(False, k, f"not retriable: {NOT_RETRIABLE[k]} ({k})")

@@ -10,15 +10,14 @@ only Ray's "entrypoint command failed with exit code 1"."""
 from __future__ import annotations
 
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.job_logs import job_log_snapshot, ray_message
-from tui.logs.cause import scan_log
+from tui.cluster.job_logs import ray_message
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
+from tui.supervisor.failed_log import failed_log_scan
 from tui.transport.types import TransportError
 
 ENDED = ("SUCCEEDED", "STOPPED", "FAILED")
 SLACK_S = 60.0  # a job that ended just before the first supervisor came up still counts
-LOG_TAIL_CHARS = 1 << 20  # the end of the driver log is where the failure is
 
 
 def announced(decisions: list | None, kinds: tuple[str, ...] = ("job-end", "job-failed")) -> bool:
@@ -63,7 +62,7 @@ class EndsDuty:
 
     async def _cause(self, ctx: SupervisorContext, sid: str) -> tuple[str | None, str] | None:
         try:
-            text = await job_log_snapshot(await ctx.dashboard(), sid)
+            scan = await failed_log_scan(ctx, sid)
         except (DashboardError, TransportError):
             return None  # the decision still goes out, with Ray's message
-        return scan_log(text[-LOG_TAIL_CHARS:]).cause()
+        return scan.cause()

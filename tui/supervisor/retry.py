@@ -22,20 +22,19 @@ from typing import Any
 from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.resume import default_local_dir_of, resume_overrides, world_size_warning
 from tui.cluster.dashboard import DashboardError
-from tui.cluster.job_logs import job_log_snapshot
 from tui.jobs.history import JobRecord
 from tui.jobs.service import JobRow
 from tui.jobs.workdir import WorkdirError
-from tui.logs.retriable import Verdict, judge
+from tui.logs.retriable import Verdict, judge_scan
 from tui.sanitize import one_line
 from tui.supervisor.duty import SubmitRejected, SupervisorContext
 from tui.supervisor.events import Decision
+from tui.supervisor.failed_log import failed_log_scan
 from tui.supervisor.policy import RetryPolicy
 from tui.supervisor.rebuild import NotRebuildable, profile_spec, raw_submission_of, retry_id
 from tui.supervisor.stall_duty import stalled_stop
 from tui.transport.types import HostState, TransportError
 
-LOG_TAIL_BYTES = 1 << 20  # the end of the driver log is where the failure is
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 5.0, 60.0
 RETRY_WINDOW_S = 7 * 86400.0  # failures older than this are history, not work
 
@@ -215,9 +214,8 @@ class RetryDuty:
         if st.verdict is None:
             alive = await alive_hosts(ctx)
             st.host_lost = bool(await cluster_gaps(ctx, alive))
-            text = await job_log_snapshot(await ctx.dashboard(), sid)
-            st.verdict = judge(
-                text[-LOG_TAIL_BYTES:], retry_on=policy.retry_on, host_lost=st.host_lost
+            st.verdict = judge_scan(
+                await failed_log_scan(ctx, sid), retry_on=policy.retry_on, host_lost=st.host_lost
             )
             lap("log_verdict")
         v = st.verdict
