@@ -44,6 +44,8 @@ SERVICES = (
     "tui.archive",
     "tui.supervisor",
     "tui.stack",
+    "tui.rollouts",
+    "tui.export",
 )
 UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
 CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
@@ -77,6 +79,15 @@ SIDEWAYS = {
     ("tui.stack", "tui.archive"): "a stack dump is saved into the job's run archive",
     ("tui.supervisor", "tui.stack"): "a stalled job's stacks are dumped into its archive",
     ("tui.supervisor", "tui.metrics"): "a stall is no new step line (verl's step lines parsed)",
+    ("tui.rollouts", "tui.cluster"): "a job's dump folder is found from its driver log and "
+    "its Jobs API record",
+    ("tui.rollouts", "tui.metrics"): "the dump's announcing line is read like the file "
+    "logger's (one finder)",
+    ("tui.export", "tui.cluster"): "the endpoint serves the telemetry and the head's jobs",
+    ("tui.export", "tui.jobs"): "job states come from the one job list (history joined)",
+    ("tui.export", "tui.metrics"): "the training metrics and their health rules",
+    ("tui.export", "tui.archive"): "a job's metrics are read where the cockpit reads them "
+    "(file logger, else console lines)",
     ("tui.supervisor", "tui.archive"): "a stall's evidence is the job's GPUs (the per-job GPU "
     "use join); its stack dump is saved into the run archive",
 }

@@ -106,6 +106,8 @@ class VerlTuiApp(App):
         self.check_local_ray()
         if os.environ.get("VERL_TUI_SUPERVISE", "1") != "0":
             self.run_supervisor()
+        if self.inventory.prometheus:
+            self.run_exporter(self.inventory.prometheus)
 
     def _drop_stale_toasts(self, _screen: Screen[Any]) -> None:
         """A toast about the screen left behind goes with it (it would cover the new screen's
@@ -166,6 +168,24 @@ class VerlTuiApp(App):
             await self.supervisor.run()
         finally:
             await self.supervisor.close()
+
+    @work(exclusive=True, group="prometheus", exit_on_error=False)
+    async def run_exporter(self, listen: str) -> None:
+        """hosts.yaml `prometheus:`: serve what `verl-tui export` serves while the cockpit runs."""
+        from tui.config.listen import parse_listen
+        from tui.export.prometheus import Exporter
+        from tui.jobs.history import JobHistory
+
+        exporter = Exporter(self.ray, JobHistory(self.inventory.cluster), self.monitor)
+        try:
+            exporter.serve(*parse_listen(listen))
+        except OSError as exc:
+            self.notify(markup(f"prometheus: cannot listen on {listen}: {exc}"), severity="error")
+            return
+        try:
+            await exporter.run()
+        finally:
+            exporter.close()
 
     def _add_banner(self, screen) -> None:
         if not screen.query(InsecureBanner):

@@ -130,6 +130,14 @@ COMMANDS: dict[str, Node] = {
         "tui.commands.metrics:METRICS",
         "a job's training metrics (verl's file logger, else its console lines)",
     ),
+    "rollouts": Entry(
+        "tui.commands.rollouts:ROLLOUTS",
+        "a job's rollout samples (verl's dump), a page at a time, flagged, with a histogram",
+    ),
+    "export": Entry(
+        "tui.commands.export:EXPORT",
+        "serve GPU telemetry, job states and training metrics for Prometheus",
+    ),
     "stack": Entry(
         "tui.commands.stack:STACK",
         "a job's stacks on every host (py-spy), grouped; Ray's view of the job",

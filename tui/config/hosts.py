@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from tui.config.listen import parse_listen
 from tui.config.notify import NotifyOptions, NotifyTargets
 from tui.config.stall import StallOptions
 from tui.config.yamlfile import ConfigError, LocatedDoc, load_yaml, parse_yaml
@@ -338,6 +339,8 @@ class HostsFileModel(_Strict):
     env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
+    # The cockpit serves its data for Prometheus here (tui/export): loopback HOST:PORT only.
+    prometheus: str | None = Field(default=None, max_length=100)
 
     _setup = field_validator("env_setup", mode="before")(
         classmethod(lambda cls, v: _setup_steps(v))
@@ -348,6 +351,13 @@ class HostsFileModel(_Strict):
     def _check_cluster(cls, v: str) -> str:
         # The name is a folder of the state dir (history, queue, archive): one safe segment.
         return check_cluster_name(v)
+
+    @field_validator("prometheus")
+    @classmethod
+    def _check_prometheus(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_listen(v)  # ListenError (a ValueError) names what is wrong
+        return v
 
     @field_validator("secret_env")
     @classmethod
@@ -403,6 +413,7 @@ class Inventory(BaseModel):
     secret_env: tuple[str, ...] = ()
     notify: NotifyTargets | None = None
     stall: StallOptions = StallOptions()
+    prometheus: str | None = None  # loopback HOST:PORT the cockpit serves metrics on
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -543,6 +554,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
         secret_env=tuple(model.secret_env),
         notify=model.notify,
         stall=model.stall,
+        prometheus=model.prometheus,
         source=source,
     )
 

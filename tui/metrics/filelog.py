@@ -128,16 +128,24 @@ class LoggerLine:
 def find_logger_line(text: str) -> LoggerLine | None:
     """The last "Creating file logger at /abs/path" line of some driver log text (a resumed
     run opens the file again: the last one is the file written now)."""
-    found: LoggerLine | None = None
+    found = find_marked_lines(text, LOGGER_MARK)
+    return found[-1] if found else None
+
+
+def find_marked_lines(text: str, mark: str) -> list[LoggerLine]:
+    """Every line of driver log text that is `mark` then an absolute path, printed by the
+    trainer itself (nothing before the mark but Ray's prefix): the path and the node that
+    printed it, in order. verl prints its FileLogger's file and each rollout dump this way."""
+    found: list[LoggerLine] = []
     for raw in text.splitlines():
-        if LOGGER_MARK not in raw:
+        if mark not in raw:
             continue
-        head, _, path = clean_line(raw).partition(LOGGER_MARK)
+        head, _, path = clean_line(raw).partition(mark)
         path = path.strip()
         if head.strip() or not _good_path(path):
             continue
-        m = _IP.search(raw.partition(LOGGER_MARK)[0])
-        found = LoggerLine(path, m.group(1) if m else None)
+        m = _IP.search(raw.partition(mark)[0])
+        found.append(LoggerLine(path, m.group(1) if m else None))
     return found
 
 
@@ -156,6 +164,14 @@ def _override(argv: list[str], key: str) -> str | None:
             if word.startswith(prefix):
                 found = word[len(prefix) :].strip("'\"")
     return found
+
+
+def entry_value(entrypoint: str, key: str) -> str | None:
+    """The value the job's command line gives a Hydra key (the last one wins), or None."""
+    try:
+        return _override(shlex.split(entrypoint), key)
+    except ValueError:
+        return None
 
 
 def loggers_of(entrypoint: str) -> list[str] | None:

@@ -1,0 +1,1 @@
+"""The cockpit's data for other tools: the Prometheus endpoint (prometheus.py)."""
