@@ -18,7 +18,14 @@ from harness.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.cluster.agent_schema import MAX_GPUS, MAX_PROCESSES, parse_line, parse_message
+from tui.cluster.agent_schema import (
+    MAX_GPUS,
+    MAX_PROCESSES,
+    gpu_from_json,
+    parse_line,
+    parse_message,
+    sample_from_json,
+)
 from tui.cluster.models import GPU_METRICS, GpuProcess, GpuSample, HostSample, TelemetryState
 from tui.cluster.telemetry import MAX_AGENT_LINE, TelemetryMonitor
 from tui.config.hosts import load_inventory, parse_inventory
@@ -216,10 +223,10 @@ def test_not_agent_json_is_invalid_not_an_exception(raw: bytes) -> None:
 
 
 def test_from_json_wrappers_validate_too() -> None:
-    s = HostSample.from_json({"host": [1], "gpus": [{"index": 0, "util_percent": "x"}]}, 3.0)
+    s = sample_from_json({"host": [1], "gpus": [{"index": 0, "util_percent": "x"}]}, 3.0)
     assert s.gpus[0].util_percent is None and s.mem_total_bytes is None
-    assert GpuSample.from_json({"index": "zero"}) is None
-    assert HostSample.from_json([1], 3.0).gpus == ()
+    assert gpu_from_json({"index": "zero"}) is None
+    assert sample_from_json([1], 3.0).gpus == ()
 
 
 json_leaf = st.one_of(

@@ -206,8 +206,7 @@ def test_the_doctor_lists_failures_first() -> None:
 def test_a_set_gloo_socket_ifname_is_not_suggested_again(tmp_path: Path) -> None:
     """The host's answer from the real remote program (run here), its hostname made
     unresolvable only in what it reports: the finding follows GLOO_SOCKET_IFNAME."""
-    from tui.jobs.preflight import JobNeeds
-    from tui.jobs.preflight_eval import evaluate_answers
+    from tui.jobs.preflight import JobNeeds, evaluate_answers
     from tui.remote import python_argv
 
     inv = load_inventory(_local_hosts(tmp_path))

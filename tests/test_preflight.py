@@ -1,4 +1,4 @@
-"""The job preflight (tui/jobs/preflight.py) on real namespace sshd hosts with real verl compose.
+"""The job preflight (tui/jobs/preflight/) on real namespace sshd hosts with real verl compose.
 
 Each host has its own HOME (so `${oc.env:HOME}/data/gsm8k/…` resolves per host, and the HF
 cache ~/.cache/huggingface/hub is per host) and its own PYTHONPATH folder, where a test puts
@@ -508,8 +508,9 @@ async def test_a_sweep_is_refused_at_its_first_run_whose_preflight_fails(lab):
     here the second run's data file exists on no host."""
     import asyncio
 
+    from tui.jobs.flow import first_failing_preflight
     from tui.jobs.pipeline import JobSpec
-    from tui.jobs.sweep import first_failing_preflight, parse_grid, plan_sweep
+    from tui.jobs.sweep import parse_grid, plan_sweep
 
     lab.ready()
     inv = lab.inventory()

@@ -13,7 +13,7 @@ import pytest
 from harness.cli import run_cli
 
 from tui.jobs.preflight import classify_value, configs_for, job_needs
-from tui.jobs.preflight_imports import (
+from tui.jobs.preflight.imports import (
     NEEDS,
     ROLLOUT_ENGINES,
     SOURCE_FILES,

@@ -24,8 +24,7 @@ from fakenvml.fakenvml import (
     write_state,
 )
 
-from tui.cluster.agent_schema import parse_message
-from tui.cluster.models import GpuSample
+from tui.cluster.agent_schema import gpu_from_json, parse_message
 from tui.cluster.telemetry import agent_argv
 
 # 100 ms busy / 100 ms idle as NVML reports it: a sample every 20 ms, 5 at 100 %, 5 at 2 %
@@ -238,10 +237,10 @@ def test_stale_buffer_then_clock_stepping_back(env, state, stream) -> None:
 
 
 def test_schema_carries_util_window() -> None:
-    gpu = GpuSample.from_json({"index": 0, "util_percent": 51.0, "util_window_s": 1.0})
+    gpu = gpu_from_json({"index": 0, "util_percent": 51.0, "util_window_s": 1.0})
     assert gpu is not None and (gpu.util_percent, gpu.util_window_s) == (51.0, 1.0)
     assert gpu.to_json()["util_window_s"] == 1.0  # what `gpus --json` prints
-    assert GpuSample.from_json({"index": 0, "util_percent": 3.0}).util_window_s is None
+    assert gpu_from_json({"index": 0, "util_percent": 3.0}).util_window_s is None
     for bad in (-1.0, "1.0", True, float("nan"), 1e9, [1]):
         line = parse_message(
             {"type": "sample", "gpus": [{"index": 0, "util_percent": 51.0, "util_window_s": bad}]},

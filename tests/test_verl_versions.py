@@ -19,7 +19,7 @@ import pytest
 
 from tui.jobs import schema
 from tui.jobs.importer import import_script
-from tui.jobs.preflight_imports import required_modules
+from tui.jobs.preflight.imports import required_modules
 from tui.jobs.profiles import load_profile
 from tui.jobs.rules import check_rules
 from tui.jobs.validate import check_profile

@@ -107,7 +107,7 @@ def test_each_start_up_answer_is_one_bounded_row() -> None:
     """A host's answer is untrusted: each shape gives one row (or none when not asked or no
     verl there), its texts bounded."""
     from tui.jobs.preflight import JobNeeds
-    from tui.jobs.preflight_eval import _startup
+    from tui.jobs.preflight.evaluate import _startup
 
     needs = JobNeeds(startup=["verl.trainer.main_ppo"])
     py = {"python": "/opt/p/bin/python"}

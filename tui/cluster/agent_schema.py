@@ -448,3 +448,21 @@ def parse_line(line: str | bytes, received: float) -> AgentLine:
         return parse_message(msg, received)
     except RecursionError:  # a deeply nested value inside a field being described
         return AgentLine("invalid", message="nested too deeply")
+
+
+def gpu_from_json(d: Any) -> GpuSample | None:
+    """One GPU entry through the boundary (as `gpus --json` prints it); None without a valid
+    index."""
+    line = parse_message({"type": "sample", "gpus": [d]}, 0.0)
+    return line.sample.gpus[0] if line.sample and line.sample.gpus else None
+
+
+def sample_from_json(d: Any, received: float) -> HostSample:
+    """A sample document through the boundary: bad fields become None, a document that is not
+    a sample an empty one carrying why."""
+    line = parse_message({**d, "type": "sample"} if isinstance(d, dict) else d, received)
+    if line.sample is None:
+        return HostSample(
+            0, received, received, "none", line.message, None, None, None, None, None, ()
+        )
+    return line.sample

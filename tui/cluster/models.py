@@ -134,14 +134,6 @@ class GpuSample:
             return None
         return self.memory_used_bytes / self.memory_total_bytes
 
-    @classmethod
-    def from_json(cls, d: Any) -> GpuSample | None:
-        """A validated GPU entry (see tui.cluster.agent_schema); None if it has no valid index."""
-        from tui.cluster.agent_schema import parse_message
-
-        line = parse_message({"type": "sample", "gpus": [d]}, 0.0)
-        return line.sample.gpus[0] if line.sample and line.sample.gpus else None
-
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"index": self.index, "name": self.name, "uuid": self.uuid}
         for m in GPU_METRICS:
@@ -223,18 +215,6 @@ class HostSample:
         """The GPUs for what only a full sample changes (index, name, uuid, error, vendor):
         a delta sample's base GPUs, its own not built. Their numbers may be older."""
         return self.gpus
-
-    @classmethod
-    def from_json(cls, d: Any, received: float) -> HostSample:
-        """A validated sample (see tui.cluster.agent_schema): bad fields become None."""
-        from tui.cluster.agent_schema import parse_message
-
-        line = parse_message({**d, "type": "sample"} if isinstance(d, dict) else d, received)
-        if line.sample is None:
-            return cls(
-                0, received, received, "none", line.message, None, None, None, None, None, ()
-            )
-        return line.sample
 
 
 _GPUS_SLOT = HostSample.__dict__["gpus"]  # the slot under DeltaSample's property

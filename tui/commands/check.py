@@ -95,7 +95,7 @@ async def _with_job(
     timeout: float,
     progress: Callable[[str], None],
 ) -> list[Finding]:
-    """The doctor and the job preflight (tui/jobs/preflight.py) side by side: the profile is
+    """The doctor and the job preflight (tui/jobs/preflight/) side by side: the profile is
     composed with the head's verl, then every host is asked what the job needs."""
     from tui.cluster.doctor import run_doctor
     from tui.jobs.pipeline import planned_resources

@@ -254,7 +254,7 @@ class Flow:
 async def preflight_findings(
     fleet: Fleet, inv: Inventory, sub: Submission, *, unasked: Status
 ) -> list[Finding]:
-    """One submission's job preflight (tui/jobs/preflight.py: data, model, verl's imports,
+    """One submission's job preflight (tui/jobs/preflight/: data, model, verl's imports,
     host limits, on every host)."""
     from tui.jobs.preflight import preflight_submission
 
@@ -275,6 +275,24 @@ async def first_refused_preflight(
             return run, findings
         seen += [f for f in findings if f.status != "ok"]
     return None, seen
+
+
+async def first_failing_preflight(
+    fleet: Fleet, inv: Inventory, plan: SweepPlan, *, unasked: Status = "fail"
+) -> tuple[Run, list[Finding]] | None:
+    """The job preflight of every run of a valid sweep plan, in order, as the preflight gate
+    runs it: the first run whose preflight fails, with its findings, or None when all pass."""
+    from tui.jobs.preflight import needs_preflight
+
+    runs = [
+        Planned(sub, None, run)
+        for run, sub in zip(plan.runs, plan.subs, strict=True)
+        if needs_preflight(sub)
+    ]
+    failing, findings = await first_refused_preflight(fleet, inv, runs, unasked=unasked)
+    if failing is None or failing.run is None:
+        return None
+    return failing.run, findings
 
 
 async def preflight_gate(flow: Flow, runs: Sequence[Planned]) -> AsyncIterator[Step]:

@@ -13,7 +13,7 @@ import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
@@ -22,10 +22,6 @@ from tui.jobs.profiles import check_set, override_key
 from tui.jobs.queue import JobQueue, Needs, QueueEntry, entry_for
 from tui.jobs.rules_base import ClusterResources, Problem
 from tui.jobs.submit import Submission
-
-if TYPE_CHECKING:
-    from tui.cluster.doctor.findings import Finding, Status
-    from tui.transport.fleet import Fleet
 
 MAX_KEYS = 3
 MAX_RUNS = 64  # a grid past this is a typo more often than a plan
@@ -228,26 +224,6 @@ def queue_sweep(
     ]
     positions = queue.add_all(entries, taken=taken)
     return list(zip(entries, positions, strict=True))
-
-
-async def first_failing_preflight(
-    fleet: Fleet, inv: Inventory, plan: SweepPlan, *, unasked: Status = "fail"
-) -> tuple[Run, list[Finding]] | None:
-    """The job preflight of every run of a valid plan, in order, as the submission flow's
-    preflight gate runs it (tui/jobs/flow.py): the first run whose preflight fails, with its
-    findings, or None when all pass."""
-    from tui.jobs.flow import Planned, first_refused_preflight
-    from tui.jobs.preflight import needs_preflight
-
-    runs = [
-        Planned(sub, None, run)
-        for run, sub in zip(plan.runs, plan.subs, strict=True)
-        if needs_preflight(sub)
-    ]
-    failing, findings = await first_refused_preflight(fleet, inv, runs, unasked=unasked)
-    if failing is None or failing.run is None:
-        return None
-    return failing.run, findings
 
 
 def grid_summary(grids: Sequence[Grid]) -> Mapping[str, Any]:

@@ -10,6 +10,7 @@ falling back to a full Hydra compose when an override names a config group (``mo
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import os
 import re
@@ -286,7 +287,7 @@ def compose_cfg(
             if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")
         ]
         if len(longer) == 1 and err.message.startswith("not a key"):
-            err = ComposeError(longer[0], _unknown(longer[0], keys))
+            err = ComposeError(longer[0], unknown_key_message(longer[0], keys))
         raise err
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -406,14 +407,14 @@ def _compose_error(
     if inner and key and key.lstrip("+~").startswith(inner + "."):
         inner = key.lstrip("+~")  # the override names the missing key more precisely
     if inner and "not in struct" in text:
-        return ComposeError(inner, _unknown(inner, keys))
+        return ComposeError(inner, unknown_key_message(inner, keys))
     for pattern, kind in _PATTERNS:
         m = pattern.search(text)
         if not m:
             continue
         found = next(g for g in m.groups() if g)
         if kind == "unknown":
-            return ComposeError(found, _unknown(found, keys))
+            return ComposeError(found, unknown_key_message(found, keys))
         if kind == "exists":
             return ComposeError(found, "already a key in verl's config: drop the leading '+'")
         if kind == "option":
@@ -444,11 +445,76 @@ def flat_keys(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _unknown(key: str, keys: Iterable[str] | None) -> str:
-    # verl_keys builds its catalog by composing with this module: imported when first needed.
-    from tui.jobs.verl_keys import unknown_key_message
+@functools.cache
+def base_keys() -> dict[str, Any]:
+    """ppo_trainer's dotted keys → composed default (an open mapping's default is {})."""
+    return flat_keys(base_plain().config)
 
-    return unknown_key_message(key, keys)
+
+# ---- keys that are not in the config: what verl renamed, the nearest real key ----------------
+
+# Keys verl moved; an override of the old name fails composition ("Could not override").
+# Each is proven by verl 0.9.1's own files (the third field says where).
+RENAMED: tuple[tuple[str, str, str], ...] = (
+    (
+        "critic.model.fsdp_config",
+        "critic.fsdp",
+        "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp",
+    ),
+    # main_ppo reads only reward.*; the top-level blocks are legacy (legacy_reward_impl.yaml,
+    # migrated by verl/experimental/reward_loop/reward_loop.py::migrate_legacy_reward_impl).
+    ("reward_model", "reward.reward_model", "the reward model config lives in reward.reward_model"),
+    (
+        "custom_reward_function",
+        "reward.custom_reward_function",
+        "main_ppo reads reward.custom_reward_function",
+    ),
+    ("sandbox_fusion", "reward.sandbox_fusion", "main_ppo reads reward.sandbox_fusion"),
+)
+
+
+def renamed_to(key: str) -> tuple[str, str] | None:
+    """(new key, why) when verl renamed `key` (or a parent of it)."""
+    key = key.lstrip("+~")
+    for old, new, why in RENAMED:
+        if key == old or key.startswith(old + "."):
+            return new + key[len(old) :], why
+    return None
+
+
+def closest_key(key: str, keys: Iterable[str] | None = None) -> str | None:
+    """The real key the user most likely meant: a sibling first, then the same leaf name
+    elsewhere, then anything close."""
+    key = key.lstrip("+~")
+    pool = list(keys) if keys is not None else list(base_keys())
+    parent, _, leaf = key.rpartition(".")
+    siblings = {k.rpartition(".")[2]: k for k in pool if k.rpartition(".")[0] == parent}
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
+    if close:
+        return siblings[close[0]]
+    same_leaf = [k for k in pool if k.rpartition(".")[2] == leaf]
+    if same_leaf:
+        return max(same_leaf, key=lambda k: difflib.SequenceMatcher(None, key, k).ratio())
+    close = difflib.get_close_matches(key, pool, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def unknown_key_message(key: str, keys: Iterable[str] | None = None) -> str:
+    """Why `key` is not in the config, and the nearest real key (from `keys`, the composed
+    config's keys when it is not ppo_trainer; verl's ppo_trainer keys otherwise)."""
+    with HYDRA_LOCK:
+        base = base_keys()
+    moved = renamed_to(key)
+    if moved:
+        new, why = moved
+        if new in base or any(k.startswith(new + ".") for k in base):
+            return f"verl renamed this key: use {new} ({why})"
+        return f"verl moved this key ({why}); it has no direct equivalent"
+    parent = key.lstrip("+~").rpartition(".")[0]
+    if base.get(parent, None) == {}:
+        return f"not a key in verl's config: {parent} is an open mapping, add to it with +{key}"
+    near = closest_key(key, keys if keys is not None else base)
+    return "not a key in verl's config" + (f" (did you mean {near}?)" if near else "")
 
 
 on_source_change(
@@ -457,4 +523,5 @@ on_source_change(
     custom_searchpath.cache_clear,
     config_keys.cache_clear,
     base_plain.cache_clear,
+    base_keys.cache_clear,
 )

@@ -1,14 +1,13 @@
 """What verl-tui knows about verl's config keys: the catalog (type, default, help, choices of
-every key, read from verl's YAML comments and dataclass sources, not by importing verl), the
-keys verl renamed, and the "did you mean" message for a key that does not exist.
+every key, read from verl's YAML comments and dataclass sources, not by importing verl). The
+keys verl renamed and the "did you mean" message live with composition (verl_compose.py), whose
+errors they word.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -17,25 +16,6 @@ from tui.jobs.verl_compose import base_cfg, base_plain, flat_keys
 from tui.jobs.verl_select import CONFIG_NAME, HYDRA_LOCK, on_source_change, verl_config_dir
 
 MISSING = "???"  # OmegaConf's marker for a value that must be set
-
-# Keys verl moved; an override of the old name fails composition ("Could not override").
-# Each is proven by verl 0.9.1's own files (the third field says where).
-RENAMED: tuple[tuple[str, str, str], ...] = (
-    (
-        "critic.model.fsdp_config",
-        "critic.fsdp",
-        "critic/dp_critic.yaml mounts the FSDP engine config at critic.fsdp",
-    ),
-    # main_ppo reads only reward.*; the top-level blocks are legacy (legacy_reward_impl.yaml,
-    # migrated by verl/experimental/reward_loop/reward_loop.py::migrate_legacy_reward_impl).
-    ("reward_model", "reward.reward_model", "the reward model config lives in reward.reward_model"),
-    (
-        "custom_reward_function",
-        "reward.custom_reward_function",
-        "main_ppo reads reward.custom_reward_function",
-    ),
-    ("sandbox_fusion", "reward.sandbox_fusion", "main_ppo reads reward.sandbox_fusion"),
-)
 
 
 @dataclass(frozen=True)
@@ -47,49 +27,6 @@ class KeyInfo:
     required: bool = False  # "???" in verl: must be set
     follows: str | None = None  # the raw "${…}" default when it follows another key
     choices: tuple[str, ...] = ()  # the values verl accepts, where its code has a fixed set
-
-
-def renamed_to(key: str) -> tuple[str, str] | None:
-    """(new key, why) when verl renamed `key` (or a parent of it)."""
-    key = key.lstrip("+~")
-    for old, new, why in RENAMED:
-        if key == old or key.startswith(old + "."):
-            return new + key[len(old) :], why
-    return None
-
-
-def closest_key(key: str, keys: Iterable[str] | None = None) -> str | None:
-    """The real key the user most likely meant: a sibling first, then the same leaf name
-    elsewhere, then anything close."""
-    key = key.lstrip("+~")
-    pool = list(keys) if keys is not None else list(key_catalog())
-    parent, _, leaf = key.rpartition(".")
-    siblings = {k.rpartition(".")[2]: k for k in pool if k.rpartition(".")[0] == parent}
-    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
-    if close:
-        return siblings[close[0]]
-    same_leaf = [k for k in pool if k.rpartition(".")[2] == leaf]
-    if same_leaf:
-        return max(same_leaf, key=lambda k: difflib.SequenceMatcher(None, key, k).ratio())
-    close = difflib.get_close_matches(key, pool, n=1, cutoff=0.75)
-    return close[0] if close else None
-
-
-def unknown_key_message(key: str, keys: Iterable[str] | None = None) -> str:
-    """Why `key` is not in the config, and the nearest real key (from `keys`, the composed
-    config's keys when it is not ppo_trainer; verl's ppo_trainer catalog otherwise)."""
-    catalog = key_catalog()
-    moved = renamed_to(key)
-    if moved:
-        new, why = moved
-        if new in catalog or any(k.startswith(new + ".") for k in catalog):
-            return f"verl renamed this key: use {new} ({why})"
-        return f"verl moved this key ({why}); it has no direct equivalent"
-    parent = key.lstrip("+~").rpartition(".")[0]
-    if parent in catalog and catalog[parent].type == "dict" and catalog[parent].default == {}:
-        return f"not a key in verl's config: {parent} is an open mapping, add to it with +{key}"
-    near = closest_key(key, keys if keys is not None else catalog)
-    return "not a key in verl's config" + (f" (did you mean {near}?)" if near else "")
 
 
 _BASIC = {"int", "float", "bool", "str", "list", "dict", "any"}

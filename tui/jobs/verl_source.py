@@ -29,7 +29,7 @@ from typing import Any
 
 from tui.config.hosts import Inventory
 from tui.jobs import schema
-from tui.jobs.preflight_imports import SOURCE_FILES as IMPORT_MAP_FILES
+from tui.jobs.preflight.imports import SOURCE_FILES as IMPORT_MAP_FILES
 from tui.jobs.schema import SchemaError, VerlSource
 from tui.jobs.verl_imports import SOURCE_TREES
 from tui.remote import python_argv
@@ -42,7 +42,7 @@ MAX_BYTES = 24 << 20  # verl 0.9.1: its config files and .py sources are ~5 MiB
 MAX_FILES = 4000
 KEEP_CACHED = 6  # folders of other versions kept (a cluster switched back finds its own)
 # What composition reads: the YAML tree, and the dataclass sources that type null defaults.
-# And the files the job preflight's import map reads (tui/jobs/preflight_imports.py), and
+# And the files the job preflight's import map reads (tui/jobs/preflight/imports.py), and
 # every .py of verl: the preflight follows a TaskRunner's imports through them (verl_imports).
 SPEC = {
     "yaml": ["trainer/config"],

@@ -6,7 +6,8 @@ Duties (tui/supervisor/duty.py) are the pluggable parts: each tick the superviso
 registered duty with one SupervisorContext and hands each Decision it returns to `ctx.notify`.
 """
 
-from tui.supervisor.duty import Duty, SubmitRejected, SupervisorContext
+from tui.supervisor.duty import Duty, SupervisorContext
 from tui.supervisor.events import KINDS, Decision
+from tui.supervisor.submitting import SubmitRejected
 
 __all__ = ["KINDS", "Decision", "Duty", "SubmitRejected", "SupervisorContext"]

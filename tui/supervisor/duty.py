@@ -5,12 +5,13 @@ returns what it decided; the supervisor records each Decision (the job's history
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tui.supervisor.events import Decision
+from tui.supervisor.submitting import submit_validated
 
 if TYPE_CHECKING:
     from tui.cluster.dashboard import DashboardClient
@@ -23,15 +24,6 @@ if TYPE_CHECKING:
     from tui.jobs.service import JobRow
     from tui.jobs.submit import Submission
     from tui.transport.fleet import Fleet
-
-
-class SubmitRejected(Exception):
-    """The validated submission path refused the job (verl's rules or the live cluster);
-    `problems` are the report's one-line messages, `key: message`."""
-
-    def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems) or "rejected")
 
 
 def _noop(decision: Decision) -> None:
@@ -93,8 +85,6 @@ class SupervisorContext:
         Submission's), so a crash in between never sends a job twice. Returns the submission
         id. SubmitRejected when validation fails; DashboardError / TransportError /
         WorkdirError when sending fails."""
-        from tui.supervisor.submitting import submit_validated
-
         fn = self.submitter or submit_validated
         return await fn(
             self,

@@ -33,7 +33,8 @@ from tui.jobs.queue import (
 from tui.jobs.rules_base import ClusterResources
 from tui.jobs.secrets import MissingSecret
 from tui.jobs.workdir import WorkdirError
-from tui.supervisor.duty import SubmitRejected, SupervisorContext
+from tui.supervisor.duty import SupervisorContext
+from tui.supervisor.submitting import SubmitRejected
 from tui.supervisor.events import Decision
 from tui.transport.types import TransportError
 

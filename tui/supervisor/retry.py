@@ -27,12 +27,13 @@ from tui.jobs.service import JobRow
 from tui.jobs.workdir import WorkdirError
 from tui.logs.retriable import Verdict, judge_scan
 from tui.sanitize import one_line
-from tui.supervisor.duty import SubmitRejected, SupervisorContext
+from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
 from tui.supervisor.failed_log import failed_log_scan
 from tui.supervisor.policy import RetryPolicy
 from tui.supervisor.rebuild import NotRebuildable, profile_spec, raw_submission_of, retry_id
 from tui.supervisor.stall_duty import stalled_stop
+from tui.supervisor.submitting import SubmitRejected
 from tui.transport.types import HostState, TransportError
 
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 5.0, 60.0

@@ -11,15 +11,25 @@ the send (DashboardError, TransportError, WorkdirError, StateError), which the d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tui.jobs.flow import Ready, Refusal, Refused, Request, Submitted, outcome, submission_flow
 from tui.jobs.submit import Submission
-from tui.supervisor.duty import SubmitRejected
 
 if TYPE_CHECKING:
     from tui.jobs.pipeline import JobSpec
     from tui.supervisor.duty import SupervisorContext
+
+
+class SubmitRejected(Exception):
+    """The validated submission path refused the job (verl's rules or the live cluster);
+    `problems` are the report's one-line messages, `key: message`."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems) or "rejected")
+
 
 NO_PREFLIGHT = "the supervisor sends what was checked when it was queued or first ran"
 

@@ -1,36 +1,21 @@
-"""The preflight that knows the job: what one verl config needs of every host — its data and
-model paths, the HF models it would download, the modules verl's code path imports for it, and
-the host limits it meets (/dev/shm, open files, disk for Ray's temp dir and the checkpoints,
-node names) — asked of all hosts in parallel over SSH (tui/remote/job_preflight.py), answered
-as doctor Findings (ok / warn / fail, one line, a fix).
-
-One home: `verl-tui check --profile`, the job form and every submission (service.py's
-submit_and_record; the CLI's submit and the form before they send or queue) call this
-module.
-
-Why per host: verl's TaskRunner is a Ray actor that may land on any node; it resolves
-``${oc.env:…}`` there and opens the data and the model there.
-"""
+"""What one verl config needs of every host, read from the composed config with no host
+asked: its data and model paths, the HF models it would download, the modules verl's code path
+imports for it (imports.py), and the host limits it meets; and the helpers that turn findings
+into a submission's verdict."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.cluster.doctor.findings import MAX_PARALLEL, Finding, Status
-from tui.config.hosts import Host, Inventory
-from tui.jobs.preflight_imports import Alternative, Required, alternatives, required_modules
+from tui.cluster.doctor.findings import Finding, Status
+from tui.config.hosts import Inventory
+from tui.jobs.preflight.imports import Alternative, Required, alternatives, required_modules
 from tui.jobs.rules_base import need_critic
-from tui.remote import python_argv
-from tui.sanitize import one_line
-from tui.transport.fleet import Fleet
-from tui.transport.types import TransportError
 
 DEFAULT_TIMEOUT = 30.0
 NOFILE_MIN = 65536  # Ray raises its soft limit to the hard one: the hard limit is what counts
@@ -292,70 +277,6 @@ def entrypoint_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-# ---- asking the hosts ---------------------------------------------------------------------
-
-
-async def _ask(fleet: Fleet, host: Host, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """The remote part's answer, or {"error": why}."""
-    try:
-        transport = await fleet.ready(host.name, timeout)
-        res = await transport.run(
-            python_argv(host.python, "job_preflight"),
-            input=json.dumps(req),
-            timeout=timeout,
-            what="job preflight",
-        )
-    except TransportError as exc:
-        return {"error": one_line(str(exc), 300)}
-    except (TimeoutError, asyncio.TimeoutError):
-        return {"error": f"no answer within {timeout:.0f} s"}
-    line = res.stdout.strip().splitlines()[-1:] if res.stdout else []
-    try:
-        data = json.loads(line[0]) if line else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        why = one_line(res.stderr or res.stdout or f"exit status {res.exit_status}", 300)
-        return {"error": f"{host.python}: {why}"}
-    return data
-
-
-async def ask_hosts(
-    fleet: Fleet, inv: Inventory, needs: JobNeeds, *, timeout: float = DEFAULT_TIMEOUT
-) -> dict[str, dict[str, Any]]:
-    """Every host's answer (in parallel, bounded), by host name."""
-    req = needs.request(timeout)
-    req["resolve"] = sorted({h.node_ip for h in inv.hosts})
-    slots = asyncio.Semaphore(MAX_PARALLEL)
-
-    async def one(h: Host) -> tuple[str, dict[str, Any]]:
-        async with slots:
-            try:
-                return h.name, await asyncio.wait_for(_ask(fleet, h, req, timeout), timeout + 5)
-            except (TimeoutError, asyncio.TimeoutError):
-                return h.name, {"error": f"no answer within {timeout:.0f} s"}
-
-    return dict(await asyncio.gather(*(one(h) for h in inv.hosts)))
-
-
-async def run_preflight(
-    fleet: Fleet,
-    inv: Inventory,
-    needs: JobNeeds,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    unasked: Status = "fail",
-) -> list[Finding]:
-    """The job's findings on every host, in report order (identical host rows folded).
-    `unasked`: the status of a host that did not answer (evaluate_answers)."""
-    from tui.cluster.doctor.runner import arrange
-    from tui.jobs.preflight_eval import evaluate_answers
-
-    answers = await ask_hosts(fleet, inv, needs, timeout=timeout)
-    found = evaluate_answers(inv, needs, answers, unasked=unasked)
-    return arrange(found, [h.name for h in inv.hosts])
-
-
 # ---- one submission -----------------------------------------------------------------------
 
 
@@ -399,31 +320,6 @@ def needs_for(
     if root is None:
         needs.notes.append("verl's source is not readable here: its imports were not checked")
     return needs
-
-
-async def preflight_submission(
-    fleet: Fleet,
-    inv: Inventory,
-    sub: Any,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    unasked: Status = "fail",
-) -> list[Finding]:
-    """The preflight of one verl Submission (tui.jobs.submit) on every host of `inv`. A config
-    that no longer composes here (a resubmission where this Python has no verl) is one
-    failed row, not an exception. `unasked`: the status of a host that did not answer."""
-    from tui.jobs.verl_select import SchemaError
-
-    try:
-        entry = entrypoint_of(getattr(sub, "entrypoint_argv", []))
-        needs = await asyncio.to_thread(
-            needs_for, inv, sub.overrides, sub.env_vars, sub.working_dir, entry
-        )
-    except SchemaError as exc:
-        why = one_line(str(exc), 300)
-        fix = "verl-tui check HOSTS --profile P, or --skip-preflight"
-        return [_f("preflight", "job preflight", "fail", None, f"not checked: {why}", fix)]
-    return await run_preflight(fleet, inv, needs, timeout=timeout, unasked=unasked)
 
 
 def failed(findings: Sequence[Finding]) -> bool:

@@ -3,7 +3,7 @@ functions, so every rule is testable from a hand-made answer as well as from rea
 
 Check ids: ``path:<key>``, ``hf:<key>``, ``import:<module>``, ``import-map``, ``dev-shm``,
 ``nofile``, ``disk:ray-tmp``, ``disk:checkpoint``, ``resolve``, ``preflight`` (a host that did
-not answer). Thresholds and why: tui/jobs/preflight.py.
+not answer). Thresholds and why: needs.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tui.cluster.tracing import tracing_findings
 from tui.config.hosts import Inventory
 from tui.fmt import GIB
 from tui.jobs.pip_names import PipNames
-from tui.jobs.preflight import (
+from tui.jobs.preflight.needs import (
     CKPT_FACTOR,
     CKPT_MIN,
     FALLBACKS,
