@@ -191,3 +191,12 @@ def test_command_palette(snap_compare):
     assert snap_compare(
         APPS / "cluster_replay.py", terminal_size=(150, 48), press=["ctrl+p", *"ray"]
     )
+
+
+def test_rollouts_screen(snap_compare):
+    from snapshot_apps.replay import wait_for
+
+    async def ready(pilot):
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "loaded", False))
+
+    assert snap_compare(APPS / "rollouts_replay.py", terminal_size=SIZE, run_before=ready)

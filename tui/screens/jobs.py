@@ -78,6 +78,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         Binding("O", "reverse_sort", "Reverse sort", show=False),
         Binding("K", "checkpoints", "Job's checkpoints", show=False),
         Binding("p", "stacks", "Stacks of every process (py-spy)", show=False),
+        Binding("v", "rollouts", "Rollouts (verl's dumped samples)", show=False),
         Binding("x", "delete", "Delete job", show=False),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("space", "mark", "Mark for compare", show=False),
@@ -293,6 +294,17 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
 
     def action_metrics(self) -> None:
         self._open_logs(metrics=True)
+
+    def action_rollouts(self) -> None:
+        """The selected job's rollout samples (tui/screens/rollouts.py)."""
+        from tui.screens.rollouts import RolloutsScreen, opener_for
+
+        row = self.current
+        if row is None:
+            self.notify("no job selected", timeout=2)
+        elif self._addressable(row):
+            sid = row.submission_id
+            self.app.push_screen(RolloutsScreen(opener_for(self.cluster, sid), sid))
 
     def action_stacks(self) -> None:
         """Every process of the selected job dumped with py-spy (tui/screens/stack.py)."""
