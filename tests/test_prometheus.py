@@ -108,3 +108,39 @@ def test_listen_address_is_loopback_unless_asked(tmp_path: Path) -> None:
         load_inventory(hosts)
     hosts.write_text(hosts.read_text().replace("192.0.2.1", "127.0.0.1"))
     assert load_inventory(hosts).prometheus == "127.0.0.1:9400"
+
+
+async def test_the_cockpit_serves_what_hosts_yaml_asks(tmp_path: Path, monkeypatch) -> None:
+    """hosts.yaml `prometheus:`: the cockpit itself serves /metrics while it runs (its own
+    telemetry: a local host's real GPU agent), and stops serving when it quits."""
+    import asyncio
+    import socket
+
+    from tui.app import VerlTuiApp
+    from tui.config.hosts import load_inventory
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(
+        f"cluster: prom\nprometheus: 127.0.0.1:{port}\n"
+        "hosts:\n  - name: a\n    address: 127.0.0.1\n    transport: local\n"
+    )
+    monkeypatch.setenv("VERL_TUI_SUPERVISE", "0")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = VerlTuiApp(load_inventory(hosts), interval=0.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        got: dict = {}
+        for _ in range(200):
+            try:
+                got = await asyncio.to_thread(scrape, "127.0.0.1", port)
+            except OSError:
+                got = {}
+            if got.get(("verl_tui_host_up", (("host", "a"),))) == 1.0:
+                break
+            await pilot.pause(0.1)
+        assert got.get(("verl_tui_host_up", (("host", "a"),))) == 1.0, got
+        assert ("verl_tui_refresh_errors", ()) in got  # Ray is not up here: the head not read
+    with pytest.raises(OSError):
+        await asyncio.to_thread(scrape, "127.0.0.1", port)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tui.jobs.history import JobHistory
     from tui.metrics.health import HealthWatch
 
+GPU_EVERY_S = 2.0  # the telemetry part of the snapshot (in memory already: cheap)
 MAX_JOBS = 16  # running jobs whose metrics are read per refresh
 MAX_KEYS = 1000  # metric keys per job
 LABEL_CHARS = 200
@@ -201,16 +202,19 @@ class Exporter(Collector):
         snap = Snapshot(taken=time.time(), errors=old.errors, jobs=old.jobs, metrics=old.metrics)
         if self.monitor is not None:
             snap.hosts, snap.gpus = gpu_rows(self.monitor)
+        self.snapshot = snap  # the telemetry at once; a slow head delays only the jobs
         try:
             rows = await list_jobs(self.cluster, self.history)
         except (DashboardError, TransportError):
-            snap.errors += 1
+            snap = Snapshot(
+                snap.taken, snap.hosts, snap.gpus, snap.jobs, snap.metrics, snap.errors + 1
+            )
             self.snapshot = snap
             return snap
-        snap.jobs = [(r.submission_id, r.status) for r in rows]
+        jobs = [(r.submission_id, r.status) for r in rows]
         running = [r.submission_id for r in rows if r.on_head and r.status == "RUNNING"]
         store = ArchiveStore(self.cluster.inv.cluster)
-        snap.metrics = {}
+        metrics: dict[str, JobMetrics] = {}
         for sid in running[:MAX_JOBS]:
             try:
                 tracker = await job_metrics(self.cluster, sid, store=store)
@@ -226,8 +230,11 @@ class Exporter(Collector):
             rules: dict[str, int] = {}
             for alert in watch.alerts:
                 rules[alert.rule] = rules.get(alert.rule, 0) + 1
-            snap.metrics[sid] = JobMetrics(tracker.last_step, tracker.source, latest, rules)
+            metrics[sid] = JobMetrics(tracker.last_step, tracker.source, latest, rules)
         self._watches = {k: v for k, v in self._watches.items() if k in running}
+        snap = Snapshot(
+            self.snapshot.taken, self.snapshot.hosts, self.snapshot.gpus, jobs, metrics, snap.errors
+        )
         self.snapshot = snap
         return snap
 
@@ -245,12 +252,26 @@ class Exporter(Collector):
         bound = server.server_address
         return str(bound[0]), int(bound[1])
 
+    def refresh_gpus(self) -> None:
+        """The telemetry part only (the monitor's latest samples, already in memory)."""
+        if self.monitor is not None:
+            old = self.snapshot
+            hosts, gpus = gpu_rows(self.monitor)
+            self.snapshot = Snapshot(time.time(), hosts, gpus, old.jobs, old.metrics, old.errors)
+
     async def run(self) -> None:
-        """Refresh until cancelled."""
+        """Refresh until cancelled: the telemetry every GPU_EVERY_S, the jobs and their
+        metrics every `interval`."""
+        loop = asyncio.get_running_loop()
+        jobs_due = 0.0
         while True:
-            await self.refresh()
+            if loop.time() >= jobs_due:
+                jobs_due = loop.time() + self.interval
+                await self.refresh()
+            else:
+                self.refresh_gpus()
             self.refreshed.set()
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(min(GPU_EVERY_S, self.interval))
 
     def close(self) -> None:
         if self._server is not None:

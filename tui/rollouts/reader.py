@@ -240,6 +240,8 @@ async def locate_dump(
     except TransportError as exc:
         raise RolloutError(one_line(str(exc), 300)) from None
     candidates: list[tuple[str, str]] = []
+    if folder is not None and not folder.startswith("/"):
+        raise RolloutError(f"--dir {one_line(folder, 200)}: give the absolute folder")
     if configured is not None and configured not in ("", "null", "None"):
         if not configured.startswith("/"):
             found = [(d, ip) for d, ip in marked if d.endswith("/" + configured.strip("/"))]
