@@ -8,11 +8,12 @@ read a bounded piece at a time so the cockpit never holds a whole file.
 ``<int>.jsonl``; anything else is counted, not opened) -> ``{"steps": [[step, size], ...],
 "other": n, "truncated": bool}``.
 
-``{"op": "index", "path": P, "max_lines": N, "pattern": RE or null, "ignore_case": bool,
-"scan_bytes": N}``: one pass over the file -> ``{"size": S}``, then per line ``[line, offset,
-length, score, output_chars, input_key, why]`` (score null when not a number; why null, or why
-the line is not a sample: bad JSON, not an object, too long), only lines whose input or output
-matches RE when one is given, then ``{"done": {"lines": n, "stopped": why or null}}``.
+``{"op": "index", "path": P, "max_lines": N, "pattern": RE or null, "ignore_case": bool}``:
+one pass over the file (N lines at most: a small N is the first page, before the whole index)
+-> ``{"size": S}``, then per line ``[line, offset, length, score, output_chars, input_key,
+why]`` (score null when not a number; why null, or why the line is not a sample: bad JSON, not
+an object, too long), only lines whose input or output matches RE when one is given, then
+``{"done": {"lines": n, "stopped": why or null}}``.
 
 ``{"op": "read", "path": P, "spans": [[offset, length], ...], "line_bytes": N}``: those byte
 ranges, each cut to N bytes -> ``{"off": o, "text": str, "cut": bool}`` per span.
@@ -102,7 +103,6 @@ def _text(value):
 def op_index(req):
     fd, size = _open_regular(req["path"])
     cap = int(req.get("max_lines") or 200000)
-    scan = int(req.get("scan_bytes") or 0)
     max_line = int(req.get("max_line") or (64 << 20))
     flags = re.IGNORECASE if req.get("ignore_case") else 0
     pattern = re.compile(req["pattern"], flags) if req.get("pattern") else None
@@ -111,9 +111,6 @@ def op_index(req):
     try:
         for off, raw, length in _lines(fd, max_line):
             lines += 1
-            if scan and off >= scan:
-                stopped = "scan_bytes"
-                break
             if not raw or not raw.strip():
                 if raw is None:
                     _emit(

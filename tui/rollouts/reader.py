@@ -13,8 +13,10 @@ for a job submitted as a raw command.
 
 from __future__ import annotations
 
+import itertools
 import json
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +89,9 @@ class DumpDir:
     def path(self, step: int) -> str:
         return posixpath.join(self.folder, f"{step}.jsonl")
 
-    async def _ask(self, req: dict[str, Any], timeout: float, what: str) -> list[Any]:
+    async def _ask(self, req: dict[str, Any], timeout: float, what: str) -> Iterator[Any]:
+        """The reader's JSON lines, parsed one at a time as the caller takes them (an index
+        of a big step is never held as parsed rows all at once)."""
         from tui.transport.types import TransportError
 
         try:
@@ -99,24 +103,28 @@ class DumpDir:
             )
         except TransportError as exc:
             raise RolloutError(one_line(str(exc), 300)) from None
-        rows: list[Any] = []
-        for line in res.stdout.splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise RolloutError(f"{self.host}: {what}: not the reader's answer") from None
-        first = rows[0] if rows else None
-        if isinstance(first, dict) and isinstance(first.get("error"), str):
-            raise RolloutError(f"{self.host}: {one_line(first['error'], 300)}")
-        if not rows:
+        lines = res.stdout.splitlines()
+        if not lines:
             why = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
             raise RolloutError(f"{self.host}: {what}: {one_line(why, 300)}")
-        return rows
+
+        def parse(line: str) -> Any:
+            try:
+                return json.loads(line)
+            except ValueError:
+                raise RolloutError(f"{self.host}: {what}: not the reader's answer") from None
+
+        first = parse(lines[0])
+        if isinstance(first, dict) and isinstance(first.get("error"), str):
+            raise RolloutError(f"{self.host}: {one_line(first['error'], 300)}")
+        return itertools.chain([first], (parse(line) for line in itertools.islice(lines, 1, None)))
 
     async def steps(self) -> list[tuple[int, int]]:
         """The dumped steps and their file sizes, in step order."""
-        (doc, *_) = await self._ask(
-            {"op": "list", "dir": self.folder, "max": MAX_STEPS}, LIST_TIMEOUT_S, "list steps"
+        doc = next(
+            await self._ask(
+                {"op": "list", "dir": self.folder, "max": MAX_STEPS}, LIST_TIMEOUT_S, "list steps"
+            )
         )
         got = doc.get("steps") if isinstance(doc, dict) else None
         if not isinstance(got, list):
@@ -128,25 +136,31 @@ class DumpDir:
         ]
 
     async def index(
-        self, step: int, pattern: str | None = None, *, ignore_case: bool = False
+        self,
+        step: int,
+        pattern: str | None = None,
+        *,
+        ignore_case: bool = False,
+        max_lines: int = MAX_INDEX,
     ) -> StepIndex:
         """One pass over the step's file on the host; `pattern` (a regex on input and output)
-        keeps only the matching samples (bad lines are always listed)."""
+        keeps only the matching samples (bad lines are always listed); `max_lines` stops it
+        early (the first page of a big file, shown before its whole index)."""
         path = self.path(step)
         req = {
             "op": "index",
             "path": path,
-            "max_lines": MAX_INDEX,
+            "max_lines": max_lines,
             "pattern": pattern,
             "ignore_case": ignore_case,
         }
         rows = await self._ask(req, INDEX_TIMEOUT_S, f"index {path}")
-        head = rows[0]
+        head = next(rows)
         size = head.get("size") if isinstance(head, dict) else None
         if not isinstance(size, int):
             raise RolloutError(f"{self.host}: index {path}: not the reader's answer")
         out = StepIndex(step, path, size, [])
-        for row in rows[1:]:
+        for row in rows:
             if isinstance(row, dict):
                 done = row.get("done")
                 if isinstance(done, dict) and isinstance(done.get("stopped"), str):
@@ -171,7 +185,7 @@ class DumpDir:
             "spans": [[e.offset, e.length] for e in entries],
             "line_bytes": LINE_BYTES,
         }
-        rows = await self._ask(req, READ_TIMEOUT_S, f"read {index.path}")
+        rows = list(await self._ask(req, READ_TIMEOUT_S, f"read {index.path}"))
         longest = max((e.output_chars for e in index.samples), default=0)
         out = []
         if len(rows) != len(entries):
@@ -306,6 +320,16 @@ async def view_step(
     order = [e for e in sort_entries(index.entries, sort, reverse) if e.bad is None]
     samples = await dump.read(index, order[start : start + count])
     return StepView(index, order, samples, histogram([e.score for e in order]), start)
+
+
+async def first_page(dump: DumpDir, step: int, count: int = PAGE) -> StepView:
+    """The step's first samples in file order, without indexing the whole file: what the
+    screen shows at once while view_step indexes a big step (its histogram covers only these)."""
+    index = await dump.index(step, max_lines=count)
+    order = [e for e in index.entries if e.bad is None]
+    samples = await dump.read(index, order)
+    index.stopped = None  # stopped on purpose: the whole index follows
+    return StepView(index, order, samples, histogram([e.score for e in order]))
 
 
 async def turn_page(dump: DumpDir, view: StepView, start: int, count: int = PAGE) -> None:

@@ -26,7 +26,7 @@ FLAG_REPEATS = "repeats"
 FLAG_BAD = "bad_line"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IndexEntry:
     """One line of a step's file, as the host's one pass saw it."""
 

@@ -19,7 +19,15 @@ from textual.widgets.option_list import Option
 
 from tui.cluster.dashboard import DashboardError
 from tui.fmt import plural
-from tui.rollouts.reader import PAGE, DumpDir, RolloutError, StepView, turn_page, view_step
+from tui.rollouts.reader import (
+    PAGE,
+    DumpDir,
+    RolloutError,
+    StepView,
+    first_page,
+    turn_page,
+    view_step,
+)
 from tui.rollouts.samples import SORTS, Sample
 from tui.sanitize import cell, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
@@ -125,6 +133,9 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
         self.loaded = False
         self._title(f"reading step {step}…")
         try:
+            if self.sort == "file" and not self.pattern and not self.reverse:
+                # A big step's index takes seconds on its host: its first page comes first.
+                self.show(await first_page(self.dump, step), final=False)
             view = await view_step(
                 self.dump, step, sort=self.sort, reverse=self.reverse, pattern=self.pattern
             )
@@ -153,7 +164,7 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- drawing -----------------------------------------------------------------------------
 
-    def show(self, view: StepView) -> None:
+    def show(self, view: StepView, *, final: bool = True) -> None:
         self.view = view
         table = self.query_one(DataTable)
         table.clear()
@@ -176,11 +187,12 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
         self._title(
             f"step {view.index.step}: {view.start + 1 if total else 0}–{end} of "
             f"{plural(total, 'sample')}, sorted by {self.sort}"
-            f"{' reversed' if self.reverse else ''}{search}   {where}"
+            f"{' reversed' if self.reverse else ''}{search}"
+            f"{'' if final else ' (indexing the step…)'}   {where}"
         )
         self._side(view)
         self._preview(0)
-        self.loaded = True
+        self.loaded = final
 
     def _side(self, view: StepView) -> None:
         flagged: dict[str, int] = {}
