@@ -18,7 +18,7 @@ from harness.raycluster import wait_job
 from test_notify import Hook, recorder
 
 from tui.config.hosts import load_inventory
-from tui.jobs.queue import JobQueue, free_resources
+from tui.jobs.queue import free_resources
 
 PRESET = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
 HOLD = """
@@ -48,6 +48,22 @@ def ray_q(ray_shared1, tmp_path_factory):
 
 def cli(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return run_cli([*args], env=env, timeout=timeout)
+
+
+def on_head(env, path, method: str, *args, **kw):
+    """One call on the cluster's shared queue (on the head, over SSH), as this module's user."""
+    from unittest import mock
+
+    from tui.jobs.queue_shared import SharedQueue
+    from tui.transport.fleet import Fleet
+
+    async def go():
+        inv = load_inventory(path)
+        async with Fleet(inv) as fleet:
+            return await getattr(SharedQueue(inv, fleet), method)(*args, **kw)
+
+    with mock.patch.dict("os.environ", {"XDG_STATE_HOME": env["XDG_STATE_HOME"]}):
+        return asyncio.run(go())
 
 
 def watch_once(env, path) -> str:
@@ -185,8 +201,7 @@ def test_a_crash_between_mark_and_answer_never_submits_twice(ray_q):
     queued = cli(env, "submit", str(path), "--queue", "--submission-id", "q-crash", "--",
                  "python", "-c", "print('once')")  # fmt: skip
     assert queued.returncode == 0, queued.stderr
-    q = JobQueue("raytest", Path(env["XDG_STATE_HOME"]) / "verl-tui" / "queue")
-    assert q.begin_start("q-crash") is not None  # what the dead supervisor wrote first
+    assert on_head(env, path, "begin_start", "q-crash") is not None  # the dead one's mark
     # ... and its POST reached the head before it was killed:
     sent = cli(env, "submit", str(path), "--submission-id", "q-crash", "--",
                "python", "-c", "print('once')")  # fmt: skip
@@ -299,11 +314,10 @@ def test_an_entry_the_cluster_no_longer_holds_stays_blocked_and_the_rest_go_on(r
     assert cli(env, *common, "--submission-id", "q-big").returncode == 0
     assert cli(env, "submit", str(path), "--queue", "--submission-id", "q-small", "--",
                "python", "-c", "print(1)").returncode == 0  # fmt: skip
-    q = JobQueue("raytest", Path(env["XDG_STATE_HOME"]) / "verl-tui" / "queue")
-    big = q.get("q-big")
+    big = on_head(env, path, "get", "q-big")
     assert big is not None and big.needs.nnodes == 1
     big.needs.nnodes = 2
-    q.update("q-big", needs=big.needs)
+    on_head(env, path, "update", "q-big", needs=big.needs)
     wait_free(path, env, 4.0)  # earlier tests' jobs are done
     out = watch_once(env, path)
     assert "queue-wait q-big: cannot start on this cluster now: needs 8 GPUs" in out, out

@@ -1,6 +1,6 @@
 """The queue's file (tui/jobs/queue.py) without a cluster: real processes adding at the same
 time lose and duplicate nothing; priority then FIFO; move/cancel through the real CLI
-(`verl-tui queue` reads only local state: no SSH); a damaged or hand-edited file does not
+(`verl-tui queue`'s function on the local store); a damaged or hand-edited file does not
 crash it; the fit rule is the validator's."""
 
 from __future__ import annotations
@@ -186,41 +186,71 @@ def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
     return run_cli([*args], env=env, timeout=60)
 
 
-def test_queue_cli_lists_moves_cancels(tmp_path):
+def test_queue_command_lists_moves_cancels_and_asks_before_others(tmp_path, monkeypatch, capsys):
+    """`verl-tui queue`'s own function over the local store (the cluster's shared store is
+    tests/test_team_cluster.py's): list, --json, move, cancel; another user's entry is refused
+    without --force (exit 3, one line naming it); bad arguments end before any connection."""
+    import asyncio
     import os
 
+    from tui.commands.queue import queue_command
+    from tui.config.hosts import load_inventory
+    from tui.jobs.owner import me
+    from tui.jobs.queue_shared import LocalQueue
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("cluster: c1\nhosts:\n  - name: h1\n    address: 10.0.0.1\n")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    q = JobQueue("c1", tmp_path / "state" / "verl-tui" / "queue")
-    empty = cli(env, "queue", str(hosts))
-    assert empty.returncode == 0 and "empty" in empty.stdout
+    inv = load_inventory(hosts)
+    q = JobQueue("c1")
+
+    def run(**kw) -> tuple[int, str, str]:
+        code = asyncio.run(
+            queue_command(inv, LocalQueue(q), as_json=kw.pop("as_json", False), **kw)
+        )
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    code, out, _ = run()
+    assert code == 0 and "empty" in out
     for sid, prio in (("first", 0), ("second", 0), ("urgent", 9)):
         q.add(entry(sid, prio))
     q.update("first", reason="waiting for free resources: needs 4 GPUs", blocked=False)
-    doc = json.loads(cli(env, "queue", str(hosts), "--json").stdout)
-    rows = doc["queue"]
+    q.update("second", owner=me())
+    rows = json.loads(run(as_json=True)[1])["queue"]
     assert [(r["position"], r["submission_id"]) for r in rows] == [
         (1, "urgent"),
         (2, "first"),
         (3, "second"),
     ]
+    assert rows[2]["owner"] == me() and rows[0]["owner"] is None
     assert rows[1]["needs"] == {"nnodes": 1, "gpus_per_node": 4, "cpus_per_node": 12, "gpus": 4}
     assert rows[1]["reason"].startswith("waiting") and rows[0]["waiting_s"] >= 0
-    table = cli(env, "queue", str(hosts)).stdout
-    assert "1×4 GPU, 12 CPU/node" in table and "3 jobs queued" in table
-    assert cli(env, "queue", str(hosts), "--move", "second", "--to", "1").returncode == 0
-    assert cli(env, "queue", str(hosts), "--move", "urgent", "--down").returncode == 0
+    table = run()[1]
+    assert "1×4 GPU, 12 CPU/node" in table and "3 jobs queued" in table and me() in table
+    assert run(move="second", to=1)[0] == 0
+    assert run(move="urgent", down=True)[0] == 0
     assert [e.submission_id for e in q.entries()] == ["second", "first", "urgent"]
-    assert cli(env, "queue", str(hosts), "--cancel", "first").returncode == 0
+    assert run(cancel="first")[0] == 0
     assert [e.submission_id for e in q.entries()] == ["second", "urgent"]
-    gone = cli(env, "queue", str(hosts), "--cancel", "first")
-    assert gone.returncode == 1 and "not in the queue" in gone.stderr
+    code, _, err = run(cancel="first")
+    assert code == 1 and "not in the queue" in err
+    # Another user's entry: refused without --force, in one line naming the owner and --force.
+    q.update("urgent", owner="alice@login9")
+    for kw in ({"cancel": "urgent"}, {"move": "urgent", "to": 1}):
+        code, _, err = run(**kw)
+        assert code == 3 and err.count("\n") == 1 and "alice@login9" in err and "--force" in err
+    assert [e.submission_id for e in q.entries()] == ["second", "urgent"]
+    assert run(move="urgent", to=1, force=True)[0] == 0
+    assert run(cancel="urgent", force=True)[0] == 0
+    assert [e.submission_id for e in q.entries()] == ["second"]
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     bad = cli(env, "queue", str(hosts), "--cancel", "../x")
     assert bad.returncode == 2 and "not a Ray submission id" in bad.stderr
     alone = cli(env, "queue", str(hosts), "--to", "2")
     assert alone.returncode == 2 and "--move" in alone.stderr
-    assert "Traceback" not in bad.stderr + alone.stderr + gone.stderr
+    assert "Traceback" not in bad.stderr + alone.stderr
 
 
 JSON = st.recursive(

@@ -56,10 +56,14 @@ class VerlTuiApp(App):
         Binding("u,R", "ray_missing", "Ray up: not installed here (the fix)", show=False),
     ]
 
-    def __init__(self, inventory: Inventory, *, interval: float | None = None):
+    def __init__(
+        self, inventory: Inventory, *, interval: float | None = None, read_only: bool = False
+    ):
         terminal_guard.install()  # before anything is drawn
         super().__init__()
         self.inventory = inventory
+        # Shows everything, changes nothing: every mutating action refused (run_action).
+        self.read_only = read_only or inventory.readonly
         self.fleet: Fleet | None = None
         self.monitor: TelemetryMonitor | None = None
         self._interval = interval
@@ -104,7 +108,9 @@ class VerlTuiApp(App):
         self.start_telemetry()
         self.screen_change_signal.subscribe(self, self._drop_stale_toasts)
         self.check_local_ray()
-        if os.environ.get("VERL_TUI_SUPERVISE", "1") != "0":
+        if self.read_only:  # a supervisor submits, retries and stops: not from here
+            self.sub_title = "read-only"
+        elif os.environ.get("VERL_TUI_SUPERVISE", "1") != "0":
             self.run_supervisor()
         if self.inventory.prometheus:
             self.run_exporter(self.inventory.prometheus)
@@ -128,6 +134,23 @@ class VerlTuiApp(App):
         self.ray_missing = await local_ray_missing(self._fleet(), self.inventory)
         self.local_ray_asked = True
         self.refresh_bindings()
+
+    async def run_action(
+        self, action: Any, default_namespace: Any = None, namespaces: Any = None
+    ) -> bool:
+        """Every key binding and palette entry comes here: the read-only gate is this one
+        check (tui/screens/readonly.py declares which actions change anything)."""
+        if self.read_only:
+            from tui.screens.readonly import refusal
+
+            target, name, _params = self._parse_action(
+                action, self if default_namespace is None else default_namespace, namespaces
+            )
+            why = refusal(target, name)
+            if why is not None:
+                self.notify(markup(why), severity="warning", timeout=6)
+                return True
+        return await super().run_action(action, default_namespace, namespaces)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("ray_up", "ray_restart"):
@@ -255,11 +278,17 @@ class VerlTuiApp(App):
         self.run_ray("up")
 
     def action_ray_restart(self) -> None:
-        self._confirm_then(
-            "Restart Ray on every host?",
-            "Running jobs are killed; Ray is stopped and started again.",
-            "restart",
-        )
+        self._restart_naming_owners()
+
+    @work(exclusive=True, group="ray-check", exit_on_error=False)
+    async def _restart_naming_owners(self) -> None:
+        from tui.jobs.owner import others_running, their_jobs_line
+
+        detail = "Running jobs are killed; Ray is stopped and started again."
+        owners = await others_running(self.ray)
+        if owners:
+            detail += f" {their_jobs_line(owners)}."
+        self._confirm_then("Restart Ray on every host?", detail, "restart")
 
     def action_ray_down(self) -> None:
         self._ray_down_if_running()
@@ -278,7 +307,12 @@ class VerlTuiApp(App):
                 timeout=5,
             )
             return
+        from tui.jobs.owner import others_running, their_jobs_line
+
         detail = "Workers first, then the head; running jobs are killed."
+        owners = await others_running(self.ray)
+        if owners:
+            detail += f" {their_jobs_line(owners)}."
         if unknown:
             detail += f" Not reachable (cannot tell): {one_line(', '.join(unknown))}."
         self._confirm_then("Stop Ray on every host?", detail, "down")

@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--base", type=Path, metavar="BASE.yaml", help="with --slurm: ssh/python/... keys"
     )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="show everything, change nothing: every action that would is refused "
+        "(also `readonly: true` in hosts.yaml)",
+    )
     return parser
 
 
@@ -171,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from tui.app import VerlTuiApp
 
-    VerlTuiApp(inventory).run()
+    VerlTuiApp(inventory, read_only=args.read_only or inventory.readonly).run()
     return 0
 
 

@@ -90,7 +90,7 @@ def commands_for(screen: DOMNode) -> list[Command]:
         add(
             Command(
                 "New job from profile",
-                app.action_new_job,
+                partial(app.run_action, "new_job"),  # through the read-only gate
                 "Pick a profile, edit it in the job form, submit",
             )
         )

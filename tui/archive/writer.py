@@ -11,6 +11,7 @@ from typing import Any
 from tui.archive.gpu_use import JobGpuUse
 from tui.archive.store import ArchiveStore
 from tui.jobs.history import JobRecord
+from tui.jobs.owner import owner_of_metadata
 from tui.metrics import MetricsTracker
 from tui.state import StateError
 
@@ -48,6 +49,9 @@ def info_fields(info: dict[str, Any]) -> dict[str, Any]:
         t = _ms(info.get(key))
         if t is not None:
             out[key] = t
+    owner = owner_of_metadata(info.get("metadata"))  # who submitted it (tui/jobs/owner.py)
+    if owner is not None:
+        out["owner"] = owner
     return out
 
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from tui.jobs.service import TERMINAL, list_jobs, stop_job
 from tui.jobs.submit import Submission, env_sources, raw_submission
 from tui.logs.retriable import help_text as retriable_help
 from tui.sanitize import one_line
-from tui.supervisor.policy import RetryPolicy, parse_policy, stash_policy
+from tui.supervisor.policy import RetryPolicy, parse_policy
 from tui.transport.types import TransportError
 
 
@@ -80,28 +80,27 @@ def run_submit_raw(
     except ValueError as exc:
         print(f"verl-tui submit: {exc}", file=sys.stderr)
         return 2
-    # A raw command: no size known, a queued one waits only for its turn; a dry run and a
-    # queued one need no host.
+    # A raw command: no size known, a queued one waits only for its turn; a dry run needs no
+    # host, a queued one the head (the cluster's queue is there).
     request = Request(
         sub,
         mode=_mode(dry_run, queue),
         priority=priority,
         retry_policy=retry_policy.to_json() if retry_policy else None,
-        before_queue=_stash(inv, retry_policy),
     )
-    return submit_through_flow(inv, request, as_json=as_json, cluster=not (dry_run or queue))
+    return submit_through_flow(inv, request, as_json=as_json, cluster=not dry_run)
 
 
 def _mode(dry_run: bool, queue: bool) -> Mode:
     return "dry_run" if dry_run else "queue" if queue else "send"
 
 
-def _stash(inv: Inventory, policy: RetryPolicy | None) -> Callable[[Submission], None]:
-    """A queued job's retry policy, kept until the supervisor sends it."""
-    return lambda sub: stash_policy(inv.cluster, sub.submission_id, policy)
+def run_jobs(inv: Inventory, *, as_json: bool, owner: str | None = None) -> int:
+    """`owner`: only that owner's jobs (`mine`: this account's; None: everyone's)."""
+    from tui.jobs.owner import owner_filter
 
+    only = owner_filter(owner)
 
-def run_jobs(inv: Inventory, *, as_json: bool) -> int:
     async def body(cluster: RayCluster) -> int:
         history = JobHistory(inv.cluster)
         try:
@@ -109,6 +108,8 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui jobs: {exc}", file=sys.stderr)
             return 1
+        if only is not None:
+            rows = [r for r in rows if r.owner == only]
         for problem in history.problems:  # damaged records: listed without, each named once
             print(f"verl-tui jobs: warning: {problem}", file=sys.stderr)
         stalls = running_stalls(inv.cluster, rows, warn=sys.stderr)
@@ -129,11 +130,24 @@ def run_jobs(inv: Inventory, *, as_json: bool) -> int:
     return _run(_with_cluster(inv, body))
 
 
-def run_stop(inv: Inventory, job: str, *, wait: float = 30.0) -> int:
+def run_stop(inv: Inventory, job: str, *, wait: float = 30.0, force: bool = False) -> int:
     check_job_id(job, "SUBMISSION_ID")  # before anything is sent: bad id → exit 2
 
     async def body(cluster: RayCluster) -> int:
+        from tui.commands.queue import EXIT_NOT_YOURS
+        from tui.jobs.owner import me, owner_of_metadata
+
         try:
+            if not force:
+                client = await cluster.dashboard()
+                owner = owner_of_metadata((await client.job_info(job)).get("metadata"))
+                if owner is not None and owner != me():
+                    print(
+                        f"verl-tui stop: {job} was submitted by {owner}, not you ({me()}); "
+                        "--force stops it anyway",
+                        file=sys.stderr,
+                    )
+                    return EXIT_NOT_YOURS
             status = await stop_job(cluster, job, JobHistory(inv.cluster), wait=wait)
         except (DashboardError, TransportError) as exc:
             print(f"verl-tui stop: {exc}", file=sys.stderr)
@@ -214,7 +228,6 @@ def run_submit_profile(
         profile_path=str(profile_path.resolve()),
         priority=priority,
         retry_policy=retry_policy.to_json() if retry_policy else None,
-        before_queue=_stash(inv, retry_policy),
         ray_wait_s=DRY_RUN_RAY_WAIT_S,
     )
     return submit_through_flow(inv, request, as_json=as_json, profile_path=profile_path)
@@ -515,25 +528,47 @@ SUBMIT = Command(
 )
 
 
+def _owner_arg(text: str) -> str:
+    from tui.jobs.owner import check_owner
+
+    try:
+        return check_owner(text, "--owner")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _jobs_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument(
+        "--mine", action="store_true", help="only the jobs this account (user@host) submitted"
+    )
+    who.add_argument(
+        "--owner", type=_owner_arg, metavar="USER@HOST", help="only the jobs USER@HOST submitted"
+    )
 
 
 def _stop_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "job", metavar="SUBMISSION_ID", help="the job to stop (verl-tui jobs lists them)"
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="stop another user's job (refused without it: exit 3)",
+    )
 
 
 JOBS = Command(
     _jobs_arguments,
-    lambda a: run_jobs(a.inventory, as_json=a.json),
+    lambda a: run_jobs(a.inventory, as_json=a.json, owner="mine" if a.mine else a.owner),
     hosts="required",
-    description="Jobs on the cluster, with their profiles and configs from the local history.",
+    description="Jobs on the cluster, every user's with its owner (user@host), with their "
+    "profiles and configs from the local history.",
 )
 STOP = Command(
     _stop_arguments,
-    lambda a: run_stop(a.inventory, a.job),
+    lambda a: run_stop(a.inventory, a.job, force=a.force),
     hosts="required",
-    description="Stop a job and wait until it stopped.",
+    description="Stop a job and wait until it stopped; another user's job only with --force.",
 )

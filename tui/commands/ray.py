@@ -186,13 +186,28 @@ def _run(coro: Awaitable[int]) -> int:
     return code
 
 
-def run_up(inv: Inventory, *, restart: bool) -> int:
+async def _refused_for_others(cluster: RayCluster, what: str, force: bool) -> bool:
+    """`down`/`restart` while other users' jobs run: said in one line naming them and --force
+    (the caller exits 3); False when it may go on."""
+    from tui.jobs.owner import others_running, their_jobs_line
+
+    owners = [] if force else await others_running(cluster)
+    if owners:
+        print(
+            f"verl-tui {what}: {their_jobs_line(owners)}; --force {what}s anyway", file=sys.stderr
+        )
+    return bool(owners)
+
+
+def run_up(inv: Inventory, *, restart: bool, force: bool = False) -> int:
     from tui.cluster.lock import EXIT_BUSY
     from tui.cluster.ray_cluster import BringUpError, ClusterBusy
 
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
+        if restart and await _refused_for_others(cluster, "restart", force):
+            return EXIT_BUSY
         try:
             # The lock first: a second up/down/restart is refused before it probes anything.
             async with cluster.lock("restart" if restart else "up"):
@@ -212,13 +227,15 @@ def run_up(inv: Inventory, *, restart: bool) -> int:
     return _run(_with_cluster(inv, body, _printer(t0)))
 
 
-def run_down(inv: Inventory) -> int:
+def run_down(inv: Inventory, *, force: bool = False) -> int:
     from tui.cluster.lock import EXIT_BUSY
     from tui.cluster.ray_cluster import ClusterBusy
 
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
+        if await _refused_for_others(cluster, "down", force):
+            return EXIT_BUSY
         try:
             report = await cluster.tear_down()
         except ClusterBusy as exc:
@@ -314,6 +331,15 @@ def _up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart", action="store_true", help="stop Ray everywhere first, then start it"
     )
+    _force_argument(p)
+
+
+def _force_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="even while other users' jobs run (refused without it: exit 3)",
+    )
 
 
 def _no_arguments(p: argparse.ArgumentParser) -> None:
@@ -326,18 +352,19 @@ def _json_argument(p: argparse.ArgumentParser) -> None:
 
 UP = Command(
     _up_arguments,
-    lambda a: run_up(a.inventory, restart=a.restart),
+    lambda a: run_up(a.inventory, restart=a.restart, force=a.force),
     hosts="optional",
     description="Probe every host, check versions, start the Ray head, then all workers "
     "in parallel, and wait until every node is ALIVE. Exit 3 while another up/down "
-    "holds the cluster's lock.",
+    "holds the cluster's lock, or for --restart while other users' jobs run (--force).",
 )
 DOWN = Command(
-    _no_arguments,
-    lambda a: run_down(a.inventory),
+    _force_argument,
+    lambda a: run_down(a.inventory, force=a.force),
     hosts="optional",
     description="Stop Ray on every worker, then the head; check nothing is left. "
-    "Exit 3 while another up/down holds the cluster's lock.",
+    "Exit 3 while another up/down holds the cluster's lock, or while other users' jobs run "
+    "(--force).",
 )
 STATUS = Command(
     _json_argument,

@@ -37,7 +37,6 @@ def run_sweep(
     from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import JobSpec
     from tui.jobs.profiles import check_set, load_profile, resolve_profile
-    from tui.jobs.queue import JobQueue
     from tui.jobs.sweep import parse_grid, runs_of
     from tui.jobs.verl_source import select_verl_sync
 
@@ -66,7 +65,7 @@ def run_sweep(
     show = SweepPrinter(inv, profile_path, sweep_name, dry_run=dry_run, as_json=as_json)
 
     async def body(cluster: RayCluster) -> int:
-        steps = submission_flow(inv, cluster, history, request, queue=JobQueue(inv.cluster))
+        steps = submission_flow(inv, cluster, history, request)
         return show.outcome(await outcome(steps, show.step))
 
     return _run(_with_cluster(inv, body))

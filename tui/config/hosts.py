@@ -339,6 +339,8 @@ class HostsFileModel(_Strict):
     env_setup: tuple[SetupStep, ...] | None = None  # a string or a list of strings in the file
     container: ContainerSpec | None = None
     hosts: list[HostEntry] = Field(min_length=1)
+    # A cockpit on this file shows everything and changes nothing (tui/screens/readonly.py).
+    readonly: bool = False
     # The cockpit serves its data for Prometheus here (tui/export): loopback HOST:PORT only.
     prometheus: str | None = Field(default=None, max_length=100)
 
@@ -414,6 +416,7 @@ class Inventory(BaseModel):
     notify: NotifyTargets | None = None
     stall: StallOptions = StallOptions()
     prometheus: str | None = None  # loopback HOST:PORT the cockpit serves metrics on
+    readonly: bool = False  # the cockpit refuses every action that changes anything
     source: Path | None = None  # None: the built-in localhost inventory
 
     @property
@@ -555,6 +558,7 @@ def _resolve(model: HostsFileModel, source: Path | None, doc: LocatedDoc | None)
         notify=model.notify,
         stall=model.stall,
         prometheus=model.prometheus,
+        readonly=model.readonly,
         source=source,
     )
 

@@ -66,6 +66,18 @@ class NotifyOptions(BaseModel):
     format: WebhookFormat = "raw"
     timeout: float = Field(default=10.0, gt=0, le=120, description="seconds per notifier")
     events: tuple[Event, ...] = DEFAULT_EVENTS
+    # Whose jobs: `all` (default), `mine` (the supervisor's own user@host) or one USER@HOST.
+    # An event about no job (the lease, the cluster) goes only to `all`.
+    owner: str = Field(default="all", max_length=128)
+
+    @field_validator("owner")
+    @classmethod
+    def _check_owner(cls, v: str) -> str:
+        from tui.config.owner import check_owner
+
+        if v in ("all", "mine"):
+            return v
+        return check_owner(v, "owner: mine, all or USER@HOST;")
 
     @field_validator("command")
     @classmethod

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tui.cluster.dashboard import DashboardError
 from tui.config.yamlfile import ConfigError
 from tui.fmt import plural
+from tui.jobs.owner import stamp
 from tui.jobs.pipeline import JobSpec, live_resources, prepare_submission, working_dir_size
 from tui.jobs.rules_base import ClusterResources, Problem
 from tui.jobs.schema import SchemaError
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from tui.config.hosts import Inventory
     from tui.jobs.history import JobHistory
     from tui.jobs.queue import JobQueue, QueueEntry
+    from tui.jobs.queue_shared import AnyQueue
     from tui.jobs.sweep import Grid, Run, SweepPlan
     from tui.transport.fleet import Fleet
 
@@ -195,8 +197,8 @@ class Request:
     profile_path: str | None = None
     priority: int = 0
     retry_policy: dict[str, Any] | None = None  # on the history record, before the POST
-    # Queue mode: called with each submission just before it is queued (the caller keeps
-    # what the queue does not: a retry policy, tui/supervisor/policy.stash_policy).
+    # Queue mode: called with each submission just before it is queued (retry_policy above
+    # goes on the entry itself).
     before_queue: Callable[[Submission], None] | None = None
     # The supervisor: an id whose record exists is sent again (a crash between record and
     # POST; Ray accepts an id at most once), with the attempt chain on a new record.
@@ -227,17 +229,20 @@ class Flow:
     history: JobHistory
     request: Request
     resources_of: Callable[[], Awaitable[ClusterResources]] | None = None
-    queue: JobQueue | None = None
+    queue: AnyQueue | JobQueue | None = None
     dashboard: Callable[[], Awaitable[DashboardClient]] | None = None
     resources: ClusterResources | None = None
     ray_reached: bool = True
     plan: SweepPlan | None = None
 
-    def job_queue(self) -> JobQueue:
-        if self.queue is None:
-            from tui.jobs.queue import JobQueue
+    def job_queue(self) -> AnyQueue:
+        """The cluster's queue: on its head (tui/jobs/queue_shared.py), or the one handed in."""
+        from tui.jobs.queue_shared import as_async, cluster_queue
 
-            self.queue = JobQueue(self.inv.cluster)
+        if self.queue is None:
+            fleet = self.cluster.fleet if self.cluster is not None else None
+            self.queue = cluster_queue(self.inv, fleet)
+        self.queue = as_async(self.queue)
         return self.queue
 
     def taken(self, sid: str) -> bool:
@@ -389,10 +394,9 @@ def _plan_one(
     return sub, report, skipped
 
 
-def _plan_sweep(flow: Flow, sweep: Sweep) -> SweepPlan:
+def _plan_sweep(flow: Flow, sweep: Sweep, queued: set[str]) -> SweepPlan:
     from tui.jobs.sweep import plan_sweep
 
-    queued = {e.submission_id for e in flow.job_queue().entries()}
     wd_bytes = flow.request.working_dir_bytes
     if wd_bytes is None:
         wd_bytes = working_dir_size(sweep.spec)[0]
@@ -415,9 +419,16 @@ async def _plan(flow: Flow) -> AsyncIterator[Step | list[Planned]]:
         yield [Planned(job, None)]
         return
     yield Checking("config")
+    queued: set[str] = set()
+    if isinstance(job, Sweep):  # the ids a sweep's runs must not take
+        try:
+            queued = {e.submission_id for e in await flow.job_queue().entries()}
+        except OSError as exc:  # the head's queue cannot be read (StateError): one line
+            yield Refused(Refusal.NOT_QUEUED, "not queued", str(exc), error=exc)
+            return
     try:
         if isinstance(job, Sweep):
-            plan = flow.plan = await asyncio.to_thread(_plan_sweep, flow, job)
+            plan = flow.plan = await asyncio.to_thread(_plan_sweep, flow, job, queued)
         else:
             sub, report, skipped = await asyncio.to_thread(_plan_one, flow, job)
     except (ConfigError, SchemaError, ValueError) as exc:
@@ -464,29 +475,27 @@ async def _queue(flow: Flow, runs: list[Planned]) -> Outcome:
             req.before_queue(run.sub)
     try:
         if flow.plan is not None:
-            from tui.jobs.sweep import queue_sweep
+            from tui.jobs.sweep import sweep_entries
 
-            placed = await asyncio.to_thread(
-                queue_sweep,
-                flow.inv,
-                flow.plan,
-                queue,
-                priority=req.priority,
-                profile_path=req.profile_path,
-                taken=flow.taken,
+            entries = sweep_entries(
+                flow.inv, flow.plan, priority=req.priority, profile_path=req.profile_path
             )
         else:
             (run,) = runs
             config = run.report.config if run.report is not None else None
-            entry = entry_for(
-                run.sub,
-                flow.inv,
-                needs=Needs.from_config(config),
-                priority=req.priority,
-                profile_path=req.profile_path,
-            )
-            pos = await asyncio.to_thread(queue.add, entry, taken=flow.taken)
-            placed = [(entry, pos)]
+            entries = [
+                entry_for(
+                    run.sub,
+                    flow.inv,
+                    needs=Needs.from_config(config),
+                    priority=req.priority,
+                    profile_path=req.profile_path,
+                )
+            ]
+        for entry in entries:  # the entry carries its retry policy to whichever supervisor
+            entry.retry_policy = req.retry_policy
+        positions = await queue.add_all(entries, taken=flow.taken)
+        placed = list(zip(entries, positions, strict=True))
     except (QueueError, OSError) as exc:
         return Refused(Refusal.NOT_QUEUED, "not queued", str(exc), error=exc)
     return Queued(
@@ -526,7 +535,7 @@ async def submission_flow(
     request: Request,
     *,
     resources: Callable[[], Awaitable[ClusterResources]] | None = None,
-    queue: JobQueue | None = None,
+    queue: AnyQueue | JobQueue | None = None,
     dashboard: Callable[[], Awaitable[DashboardClient]] | None = None,
 ) -> AsyncIterator[Step]:
     """The flow's steps, then its one outcome (see the module text). `resources`: where
@@ -549,6 +558,8 @@ async def submission_flow(
             yield item
             if isinstance(item, Refused):
                 return
+    for r in runs:  # who asked: on Ray's job metadata and the queue entry (tui/jobs/owner.py)
+        stamp(r.sub.metadata)
     if request.mode == "check":
         yield Ready(tuple(r.sub for r in runs), tuple(r.report for r in runs))
         return

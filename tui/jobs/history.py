@@ -53,6 +53,7 @@ class JobRecord:
     pending_retry: dict[str, Any] | None = None
     # Queue and sweep labels: {"sweep": NAME, "grid": "key=value, …"} (tui/jobs/sweep.py).
     tags: dict[str, str] = field(default_factory=dict)
+    owner: str | None = None  # user@host who submitted it (tui/jobs/owner.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +82,7 @@ def _shaped(rec: JobRecord) -> bool:
         rec.status,
         rec.note,
         rec.retry_of,
+        rec.owner,
     )
     return (
         is_job_id(rec.submission_id)

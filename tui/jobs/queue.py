@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from tui.cluster.dashboard import check_job_id, is_job_id
 from tui.config.hosts import Inventory
+from tui.jobs.owner import me, owner_of_metadata, valid_owner
 from tui.jobs.rules_base import CPUS_PER_GPU, ClusterResources, NodeResources, Problem, _Cfg
 from tui.jobs.rules_runtime import _cluster_rules
 from tui.jobs.secrets import env_for_record, resolve
@@ -147,6 +148,8 @@ class QueueEntry:
     started_at: float | None = None  # when a supervisor began submitting it
     reason: str | None = None  # why it waits (or cannot start), as the supervisor last saw it
     blocked: bool = False  # cannot start on the cluster as it is (skipped, kept)
+    owner: str | None = None  # user@host who queued it (tui/jobs/owner.py); None: unknown
+    retry_policy: dict[str, Any] | None = None  # `submit --queue --retries N`: goes with it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,6 +176,9 @@ class QueueEntry:
             return None
         if entry.state not in ("queued", "starting"):
             entry.state = "queued"
+        entry.owner = valid_owner(entry.owner)
+        if not isinstance(entry.retry_policy, dict):
+            entry.retry_policy = None
         return entry
 
     @property
@@ -185,6 +191,7 @@ class QueueEntry:
         return {
             "position": position,
             "submission_id": self.submission_id,
+            "owner": self.owner,
             "priority": self.priority,
             "profile": self.profile,
             "kind": self.kind,
@@ -243,8 +250,10 @@ def entry_for(
     profile_path: str | None = None,
     group: str | None = None,
     tags: Mapping[str, str] | None = None,
+    retry_policy: dict[str, Any] | None = None,
 ) -> QueueEntry:
-    """A validated Submission as a queue entry (secrets as references, like the history)."""
+    """A validated Submission as a queue entry (secrets as references, like the history); its
+    owner is the one its metadata names (tui/jobs/flow.py stamps it), else this process's."""
     runtime_env = sub.runtime_env()
     if "env_vars" in runtime_env:
         runtime_env["env_vars"] = env_for_record(
@@ -267,6 +276,8 @@ def entry_for(
         group=group,
         tags=dict(tags or {}),
         hosts_file=str(inv.source) if inv.source else None,
+        owner=owner_of_metadata(sub.metadata) or me(),
+        retry_policy=retry_policy,
     )
 
 
@@ -307,8 +318,145 @@ class Started:
     at: float
 
 
+# -- the queue file's document and its changes: the same for every store -----------------------
+# (this module's JobQueue: a local file; tui/jobs/queue_shared.py: the cluster's head)
+
+Change = Callable[[list[QueueEntry], list[Started]], Any]
+
+
+def parse_queue(
+    doc: Any, damaged: Callable[[str], Exception]
+) -> tuple[list[QueueEntry], list[Started]]:
+    """The entries and reservations of a queue document (None: an empty queue). A document not
+    entirely ours raises `damaged(why)`, so a change never writes back a queue that lost entries."""
+    if doc is None:
+        return [], []
+    if not isinstance(doc, dict):
+        raise damaged("not a JSON object")
+    raw_entries, raw_started = doc.get("entries", []), doc.get("started", [])
+    if not isinstance(raw_entries, list) or not isinstance(raw_started, list):
+        raise damaged("'entries' and 'started' must be lists")
+    entries = []
+    for i, raw in enumerate(raw_entries):
+        entry = QueueEntry.from_json(raw)
+        if entry is None:
+            raise damaged(f"entry {i + 1} is not a queue entry")
+        entries.append(entry)
+    started = []
+    for s in raw_started:
+        at = s.get("at") if isinstance(s, dict) else None
+        if not (isinstance(s, dict) and is_job_id(s.get("submission_id"))) or not isinstance(
+            at, (int, float)
+        ):
+            continue  # a reservation only delays: one of the wrong shape is let go
+        started.append(Started(s["submission_id"], Needs.from_json(s.get("needs")), float(at)))
+    return entries, started
+
+
+def queue_doc(cluster: str, entries: list[QueueEntry], started: list[Started]) -> dict[str, Any]:
+    now = time.time()
+    return {
+        "version": QUEUE_VERSION,
+        "cluster": cluster,
+        "entries": [e.to_json() for e in entries],
+        "started": [asdict(s) for s in started if now - s.at < SETTLE_S],
+    }
+
+
+def settled(started: list[Started], now: float | None = None) -> list[Started]:
+    now = time.time() if now is None else now
+    return [s for s in started if now - s.at < SETTLE_S]
+
+
+def op_add_all(new: list[QueueEntry], taken: Callable[[str], bool] | None) -> Change:
+    """All of `new` or none (a sweep), each after every entry of its priority or higher: their
+    1-based positions. QueueError when an id is queued already (or `taken` says it is used)."""
+
+    def change(entries: list[QueueEntry], _s: list[Started]) -> list[int]:
+        ids = {e.submission_id for e in entries}
+        for e in new:
+            if e.submission_id in ids or (taken is not None and taken(e.submission_id)):
+                raise QueueError(f"submission id {e.submission_id} is already used")
+            ids.add(e.submission_id)
+        for e in new:
+            at = next(
+                (i for i, old in enumerate(entries) if old.priority < e.priority), len(entries)
+            )
+            entries.insert(at, e)
+        return [entries.index(e) + 1 for e in new]
+
+    return change
+
+
+def op_cancel(submission_id: str, cluster: str) -> Change:
+    def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry:
+        entry = _find(entries, submission_id, cluster)
+        if entry.state == "starting":
+            raise QueueError(f"{submission_id} is being submitted now: stop it instead")
+        entries.remove(entry)
+        return entry
+
+    return change
+
+
+def op_move(submission_id: str, to: int, cluster: str) -> Change:
+    """To 1-based position `to` (clamped): its new position. It keeps its priority: the order
+    is the queue's truth, priority only places new entries."""
+
+    def change(entries: list[QueueEntry], _s: list[Started]) -> int:
+        entry = _find(entries, submission_id, cluster)
+        entries.remove(entry)
+        at = min(max(to, 1), len(entries) + 1) - 1
+        entries.insert(at, entry)
+        return at + 1
+
+    return change
+
+
+def op_update(submission_id: str, changes: dict[str, Any]) -> Change:
+    """Set fields of an entry (None when it is gone: cancelled meanwhile)."""
+
+    def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry | None:
+        entry = next((e for e in entries if e.submission_id == submission_id), None)
+        if entry is not None:
+            for k, v in changes.items():
+                setattr(entry, k, v)
+        return entry
+
+    return change
+
+
+def op_begin_start(submission_id: str) -> Change:
+    """Mark an entry `starting` (written before anything is sent: a supervisor killed
+    mid-submit finds it so and checks the head before sending it again); None when it is gone."""
+    return op_update(submission_id, {"state": "starting", "started_at": time.time()})
+
+
+def op_finish_start(submission_id: str, needs: Needs) -> Change:
+    """The job is on the head: out of the queue, its needs reserved for SETTLE_S."""
+
+    def change(entries: list[QueueEntry], started: list[Started]) -> None:
+        entries[:] = [e for e in entries if e.submission_id != submission_id]
+        if not any(s.submission_id == submission_id for s in started):
+            started.append(Started(submission_id, needs, time.time()))
+
+    return change
+
+
+def op_release(submission_ids: set[str]) -> Change:
+    """Jobs that ended: their reservations go."""
+
+    def change(_e: list[QueueEntry], started: list[Started]) -> None:
+        started[:] = [s for s in started if s.submission_id not in submission_ids]
+
+    return change
+
+
 class JobQueue:
-    """The queue of one cluster. Reads are lock-free; every change goes through `_change`."""
+    """The queue of one cluster in a local file: where there is no head to keep it (a cockpit
+    or CLI given no fleet), and the per-user queue of earlier versions that
+    tui/jobs/queue_shared.py moves to the head once. Reads are lock-free; every change goes
+    through `_change`."""
 
     def __init__(self, cluster: str, root: Path | None = None):
         self.cluster = cluster
@@ -325,39 +473,15 @@ class JobQueue:
         )
 
     def _read(self) -> tuple[list[QueueEntry], list[Started]]:
-        """The entries and reservations. No file: an empty queue. A file that is not entirely
-        ours (bad JSON, an entry of the wrong shape, a FIFO): StateError naming it, so a change
-        never writes back a queue that lost entries."""
-        doc = read_state_json(self.path, max_bytes=MAX_QUEUE_BYTES)
-        if doc is None:
-            return [], []
-        if not isinstance(doc, dict):
-            raise self._damaged("not a JSON object")
-        raw_entries, raw_started = doc.get("entries", []), doc.get("started", [])
-        if not isinstance(raw_entries, list) or not isinstance(raw_started, list):
-            raise self._damaged("'entries' and 'started' must be lists")
-        entries = []
-        for i, raw in enumerate(raw_entries):
-            entry = QueueEntry.from_json(raw)
-            if entry is None:
-                raise self._damaged(f"entry {i + 1} is not a queue entry")
-            entries.append(entry)
-        started = []
-        for s in raw_started:
-            at = s.get("at") if isinstance(s, dict) else None
-            if not (isinstance(s, dict) and is_job_id(s.get("submission_id"))) or not isinstance(
-                at, (int, float)
-            ):
-                continue  # a reservation only delays: one of the wrong shape is let go
-            started.append(Started(s["submission_id"], Needs.from_json(s.get("needs")), float(at)))
-        return entries, started
+        """No file: an empty queue. A file not entirely ours (bad JSON, an entry of the wrong
+        shape, a FIFO): StateError naming it."""
+        return parse_queue(read_state_json(self.path, max_bytes=MAX_QUEUE_BYTES), self._damaged)
 
     def entries(self) -> list[QueueEntry]:
         return self._read()[0]
 
     def started(self, now: float | None = None) -> list[Started]:
-        now = time.time() if now is None else now
-        return [s for s in self._read()[1] if now - s.at < SETTLE_S]
+        return settled(self._read()[1], now)
 
     def get(self, submission_id: str) -> QueueEntry | None:
         return next((e for e in self.entries() if e.submission_id == submission_id), None)
@@ -390,121 +514,44 @@ class JobQueue:
         finally:
             os.close(fd)  # drops the flock
 
-    def _change(
-        self, fn: Callable[[list[QueueEntry], list[Started]], Any]
-    ) -> Any:  # returns what fn returns
+    def _change(self, fn: Change) -> Any:  # returns what fn returns
         with self._locked():
             entries, started = self._read()
             result = fn(entries, started)
-            now = time.time()
-            atomic_write_json(
-                self.path,
-                {
-                    "version": QUEUE_VERSION,
-                    "cluster": self.cluster,
-                    "entries": [e.to_json() for e in entries],
-                    "started": [asdict(s) for s in started if now - s.at < SETTLE_S],
-                },
-            )
+            atomic_write_json(self.path, queue_doc(self.cluster, entries, started))
             return result
 
     def add(self, entry: QueueEntry, *, taken: Callable[[str], bool] | None = None) -> int:
-        """Put `entry` after every entry of its priority or higher; its 1-based position.
-        QueueError when its id is queued already (or `taken` says the history has it)."""
+        """Put `entry` after every entry of its priority or higher; its 1-based position."""
         return self.add_all([entry], taken=taken)[0]
 
     def add_all(
         self, new: list[QueueEntry], *, taken: Callable[[str], bool] | None = None
     ) -> list[int]:
-        """All of `new` or none (a sweep): positions in the same order."""
-
-        def change(entries: list[QueueEntry], _s: list[Started]) -> list[int]:
-            ids = {e.submission_id for e in entries}
-            for e in new:
-                if e.submission_id in ids or (taken is not None and taken(e.submission_id)):
-                    raise QueueError(f"submission id {e.submission_id} is already used")
-                ids.add(e.submission_id)
-            for e in new:
-                at = next(
-                    (i for i, old in enumerate(entries) if old.priority < e.priority), len(entries)
-                )
-                entries.insert(at, e)
-            return [entries.index(e) + 1 for e in new]
-
-        result: list[int] = self._change(change)
+        result: list[int] = self._change(op_add_all(new, taken))
         return result
 
     def cancel(self, submission_id: str) -> QueueEntry:
-        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry:
-            entry = _find(entries, submission_id, self.cluster)
-            if entry.state == "starting":
-                raise QueueError(f"{submission_id} is being submitted now: stop it instead")
-            entries.remove(entry)
-            return entry
-
-        result: QueueEntry = self._change(change)
+        result: QueueEntry = self._change(op_cancel(submission_id, self.cluster))
         return result
 
     def move(self, submission_id: str, to: int) -> int:
-        """Move an entry to 1-based position `to` (clamped); its new position. It keeps its
-        priority: the order is the queue's truth, priority only places new entries."""
-
-        def change(entries: list[QueueEntry], _s: list[Started]) -> int:
-            entry = _find(entries, submission_id, self.cluster)
-            entries.remove(entry)
-            at = min(max(to, 1), len(entries) + 1) - 1
-            entries.insert(at, entry)
-            return at + 1
-
-        result: int = self._change(change)
+        result: int = self._change(op_move(submission_id, to, self.cluster))
         return result
 
     def update(self, submission_id: str, **changes: Any) -> QueueEntry | None:
-        """Set fields of an entry (None when it is gone: cancelled meanwhile)."""
-
-        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry | None:
-            entry = next((e for e in entries if e.submission_id == submission_id), None)
-            if entry is not None:
-                for k, v in changes.items():
-                    setattr(entry, k, v)
-            return entry
-
-        result: QueueEntry | None = self._change(change)
+        result: QueueEntry | None = self._change(op_update(submission_id, changes))
         return result
 
     def begin_start(self, submission_id: str) -> QueueEntry | None:
-        """Mark an entry `starting` (written before anything is sent: a supervisor killed
-        mid-submit finds it so and checks the head before sending it again). None when it
-        is gone (cancelled) or another process is starting it already."""
-
-        def change(entries: list[QueueEntry], _s: list[Started]) -> QueueEntry | None:
-            entry = next((e for e in entries if e.submission_id == submission_id), None)
-            if entry is None:
-                return None
-            entry.state = "starting"
-            entry.started_at = time.time()
-            return entry
-
-        result: QueueEntry | None = self._change(change)
+        result: QueueEntry | None = self._change(op_begin_start(submission_id))
         return result
 
     def finish_start(self, submission_id: str, needs: Needs) -> None:
-        """The job is on the head: out of the queue, its needs reserved for SETTLE_S."""
-
-        def change(entries: list[QueueEntry], started: list[Started]) -> None:
-            entries[:] = [e for e in entries if e.submission_id != submission_id]
-            if not any(s.submission_id == submission_id for s in started):
-                started.append(Started(submission_id, needs, time.time()))
-
-        self._change(change)
+        self._change(op_finish_start(submission_id, needs))
 
     def release(self, submission_ids: set[str]) -> None:
-        """Jobs that ended: their reservations go."""
-
-        def change(_e: list[QueueEntry], started: list[Started]) -> None:
-            started[:] = [s for s in started if s.submission_id not in submission_ids]
-
-        self._change(change)
+        self._change(op_release(submission_ids))
 
 
 def _find(entries: list[QueueEntry], submission_id: str, cluster: str) -> QueueEntry:

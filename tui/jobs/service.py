@@ -15,6 +15,7 @@ from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
 from tui.jobs.history import NOT_SUBMITTED, SUBMITTING, JobHistory, JobRecord
+from tui.jobs.owner import owner_of_metadata
 from tui.jobs.secrets import env_for_record
 from tui.jobs.submit import Submission, resolved_interpreter, submit
 from tui.state import StateError
@@ -44,6 +45,12 @@ class JobRow:
     # when the head's Ray restarted is LOST (its outcome is unknown).
     on_head: bool = True
     head_restarted_at: float | None = None  # Ray on the head restarted since (its session start)
+    ray_owner: str | None = None  # the owner in the job's Ray metadata (tui/jobs/owner.py)
+
+    @property
+    def owner(self) -> str | None:
+        """Who submitted it (user@host): Ray's metadata, else our record; None: unknown."""
+        return self.ray_owner or (self.record.owner if self.record else None)
 
     @property
     def status_text(self) -> str:
@@ -69,6 +76,7 @@ class JobRow:
         r = self.record
         return {
             "submission_id": self.submission_id,
+            "owner": self.owner,
             "status": self.status,
             "entrypoint": self.entrypoint,
             "start_time": self.start_time,
@@ -135,6 +143,7 @@ async def list_jobs(cluster: RayCluster, history: JobHistory) -> list[JobRow]:
             None if driver is None else str(driver),
             None if message is None else str(message),
             rec,
+            ray_owner=owner_of_metadata(j.get("metadata")),
         )
     gone = [rec for rec in records.values() if rec.submission_id not in rows]
     unsent = [rec for rec in gone if rec.status in (SUBMITTING, NOT_SUBMITTED)]
@@ -246,6 +255,7 @@ def record_for(sub: Submission, inv: Inventory, *, profile_path: str | None = No
         runtime_env=runtime_env,
         hosts_file=str(inv.source) if inv.source else None,
         status=SUBMITTING,
+        owner=owner_of_metadata(sub.metadata),
     )
 
 

@@ -208,9 +208,18 @@ def queue_sweep(
 ) -> list[tuple[QueueEntry, int]]:
     """Queue every run of a valid plan as one group (all or none: QueueError when an id is
     taken meanwhile). (entry, position) per run."""
+    entries = sweep_entries(inv, plan, priority=priority, profile_path=profile_path)
+    positions = queue.add_all(entries, taken=taken)
+    return list(zip(entries, positions, strict=True))
+
+
+def sweep_entries(
+    inv: Inventory, plan: SweepPlan, *, priority: int = 0, profile_path: str | None = None
+) -> list[QueueEntry]:
+    """The queue entries of every run of a valid plan, one group."""
     if not plan.ok:
         raise ValueError("a sweep with invalid combinations is not queued")
-    entries = [
+    return [
         entry_for(
             sub,
             inv,
@@ -222,8 +231,6 @@ def queue_sweep(
         )
         for run, sub, cfg in zip(plan.runs, plan.subs, plan.configs, strict=True)
     ]
-    positions = queue.add_all(entries, taken=taken)
-    return list(zip(entries, positions, strict=True))
 
 
 def grid_summary(grids: Sequence[Grid]) -> Mapping[str, Any]:

@@ -20,6 +20,7 @@ from tui.cluster.job_logs import ray_message
 from tui.cluster.ray_cluster import RayCluster
 from tui.fmt import age, duration, plural
 from tui.jobs.history import JobHistory
+from tui.jobs.owner import me, others
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
@@ -86,6 +87,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         Binding("delete", "queue_cancel", "Cancel queued", show=False),
         Binding("left_square_bracket", "queue_up", "Queue earlier", show=False),
         Binding("right_square_bracket", "queue_down", "Queue later", show=False),
+        Binding("w", "owners", "Whose jobs: mine / everyone's", show=False),
         Binding("escape,b", "back", "Back (esc first clears a filter)", show=False),
     ]
 
@@ -108,6 +110,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.error: str | None = None
         self.loaded = False
         self.filter_text = ""
+        # Whose jobs: "mine", "all", or None: mine while the cluster has others' jobs (`w`).
+        self.owner_view: str | None = None
         self.sort_key = SORT_KEYS[0]
         self.sort_reverse = False
         # A job just submitted, resubmitted or queued from here: the cursor goes to it once
@@ -119,7 +123,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
         table = JobTable(id="jobs", cursor_type="row", zebra_stripes=True)
         table.add_columns(
-            "submission id", "status", "age", "duration", "profile", "driver", "message"
+            "submission id", "status", "age", "duration", "profile", "owner", "driver", "message"
         )
         yield table
         yield Static("", id="job-detail")
@@ -163,8 +167,11 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         current = self.current
         queued_key = self.cursor_key(table)
         table.clear()
-        self.fill_queue(table, shown_queue(self.queued, self.filter_text))
-        shown = shown_rows(self.rows, self.filter_text, self.sort_key, self.sort_reverse)
+        mine = self.mine_only()
+        queued = shown_queue(self.queued, self.filter_text)
+        self.fill_queue(table, [e for e in queued if e.owner == me()] if mine else queued)
+        rows = [r for r in self.rows if r.owner == me()] if mine else self.rows
+        shown = shown_rows(rows, self.filter_text, self.sort_key, self.sort_reverse)
         for r in shown:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
@@ -179,6 +186,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
                 age(r.start_time),
                 duration(r.duration_s),
                 cell(profile),
+                cell(r.owner or "-"),
                 cell(r.driver_node or "-"),
                 cell(r.message or "", 60),
                 key=r.submission_id,
@@ -190,6 +198,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         title = f" Jobs — {markup(self.cluster.inv.cluster)}   {plural(len(self.rows), 'job')}"
         if self.queued:
             title += f", {len(self.queued)} queued"
+        if mine:
+            title += f"   mine: {len(shown)} shown (w: everyone's)"
         if self.filter_text:
             title += f"   filter “{markup(one_line(self.filter_text, 40))}”: {len(shown)} shown"
         if self.sort_key != SORT_KEYS[0] or self.sort_reverse:
@@ -481,12 +491,24 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if yes:
                 self._stop(row.submission_id)
 
+        detail = "Ray stops its driver and its tasks."
+        if row.owner is not None and row.owner != me():
+            detail += f" It was submitted by {one_line(row.owner, 80)}, not you."
         self.app.push_screen(
-            ConfirmScreen(
-                f"Stop job {one_line(row.submission_id)}?", "Ray stops its driver and its tasks."
-            ),
-            answered,
+            ConfirmScreen(f"Stop job {one_line(row.submission_id)}?", detail), answered
         )
+
+    def mine_only(self) -> bool:
+        """Whether only this account's jobs show: by `w`, else while others' jobs are there."""
+        if self.owner_view is not None:
+            return self.owner_view == "mine"
+        owners = [r.owner for r in self.rows] + [e.owner for e in self.queued]
+        return bool(others(owners))
+
+    def action_owners(self) -> None:
+        self.owner_view = "all" if self.mine_only() else "mine"
+        self.notify("everyone's jobs" if self.owner_view == "all" else "my jobs", timeout=2)
+        self._fill()
 
     @work(group="jobs-stop", exit_on_error=False)
     async def _stop(self, sid: str) -> None:

@@ -4,7 +4,6 @@ screen's own file stays about jobs on the head."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from typing import Any
@@ -16,7 +15,9 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.fmt import age, duration
-from tui.jobs.queue import JobQueue, QueueEntry, QueueError
+from tui.jobs.owner import me
+from tui.jobs.queue import QueueEntry, QueueError
+from tui.jobs.queue_shared import AnyQueue, cluster_queue
 from tui.jobs.service import JobRow
 from tui.sanitize import cell, markup, one_line, styled
 from tui.screens.confirm import ConfirmScreen
@@ -24,9 +25,9 @@ from tui.screens.confirm import ConfirmScreen
 QUEUE_KEY = "queued:"  # row keys of queued jobs (a submission id never has a ':')
 
 
-def load_queue(cluster: str) -> list[QueueEntry]:
-    """The queue's entries (a local file: read in a thread from the screen)."""
-    return JobQueue(cluster).entries()
+def queue_for(cluster: Any, notify: Any = None) -> AnyQueue:
+    """The cluster's shared queue (on its head; the local file where there is no head)."""
+    return cluster_queue(cluster.inv, getattr(cluster, "fleet", None), on_notice=notify)
 
 
 def sweep_of(row: JobRow) -> str | None:
@@ -65,7 +66,7 @@ def waiting_text(entry: QueueEntry, position: int) -> str:
 
 
 def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
-    """One queued job as the Jobs table's seven columns."""
+    """One queued job as the Jobs table's eight columns."""
     if entry.state == "starting":
         status, style = "STARTING", "bold cyan"
     elif entry.blocked:
@@ -81,6 +82,7 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
         Text(age(entry.queued_at)),
         Text("-"),
         cell(profile),
+        cell(entry.owner or "-"),
         Text("-"),
         cell(entry.reason or waiting_text(entry, position), 60),
     ]
@@ -89,6 +91,7 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
 def queue_detail(entry: QueueEntry, position: int) -> Text:
     t = Text()
     t.append(one_line(entry.submission_id), "bold")
+    t.append(f"  by {one_line(entry.owner or 'unknown', 80)}")
     t.append(f"  queued #{position:d}, priority {entry.priority:d}, ")
     t.append(f"waiting {duration(time.time() - entry.queued_at)}\n")
     t.append("needs: ", "dim")
@@ -111,9 +114,15 @@ class QueueRows:
     queued: list[QueueEntry]
     cluster: Any
 
+    def _queue(self) -> AnyQueue:
+        def said(text: str) -> None:
+            self.notify(markup(text), timeout=10)  # type: ignore[attr-defined]
+
+        return queue_for(self.cluster, said)
+
     async def refresh_queue(self) -> None:
         try:
-            self.queued = await asyncio.to_thread(load_queue, self.cluster.inv.cluster)
+            self.queued = await self._queue().entries()
         except OSError:
             self.queued = []
 
@@ -123,13 +132,14 @@ class QueueRows:
         for i, e in enumerate(self.queued, 1):
             if shown is not None and e not in shown:
                 continue
-            sid, status, since, took, profile, driver, why = queue_cells(e, i)
+            sid, status, since, took, profile, owner, driver, why = queue_cells(e, i)
             table.add_row(
                 styled(sid),
                 styled(status),
                 styled(since),
                 styled(took),
                 styled(profile),
+                styled(owner),
                 styled(driver),
                 styled(why),
                 key=QUEUE_KEY + e.submission_id,
@@ -178,7 +188,7 @@ class QueueRows:
         self.app.push_screen(  # type: ignore[attr-defined]
             ConfirmScreen(
                 f"Cancel queued job {one_line(entry.submission_id)}?",
-                "It leaves the queue; nothing was sent to Ray.",
+                "It leaves the queue; nothing was sent to Ray." + _not_yours(entry),
             ),
             answered,
         )
@@ -195,19 +205,33 @@ class QueueRows:
             self.notify("no queued job selected", timeout=2)  # type: ignore[attr-defined]
             return
         entry, pos = found
+        if entry.owner is not None and entry.owner != me():
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._queue_change("move", entry.submission_id, pos + step)
+
+            self.app.push_screen(  # type: ignore[attr-defined]
+                ConfirmScreen(
+                    f"Move {one_line(entry.submission_id)}, queued by {one_line(entry.owner, 80)}?",
+                    "It changes when another user's job starts." + _not_yours(entry),
+                ),
+                answered,
+            )
+            return
         self._queue_change("move", entry.submission_id, pos + step)
 
     @work(group="queue-change", exit_on_error=False)
     async def _queue_change(self, what: str, sid: str, to: int = 0) -> None:
-        queue = JobQueue(self.cluster.inv.cluster)
+        queue = self._queue()
         try:
             if what == "cancel":
-                await asyncio.to_thread(queue.cancel, sid)
+                await queue.cancel(sid)
                 self.notify(f"{markup(sid)} cancelled", timeout=3)  # type: ignore[attr-defined]
             else:
-                now = await asyncio.to_thread(queue.move, sid, to)
+                now = await queue.move(sid, to)
                 self.notify(f"{markup(sid)}: position {now:d}", timeout=2)  # type: ignore[attr-defined]
-        except QueueError as exc:
+        except (QueueError, OSError) as exc:
             self.notify(markup(exc), severity="error", timeout=5)  # type: ignore[attr-defined]
             return
         await self.refresh_queue()
@@ -225,3 +249,10 @@ class QueueRows:
 
         with contextlib.suppress(RowDoesNotExist):  # it left the queue meanwhile
             table.move_cursor(row=table.get_row_index(key))
+
+
+def _not_yours(entry: QueueEntry) -> str:
+    """The confirmation's line naming another user's entry (empty for one's own)."""
+    if entry.owner is None or entry.owner == me():
+        return ""
+    return f" It was queued by {one_line(entry.owner, 80)}, not you."

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from tui import __version__
 from tui.config.notify import DEFAULT_EVENTS, NotifyOptions
+from tui.jobs.owner import me, valid_owner
 from tui.sanitize import one_line
 from tui.supervisor.events import Decision
 from tui.supervisor.webhook_formats import FORMATS, BodyFormat
@@ -233,7 +234,9 @@ class Notifier:
         show: Show | None = None,
         bell: Callable[[], None] | None = None,
         report: Report | None = None,
+        owner_of: Callable[[Decision], str | None] | None = None,
     ) -> None:
+        self.owner_of = owner_of or (lambda d: valid_owner(d.details.get("owner")))
         if isinstance(options, NotifyOptions):
             options = (options,)
         self.targets: tuple[NotifyOptions, ...] = tuple(options or ())
@@ -261,9 +264,12 @@ class Notifier:
         body = json.dumps(data).encode()
         jobs: list[Awaitable[None]] = []
         names: list[str] = []  # which hosts.yaml entry each job is, when there are several
+        owner = self.owner_of(decision)
         for i, target in enumerate(self.targets):
             if decision.kind not in target.events:
                 continue  # errors reach the cockpit; each target gets only its chosen events
+            if not owner_wanted(target.owner, owner):
+                continue  # a target of one owner's jobs (tui/jobs/owner.py)
             name = f"notify[{i}] " if len(self.targets) > 1 else ""
             if target.command:
                 jobs.append(run_command(target.command, body, target.timeout))
@@ -327,8 +333,26 @@ def install(
         if echo is not None:
             echo(d)
 
+    def owner_of(d: Decision) -> str | None:
+        """The decision's job's owner: this pass's rows (Ray's metadata), else its details."""
+        row = next((r for r in ctx.jobs or () if r.submission_id == d.submission_id), None)
+        owner = getattr(row, "owner", None) if d.submission_id else None
+        return owner or valid_owner(d.details.get("owner"))
+
     notifier = Notifier(
-        getattr(ctx.inv, "notify", None), ctx.inv.cluster, show=show, bell=bell, report=report
+        getattr(ctx.inv, "notify", None),
+        ctx.inv.cluster,
+        show=show,
+        bell=bell,
+        report=report,
+        owner_of=owner_of,
     )
     ctx.notify = notifier
     return notifier
+
+
+def owner_wanted(choice: str, owner: str | None) -> bool:
+    """Whether a target filtered to `choice` (all | mine | USER@HOST) gets a job of `owner`."""
+    if choice == "all":
+        return True
+    return owner is not None and owner == (me() if choice == "mine" else choice)

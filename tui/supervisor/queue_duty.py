@@ -30,12 +30,13 @@ from tui.jobs.queue import (
     free_resources,
     submission_of,
 )
+from tui.jobs.queue_shared import AnyQueue, as_async, cluster_queue
 from tui.jobs.rules_base import ClusterResources
 from tui.jobs.secrets import MissingSecret
 from tui.jobs.workdir import WorkdirError
 from tui.supervisor.duty import SupervisorContext
-from tui.supervisor.submitting import SubmitRejected
 from tui.supervisor.events import Decision
+from tui.supervisor.submitting import SubmitRejected
 from tui.transport.types import TransportError
 
 
@@ -49,36 +50,37 @@ def waiting_text(entry: QueueEntry, free: ClusterResources) -> str:
     )
 
 
-def queue_of(ctx: SupervisorContext) -> JobQueue:
-    return JobQueue(ctx.inv.cluster, ctx.state_dir / "queue")
+def queue_of(ctx: SupervisorContext) -> AnyQueue:
+    """The cluster's shared queue on its head: every user's entries (tui/jobs/queue_shared.py)."""
+    return cluster_queue(ctx.inv, ctx.cluster.fleet)
 
 
 class QueueDuty:
     name = "queue"
 
-    def __init__(self, queue: JobQueue | None = None) -> None:
-        self._queue = queue
+    def __init__(self, queue: AnyQueue | JobQueue | None = None) -> None:
+        self._queue = as_async(queue) if queue is not None else None
 
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
         queue = self._queue or queue_of(ctx)
         out: list[Decision] = []
-        entries = queue.entries()
-        if not entries and not queue.started():
+        entries = await queue.entries()
+        if not entries and not await queue.started():
             return out  # nothing to do: Ray is not even asked
         try:
             await self._pass(ctx, queue, entries, out)
         except (DashboardError, TransportError) as exc:
             # Ray down or the head unreachable: said once on the head of the queue (the
             # reason is kept), not an error every tick.
-            left = queue.entries()
+            left = await queue.entries()
             if left:
-                self._wait(queue, left[0], f"Ray is not reachable: {exc}", out)
+                await self._wait(queue, left[0], f"Ray is not reachable: {exc}", out)
         return out
 
     async def _pass(
         self,
         ctx: SupervisorContext,
-        queue: JobQueue,
+        queue: AnyQueue,
         entries: list[QueueEntry],
         out: list[Decision],
     ) -> None:
@@ -90,16 +92,16 @@ class QueueDuty:
         total = await ctx.live_resources()
         free = await free_resources(client, ctx.inv)
         if free is None:
-            self._wait(queue, entries[0], "Ray's resource report is not there yet", out)
+            await self._wait(queue, entries[0], "Ray's resource report is not there yet", out)
             return
         free = free_after(free, reserved)
         for entry in entries:
             blocked = self._cannot_start(ctx, entry, total)
             if blocked:
-                self._wait(queue, entry, blocked, out, blocked=True)
+                await self._wait(queue, entry, blocked, out, blocked=True)
                 continue
             if entry.needs.problems(free):
-                self._wait(queue, entry, waiting_text(entry, free), out)
+                await self._wait(queue, entry, waiting_text(entry, free), out)
                 break  # the head of the queue waits; nothing overtakes it
             if not await self._start(ctx, queue, entry, out):
                 break
@@ -107,9 +109,9 @@ class QueueDuty:
 
     # -- steps -----------------------------------------------------------------------------
 
-    async def _reservations(self, queue: JobQueue, client: Any) -> list[Any]:
+    async def _reservations(self, queue: AnyQueue, client: Any) -> list[Any]:
         """Needs of recently started jobs that are still on their way (ended ones released)."""
-        started = queue.started()
+        started = await queue.started()
         ended = set()
         for s in started:
             try:
@@ -119,11 +121,11 @@ class QueueDuty:
             if job["status"] in TERMINAL:
                 ended.add(s.submission_id)
         if ended:
-            queue.release(ended)
+            await queue.release(ended)
         return [s.needs for s in started if s.submission_id not in ended]
 
     async def _recovered(
-        self, ctx: SupervisorContext, queue: JobQueue, entry: QueueEntry, out: list[Decision]
+        self, ctx: SupervisorContext, queue: AnyQueue, entry: QueueEntry, out: list[Decision]
     ) -> bool:
         """An entry left `starting` by a supervisor that died: done when the head has its id
         (True), else back in line as it was (False)."""
@@ -131,7 +133,7 @@ class QueueDuty:
             return False
         client = await ctx.dashboard()
         if await client.job_exists(entry.submission_id):
-            queue.finish_start(entry.submission_id, entry.needs)
+            await queue.finish_start(entry.submission_id, entry.needs)
             self._tag(ctx, entry)
             out.append(
                 Decision(
@@ -142,7 +144,7 @@ class QueueDuty:
                 )
             )
             return True
-        queue.update(entry.submission_id, state="queued", started_at=None)
+        await queue.update(entry.submission_id, state="queued", started_at=None)
         entry.state = "queued"
         return False
 
@@ -159,9 +161,9 @@ class QueueDuty:
             return f"secret {names} is not set in the supervisor's environment"
         return None
 
-    def _wait(
+    async def _wait(
         self,
-        queue: JobQueue,
+        queue: AnyQueue,
         entry: QueueEntry,
         reason: str,
         out: list[Decision],
@@ -172,20 +174,24 @@ class QueueDuty:
         every few seconds must not repeat it)."""
         if entry.reason == reason and entry.blocked == blocked:
             return
-        queue.update(entry.submission_id, reason=reason, blocked=blocked)
+        await queue.update(entry.submission_id, reason=reason, blocked=blocked)
         out.append(
             Decision("queue-wait", entry.submission_id, reason, details=self._details(entry))
         )
 
     async def _start(
-        self, ctx: SupervisorContext, queue: JobQueue, entry: QueueEntry, out: list[Decision]
+        self, ctx: SupervisorContext, queue: AnyQueue, entry: QueueEntry, out: list[Decision]
     ) -> bool:
-        marked = queue.begin_start(entry.submission_id)
+        marked = await queue.begin_start(entry.submission_id)
         if marked is None:
             return True  # cancelled meanwhile: the next one may go
         try:
             sub = submission_of(entry, ctx.inv)
-            sid = await ctx.submit(sub, profile_path=entry.profile_path)
+            # The entry's own retry policy, whoever queued it (else one stashed by an older
+            # version: tui/supervisor/policy.stashed_policy).
+            sid = await ctx.submit(
+                sub, profile_path=entry.profile_path, retry_policy=entry.retry_policy
+            )
         except (
             SubmitRejected,
             DashboardError,
@@ -194,7 +200,7 @@ class QueueDuty:
             MissingSecret,
             OSError,
         ) as exc:
-            queue.update(
+            await queue.update(
                 entry.submission_id,
                 state="queued",
                 started_at=None,
@@ -213,7 +219,7 @@ class QueueDuty:
         # disk: StateError is an OSError) is said, and the next tick settles the entry from
         # the head's list (a "starting" entry found there is finished, never sent again).
         try:
-            queue.finish_start(sid, entry.needs)
+            await queue.finish_start(sid, entry.needs)
             self._tag(ctx, entry)
         except (QueueError, OSError) as exc:
             out.append(Decision("error", sid, f"submitted, but the queue not updated: {exc}"))
@@ -244,6 +250,7 @@ class QueueDuty:
             "group": entry.group,
             "tags": dict(entry.tags),
             "queued_at": entry.queued_at,
+            "owner": entry.owner,
             "needs": {
                 "nnodes": entry.needs.nnodes,
                 "gpus_per_node": entry.needs.gpus_per_node,
