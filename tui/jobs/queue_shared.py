@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.head_files import HeadFiles
+from tui.cluster.head_files import SHARED_DIR, HeadFiles
 from tui.jobs.owner import me
 from tui.jobs.queue import (
     MAX_QUEUE_BYTES,
@@ -61,9 +61,16 @@ def _to_stderr(text: str) -> None:
 class SharedQueue:
     """The queue on the head (async: every call is one or two SSH round trips)."""
 
-    def __init__(self, inv: Inventory, fleet: Fleet, *, on_notice: Notice | None = None):
+    def __init__(
+        self,
+        inv: Inventory,
+        fleet: Fleet,
+        *,
+        on_notice: Notice | None = None,
+        directory: str = SHARED_DIR,
+    ):
         self.cluster = inv.cluster
-        self.files = HeadFiles(inv, fleet)
+        self.files = HeadFiles(inv, fleet, directory=directory)
         self.where = self.files.where(QUEUE_FILE)
         self.on_notice = on_notice or _to_stderr
         self.local = JobQueue(inv.cluster)

@@ -91,8 +91,8 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
 def queue_detail(entry: QueueEntry, position: int) -> Text:
     t = Text()
     t.append(one_line(entry.submission_id), "bold")
-    t.append(f"  by {one_line(entry.owner or 'unknown', 80)}")
-    t.append(f"  queued #{position:d}, priority {entry.priority:d}, ")
+    by = f" by {one_line(entry.owner, 80)}" if entry.owner else ""
+    t.append(f"  queued #{position:d}{by}, priority {entry.priority:d}, ")
     t.append(f"waiting {duration(time.time() - entry.queued_at)}\n")
     t.append("needs: ", "dim")
     t.append(one_line(entry.needs.describe()) + "\n")
