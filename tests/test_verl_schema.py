@@ -124,6 +124,31 @@ def test_base_is_cached_and_never_mutated() -> None:
     assert compose(["data.train_batch_size=7"])["data"]["train_batch_size"] == 7
 
 
+def test_selecting_the_same_verl_keeps_the_composed_base(tmp_path: Path) -> None:
+    """use_source drops the caches only when the files composition reads change: this
+    Python's verl selected again (each test's teardown does), or named as the cluster's
+    fallback with a note, keeps the composed base; another verl's folder drops it."""
+    from dataclasses import replace
+
+    compose([])
+    before = schema._base_cfg.cache_info()
+    local = schema.local_source()
+    assert local is not None
+    schema.use_source(None)
+    schema.use_source(replace(local, note="the cluster's verl was not read"))
+    schema.use_source(None, cluster_failure="asked node1: no verl")
+    compose([])
+    after = schema._base_cfg.cache_info()
+    assert after.misses == before.misses and after.currsize == before.currsize > 0
+    other = schema.VerlSource(root=tmp_path, version="0.0.1", origin="node1", python="python")
+    try:
+        schema.use_source(other)
+        assert schema._base_cfg.cache_info().currsize == 0
+    finally:
+        schema.use_source(None)
+    assert schema._base_cfg.cache_info().currsize == 0  # back from another verl: re-read
+
+
 def test_unresolvable_interpolation_is_kept_as_text() -> None:
     r = schema.compose_detailed(["data.train_batch_size=${nope.missing}"])
     assert r.config["data"]["train_batch_size"] == "${nope.missing}"

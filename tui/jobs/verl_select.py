@@ -78,11 +78,15 @@ def use_source(source: VerlSource | None, *, cluster_failure: str | None = None)
     which host was asked and why it gave no verl, for the error when there is none here."""
     global _active, _cluster_failure
     with HYDRA_LOCK:
-        same = (
-            _active is not None
-            and source is not None
-            and _active.root == source.root
-            and _active.version == source.version
+        # The caches hold what was read from the files composition reads: kept while those
+        # stay the same (this Python's verl selected again, or named as the cluster's
+        # fallback), since a full Hydra compose costs ~1 s of CPU.
+        before, after = _active or local_source(), source or local_source()
+        same = (before is None and after is None) or (
+            before is not None
+            and after is not None
+            and before.root == after.root
+            and before.version == after.version
         )
         _active, _cluster_failure = source, cluster_failure
         if not same:
