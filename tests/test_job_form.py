@@ -130,7 +130,7 @@ async def _resubmit_queued_and_cancel(app, pilot, sid: str) -> None:
     Queue switch on (ctrl+l) and the cursor goes to the queued entry; del + y cancels it."""
     from textual.widgets import DataTable
 
-    from tui.jobs.queue import JobQueue
+    from tui.jobs.queue_shared import cluster_queue
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.job_form import JobFormScreen
     from tui.screens.jobs_queue import QUEUE_KEY
@@ -148,8 +148,8 @@ async def _resubmit_queued_and_cancel(app, pilot, sid: str) -> None:
     await until(pilot, lambda: form.validated and form.can_submit, 30, "submittable")
     await pilot.press("ctrl+s")
     await until(pilot, lambda: app.screen is jobs, 60, "back on Jobs")
-    queue = JobQueue(app.inventory.cluster)
-    (entry,) = queue.entries()
+    queue = cluster_queue(app.inventory, app.fleet)  # the cluster's, on its head
+    (entry,) = await queue.entries()
     assert entry.submission_id != sid
     await until(
         pilot,
@@ -160,7 +160,11 @@ async def _resubmit_queued_and_cancel(app, pilot, sid: str) -> None:
     await pilot.press("delete")
     await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "cancel asks")
     await pilot.press("y")
-    await until(pilot, lambda: not queue.entries(), 20, "the queued entry cancelled")
+    for _ in range(200):  # the queue is read over SSH: asked here, not in until's lambda
+        if not await queue.entries():
+            break
+        await pilot.pause(0.1)
+    assert not await queue.entries(), "the queued entry cancelled"
 
 
 @pytest.fixture

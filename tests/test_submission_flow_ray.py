@@ -24,10 +24,21 @@ from tui.jobs.flow import Outcome, Refusal, Refused, Submitted
 from tui.jobs.history import JobHistory
 from tui.jobs.pipeline import JobSpec
 from tui.jobs.profiles import load_profile
-from tui.jobs.queue import JobQueue
 
 SAME = "trainer.experiment_name=flowsame"  # the one --set (a sweep's one-value grid)
 NO_DATA = "data.train_files=/nonexistent/flow/train.parquet"  # on no host
+
+
+def queued_ids(inv) -> list[str]:
+    """The ids in the cluster's queue (on its head since issue 30)."""
+    from tui.jobs.queue_shared import SharedQueue
+    from tui.transport.fleet import Fleet
+
+    async def go() -> list[str]:
+        async with Fleet(inv) as fleet:
+            return [e.submission_id for e in await SharedQueue(inv, fleet).entries()]
+
+    return asyncio.run(go())
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +211,7 @@ def test_five_callers_send_identical_jobs_and_refuse_alike(ray_up, tmp_path, mon
     assert _cli_submit(inv, path, [SAME], sid="flow-cli") == 0
     assert _cli_submit(inv, path, [SAME], sid="flow-queue", queue=True) == 0
     assert _cli_sweep(inv, path, SAME, name="flow-sweep") == 0
-    queued = [e.submission_id for e in JobQueue(inv.cluster).entries()]
+    queued = queued_ids(inv)
     assert queued == ["flow-queue", "flow-sweep-enflowsame"]
     forms_done: list = []
     asyncio.run(_cockpit(inv, path, forms_done))
@@ -249,6 +260,6 @@ def test_five_callers_send_identical_jobs_and_refuse_alike(ray_up, tmp_path, mon
     assert data and all("/nonexistent/flow/train.parquet" in f.finding for f in data), first
     for who, r in refusals:
         assert core(r) == first, who
-    assert JobQueue(inv.cluster).entries() == []  # none of them queued
+    assert queued_ids(inv) == []  # none of them queued
     assert not any(r.submission_id.startswith("flow-pf") for r in JobHistory(inv.cluster).all())
     assert sum(isinstance(o, Submitted) for _, o in spied) == 5  # form, submit, sup, 2 queued

@@ -149,3 +149,35 @@ def test_notify_owner_filter_and_readonly_are_checked_at_the_config_boundary(tmp
     with pytest.raises(ConfigError) as bad:
         load("readonly: maybe\n")
     assert ":5" in str(bad.value) and "readonly" in str(bad.value)
+
+
+async def test_a_notify_target_hears_only_its_owners_jobs(tmp_path):
+    """Real notifier commands: each target filtered by owner gets only those jobs' events."""
+    from tui.config.notify import NotifyOptions
+    from tui.supervisor.events import Decision
+    from tui.supervisor.notify import Notifier
+
+    def target(name: str, owner: str) -> NotifyOptions:
+        out = tmp_path / f"{name}.jsonl"
+        code = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read() + '\\n')"
+        return NotifyOptions(
+            command=(sys.executable, "-c", code), owner=owner, events=("job-failed", "error")
+        )
+
+    notifier = Notifier(
+        [target("all", "all"), target("mine", "mine"), target("alice", "alice@h1")], "c"
+    )
+    for sid, owner in (("j-mine", me()), ("j-alice", "alice@h1"), ("j-none", None)):
+        await notifier(
+            Decision("job-failed", sid, "failed", details={"owner": owner} if owner else {})
+        )
+    await notifier(Decision("error", None, "the head cannot be reached"))
+
+    def heard(name: str) -> list:
+        path = tmp_path / f"{name}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["submission_id"] for line in lines if line.strip()]
+
+    assert heard("all") == ["j-mine", "j-alice", "j-none", None]
+    assert heard("mine") == ["j-mine"]
+    assert heard("alice") == ["j-alice"]

@@ -335,7 +335,8 @@ def install(
 
     def owner_of(d: Decision) -> str | None:
         """The decision's job's owner: this pass's rows (Ray's metadata), else its details."""
-        row = next((r for r in ctx.jobs or () if r.submission_id == d.submission_id), None)
+        rows = getattr(ctx, "jobs", None) or ()
+        row = next((r for r in rows if r.submission_id == d.submission_id), None)
         owner = getattr(row, "owner", None) if d.submission_id else None
         return owner or valid_owner(d.details.get("owner"))
 
