@@ -31,7 +31,7 @@ def jobs_table(rows: list[JobRow], stalls: dict[str, dict[str, Any]] | None = No
     job ends with STALLED and the evidence."""
     out = [
         f"{pad('SUBMISSION ID', 40)} {pad('STATUS', 20)} {pad('DURATION', 9, right=True)} "
-        f"{pad('PROFILE', 24)} DRIVER"
+        f"{pad('PROFILE', 24)} {pad('OWNER', 24)} DRIVER"
     ]
     for r in rows:
         profile = r.record.profile if r.record and r.record.profile else "-"
@@ -44,6 +44,6 @@ def jobs_table(rows: list[JobRow], stalls: dict[str, dict[str, Any]] | None = No
         out.append(
             f"{pad(chain + r.submission_id, 40)} {pad(r.status_text, 20)} "
             f"{pad(duration(r.duration_s), 9, right=True)} {pad(profile, 24)} "
-            f"{one_line(r.driver_node or '-', 60)}{note}"
+            f"{pad(r.owner or '-', 24)} {one_line(r.driver_node or '-', 60)}{note}"
         )
     return "\n".join(out)

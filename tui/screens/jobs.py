@@ -208,6 +208,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             )
         if self.error:
             title += f"   {markup(self.error)}"
+        if self.queue_error:
+            title += f"   {markup(self.queue_error)}"
         if supervisor_note(self.app):
             title += f"   {markup(supervisor_note(self.app))}"
         self.query_one("#jobs-title", Static).update(title)

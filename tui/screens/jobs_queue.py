@@ -113,6 +113,7 @@ class QueueRows:
 
     queued: list[QueueEntry]
     cluster: Any
+    queue_error: str | None = None
 
     def _queue(self) -> AnyQueue:
         def said(text: str) -> None:
@@ -123,8 +124,10 @@ class QueueRows:
     async def refresh_queue(self) -> None:
         try:
             self.queued = await self._queue().entries()
-        except OSError:
+            self.queue_error = None
+        except OSError as exc:  # the head's queue unreachable or damaged: in the title
             self.queued = []
+            self.queue_error = f"queue: {one_line(str(exc), 200)}"
 
     def fill_queue(self, table: DataTable[Text], shown: list[QueueEntry] | None = None) -> None:
         """Queued rows go first, in queue order (the head of the queue on top); `shown`: the

@@ -50,9 +50,9 @@ def waiting_text(entry: QueueEntry, free: ClusterResources) -> str:
     )
 
 
-def queue_of(ctx: SupervisorContext) -> AnyQueue:
+def queue_of(ctx: SupervisorContext, on_notice: Any = None) -> AnyQueue:
     """The cluster's shared queue on its head: every user's entries (tui/jobs/queue_shared.py)."""
-    return cluster_queue(ctx.inv, ctx.cluster.fleet)
+    return cluster_queue(ctx.inv, ctx.cluster.fleet, on_notice=on_notice)
 
 
 class QueueDuty:
@@ -60,12 +60,25 @@ class QueueDuty:
 
     def __init__(self, queue: AnyQueue | JobQueue | None = None) -> None:
         self._queue = as_async(queue) if queue is not None else None
+        self._notices: list[str] = []  # the one-time move of an old local queue, said here
+        self._unread: str | None = None  # why the queue could not be read (said once)
 
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
-        queue = self._queue or queue_of(ctx)
+        queue = self._queue or queue_of(ctx, self._notices.append)
         out: list[Decision] = []
-        entries = await queue.entries()
-        if not entries and not await queue.started():
+        try:
+            entries = await queue.entries()
+            started = await queue.started() if not entries else []
+        except OSError as exc:  # the head's queue unreachable or damaged: said when it changes
+            why = f"the cluster's queue cannot be read: {exc}"
+            if why != self._unread:
+                self._unread = why
+                out.append(Decision("error", None, why))
+            return out
+        self._unread = None
+        out += [Decision("queue-wait", None, text) for text in self._notices]
+        self._notices.clear()
+        if not entries and not started:
             return out  # nothing to do: Ray is not even asked
         try:
             await self._pass(ctx, queue, entries, out)
