@@ -108,7 +108,7 @@ def parse_sample(text: str, step: int, line: int, *, cut: bool = False) -> Sampl
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        return f"bad JSON ({str(exc)[:120]})"
+        return f"bad JSON: {str(exc)[:120]}"
     if not isinstance(doc, dict):
         return "not a JSON object"
     extras: dict[str, Any] = {}
