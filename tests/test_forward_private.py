@@ -20,6 +20,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,14 +245,26 @@ def test_websocket_through_the_listener(tunnel):
         asyncio.run(refused())
 
 
-def test_gate_bounds_the_request_head_and_forwards_nothing_refused(tmp_path):
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder directly under /tmp: a socket's path must fit AF_UNIX's 108 bytes, which
+    pytest's tmp_path under a parallel worker (…/popen-gwN/<test name>0/) outgrows."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="fwd", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_gate_bounds_the_request_head_and_forwards_nothing_refused(short_tmp):
     """The gate alone, in front of a recording Unix socket: a head over the cap or one never
     finished is dropped; a refused POST's body (sent with its head) never reaches upstream;
     an allowed request reaches it byte for byte."""
     from tui.cluster.dashboard_gate import HEAD_CAP, BrowserGate
 
     received: list[bytes] = []
-    path = str(tmp_path / "up.sock")
+    path = str(short_tmp / "up.sock")
 
     async def run() -> list[bytes]:
         async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -294,11 +307,13 @@ def test_gate_bounds_the_request_head_and_forwards_nothing_refused(tmp_path):
     ]
 
 
-def test_folders_left_by_killed_processes_are_swept(tmp_path):
+def test_folders_left_by_killed_processes_are_swept(short_tmp):
     """A private folder whose process was killed (old, its socket refusing) is removed when the
     next forward is made; a live one, a young one, another user's and a folder holding anything
     but the socket are left."""
     import socket
+
+    tmp_path = short_tmp
 
     from tui.transport.unix_forward import PREFIX, SOCKET_NAME, sweep_stale
 
