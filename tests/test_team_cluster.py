@@ -91,9 +91,11 @@ def test_two_users_share_the_queue_see_owners_and_ask_before_touching(ray_shared
             mine = json.loads(ok(b.cli("jobs", str(b.hosts), "--json", "--mine")).stdout)["jobs"]
             assert [j["submission_id"] for j in mine] == ["team-b1"]
 
-            # A read-only cockpit on the same cluster: the stop key is refused in one line.
-            refusals = asyncio.run(_read_only_stop(hosts, "team-b1"))
+            # The cockpit: read-only, the stop key is refused in one line; else it asks, naming
+            # the other user.
+            refusals, detail = asyncio.run(_stop_in_the_cockpit(hosts, "team-b1"))
             assert refusals and refusals[0].startswith("read-only cockpit: Stop (s)")
+            assert f"submitted by {b.owner}, not you" in detail
 
             # Stopping the other's job: refused without --force (the job runs on), then done.
             line = refused(cli(env, "stop", str(hosts), "team-b1"))
@@ -110,26 +112,37 @@ def test_two_users_share_the_queue_see_owners_and_ask_before_touching(ray_shared
             cli(env, "queue", str(hosts), "--cancel", "team-a2", "--force")
 
 
-async def _read_only_stop(hosts, sid: str) -> list[str]:
-    """Open the cockpit read-only, select `sid` on the Jobs screen, press s: the refusals."""
-    from tui.app import VerlTuiApp
+async def _stop_in_the_cockpit(hosts, sid: str) -> tuple[list[str], str]:
+    """Open the cockpit read-only, select `sid` on the Jobs screen, press s (the refusals);
+    then, no longer read-only, s again: the confirmation's detail (answered no)."""
+    from textual.widgets import DataTable
 
-    app = VerlTuiApp(load_inventory(hosts), read_only=True)
+    from tui.app import VerlTuiApp
+    from tui.screens.confirm import ConfirmScreen
+
+    app = VerlTuiApp(load_inventory(hosts), read_only=True)  # no supervisor runs in it
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("2")
         for _ in range(600):  # the Jobs screen's first list from Ray
-            rows = [r.submission_id for r in getattr(app.screen, "rows", [])]
-            if sid in rows:
+            if sid in [r.submission_id for r in getattr(app.screen, "rows", [])]:
                 break
             await pilot.pause(0.1)
         screen = app.screen
-        from textual.widgets import DataTable
-
-        table = app.screen.query_one(DataTable)
-        screen.owner_view = "all"
+        screen.owner_view = "all"  # root's own view would hide the other user's job
         screen._fill()
+        table = screen.query_one(DataTable)
         table.move_cursor(row=table.get_row_index(sid))
         await pilot.press("s")
         await pilot.pause(0.2)
-        assert type(app.screen).__name__ == "JobsScreen"  # no confirmation was opened
-        return [n.message for n in app._notifications if "read-only" in n.message]
+        assert app.screen is screen  # no confirmation was opened
+        refusals = [str(n.message) for n in app._notifications if "read-only" in str(n.message)]
+        app.read_only = False
+        await pilot.press("s")
+        for _ in range(50):
+            if isinstance(app.screen, ConfirmScreen):
+                break
+            await pilot.pause(0.1)
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        await pilot.press("n")
+        return refusals, confirm.detail
