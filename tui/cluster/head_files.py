@@ -48,8 +48,8 @@ class HeadFiles:
         head = self.inv.head
         try:
             transport = await self.fleet.ready(head.name, 10)
-            argv = python_argv(
-                head.python, "head_state", self.directory, name, op, version, str(limit)
+            argv = python_argv(  # stdlib only: -S, no site-packages scan at start-up
+                head.python, "head_state", self.directory, name, op, version, str(limit), site=False
             )
             res = await transport.run(
                 argv, input=text, timeout=CALL_TIMEOUT_S, what=f"shared {name} {op}"

@@ -493,9 +493,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if yes:
                 self._stop(row.submission_id)
 
-        detail = "Ray stops its driver and its tasks."
-        if row.owner is not None and row.owner != me():
-            detail += f" It was submitted by {one_line(row.owner, 80)}, not you."
+        detail = "Ray stops its driver and its tasks." + not_mine(row)
         self.app.push_screen(
             ConfirmScreen(f"Stop job {one_line(row.submission_id)}?", detail), answered
         )
@@ -536,11 +534,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             if yes:
                 self._delete(row.submission_id)
 
+        detail = "Its record and logs on the head, and its local history entry."
         self.app.push_screen(
-            ConfirmScreen(
-                f"Delete job {one_line(row.submission_id)}?",
-                "Its record and logs on the head, and its local history entry.",
-            ),
+            ConfirmScreen(f"Delete job {one_line(row.submission_id)}?", detail + not_mine(row)),
             answered,
         )
 
@@ -555,3 +551,10 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             self.history.forget(sid)
         self.notify(f"{markup(sid)} deleted", timeout=3)
         self.poll()
+
+
+def not_mine(row: JobRow) -> str:
+    """A confirmation's line naming another user's job (empty for one's own)."""
+    if row.owner is None or row.owner == me():
+        return ""
+    return f" It was submitted by {one_line(row.owner, 80)}, not you."
