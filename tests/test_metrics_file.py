@@ -11,7 +11,11 @@ verl_tracking.py). While it runs, the series are read from the file on that node
 (exact numbers, every key, NaN/Inf as non-finite); the console fallback of the same job agrees on
 every finite value; after the gate opens the follow picks up the new steps by offset; `verl-tui
 metrics --json --key` prints the same; the archive keeps the series; a console-only job falls
-back to console lines."""
+back to console lines. The same job dumps its generations through verl's own
+RayPPOTrainer._dump_generations on node2 (issue 29, item 4): the folder is found from verl's
+"Dumped generations to" line, the samples, scores and flags read back over SSH, `verl-tui
+rollouts --json --grep` prints them and names a bad line file:line. The job is also served for
+Prometheus (item 5): /metrics scraped over HTTP and parsed by prometheus_client's own parser."""
 
 from __future__ import annotations
 
@@ -120,6 +124,7 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
     from tui.archive import metrics_file
     from tui.archive.metrics_source import job_metrics
     from tui.archive.store import ArchiveStore
+    from tui.cluster.dashboard import DashboardError
     from tui.cluster.ray_cluster import RayCluster
     from tui.commands.metrics import phases_of
     from tui.config.hosts import load_inventory
@@ -143,6 +148,8 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
         "2",
         "--gate",
         gate,
+        "--dump",
+        f"{root}/rollouts",
     )
     b = await asyncio.to_thread(
         _submit,
@@ -165,7 +172,10 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
         try:
 
             async def four_steps():
-                t = await job_metrics(cluster, a, store=store)
+                try:
+                    t = await job_metrics(cluster, a, store=store)
+                except DashboardError:  # the head's dashboard dropped a request (2 busy cores)
+                    return None
                 return t if t.source.startswith("file:") and t.last_step == 4 else None
 
             try:
@@ -209,6 +219,13 @@ async def test_verl_file_logger_read_over_ssh(ray_shared2, tmp_path, monkeypatch
             # past its bound, each announced once, with the file as the source; the alerts are
             # what `jobs --json` lists (health.json in the state folder).
             await _health_pass(inv, cluster, a, path)
+
+            # The same job dumped its generations through verl's own _dump_generations on
+            # node2: found from verl's "Dumped generations to" line, read back over SSH.
+            await _rollouts_read_back(lease, cluster, a, f"{root}/rollouts")
+            # And served for Prometheus while it runs: scraped over HTTP, parsed by
+            # prometheus_client's own parser.
+            await _prometheus_scrape(cluster, inv, a, path)
 
             # Following while it runs: the next steps come by offset after the gate opens.
             follow = MetricsTracker()
@@ -276,6 +293,79 @@ async def _health_pass(inv, cluster, sid: str, path: str) -> None:
         ("kl", 4),
     }
     assert next(x for x in listed if x["rule"] == "nonfinite")["value"] is None
+
+
+async def _rollouts_read_back(lease, cluster, sid: str, folder: str) -> None:
+    from test_jobs import cli
+    from verl_tracking import rollout_samples
+
+    from tui.commands.rollouts import rollouts_doc
+    from tui.rollouts.reader import locate_dump
+
+    dump = await locate_dump(cluster, sid)
+    assert (dump.host, dump.folder) == ("node2", folder)
+    doc, _view = await rollouts_doc(dump, step=2, sort="score")
+    assert doc["steps"] == [1, 2, 3, 4] and doc["total"] == 6
+    want = rollout_samples(2)
+    got = {s["input"]: s for s in doc["samples"]}
+    for i, prompt in enumerate(want["inputs"]):
+        assert got[prompt]["output"] == want["outputs"][i] and got[prompt]["step"] == 2
+    assert [s["score"] for s in doc["samples"]] == [1.0, 1.0, 0.0, 0.0, 0.0, None]  # NaN last
+    flags = {s["input"]: s["flags"] for s in doc["samples"]}
+    assert [flags[p] for p in want["inputs"]] == [
+        [],
+        ["empty"],
+        ["repeats"],
+        ["max_length"],
+        [],
+        [],
+    ]
+    # A bad line appended on node2 is named file:line; the command's JSON is the same document.
+    lease.cluster.exec_in("node2", ["sh", "-c", f"echo '{{broken' >> {folder}/2.jsonl"])
+    res = await asyncio.to_thread(
+        cli,
+        lease.env,
+        "rollouts",
+        str(lease.path),
+        sid,
+        "--json",
+        "--step",
+        "2",
+        "--grep",
+        "Q[12]:",
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["steps"] == [1, 2, 3, 4] and [s["input"][:3] for s in out["samples"]] == [
+        "Q1:",
+        "Q2:",
+    ]
+    (bad,) = out["bad_lines"]
+    assert bad.startswith(f"{folder}/2.jsonl:7: bad JSON: Expecting property name")
+
+
+async def _prometheus_scrape(cluster, inv, sid: str, path: str) -> None:
+    from test_prometheus import scrape
+
+    from tui.export.prometheus import Exporter
+    from tui.jobs.history import JobHistory
+
+    exporter = Exporter(cluster, JobHistory(inv.cluster))
+    await exporter.refresh()
+    host, port = exporter.serve("127.0.0.1", 0)
+    try:
+        got = await asyncio.to_thread(scrape, host, port)
+    finally:
+        exporter.close()
+    job = ("job", sid)
+    assert got[("verl_tui_job_state", (job, ("state", "RUNNING")))] == 1.0
+    assert got[("verl_tui_training_step", (job, ("source", f"file:{path}")))] == 4
+    metric = lambda key: got[("verl_tui_training_metric", (job, ("key", key)))]  # noqa: E731
+    assert math.isnan(metric("critic/score/mean"))  # step 4's -inf: null in verl's file
+    assert metric("actor/kl_loss") == 1.7976931348623157e308
+    assert metric("timing_s/gen") == 6.0 and metric("actor/pg_clipfrac_is_one") == 0.0
+    assert got[("verl_tui_health_alerts", (job, ("rule", "kl")))] == 1.0
+    assert got[("verl_tui_health_alerts", (job, ("rule", "nonfinite")))] == 2.0
 
 
 def _async(fn):
