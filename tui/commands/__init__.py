@@ -132,7 +132,7 @@ COMMANDS: dict[str, Node] = {
     ),
     "rollouts": Entry(
         "tui.commands.rollouts:ROLLOUTS",
-        "a job's rollout samples (verl's dump), a page at a time, flagged, with a histogram",
+        "a job's rollout samples from verl's dump: paged, flagged, score histogram",
     ),
     "export": Entry(
         "tui.commands.export:EXPORT",
