@@ -4,10 +4,10 @@ holds the lease serves every user's entries in priority/FIFO order, each entry w
 owner and retry policy. The changes are the local queue's own (tui/jobs/queue.py `op_*`), applied
 by compare-and-swap on the head.
 
-`cluster_queue` is the one place a caller gets its queue: the head's when there is a fleet to
-reach it; without one (no head: a test's or a replay's app) the local file, as before. A head
-that cannot be reached is a one-line error, never a silent local fallback (two queues would
-start a job twice or never).
+`cluster_queue` is the one place a caller gets its queue: the head's when it is reached over
+SSH; where there is no remote head (a `transport: local` head on this machine, no fleet at
+all) the account's local file, as before. A head that cannot be reached is a one-line error,
+never a silent local fallback (two queues would start a job twice or never).
 
 The per-user queue of earlier versions (`<state>/queue/<cluster>/queue.json`) is moved to the
 head the first time the shared queue is used from that account: its entries are added (kept
@@ -231,12 +231,13 @@ AnyQueue = SharedQueue | LocalQueue
 
 
 def cluster_queue(inv: Inventory, fleet: Any, *, on_notice: Notice | None = None) -> AnyQueue:
-    """The queue of `inv`'s cluster: on its head through `fleet` (a Fleet: SSH, or the local
-    transport for a `localhost` head); without a Fleet there is no head to keep it (a replayed
-    or scripted app, a flow with no cluster) and the account's local file is the queue."""
+    """The queue of `inv`'s cluster: on its head, reached over SSH through `fleet`. Where there
+    is no remote head — a head on this very machine (`transport: local`: one account's
+    cockpit on its own box), or no Fleet at all (a replayed or scripted app, a flow with no
+    cluster) — the account's local file is the queue, as before."""
     from tui.transport.fleet import Fleet
 
-    if not isinstance(fleet, Fleet):
+    if not isinstance(fleet, Fleet) or inv.head.transport == "local":
         return LocalQueue(JobQueue(inv.cluster))
     return SharedQueue(inv, fleet, on_notice=on_notice)
 
