@@ -105,6 +105,36 @@ def test_fast_path_equals_a_full_hydra_compose() -> None:
     assert compose(ov) == full
 
 
+def test_memoized_interpolation_parse_resolves_as_omegaconf_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verl_compose keeps the parse trees of short interpolations: the same config (and the
+    same unresolved keys) as with OmegaConf's own parse, a tree reused across composes, and a
+    string that does not parse still raises."""
+    from omegaconf import base, grammar_parser
+    from omegaconf.errors import GrammarParseError
+
+    from tui.jobs import verl_compose
+
+    overrides = [
+        "trainer.n_gpus_per_node=4",
+        "trainer.experiment_name='${trainer.project_name}-x'",
+        "data.train_batch_size=${nope.missing}",
+        "trainer.project_name='" + "p" * 300 + "'",  # a long value: parsed each time
+    ]
+    memo = schema.compose_detailed(overrides)
+    assert base.parse is not grammar_parser.parse  # installed by the compose
+    first = base.parse("${trainer.nnodes}")
+    assert base.parse("${trainer.nnodes}") is first
+    with pytest.raises(GrammarParseError):
+        base.parse("${trainer.")
+    monkeypatch.setattr(base, "parse", grammar_parser.parse)
+    plain = verl_compose.Composed(*verl_compose._to_plain(schema.compose_cfg(overrides)))
+    monkeypatch.undo()
+    assert memo == plain and memo.unresolved == ["data.train_batch_size"]
+    assert memo.config["trainer"]["experiment_name"] == "p" * 300 + "-x"
+
+
 def test_config_group_override_takes_the_full_compose() -> None:
     cfg = compose(["model_engine=megatron", "actor_rollout_ref.rollout.name=vllm"])
     assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "megatron"

@@ -333,9 +333,41 @@ def base_plain() -> Composed:
     return Composed(*_to_plain(base_cfg(CONFIG_NAME, "", ())))
 
 
+# Interpolations up to this long have their parse trees kept (verl's own are all far shorter);
+# a longer one, such as a hostile value, is parsed each time as OmegaConf does.
+_MEMO_PARSE_MAX_LEN = 200
+
+
+@functools.cache
+def memoize_interpolation_parse() -> None:
+    """OmegaConf parses an interpolation ("${trainer.n_gpus_per_node}") with its ANTLR grammar
+    every time it resolves one: ~120 of them per compose of verl's config, about half the CPU
+    of the compose the job form runs after each edit. A parse tree depends on the string alone
+    and is only read afterwards (its tokens keep their own input), so the trees of short
+    strings are kept (1024 at most); a string that does not parse raises as before, uncached."""
+    from omegaconf import base, grammar_parser
+
+    parse = grammar_parser.parse
+
+    @functools.lru_cache(maxsize=1024)
+    def memo(value: str, parser_rule: str, lexer_mode: str) -> Any:
+        return parse(value, parser_rule, lexer_mode)
+
+    def parse_once(
+        value: str, parser_rule: str = "configValue", lexer_mode: str = "DEFAULT_MODE"
+    ) -> Any:
+        if isinstance(value, str) and len(value) <= _MEMO_PARSE_MAX_LEN:
+            return memo(value, parser_rule, lexer_mode)
+        return parse(value, parser_rule, lexer_mode)
+
+    if base.parse is parse:  # resolution's own reference (omegaconf/base.py)
+        base.parse = parse_once
+
+
 def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
+    memoize_interpolation_parse()
     try:
         return cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True)), []
     except Exception:  # some interpolation fails: resolve leaf by leaf
