@@ -44,6 +44,7 @@ from tui.transport.fleet import Fleet
 from tui.transport.types import HostUnavailable, Transport, TransportError
 
 MAX_PARALLEL_STARTS = 16
+DASHBOARD_WAIT_S = 30.0  # the least the head's dashboard is waited for after `ray start`
 STOP_TIMEOUT_FACTOR = 2  # `ray stop` gets this many times the host's ssh.command_timeout
 
 
@@ -416,7 +417,17 @@ class RayCluster:
             head, head_argv(self.inv, head, f), ray_env(self.inv, head, f), "head"
         )
         client = await self.dashboard()
-        await _wait_for_dashboard(client, 30)
+        # `ray start` returns before the dashboard serves: on a loaded machine, or a Ray whose
+        # dashboard modules are subprocesses of their own (2.4x), that took 30-90 s. It gets
+        # what is left of start_timeout, and at least DASHBOARD_WAIT_S.
+        left = max(DASHBOARD_WAIT_S, self.inv.ray.start_timeout - (time.monotonic() - t0))
+        try:
+            await _wait_for_dashboard(client, left)
+        except DashboardError as exc:
+            raise BringUpError(
+                "the head's dashboard did not answer",
+                {head.name: f"{exc} (hosts.yaml `ray: start_timeout:` gives it longer)"},
+            ) from None
         self._emit(head.name, "head", "ok", f"started in {time.monotonic() - t0:.1f} s")
 
     async def _start_workers(self, facts: dict[str, HostFacts], started: list[str]) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tui import __version__
 from tui.fmt import human_size
 from tui.sanitize import one_line
 
@@ -189,6 +190,12 @@ class _Connection(http.client.HTTPConnection):
         self.sock = _DeadlineSocket(sock, deadline)
 
 
+# Every request names its client: Ray's dashboard before 2.5x (2.46 measured) reads the
+# User-Agent of every request to refuse browser POSTs and answers 500 without one, which
+# http.client does not send.
+DEFAULT_HEADERS = {"User-Agent": f"verl-tui/{__version__}"}
+
+
 def request(
     ep: Endpoint,
     method: str,
@@ -208,7 +215,7 @@ def request(
         url = ep.describe() + target  # absolute form: the proxy's request line names the host
     sent = False
     try:
-        conn.request(method, url, body=body, headers=dict(headers or {}))
+        conn.request(method, url, body=body, headers={**DEFAULT_HEADERS, **(headers or {})})
         sent = True
         resp = conn.getresponse()
         return Response(
