@@ -16,6 +16,11 @@ STALLED by the cockpit's supervisor, and its stacks.
 The real-GPU screenshot (cluster_real_gpus.*) comes from scripts/real_gpu_check.py on a GPU
 machine; this script only converts it to PNG if the SVG is present.
 
+    .venv/bin/python scripts/screenshots.py rollouts
+
+shoots only the rollouts scene: a job logging and dumping through verl's own code, its phase
+chart, the Rollouts screen and one prompt in two steps.
+
     .venv/bin/python scripts/screenshots.py cluster_mixed_amd
 
 shoots only the mixed NVIDIA + AMD cluster: two NVIDIA hosts (fake NVML) and two MI300X hosts
@@ -729,6 +734,79 @@ async def shoot_stall(scenario: Scenario) -> list[Path]:
     return shots
 
 
+TRACKING = ROOT / "tests" / "workloads" / "verl_tracking.py"
+
+
+async def shoot_rollouts(scenario: Scenario) -> list[Path]:
+    """A Ray job that logs through verl 0.9.1's own Tracking (file + console) and dumps each
+    step's generations through verl's own RayPPOTrainer._dump_generations (tests/workloads/
+    verl_tracking.py --dump): the phase chart (p on its Metrics tab), the Rollouts screen (v on
+    the job) and one prompt's answers in two steps side by side (c)."""
+    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.rollouts import RolloutsScreen
+    from tui.screens.rollouts_sample import CompareStepsScreen
+
+    shots: list[Path] = []
+    save = saver(shots)
+    hosts = scenario.hosts_file(scenario.work / "r.yaml", with_unreachable=False)
+    dump = scenario.work / "rollouts"
+    app = VerlTuiApp(load_inventory(hosts), interval=0.25)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, RayProgressScreen), 10)
+        progress = app.screen
+        await until(pilot, lambda: progress.finished, 180)
+        outcome = str(progress.query_one("#outcome").render())
+        await pilot.press("escape")
+        try:  # the monitor's next poll of the head (slow on a loaded 2-core box)
+            await until(pilot, lambda: app.ray_monitor.view.state == RayState.UP, 120)
+        except RuntimeError:
+            raise RuntimeError(f"Ray up from the cockpit: {outcome}") from None
+        sid = "grpo-gsm8k-rollouts"
+        root = scenario.work / "tracking"
+        command = [sys.executable, str(TRACKING), "--root", str(root), "--steps", "12"]
+        await asyncio.to_thread(submit, hosts, sid, *command, "--dump", str(dump))
+        await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen), 10)
+        jobs = app.screen
+        await until(pilot, lambda: sid in {r.submission_id for r in jobs.rows}, 60)
+        await until(pilot, lambda: (dump / "12.jsonl").exists(), 240)  # the hosts share files
+        table = jobs.query_one("DataTable")
+        table.move_cursor(row=table.get_row_index(sid))
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, JobLogsScreen), 10)
+        logs = app.screen
+        await until(pilot, lambda: logs.status is not None, 90)
+        await pilot.press("t")
+        await pilot.pause(3.0)  # the file logger's series read over SSH
+        await pilot.press("p")
+        await pilot.pause(1.5)
+        save(app, "job_phases")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is jobs, 10)
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, RolloutsScreen), 10)
+        rollouts = app.screen
+        await until(pilot, lambda: rollouts.loaded, 60)
+        await pilot.press("s")  # by score
+        await pilot.pause(0.5)
+        await until(pilot, lambda: rollouts.loaded and rollouts.sort == "score", 30)
+        await pilot.press("down")  # a fine answer: step by step it changes
+        await pilot.pause(1.0)
+        save(app, "rollouts")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareStepsScreen), 10)
+        compare = app.screen
+        await until(pilot, lambda: compare.found is not None, 60)
+        await pilot.pause(1.0)
+        save(app, "rollouts_compare")
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: app.screen is jobs, 10)
+        await down_from_cockpit(app, pilot)
+    return shots
+
+
 def to_png(svg: Path) -> Path:
     # rsvg collapses runs of spaces unless told to keep them (Textual's SVG relies on them).
     text = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
@@ -752,6 +830,18 @@ def main() -> int:
         return 0
     if sys.argv[1:] == ["runs"]:  # only screenshots_runs.py's scenes (while changing them)
         return shoot_only_runs(Scenario, open_form, to_png)
+    if sys.argv[1:] == ["rollouts"]:  # only the rollouts scene: phases, Rollouts, compare
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
+            scenario = Scenario(Path(tmp))
+            try:
+                scenario.start()
+                shots = asyncio.run(shoot_rollouts(scenario))
+            finally:
+                scenario.close()
+        for svg in shots:
+            print(to_png(svg).relative_to(ROOT))
+        return 0
     if sys.argv[1:] == ["stall"]:  # only the stall scene: optional columns, STALLED, stacks
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
@@ -780,6 +870,7 @@ def main() -> int:
             t0 = time.monotonic()
             shots = asyncio.run(shoot(scenario, drafts))
             shots += asyncio.run(shoot_stall(scenario))
+            shots += asyncio.run(shoot_rollouts(scenario))
         finally:
             scenario.close()
             subprocess.run(["umount", "--lazy", str(drafts)], check=False)
