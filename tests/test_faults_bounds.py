@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.cli import run_cli
 from test_metrics_panel import PanelApp, chart, step_line, text_of
 
 from tui.archive.compare import Run, fastest_learner, summary_cells
@@ -23,16 +24,13 @@ from tui.widgets.compare import CompareChart
 from tui.widgets.metrics import DEFAULT_CHARTS, SafePlot
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = ROOT / ".venv" / "bin" / "verl-tui"
 VERL = "python3 -m verl.trainer.main_ppo"
 WALL_S = 120  # generous: every case here ends in a second or two; before, some never did
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    return subprocess.run(
-        [*exe, *args], capture_output=True, text=True, timeout=WALL_S, check=False, cwd=cwd
-    )
+    # A process of its own, forked from the warm interpreter (harness/cli.py).
+    return run_cli(list(args), timeout=WALL_S, cwd=cwd)
 
 
 def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
