@@ -129,14 +129,16 @@ async def test_read_a_verl_dump_a_page_at_a_time(dump_dir: Path) -> None:
     assert [s.line for s in view.samples] == [4, 6]
 
     # The hostile step: verl's six samples, then lines that are not samples, each named
-    # file:line; the 300 KiB line is indexed but sent cut, and says so.
+    # file:line; a 300 KiB answer comes as its head and its end, and says so.
     view = await view_step(dump, 3)
     path = f"{dump_dir}/3.jsonl"
-    assert len(view.samples) == 6
+    assert len(view.samples) == 7
     assert view.index.bad[0].startswith(f"{path}:7: bad JSON")
     assert f"{path}:9: not a JSON object" in view.index.bad
-    big = await dump.read(view.index, [e for e in view.index.entries if e.line == 8])
-    assert big == [] and any(b.startswith(f"{path}:8: longer than") for b in view.index.bad)
+    (big,) = await dump.read(view.index, [e for e in view.index.entries if e.line == 8])
+    assert big.cut == {"output": 300 << 10} and len(big.output) < 70 << 10
+    assert big.output.startswith("y" * 1000) and big.output.endswith("y" * 1000)
+    assert "characters ...]" in big.output and FLAG_REPEATS in big.flags
 
     # The same prompt in another step (the compare screen's lookup).
     key = view.order[2].input_key
@@ -208,11 +210,11 @@ async def test_rollouts_screen_keys(dump_dir: Path) -> None:
         assert isinstance(screen, RolloutsScreen)
         await until(pilot, lambda: screen.loaded)
         assert screen.steps == [1, 2, 3] and screen.view.index.step == 3
-        assert [s.line for s in screen.view.samples] == [1, 2, 3, 4, 5, 6]
+        assert [s.line for s in screen.view.samples] == [1, 2, 3, 4, 5, 6, 8]
         await pilot.press("s")  # by score
         await until(pilot, lambda: screen.loaded and screen.sort == "score")
         scores = [s.score for s in screen.view.samples]
-        assert scores[:2] == [1.5, 1.0] and len(screen.view.index.bad) == 3
+        assert scores[:2] == [2.0, 1.5] and len(screen.view.index.bad) == 2
         await pilot.press("slash", *"red", "enter")
         await until(pilot, lambda: screen.loaded and screen.pattern == "red")
         assert [s.line for s in screen.view.samples] == [5]
@@ -230,4 +232,4 @@ async def test_rollouts_screen_keys(dump_dir: Path) -> None:
         await until(pilot, lambda: compare.other == 1 and compare.found is not None)
         await pilot.press("escape", "escape")  # out of compare; then the search is cleared
         await until(pilot, lambda: screen.loaded and screen.pattern is None)
-        assert app.screen is screen and len(screen.view.samples) == 6
+        assert app.screen is screen and len(screen.view.samples) == 7

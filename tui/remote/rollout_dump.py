@@ -15,8 +15,10 @@ why]`` (score null when not a number; why null, or why the line is not a sample:
 an object, too long), only lines whose input or output matches RE when one is given, then
 ``{"done": {"lines": n, "stopped": why or null}}``.
 
-``{"op": "read", "path": P, "spans": [[offset, length], ...], "line_bytes": N}``: those byte
-ranges, each cut to N bytes -> ``{"off": o, "text": str, "cut": bool}`` per span.
+``{"op": "read", "path": P, "spans": [[offset, length], ...], "field_chars": N}``: those
+lines (each a byte range of the index), parsed here -> ``{"off": o, "doc": {...}, "cut":
+{field: its length}}`` per span, each field of more than N characters sent as its head and
+its end; or ``{"off": o, "why": ...}`` for a line that is not a sample.
 
 Only a regular file is opened, non-blocking (a FIFO or a device is refused, never waited on).
 Everything sent is JSON with ASCII escapes, so a cut in a multi-byte character or a control
@@ -145,15 +147,44 @@ def op_index(req):
     _emit({"done": {"lines": lines, "stopped": stopped}})
 
 
+def _shrunk(value, limit):
+    """A field as sent: text longer than `limit` keeps its head and its end (a loop or a cut
+    shows at the end), anything else as JSON text, cut the same way."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(text) <= limit:
+        return (value if isinstance(value, (str, int, float, bool)) or value is None else text), 0
+    half = limit // 2
+    return text[:half] + "\n[... " + str(len(text) - 2 * half) + " characters ...]\n" + text[
+        -half:
+    ], len(text)
+
+
 def op_read(req):
     fd, size = _open_regular(req["path"])
-    cap = int(req.get("line_bytes") or (256 << 10))
+    max_line = int(req.get("max_line") or (64 << 20))
+    limit = int(req.get("field_chars") or (64 << 10))
     try:
         for off, length in req["spans"]:
             off, length = int(off), int(length)
-            want = max(0, min(length, cap, size - off))
+            if length > max_line:
+                _emit({"off": off, "why": "longer than " + str(max_line) + " bytes"})
+                continue
+            want = max(0, min(length, size - off))
             data = os.pread(fd, want, off) if want else b""
-            _emit({"off": off, "text": data.decode("utf-8", "replace"), "cut": want < length})
+            try:
+                doc = json.loads(data)
+            except (ValueError, RecursionError) as exc:
+                _emit({"off": off, "why": "bad JSON: " + str(exc)[:120]})
+                continue
+            if not isinstance(doc, dict):
+                _emit({"off": off, "why": "not a JSON object"})
+                continue
+            sent, cut = {}, {}
+            for key in list(doc)[:64]:
+                sent[str(key)[:200]], was = _shrunk(doc[key], limit)
+                if was:
+                    cut[str(key)[:200]] = was
+            _emit({"off": off, "doc": sent, "cut": cut})
     finally:
         os.close(fd)
 

@@ -1,8 +1,8 @@
 """A job's rollout dump folder read over SSH a bounded piece at a time (tui/remote/
 rollout_dump.py runs on the host that has it): the step files, one pass per step that sends
 an index (offset, length, score, output length, prompt key per line; a grep runs there too),
-then pages of samples read by byte range, each line cut to LINE_BYTES. The cockpit holds the
-index and one page, never a file.
+then pages of samples read by byte range and parsed there, each field past FIELD_CHARS sent
+as its head and its end. The cockpit holds the index and one page, never a file.
 
 Where the folder is: verl prints ``Dumped generations to <dir>/<step>.jsonl`` from its trainer
 process after each dump (Ray's ``ip=`` prefix names the node), so the driver log gives the
@@ -29,7 +29,7 @@ from tui.rollouts.samples import (
     entry_of,
     flags_of,
     histogram,
-    parse_sample,
+    sample_from,
     sort_entries,
 )
 from tui.sanitize import one_line
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 DUMP_MARK = "Dumped generations to "
 ROLLOUT_KEY = "trainer.rollout_data_dir"
 VALIDATION_KEY = "trainer.validation_data_dir"
-LINE_BYTES = 128 << 10  # of one sample sent to the cockpit (a longer one is marked cut)
+FIELD_CHARS = 64 << 10  # of one field sent to the cockpit (a longer one: its head and its end)
 PAGE = 50  # samples read at a time
 MAX_INDEX = 250_000  # lines indexed per step (~0.4 KB each here: ~95 MB at most)
 MAX_STEPS = 100_000
@@ -183,7 +183,7 @@ class DumpDir:
             "op": "read",
             "path": index.path,
             "spans": [[e.offset, e.length] for e in entries],
-            "line_bytes": LINE_BYTES,
+            "field_chars": FIELD_CHARS,
         }
         rows = list(await self._ask(req, READ_TIMEOUT_S, f"read {index.path}"))
         longest = max((e.output_chars for e in index.samples), default=0)
@@ -191,14 +191,17 @@ class DumpDir:
         if len(rows) != len(entries):
             raise RolloutError(f"{self.host}: read {index.path}: not the reader's answer")
         for entry, row in zip(entries, rows, strict=True):
-            text = row.get("text") if isinstance(row, dict) else None
-            if not isinstance(text, str):
-                raise RolloutError(f"{self.host}: read {index.path}: not the reader's answer")
-            got = parse_sample(text, index.step, entry.line, cut=bool(row.get("cut")))
-            if isinstance(got, str):
-                index.bad.append(f"{index.path}:{entry.line}: {got}")
+            doc = row.get("doc") if isinstance(row, dict) else None
+            if not isinstance(doc, dict):
+                why = row.get("why") if isinstance(row, dict) else None
+                why = why if isinstance(why, str) else "not the reader's answer"
+                index.bad.append(f"{index.path}:{entry.line}: {one_line(why, 200)}")
                 continue
-            got.flags = flags_of(got, longest)
+            got = sample_from(doc, index.step, entry.line)
+            cut = row.get("cut")
+            if isinstance(cut, dict):
+                got.cut = {str(k)[:200]: v for k, v in cut.items() if isinstance(v, int)}
+            got.flags = flags_of(got, longest, entry.output_chars)
             out.append(got)
         return out
 

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-# A field longer than this is cut (the reader also cuts each line it sends).
+# A field longer than this is cut (the host already sends long ones as head and end).
 MAX_FIELD_CHARS = 256 << 10
 FLAG_EMPTY = "empty"
 FLAG_MAX = "max_length"
@@ -71,7 +71,7 @@ class Sample:
     gts: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
-    cut: bool = False  # the line was longer than the reader sends
+    cut: dict[str, int] = field(default_factory=dict)  # fields sent as head + end: full length
 
     def to_json(self) -> dict[str, Any]:
         score = self.score if self.score is None or math.isfinite(self.score) else None
@@ -101,16 +101,9 @@ def _number(value: object) -> float | None:
         return math.inf if value > 0 else -math.inf
 
 
-def parse_sample(text: str, step: int, line: int, *, cut: bool = False) -> Sample | str:
-    """The sample on one line, or why it is not one (the caller names file:line)."""
-    if cut:
-        return f"longer than the {len(text)} bytes read of it"
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return f"bad JSON: {str(exc)[:120]}"
-    if not isinstance(doc, dict):
-        return "not a JSON object"
+def sample_from(doc: dict[str, Any], step: int, line: int) -> Sample:
+    """The sample of one line's JSON object (as the host sent it: long fields already cut
+    to their head and end)."""
     extras: dict[str, Any] = {}
     for key, value in list(doc.items())[:64]:
         if key not in ("input", "output", "gts", "score", "step") and isinstance(key, str):
@@ -164,22 +157,23 @@ def _tail_period(tail: str, max_unit: int = 512) -> int:
     return best
 
 
-def cut_off(output: str, longest: int) -> bool:
+def cut_off(output: str, longest: int, chars: int | None = None) -> bool:
     """Whether the output looks stopped by the length limit rather than by the model: among
     the step's longest (within 10 %) and not ending where text ends (punctuation, a closing
     bracket, a newline). The dump has no token counts, so the text is all there is."""
-    if longest < 64 or len(output) < 0.9 * longest:
+    if longest < 64 or (len(output) if chars is None else chars) < 0.9 * longest:
         return False
     end = output.rstrip(" \t")
     return not end or end[-1] not in _ENDINGS
 
 
-def flags_of(sample: Sample, longest: int) -> list[str]:
-    """The flags of one sample; `longest`: the step's longest output in characters."""
+def flags_of(sample: Sample, longest: int, chars: int | None = None) -> list[str]:
+    """The flags of one sample; `longest`: the step's longest output in characters, `chars`:
+    this one's (its text may be only its head and end)."""
     out = []
     if not sample.output.strip():
         out.append(FLAG_EMPTY)
-    elif cut_off(sample.output, longest):
+    elif cut_off(sample.output, longest, chars):
         out.append(FLAG_MAX)
     if repeats(sample.output):
         out.append(FLAG_REPEATS)

@@ -33,6 +33,8 @@ def sample_text(sample: Sample | None, *, what: str = "") -> Text:
     out.append(f"step {sample.step}  line {sample.line}  score {score}", style="bold")
     if sample.flags:
         out.append("  " + " ".join(sample.flags), style="bold red")
+    for name, chars in sample.cut.items():
+        out.append(f"\n{name}: {chars:,} characters, shown as its head and its end", style="yellow")
     out.append("\n\nINPUT\n", style="bold cyan")
     out.append(clean(sample.input))
     out.append("\n\nOUTPUT\n", style="bold cyan")
