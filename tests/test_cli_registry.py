@@ -12,12 +12,12 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.cli import build_parser, route
 from tui.commands import COMMANDS, Entry, Group, Node, parse
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = ROOT / ".venv" / "bin" / "verl-tui"
 HEAVY = ("textual", "asyncssh", "hydra", "omegaconf", "pydantic", "ray", "verl", "torch")
 
 
@@ -37,10 +37,8 @@ ENTRIES = [(names, node) for names, node in ALL if isinstance(node, Entry)]
 
 
 def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    return subprocess.run(
-        [*exe, *argv], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
-    )
+    # A process of its own, forked from the warm interpreter (harness/cli.py).
+    return run_cli(list(argv), timeout=60, cwd=cwd)
 
 
 def _help_of(words: list[str]) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness.cli import run_cli
 
 from tui.commands import COMMANDS, Entry, Group, Node, build_parser
 from tui.commands.completion import (
@@ -23,12 +23,11 @@ from tui.commands.completion import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = ROOT / ".venv" / "bin" / "verl-tui"
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    exe = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tui"]
-    return subprocess.run([*exe, *argv], capture_output=True, text=True, timeout=120, check=False)
+    # A process of its own, forked from the warm interpreter (harness/cli.py).
+    return run_cli(list(argv), timeout=120)
 
 
 def _entries(
