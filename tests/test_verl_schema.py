@@ -152,6 +152,15 @@ def test_base_is_cached_and_never_mutated() -> None:
     assert after.misses == before.misses and after.hits > before.hits
     assert compose([])["data"]["train_batch_size"] == 1024
     assert compose(["data.train_batch_size=7"])["data"]["train_batch_size"] == 7
+    # The DictConfig each compose starts from is a copy of the cached base (unpickled): in
+    # struct mode like the base, and the caller's to change.
+    from omegaconf.errors import ConfigAttributeError
+
+    cfg = schema.compose_cfg(["data.train_batch_size=7"])
+    cfg.data.train_batch_size = 5
+    with pytest.raises(ConfigAttributeError):
+        cfg.data.nope = 1
+    assert schema.compose_cfg([]).data.train_batch_size == 1024
 
 
 def test_selecting_the_same_verl_keeps_the_composed_base(tmp_path: Path) -> None:
