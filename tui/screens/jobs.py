@@ -167,10 +167,10 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         current = self.current
         queued_key = self.cursor_key(table)
         table.clear()
-        mine = self.mine_only()
+        mine, owner = self.mine_only(), me()
         queued = shown_queue(self.queued, self.filter_text)
-        self.fill_queue(table, [e for e in queued if e.owner == me()] if mine else queued)
-        rows = [r for r in self.rows if r.owner == me()] if mine else self.rows
+        self.fill_queue(table, [e for e in queued if e.owner == owner] if mine else queued)
+        rows = [r for r in self.rows if r.owner == owner] if mine else self.rows
         shown = shown_rows(rows, self.filter_text, self.sort_key, self.sort_reverse)
         for r in shown:
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
