@@ -128,9 +128,15 @@ async def _stop_in_the_cockpit(hosts, sid: str) -> tuple[list[str], str]:
                 break
             await pilot.pause(0.1)
         screen = app.screen
-        screen.owner_view = "all"  # root's own view would hide the other user's job
-        screen._fill()
         table = screen.query_one(DataTable)
+
+        def shown() -> list[str]:
+            return [str(k.value) for k in table.rows]
+
+        # Other users' jobs are there: mine by default, w shows everyone's (a view: allowed).
+        assert screen.mine_only() and sid not in shown()
+        await pilot.press("w")
+        assert sid in shown()
         table.move_cursor(row=table.get_row_index(sid))
         await pilot.press("s")
         await pilot.pause(0.2)
