@@ -131,7 +131,9 @@ _HEAD_STATUS = """
 import http.client, json, sys, urllib.parse
 try:
     c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
-    c.request("GET", "/api/jobs/" + urllib.parse.quote(sys.argv[2], safe=""))
+    # Ray before 2.5x answers 500 to a request without a User-Agent
+    c.request("GET", "/api/jobs/" + urllib.parse.quote(sys.argv[2], safe=""),
+              headers={"User-Agent": "verl-tui-tests"})
     r = c.getresponse()
     body = r.read()
     print(json.loads(body)["status"] if r.status == 200 else "absent")
