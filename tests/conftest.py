@@ -136,6 +136,11 @@ def _cost(item: pytest.Item) -> float:
     return cost + (40.0 if item.get_closest_marker("slow") else 0.0)
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own hook of this name (to
+# put "@group" on each node id); run after it, the marks were ignored and a module's tests were
+# spread over the workers, out of their order (test_archive_cluster's later tests ran before
+# the one whose runs they read).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         _tier(item)
