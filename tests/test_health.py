@@ -136,7 +136,7 @@ def test_step_by_step_equals_one_look() -> None:
 def test_jobs_screen_marks_and_details_the_alerts() -> None:
     from types import SimpleNamespace
 
-    from tui.screens.jobs_view import health_detail, status_text
+    from tui.screens.jobs_view import health_cell, health_detail, status_text
     from tui.supervisor.events import Decision
 
     row = SimpleNamespace(status_text="RUNNING")
@@ -144,8 +144,10 @@ def test_jobs_screen_marks_and_details_the_alerts() -> None:
         Alert("kl", 4, "actor/kl_loss", 5.0, "actor/kl_loss 5 above 1 at step 4").to_json(),
         Alert("nonfinite", 3, "a", math.nan, "non-finite at step 3: a=nan\x1b[2J").to_json(),
     ]
-    assert status_text(row, None, "green", said) == ("RUNNING HEALTH:kl,nonfinite", "bold yellow")
-    assert status_text(row, {"evidence": "x"}, "", said)[0] == "RUNNING HEALTH:kl,nonfinite STALLED"
+    # The HEALTH column names the rules that fired; the status column keeps Ray's status.
+    assert health_cell(said) == ("kl,nonfinite", "bold yellow")
+    assert health_cell([]) == ("-", "dim")
+    assert status_text(row, {"evidence": "x"}, "") == ("RUNNING STALLED", "bold red")
     assert status_text(row, None, "green") == ("RUNNING", "green")
     text = health_detail(said).plain
     assert "health: actor/kl_loss 5 above 1 at step 4" in text and "\x1b" not in text

@@ -32,6 +32,7 @@ from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
 from tui.screens.jobs_view import (
     SORT_KEYS,
     JobTable,
+    health_cell,
     health_detail,
     health_shown,
     shown_queue,
@@ -123,7 +124,15 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         yield Static(f" Jobs — {markup(self.cluster.inv.cluster)}", id="jobs-title")
         table = JobTable(id="jobs", cursor_type="row", zebra_stripes=True)
         table.add_columns(
-            "submission id", "status", "age", "duration", "profile", "owner", "driver", "message"
+            "submission id",
+            "status",
+            "health",
+            "age",
+            "duration",
+            "profile",
+            "owner",
+            "driver",
+            "message",
         )
         yield table
         yield Static("", id="job-detail")
@@ -176,13 +185,13 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             # Ids, statuses, node names and messages come from Ray: Text cells, cleaned (a str
             # cell would be Rich markup).
             stall = self.stalls.get(r.submission_id)
-            status, status_style = status_text(
-                r, stall, _STATUS_STYLE.get(r.status, ""), self.health.get(r.submission_id, [])
-            )
+            status, status_style = status_text(r, stall, _STATUS_STYLE.get(r.status, ""))
+            health, health_style = health_cell(self.health.get(r.submission_id, []))
             profile = profile_label(r)
             table.add_row(
                 cell(self.mark_prefix(r.submission_id) + chain_prefix(r) + r.submission_id),
                 cell(status, style=status_style),
+                cell(health, 24, style=health_style),
                 age(r.start_time),
                 duration(r.duration_s),
                 cell(profile),

@@ -66,7 +66,7 @@ def waiting_text(entry: QueueEntry, position: int) -> str:
 
 
 def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
-    """One queued job as the Jobs table's eight columns."""
+    """One queued job as the Jobs table's nine columns (a queued job has no health yet)."""
     if entry.state == "starting":
         status, style = "STARTING", "bold cyan"
     elif entry.blocked:
@@ -79,6 +79,7 @@ def queue_cells(entry: QueueEntry, position: int) -> list[Text]:
     return [
         cell(entry.submission_id),
         cell(status, style=style),
+        Text("-", style="dim"),
         Text(age(entry.queued_at)),
         Text("-"),
         cell(profile),
@@ -135,10 +136,11 @@ class QueueRows:
         for i, e in enumerate(self.queued, 1):
             if shown is not None and e not in shown:
                 continue
-            sid, status, since, took, profile, owner, driver, why = queue_cells(e, i)
+            sid, status, health, since, took, profile, owner, driver, why = queue_cells(e, i)
             table.add_row(
                 styled(sid),
                 styled(status),
+                styled(health),
                 styled(since),
                 styled(took),
                 styled(profile),

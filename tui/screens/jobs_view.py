@@ -93,25 +93,22 @@ def shown_queue(entries: list[QueueEntry], filter_text: str) -> list[QueueEntry]
 STALL_MARK = "STALLED"  # after Ray's status of a running job the supervisor found stalled
 
 
-def status_text(
-    row: JobRow,
-    stall: Mapping[str, Any] | None,
-    style: str,
-    health: Sequence[Mapping[str, Any]] = (),
-) -> tuple[str, str]:
+def status_text(row: JobRow, stall: Mapping[str, Any] | None, style: str) -> tuple[str, str]:
     """(text, style) of the status cell: Ray's status (it stays RUNNING), with the STALLED
-    mark when the supervisor found the job stalled (tui/supervisor/stall.py) and the HEALTH
-    mark naming the training-health rules that fired (tui/metrics/health.py)."""
-    text = row.status_text
-    if health:
-        rules = sorted({str(a.get("rule")) for a in health})
-        text, style = f"{text} {HEALTH_MARK}:{','.join(rules)}", "bold yellow"
+    mark when the supervisor found the job stalled (tui/supervisor/stall.py)."""
     if stall is None:
-        return text, style
-    return f"{text} {STALL_MARK}", "bold red"
+        return row.status_text, style
+    return f"{row.status_text} {STALL_MARK}", "bold red"
 
 
-HEALTH_MARK = "HEALTH"
+def health_cell(health: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(text, style) of the HEALTH column: the training-health rules that fired
+    (tui/metrics/health.py), or "-"."""
+    if not health:
+        return "-", "dim"
+    return ",".join(sorted({str(a.get("rule")) for a in health})), "bold yellow"
+
+
 HEALTH_LINES = 3  # the newest alerts in the detail pane
 
 
