@@ -29,6 +29,7 @@ import yaml
 
 from harness.cli import run_cli
 from harness.nshosts import HarnessError, NsCluster, host_at
+from tui.cluster.head_files import SHARED_DIR
 
 __all__ = [
     "RAY_NAMES",
@@ -332,7 +333,13 @@ class RayPool:
             return f"jobs: {jobs.stderr}"
         for job in json.loads(jobs.stdout)["jobs"]:
             if job["status"] in ACTIVE:
-                stop = tui_cli(live.env, "stop", str(live.path), job["submission_id"])
+                # --force: a job another test user submitted is otherwise refused (exit 3)
+                sid = job["submission_id"]
+                stop = tui_cli(live.env, "stop", str(live.path), sid, "--force")
                 if stop.returncode != 0:
-                    return f"stop {job['submission_id']}: {stop.stderr}"
+                    return f"stop {sid}: {stop.stderr}"
+        # The queue lives on the head (tui/cluster/head_files.py) and outlives a module's
+        # state folder: the next module starts with an empty one.
+        head = cluster.hosts[0].name
+        cluster.exec_in(head, ["rm", "-f", f"{SHARED_DIR}/queue.json"])
         return None
