@@ -34,7 +34,7 @@ import sys
 
 CHUNK = 1 << 20
 MATCH_CHARS = 1 << 16  # the first characters of input/output a pattern is matched on
-STEP_FILE = re.compile(r"^(\d{1,18})\.jsonl$")
+STEP_FILE = re.compile(r"^(\d{1,18})\.jsonl\Z")
 
 
 def _emit(obj):
