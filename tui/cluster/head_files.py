@@ -27,6 +27,19 @@ CALL_TIMEOUT_S = 20.0
 MAX_TRIES = 30  # compare-and-swap rounds before giving up (each a few ms on the head)
 
 
+def helper_answer(stdout: str) -> dict[str, Any] | None:
+    """The first JSON object line a head helper printed (lines before it are noise from the
+    host's start-up), or None."""
+    for line in stdout.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return None
+
+
 class HeadFileError(StateError):
     """A shared file that cannot be read or written on the head (one line naming it)."""
 
@@ -56,15 +69,11 @@ class HeadFiles:
             )
         except TransportError as exc:
             raise HeadFileError(f"{self.where(name)}: the head cannot be reached: {exc}") from exc
-        for line in res.stdout.splitlines():
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                if "error" in doc:
-                    raise HeadFileError(f"{head.name}: {one_line(str(doc['error']), 300)}")
-                return doc
+        doc = helper_answer(res.stdout)
+        if doc is not None:
+            if "error" in doc:
+                raise HeadFileError(f"{head.name}: {one_line(str(doc['error']), 300)}")
+            return doc
         tail = one_line(res.stderr or res.stdout or "no output", 200)
         raise HeadFileError(f"{self.where(name)}: the head's helper did not answer: {tail}")
 

@@ -18,6 +18,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from tui.cluster.head_files import helper_answer
 from tui.cluster.lock import HEAD_LOCK_DIR, LockOwner
 from tui.config.hosts import Inventory
 from tui.remote import python_argv
@@ -89,15 +90,11 @@ class HeadLease:
             str(self.ttl),
         )
         res = await transport.run(argv, timeout=20, what=f"supervisor lease {op}")
-        for line in res.stdout.splitlines():
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                if "error" in doc:
-                    raise TransportError(f"{head.name}: lease: {one_line(str(doc['error']), 200)}")
-                return doc
+        doc = helper_answer(res.stdout)
+        if doc is not None:
+            if "error" in doc:
+                raise TransportError(f"{head.name}: lease: {one_line(str(doc['error']), 200)}")
+            return doc
         tail = one_line(res.stderr or res.stdout or "no output", 200)
         raise TransportError(f"{head.name}: lease helper did not answer: {tail}")
 
