@@ -14,7 +14,7 @@ imported): one direction of dependency, top to bottom.
             parts: its modules import sibling parts, top-level lines the loader drops
     config  tui/config: config, the shared leaves, stdlib and third-party only
     leaves  tui (the package: __version__), tui/sanitize.py, tui/fmt.py, tui/state.py,
-            tui/shellcmd.py: shared
+            tui/shellcmd.py, tui/errors.py (the one error base): shared
             by every layer, importing no other tui module
 
 Imports inside functions and under TYPE_CHECKING count: a lazy import is still an arrow.
@@ -53,7 +53,7 @@ SERVICES = (
 )
 UI = ("tui.app", "tui.screens", "tui.widgets", "tui.palette")
 CLI = ("tui.cli", "tui.__main__", "tui.commands", "tui.interrupts")
-LEAVES = ("tui", "tui.sanitize", "tui.fmt", "tui.state", "tui.shellcmd")
+LEAVES = ("tui", "tui.sanitize", "tui.fmt", "tui.state", "tui.shellcmd", "tui.errors")
 
 # Sideways service → service arrows, derived from the code (2026-11). Everything else between
 # services is refused, so an arrow back up (cluster → jobs, which used to exist through the
