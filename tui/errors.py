@@ -8,7 +8,8 @@ An error carries:
   add where it happened: `hosts.yaml:3: ...`);
 - `message`: the problem itself (the first argument, unless the subclass sets its own);
 - `title`: what failed, a few words for a notification's title or the CLI's line ("cannot
-  connect", "bad profile"): a class default, overridable per error;
+  connect", "bad profile"): a class default (given on the class line:
+  `class LockHeld(VerlTuiError, title="cluster busy", kind="refused")`), overridable per error;
 - `hint`: the key, command or file:line that fixes it, when the code raising it knows one
   (None otherwise);
 - `kind`: what the caller can do about it, which fixes the CLI's exit status (`EXIT_CODES`):
@@ -44,6 +45,17 @@ class VerlTuiError(Exception):
     kind: Kind = "failed"
     hint: str | None = None
     message: str
+
+    def __init_subclass__(
+        cls, *, title: str | None = None, kind: Kind | None = None, **kwargs: object
+    ) -> None:
+        # `class LeaseHeld(VerlTuiError, title="cluster supervised", kind="refused")`: a family's
+        # defaults on its one class line.
+        super().__init_subclass__(**kwargs)
+        if title is not None:
+            cls.title = title
+        if kind is not None:
+            cls.kind = kind
 
     def __init__(self, *args: object, title: str | None = None, hint: str | None = None) -> None:
         super().__init__(*args)

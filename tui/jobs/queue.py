@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from tui.cluster.dashboard import check_job_id, is_job_id
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.jobs.owner import me, owner_of_metadata, valid_owner
 from tui.jobs.rules_base import CPUS_PER_GPU, ClusterResources, NodeResources, Problem, _Cfg
 from tui.jobs.rules_runtime import _cluster_rules
@@ -55,7 +56,7 @@ _POOL_KEYS = (
 )
 
 
-class QueueError(Exception):
+class QueueError(VerlTuiError, title="queue"):
     """A queue change that cannot be made (unknown id, duplicate id, stuck lock): one line."""
 
 

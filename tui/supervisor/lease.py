@@ -21,6 +21,7 @@ from typing import Any
 from tui.cluster.head_files import helper_answer
 from tui.cluster.lock import HEAD_LOCK_DIR, LockOwner
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
@@ -30,7 +31,7 @@ LEASE_NAME = "verl-tui-supervisor.lease"
 LEASE_TTL_S = 30.0
 
 
-class LeaseHeld(Exception):
+class LeaseHeld(VerlTuiError, title="cluster supervised", kind="refused"):
     """Another supervisor holds the cluster; `owner` None when its lease says nothing readable."""
 
     def __init__(self, owner: LockOwner | None, left: float):

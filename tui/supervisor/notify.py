@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from tui import __version__
 from tui.config.notify import DEFAULT_EVENTS, NotifyOptions
+from tui.errors import VerlTuiError
 from tui.jobs.owner import me, valid_owner
 from tui.sanitize import one_line
 from tui.supervisor.events import Decision
@@ -56,7 +57,7 @@ Show = Callable[[str, str], None]  # (one line, severity)
 Report = Callable[[Decision], "Awaitable[None] | None"]
 
 
-class NotifyError(Exception):
+class NotifyError(VerlTuiError, title="notification failed", kind="unavailable"):
     """One notifier failed: one line naming it and why."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from tui import __version__
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.jobs.history import JobRecord
 from tui.jobs.pipeline import JobSpec
 from tui.jobs.profiles import load_profile, override_key
@@ -23,7 +24,7 @@ RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
 _RETRY_SUFFIX = re.compile(r"-retry\d+$")
 
 
-class NotRebuildable(Exception):
+class NotRebuildable(VerlTuiError, title="cannot retry"):
     """The record cannot be submitted again (one line: why)."""
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tui.errors import VerlTuiError
 from tui.jobs.flow import Ready, Refusal, Refused, Request, Submitted, outcome, submission_flow
 from tui.jobs.submit import Submission
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tui.supervisor.duty import SupervisorContext
 
 
-class SubmitRejected(Exception):
+class SubmitRejected(VerlTuiError, title="submission refused", kind="bad_input"):
     """The validated submission path refused the job (verl's rules or the live cluster);
     `problems` are the report's one-line messages, `key: message`."""
 
