@@ -222,7 +222,7 @@ async def inner_pane(hosts: Path, sid: str, lines: int, follow: bool) -> dict:
 
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import load_inventory
-    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
     from tui.transport.fleet import Fleet
 
     inv = load_inventory(hosts)

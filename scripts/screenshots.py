@@ -253,7 +253,7 @@ async def open_picker(app: VerlTuiApp, pilot) -> None:
     """Jobs → n: the profile picker, its entries listed and the gsm8k preset highlighted."""
     from textual.widgets import OptionList
 
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.profile_picker import ProfilePickerScreen
 
     if not isinstance(app.screen, JobsScreen):
@@ -272,7 +272,7 @@ async def open_picker(app: VerlTuiApp, pilot) -> None:
 
 async def open_form(app: VerlTuiApp, pilot):
     """Jobs → n → the gsm8k preset: the form, loaded and checked against the cluster."""
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     await open_picker(app, pilot)
     await pilot.press("enter")
@@ -302,9 +302,9 @@ async def shoot_job_form(app: VerlTuiApp, pilot, save, drafts: Path) -> None:
     of a real failure: the drafts folder (a small tmpfs) full while the form saves a draft."""
     from textual.widgets import Input
 
-    from tui.screens.draft_busy import DraftBusyScreen
     from tui.screens.error import ErrorScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.job_form.draft_busy import DraftBusyScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     # A second real process holds the draft, as another cockpit's form would.
     holder = subprocess.Popen(
@@ -442,9 +442,9 @@ async def shoot_logs_and_debugger(app: VerlTuiApp, pilot, save, hosts: Path) -> 
     a legacy breakpoint, a DAP session, a pdb console, and a host's Ray logs."""
     from tui.screens.dap_session import DapSessionScreen
     from tui.screens.debugger import DebuggerScreen
-    from tui.screens.job_logs import JobLogsScreen
-    from tui.screens.jobs import JobsScreen
-    from tui.screens.node_logs import NodeLogsScreen
+    from tui.screens.jobs.screen import JobsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
+    from tui.screens.logs.node_logs import NodeLogsScreen
     from tui.screens.pdb_console import PdbConsoleScreen
 
     submit(
@@ -691,7 +691,7 @@ DEADLOCK = ROOT / "tests" / "workloads" / "gloo_deadlock.py"
 async def shoot_stall(scenario: Scenario) -> list[Path]:
     """The GPU table with its optional columns (c); a real deadlocked job (one rank never enters
     the all_reduce) flagged STALLED by the cockpit's own supervisor; its stacks (p)."""
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.stack import StackScreen
 
     shots: list[Path] = []
@@ -742,10 +742,10 @@ async def shoot_rollouts(scenario: Scenario) -> list[Path]:
     step's generations through verl's own RayPPOTrainer._dump_generations (tests/workloads/
     verl_tracking.py --dump): the phase chart (p on its Metrics tab), the Rollouts screen (v on
     the job) and one prompt's answers in two steps side by side (c)."""
-    from tui.screens.job_logs import JobLogsScreen
-    from tui.screens.jobs import JobsScreen
-    from tui.screens.rollouts import RolloutsScreen
-    from tui.screens.rollouts_sample import CompareStepsScreen
+    from tui.screens.jobs.screen import JobsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
+    from tui.screens.rollouts.sample import CompareStepsScreen
+    from tui.screens.rollouts.screen import RolloutsScreen
 
     shots: list[Path] = []
     save = saver(shots)

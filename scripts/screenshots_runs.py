@@ -134,7 +134,7 @@ def job_files(folder: Path) -> tuple[Path, Path, Path]:
 async def shoot_runs(app, pilot, save, hosts: Path, scenario, open_form) -> list[str]:
     """Every scene here, in the cockpit `app` (Ray up, on the Cluster screen); returns what
     could not be shot and why (the others are still saved)."""
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     not_shot: list[str] = []
     compare_py, heal_py, hold_py = job_files(hosts.parent / "runs")
@@ -249,7 +249,7 @@ async def shoot_queue(app, pilot, save, jobs, table, hosts: Path, hold_py: Path,
     the CLI that queued it) is not in the cockpit's environment, where the supervisor runs."""
     from textual.widgets import Checkbox, Input
 
-    from tui.screens.sweep_builder import SweepBuilderScreen
+    from tui.screens.job_form.sweep_builder import SweepBuilderScreen
 
     h = str(hosts)
     await acli(

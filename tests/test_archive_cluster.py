@@ -271,8 +271,8 @@ async def test_cockpit_reads_the_archive_after_the_restart(ray_up, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.screens.compare import CompareScreen
-    from tui.screens.job_logs import JobLogsScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
 
     _, path, env, _, _ = ray_up
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])

@@ -228,7 +228,7 @@ async def test_screen_tail_first_then_backfill_and_follow(ray1, monkeypatch):
 
     from tui.cluster.ray_cluster import RayCluster
     from tui.config.hosts import load_inventory
-    from tui.screens.job_logs import JobLogsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
     from tui.transport.fleet import Fleet
 
     hosts, path, env = ray1

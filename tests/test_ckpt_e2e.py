@@ -142,7 +142,7 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
     from tui.jobs.history import JobHistory
     from tui.screens.checkpoints import CheckpointsScreen
     from tui.screens.ckpt_picker import CheckpointPickerScreen
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     cluster = ns_cluster_factory(2)

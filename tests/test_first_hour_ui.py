@@ -144,7 +144,7 @@ def test_form_binds_no_input_editing_key():
     """Every key an Input edits with stays the Input's: none is a form binding."""
     from textual.binding import Binding
 
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     bound = {
         k.strip()
@@ -178,7 +178,7 @@ async def test_jobs_screen_keys_move_filter_and_sort():
     from snapshot_apps.replay import wait_for
     from textual.widgets import DataTable
 
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     app = _replay_app("jobs_heal_replay.py")
     async with app.run_test(size=(160, 46)) as pilot:
@@ -311,7 +311,7 @@ async def test_toasts_about_the_screen_left_behind_go_with_it():
     from snapshot_apps.replay import wait_for
 
     from tui.app import FRESH_TOAST_S
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     app = _replay_app("cluster_replay.py")
     async with app.run_test(size=(160, 46)) as pilot:
@@ -355,7 +355,7 @@ def test_bring_up_outcome_says_what_ray_offers_and_the_next_key():
 
 async def test_two_goes_from_the_bring_up_view_to_jobs(local_app):
     """The view is modal (it takes the app's keys), yet the 2 its outcome names works."""
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.ray_progress import RayProgressScreen, ray_up_outcome
 
     app = local_app()

@@ -136,7 +136,7 @@ def test_step_by_step_equals_one_look() -> None:
 def test_jobs_screen_marks_and_details_the_alerts() -> None:
     from types import SimpleNamespace
 
-    from tui.screens.jobs_view import health_cell, health_detail, status_text
+    from tui.screens.jobs.view import health_cell, health_detail, status_text
     from tui.supervisor.events import Decision
 
     row = SimpleNamespace(status_text="RUNNING")

@@ -42,8 +42,8 @@ async def test_form_inline_errors_gate_submit_and_runs_verl(ray_up, monkeypatch)
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import JobFormScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.job_form.screen import JobFormScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.profile_picker import ProfilePickerScreen
 
     cluster, path, env = ray_up
@@ -132,8 +132,8 @@ async def _resubmit_queued_and_cancel(app, pilot, sid: str) -> None:
 
     from tui.jobs.queue_shared import cluster_queue
     from tui.screens.confirm import ConfirmScreen
-    from tui.screens.job_form import JobFormScreen
-    from tui.screens.jobs_queue import QUEUE_KEY
+    from tui.screens.job_form.screen import JobFormScreen
+    from tui.screens.jobs.queue import QUEUE_KEY
 
     jobs = app.screen
     table = jobs.query_one(DataTable)
@@ -183,7 +183,7 @@ def local_app(tmp_path, monkeypatch):
 
 async def _open_form(app, pilot, initial_sets=None):
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     form = JobFormScreen(
         app.ray, JobHistory(app.inventory.cluster), PRESET, initial_sets=initial_sets

@@ -174,7 +174,7 @@ async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.screens.confirm import ConfirmScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     _, path, env = ray_up
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])

@@ -145,7 +145,7 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
     from tui.config.hosts import local_inventory
     from tui.jobs.formstate import draft_path
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import DraftBusyScreen, JobFormScreen
+    from tui.screens.job_form.screen import DraftBusyScreen, JobFormScreen
 
     state = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))

@@ -259,9 +259,9 @@ async def test_cockpit_log_metrics_debugger_and_node_logs(ray2, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.screens.dap_session import DapSessionScreen
     from tui.screens.debugger import DebuggerScreen
-    from tui.screens.job_logs import JobLogsScreen
-    from tui.screens.jobs import JobsScreen
-    from tui.screens.node_logs import NodeLogsScreen
+    from tui.screens.jobs.screen import JobsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
+    from tui.screens.logs.node_logs import NodeLogsScreen
     from tui.screens.pdb_console import PdbConsoleScreen
 
     _, path, env = ray2

@@ -96,8 +96,8 @@ async def test_the_node_logs_screen_searches_every_host(planted, monkeypatch) ->
     from textual.widgets import Input
 
     from tui.app import VerlTuiApp
-    from tui.screens.node_logs import NodeLogsScreen
-    from tui.screens.node_logs_grep import GrepPrompt
+    from tui.screens.logs.node_logs import NodeLogsScreen
+    from tui.screens.logs.node_logs_grep import GrepPrompt
     from tui.widgets.logview import LogPane
 
     monkeypatch.setenv("XDG_STATE_HOME", planted.env["XDG_STATE_HOME"])

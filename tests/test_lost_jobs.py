@@ -120,8 +120,8 @@ async def test_jobs_screen_after_a_restart_and_a_failed_jobs_metrics(restarted, 
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.fmt import duration
-    from tui.screens.job_logs import JobLogsScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
+    from tui.screens.logs.job_logs import JobLogsScreen
 
     path, env, failed, _ = restarted
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])

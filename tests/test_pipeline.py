@@ -91,7 +91,7 @@ def test_form_state_does_not_import_hydra() -> None:
     """Importing the form's modules (on the UI loop) does not import Hydra; plain values are
     read without it."""
     code = (
-        "import sys; import tui.screens.job_form; from tui.jobs.formstate import "
+        "import sys; import tui.screens.job_form.screen; from tui.jobs.formstate import "
         "parse_text, texts_from_profile; from tui.jobs.profiles import load_profile; "
         f"texts_from_profile(load_profile({str(PRESET)!r})); "
         "parse_text('trainer.nnodes', '2'); parse_text('a.b', 'Qwen/Qwen2.5-0.5B'); "
@@ -137,7 +137,7 @@ async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path
     from tui.app import VerlTuiApp
     from tui.config.hosts import parse_inventory
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import RAY_NOT_RUNNING, JobFormScreen
+    from tui.screens.job_form.screen import RAY_NOT_RUNNING, JobFormScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     # Nothing listens on the dashboard port: the head answers, Ray does not.
@@ -190,7 +190,7 @@ async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, 
     from tui.config.hosts import load_inventory
     from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import submission_json
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     _, hosts, env = ray_up
     doc = yaml.safe_load(PRESET.read_text())

@@ -447,8 +447,8 @@ async def test_form_shows_the_preflight_and_submits_on_a_second_press(lab, ray_h
 
     from tui.app import VerlTuiApp
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import JobFormScreen
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.job_form.screen import JobFormScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.profile_picker import ProfilePickerScreen
 
     lab.ready()

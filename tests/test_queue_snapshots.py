@@ -27,7 +27,7 @@ async def test_keys_reorder_and_cancel_queued_jobs():
 
     from tui.jobs.queue import JobQueue
 
-    app = ScreenApp(make, patches=[("tui.screens.jobs_queue", "time", CLOCK)])
+    app = ScreenApp(make, patches=[("tui.screens.jobs.queue", "time", CLOCK)])
     async with app.run_test(size=(160, 46)) as pilot:
         await wait_for(pilot, lambda: getattr(pilot.app.screen, "loaded", False))
         screen = pilot.app.screen
@@ -64,7 +64,7 @@ async def test_keys_reorder_and_cancel_queued_jobs():
 def test_sweep_runs_are_kept_together_and_labelled():
     from tui.jobs.history import JobRecord
     from tui.jobs.service import JobRow
-    from tui.screens.jobs_queue import grouped, profile_label
+    from tui.screens.jobs.queue import grouped, profile_label
 
     def row(sid, start, sweep=None):
         rec = JobRecord(sid, "c", start, "python -m verl.trainer.main_ppo", profile="p")

@@ -187,8 +187,8 @@ async def test_rollouts_screen_keys(dump_dir: Path) -> None:
     clearing the search before leaving."""
     from textual.app import App
 
-    from tui.screens.rollouts import RolloutsScreen
-    from tui.screens.rollouts_sample import CompareStepsScreen, SampleScreen
+    from tui.screens.rollouts.sample import CompareStepsScreen, SampleScreen
+    from tui.screens.rollouts.screen import RolloutsScreen
 
     async def open_dump() -> DumpDir:
         return _dump(dump_dir)

@@ -53,7 +53,7 @@ SANITIZERS = {
     # the job form's text blocks (widgets/jobform/summary.py, itself checked here)
     "summary_text",
     "loose_text",
-    # the job form's submit bar after a preflight refusal (screens/job_form_submit.py: one_line)
+    # the job form's submit bar after a preflight refusal (screens/job_form/submit.py: one_line)
     "refusal_bar",
 }
 # Functions that return text made only of numbers, fixed words or bar glyphs.

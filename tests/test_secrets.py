@@ -163,7 +163,7 @@ async def test_form_asks_for_a_missing_secret(tmp_path, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.config.hosts import local_inventory
     from tui.jobs.history import JobHistory
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("VERLTUI_TEST_API_KEY", raising=False)

@@ -133,7 +133,7 @@ async def test_p_on_the_jobs_screen_shows_the_groups_without_blocking(hung, monk
 
     import tui.screens.stack as stack_screen
     from tui.app import VerlTuiApp
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
     from tui.screens.stack import StackScreen
 
     (_cluster, path, env), sid = hung

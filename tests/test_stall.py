@@ -207,7 +207,7 @@ def test_a_jobs_profile_stall_block_wins_for_its_keys_and_a_broken_one_is_named(
 def test_the_jobs_table_and_the_jobs_view_mark_a_stalled_job() -> None:
     from tui.commands.jobs_table import jobs_table
     from tui.jobs.service import JobRow
-    from tui.screens.jobs_view import stall_detail, status_text
+    from tui.screens.jobs.view import stall_detail, status_text
 
     row = JobRow("job-1", "RUNNING", "python x.py", T0, None, "node1", None, None)
     stall = {"evidence": "no step for 14 min (last step 3)\x1b[2J", "since": T0}

@@ -201,7 +201,7 @@ def test_a_new_gate_is_one_edit_and_every_caller_meets_it(setup, monkeypatch):
 
 def test_the_refusal_names_failing_checks_once(setup):
     from tui.cluster.doctor.findings import Finding
-    from tui.screens.job_form_submit import preflight_problems, refusal_bar
+    from tui.screens.job_form.submit import preflight_problems, refusal_bar
 
     rows = (
         Finding("path:data.train_files", "data", "fail", "node1", "no such file", "fix"),

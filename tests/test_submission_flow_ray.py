@@ -50,7 +50,7 @@ def ray_up(ray_shared2):
 def spied(monkeypatch):
     """Each caller's outcome, recorded as it comes back from the flow (nothing replaced)."""
     import tui.commands.submit_output as submit_output
-    import tui.screens.job_form_submit as job_form_submit
+    import tui.screens.job_form.submit as job_form_submit
     import tui.supervisor.submitting as submitting
     from tui.jobs import flow
 
@@ -133,7 +133,7 @@ async def _cockpit(inv, profile, forms_done: list) -> None:
     from textual.widgets import Checkbox, Input
 
     from tui.app import VerlTuiApp
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:

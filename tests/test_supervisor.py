@@ -550,7 +550,7 @@ async def test_cockpit_stands_by_names_the_holder_and_shows_the_chain(ray_up, mo
 
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
     _, path, env = ray_up
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])

@@ -34,8 +34,8 @@ async def test_form_sweep_builder_queues_all_or_nothing():
 
     from tui.jobs.queue import JobQueue
     from tui.jobs.rules import ClusterResources, NodeResources
-    from tui.screens.job_form import JobFormScreen
-    from tui.screens.sweep_builder import SweepBuilderScreen
+    from tui.screens.job_form.screen import JobFormScreen
+    from tui.screens.job_form.sweep_builder import SweepBuilderScreen
 
     def open_form(app):
         return JobFormScreen(app.ray, app.history, PROFILE)
@@ -117,10 +117,10 @@ async def test_form_queue_switch_queues_instead_of_submitting(monkeypatch):
     from snapshot_apps.replay import ScreenApp, wait_for
     from textual.widgets import Checkbox
 
-    import tui.screens.job_form_submit as job_form
+    import tui.screens.job_form.submit as job_form
     from tui.jobs.queue import JobQueue
     from tui.jobs.rules import ClusterResources, NodeResources
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
     gpus = ClusterResources([NodeResources("node1", 4, 12), NodeResources("node2", 4, 12)])
     asked: list[int] = []

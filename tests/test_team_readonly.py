@@ -65,9 +65,9 @@ async def test_a_read_only_cockpit_refuses_every_mutating_key_and_palette_entry(
 
     from tui.jobs.queue import JobQueue
     from tui.palette import commands_for
-    from tui.screens.jobs import JobsScreen
+    from tui.screens.jobs.screen import JobsScreen
 
-    app = ScreenApp(make, patches=[("tui.screens.jobs_queue", "time", CLOCK)])
+    app = ScreenApp(make, patches=[("tui.screens.jobs.queue", "time", CLOCK)])
     app.read_only = True
     async with app.run_test(size=(160, 46)) as pilot:
         await wait_for(pilot, lambda: getattr(pilot.app.screen, "loaded", False))

@@ -410,7 +410,7 @@ class VerlTuiApp(App):
 
     def action_show_jobs(self) -> None:
         from tui.jobs.history import JobHistory
-        from tui.screens.jobs import JobsScreen
+        from tui.screens.jobs.screen import JobsScreen
 
         if isinstance(self.screen, JobsScreen):
             return
@@ -419,7 +419,7 @@ class VerlTuiApp(App):
 
     def action_new_job(self) -> None:
         """The Jobs screen, then the profile picker (→ the job form)."""
-        from tui.screens.jobs import JobsScreen
+        from tui.screens.jobs.screen import JobsScreen
 
         self.action_show_jobs()
         screen = self.screen
@@ -434,7 +434,7 @@ class VerlTuiApp(App):
         self.push_screen(make())
 
     def action_node_logs(self, host: str | None = None) -> None:
-        from tui.screens.node_logs import NodeLogsScreen
+        from tui.screens.logs.node_logs import NodeLogsScreen
 
         hosts = [h.name for h in self.inventory.hosts]
         fleet = self._fleet()

@@ -7,7 +7,7 @@ import time
 from snapshot_apps.cluster_replay import ReplayApp
 
 from tui.jobs.formstate import DraftOwner
-from tui.screens.draft_busy import DraftBusyScreen
+from tui.screens.job_form.draft_busy import DraftBusyScreen
 
 os.environ["TZ"] = "UTC"  # the owner's "since" is shown in local time
 time.tzset()

@@ -2,7 +2,7 @@
 
 from snapshot_apps.replay import ScreenApp
 
-from tui.screens.job_logs import JobLogsScreen
+from tui.screens.logs.job_logs import JobLogsScreen
 
 app = ScreenApp(
     lambda app: JobLogsScreen(app.ray, "grpo-gsm8k-1122", metrics=True, total_steps=240)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from snapshot_apps.replay import DASH, ScreenApp
 
 from tui.jobs.history import JobRecord
-from tui.screens.jobs import JobsScreen
+from tui.screens.jobs.screen import JobsScreen
 
 FIRST = DASH["answers"]["/api/jobs/"][0]
 SID = FIRST["submission_id"]

@@ -4,7 +4,7 @@ waiting for GPUs, two runs of a sweep, one that cannot start on this cluster."""
 from snapshot_apps.replay import CLOCK, NOW, ScreenApp
 
 from tui.jobs.queue import JobQueue, Needs, QueueEntry
-from tui.screens.jobs import JobsScreen
+from tui.screens.jobs.screen import JobsScreen
 
 
 def entry(sid, ago, *, priority=0, group=None, grid=None, reason=None, blocked=False, needs=(1, 4)):
@@ -49,4 +49,4 @@ def make(app):
     return JobsScreen(app.ray, app.history)
 
 
-app = ScreenApp(make, patches=[("tui.screens.jobs_queue", "time", CLOCK)])
+app = ScreenApp(make, patches=[("tui.screens.jobs.queue", "time", CLOCK)])

@@ -2,6 +2,6 @@
 
 from snapshot_apps.replay import ScreenApp
 
-from tui.screens.jobs import JobsScreen
+from tui.screens.jobs.screen import JobsScreen
 
 app = ScreenApp(lambda app: JobsScreen(app.ray, app.history))

@@ -2,7 +2,7 @@
 
 from snapshot_apps.replay import ScreenApp
 
-from tui.screens.node_logs import NodeLogsScreen
+from tui.screens.logs.node_logs import NodeLogsScreen
 
 
 class NodeLogsApp(ScreenApp):

@@ -111,7 +111,7 @@ CLOCK_USERS = [
     "tui.jobs.service",
     "tui.screens.debugger",
     "tui.screens.doctor",
-    "tui.screens.job_form",
+    "tui.screens.job_form.screen",
 ]
 
 

@@ -7,7 +7,7 @@ import sys
 from snapshot_apps.replay import RECORDED, ScreenApp
 
 from tui.rollouts.reader import DumpDir
-from tui.screens.rollouts import RolloutsScreen
+from tui.screens.rollouts.screen import RolloutsScreen
 from tui.transport.local import LocalTransport
 
 

@@ -3,7 +3,7 @@
 from snapshot_apps.replay import ScreenApp
 from textual.widgets import Input
 
-from tui.screens.sweep_builder import SweepBuilderScreen
+from tui.screens.job_form.sweep_builder import SweepBuilderScreen
 
 KEYS = ["actor_rollout_ref.actor.optim.lr", "data.train_batch_size", "trainer.total_epochs"]
 

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from tui.jobs.queue import QueueEntry
 from tui.jobs.service import JobRow
 from tui.sanitize import one_line
-from tui.screens.jobs_queue import grouped, profile_label
+from tui.screens.jobs.queue import grouped, profile_label
 
 SORT_KEYS = ("age", "status", "name")
 # Most urgent first: what runs or waits, then what went wrong, then what is done.

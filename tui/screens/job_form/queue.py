@@ -17,7 +17,7 @@ from textual.widgets import Checkbox
 from tui.config.yamlfile import ConfigError
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
-from tui.screens.sweep_builder import SweepBuilderScreen, SweepRequest
+from tui.screens.job_form.sweep_builder import SweepBuilderScreen, SweepRequest
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster

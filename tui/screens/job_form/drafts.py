@@ -13,8 +13,8 @@ from textual.screen import Screen
 from tui.jobs.formstate import Draft, DraftLock, DraftSaver
 from tui.sanitize import markup
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.draft_busy import DraftBusyScreen
 from tui.screens.error import ReportsWorkerFailures
+from tui.screens.job_form.draft_busy import DraftBusyScreen
 
 if TYPE_CHECKING:
     from pathlib import Path

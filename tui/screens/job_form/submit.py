@@ -41,11 +41,11 @@ from tui.jobs.preflight import as_problems
 from tui.jobs.rules_base import Problem
 from tui.jobs.validate import Report
 from tui.sanitize import markup, one_line
-from tui.screens.job_form_cluster import RAY_NOT_RUNNING
-from tui.screens.job_form_retry import keep_policy, retry_policy
+from tui.screens.job_form.cluster import RAY_NOT_RUNNING
+from tui.screens.job_form.retry import keep_policy, retry_policy
 
 if TYPE_CHECKING:
-    from tui.screens.job_form import JobFormScreen
+    from tui.screens.job_form.screen import JobFormScreen
 
 NAMED_CHECKS = 3  # failing checks named on the submit bar (the rest counted)
 

@@ -158,8 +158,8 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
             await proc.close()
 
     def action_grep_all(self) -> None:
-        """A regex searched in the logs of the hosts shown (tui/screens/node_logs_grep.py)."""
-        from tui.screens.node_logs_grep import GrepPrompt, grep_into
+        """A regex searched in the logs of the hosts shown (tui/screens/logs/node_logs_grep.py)."""
+        from tui.screens.logs.node_logs_grep import GrepPrompt, grep_into
 
         hosts = [self.only] if self.only else list(self.hosts)
 

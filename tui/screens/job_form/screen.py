@@ -52,14 +52,14 @@ from tui.jobs.submit import Submission
 from tui.jobs.validate import Report, cluster_shape
 from tui.jobs.verl_source import select_verl
 from tui.sanitize import clean, markup, one_line, styled
-from tui.screens.draft_busy import DraftBusyScreen
-from tui.screens.job_form_cluster import ASKING, RAY_NOT_RUNNING, FormCluster
-from tui.screens.job_form_drafts import FormDrafts
-from tui.screens.job_form_errors import FormErrors
-from tui.screens.job_form_queue import FormQueue
-from tui.screens.job_form_resume import FormResume
-from tui.screens.job_form_retry import retries_input
-from tui.screens.job_form_submit import FormSubmission, refusal_bar
+from tui.screens.job_form.cluster import ASKING, RAY_NOT_RUNNING, FormCluster
+from tui.screens.job_form.draft_busy import DraftBusyScreen
+from tui.screens.job_form.drafts import FormDrafts
+from tui.screens.job_form.errors import FormErrors
+from tui.screens.job_form.queue import FormQueue
+from tui.screens.job_form.resume import FormResume
+from tui.screens.job_form.retry import retries_input
+from tui.screens.job_form.submit import FormSubmission, refusal_bar
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
     loose_text,

@@ -25,11 +25,11 @@ from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures
-from tui.screens.job_form import JobFormScreen
-from tui.screens.jobs_compare import CompareMarks
-from tui.screens.jobs_heal import chain_prefix, failure_cause, heal_detail, supervisor_note
-from tui.screens.jobs_queue import QUEUE_KEY, QueueRows, profile_label
-from tui.screens.jobs_view import (
+from tui.screens.job_form.screen import JobFormScreen
+from tui.screens.jobs.compare import CompareMarks
+from tui.screens.jobs.heal import chain_prefix, failure_cause, heal_detail, supervisor_note
+from tui.screens.jobs.queue import QUEUE_KEY, QueueRows, profile_label
+from tui.screens.jobs.view import (
     SORT_KEYS,
     JobTable,
     health_cell,
@@ -290,7 +290,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.action_logs()
 
     def _open_logs(self, metrics: bool) -> None:
-        from tui.screens.job_logs import JobLogsScreen, total_steps_from
+        from tui.screens.logs.job_logs import JobLogsScreen, total_steps_from
 
         row = self.current
         if row is None:
@@ -317,8 +317,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self._open_logs(metrics=True)
 
     def action_rollouts(self) -> None:
-        """The selected job's rollout samples (tui/screens/rollouts.py)."""
-        from tui.screens.rollouts import RolloutsScreen, opener_for
+        """The selected job's rollout samples (tui/screens/rollouts/screen.py)."""
+        from tui.screens.rollouts.screen import RolloutsScreen, opener_for
 
         row = self.current
         if row is None:

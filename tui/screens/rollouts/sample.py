@@ -1,5 +1,5 @@
 """One rollout sample full-screen, and the same prompt in two steps side by side (pushed from
-the Rollouts screen, tui/screens/rollouts.py). Every field is the dump's text: cleaned
+the Rollouts screen, tui/screens/rollouts/screen.py). Every field is the dump's text: cleaned
 (tui/sanitize.clean: control and invisible characters escaped) and never parsed as markup."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from tui.rollouts.reader import (
 from tui.rollouts.samples import SORTS, Sample
 from tui.sanitize import cell, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
-from tui.screens.rollouts_sample import CompareStepsScreen, SampleScreen
+from tui.screens.rollouts.sample import CompareStepsScreen, SampleScreen
 from tui.transport.types import TransportError
 
 if TYPE_CHECKING:

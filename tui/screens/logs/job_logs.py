@@ -29,7 +29,7 @@ from tui.cluster.ray_cluster import RayCluster
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
-from tui.screens.job_logs_archive import ArchivedLog
+from tui.screens.logs.job_logs_archive import ArchivedLog
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
