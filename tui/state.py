@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tui.errors import VerlTuiError
+
 MAX_STATE_BYTES = 16 << 20  # a state file bigger than this was not written by us
 MAX_NAME_BYTES = 100  # a cluster name is one folder name, with room for what follows it
 
@@ -42,7 +44,7 @@ KINDS = frozenset(
 )
 
 
-class StateError(OSError):
+class StateError(VerlTuiError, OSError, title="state folder"):
     """A state file or folder that cannot be read or written: one line naming it."""
 
     def __init__(self, message: str):

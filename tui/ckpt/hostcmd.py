@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tui.errors import VerlTuiError
 from tui.remote import python_argv
 from tui.transport.fleet import Fleet
 from tui.transport.types import RunResult, Transport, TransportError
@@ -12,7 +13,7 @@ from tui.transport.types import RunResult, Transport, TransportError
 DEFAULT_TIMEOUT = 60.0
 
 
-class CkptError(Exception):
+class CkptError(VerlTuiError, title="checkpoint"):
     """A checkpoint operation could not be done; the message is one line for the user."""
 
 

@@ -27,7 +27,7 @@ _EXIT_MARK = "verl-tui-merge-exit-status:"
 _WRAPPER = f'"$@" 2>&1; s=$?; echo "{_EXIT_MARK}$s"; exit $s'
 
 
-class MergeRefused(CkptError):
+class MergeRefused(CkptError, title="merge refused"):
     """The merge was not started; the message says why (one line)."""
 
 

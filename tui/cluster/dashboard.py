@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from tui.cluster import dashboard_schema as schema
 from tui.cluster.dashboard_schema import SUBMISSION_ID_RE, SUBMISSION_ID_RULE, AnswerError
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.fmt import human_size
 from tui.sanitize import one_line
 from tui.transport.http import Endpoint, HttpError, HttpTooLarge, Response, request
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from tui.transport.fleet import Fleet
 
 
-class DashboardError(Exception):
+class DashboardError(VerlTuiError, title="dashboard", kind="unavailable"):
     """The dashboard could not be reached or answered with an error. `sent`: the request had
     been written out in full (the head may have acted on it)."""
 
@@ -48,7 +49,7 @@ class DashboardHTTPError(DashboardError):
         self.status = status
 
 
-class SubmitUncertain(DashboardError):
+class SubmitUncertain(DashboardError, title="submission uncertain"):
     """The job's POST was sent, then something failed: the head may have the job. The message
     names the id to look for before submitting again."""
 
@@ -60,7 +61,7 @@ class SubmitUncertain(DashboardError):
 __all__ = ["SUBMISSION_ID_RE", "SUBMISSION_ID_RULE"]
 
 
-class BadJobId(ConfigError, DashboardError):
+class BadJobId(ConfigError, DashboardError, title="bad job id"):
     """A submission id that Ray's rules (as we enforce them) do not allow: one line. A
     ConfigError (the CLI exits 2) and a DashboardError (screens already show those)."""
 

@@ -40,7 +40,7 @@ def helper_answer(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-class HeadFileError(StateError):
+class HeadFileError(StateError, title="head file"):
     """A shared file that cannot be read or written on the head (one line naming it)."""
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.config.hosts import DEFAULT_COMMAND_TIMEOUT
+from tui.errors import VerlTuiError
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.state import StateError, open_lock_file, state_path, writing
@@ -88,7 +89,7 @@ class LockOwner:
         )
 
 
-class LockHeld(Exception):
+class LockHeld(VerlTuiError, title="cluster busy", kind="refused"):
     """Someone else holds the lock; `owner` is None when its file says nothing readable."""
 
     def __init__(self, owner: LockOwner | None, where: str):

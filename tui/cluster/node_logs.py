@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tui.errors import VerlTuiError
 from tui.remote import python_argv
 from tui.sanitize import one_line
 from tui.transport.types import StreamProcess, Transport, TransportError
@@ -128,7 +129,7 @@ _MAX_NAME = 255
 _MAX_TEXT = 500
 
 
-class BadPattern(ValueError):
+class BadPattern(VerlTuiError, ValueError, title="bad pattern", kind="bad_input"):
     """A regex that does not compile (or is too long): one line naming what is wrong."""
 
 

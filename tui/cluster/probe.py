@@ -417,7 +417,7 @@ def interpreter_label(host: Host, facts: HostFacts | None = None) -> str:
     return text
 
 
-class InterpreterNotFound(TransportError):
+class InterpreterNotFound(TransportError, title="no python on host"):
     """A bare `python:` that no command on the host's PATH (after env_setup) answers to."""
 
 

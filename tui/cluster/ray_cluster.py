@@ -37,6 +37,7 @@ from tui.cluster.ray_plan import (
     worker_argv,
 )
 from tui.config.hosts import Host, Inventory
+from tui.errors import VerlTuiError
 from tui.fmt import plural
 from tui.remote import python_argv
 from tui.transport.deadline import CommandTimeout
@@ -57,7 +58,7 @@ class StepEvent:
     at: float = field(default_factory=time.monotonic)
 
 
-class BringUpError(Exception):
+class BringUpError(VerlTuiError, title="Ray bring-up failed"):
     """Bring-up refused or failed; `failures` maps host → one-line reason."""
 
     def __init__(self, message: str, failures: dict[str, str] | None = None):
@@ -70,7 +71,7 @@ class BringUpError(Exception):
         return "\n".join(lines)
 
 
-class ClusterBusy(BringUpError):
+class ClusterBusy(BringUpError, title="cluster busy", kind="refused"):
     """Another up/down/restart holds the cluster's lock (here or on the head)."""
 
 

@@ -39,7 +39,7 @@ _RANGE_RE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?\Z")
 _GPU_ITEM_RE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=]([0-9]{1,6})(?=$|[(,])")
 
 
-class SlurmError(ConfigError):
+class SlurmError(ConfigError, title="Slurm allocation"):
     """One line for the user: no scontrol, no such job, not running, output we cannot read."""
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
+from tui.errors import VerlTuiError
+
 if TYPE_CHECKING:
     from tui.config.hosts import Inventory
 
@@ -168,7 +170,7 @@ COMMANDS: dict[str, Node] = {
 }
 
 
-class UnknownCommand(Exception):
+class UnknownCommand(VerlTuiError, title="unknown command", kind="bad_input"):
     """A word that names no command (of the top level, or of a group)."""
 
     def __init__(self, prog: str, word: str, choices: Iterable[str]) -> None:

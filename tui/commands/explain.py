@@ -28,6 +28,7 @@ from typing import BinaryIO
 
 from tui.commands import Command
 from tui.commands.output import plain_json_text
+from tui.errors import VerlTuiError
 from tui.logs.retriable import RETRIABLE_KEYS
 from tui.logs.signatures import (
     ANSI_RE_B,
@@ -66,7 +67,7 @@ class Finding:
         }
 
 
-class BadInput(Exception):
+class BadInput(VerlTuiError, title="log unreadable", kind="bad_input"):
     """The log cannot be read; the message names it."""
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 
+from tui.errors import VerlTuiError
 
-class ListenError(ValueError):
+
+class ListenError(VerlTuiError, ValueError, title="bad address", kind="bad_input"):
     """One line saying what is wrong with the address."""
 
 

@@ -27,6 +27,7 @@ from typing import Any, cast
 import yaml
 import yaml.resolver
 
+from tui.errors import VerlTuiError
 from tui.sanitize import one_line
 
 Loc = tuple[str | int | float, ...]
@@ -57,7 +58,7 @@ _FILE_KINDS = (
 )
 
 
-class ConfigError(Exception):
+class ConfigError(VerlTuiError, title="bad input", kind="bad_input"):
     """A user-facing, one-line problem with a config file (or a CLI value)."""
 
     def __init__(self, message: str, path: Path | str | None = None, line: int | None = None):

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tui.errors import VerlTuiError
+
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[str, dict[str, Any]], None]
@@ -33,7 +35,7 @@ OUTPUT_KEPT = 1000  # output events kept; a training job can print a lot
 MAX_MESSAGE_BYTES = 64 << 20  # far above any real variables/stackTrace answer
 
 
-class DapError(Exception):
+class DapError(VerlTuiError, title="debugger", kind="unavailable"):
     """A DAP request failed, timed out, or the connection was lost."""
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tui.errors import VerlTuiError
+
 PROMPT = b"(Pdb) "
 _CHUNK = 65536
 
 
-class PdbConsoleError(Exception):
+class PdbConsoleError(VerlTuiError, title="pdb", kind="unavailable"):
     """The pdb connection failed, or no prompt came in time."""
 
 

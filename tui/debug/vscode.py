@@ -16,12 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tui.errors import VerlTuiError
+
 # Where Ray unpacks a job's working_dir on a node: .../runtime_resources/working_dir_files/
 # _ray_pkg_<hash>/ (the package URI's name without .zip).
 _WORKING_DIR_ROOT = re.compile(r"^(.*?/runtime_resources/working_dir_files/[^/]+)(?:/|$)")
 
 
-class LaunchJsonError(ValueError):
+class LaunchJsonError(VerlTuiError, ValueError, title="launch.json not written", kind="bad_input"):
     """launch.json exists but is not something we can safely rewrite."""
 
 

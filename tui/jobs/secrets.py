@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tui.errors import VerlTuiError
+
 MASK = "***"
 _WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PASSWD", "PASSPHRASE"}
 _COMPOUNDS = {
@@ -89,7 +91,7 @@ def describe(name: str, value: Any) -> str:
     return f"{name}={value}"
 
 
-class MissingSecret(Exception):
+class MissingSecret(VerlTuiError, title="secret not set", kind="bad_input"):
     def __init__(self, names: list[str]):
         self.names = names
         super().__init__(", ".join(names))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tui.cluster.dashboard import DashboardClient
 
 
-class SubmitOutcomeUnknown(DashboardError):
+class SubmitOutcomeUnknown(DashboardError, title="submission outcome unknown"):
     """The POST went out and no answer came back, and the head could not be asked afterwards:
     the job may run. Its record stays (status SUBMITTING); the message says how to check."""
 
@@ -315,7 +315,7 @@ async def record_then_post(
     return sid
 
 
-class SubmissionIdTaken(DashboardError):
+class SubmissionIdTaken(DashboardError, title="submission id taken", kind="bad_input"):
     """The submission id is in the job history or on the head already: nothing was sent."""
 
 

@@ -10,6 +10,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from tui.errors import VerlTuiError
+
 # Bounds on what a script may make the importer do (bash has none of these, but an import must
 # end in a blink with one line, never a RecursionError or minutes of CPU).
 MAX_NESTING = 64  # ${X:-${Y:-…}} inside each other, `bash -c` strings inside each other
@@ -20,7 +22,7 @@ MAX_TOTAL_EXPANDED = 64 << 20  # characters all expansions of one import make to
 MAX_TOTAL_ITEMS = 1_000_000  # array elements all assignments of one import copy together
 
 
-class ScriptLimitError(Exception):
+class ScriptLimitError(VerlTuiError, title="script not imported", kind="bad_input"):
     """The script goes past one of the import's bounds: one line naming its file:line."""
 
     def __init__(self, line: int, reason: str, source: str = "<script>") -> None:

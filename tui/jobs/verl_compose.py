@@ -28,7 +28,7 @@ from tui.jobs.verl_select import (
 )
 
 
-class ComposeError(SchemaError):
+class ComposeError(SchemaError, title="override does not compose"):
     """One override does not compose; ``key`` names it (None when it cannot be told)."""
 
     def __init__(self, key: str | None, message: str):

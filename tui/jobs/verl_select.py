@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.errors import VerlTuiError
+
 CONFIG_NAME = "ppo_trainer"
 
 HYDRA_LOCK = threading.RLock()  # Hydra keeps global state; one composition at a time
@@ -31,7 +33,7 @@ def on_source_change(*clear: Callable[[], None]) -> None:
     _caches.extend(clear)
 
 
-class SchemaError(Exception):
+class SchemaError(VerlTuiError, title="verl config", kind="bad_input"):
     """verl's config cannot be read (verl missing, or its files do not compose)."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.jobs import schema
 from tui.jobs.preflight.imports import SOURCE_FILES as IMPORT_MAP_FILES
 from tui.jobs.schema import SchemaError, VerlSource
@@ -53,7 +54,7 @@ _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}\Z")
 _REL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,300}\.(yaml|py)\Z")
 
 
-class VerlUnavailable(Exception):
+class VerlUnavailable(VerlTuiError, title="verl unavailable", kind="unavailable"):
     """The host asked has no readable verl; the message names the host and why (one line)."""
 
 

@@ -12,12 +12,14 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tui.errors import VerlTuiError
+
 # Ray refuses larger uploads (its GCS package limit); say so before zipping gigabytes.
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "*.egg-info")
 
 
-class WorkdirError(Exception):
+class WorkdirError(VerlTuiError, title="working_dir not sent"):
     pass
 
 

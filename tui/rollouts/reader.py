@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tui.errors import VerlTuiError
 from tui.metrics.filelog import entry_value, find_marked_lines
 from tui.remote import python_argv
 from tui.rollouts.samples import (
@@ -52,7 +53,7 @@ HOST_WAIT_S = 20.0
 _GREP_MARK = 'grep -a -F -e "$1" -- "$2" | tail -n 64 | cut -c 1-8192'
 
 
-class RolloutError(Exception):
+class RolloutError(VerlTuiError, title="rollouts unreadable"):
     """One line saying why the dump cannot be read (no folder, host down, bad answer)."""
 
 

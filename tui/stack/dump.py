@@ -43,7 +43,7 @@ MAX_PROCESSES = 4096  # per host
 CONNECT_S = 15.0
 
 
-class JobNotRunning(DashboardError):
+class JobNotRunning(DashboardError, title="job not running"):
     """The job has no processes to dump (not started yet, or ended): one line saying which."""
 
 

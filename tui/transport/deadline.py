@@ -29,7 +29,7 @@ _WORD_CHARS = 40
 _LABEL_CHARS = 80
 
 
-class CommandTimeout(TransportError):
+class CommandTimeout(TransportError, title="host timed out"):
     """A command (or its first line) did not come within its deadline; the command was ended.
     `answered`: it had printed something (it is slow, not silent)."""
 

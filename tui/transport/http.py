@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui import __version__
+from tui.errors import VerlTuiError
 from tui.fmt import human_size
 from tui.sanitize import one_line
 
@@ -36,7 +37,7 @@ READ_CHUNK = 1 << 16
 THREAD_GRACE_S = 1.0
 
 
-class HttpError(Exception):
+class HttpError(VerlTuiError, title="request failed", kind="unavailable"):
     """The request failed: one line saying why (no URL: the caller names what it asked).
     `sent`: the whole request had been written before it failed (the server may have acted)."""
 
@@ -45,11 +46,11 @@ class HttpError(Exception):
         self.sent = sent
 
 
-class HttpTimeout(HttpError):
+class HttpTimeout(HttpError, title="request timed out"):
     """The deadline passed before the whole answer arrived."""
 
 
-class HttpTooLarge(HttpError):
+class HttpTooLarge(HttpError, title="answer too large"):
     """The answer is larger than the caller's cap."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from tui.errors import VerlTuiError
 from tui.sanitize import one_line
 
 if TYPE_CHECKING:
@@ -52,11 +53,11 @@ class RunResult:
         return self.exit_status == 0
 
 
-class TransportError(Exception):
+class TransportError(VerlTuiError, title="host command failed", kind="unavailable"):
     """A command could not be run on a host (not up, channel refused, timed out)."""
 
 
-class HostUnavailable(TransportError):
+class HostUnavailable(TransportError, title="host unavailable"):
     def __init__(self, status: LinkStatus):
         self.status = status
         detail = f": {status.error}" if status.error else ""
@@ -227,7 +228,7 @@ def command_line(
     return shlex.join(words)
 
 
-class EnvSetupFailed(TransportError):
+class EnvSetupFailed(TransportError, title="env_setup failed"):
     """A host's env_setup step failed: nothing of the command ran."""
 
 

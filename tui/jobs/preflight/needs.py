@@ -14,6 +14,7 @@ from typing import Any
 
 from tui.cluster.doctor.findings import Finding, Status
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.jobs.preflight.imports import Alternative, Required, alternatives, required_modules
 from tui.jobs.rules_base import need_critic
 
@@ -57,7 +58,7 @@ STARTUP_MARGIN = 10.0
 FALLBACKS = {"flash_attn": ("kernels",)}
 
 
-class PreflightFailed(Exception):
+class PreflightFailed(VerlTuiError, title="preflight failed"):
     """A submission the preflight refused; `findings` holds every row (failures first)."""
 
     def __init__(self, findings: list[Finding]):
