@@ -139,7 +139,6 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
 
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
-    from tui.jobs.history import JobHistory
     from tui.screens.checkpoints import CheckpointsScreen
     from tui.screens.ckpt_picker import CheckpointPickerScreen
     from tui.screens.job_form.screen import JobFormScreen
@@ -202,8 +201,7 @@ async def test_checkpoints_screen_collect_merge_and_resume_pick(
 
         preset = Path(__file__).resolve().parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
         form = JobFormScreen(
-            app.ray,
-            JobHistory(inv.cluster),
+            app.services,
             preset,
             initial_sets=[f"trainer.default_local_dir={root}"],
         )

@@ -182,12 +182,9 @@ def local_app(tmp_path, monkeypatch):
 
 
 async def _open_form(app, pilot, initial_sets=None):
-    from tui.jobs.history import JobHistory
     from tui.screens.job_form.screen import JobFormScreen
 
-    form = JobFormScreen(
-        app.ray, JobHistory(app.inventory.cluster), PRESET, initial_sets=initial_sets
-    )
+    form = JobFormScreen(app.services, PRESET, initial_sets=initial_sets)
     await app.push_screen(form)
     await until(
         pilot,

@@ -144,7 +144,6 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.config.hosts import local_inventory
     from tui.jobs.formstate import draft_path
-    from tui.jobs.history import JobHistory
     from tui.screens.job_form.screen import DraftBusyScreen, JobFormScreen
 
     state = tmp_path / "state"
@@ -152,7 +151,7 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
     draft = draft_path("local", PROFILE)
 
     async def open_form(app, pilot, answer: str | None) -> JobFormScreen | None:
-        form = JobFormScreen(app.ray, JobHistory("local"), PRESET)
+        form = JobFormScreen(app.services, PRESET)
         await app.push_screen(form)
         if answer is None:
             await _until(pilot, lambda: form.fields and form.validated, what="form")

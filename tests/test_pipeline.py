@@ -136,7 +136,6 @@ def _free_port() -> int:
 async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path, monkeypatch):
     from tui.app import VerlTuiApp
     from tui.config.hosts import parse_inventory
-    from tui.jobs.history import JobHistory
     from tui.screens.job_form.screen import RAY_NOT_RUNNING, JobFormScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
@@ -149,7 +148,7 @@ async def test_form_says_ray_is_not_running_at_once_and_uses_hosts_yaml(tmp_path
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
         loop = asyncio.get_running_loop()
-        form = JobFormScreen(app.ray, JobHistory("t"), PRESET)
+        form = JobFormScreen(app.services, PRESET)
         t0 = loop.time()
         await app.push_screen(form)
         while RAY_NOT_RUNNING not in (form.cluster_note or ""):
@@ -188,7 +187,6 @@ async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, 
 
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
-    from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import submission_json
     from tui.screens.job_form.screen import JobFormScreen
 
@@ -219,7 +217,7 @@ async def test_form_cli_and_check_build_identical_submissions(ray_up, tmp_path, 
     inv = load_inventory(hosts)
     app = VerlTuiApp(inv, interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
-        form = JobFormScreen(app.ray, JobHistory(inv.cluster), profile)
+        form = JobFormScreen(app.services, profile)
         await app.push_screen(form)
         loop = asyncio.get_running_loop()
         start = loop.time()

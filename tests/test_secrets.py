@@ -162,7 +162,6 @@ async def test_form_asks_for_a_missing_secret(tmp_path, monkeypatch):
 
     from tui.app import VerlTuiApp
     from tui.config.hosts import local_inventory
-    from tui.jobs.history import JobHistory
     from tui.screens.job_form.screen import JobFormScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
@@ -172,8 +171,7 @@ async def test_form_asks_for_a_missing_secret(tmp_path, monkeypatch):
     app = VerlTuiApp(local_inventory(), interval=0.5)
     async with app.run_test(size=(160, 50)) as pilot:
         form = JobFormScreen(
-            app.ray,
-            JobHistory("local"),
+            app.services,
             preset,
             secret_refs=[
                 {"name": "VERLTUI_TEST_API_KEY", "from": "env"},

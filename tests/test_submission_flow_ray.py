@@ -139,7 +139,7 @@ async def _cockpit(inv, profile, forms_done: list) -> None:
     async with app.run_test(size=(160, 50)) as pilot:
 
         async def open_form(sets: list[str]) -> JobFormScreen:
-            form = JobFormScreen(app.ray, JobHistory(inv.cluster), profile, initial_sets=sets)
+            form = JobFormScreen(app.services, profile, initial_sets=sets)
             await app.push_screen(form, forms_done.append)
             ready = lambda: form.validated and form.fields and form.resources_from == "ray"  # noqa: E731
             await _until(pilot, ready, 120, "the form checked on the cluster")

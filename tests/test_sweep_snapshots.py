@@ -38,7 +38,7 @@ async def test_form_sweep_builder_queues_all_or_nothing():
     from tui.screens.job_form.sweep_builder import SweepBuilderScreen
 
     def open_form(app):
-        return JobFormScreen(app.ray, app.history, PROFILE)
+        return JobFormScreen(app.services, PROFILE)
 
     from tui.cluster.doctor.findings import Finding
 
@@ -131,7 +131,7 @@ async def test_form_queue_switch_queues_instead_of_submitting(monkeypatch):
 
     monkeypatch.setattr(job_form, "live_resources", live)
     posted: list[str] = []
-    app = ScreenApp(lambda app: JobFormScreen(app.ray, app.history, PROFILE))
+    app = ScreenApp(lambda app: JobFormScreen(app.services, PROFILE))
     async with app.run_test(size=(160, 46)) as pilot:
         form = pilot.app.screen
         await wait_for(pilot, lambda: form.validated and form.cluster_note is None, 60)

@@ -6,18 +6,20 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
 from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
+from tui.jobs.history import JobHistory
 from tui.palette import CockpitCommands
 from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
@@ -25,10 +27,14 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ErrorScreen, failure_title
 from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RAY_UP_RETRY, RayProgressScreen, ray_up_outcome
+from tui.screens.services import Services
 from tui.transport.fleet import Fleet
 from tui.transport.types import Forward
 from tui.widgets import terminal_guard
 from tui.widgets.banner import InsecureBanner
+
+if TYPE_CHECKING:
+    from tui.supervisor.core import Supervisor
 
 FRAME_S = 0.1  # coalesce telemetry into at most ~10 screen updates a second
 # Above this many hosts, 5 updates a second: each host still changes once a second, a frame
@@ -64,17 +70,15 @@ class VerlTuiApp(App):
         self.inventory = inventory
         # Shows everything, changes nothing: every mutating action refused (run_action).
         self.read_only = read_only or inventory.readonly
-        self.fleet: Fleet | None = None
-        self.monitor: TelemetryMonitor | None = None
         self._interval = interval
         self._dirty: set[str] = set()
         # Benchmarks watch when samples reach the screen; nothing in normal use sets this.
         self.frame_observer: Callable[[set[str], float], None] | None = None
-        # SSH forwards handed to other programs (VS Code's debugger): open until we exit.
-        self.kept_forwards: list[Forward] = []
-        # The supervisor (tui/supervisor): retries, the queue, notifications, while we run.
-        self.supervisor: Any = None
+        # Made with the default screen (get_default_screen), before any key or command runs.
+        self._services: Services | None = None
+        self._cluster_screen: ClusterScreen | None = None
         self._gc_before: tuple[int, int, int] | None = None  # set once the GC is tuned
+        self._frame_timer: Timer | None = None
         # Set when a host on this machine has no Ray in its interpreter (local_ray): `u` and
         # `R` are not offered then, and say this line (the pinned fix) when pressed.
         self.ray_missing: str | None = None
@@ -82,21 +86,61 @@ class VerlTuiApp(App):
 
     def get_default_screen(self) -> ClusterScreen:
         # The Cluster screen is the base of the stack, so nothing pushed early lands under it.
-        self.fleet = Fleet(self.inventory)
-        self.monitor = TelemetryMonitor(self.fleet, self.inventory, interval=self._interval)
-        self.monitor.add_listener(self._mark_dirty)
         inv = self.inventory
-        self.ray = RayCluster(self.fleet, inv)
-        self.ray_monitor = RayMonitor(self.ray, self._on_ray_view)
-        roles = [inv.head.name] + [h.name for h in inv.hosts if not h.is_head]
-        self.cluster_screen = ClusterScreen(
-            inv.cluster,
-            self.monitor.hosts,
-            inv.insecure_hosts,
-            history_s=self.monitor.interval * inv.telemetry.history,
-            roles=roles,
+        fleet = Fleet(inv)
+        telemetry = TelemetryMonitor(fleet, inv, interval=self._interval)
+        telemetry.add_listener(self._mark_dirty)
+        ray = RayCluster(fleet, inv)
+        self._services = Services(
+            inventory=inv,
+            fleet=fleet,
+            telemetry=telemetry,
+            ray=ray,
+            ray_monitor=RayMonitor(ray, self._on_ray_view),
+            history=JobHistory(inv.cluster),
         )
-        return self.cluster_screen
+        roles = [inv.head.name] + [h.name for h in inv.hosts if not h.is_head]
+        self._cluster_screen = ClusterScreen(
+            inv.cluster,
+            telemetry.hosts,
+            inv.insecure_hosts,
+            history_s=telemetry.interval * inv.telemetry.history,
+            roles=roles,
+            fleet=fleet,
+        )
+        return self._cluster_screen
+
+    # What get_default_screen made, typed (the screens are handed `services` itself).
+
+    @property
+    def services(self) -> Services:
+        assert self._services is not None, "made by get_default_screen"
+        return self._services
+
+    @property
+    def cluster_screen(self) -> ClusterScreen:
+        assert self._cluster_screen is not None, "made by get_default_screen"
+        return self._cluster_screen
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.services.fleet
+
+    @property
+    def monitor(self) -> TelemetryMonitor:
+        return self.services.telemetry
+
+    @property
+    def ray(self) -> RayCluster:
+        return self.services.ray
+
+    @property
+    def ray_monitor(self) -> RayMonitor:
+        return self.services.ray_monitor
+
+    @property
+    def supervisor(self) -> Supervisor | None:
+        return self.services.supervisor
 
     def on_mount(self) -> None:
         frame_s = MANY_HOSTS_FRAME_S if len(self.inventory.hosts) > MANY_HOSTS else FRAME_S
@@ -131,7 +175,7 @@ class VerlTuiApp(App):
 
         if not any(h.transport == "local" for h in self.inventory.hosts):
             return
-        self.ray_missing = await local_ray_missing(self._fleet(), self.inventory)
+        self.ray_missing = await local_ray_missing(self.fleet, self.inventory)
         self.local_ray_asked = True
         self.refresh_bindings()
 
@@ -170,36 +214,33 @@ class VerlTuiApp(App):
     async def run_supervisor(self) -> None:
         """The same loop as `verl-tui watch`; while another supervisor holds the cluster this
         one stands by (the Jobs screen says who) and takes over when that one's lease ends."""
-        from tui.jobs.history import JobHistory
         from tui.state import state_dir
         from tui.supervisor.core import Supervisor
         from tui.supervisor.duty import SupervisorContext
         from tui.supervisor.notify import install
         from tui.supervisor.stall_duty import use_telemetry
 
-        inv = self.inventory
-        ctx = SupervisorContext(inv, self.ray, JobHistory(inv.cluster), state_dir())
-        self.supervisor = Supervisor(ctx, interval=SUPERVISE_S)
-        if self.monitor is not None:  # the stall check's GPU evidence: the telemetry shown
-            use_telemetry(ctx, self.monitor)
+        services = self.services
+        ctx = SupervisorContext(self.inventory, self.ray, services.history, state_dir())
+        supervisor = services.supervisor = Supervisor(ctx, interval=SUPERVISE_S)
+        use_telemetry(ctx, self.monitor)  # the stall check's GPU evidence: the telemetry shown
 
         def show(line: str, severity: str) -> None:
             self.notify(markup(line), severity=severity, timeout=8)  # type: ignore[arg-type]
 
         install(ctx, show=show, bell=self.bell)
         try:
-            await self.supervisor.run()
+            await supervisor.run()
         finally:
-            await self.supervisor.close()
+            await supervisor.close()
 
     @work(exclusive=True, group="prometheus", exit_on_error=False)
     async def run_exporter(self, listen: str) -> None:
         """hosts.yaml `prometheus:`: serve what `verl-tui export` serves while the cockpit runs."""
         from tui.config.listen import parse_listen
         from tui.export.prometheus import Exporter
-        from tui.jobs.history import JobHistory
 
-        exporter = Exporter(self.ray, JobHistory(self.inventory.cluster), self.monitor)
+        exporter = Exporter(self.ray, self.services.history, self.monitor)
         try:
             exporter.serve(*parse_listen(listen))
         except OSError as exc:
@@ -217,7 +258,6 @@ class VerlTuiApp(App):
     def start_telemetry(self) -> None:
         # Fleet and monitor are asyncio tasks that never block the loop; they live as long
         # as the app and are closed (agents told to exit) before the loop goes away.
-        assert self.fleet is not None and self.monitor is not None
         self.fleet.start()
         self.monitor.start()
         self.ray_monitor.start()
@@ -229,7 +269,6 @@ class VerlTuiApp(App):
         state) lives as long as the app: gc.freeze() keeps it out of the collector's full
         passes (at 1,024 hosts each one paused the screen for 0.2-0.35 s, about every 20 s),
         and young passes come less often."""
-        assert self.monitor is not None
         await self.monitor.wait_first(timeout=120)
         gc.freeze()
         # The live samples (~30 tracked objects per host, each replaced every second) would
@@ -241,27 +280,30 @@ class VerlTuiApp(App):
         gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
     async def on_unmount(self) -> None:
-        self._frame_timer.stop()  # no frame may touch widgets that are being torn down
+        if self._frame_timer is not None:  # no frame may touch widgets being torn down
+            self._frame_timer.stop()
         if self._gc_before is not None:  # the process as we found it (tests run many apps)
             gc.unfreeze()
             gc.set_threshold(*self._gc_before)
             self._gc_before = None
-        for forward in self.kept_forwards:
+        services = self._services
+        if services is None:  # never got as far as the default screen
+            return
+        for forward in services.kept_forwards:
             forward.close()
-        if self.supervisor is not None:  # its lease goes back while the head is reachable
-            await self.supervisor.close()
-        await self.ray_monitor.close()
-        await self.ray.close()
-        if self.monitor is not None:
-            await self.monitor.close()
-        if self.fleet is not None:
-            await self.fleet.close()
+        if services.supervisor is not None:  # its lease goes back while the head is reachable
+            await services.supervisor.close()
+        await services.ray_monitor.close()
+        await services.ray.close()
+        await services.telemetry.close()
+        await services.fleet.close()
 
     def _flush_telemetry(self) -> None:
-        if not self._dirty or not self.cluster_screen.is_mounted:
+        screen = self._cluster_screen
+        if not self._dirty or screen is None or not screen.is_mounted:
             return
         changed, self._dirty = self._dirty, set()
-        self.cluster_screen.apply_changes(changed)
+        screen.apply_changes(changed)
         if self.frame_observer is not None:
             stamp = time.time()
             self.call_after_refresh(self.frame_observer, changed, stamp)
@@ -392,8 +434,8 @@ class VerlTuiApp(App):
         except ConfigError as exc:
             self.notify(markup(one_line(exc, 400)), severity="error", timeout=15)
             return
-        change = await apply_inventory(self._fleet(), self.monitor, self.ray, inv)
-        self.inventory = inv
+        change = await apply_inventory(self.fleet, self.monitor, self.ray, inv)
+        self.inventory = self.services.inventory = inv
         if self.supervisor is not None:
             self.supervisor.ctx.inv = inv
         screen = self.cluster_screen
@@ -409,13 +451,12 @@ class VerlTuiApp(App):
             self.pop_screen()
 
     def action_show_jobs(self) -> None:
-        from tui.jobs.history import JobHistory
         from tui.screens.jobs.screen import JobsScreen
 
         if isinstance(self.screen, JobsScreen):
             return
         self.action_show_cluster()
-        self.push_screen(JobsScreen(self.ray, JobHistory(self.inventory.cluster)))
+        self.push_screen(JobsScreen(self.services))
 
     def action_new_job(self) -> None:
         """The Jobs screen, then the profile picker (→ the job form)."""
@@ -437,38 +478,32 @@ class VerlTuiApp(App):
         from tui.screens.logs.node_logs import NodeLogsScreen
 
         hosts = [h.name for h in self.inventory.hosts]
-        fleet = self._fleet()
+        fleet = self.fleet
         self._push_on_cluster(NodeLogsScreen, lambda: NodeLogsScreen(fleet, hosts, host=host))
 
     def action_debugger(self) -> None:
         from tui.screens.debugger import DebuggerScreen
 
-        self._push_on_cluster(DebuggerScreen, lambda: DebuggerScreen(self.ray))
+        self._push_on_cluster(DebuggerScreen, lambda: DebuggerScreen(self.ray, self.keep_forward))
 
     def action_checkpoints(self, root: str | None = None) -> None:
         from tui.screens.checkpoints import CheckpointsScreen
 
-        fleet = self._fleet()
+        fleet = self.fleet
         self._push_on_cluster(
             CheckpointsScreen, lambda: CheckpointsScreen(fleet, self.inventory, root)
         )
 
     def keep_forward(self, forward: Forward) -> None:
-        self.kept_forwards.append(forward)
+        self.services.kept_forwards.append(forward)
 
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen
 
-        self.push_screen(DoctorScreen(self._fleet(), self.inventory))
-
-    def _fleet(self) -> Fleet:
-        # Made with the default screen, before any key or command can run.
-        assert self.fleet is not None
-        return self.fleet
+        self.push_screen(DoctorScreen(self.fleet, self.inventory))
 
     def reconnect(self, host: str | None = None) -> None:
-        if self.fleet is not None:
-            self.fleet.reconnect(host)
+        self.fleet.reconnect(host)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

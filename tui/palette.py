@@ -7,18 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
 from tui.sanitize import one_line
+from tui.screens.cluster import ClusterScreen
 from tui.screens.help import key_label, node_title, offered
 from tui.widgets.gpu_table import SORT_KEYS
-
-if TYPE_CHECKING:
-    from tui.screens.cluster import ClusterScreen
 
 # The palette's own key: listing it inside the palette is noise.
 _SKIP_ACTIONS = {"command_palette"}
@@ -43,6 +40,12 @@ def binding_commands(node: DOMNode, where: str) -> Iterator[tuple[Binding, Comma
         yield binding, Command(binding.description, run, f"{where} ({key_label(binding.key)})")
 
 
+def cluster_base(node: DOMNode) -> ClusterScreen | None:
+    """The Cluster screen at the base of the stack (the cockpit's; None in another app)."""
+    stack = node.app.screen_stack
+    return stack[0] if stack and isinstance(stack[0], ClusterScreen) else None
+
+
 def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
     """Where commands come from: the app, the screen the palette was opened on, our widgets on
     it, and — for its Ray/Doctor/host-log keys — the Cluster screen at the base of the stack."""
@@ -53,7 +56,7 @@ def palette_sources(screen: DOMNode) -> list[tuple[str, DOMNode]]:
         for w in screen.query("*")
         if getattr(w, "BINDINGS", None) and type(w).__module__.startswith("tui.")
     ]
-    base: ClusterScreen | None = getattr(app, "cluster_screen", None)
+    base = cluster_base(screen)
     if base is not None and base is not screen:
         sources.append((node_title(base), base))
     return sources
@@ -69,7 +72,7 @@ def commands_for(screen: DOMNode) -> list[Command]:
             seen.add(cmd.name)
             cmds.append(cmd)
 
-    base: ClusterScreen | None = getattr(app, "cluster_screen", None)
+    base = cluster_base(screen)
     for where, node in palette_sources(screen):
         for binding, cmd in binding_commands(node, where):
             # Off the Cluster screen, only its keys that act on the whole cluster (app.*
@@ -84,9 +87,9 @@ def commands_for(screen: DOMNode) -> list[Command]:
     if base is not None and base is screen:
         for key in SORT_KEYS:
             add(Command(f"Sort by {key}", partial(base.set_sort, key), "Cluster screen"))
-    if hasattr(app, "reconnect"):
-        add(Command("Reconnect every host now", partial(app.reconnect, None), "Fleet"))
-    if hasattr(app, "action_new_job"):
+    if base is not None and base.fleet is not None:
+        add(Command("Reconnect every host now", partial(base.fleet.reconnect, None), "Fleet"))
+    if base is not None:  # the cockpit: its Jobs screen and job form
         add(
             Command(
                 "New job from profile",

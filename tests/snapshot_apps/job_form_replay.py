@@ -5,4 +5,4 @@ from snapshot_apps.replay import ScreenApp, fixed_presets
 from tui.screens.job_form.screen import JobFormScreen
 
 PROFILE = fixed_presets() / "grpo-gsm8k-qwen2.5-0.5b.yaml"
-app = ScreenApp(lambda app: JobFormScreen(app.ray, app.history, PROFILE))
+app = ScreenApp(lambda app: JobFormScreen(app.services, PROFILE))

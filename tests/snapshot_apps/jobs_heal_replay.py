@@ -72,10 +72,10 @@ def make(app):
     async def close():
         pass
 
-    app.supervisor = SimpleNamespace(
+    app.services.supervisor = SimpleNamespace(  # type: ignore[assignment]
         acting=False, supervised_by=lambda: "supervised by alice@login1 (pid 48122)", close=close
     )
-    return JobsScreen(app.ray, app.history)
+    return JobsScreen(app.services)
 
 
 app = ScreenApp(make, patches=[("snapshot_apps.replay", "DASH", _dash())])

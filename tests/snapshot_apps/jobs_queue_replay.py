@@ -46,7 +46,7 @@ def make(app):
             reason="cannot start on this cluster now: needs 16 GPUs but Ray sees 8 on 2 nodes",
         )
     )
-    return JobsScreen(app.ray, app.history)
+    return JobsScreen(app.services)
 
 
 app = ScreenApp(make, patches=[("tui.screens.jobs.queue", "time", CLOCK)])

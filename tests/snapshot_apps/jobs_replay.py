@@ -4,4 +4,4 @@ from snapshot_apps.replay import ScreenApp
 
 from tui.screens.jobs.screen import JobsScreen
 
-app = ScreenApp(lambda app: JobsScreen(app.ray, app.history))
+app = ScreenApp(lambda app: JobsScreen(app.services))

@@ -243,8 +243,10 @@ class ScreenApp(VerlTuiApp):
 
     def get_default_screen(self):
         screen = super().get_default_screen()
-        self.fleet = ReplayFleet(self.inventory)  # type: ignore[assignment]
-        self.ray = ReplayRay(self.fleet, self.inventory)  # type: ignore[arg-type]
+        services = self.services
+        services.fleet = ReplayFleet(self.inventory)  # type: ignore[assignment]
+        services.ray = ReplayRay(services.fleet, self.inventory)
+        services.history = self.history
         return screen
 
     def start_telemetry(self) -> None:

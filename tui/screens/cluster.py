@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +21,7 @@ from tui.widgets.gpu_table import GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
 
 if TYPE_CHECKING:
-    from tui.app import VerlTuiApp
+    from tui.transport.fleet import Fleet
 
 SUMMARY_EVERY_S = 0.5
 
@@ -69,8 +69,10 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         insecure: list[str],
         history_s: float = 300.0,
         roles: list[str] | None = None,
+        fleet: Fleet | None = None,
     ):
         super().__init__()
+        self.fleet = fleet  # the hosts' connections, for r (reconnect)
         # Host names, head first: for the Ray column's role labels.
         self.roles = roles or list(hosts)
         self.ray_view: RayView | None = None
@@ -234,15 +236,17 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
     def action_reverse_sort(self) -> None:
         self.set_sort(self.table.sort_key, not self.table.sort_reverse)
 
-    def action_node_logs(self) -> None:
+    async def action_node_logs(self) -> None:
         row = self.table.current_row
-        # Only the cockpit binds this screen's keys.
-        cast("VerlTuiApp", self.app).action_node_logs(row.host if row is not None else None)
+        host = row.host if row is not None else None
+        # The cockpit's own action (one Node logs screen over the Cluster screen): by name, so
+        # this screen does not import the app that shows it.
+        await self.app.run_action(f"app.node_logs({host!r})", self)
 
     def action_reconnect(self) -> None:
         row = self.table.current_row
-        if row is not None:
-            cast("VerlTuiApp", self.app).reconnect(row.host)
+        if row is not None and self.fleet is not None:
+            self.fleet.reconnect(row.host)
             self.notify(f"reconnecting {markup(row.host)}", timeout=1.5)
 
 

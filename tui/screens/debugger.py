@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -22,7 +23,7 @@ from tui.debug.targets import Breakpoint, DebugTargets, PausedWorker, debug_targ
 from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
 from tui.screens.error import ReportsWorkerFailures
-from tui.transport.types import TransportError
+from tui.transport.types import Forward, TransportError
 
 POLL_S = 2.0
 # Legacy breakpoints are read by starting Ray's GCS client in a Python on the head: every
@@ -50,9 +51,12 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
     DebuggerScreen #debug-detail { height: 10; border-top: solid $primary 50%; padding: 0 1; }
     """
 
-    def __init__(self, cluster: RayCluster):
+    def __init__(self, cluster: RayCluster, keep_forward: Callable[[Forward], None] | None = None):
         super().__init__()
         self.cluster = cluster
+        # The cockpit keeps a VS Code attach's forward open until it exits; None: closed with
+        # this screen's app (a test app).
+        self.keep_forward = keep_forward
         self.targets: dict[str, Target] = {}
         self.error: str | None = None
         self.loaded = False
@@ -217,9 +221,8 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         except (DashboardError, TransportError, OSError, ValueError) as exc:
             self.notify(f"VS Code attach: {markup(exc)}", severity="error", timeout=10)
             return
-        keep = getattr(self.app, "keep_forward", None)
-        if keep is not None:
-            keep(forward)
+        if self.keep_forward is not None:
+            self.keep_forward(forward)
         self.notify(
             f"wrote {markup(path)}: attach configuration for {markup(target.task)} on "
             f"127.0.0.1:{forward.local_port:d}; the forward stays open while verl-tui "

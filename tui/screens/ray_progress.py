@@ -113,12 +113,12 @@ class RayProgressScreen(ReportsWorkerFailures, ModalScreen[None]):
             Text(clean(message) + "   (esc closes)", style="bold green" if ok else "bold red")
         )
 
-    def action_jobs(self) -> None:
+    async def action_jobs(self) -> None:
         """The Jobs screen, which pops this one (a bring-up still running goes on, its outcome
         then comes as a toast)."""
         if not self.finished:
             self.notify("still running — it goes on in the background if you leave", timeout=2)
-        self.app.action_show_jobs()  # type: ignore[attr-defined]
+        await self.app.run_action("app.show_jobs", self)
 
     def action_close(self) -> None:
         if self.finished:

@@ -24,8 +24,7 @@ MUTATES: dict[str, frozenset[str]] = {
     "DapSessionScreen": frozenset({"prompt", "continue", "disconnect"}),
     "DebuggerScreen": frozenset({"attach", "vscode"}),
     "DraftBusyScreen": frozenset({"choose"}),
-    "JobFormScreen": frozenset({"submit"}),
-    "FormDrafts": frozenset({"discard_draft"}),
+    "JobFormScreen": frozenset({"submit", "discard_draft"}),
     "JobsScreen": frozenset({"new_job", "edit_job", "stop", "delete"}),
     "QueueRows": frozenset({"queue_cancel", "queue_up", "queue_down"}),
     "SweepBuilderScreen": frozenset({"queue_all"}),
@@ -56,10 +55,17 @@ VIEWS: dict[str, frozenset[str]] = {
     "DapSessionScreen": frozenset({"back"}),
     "DebuggerScreen": frozenset({"refresh", "back"}),
     "DoctorScreen": frozenset({"recheck", "toggle_problems", "back"}),
-    "JobFormScreen": frozenset({"revalidate", "back"}),
-    "FormErrors": frozenset({"next_error", "previous_error"}),
-    "FormQueue": frozenset({"toggle_queue", "sweep"}),
-    "FormResume": frozenset({"resume_from"}),
+    "JobFormScreen": frozenset(
+        {
+            "revalidate",
+            "back",
+            "next_error",
+            "previous_error",
+            "toggle_queue",
+            "sweep",
+            "resume_from",
+        }
+    ),
     "JobLogsScreen": frozenset({"toggle_tab", "stacks", "back"}),
     "JobsScreen": frozenset(
         {

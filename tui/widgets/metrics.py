@@ -180,10 +180,14 @@ class MetricChart(Vertical, can_focus=True):
         if spec.phases:
             from tui.widgets.phases import draw_phases
 
-            self.border_subtitle = markup(draw_phases(self, tracker))
-            if not self.border_subtitle:
+            said, plotted = draw_phases(self.plot, tracker)
+            self.border_subtitle = markup(said)
+            if not said:
                 self.query_one(".empty", Static).update("no step timings (timing_s/step) yet")
                 self.remove_class("has-data")
+                return
+            self.plotted = plotted
+            self.add_class("has-data")
             return
         keys = chart_keys(spec, tracker)
         if not keys:

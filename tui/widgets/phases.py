@@ -9,8 +9,9 @@ from tui.metrics.phases import OTHER, TIMING, breakdown, per_step, phase_names, 
 from tui.metrics.series import chart_value
 
 if TYPE_CHECKING:
+    from textual_plotext import PlotextPlot
+
     from tui.metrics import MetricsTracker
-    from tui.widgets.metrics import MetricChart
 
 MAX_BARS = 60  # the newest steps drawn (bars need a cell or two each)
 MAX_PHASES = 8  # the largest phases stacked; the rest join OTHER
@@ -24,13 +25,15 @@ def phase_series(tracker: MetricsTracker) -> dict[str, list[tuple[int, float]]]:
     }
 
 
-def draw_phases(chart: MetricChart, tracker: MetricsTracker) -> str:
-    """Stack the newest steps' phases in `chart`'s plot; returns the reading (the subtitle),
-    or "" when no step logged timing_s/step yet."""
+def draw_phases(
+    plot: PlotextPlot, tracker: MetricsTracker
+) -> tuple[str, dict[str, list[tuple[int, float]]]]:
+    """Stack the newest steps' phases in `plot`; returns the reading (the chart's subtitle; ""
+    when no step logged timing_s/step yet, and nothing drawn) and the series drawn, by key."""
     series = phase_series(tracker)
     steps = per_step(series)[-MAX_BARS:]
     if not steps:
-        return ""
+        return "", {}
     b = breakdown(series)
     names = [p for p in sorted(b.phases, key=lambda p: -b.phases[p]) if p != OTHER]
     shown = [p for p in phase_names(list(series)) if p in names[:MAX_PHASES]]
@@ -40,15 +43,14 @@ def draw_phases(chart: MetricChart, tracker: MetricsTracker) -> str:
         chart_value(sp.total - sum(sp.phases.get(p, 0.0) for p in shown)) or 0.0 for sp in steps
     ]
     stacks.append([max(v, 0.0) for v in rest])
-    plt = chart.plot.plt
+    plt = plot.plt
     plt.clear_data()
     plt.stacked_bar(xs, stacks, labels=[*shown, OTHER])  # type: ignore[call-arg]  # plotext's own
     plt.xaxes(True, False)
     plt.yaxes(True, False)
-    chart.plotted = {
+    plotted = {
         TIMING + p: list(zip(xs, ys, strict=True))
         for p, ys in zip([*shown, OTHER], stacks, strict=True)
     }
-    chart.add_class("has-data")
-    chart.plot.refresh()
-    return reading(b)
+    plot.refresh()
+    return reading(b), plotted

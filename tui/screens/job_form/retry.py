@@ -1,14 +1,17 @@
 """The job form's retry field: how many times the supervisor may retry a failed run (empty: the
 profile's `retries:`), validated like `submit --retries` (tui/supervisor/policy.py) and kept on
-the job's history record, or with a queued job until it is sent."""
+the job's history record, or with a queued job until it is sent (tui/screens/job_form/submit.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.widgets import Input
 
-from tui.supervisor.policy import RetryPolicy, parse_policy, record_policy, stash_policy
+from tui.supervisor.policy import RetryPolicy, parse_policy
+
+if TYPE_CHECKING:
+    from tui.jobs.profiles import Profile
 
 
 def retries_input() -> Input:
@@ -21,21 +24,9 @@ def retries_input() -> Input:
     return box
 
 
-def retry_policy(screen: Any) -> RetryPolicy | None:
-    """The form's policy (ValueError, one line, for a bad value)."""
-    profile = screen.profile
-    try:
-        text = screen.query_one("#form-retries", Input).value.strip()
-    except Exception:  # not built yet
-        text = ""
-    retries = text or (profile.retries if profile is not None else None)
+def retry_policy(profile: Profile | None, text: str) -> RetryPolicy | None:
+    """The form's policy from the retry field's text (empty: the profile's); ValueError, one
+    line, for a bad value."""
+    retries = text.strip() or (profile.retries if profile is not None else None)
     retry_on = profile.retry_on if profile is not None else None
     return parse_policy(retries, retry_on if retries else None, where="retries")
-
-
-def keep_policy(screen: Any, sid: str, policy: RetryPolicy | None, *, queued: bool) -> None:
-    """On the submitted job's record, or stashed for the queued job's submission."""
-    if queued:
-        stash_policy(screen.cluster.inv.cluster, sid, policy)
-    else:
-        record_policy(screen.history, sid, policy)

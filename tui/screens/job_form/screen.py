@@ -15,22 +15,23 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, Footer, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Static
 
-from tui.cluster.ray_cluster import RayCluster
 from tui.config.yamlfile import ConfigError
 from tui.fmt import plural
 from tui.jobs.catalog import GROUPS, CatalogItem, catalog
 from tui.jobs.formstate import (
     Draft,
+    DraftLock,
     DraftSaver,
     Toggles,
     load_draft,
@@ -38,7 +39,6 @@ from tui.jobs.formstate import (
     texts_from_profile,
     texts_from_sets,
 )
-from tui.jobs.history import JobHistory
 from tui.jobs.pipeline import (
     JobSpec,
     debug_toggles,
@@ -52,14 +52,16 @@ from tui.jobs.submit import Submission
 from tui.jobs.validate import Report, cluster_shape
 from tui.jobs.verl_source import select_verl
 from tui.sanitize import clean, markup, one_line, styled
-from tui.screens.job_form.cluster import ASKING, RAY_NOT_RUNNING, FormCluster
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.error import ReportsWorkerFailures
+from tui.screens.job_form import errors
+from tui.screens.job_form.cluster import RAY_NOT_RUNNING, ClusterShape
 from tui.screens.job_form.draft_busy import DraftBusyScreen
-from tui.screens.job_form.drafts import FormDrafts
-from tui.screens.job_form.errors import FormErrors
-from tui.screens.job_form.queue import FormQueue
-from tui.screens.job_form.resume import FormResume
-from tui.screens.job_form.retry import retries_input
-from tui.screens.job_form.submit import FormSubmission, refusal_bar
+from tui.screens.job_form.queue import FormSweep, queue_label, queue_switch
+from tui.screens.job_form.retry import retries_input, retry_policy
+from tui.screens.job_form.submit import FormSubmission, failures, refusal_bar
+from tui.screens.job_form.sweep_builder import SweepBuilderScreen, SweepRequest
+from tui.screens.services import Services
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
     loose_text,
@@ -68,10 +70,13 @@ from tui.widgets.jobform.summary import (
     summary_text,
 )
 
+if TYPE_CHECKING:
+    from tui.jobs.flow import Outcome, Step
+
 __all__ = ["RAY_NOT_RUNNING", "DraftBusyScreen", "JobFormScreen"]
 
 DEBOUNCE_S = 0.3  # re-validate / autosave this long after the last keystroke
-RAY_WATCH_S = 1.0  # how often the form looks at the app's Ray monitor (no request)
+RAY_WATCH_S = 1.0  # how often the form looks at the cockpit's Ray monitor (no request)
 
 _GROUP_TITLES = {
     "data": "Data",
@@ -100,7 +105,14 @@ def _norm(key: str | None) -> str | None:
     return key.lstrip("+~") if key else key
 
 
-class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
+class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
+    """One profile's overrides as fields: checked, autosaved as a draft, submitted or queued.
+
+    The screen holds the form's state and renders it; its collaborators are plain objects
+    given what they need: ClusterShape (what the check runs against), DraftSaver (the draft
+    file and its lock), FormSubmission and FormSweep (the one submission flow), and the
+    functions of errors.py (which keys have errors)."""
+
     # None of these is an Input's own editing key (ctrl+a/e/d/k/u/w/x/c/v stay the field's);
     # the one that throws work away (discard) asks first. The footer shows the few used most.
     BINDINGS = [
@@ -133,8 +145,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
 
     def __init__(
         self,
-        cluster: RayCluster,
-        history: JobHistory,
+        services: Services,
         profile_path: Path,
         *,
         initial_sets: list[str] | None = None,
@@ -150,8 +161,9 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             and isinstance(r.get("name"), str)
             and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", r["name"])
         ]
-        self.cluster = cluster
-        self.history = history
+        self.services = services
+        self.cluster = services.ray
+        self.history = services.history
         try:  # a file, or a preset's name
             self.profile_path, self.profile_note = resolve_profile(profile_path)
         except ConfigError:  # neither: the load says so
@@ -161,9 +173,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         self.profile: Profile | None = None
         self.fields: dict[str, FormField] = {}
         self.infos: dict[str, KeyInfo] = {}
-        self.resources: ClusterResources | None = None
-        self.resources_from: str | None = None  # "ray" | "hosts.yaml" | None
-        self.cluster_note: str | None = ASKING
+        self.shape = ClusterShape(services.ray, services.ray_monitor, services.telemetry)
         self.wd_bytes: int | None = None
         self.report: Report | None = None
         self.validated = False  # a report for the current texts is shown
@@ -171,12 +181,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         self.drafts: DraftSaver | None = None
         self._draft_restored: str | None = None
         self._debounce: Timer | None = None
-        self._probed_debugpy = False
         self._base_texts: dict[str, str] = {}
         self._items: list[CatalogItem] = []
         self._submitting = False
-        self._ray_seen: object = None  # the app's Ray monitor state last acted on
-        self.submission = FormSubmission(self)  # the flow's steps and outcome, rendered
+        self.submission = FormSubmission(services.ray, services.history)
+        self.sweeps = FormSweep(services.ray, services.history, self.notify)
 
     # -- layout --------------------------------------------------------------------------
 
@@ -189,13 +198,13 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             yield Static("loading verl's config…", id="form-loading")
         with Horizontal(id="form-bar"):
             yield Static("checking…", id="form-summary")
-            yield self.queue_switch()
+            yield queue_switch()
             yield retries_input()
             yield Button("Submit (ctrl+s)", id="submit", variant="success", disabled=True)
         yield Footer()
 
     def on_mount(self) -> None:
-        self._cluster_from_monitor()  # at once: what the app already knows about Ray
+        self.shape.from_monitor()  # at once: what the cockpit already knows about Ray
         self._show_header()
         self.load()
         self.set_interval(RAY_WATCH_S, self._watch_ray)
@@ -203,6 +212,24 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
     @property
     def cluster_name(self) -> str:
         return self.cluster.inv.cluster
+
+    # What the check runs against (ClusterShape's), as the header and tests read it.
+
+    @property
+    def resources(self) -> ClusterResources | None:
+        return self.shape.resources
+
+    @resources.setter
+    def resources(self, resources: ClusterResources | None) -> None:
+        self.shape.resources = resources
+
+    @property
+    def resources_from(self) -> str | None:
+        return self.shape.source
+
+    @property
+    def cluster_note(self) -> str | None:
+        return self.shape.note
 
     def _load_sync(self) -> _Loaded:
         from tui.jobs.hydra_values import warm_up
@@ -299,14 +326,14 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         t = Text()
         t.append(f" {p.name if p else self.profile_path.stem}", "bold")
         t.append(f"   {self.profile_path}{entry_note(p)}", "dim")
-        if self.resources is not None:
-            t.append(f"   {self.cluster_name}: {self._shape_text()}", "bold cyan")
+        if self.shape.resources is not None:
+            t.append(f"   {self.cluster_name}: {self.shape.text()}", "bold cyan")
         if self.verl is not None:
             t.append(f"   {self.verl.label}", "bold green")
         if p and p.description:
             t.append(f"\n {p.description}", "italic")
-        if self.cluster_note:
-            t.append(f"\n ! {self.cluster_note}", "yellow")
+        if self.shape.note:
+            t.append(f"\n ! {self.shape.note}", "yellow")
         for note in (self.verl.note if self.verl else None, self.profile_note):
             if note:
                 t.append(f"\n ! {note}", "yellow")
@@ -314,18 +341,6 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             t.append(f"\n {self.draft_note}", "cyan")
         # Profile names, paths, descriptions and notes come from files: cleaned, styles kept.
         self.query_one("#form-title", Static).update(styled(t))
-
-    def _shape_text(self) -> str:
-        """``3 Ray nodes × 1 GPU`` (every node alive has GPUs), else how many do."""
-        assert self.resources is not None
-        nnodes, per_node = cluster_shape(self.resources)
-        total = len(self.resources.nodes)
-        what = "Ray node" if self.resources_from == "ray" else "node"
-        source = "" if self.resources_from == "ray" else f" ({self.resources_from})"
-        if nnodes and nnodes == total:
-            return f"{plural(total, what)} × {plural(per_node, 'GPU')}{source}"
-        gpus = f"{nnodes} with ≥{per_node} GPU" if nnodes else "no GPUs"
-        return f"{plural(total, what)}, {gpus}{source}"
 
     # -- state ---------------------------------------------------------------------------
 
@@ -376,7 +391,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         return spec.profile, local
 
     def _changed(self) -> None:
-        self.submission.clear()
+        self._clear_submission()
         self.validated = False
         if self.drafts is not None:
             self.drafts.changed()
@@ -404,7 +419,7 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
     def _toggle_changed(self, event: Checkbox.Changed) -> None:
         event.stop()
         if event.checkbox.id == "form-queue":
-            self.show_queue_state()
+            event.checkbox.label = markup(queue_label(event.value))  # on/off in words
             return  # not part of the job: nothing to check or save
         if event.checkbox.id == "toggle-post-mortem" and event.value:
             self.probe_debugpy()
@@ -427,6 +442,25 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         await body.mount(f, before=self.query_one(AddKeyBox))
         f.scroll_visible()
         self._changed()
+
+    # -- the cluster checked against (ClusterShape) ------------------------------------------
+
+    def _watch_ray(self) -> None:
+        """Ray started or stopped while the form is open (u, D), or its nodes changed: ask
+        again."""
+        if self.profile is not None and self.shape.ray_changed():
+            self.fetch_cluster()
+
+    @work(exclusive=True, group="form-cluster", exit_on_error=False)
+    async def fetch_cluster(self) -> None:
+        await self.shape.fetch(want_debugpy=self.toggles.post_mortem)
+        self._show_header()
+        self.validate()
+
+    @work(exclusive=True, group="form-probe", exit_on_error=False)
+    async def probe_debugpy(self) -> None:
+        await self.shape.probe_debugpy()
+        self.validate()
 
     # -- validation ----------------------------------------------------------------------
 
@@ -452,20 +486,11 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
         texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
         t0 = time.perf_counter()
         sub, report, local = await asyncio.to_thread(
-            self._check_sync, texts, toggles, unknown, self.resources
+            self._check_sync, texts, toggles, unknown, self.shape.resources
         )
         self.latencies.append(time.perf_counter() - t0)
         self.show_report(report, local)
         return None if local else sub
-
-    def use_live(self, resources: ClusterResources, *, probed_debugpy: bool) -> None:
-        self._set_live(resources)
-        self._probed_debugpy = probed_debugpy
-        self._show_header()
-
-    def use_planned(self, note: str) -> None:
-        self._use_planned(note)
-        self._show_header()
 
     def show_again(self) -> None:
         """The last report again (with the preflight's rows as they stand now)."""
@@ -530,20 +555,20 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             summary_text(
                 self.error_count,
                 len(self.report.warnings),
-                against_ray=self.resources_from == "ray",
+                against_ray=self.shape.source == "ray",
                 latency_s=self.latencies[-1] if self.latencies else None,
                 error_keys=self.error_keys(),
             )
         )
 
-    def action_revalidate(self) -> None:
-        if getattr(getattr(self.app, "inventory", None), "source", None) is not None:
-            self.app.action_reload_hosts()  # type: ignore[attr-defined]
+    async def action_revalidate(self) -> None:
+        if self.services.inventory.source is not None:  # hosts.yaml read again, as everywhere
+            await self.app.run_action("app.reload_hosts", self)
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None
         self.save_draft()
-        self.submission.clear()
+        self._clear_submission()
         self.validated = False
         self._update_submit()
         self.fetch_cluster()  # fresh shape, then validates
@@ -554,7 +579,272 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             self.notify("draft kept: open this profile again to continue", timeout=4)
         self.dismiss(None)
 
-    # -- submit --------------------------------------------------------------------------
+    # -- errors, found without scrolling (errors.py) ----------------------------------------
+
+    @property
+    def error_count(self) -> int:
+        return errors.error_count(self.fields, self.report)
+
+    def error_keys(self) -> list[str]:
+        return errors.error_keys(self.fields, self.report)
+
+    def errors_named(self) -> str:
+        return errors.errors_named(self.fields, self.report)
+
+    def _field_of_focus(self) -> FormField | None:
+        node = self.app.focused
+        while node is not None and not isinstance(node, FormField):
+            node = node.parent  # type: ignore[assignment]
+        return node
+
+    def focus_error(self, step: int = 1, *, first: bool = False) -> bool:
+        """Focus the next (`step` 1) or previous (-1) field with an error after the focused
+        one, wrapping; `first`: the first one. An error no field owns scrolls the form to the
+        list above it. False when there is no error to go to."""
+        with_error = errors.error_fields(self.fields, self.report)
+        if not with_error:  # only errors no field owns: they are listed above the form
+            return bool(self.query_one("#form-problems", Static).display)
+        here = None if first else self._field_of_focus()
+        errors.next_error(self.fields, with_error, here, step).focus_editor()
+        return True
+
+    def action_next_error(self) -> None:
+        self._go_to_error(1)
+
+    def action_previous_error(self) -> None:
+        self._go_to_error(-1)
+
+    def _go_to_error(self, step: int) -> None:
+        if not self.focus_error(step):
+            self.notify("no errors", timeout=2)
+        elif not errors.error_fields(self.fields, self.report):  # say where they are
+            self.notify(f"{markup(self.errors_named())} — listed above the form", timeout=4)
+
+    # -- the draft (formstate.DraftSaver writes it) -------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        return self.drafts is not None and self.drafts.read_only
+
+    @property
+    def draft_lock(self) -> DraftLock | None:
+        return self.drafts.lock if self.drafts is not None else None
+
+    @property
+    def draft_note(self) -> str | None:
+        if self.drafts is not None and self.drafts.note:
+            return self.drafts.note
+        return self._draft_restored
+
+    async def _claim_draft(self, profile: Profile) -> bool:
+        """This form's claim on the profile's draft; when another form has it open, the user
+        chooses: take over, a read-only copy, or cancel (False: the form closes)."""
+        drafts = DraftSaver(self.cluster_name, profile.name, str(self.profile_path.resolve()))
+        self.drafts = drafts
+        if await asyncio.to_thread(drafts.acquire):
+            return True
+        choice = await self.app.push_screen_wait(DraftBusyScreen(drafts.other))
+        if choice == "take":
+            await asyncio.to_thread(drafts.take_over)
+            self.notify("draft taken over: the other form stops saving it", timeout=6)
+            return True
+        if choice == "copy":
+            drafts.copy()
+            return True
+        self.drafts = None
+        self.dismiss(None)
+        return False
+
+    def save_draft(self) -> None:
+        if self.drafts is None or self.profile is None or not self.fields:
+            return
+        pending = self.drafts.take(self.texts(), self.toggles)
+        if pending is not None:
+            self._write_draft(*pending)
+
+    @work(thread=True, group="draft", exit_on_error=False)
+    def _write_draft(self, draft: Draft, seq: int) -> None:
+        assert self.drafts is not None
+        if not self.drafts.store(draft, seq):
+            self.app.call_from_thread(self._draft_lost)
+
+    def _draft_lost(self) -> None:
+        if self.is_mounted:
+            self._show_header()
+            self.notify(
+                markup(self.draft_note or "draft taken over elsewhere"),
+                severity="warning",
+                timeout=8,
+            )
+
+    def flush_draft(self) -> None:
+        """Write a pending draft now (leaving the screen, the app closing)."""
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        if self.drafts is None or self.profile is None or not self.fields:
+            return
+        pending = self.drafts.take(self.texts(), self.toggles)
+        if pending is not None:
+            self.drafts.store(pending[0])
+
+    def action_discard_draft(self) -> None:
+        """Throw the draft away, after a yes: the key is not an editing key, and it asks."""
+        if self.profile is None or self.drafts is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.discard_draft()
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "Discard this draft?",
+                "The form goes back to the profile's values; what was typed here is lost.",
+            ),
+            answered,
+        )
+
+    @work(exclusive=True, group="draft-discard", exit_on_error=False)
+    async def discard_draft(self) -> None:
+        if self.profile is None or self.drafts is None:
+            return
+        await asyncio.to_thread(self.drafts.discard)
+        self._draft_restored = None
+        texts = dict(self._base_texts)
+        await self._build(texts, self._profile_toggles())
+        self._show_header()
+        self.notify("draft discarded: the form shows the profile again", timeout=4)
+        self.validated = False
+        self.validate()
+
+    def on_unmount(self) -> None:
+        self.flush_draft()
+        if self.drafts is not None:
+            self.drafts.release()
+
+    # -- resume from a checkpoint (ctrl+o) ----------------------------------------------------
+
+    def _int_text(self, key: str) -> int | None:
+        f = self.fields.get(key)
+        text = f.text.strip() if f is not None else ""
+        return int(text) if text.isdigit() else None
+
+    def action_resume_from(self) -> None:
+        """Pick a complete checkpoint under trainer.default_local_dir; sets resume_mode and
+        resume_from_path, and warns when its world size is not this job's."""
+        from tui.ckpt.resume import resume_values, world_size_warning
+        from tui.ckpt.scan import StepState
+        from tui.screens.ckpt_picker import CheckpointPickerScreen
+
+        f = self.fields.get("trainer.default_local_dir")
+        root = (f.text if f is not None else "").strip().strip("'\"")
+        if not root and self.profile is not None:
+            root = str(self.profile.overrides.get("trainer.default_local_dir", ""))
+        if not root.startswith("/"):
+            self.notify(
+                "set trainer.default_local_dir to an absolute folder first: that is "
+                "where the checkpoints are",
+                severity="warning",
+                timeout=6,
+            )
+            return
+        resources = self.shape.resources
+        nnodes, per_node = cluster_shape(resources) if resources is not None else (1, 1)
+        nnodes = self._int_text("trainer.nnodes") or nnodes
+        per_node = self._int_text("trainer.n_gpus_per_node") or per_node
+
+        def picked(step: StepState | None) -> None:
+            if step is None:
+                return
+            path = f"{root.rstrip('/')}/global_step_{step.step}"
+            for key, text in resume_values(path).items():
+                self.post_message(AddKey.Add(key, text))
+            warn = world_size_warning(step.world_size, nnodes, per_node)
+            self.notify(
+                markup(warn or f"resuming from global_step_{step.step}"),
+                severity="warning" if warn else "information",
+                timeout=10,
+            )
+
+        self.app.push_screen(
+            CheckpointPickerScreen(
+                self.cluster.fleet, self.cluster.inv, root, nnodes=nnodes, gpus_per_node=per_node
+            ),
+            picked,
+        )
+
+    # -- the queue switch and sweeps (queue.py) -----------------------------------------------
+
+    def action_toggle_queue(self) -> None:
+        """ctrl+l from any field: the switch is last in the tab order, behind ~45 fields."""
+        box = self.query_one("#form-queue", Checkbox)
+        box.value = not box.value  # its Changed message updates the label
+        self.notify(
+            "Queue on: submit waits in the local queue for free GPUs"
+            if box.value
+            else "Queue off: submit sends the job to Ray now",
+            timeout=3,
+        )
+
+    @property
+    def queue_wanted(self) -> bool:
+        try:
+            return self.query_one("#form-queue", Checkbox).value
+        except Exception:  # not built yet
+            return False
+
+    def action_sweep(self) -> None:
+        if self.profile is None:
+            self.notify("still loading", timeout=2)
+            return
+        keys = [k for k in self.fields if self.fields[k].text][:3]
+
+        def done(req: SweepRequest | None) -> None:
+            if req is not None:
+                self.run_sweep(req)
+
+        self.app.push_screen(SweepBuilderScreen(self.profile.name, keys), done)
+
+    @work(exclusive=True, group="form-sweep", exit_on_error=False)
+    async def run_sweep(self, req: SweepRequest) -> None:
+        """Every combination through the one submission flow against the live cluster."""
+        from tui.jobs.sweep import parse_grid
+
+        resources = self.shape.resources
+        if not self.shape.live or resources is None:
+            self.notify(
+                "sweeps are checked against the live cluster: bring Ray up first (u on Cluster)",
+                severity="error",
+                timeout=8,
+            )
+            return
+        env = self._secret_values()
+        if env is None:
+            return
+        texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
+        try:
+            grids = tuple(parse_grid(g, "sweep") for g in req.grids)
+            spec, local = await asyncio.to_thread(self.spec_of, texts, toggles, unknown, env)
+        except (ConfigError, ValueError) as exc:
+            self.notify(f"sweep not queued: {markup(exc)}", severity="error", timeout=8)
+            return
+        if local:
+            key, why = next(iter(local.items()))
+            self.notify(f"sweep not queued: {markup(key)}: {markup(why)}", severity="error")
+            return
+        first = await self.sweeps.run(
+            req.name,
+            spec,
+            grids,
+            resources,
+            profile_path=str(self.profile_path.resolve()),
+            working_dir_bytes=self.wd_bytes,
+        )
+        if first is not None:
+            self.dismiss(first)
+
+    # -- submit (submit.py runs the one flow; its steps and outcome are shown here) -----------
 
     @on(Button.Pressed, "#submit")
     def _submit_pressed(self) -> None:
@@ -605,5 +895,96 @@ class JobFormScreen(FormCluster, FormDrafts, FormResume, FormQueue, FormErrors):
             return None
         return values
 
+    def _retries_text(self) -> str:
+        try:
+            return self.query_one("#form-retries", Input).value
+        except Exception:  # not built yet
+            return ""
+
+    def _clear_submission(self) -> None:
+        """Something changed (or ctrl+r): the last preflight's rows and refusal go."""
+        if self.submission.clear():
+            self.show_again()
+
     async def _submit(self) -> None:
-        await self.submission.run()
+        summary = self.query_one("#form-summary", Static)
+        summary.update(Text("submitting…", "bold cyan"))
+        secrets = self._secret_values()
+        if secrets is None:
+            return
+        try:
+            policy = retry_policy(self.profile, self._retries_text())
+        except ValueError as exc:
+            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
+            return
+        texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
+        spec, local = await asyncio.to_thread(self.spec_of, texts, toggles, unknown, secrets)
+        if local:  # a field's own parse problem: fixed here first
+            self.show_report(self.report or Report([], None), local)
+            self.refused()
+            return
+        self._clear_submission()
+        done = await self.submission.run(
+            spec,
+            queue=self.queue_wanted,
+            profile_path=str(self.profile_path.resolve()),
+            policy=policy,
+            working_dir_bytes=self.wd_bytes,
+            on_step=self._submit_step,
+        )
+        await self._submit_done(done)
+
+    def _submit_step(self, step: Step) -> None:
+        from tui.jobs.flow import Checked, Checking, ClusterRead, PreflightSkipped
+
+        if isinstance(step, ClusterRead) and step.resources is not None:
+            self.shape.set_live(step.resources, probed_debugpy=self.toggles.post_mortem)
+            self._show_header()
+        elif isinstance(step, Checked) and step.reports[0] is not None:
+            self.show_report(step.reports[0], {})
+        elif isinstance(step, Checking) and step.stage == "preflight":
+            text = f"job preflight: asking {plural(step.hosts, 'host')}…"
+            self.query_one("#form-summary", Static).update(Text(text, "bold cyan"))
+        elif isinstance(step, PreflightSkipped):
+            self.notify("sent without the job preflight (submit pressed again)", severity="warning")
+
+    async def _submit_done(self, done: Outcome) -> None:
+        from tui.jobs.flow import Queued, Refusal, Refused, Submitted
+
+        if isinstance(done, (Submitted, Queued)):
+            if self.drafts is not None:
+                await asyncio.to_thread(self.drafts.discard)
+            if isinstance(done, Queued):
+                (run,) = done.placed
+                sid, needs = run.sub.submission_id, run.entry.needs.describe()
+                what = f"queued {markup(sid)} at position {run.position:d} (needs {markup(needs)})"
+            else:
+                sid = done.submission_id
+                what = f"submitted {markup(sid)}"
+            self.notify(what, timeout=6)
+            self.dismiss(sid)
+            return
+        assert isinstance(done, Refused)
+        if done.kind is Refusal.INVALID:
+            if done.report is not None:
+                self.show_report(done.report, {})
+            self.refused()
+        elif done.kind is Refusal.PREFLIGHT:  # the rows are FormSubmission's: shown again
+            self.show_again()
+            bad = plural(failures(done.findings), "problem")
+            self.notify(
+                f"not submitted: the job preflight found {bad} (shown in the form); submit "
+                "again to send it anyway",
+                severity="error",
+                timeout=10,
+            )
+        elif done.kind is Refusal.RAY_DOWN:
+            self.shape.use_planned(RAY_NOT_RUNNING)
+            self._show_header()
+            self.notify(f"not submitted: {RAY_NOT_RUNNING}", severity="error", timeout=8)
+        elif done.kind is Refusal.OUTCOME_UNKNOWN:  # sent, no answer: the form stays
+            self.notify(markup(done.reason), severity="warning", timeout=15)
+        else:
+            lead = "not queued" if done.kind is Refusal.NOT_QUEUED else "not submitted"
+            why = done.text() if done.kind is Refusal.UNREACHABLE else done.detail
+            self.notify(f"{lead}: {markup(why)}", severity="error", timeout=8)

@@ -5,13 +5,16 @@ Jobs screen calls: its own file stays about jobs on the head."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from tui.fmt import age
 from tui.jobs.service import JobRow
 from tui.sanitize import one_line
+
+if TYPE_CHECKING:
+    from tui.supervisor.core import Supervisor
 
 SHOWN_DECISIONS = 2  # the newest few: the detail pane has room for a few lines only
 
@@ -83,9 +86,8 @@ def heal_detail(row: JobRow, rows: list[JobRow]) -> Text:
     return t
 
 
-def supervisor_note(app: Any) -> str:
+def supervisor_note(sup: Supervisor | None) -> str:
     """For the Jobs title: who supervises the cluster ("" when nobody is known to)."""
-    sup = getattr(app, "supervisor", None)
     if sup is None:
         return ""
     other = sup.supervised_by()

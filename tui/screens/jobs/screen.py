@@ -17,9 +17,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError, is_job_id
 from tui.cluster.job_logs import ray_message
-from tui.cluster.ray_cluster import RayCluster
 from tui.fmt import age, duration, plural
-from tui.jobs.history import JobHistory
 from tui.jobs.owner import me, others
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.sanitize import cell, clean, markup, one_line
@@ -42,6 +40,7 @@ from tui.screens.jobs.view import (
     status_text,
 )
 from tui.screens.profile_picker import ProfilePickerScreen
+from tui.screens.services import Services
 from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
 
@@ -100,10 +99,11 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
     JobsScreen #jobs-filter.visible { display: block; }
     """
 
-    def __init__(self, cluster: RayCluster, history: JobHistory):
+    def __init__(self, services: Services):
         super().__init__()
-        self.cluster = cluster
-        self.history = history
+        self.services = services
+        self.cluster = services.ray
+        self.history = services.history
         self.rows: list[JobRow] = []
         self.stalls: dict[str, dict] = {}  # the supervisor's stalled jobs (STALLED, evidence)
         self.health: dict[str, list[dict]] = {}  # the supervisor's training-health alerts
@@ -219,8 +219,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             title += f"   {markup(self.error)}"
         if self.queue_error:
             title += f"   {markup(self.queue_error)}"
-        if supervisor_note(self.app):
-            title += f"   {markup(supervisor_note(self.app))}"
+        supervised = supervisor_note(self.services.supervisor)
+        if supervised:
+            title += f"   {markup(supervised)}"
         self.query_one("#jobs-title", Static).update(title)
         self._show_detail()
 
@@ -304,6 +305,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             JobLogsScreen(
                 self.cluster,
                 row.submission_id,
+                telemetry=self.services.telemetry,
                 metrics=metrics,
                 total_steps=steps,
                 last_known=last,
@@ -428,8 +430,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
 
         self.app.push_screen(
             JobFormScreen(
-                self.cluster,
-                self.history,
+                self.services,
                 profile_path,
                 initial_sets=initial_sets,
                 secret_refs=secret_refs,

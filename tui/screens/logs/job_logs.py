@@ -1,12 +1,15 @@
 """A job's log and its training metrics: the driver log (its end first, read from the head's
 file over SSH, else through the Jobs API) followed live, and verl's `step:N - key:value` lines
-turned into charts with a progress bar and ETA."""
+turned into charts with a progress bar and ETA. A job opened here is archived while it is
+shown (log, metric series, status, GPU use from the cockpit's telemetry); one the head no longer
+knows is shown from the archive, before the head's old session file when it holds the whole
+run."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from textual import work
@@ -15,21 +18,27 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tui.archive.follow import FROM_ARCHIVE, follow_and_archive
+from tui.archive.store import ArchiveStore
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.job_logs import (
+    LOST,
     JobLogEnd,
     OpenedLog,
     file_text,
+    job_info,
     job_log_chunks,
     older_text,
     open_job_log,
     ray_message,
 )
+from tui.cluster.models import HostSample
 from tui.cluster.ray_cluster import RayCluster
+from tui.cluster.telemetry import TelemetryMonitor
+from tui.config.yamlfile import ConfigError
 from tui.jobs.profiles import override_text
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
-from tui.screens.logs.job_logs_archive import ArchivedLog
 from tui.transport.types import TransportError
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
@@ -48,7 +57,7 @@ def total_steps_from(overrides: list[str]) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
+class JobLogsScreen(ReportsWorkerFailures, Screen):
     BINDINGS = [
         Binding("t", "toggle_tab", "Log / metrics"),
         Binding("p", "stacks", "Stacks of every process (py-spy)", show=False),
@@ -69,9 +78,12 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
         metrics: bool = False,
         total_steps: int | None = None,
         last_known: str | None = None,
+        telemetry: TelemetryMonitor | None = None,
     ):
         super().__init__()
         self.cluster = cluster
+        # The cockpit's GPU samples: the archived run's GPU use (None: archived without it).
+        self.telemetry = telemetry
         # The history's last status: a job the head forgot (Ray restarted) keeps its outcome.
         self.last_known = last_known
         self.sid = submission_id
@@ -230,3 +242,58 @@ class JobLogsScreen(ReportsWorkerFailures, ArchivedLog, Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    # -- the run archive: this job archived while shown; a job the head forgot shown from it --
+
+    def _samples(self) -> Mapping[str, HostSample | None]:
+        hosts = self.telemetry.hosts if self.telemetry is not None else {}
+        return {name: ht.latest for name, ht in hosts.items()}
+
+    @work(exclusive=True, group="job-archive", exit_on_error=False)
+    async def archive_job(self) -> None:
+        """Follow the job to its end into the run archive (the cockpit's telemetry gives its
+        GPU use); a head that does not answer leaves the archive as it is."""
+        try:
+            with contextlib.suppress(DashboardError, TransportError):
+                await follow_and_archive(self.cluster, self.sid, samples=self._samples)
+        except (OSError, ConfigError) as exc:  # a full disk, a bad VERL_TUI_ARCHIVE_MAX
+            self.notify(markup(f"not archived: {exc}"), severity="warning", timeout=8)
+
+    async def show_archived(self, *, only_final: bool) -> bool:
+        """Show the archived run when there is one (with only_final: a whole run, and only
+        when the head does not know the job). True when it was shown."""
+        store = ArchiveStore(self.cluster.inv.cluster, max_bytes=0)
+        meta = store.meta(self.sid)
+        if meta is None or (only_final and not meta.get("final")):
+            return False
+        if only_final:
+            try:
+                await job_info(await self.cluster.dashboard(), self.sid)
+                return False  # the head has it: its log is the live one
+            except (DashboardError, TransportError) as exc:
+                why = str(exc)
+                # Another answer than "no such job" or "no head": the head may have it.
+                if isinstance(exc, DashboardError) and not (
+                    "HTTP 404" in why or "unreachable" in why
+                ):
+                    return False
+        text = await asyncio.to_thread(store.read_log, self.sid)
+        for warning in store.take_warnings():
+            self.notify(markup(warning), severity="warning", timeout=6)
+        if text is None:
+            return False
+        pane, metrics = self.pane, self.metrics
+        pane.clear()
+        metrics.clear()
+        for start in range(0, len(text), SLICE):
+            part = text[start : start + SLICE]
+            pane.append(part)
+            metrics.feed_text(part)
+            await asyncio.sleep(0)
+        status = meta.get("status") if meta.get("final") else LOST
+        self.status = status if isinstance(status, str) else LOST
+        pane.finish(self.status)
+        metrics.feed_text("\n")
+        metrics.finish(self.status)
+        self._title(FROM_ARCHIVE)
+        return True
