@@ -19,9 +19,13 @@ imported): one direction of dependency, top to bottom.
 
 Imports inside functions and under TYPE_CHECKING count: a lazy import is still an arrow.
 
-Between modules: no import circle at run time (a function-level import counts; one under
-TYPE_CHECKING does not run). A circle is one module cut in two and tied back: join the halves or
-move what both need below them.
+Within the UI, one direction too: tui/app.py over tui/palette.py over tui/screens over
+tui/widgets (a screen gets what it needs through its constructor, never from the app module).
+
+Between modules: no import circle of any kind: a function-level import counts, and so does one
+under TYPE_CHECKING (it is still a dependency a reader has to follow both ways). A circle is one
+module cut in two and tied back: join the halves, pass what one needs through its constructor,
+or move what both need below them.
 """
 
 from __future__ import annotations
@@ -482,6 +486,15 @@ def type_only_lines(path: Path) -> set[int]:
     return lines
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Module → the tui modules it imports: at import, in a function or under TYPE_CHECKING."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for e in EDGES:
+        if e.dst in MODULES and e.dst != e.src:
+            graph[e.src].add(e.dst)
+    return graph
+
+
 def run_time_graph() -> dict[str, set[str]]:
     """Module → the tui modules it imports when it runs (at import or in a function)."""
     type_only = {name: type_only_lines(path) for name, path in MODULES.items()}
@@ -541,9 +554,42 @@ def test_circle_finder_finds_a_function_level_tie_back() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
+# The one circle left, through a TYPE_CHECKING import (submitting.py types its `ctx` with duty's
+# SupervisorContext while duty's default submitter is submitting's): tui/supervisor's to break.
+# Listed, not ignored: the check below fails once it is gone, so the entry goes with it.
+KNOWN_CIRCLES: list[list[str]] = [["tui.supervisor.duty", "tui.supervisor.submitting"]]
+
+
 def test_no_import_circles_between_modules() -> None:
-    found = circles(run_time_graph())
-    assert not found, "import circles (join the halves or move what both need below): " + str(found)
+    found = circles(import_graph())
+    new = [c for c in found if c not in KNOWN_CIRCLES]
+    assert not new, "import circles (join the halves or move what both need below): " + str(new)
+    gone = [c for c in KNOWN_CIRCLES if c not in found]
+    assert not gone, f"no longer a circle: take it out of KNOWN_CIRCLES: {gone}"
+
+
+def test_the_whole_graph_has_more_arrows_than_the_run_time_one() -> None:
+    """Guards the check above: the TYPE_CHECKING imports are in the graph it judges."""
+    whole, run = import_graph(), run_time_graph()
+    assert all(run[m] <= whole[m] for m in MODULES)
+    assert any(whole[m] - run[m] for m in MODULES)
+
+
+UI_ORDER = ("tui.widgets", "tui.screens", "tui.palette", "tui.app")  # bottom to top
+
+
+def test_ui_arrows_point_down() -> None:
+    """No screen or widget imports the app (or the palette); no widget imports a screen."""
+
+    def rank(mod: str) -> int | None:
+        return next((i for i, g in enumerate(UI_ORDER) if within(mod, g)), None)
+
+    bad = [
+        e
+        for e in EDGES
+        if (a := rank(e.src)) is not None and (b := rank(e.dst)) is not None and b > a
+    ]
+    assert not bad, "\n".join(map(str, bad))
 
 
 # --- size ----------------------------------------------------------------------------------------
