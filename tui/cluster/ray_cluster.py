@@ -387,7 +387,7 @@ class RayCluster:
             res = await transport.run(
                 argv, env=env, timeout=self.inv.ray.start_timeout, what="ray start"
             )
-        except (HostUnavailable, TransportError) as exc:
+        except TransportError as exc:  # HostUnavailable too
             why = str(exc).removeprefix(f"{host.name}: ")  # the host is named beside it
             self._emit(host.name, phase, "fail", why)
             raise BringUpError(f"{phase} start failed", {host.name: why}) from None

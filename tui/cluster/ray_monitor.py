@@ -12,9 +12,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import ClusterStatus, RayCluster
-from tui.transport.types import TransportError
+from tui.errors import VerlTuiError
 
 POLL_S = 3.0
 
@@ -81,7 +80,7 @@ class RayMonitor:
     async def poll_once(self) -> RayView:
         try:
             st = await self.cluster.status()
-        except (DashboardError, TransportError) as exc:
+        except VerlTuiError as exc:  # the dashboard or the head cannot be asked: Ray is down
             await self.cluster.close()  # reopen the tunnel next time (the head may be back)
             head_up = self.cluster.fleet.status(self.cluster.inv.head.name).state.value == "up"
             return RayView(RayState.DOWN if head_up else RayState.UNKNOWN, str(exc))

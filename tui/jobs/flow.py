@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tui.cluster.dashboard import DashboardError
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.fmt import plural
 from tui.jobs.owner import stamp
 from tui.jobs.pipeline import JobSpec, live_resources, prepare_submission, working_dir_size
@@ -50,8 +51,6 @@ from tui.jobs.rules_base import ClusterResources, Problem
 from tui.jobs.schema import SchemaError
 from tui.jobs.submit import Submission
 from tui.jobs.validate import Report
-from tui.jobs.workdir import WorkdirError
-from tui.transport.types import TransportError
 
 if TYPE_CHECKING:
     from tui.cluster.dashboard import DashboardClient
@@ -361,7 +360,7 @@ async def _read_cluster(flow: Flow, spec: JobSpec) -> AsyncIterator[Step]:
             flow.resources = await asyncio.wait_for(asking, req.ray_wait_s)
         else:
             flow.resources = await asking
-    except (DashboardError, TransportError, OSError, TimeoutError) as exc:
+    except (VerlTuiError, OSError, TimeoutError) as exc:  # Ray cannot be asked
         if req.mode != "dry_run":
             yield _unreachable(exc)
             return
@@ -523,7 +522,7 @@ async def _send(flow: Flow, run: Planned) -> Outcome:
         return Refused(Refusal.ID_TAKEN, "submission id taken", str(exc), error=exc)
     except service.SubmitOutcomeUnknown as exc:
         return Refused(Refusal.OUTCOME_UNKNOWN, str(exc), error=exc)
-    except (DashboardError, TransportError, WorkdirError, OSError) as exc:
+    except (VerlTuiError, OSError) as exc:  # the dashboard, a host, working_dir, the disk
         return Refused(Refusal.NOT_SENT, "not sent", str(exc), error=exc)
     return Submitted(run.sub, sid)
 

@@ -62,13 +62,13 @@ def owner_filter(choice: str | None) -> str | None:
 async def others_running(cluster: Any) -> list[str]:
     """The other owners of jobs running (or pending) on `cluster`'s head now; [] when Ray
     cannot be asked (nothing is known to be running: `down` and `restart` go on as before)."""
-    from tui.cluster.dashboard import TERMINAL, DashboardError
-    from tui.transport.types import TransportError
+    from tui.cluster.dashboard import TERMINAL
+    from tui.errors import VerlTuiError
 
     try:
         client = await cluster.dashboard()
         jobs = await client.list_jobs()
-    except (DashboardError, TransportError, OSError):
+    except (VerlTuiError, OSError):
         return []
     return others(
         owner_of_metadata(j.get("metadata")) for j in jobs if j.get("status") not in TERMINAL

@@ -14,6 +14,7 @@ from tui.cluster.dashboard import TERMINAL, DashboardError, check_job_id
 from tui.cluster.job_logs import LOST, head_session_start
 from tui.cluster.ray_cluster import RayCluster
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.jobs.history import NOT_SUBMITTED, SUBMITTING, JobHistory, JobRecord
 from tui.jobs.owner import owner_of_metadata
 from tui.jobs.secrets import env_for_record
@@ -289,7 +290,7 @@ async def record_then_post(
     history.save(record)
     try:
         client = await dashboard()  # the tunnel, after the record: a kill here leaves SUBMITTING
-    except (DashboardError, TransportError, OSError) as exc:
+    except (VerlTuiError, OSError) as exc:
         _not_submitted(history, record, exc)  # nothing was sent
         raise
     try:

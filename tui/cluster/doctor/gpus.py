@@ -23,7 +23,7 @@ from tui.cluster.telemetry import agent_argv
 from tui.config.hosts import Host, Inventory
 from tui.sanitize import one_line
 from tui.transport.fleet import Fleet
-from tui.transport.types import HostUnavailable, TransportError
+from tui.transport.types import TransportError
 
 MAX_HEALTH_SHOWN = 3  # findings named in one host's row; `verl-tui gpus` lists them all
 
@@ -238,7 +238,7 @@ async def read_health(
         transport = await fleet.ready(host.name, timeout)
         argv = agent_argv(host.python, 1.0, once=True)
         res = await transport.run(argv, timeout=timeout, what="GPU health read")
-    except (HostUnavailable, TransportError, asyncio.TimeoutError) as exc:
+    except (TransportError, asyncio.TimeoutError) as exc:  # HostUnavailable too
         return None, one_line(str(exc) or type(exc).__name__, 200)
     for line in res.stdout.splitlines():
         msg = parse_line(line, 0.0)
