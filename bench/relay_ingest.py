@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import json
 import statistics
@@ -58,6 +59,9 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
     from tui.transport.lines import LineSink
 
     agent_sample = importlib.import_module("simhosts").agent_sample
+    gpu_common = importlib.import_module("tui.remote.gpu_common")
+    # What this tree's agent sends (--compact where the tree has it; JSON deltas before).
+    compact = getattr(gpu_common, "compact_delta", None)
     print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
         inventory = _inventory(hosts, workdir)
@@ -90,7 +94,9 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
                 sample = agent_sample(leaf.index, GPUS, seq, leaf.name)
                 for g in sample["gpus"]:
                     g["util_window_s"] = 1.0
-                line = json.dumps(enc.encode(sample), separators=(",", ":")).encode()
+                msg = enc.encode(sample)
+                text = compact(msg) if compact and msg["type"] == "delta" else None
+                line = (text or json.dumps(msg, separators=(",", ":"))).encode()
                 counter[0] += 1
                 sig = sign(leaf.key, counter[0], line)
                 relay._add(b"%d %d %s %s\n" % (leaf.index, counter[0], sig, line))
@@ -109,6 +115,10 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
     feed(second())  # the full samples (bases)
     assert all(ht.latest is not None for ht in monitor.hosts.values()), "a host got no sample"
     rounds = [second() for _ in range(repeat)]
+    # What the app does once every host answered (app.freeze_after_warm_up): the collector
+    # leaves what exists alone, and young passes come every 10,000 allocations.
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     before = sum(ht.samples for ht in monitor.hosts.values())
     times = []
     profiler = None

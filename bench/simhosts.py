@@ -4,10 +4,11 @@
 Each host listens on its own port with one shared generated host key and accepts one generated
 client key (strict host keys stay on: a real known_hosts file is written). Any exec command:
 
-* ``PYTHON -u -c SOURCE --interval X [--delta]`` (the cockpit's agent command, recognised by
-  `` -u -c ``): a "hello" line, then one agent-format "sample" line per interval (8 GPUs, varying
-  values, ``"t": time.time()`` at send) until stdin EOF or the channel closes; with ``--delta``
-  through the agent's own DeltaEncoder (delta lines between full samples, as the agent sends).
+* ``PYTHON -u -c SOURCE --interval X [--delta [--compact]]`` (the cockpit's agent command,
+  recognised by `` -u -c ``): a "hello" line, then one agent-format "sample" line per interval
+  (8 GPUs, varying values, ``"t": time.time()`` at send) until stdin EOF or the channel closes;
+  with ``--delta`` through the agent's own DeltaEncoder (delta lines between full samples, as
+  the agent sends; with ``--compact``, packed as its compact_delta packs them).
   Its stdin takes the cockpit's relay commands (``relay HOST PORT INDEX TOKEN KEY``, ``direct``):
   samples then go to that relay as the real agent sends them (relay_wire.py), with the same
   ``route`` lines.
@@ -167,6 +168,7 @@ async def _agent(
     interval: float,
     delta: bool,
     once: bool = False,
+    compact: bool = False,
 ) -> None:
     STATS["agent_streams"] += 1
     hostname = f"sim{host:03d}"
@@ -204,6 +206,7 @@ async def _agent(
         start = time.monotonic() + random.uniform(0, interval)
         slot, seq = 0, 0
         encode = DeltaEncoder().encode if delta else (lambda sample: sample)
+        pack = _compact_delta() if compact else None  # the agent's --compact lines
         if once:  # `--once` (the doctor's health read): one full sample at once, then exit
             out.write(json.dumps(agent_sample(host, ngpus, 0, hostname)) + "\n")
             STATS["samples_sent"] += 1
@@ -216,7 +219,8 @@ async def _agent(
                 if stop.is_set():
                     break
             line = encode(agent_sample(host, ngpus, seq, hostname))
-            route.emit(json.dumps(line, separators=(",", ":")))
+            text = pack(line) if pack is not None and line["type"] == "delta" else None
+            route.emit(text or json.dumps(line, separators=(",", ":")))
             STATS["samples_sent"] += 1
             STATS["delta_lines"] += line["type"] == "delta"
             seq += 1
@@ -228,6 +232,13 @@ async def _agent(
         route.close()
         with contextlib.suppress(Exception):
             process.exit(0)
+
+
+def _compact_delta():
+    """The agent's compact_delta (gpu_common), where this tree has it."""
+    from tui.remote import gpu_common
+
+    return getattr(gpu_common, "compact_delta", None)
 
 
 def _knows_relays() -> bool:
@@ -441,6 +452,7 @@ def _handler(
                 _interval_arg(words, interval),
                 "--delta" in words,
                 "--once" in words,
+                "--compact" in words,
             )
         elif command.startswith("nvidia-smi"):
             STATS["smi_execs"] += 1

@@ -9,9 +9,11 @@ things right. Cheap on purpose: ~10x less JSON than a full 8-GPU sample, no stri
 
 from __future__ import annotations
 
+import binascii
 import json
+import struct
 from collections.abc import Callable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from tui.cluster.agent_schema import EPOCH, LOAD, SEQ
@@ -33,6 +35,7 @@ _HOST_BOUNDS = ((*PERCENT, False), (*LOAD, False), (*BYTES, True))
 # The same bounds as plain names, for the checks inlined on the hot path.
 _REAL = (int, float)  # type() membership: bool is neither
 (_P_LO, _P_HI), (_L_LO, _L_HI), (_B_LO, _B_HI) = PERCENT, LOAD, BYTES
+_BOUNDS = tuple((m.lo, m.hi, m.integral) for m in DELTA_METRICS)
 
 
 class BadDelta(ValueError):
@@ -101,6 +104,20 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         delta._totals, delta._util, delta._mem = checked
         delta._rows, delta._base_gpus, delta._build, delta._health = rows, bases, _decode_gpus, None
         sample = delta
+    return _finish(sample, base, received, seq, t, cpu, load1, mem_used)
+
+
+def _finish(
+    sample: HostSample,
+    base: HostSample,
+    received: float,
+    seq: int | None,
+    t: float | None,
+    cpu: float | None,
+    load1: float | None,
+    mem_used: int | None,
+) -> HostSample:
+    """The host's numbers of a delta, and the rest from its base."""
     sample.seq = seq if seq is not None else base.seq
     sample.t = float(t) if t is not None else received
     sample.received = received
@@ -112,6 +129,182 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
     sample.mem_total_bytes = base.mem_total_bytes
     sample.ncpu = base.ncpu
     return sample
+
+
+# -- compact delta lines (agent --delta --compact; gpu_common.compact_delta) ---------------------
+# The same values as a JSON delta, packed (struct, base64): one unpack gives every number, and
+# each column (a delta metric of every GPU, then the processes' memory) is checked with min,
+# max and sum in C, where the JSON delta cost a json.loads and a Python check per value. A
+# column not accepted outright (a None, a value out of bounds) is checked value by value (_num),
+# naming the field as the JSON boundary does: delta.gpus[GPU][METRIC].
+
+COMPACT_PREFIX = "B1 "  # gpu_common.COMPACT_PREFIX
+_NONE_INT = -(1 << 63)  # gpu_common.COMPACT_NONE_INT
+_NONE_FLOAT = float("-inf")  # gpu_common.COMPACT_NONE_FLOAT
+_HOST_FORMAT = "<qdddq"  # seq, t, cpu_percent, load1, mem_used
+_HEAD = len(_HOST_FORMAT) - 1
+_K = len(DELTA_METRICS)
+_COLUMN = {m.key: j for j, m in enumerate(DELTA_METRICS)}
+_UTIL, _USED, _POWER = _COLUMN["util_percent"], _COLUMN["memory_used_bytes"], _COLUMN["power_w"]
+_HEAD_BOUNDS = ((*SEQ, True), (*EPOCH, False), *_HOST_BOUNDS)
+(_S_LO, _S_HI), (_E_LO, _E_HI) = SEQ, EPOCH
+_HEAD_PATHS = ("delta.seq", "delta.t", "delta.host[0]", "delta.host[1]", "delta.host[2]")
+
+
+@dataclass(slots=True)
+class DeltaPlan:
+    """What a base sample fixes about its compact deltas (made once per base): their layout,
+    each GPU's process count, and what the totals take from the base."""
+
+    base: HostSample
+    base_text: str  # the base's seq as the agent writes it
+    layout: struct.Struct
+    columns: tuple[tuple[slice, float, float, bool, str], ...]  # each metric's values, check
+    procs: tuple[int | None, ...]  # each GPU's processes (None: not read)
+    proc_gpu: tuple[int, ...]  # the GPU of each process value (for a bad value's path)
+    mem_totals: tuple[int | None, ...]
+    simple: bool  # no GPU with an error, every GPU's memory total known and > 0
+    mem_total_sum: int  # of the GPUs without an error
+
+
+def delta_plan(base: HostSample) -> DeltaPlan:
+    gpus = base.gpus
+    n = len(gpus)
+    procs = tuple(None if g.processes is None else len(g.processes) for g in gpus)
+    proc_gpu = tuple(i for i, count in enumerate(procs) for _ in range(count or 0))
+    columns = "".join(("q" if m.integral else "d") * n for m in DELTA_METRICS)
+    totals = tuple(g.memory_total_bytes for g in gpus)
+    ok = [g for g in gpus if not g.error]
+    return DeltaPlan(
+        base=base,
+        base_text=str(base.seq),
+        layout=struct.Struct(_HOST_FORMAT + columns + "q" * len(proc_gpu)),
+        columns=tuple(
+            (slice(_HEAD + j * n, _HEAD + (j + 1) * n), *_BOUNDS[j], f"delta.gpus[{{}}][{j}]")
+            for j in range(_K)
+        ),
+        procs=procs,
+        proc_gpu=proc_gpu,
+        mem_totals=totals,
+        simple=len(ok) == n and all(totals),
+        mem_total_sum=sum(g.memory_total_bytes or 0 for g in ok),
+    )
+
+
+def _value(v: Any, lo: float, hi: float, integral: bool, path: str) -> Any:
+    """One packed value, checked as a JSON value is (_num); the None mark is None."""
+    if v == (_NONE_INT if integral else _NONE_FLOAT):
+        return None
+    return _num(v, lo, hi, integral, path)
+
+
+def _column(values: tuple, lo: float, hi: float, integral: bool, path: str) -> Sequence:
+    """A column not accepted outright: all None (a metric this host does not read), or
+    checked value by value; `path` has {} for the GPU's place."""
+    if values.count(_NONE_INT if integral else _NONE_FLOAT) == len(values):
+        return (None,) * len(values)
+    return [_value(v, lo, hi, integral, path.format(i)) for i, v in enumerate(values)]
+
+
+def apply_compact(
+    line: str, base: HostSample | None, received: float, plan: DeltaPlan | None = None
+) -> HostSample:
+    """The sample a compact delta line stands for, on top of `base` (plan: delta_plan(base),
+    kept by the caller). BadDelta for a malformed line, StaleDelta for another base's."""
+    parts = line.split(" ", 2)
+    if len(parts) != 3:
+        raise BadDelta("delta", line, "not B1 BASE DATA")
+    if base is None:
+        raise StaleDelta()
+    if plan is None or plan.base is not base:
+        plan = delta_plan(base)
+    if parts[1] != plan.base_text:
+        raise StaleDelta()
+    layout = plan.layout
+    # The text's length and the bytes' count both: the decoder (strict only from Python 3.11)
+    # skips characters outside base64's and stops at padding.
+    text, chars = parts[2], -(-layout.size // 3) * 4
+    if len(text) != chars:
+        raise BadDelta("delta", len(text), f"not {chars} characters for the base's GPUs")
+    try:
+        data = binascii.a2b_base64(text)
+    except (binascii.Error, ValueError):
+        raise BadDelta("delta", text, "not base64") from None
+    if len(data) != layout.size:
+        raise BadDelta("delta", len(data), f"not {layout.size} bytes for the base's GPUs")
+    values = layout.unpack(data)
+    seq, t, cpu, load1, mem_used = head = values[:_HEAD]
+    if not (
+        _S_LO <= seq <= _S_HI
+        and _E_LO <= t <= _E_HI
+        and _P_LO <= cpu <= _P_HI
+        and _L_LO <= load1 <= _L_HI
+        and _B_LO <= mem_used <= _B_HI
+    ):  # a None, or out of bounds (a nan fails every comparison)
+        seq, t, cpu, load1, mem_used = (
+            _value(v, *bounds, path)
+            for v, bounds, path in zip(head, _HEAD_BOUNDS, _HEAD_PATHS, strict=True)
+        )
+    # Each column in C when every value passes outright (a nan makes the sum nan: min and
+    # max may miss one), else value by value.
+    cols: list[Sequence] = []
+    for part, lo, hi, integral, path in plan.columns:
+        col = values[part]
+        if col and min(col) >= lo and max(col) <= hi and (integral or sum(col) == sum(col)):
+            cols.append(col)
+        else:
+            cols.append(_column(col, lo, hi, integral, path))
+    n = len(plan.procs)
+    pmem: Sequence[Any] = values[_HEAD + _K * n :]
+    if pmem and not (min(pmem) >= _B_LO and max(pmem) <= _B_HI):
+        pmem = [
+            _value(v, _B_LO, _B_HI, True, f"delta.gpus[{g}][{_K}]")
+            for g, v in zip(plan.proc_gpu, pmem, strict=True)
+        ]
+    util, used, power = cols[_UTIL], cols[_USED], cols[_POWER]
+    delta: DeltaSample = _new(DeltaSample)
+    if plan.simple and None not in util and None not in used and None not in power:
+        delta._totals = GpuTotals(n, sum(util), n, sum(used), plan.mem_total_sum, sum(power))
+        delta._util = util
+        delta._mem = [u / t * 100 for u, t in zip(used, plan.mem_totals, strict=True)]
+    else:
+        delta._totals, delta._util, delta._mem = _column_totals(plan, util, used, power)
+    delta._rows, delta._base_gpus, delta._build = (cols, pmem, plan), base.gpus, _build_compact
+    delta._health = None
+    return _finish(delta, base, received, seq, t, cpu, load1, mem_used)
+
+
+def _column_totals(
+    plan: DeltaPlan, util: Sequence, used: Sequence, power: Sequence
+) -> tuple[GpuTotals, list[float], list[float]]:
+    """The totals and history values of _check_gpus, from columns with None or error GPUs."""
+    totals = GpuTotals()
+    utils, mems = [], []
+    for g, u, m, total, p in zip(plan.base.gpus, util, used, plan.mem_totals, power, strict=True):
+        utils.append(u if u is not None else 0.0)
+        mems.append(m / total * 100 if m is not None and total else 0.0)
+        if g.error:
+            continue
+        totals.gpus += 1
+        if u is not None:
+            totals.util_sum += u
+            totals.util_count += 1
+        totals.memory_used_bytes += m or 0
+        totals.memory_total_bytes += total or 0
+        totals.power_w += p or 0
+    return totals, utils, mems
+
+
+def _build_compact(rows: tuple, bases: tuple[GpuSample, ...]) -> tuple[GpuSample, ...]:
+    """A compact delta's GPUs (DeltaSample._build), from its checked columns."""
+    cols, pmem, plan = rows
+    gpu_rows, k = [], 0
+    for i, count in enumerate(plan.procs):
+        procs = None
+        if count is not None:
+            procs, k = list(pmem[k : k + count]), k + count
+        gpu_rows.append([col[i] for col in cols] + [procs])
+    return _decode_gpus(gpu_rows, bases)
 
 
 def _inline_check(m: GpuMetric, name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -229,12 +229,12 @@ class DeltaSample(HostSample):
     (rows on screen, the details pane, a metric sort, --json): at 1,024 hosts few of them."""
 
     __slots__ = ("_base_gpus", "_build", "_health", "_mem", "_rows", "_util")
-    _rows: list
+    _rows: Any  # the checked values, as the decoder in _build takes them
     _base_gpus: tuple[GpuSample, ...]
     _build: Any  # (rows, base GPUs) -> GPUs: agent_delta's decoder
     _health: dict[int, GpuHealth] | None  # the host's latest health, carried onto each GPU
-    _util: list[float]
-    _mem: list[float]
+    _util: Sequence[float]
+    _mem: Sequence[float]
 
     @property
     def gpus(self) -> tuple[GpuSample, ...]:

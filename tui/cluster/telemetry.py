@@ -12,7 +12,16 @@ import re
 import time
 from collections.abc import Callable
 
-from tui.cluster.agent_delta import DELTA_PREFIX, BadDelta, StaleDelta, apply_delta
+from tui.cluster.agent_delta import (
+    COMPACT_PREFIX,
+    DELTA_PREFIX,
+    BadDelta,
+    DeltaPlan,
+    StaleDelta,
+    apply_compact,
+    apply_delta,
+    delta_plan,
+)
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
 from tui.cluster.relay_plan import RelayHub, relay_groups
@@ -41,12 +50,14 @@ _STALE_AFTER_INTERVALS = 3.0
 
 
 def agent_argv(
-    python: str, interval: float, once: bool = False, *, delta: bool = False
+    python: str, interval: float, once: bool = False, *, delta: bool = False, compact: bool = False
 ) -> list[str]:
     """The GPU agent (tui/remote/gpu_agent.py) run with the host's `python`, streaming a sample
     every `interval` seconds (one sample with `once`; with `delta`, delta lines between full
-    samples: agent_delta.py)."""
+    samples: agent_delta.py; with `compact` too, as lines of numbers: apply_compact)."""
     extra = ["--once"] if once else ["--delta"] if delta else []
+    if delta and compact and not once:
+        extra.append("--compact")
     return python_argv(python, "gpu_agent", "--interval", str(float(interval)), *extra)
 
 
@@ -98,6 +109,7 @@ class TelemetryMonitor:
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
+        self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
         # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
         # (a one-shot reader, like `gpus --once`, passes relays=False: nothing to batch)
         self.relays = RelayHub(
@@ -166,6 +178,7 @@ class TelemetryMonitor:
             del self.hosts[name]
             self._first.pop(name, None)
             self._bases.pop(name, None)
+            self._plans.pop(name, None)
         for h in inventory.hosts:
             if h.name not in self.hosts:
                 self.hosts[h.name] = HostTelemetry(
@@ -258,10 +271,11 @@ class TelemetryMonitor:
     async def _run_agent(self, host: Host, ht: HostTelemetry) -> bool | None:
         """One agent run. True: it sent valid samples before ending; False: it failed
         (reported in ht); None: the link went down under it."""
-        argv = agent_argv(host.python, self.interval, delta=self.delta)
+        argv = agent_argv(host.python, self.interval, delta=self.delta, compact=self.delta)
         transport = await self.fleet.wait_up(host.name)
         ht.bad_lines = ht.oversize_lines = 0
         self._bases.pop(host.name, None)  # a new agent: its deltas need its own full sample
+        self._plans.pop(host.name, None)
         samples_before = ht.samples
         opened: list[StreamProcess] = []  # lines may arrive before stream() returns
 
@@ -312,6 +326,9 @@ class TelemetryMonitor:
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         now = time.time()
+        if line.startswith(COMPACT_PREFIX):
+            self._ingest_compact(ht, line, now)
+            return
         if line.startswith(DELTA_PREFIX):
             self._ingest_delta(ht, line, now)
             return
@@ -353,6 +370,23 @@ class TelemetryMonitor:
             )
         else:
             return
+        self._changed(ht.name)
+
+    def _ingest_compact(self, ht: HostTelemetry, line: str, now: float) -> None:
+        name = ht.name
+        base = self._bases.get(name)
+        plan = self._plans.get(name)
+        try:
+            if base is not None and (plan is None or plan.base is not base):
+                plan = self._plans[name] = delta_plan(base)
+            sample = apply_compact(line, base, now, plan)
+        except StaleDelta:
+            return  # its full sample was lost: the next full one (seconds away) resumes
+        except BadDelta as exc:
+            ht.note_problem(_INDEX_RE.sub("[]", exc.path), exc.problem, now)
+            self._changed(ht.name)
+            return
+        self._accept(ht, sample)
         self._changed(ht.name)
 
     def _ingest_delta(self, ht: HostTelemetry, line: str, now: float) -> None:

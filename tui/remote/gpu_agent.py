@@ -6,7 +6,8 @@ joined with its parts (gpu_common, amd_cards, gpu_nvml, gpu_amd) into one self-c
 the loader (tui/remote/__init__.py): stdlib + pynvml / amdsmi (optional), Python 3.8+, no
 imports from ``tui`` once joined.
 Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval
-(with ``--delta``, ``{"type":"delta",...}`` lines between full samples: gpu_common.DeltaEncoder);
+(with ``--delta``, ``{"type":"delta",...}`` lines between full samples: gpu_common.DeltaEncoder;
+with ``--compact`` too, those packed: ``B1 ...`` lines, gpu_common.compact_delta);
 on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
 The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
 Relay (above ~64 hosts, tui/cluster/relay_plan.py): a stdin line ``relay HOST PORT INDEX TOKEN
@@ -32,7 +33,7 @@ import time
 # Parts of this program (tui/remote/__init__.py BUNDLES): the loader joins them after this
 # text and drops these imports, so their names are used only inside functions here.
 from tui.remote.gpu_amd import _open_amd_backend
-from tui.remote.gpu_common import DeltaEncoder
+from tui.remote.gpu_common import DeltaEncoder, compact_delta
 from tui.remote.gpu_nvml import NO_LIBRARY, NoneBackend, NvmlBackend, _open_nvidia_backend
 from tui.remote.relay_wire import RelayLink
 
@@ -247,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="between full samples, send only the values that change (delta lines)",
     )
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --delta: delta lines packed (gpu_common.compact_delta)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not 0.0 < args.interval <= 86400.0:  # also rejects nan and inf
         parser.error("--interval must be a number of seconds in (0, 86400]")
@@ -264,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_watch_stdin, args=(stop, done, route), daemon=True).start()
 
     def emit(obj):
-        route.emit(json.dumps(obj, separators=(",", ":")))
+        line = compact_delta(obj) if args.compact and obj.get("type") == "delta" else None
+        route.emit(line if line is not None else json.dumps(obj, separators=(",", ":")))
 
     host = HostStats()
     backend = _open_backend(interval, args.once)

@@ -4,6 +4,9 @@ record every backend fills, NVIDIA's and AMD's alike. Stdlib only, Python 3.8+.
 
 from __future__ import annotations
 
+import base64
+import struct
+
 MIB = 1024 * 1024
 # The per-GPU numbers every backend fills (None: not read). The cockpit's field table
 # (tui/cluster/models.py GPU_METRICS: bounds, units, which ride on delta lines) has the same
@@ -113,3 +116,58 @@ class DeltaEncoder:
             "host": [host.get(k) for k in DELTA_HOST_KEYS],
             "gpus": gpus,
         }
+
+
+# A compact delta line (agent --delta --compact): the same values as encode()'s delta, packed
+# little-endian and base64'd, read by the cockpit with one struct.unpack and checked a column
+# at a time in C (tui/cluster/agent_delta.py apply_compact), where a JSON delta cost a
+# json.loads and a check per value:
+#   B1 <base> <base64 of: seq q, t d, cpu_percent d, load1 d, mem_used q,
+#       then each DELTA_GPU_KEYS column (every GPU's value: q for a count, else d),
+#       then every GPU's processes' memory (q), in the base's GPU and process order>
+# None is COMPACT_NONE_INT / COMPACT_NONE_FLOAT (outside every bound). The layout follows
+# from the base (its GPUs and processes), so a line of another size is refused whole. A delta
+# with a value that does not pack (not a number) goes out as JSON, where the cockpit names it.
+COMPACT_PREFIX = "B1 "
+COMPACT_NONE_INT = -(1 << 63)
+COMPACT_NONE_FLOAT = float("-inf")
+COMPACT_INTEGRAL = ("seq", "memory_used_bytes", "sm_clock_mhz", "mem_used_bytes")
+
+
+def _packable(value, integral):
+    if value is None:
+        return COMPACT_NONE_INT if integral else COMPACT_NONE_FLOAT
+    kind = type(value)
+    if integral:
+        if kind is float and value.is_integer():
+            return int(value)
+        if kind is int:
+            return value
+    elif kind is int or kind is float:
+        return value
+    raise ValueError("not a number")
+
+
+def compact_delta(delta):
+    """encode()'s delta dict as one compact line (without the newline), or None when a value
+    does not pack (the caller sends the JSON delta then)."""
+    rows = delta["gpus"]
+    fmt = ["<qdddq"]
+    values = [delta["seq"], delta["t"], *delta["host"]]
+    kinds = [True, False, False, False, True]
+    for j, key in enumerate(DELTA_GPU_KEYS):
+        integral = key in COMPACT_INTEGRAL
+        fmt.append(("q" if integral else "d") * len(rows))
+        values.extend(row[j] for row in rows)
+        kinds.extend([integral] * len(rows))
+    for row in rows:
+        if row[-1] is not None:
+            fmt.append("q" * len(row[-1]))
+            values.extend(row[-1])
+            kinds.extend([True] * len(row[-1]))
+    try:
+        packed = struct.pack("".join(fmt), *map(_packable, values, kinds))
+    except (ValueError, OverflowError, struct.error):
+        return None
+    base = _packable(delta["base"], True)
+    return f"{COMPACT_PREFIX}{base} {base64.b64encode(packed).decode('ascii')}"
