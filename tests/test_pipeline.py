@@ -108,17 +108,13 @@ def test_form_state_does_not_import_hydra() -> None:
     assert out.stdout.strip() == "[]"
 
 
-# -- the error modal, the Jobs screen's rows ---------------------------------------------------
+# -- the Jobs screen's rows ---------------------------------------------------------------------
 
 
-def test_worker_failures_are_named_in_words() -> None:
+def test_a_job_known_only_to_the_history_says_so() -> None:
+    # (Worker failures are named by their own description: tests/test_error_report.py.)
     from tui.jobs.service import JobRow
-    from tui.screens.error import failure_title
 
-    assert failure_title("jobs-stop") == "Stopping the job failed"
-    assert failure_title("jobs-delete") == "Deleting the job failed"
-    assert failure_title("some-new_group") == "Some new group failed"
-    assert failure_title("default", "_load") == "Load failed"
     row = JobRow("j1", "RUNNING", "true", None, None, None, None, None, on_head=False)
     assert row.status == "RUNNING" and row.status_text == "RUNNING (history)"
     assert row.to_json()["status"] == "RUNNING" and row.to_json()["on_head"] is False

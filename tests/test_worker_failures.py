@@ -24,8 +24,8 @@ from tui.screens.error import ErrorScreen, ReportsWorkerFailures
 
 def test_every_screen_reports_its_workers_failures() -> None:
     screens = []
-    for mod in pkgutil.iter_modules(tui.screens.__path__):
-        module = importlib.import_module(f"tui.screens.{mod.name}")
+    for mod in pkgutil.walk_packages(tui.screens.__path__, "tui.screens."):
+        module = importlib.import_module(mod.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, Screen) and cls.__module__ == module.__name__:
                 screens.append(cls)
@@ -41,7 +41,7 @@ class _Failing(ReportsWorkerFailures, Screen):
     def on_mount(self) -> None:
         self.save()
 
-    @work(thread=True, group="draft", exit_on_error=False)
+    @work(thread=True, group="draft", exit_on_error=False, description="Saving the draft")
     def save(self) -> None:
         raise OSError(28, "No space left on device")
 

@@ -19,12 +19,13 @@ from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
 from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
+from tui.errors import VerlTuiError
 from tui.jobs.history import JobHistory
 from tui.palette import CockpitCommands
 from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.error import ErrorScreen, failure_title
+from tui.screens.error import ErrorScreen, WorkerFailed, failure_title
 from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RAY_UP_RETRY, RayProgressScreen, ray_up_outcome
 from tui.screens.services import Services
@@ -43,6 +44,7 @@ MANY_HOSTS, MANY_HOSTS_FRAME_S = 256, 0.2
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections once warmed up (700)
 SUPERVISE_S = 10.0  # the cockpit's supervisor: one pass (and lease heartbeat) every 10 s
 FRESH_TOAST_S = 2.0  # a toast raised this recently is about what the new screen shows
+ERROR_TOAST_S = 12.0  # every error toast (report): long enough to read a hint
 
 
 class VerlTuiApp(App):
@@ -169,7 +171,12 @@ class VerlTuiApp(App):
                 self._unnotify(note, refresh=False)
         self._refresh_notifications()
 
-    @work(exclusive=True, group="local-ray", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="local-ray",
+        exit_on_error=False,
+        description="Looking for Ray on this machine",
+    )
     async def check_local_ray(self) -> None:
         from tui.cluster.local_ray import local_ray_missing
 
@@ -210,7 +217,12 @@ class VerlTuiApp(App):
         # Textual's own "Quit" would stand next to ours (q) in the palette: one is enough.
         return (c for c in super().get_system_commands(screen) if c.title != "Quit")
 
-    @work(exclusive=True, group="supervisor", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="supervisor",
+        exit_on_error=False,
+        description="The cockpit's supervisor",
+    )
     async def run_supervisor(self) -> None:
         """The same loop as `verl-tui watch`; while another supervisor holds the cluster this
         one stands by (the Jobs screen says who) and takes over when that one's lease ends."""
@@ -234,7 +246,12 @@ class VerlTuiApp(App):
         finally:
             await supervisor.close()
 
-    @work(exclusive=True, group="prometheus", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="prometheus",
+        exit_on_error=False,
+        description="The Prometheus endpoint",
+    )
     async def run_exporter(self, listen: str) -> None:
         """hosts.yaml `prometheus:`: serve what `verl-tui export` serves while the cockpit runs."""
         from tui.config.listen import parse_listen
@@ -263,7 +280,12 @@ class VerlTuiApp(App):
         self.ray_monitor.start()
         self.freeze_after_warm_up()
 
-    @work(exclusive=True, group="gc-freeze", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="gc-freeze",
+        exit_on_error=False,
+        description="Waiting for the first samples",
+    )
     async def freeze_after_warm_up(self) -> None:
         """Once every host has answered, what exists (Textual, the connections, the hosts'
         state) lives as long as the app: gc.freeze() keeps it out of the collector's full
@@ -322,7 +344,12 @@ class VerlTuiApp(App):
     def action_ray_restart(self) -> None:
         self._restart_naming_owners()
 
-    @work(exclusive=True, group="ray-check", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="ray-check",
+        exit_on_error=False,
+        description="Checking whether Ray is running",
+    )
     async def _restart_naming_owners(self) -> None:
         from tui.jobs.owner import others_running, their_jobs_line
 
@@ -335,7 +362,12 @@ class VerlTuiApp(App):
     def action_ray_down(self) -> None:
         self._ray_down_if_running()
 
-    @work(exclusive=True, group="ray-check", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="ray-check",
+        exit_on_error=False,
+        description="Checking whether Ray is running",
+    )
     async def _ray_down_if_running(self) -> None:
         # Ask only when there is something to stop: Ray never started (or already stopped)
         # on every host answers at once, without a question and a "stopped" that did nothing.
@@ -366,7 +398,7 @@ class VerlTuiApp(App):
 
         self.push_screen(ConfirmScreen(question, detail), answered)
 
-    @work(exclusive=True, group="ray", exit_on_error=False)
+    @work(exclusive=True, group="ray", exit_on_error=False, description="Ray up/down")
     async def run_ray(self, kind: str) -> None:
         if kind != "down" and self.ray_missing is not None:  # from the palette
             self.action_ray_missing()
@@ -415,7 +447,12 @@ class VerlTuiApp(App):
     def action_reload_hosts(self) -> None:
         self.reload_hosts()
 
-    @work(exclusive=True, group="reload-hosts", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="reload-hosts",
+        exit_on_error=False,
+        description="Reading hosts.yaml again",
+    )
     async def reload_hosts(self) -> None:
         """Changed hosts reconnect, removed ones close, added ones connect, the rest keep their
         connection; screens and drafts stay. A file that does not load keeps the old inventory
@@ -510,17 +547,29 @@ class VerlTuiApp(App):
             return
         self.push_screen(HelpScreen(collect_bindings(self.screen)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.report_worker_failure(event)
+    # -- errors: one presenter ---------------------------------------------------------------
 
-    def report_worker_failure(self, event: Worker.StateChanged) -> None:
-        # One place turns any background failure (the app's or a screen's: see
-        # ReportsWorkerFailures) into a readable modal, never a traceback.
+    def report(self, err: BaseException, *, title: str | None = None) -> None:
+        """Present any error, one way: ours (a VerlTuiError: a host, a file, a refusal the user
+        can act on) as a toast with its title, its one line and its hint, for ERROR_TOAST_S;
+        anything else is unexpected and opens the error modal (the message, never a
+        traceback). `title` is what failed (a worker's description), when the caller knows:
+        it leads the error's own title."""
+        if isinstance(err, VerlTuiError):
+            text = markup(err, 400) + (f"\n{markup(err.hint, 300)}" if err.hint else "")
+            what = markup(f"{title}: {err.title}" if title else err.title, 160)
+            self.notify(text, title=what, severity="error", timeout=ERROR_TOAST_S)
+            return
+        self.push_screen(
+            ErrorScreen(title or "Something failed", f"{type(err).__name__}: {clean(err)}")
+        )
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # The app's own workers; a screen's come as WorkerFailed (ReportsWorkerFailures).
         if event.state == WorkerState.ERROR and event.worker.error is not None:
-            err = event.worker.error
-            self.push_screen(
-                ErrorScreen(
-                    failure_title(event.worker.group, event.worker.name),
-                    f"{type(err).__name__}: {clean(err)}",
-                )
-            )
+            self.report(event.worker.error, title=failure_title(event.worker))
+
+    def on_worker_failed(self, message: WorkerFailed) -> None:
+        error = message.worker.error
+        if error is not None:
+            self.report(error, title=failure_title(message.worker))

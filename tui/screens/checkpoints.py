@@ -145,7 +145,12 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
 
     # -- scan ----------------------------------------------------------------------------------
 
-    @work(exclusive=True, group="ckpt-scan", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="ckpt-scan",
+        exit_on_error=False,
+        description="Scanning for checkpoints",
+    )
     async def rescan(self) -> None:
         if not self.root:
             return
@@ -264,7 +269,9 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             return
         self.run_collect(s.step, self.host_names[self.host_i])
 
-    @work(exclusive=True, group="ckpt-op", exit_on_error=False)
+    @work(
+        exclusive=True, group="ckpt-op", exit_on_error=False, description="The checkpoint operation"
+    )
     async def run_collect(self, step: int, host: str) -> None:
         assert self.index is not None
         out = self.query_one("#ckpt-output", RichLog)
@@ -343,7 +350,9 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
         default = f"{self.root.rstrip('/')}/merged/global_step_{s.step}_hf"
         self._ask("merge", f"merged model folder on {host}:", default)
 
-    @work(exclusive=True, group="ckpt-op", exit_on_error=False)
+    @work(
+        exclusive=True, group="ckpt-op", exit_on_error=False, description="The checkpoint operation"
+    )
     async def run_merge(self, step: int, host: str, target: str) -> None:
         assert self.root is not None
         out = self.query_one("#ckpt-output", RichLog)

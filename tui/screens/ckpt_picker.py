@@ -58,7 +58,9 @@ class CheckpointPickerScreen(ReportsWorkerFailures, ModalScreen[StepState | None
         self.query_one(DataTable).focus()
         self.scan()
 
-    @work(exclusive=True, group="ckpt-picker", exit_on_error=False)
+    @work(
+        exclusive=True, group="ckpt-picker", exit_on_error=False, description="Listing checkpoints"
+    )
     async def scan(self) -> None:
         title = self.query_one("#picker-title", Static)
         try:

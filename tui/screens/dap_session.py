@@ -94,7 +94,7 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             f"{markup(state)}"
         )
 
-    @work(exclusive=True, group="dap", exit_on_error=False)
+    @work(exclusive=True, group="dap", exit_on_error=False, description="The debugger session")
     async def connect(self) -> None:
         try:
             self.dap = DapClient(*await open_debug_connection(self.cluster, self.target))
@@ -244,7 +244,7 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             self.query_one("#dap-stack", DataTable).focus()
             event.stop()
 
-    @work(exclusive=True, group="dap", exit_on_error=False)
+    @work(exclusive=True, group="dap", exit_on_error=False, description="The debugger session")
     async def action_continue(self) -> None:
         if self.dap is None or self.stopped is None or self.state != "paused":
             return
@@ -257,7 +257,7 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             self._title(f"continue failed: {exc}")
         await self._close()
 
-    @work(exclusive=True, group="dap", exit_on_error=False)
+    @work(exclusive=True, group="dap", exit_on_error=False, description="The debugger session")
     async def action_disconnect(self) -> None:
         await self._close()
         # debugpy resumes the worker when its client goes: the task fails as it would have.

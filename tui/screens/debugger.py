@@ -75,7 +75,12 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         self.query_one(DataTable).focus()
         self.poll()
 
-    @work(exclusive=True, group="debug-poll", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="debug-poll",
+        exit_on_error=False,
+        description="Looking for paused workers",
+    )
     async def poll(self) -> None:
         # Never overlapping: the next look only after this one finished.
         looks = 0
@@ -212,7 +217,12 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
             return
         self.open_in_vscode(t)
 
-    @work(exclusive=True, group="debug-vscode", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="debug-vscode",
+        exit_on_error=False,
+        description="Preparing the VS Code attach",
+    )
     async def open_in_vscode(self, target: PausedWorker) -> None:
         from tui.debug.attach import attach_in_vscode
 

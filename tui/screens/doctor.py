@@ -77,7 +77,7 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
 
     # -- the doctor run ------------------------------------------------------------------
 
-    @work(group="doctor", exclusive=True, exit_on_error=False)
+    @work(group="doctor", exclusive=True, exit_on_error=False, description="The doctor's checks")
     async def run_checks(self) -> None:
         self.running = True
         self.error = None

@@ -70,7 +70,7 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
     def transcript(self) -> RichLog:
         return self.query_one("#pdb-log", RichLog)
 
-    @work(exclusive=True, group="pdb", exit_on_error=False)
+    @work(exclusive=True, group="pdb", exit_on_error=False, description="The pdb session")
     async def connect(self) -> None:
         try:
             self.console = await PdbConsole.start(
@@ -96,7 +96,7 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
         self._hist_pos = len(self.history)
         self.send(line)
 
-    @work(exclusive=True, group="pdb-send", exit_on_error=False)
+    @work(exclusive=True, group="pdb-send", exit_on_error=False, description="Sending to pdb")
     async def send(self, line: str) -> None:
         if self.console is None:
             return

@@ -62,7 +62,12 @@ class ProfilePickerScreen(ReportsWorkerFailures, ModalScreen[Path | None]):
         self.query_one(OptionList).focus()
         self.load()
 
-    @work(exclusive=True, group="profiles-list", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="profiles-list",
+        exit_on_error=False,
+        description="Listing the profiles",
+    )
     async def load(self) -> None:
         self.entries = await asyncio.to_thread(list_profiles, self.dirs)
         options = self.query_one(OptionList)

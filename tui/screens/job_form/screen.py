@@ -256,7 +256,9 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         texts |= texts_from_sets(self.initial_sets)
         return _Loaded(profile, None, items, infos, draft, wd_bytes, texts, draft_notes)
 
-    @work(exclusive=True, group="form-load", exit_on_error=False)
+    @work(
+        exclusive=True, group="form-load", exit_on_error=False, description="Opening the job form"
+    )
     async def load(self) -> None:
         # The head's own verl (read over SSH, cached by version); when neither the cluster
         # nor this Python has verl, the load below shows the one-line SchemaError.
@@ -451,13 +453,23 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         if self.profile is not None and self.shape.ray_changed():
             self.fetch_cluster()
 
-    @work(exclusive=True, group="form-cluster", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="form-cluster",
+        exit_on_error=False,
+        description="Asking Ray for the cluster's shape",
+    )
     async def fetch_cluster(self) -> None:
         await self.shape.fetch(want_debugpy=self.toggles.post_mortem)
         self._show_header()
         self.validate()
 
-    @work(exclusive=True, group="form-probe", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="form-probe",
+        exit_on_error=False,
+        description="Looking for debugpy on the hosts",
+    )
     async def probe_debugpy(self) -> None:
         await self.shape.probe_debugpy()
         self.validate()
@@ -504,7 +516,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         self.validated = True
         self._apply(report, local)
 
-    @work(exclusive=True, group="validate", exit_on_error=False)
+    @work(exclusive=True, group="validate", exit_on_error=False, description="Checking the job")
     async def validate(self) -> None:
         if self.profile is None or not self.fields:
             return
@@ -662,7 +674,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         if pending is not None:
             self._write_draft(*pending)
 
-    @work(thread=True, group="draft", exit_on_error=False)
+    @work(thread=True, group="draft", exit_on_error=False, description="Saving the draft")
     def _write_draft(self, draft: Draft, seq: int) -> None:
         assert self.drafts is not None
         if not self.drafts.store(draft, seq):
@@ -705,7 +717,12 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
             answered,
         )
 
-    @work(exclusive=True, group="draft-discard", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="draft-discard",
+        exit_on_error=False,
+        description="Discarding the draft",
+    )
     async def discard_draft(self) -> None:
         if self.profile is None or self.drafts is None:
             return
@@ -806,7 +823,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
 
         self.app.push_screen(SweepBuilderScreen(self.profile.name, keys), done)
 
-    @work(exclusive=True, group="form-sweep", exit_on_error=False)
+    @work(exclusive=True, group="form-sweep", exit_on_error=False, description="Queueing the sweep")
     async def run_sweep(self, req: SweepRequest) -> None:
         """Every combination through the one submission flow against the live cluster."""
         from tui.jobs.sweep import parse_grid
@@ -865,7 +882,9 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
             what += " — the cursor is on the first; ctrl+n next error"
         self.notify(f"not submitted: {markup(what)}", severity="warning", timeout=8)
 
-    @work(exclusive=True, group="form-submit", exit_on_error=False)
+    @work(
+        exclusive=True, group="form-submit", exit_on_error=False, description="Submitting the job"
+    )
     async def submit(self) -> None:
         assert self.profile is not None
         if self._debounce is not None:  # what is pending is checked here, now

@@ -62,7 +62,12 @@ class CompareMarks:
         self.notify(f"comparing {len(marks)} runs…", timeout=2)  # type: ignore[attr-defined]
         self._open_compare(list(marks))
 
-    @work(exclusive=True, group="jobs-compare", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="jobs-compare",
+        exit_on_error=False,
+        description="Opening the comparison",
+    )
     async def _open_compare(self, sids: list[str]) -> None:
         from tui.archive.follow import refresh_archive
         from tui.screens.compare import CompareScreen

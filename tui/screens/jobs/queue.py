@@ -226,7 +226,7 @@ class QueueRows:
             return
         self._queue_change("move", entry.submission_id, pos + step)
 
-    @work(group="queue-change", exit_on_error=False)
+    @work(group="queue-change", exit_on_error=False, description="Changing the queue")
     async def _queue_change(self, what: str, sid: str, to: int = 0) -> None:
         queue = self._queue()
         try:

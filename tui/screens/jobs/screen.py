@@ -147,7 +147,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.watch(self.query_one("#jobs-filter", Input), "value", self.set_filter, init=False)
         self.poll()
 
-    @work(exclusive=True, group="jobs-poll", exit_on_error=False)
+    @work(exclusive=True, group="jobs-poll", exit_on_error=False, description="Listing the jobs")
     async def poll(self) -> None:
         # One request at a time; the next only after this one finished (never overlapping).
         while True:
@@ -520,7 +520,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.notify("everyone's jobs" if self.owner_view == "all" else "my jobs", timeout=2)
         self._fill()
 
-    @work(group="jobs-stop", exit_on_error=False)
+    @work(group="jobs-stop", exit_on_error=False, description="Stopping the job")
     async def _stop(self, sid: str) -> None:
         try:
             status = await stop_job(self.cluster, sid, self.history)
@@ -550,7 +550,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             answered,
         )
 
-    @work(group="jobs-delete", exit_on_error=False)
+    @work(group="jobs-delete", exit_on_error=False, description="Deleting the job")
     async def _delete(self, sid: str) -> None:
         try:
             await delete_job(self.cluster, sid, self.history)

@@ -125,7 +125,9 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
             text += f"   {markup(note)}"
         self.query_one("#joblog-title", Static).update(text)
 
-    @work(exclusive=True, group="job-log", exit_on_error=False)
+    @work(
+        exclusive=True, group="job-log", exit_on_error=False, description="Following the job's log"
+    )
     async def follow(self) -> None:
         if await self.show_archived(only_final=True):  # the head forgot it; archived whole
             return
@@ -155,7 +157,12 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
             self._title(ray_message(end.message)[:100])
             return
 
-    @work(exclusive=True, group="metrics-file", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="metrics-file",
+        exit_on_error=False,
+        description="Reading the job's metrics file",
+    )
     async def follow_metrics_file(self) -> None:
         """verl's file logger, when the job has one, takes over the charts from console lines
         (tui/archive/metrics_file.py: exact numbers, every key)."""
@@ -249,7 +256,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
         hosts = self.telemetry.hosts if self.telemetry is not None else {}
         return {name: ht.latest for name, ht in hosts.items()}
 
-    @work(exclusive=True, group="job-archive", exit_on_error=False)
+    @work(exclusive=True, group="job-archive", exit_on_error=False, description="Archiving the job")
     async def archive_job(self) -> None:
         """Follow the job to its end into the run archive (the cockpit's telemetry gives its
         GPU use); a head that does not answer leaves the archive as it is."""

@@ -72,7 +72,12 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         self.query_one(DataTable).focus()
         self.refresh_files()
 
-    @work(exclusive=True, group="node-logs-list", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="node-logs-list",
+        exit_on_error=False,
+        description="Listing the node's logs",
+    )
     async def refresh_files(self) -> None:
         hosts = [self.only] if self.only else self.hosts
 
@@ -140,7 +145,12 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
 
-    @work(exclusive=True, group="node-log-follow", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="node-log-follow",
+        exit_on_error=False,
+        description="Following the node log",
+    )
     async def follow(self, host: str, name: str) -> None:
         pane = self.query_one(LogPane)
         try:
@@ -168,7 +178,13 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
                 self.opened = None  # the pane shows the search, not a followed file
                 work = grep_into(self.query_one(LogPane), self.fleet, hosts, pattern)
                 # The follow worker's group: a search replaces the followed file.
-                self.run_worker(work, group="node-log-follow", exclusive=True, exit_on_error=False)
+                self.run_worker(
+                    work,
+                    group="node-log-follow",
+                    exclusive=True,
+                    exit_on_error=False,
+                    description="Following the node log",
+                )
 
         self.app.push_screen(GrepPrompt(len(hosts)), search)
 

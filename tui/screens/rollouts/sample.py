@@ -123,7 +123,12 @@ class CompareStepsScreen(ReportsWorkerFailures, Screen[None]):
         if 0 <= nxt < len(self.steps):
             self.load(self.steps[nxt])
 
-    @work(exclusive=True, group="rollouts-compare", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="rollouts-compare",
+        exit_on_error=False,
+        description="Reading the two steps' rollouts",
+    )
     async def load(self, step: int) -> None:
         self.other = step
         self._title("reading…")

@@ -107,7 +107,12 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- reading (workers) -------------------------------------------------------------------
 
-    @work(exclusive=True, group="rollouts-steps", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="rollouts-steps",
+        exit_on_error=False,
+        description="Listing the rollout steps",
+    )
     async def load_steps(self) -> None:
         self._title("finding the dump…")
         try:
@@ -126,7 +131,12 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
         box.highlighted = len(steps) - 1
         self.load_step(steps[-1] if self.step not in steps else self.step)
 
-    @work(exclusive=True, group="rollouts-step", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="rollouts-step",
+        exit_on_error=False,
+        description="Reading the step's rollouts",
+    )
     async def load_step(self, step: int) -> None:
         assert self.dump is not None
         self.step = step
@@ -144,7 +154,12 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
             return
         self.show(view)
 
-    @work(exclusive=True, group="rollouts-step", exit_on_error=False)
+    @work(
+        exclusive=True,
+        group="rollouts-step",
+        exit_on_error=False,
+        description="Reading the step's rollouts",
+    )
     async def load_page(self, start: int) -> None:
         assert self.dump is not None and self.view is not None
         try:
