@@ -529,8 +529,16 @@ def test_kill9_and_crashes_never_submit_twice(ray_up, monkeypatch):
 
     # Budget 3: this is attempt 4, the last. Crash after the POST: the head has it, no twin.
     last = JobHistory(inv.cluster).get("k9-1-retry3")
-    last.retry_policy = {"retries": 4, "retry_on": ["nccl_timeout"]}
-    JobHistory(inv.cluster).save(last)
+
+    async def raise_budget() -> None:  # on the head, the policies' one home
+        from tui.jobs.queue_shared import cluster_policies
+
+        async with Fleet(inv) as fleet:
+            await cluster_policies(inv, fleet).put(
+                last, {"retries": 4, "retry_on": ["nccl_timeout"]}
+            )
+
+    asyncio.run(raise_budget())
     with pytest.raises(Crash):
         asyncio.run(one_pass(die_after_post))
     done = asyncio.run(one_pass())

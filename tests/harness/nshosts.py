@@ -753,7 +753,8 @@ class NsCluster:
             "PubkeyAuthentication yes\n"
             "PasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\n"
-            f"AuthorizedKeysFile {self.authorized_keys}\n"
+            # …and each account's own (a second OS user logging in as itself: team tests).
+            f"AuthorizedKeysFile {self.authorized_keys} .ssh/authorized_keys\n"
             "MaxStartups 100:30:200\n"
             "MaxSessions 50\n"
             "PrintMotd no\n"

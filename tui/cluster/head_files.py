@@ -40,6 +40,14 @@ def helper_answer(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+def remote_head(inv: Inventory, fleet: object) -> bool:
+    """Whether `inv`'s cluster has a head reached over SSH through `fleet`, where the shared
+    files live. Not so for a head on this very machine (`transport: local`: one account's
+    cockpit on its own box) or no Fleet at all (a replayed app, a flow with no cluster): the
+    account's own state folder holds what would be shared."""
+    return isinstance(fleet, Fleet) and inv.head.transport != "local"
+
+
 class HeadFileError(StateError, title="head file"):
     """A shared file that cannot be read or written on the head (one line naming it)."""
 

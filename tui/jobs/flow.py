@@ -507,6 +507,18 @@ async def _send(flow: Flow, run: Planned) -> Outcome:
 
     req = flow.request
     try:
+        if req.retry_policy and flow.cluster is not None:  # with the queue's, on the head
+            from tui.jobs.queue_shared import share_policy
+
+            await share_policy(
+                flow.inv,
+                flow.cluster.fleet,
+                run.sub,
+                profile_path=req.profile_path,
+                retry_policy=req.retry_policy,
+                attempt=req.attempt,
+                retry_of=req.retry_of,
+            )
         sid = await service.submit_and_record(
             flow.require_cluster(),
             run.sub,

@@ -20,11 +20,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tui.cluster.head_files import SHARED_DIR, HeadFiles
-from tui.jobs.owner import me
+from tui.cluster.dashboard import is_job_id
+from tui.cluster.head_files import SHARED_DIR, HeadFiles, remote_head
+from tui.jobs.history import JobRecord
+from tui.jobs.history import _shaped as record_shaped
+from tui.jobs.owner import me, valid_owner
 from tui.jobs.queue import (
     MAX_QUEUE_BYTES,
     Change,
@@ -235,9 +240,7 @@ def cluster_queue(inv: Inventory, fleet: Any, *, on_notice: Notice | None = None
     is no remote head — a head on this very machine (`transport: local`: one account's
     cockpit on its own box), or no Fleet at all (a replayed or scripted app, a flow with no
     cluster) — the account's local file is the queue, as before."""
-    from tui.transport.fleet import Fleet
-
-    if not isinstance(fleet, Fleet) or inv.head.transport == "local":
+    if not remote_head(inv, fleet):
         return LocalQueue(JobQueue(inv.cluster))
     return SharedQueue(inv, fleet, on_notice=on_notice)
 
@@ -245,3 +248,177 @@ def cluster_queue(inv: Inventory, fleet: Any, *, on_notice: Notice | None = None
 def as_async(queue: Any) -> AnyQueue:
     """A queue handed in by a caller: a local JobQueue gets the async calls."""
     return LocalQueue(queue) if isinstance(queue, JobQueue) else queue
+
+
+# -- retry policies ------------------------------------------------------------------------
+#
+# A job's retry policy lives on the head too (`policies.json` beside the queue), with its owner
+# and the job as its history record has it (secrets as references), so whichever supervisor
+# holds the lease retries any user's job, queued or sent directly, and records there whether it
+# retried it (a supervisor taking over later does not decide again). One home: the retry duty
+# reads a job's policy only here where there is a remote head (the submitter's history record
+# keeps a copy for its Jobs screen); an account's older local policies are moved here once.
+
+POLICIES_FILE = "policies.json"
+MAX_POLICIES_BYTES = 4 << 20
+MAX_POLICIES = 2000
+POLICY_KEEP_S = 8 * 86400.0  # a failure older than the retry window is history (retry.py)
+
+
+@dataclass
+class HeadPolicy:
+    """One job's entry in `policies.json` (input when read back: `from_json` checks it)."""
+
+    submission_id: str
+    owner: str | None
+    policy: dict[str, Any]
+    job: dict[str, Any]  # the job's history record as JSON (JobRecord fields)
+    at: float
+    settled: str | None = None  # "retry <id>" or "no-retry": decided, by whichever supervisor
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "policy": self.policy,
+            "job": self.job,
+            "at": self.at,
+            "settled": self.settled,
+        }
+
+    @classmethod
+    def from_json(cls, sid: str, doc: Any) -> HeadPolicy | None:
+        if not isinstance(doc, dict) or not is_job_id(sid):
+            return None
+        policy, job, at, settled_ = (
+            doc.get("policy"),
+            doc.get("job"),
+            doc.get("at"),
+            doc.get("settled"),
+        )
+        if (
+            not isinstance(policy, dict)
+            or not isinstance(job, dict)
+            or not isinstance(at, (int, float))
+            or not (settled_ is None or isinstance(settled_, str))
+        ):
+            return None
+        return cls(sid, valid_owner(doc.get("owner")), policy, job, float(at), settled_)
+
+    def record(self) -> JobRecord | None:
+        """The job's record as its submitter's history has it (None when it is malformed)."""
+        try:
+            rec = JobRecord(**self.job)
+        except TypeError:
+            return None
+        if rec.submission_id != self.submission_id or not record_shaped(rec):
+            return None
+        rec.retry_policy, rec.owner = self.policy, rec.owner or self.owner
+        rec.decisions, rec.pending_retry = [], None
+        return rec
+
+
+def _policies_of(doc: Any) -> dict[str, Any]:
+    raw = doc.get("policies") if isinstance(doc, dict) else None
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+def _pruned(raw: dict[str, Any], now: float) -> dict[str, Any]:
+    keep = [
+        (sid, d)
+        for sid, d in raw.items()
+        if isinstance(d, dict) and now - float(d.get("at") or 0) <= POLICY_KEEP_S
+    ]
+    keep.sort(key=lambda kv: float(kv[1].get("at") or 0))
+    return dict(keep[-MAX_POLICIES:])
+
+
+class SharedPolicies:
+    """The retry policies on the head (async: one or two SSH round trips a call)."""
+
+    def __init__(
+        self,
+        inv: Inventory,
+        fleet: Fleet,
+        *,
+        on_notice: Notice | None = None,
+        directory: str = SHARED_DIR,
+    ):
+        self.inv = inv
+        self.files = HeadFiles(inv, fleet, directory=directory)
+        self.where = self.files.where(POLICIES_FILE)
+        self.on_notice = on_notice or _to_stderr
+
+    async def _change(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+        def apply(doc: Any) -> tuple[Any, Any]:
+            raw = _policies_of(doc)
+            result = fn(raw)
+            return {"cluster": self.inv.cluster, "policies": _pruned(raw, time.time())}, result
+
+        return await self.files.change_json(POLICIES_FILE, MAX_POLICIES_BYTES, apply)
+
+    async def put(self, rec: JobRecord, policy: dict[str, Any]) -> None:
+        """`rec`'s job (just recorded, before its POST) with `policy`, by its submission id."""
+        entry = HeadPolicy(rec.submission_id, rec.owner, policy, _job_json(rec), time.time())
+        await self._change(lambda raw: raw.__setitem__(rec.submission_id, entry.to_json()))
+
+    async def table(self) -> dict[str, HeadPolicy]:
+        """Every job's entry (malformed ones left out: the file is input)."""
+        raw = _policies_of(await self.files.read_json(POLICIES_FILE, MAX_POLICIES_BYTES))
+        entries = (HeadPolicy.from_json(sid, d) for sid, d in raw.items())
+        return {e.submission_id: e for e in entries if e is not None}
+
+    async def settle(self, submission_id: str, how: str) -> None:
+        """Say on the head that `submission_id`'s failure was decided (`retry <id>`/`no-retry`)."""
+
+        def fn(raw: dict[str, Any]) -> None:
+            if isinstance(raw.get(submission_id), dict):
+                raw[submission_id] = {**raw[submission_id], "settled": how}
+
+        await self._change(fn)
+
+    async def put_missing(self, recs: list[JobRecord]) -> int:
+        """Each of `recs` (with its policy) unless its job has an entry already: an account's
+        older policies moved here (tui/supervisor/policy.py). The number added."""
+        now = time.time()
+
+        def fn(raw: dict[str, Any]) -> int:
+            new = [r for r in recs if r.submission_id not in raw and r.retry_policy]
+            for r in new:
+                raw[r.submission_id] = HeadPolicy(
+                    r.submission_id, r.owner or me(), dict(r.retry_policy or {}), _job_json(r), now
+                ).to_json()
+            return len(new)
+
+        result: int = await self._change(fn)
+        return result
+
+
+def _job_json(rec: JobRecord) -> dict[str, Any]:
+    doc = rec.to_json()
+    doc["decisions"], doc["pending_retry"], doc["retry_policy"] = [], None, None
+    return doc
+
+
+def cluster_policies(
+    inv: Inventory, fleet: Any, *, on_notice: Notice | None = None
+) -> SharedPolicies | None:
+    """The cluster's retry policies on its head; None where there is no remote head (the
+    account's own history records hold them: one account's cluster)."""
+    return SharedPolicies(inv, fleet, on_notice=on_notice) if remote_head(inv, fleet) else None
+
+
+async def share_policy(flow_inv: Inventory, fleet: Any, sub: Any, **record: Any) -> None:
+    """Put a job's retry policy on its cluster's head before the job is sent (the submission
+    flow's send stage, tui/jobs/flow.py): `record` holds profile_path, retry_policy, attempt,
+    retry_of as the history record gets them. Nothing where there is no remote head (the
+    history record is the home there). HeadFileError when the head cannot be written: the job
+    is not sent either."""
+    policy = record.get("retry_policy")
+    shared = cluster_policies(flow_inv, fleet)
+    if not policy or shared is None:
+        return
+    from tui.jobs.service import record_for
+
+    rec = record_for(sub, flow_inv, profile_path=record.get("profile_path"))
+    rec.attempt, rec.retry_of = int(record.get("attempt") or 1), record.get("retry_of")
+    await shared.put(rec, dict(policy))

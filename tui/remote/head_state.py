@@ -9,7 +9,9 @@ of DIR), answering ``{"written": version}`` or ``{"conflict": version}``. The ve
 SHA-256 of the file's bytes. A FIFO, folder or link where the file belongs, a file over MAX
 bytes or text that is not UTF-8 is ``{"error": why}``, never a wait. DIR and the files are
 made writable by every user (several users' verl-tui share them; the cluster is theirs in
-common). Stdlib only, Python 3.8+, no imports from ``tui``.
+common); a DIR this account may not write (another's, 0755; or sticky, where one user cannot
+replace another's file) is one line naming what an admin runs once. Stdlib only, Python
+3.8+, no imports from ``tui``.
 """
 
 import sys
@@ -19,6 +21,7 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -126,7 +129,25 @@ def main(argv):
         _say({"error": f"{path}: not UTF-8 text"})
     except OSError as exc:
         where = exc.filename or d
-        _say({"error": f"{where}: {exc.strerror}" if exc.strerror else str(exc)})
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            _say({"error": _not_shared(d, where, exc.strerror)})
+        else:
+            _say({"error": f"{where}: {exc.strerror}" if exc.strerror else str(exc)})
+
+
+def _not_shared(d, where, why):
+    """The one line for a folder this account may not write: what an admin runs once."""
+    import pwd
+
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = str(os.geteuid())
+    return (
+        f"{where}: {why} for {user}; every verl-tui user of this cluster writes {d}: an admin "
+        f"runs once on the head: install -d -m 0777 {d} (not sticky: 1777 stops one user "
+        "replacing another's file; or a group's: install -d -m 2775 -g GROUP)"
+    )
 
 
 if __name__ == "__main__":

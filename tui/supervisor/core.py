@@ -103,6 +103,7 @@ class Supervisor:
         self.holder: LockOwner | None = None  # another supervisor holding the cluster
         self.acting = False
         self.waiting_for: str | None = None  # why the duties did not run last tick
+        self._log_unread: str | None = None  # why the shared event log was not read (once)
         self.ticks = 0
         self._wake = asyncio.Event()
         ctx.record = self.record
@@ -207,7 +208,28 @@ class Supervisor:
             for d in done:
                 await self._publish(d)
             out += done
+        out += await self._catch_up()
         return out
+
+    async def _catch_up(self) -> list[Decision]:
+        """This account's jobs' events from the cluster's shared log, whoever acted
+        (tui/supervisor/event_log.py), to this account's notify targets: every tick, while
+        acting or standing by."""
+        catch_up = getattr(self.ctx.notify, "catch_up", None)
+        if catch_up is None:
+            return []
+        try:
+            await catch_up()
+        except (TransportError, OSError) as exc:
+            why = f"the cluster's event log cannot be read: {one_line(str(exc), 300)}"
+            if why == self._log_unread:
+                return []
+            self._log_unread = why
+            d = Decision("error", None, why)
+            await self._publish(d)
+            return [d]
+        self._log_unread = None
+        return []
 
     async def _run_duties(self) -> list[Decision]:
         from tui.jobs.service import list_jobs

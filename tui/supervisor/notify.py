@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import inspect
 import json
 import urllib.request
@@ -28,6 +29,7 @@ from tui.config.notify import DEFAULT_EVENTS, NotifyOptions
 from tui.errors import VerlTuiError
 from tui.jobs.owner import me, valid_owner
 from tui.sanitize import one_line
+from tui.supervisor.event_log import Cursor, SharedEvents, event_log, shared_kinds, unread
 from tui.supervisor.events import Decision
 from tui.supervisor.webhook_formats import FORMATS, BodyFormat
 from tui.transport.http import Endpoint, HttpError, request_async
@@ -45,6 +47,7 @@ SEVERITY = {
 BELL_KINDS = frozenset(
     {"job-end", "job-failed", "job-stalled", "job-unhealthy", "retry", "queue-start"}
 )
+SHARED_KINDS = shared_kinds()
 STDERR_TAIL = 300  # characters of a failed command's stderr in its line
 STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
 READ_CHUNK = 1 << 16
@@ -236,8 +239,18 @@ class Notifier:
         bell: Callable[[], None] | None = None,
         report: Report | None = None,
         owner_of: Callable[[Decision], str | None] | None = None,
+        shared: SharedEvents | None = None,
+        cursor: Cursor | None = None,
     ) -> None:
         self.owner_of = owner_of or (lambda d: valid_owner(d.details.get("owner")))
+        # The cluster's shared event log (tui/supervisor/event_log.py): a job's events go there
+        # and reach its owner's targets through the owner's own supervisor; None: delivered
+        # here (one account's cluster).
+        self.shared = shared
+        self.cursor = cursor
+        self.me = me()
+        self._appended: set[str] = set()  # ids this process put in the log (shown already)
+        self._unread: str | None = None  # why the log could not be read (said once)
         if isinstance(options, NotifyOptions):
             options = (options,)
         self.targets: tuple[NotifyOptions, ...] = tuple(options or ())
@@ -256,20 +269,76 @@ class Notifier:
         return tuple(dict.fromkeys(e for t in self.targets for e in t.events))
 
     async def __call__(self, decision: Decision) -> None:
+        owner = self.owner_of(decision)
+        if (
+            self.shared is not None
+            and owner
+            and decision.submission_id
+            and decision.kind in SHARED_KINDS
+        ):
+            # A job's news goes to the log, whatever this account's targets want: its owner's
+            # supervisor delivers it to the owner's targets (`catch_up`).
+            if decision.kind in self.events:
+                self._local(decision)
+            try:
+                self._appended.add(await self.shared.append(decision, owner))
+                return
+            except OSError as exc:
+                await self._failed(decision, exc, "shared event log: ")
+                if owner != self.me:
+                    return  # its owner's supervisor cannot hear of it; said above
+                await self._deliver(decision, lambda choice: self._hears(choice, owner))
+                return
         if decision.kind not in self.events and decision.kind != "error":
             return
         self._local(decision)
         if decision.details.get("notifier_failure"):
             return  # a notifier's own failure is never sent on (no loops)
+        await self._deliver(decision, lambda choice: owner_wanted(choice, owner))
+
+    async def catch_up(self) -> int:
+        """Deliver the shared log's events past this account's cursor that its targets want
+        (see tui/supervisor/event_log.py); the number delivered. One process of the account
+        delivers at a time; the cursor moves after each event. OSError when the log cannot
+        be read (the head unreachable): the caller says so."""
+        if self.shared is None or self.cursor is None:
+            return 0
+        if not self.targets and self.show is None and self.bell is None:
+            return 0  # nobody here to tell (`watch` with no notify:): the head is not asked
+        cursor = self.cursor
+        with cursor.held() as deliverer:
+            if not deliverer:
+                return 0  # another process of this account (a cockpit, a watch) delivers
+            page = await self.shared.read()
+            done = 0
+            for event in unread(page, cursor.read()):
+                if any(self._hears(t.owner, event.owner) for t in self.targets) or (
+                    event.owner == self.me
+                ):
+                    if event.id not in self._appended and event.owner == self.me:
+                        self._local(event.decision)  # news of my job another supervisor made
+                    await self._deliver(
+                        event.decision, functools.partial(self._hears, owner=event.owner)
+                    )
+                    done += 1
+                cursor.write(page.epoch, event.seq)
+            return done
+
+    def _hears(self, choice: str, owner: str) -> bool:
+        """Whether a target (owner: all | mine | USER@HOST) of this account gets a logged job
+        event of `owner`: `all` and `mine` its own user's jobs, USER@HOST that owner's."""
+        return owner == self.me if choice in ("all", "mine") else owner == choice
+
+    async def _deliver(self, decision: Decision, wanted: Callable[[str], bool]) -> None:
+        """`decision` to every target that wants its kind and whose owner choice `wanted`."""
         data = payload(decision, self.cluster)
         body = json.dumps(data).encode()
         jobs: list[Awaitable[None]] = []
         names: list[str] = []  # which hosts.yaml entry each job is, when there are several
-        owner = self.owner_of(decision)
         for i, target in enumerate(self.targets):
             if decision.kind not in target.events:
                 continue  # errors reach the cockpit; each target gets only its chosen events
-            if not owner_wanted(target.owner, owner):
+            if not wanted(target.owner):
                 continue  # a target of one owner's jobs (tui/jobs/owner.py)
             name = f"notify[{i}] " if len(self.targets) > 1 else ""
             if target.command:
@@ -341,6 +410,9 @@ def install(
         owner = getattr(row, "owner", None) if d.submission_id else None
         return owner or valid_owner(d.details.get("owner"))
 
+    from tui.supervisor.core import supervisor_dir
+
+    shared = event_log(ctx.inv, ctx.fleet)
     notifier = Notifier(
         getattr(ctx.inv, "notify", None),
         ctx.inv.cluster,
@@ -348,6 +420,8 @@ def install(
         bell=bell,
         report=report,
         owner_of=owner_of,
+        shared=shared,
+        cursor=Cursor(supervisor_dir(ctx)) if shared is not None else None,
     )
     ctx.notify = notifier
     return notifier

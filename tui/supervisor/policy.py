@@ -1,6 +1,9 @@
 """A job's retry policy: how many retries, on which failures. Given with `submit --retries N
-[--retry-on SIG,…]`, a profile's `retries:`/`retry_on:` or the job form's field; kept in the
-job's history record (`retry_policy`), inherited by each retry."""
+[--retry-on SIG,…]`, a profile's `retries:`/`retry_on:` or the job form's field; inherited by
+each retry. Its home is the cluster's head (tui/jobs/queue_shared.py: a queued entry carries
+it, a sent job's is in `policies.json`), so any user's supervisor retries any user's job; where
+there is no remote head, the job's history record (`retry_policy`). An account's policies from
+before are moved to the head once (`migrate_policies`)."""
 
 from __future__ import annotations
 
@@ -97,3 +100,53 @@ def stashed_policy(cluster: str, submission_id: str) -> dict[str, Any] | None:
     if policy is None:
         raise StateError(f"{path}: not a retry policy; fix or move it away")
     return policy.to_json()
+
+
+async def migrate_policies(ctx: Any, shared: Any) -> int:
+    """This account's retry policies from before the head kept them, moved there once: those on
+    recent history records not decided yet, and those stashed for queued jobs (onto their
+    queue entries). The stash folder is renamed `policies.moved` (made when there was none),
+    so this runs once per account and cluster; `shared.on_notice` says it once. The number
+    moved."""
+    import os
+    import time
+
+    from tui.jobs.queue_shared import POLICY_KEEP_S, cluster_queue
+    from tui.state import StateError, read_state_json, state_path
+
+    stash = state_path("supervisor", ctx.inv.cluster, "policies")
+    moved_to = stash.with_name("policies.moved")
+    if moved_to.exists():
+        return 0
+    now = time.time()
+    recs = [
+        r
+        for r in ctx.history.all()
+        if RetryPolicy.from_json(r.retry_policy) is not None
+        and now - (r.submitted_at or 0) <= POLICY_KEEP_S
+        and not {d.get("kind") for d in r.decisions or []} & {"retry", "no-retry"}
+    ]
+    n = await shared.put_missing(recs)
+    if stash.is_dir():
+        queue = cluster_queue(ctx.inv, ctx.fleet)
+        waiting = {e.submission_id: e for e in await queue.entries()}
+        for path in sorted(stash.glob("*.json"))[:2000]:
+            entry = waiting.get(path.stem)
+            if entry is None or entry.retry_policy is not None:
+                continue
+            try:
+                policy = RetryPolicy.from_json(read_state_json(path, max_bytes=1 << 16))
+            except StateError:
+                continue  # left in the moved folder, for a person to read
+            if policy is not None:
+                await queue.update(entry.submission_id, retry_policy=policy.to_json())
+                n += 1
+        os.replace(stash, moved_to)
+    else:
+        moved_to.mkdir(parents=True, exist_ok=True)
+    if n:
+        shared.on_notice(
+            f"retry policies now live with the cluster: moved {n} of {ctx.inv.cluster} from "
+            f"this account to {shared.where} (the old folder is {moved_to})"
+        )
+    return n

@@ -23,6 +23,7 @@ from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.resume import default_local_dir_of, resume_overrides, world_size_warning
 from tui.cluster.dashboard import DashboardError
 from tui.jobs.history import JobRecord
+from tui.jobs.queue_shared import HeadPolicy, SharedPolicies, cluster_policies
 from tui.jobs.service import JobRow
 from tui.jobs.workdir import WorkdirError
 from tui.logs.retriable import Verdict, judge_scan
@@ -30,7 +31,7 @@ from tui.sanitize import one_line
 from tui.supervisor.duty import SupervisorContext
 from tui.supervisor.events import Decision
 from tui.supervisor.failed_log import failed_log_scan
-from tui.supervisor.policy import RetryPolicy
+from tui.supervisor.policy import RetryPolicy, migrate_policies
 from tui.supervisor.rebuild import NotRebuildable, profile_spec, raw_submission_of, retry_id
 from tui.supervisor.stall_duty import stalled_stop
 from tui.supervisor.submitting import SubmitRejected
@@ -118,19 +119,43 @@ class RetryDuty:
     def __init__(self, *, bring_up: bool = False):
         self.bring_up = bring_up  # start Ray on hosts that are back but whose node is gone
         self.pending: dict[str, _Pending] = {}
+        self._notices: list[str] = []  # the one-time move of older policies, said here
+        self._unread: str | None = None  # why the head's policies could not be read (once)
+        self._migrated = False
 
     async def tick(self, ctx: SupervisorContext) -> list[Decision]:
         out: list[Decision] = []
         now = time.time()
-        for row in ctx.jobs:
-            rec = row.record
-            if rec is None or not row.on_head:
-                continue
+        ended = [
+            row
+            for row in ctx.jobs
+            if row.on_head
             # FAILED, or STOPPED by the stall duty for a retry (tui/supervisor/stall_duty.py).
-            if row.status != "FAILED" and not (row.status == "STOPPED" and stalled_stop(rec)):
+            and (row.status == "FAILED" or (row.status == "STOPPED" and stalled_stop(row.record)))
+        ]
+        shared = cluster_policies(ctx.inv, ctx.fleet, on_notice=self._notices.append)
+        if not ended and (shared is None or self._migrated):
+            return out
+        table: dict[str, HeadPolicy] = {}
+        if shared is not None:
+            try:
+                await self._migrate(ctx, shared)  # once, on the first pass
+                table = await shared.table() if ended else {}
+            except OSError as exc:  # the head's policies unreadable: said when it changes
+                why = f"the cluster's retry policies cannot be read: {exc}"
+                if why != self._unread:
+                    self._unread = why
+                    out.append(Decision("error", None, why))
+                return out
+            self._unread = None
+            out += [Decision("waiting", None, text) for text in self._notices]
+            self._notices.clear()
+        for row in ended:
+            found = self._policy_of(row, table if shared is not None else None)
+            if found is None:
                 continue
-            policy = RetryPolicy.from_json(rec.retry_policy)
-            if policy is None or policy.retries <= 0 or settled(ctx, rec):
+            rec, policy, entry = found
+            if policy.retries <= 0 or settled(ctx, rec):
                 continue
             if row.end_time and now - row.end_time > RETRY_WINDOW_S and not rec.pending_retry:
                 continue
@@ -138,13 +163,57 @@ class RetryDuty:
             if now < st.next_at:
                 continue
             try:
-                out += await self._handle(ctx, row, rec, policy, st)
+                done = await self._handle(ctx, row, rec, policy, st)
             except (DashboardError, TransportError, OSError, CkptError, WorkdirError) as exc:
-                out += self._wait(st, row, f"cannot act yet: {one_line(str(exc), 200)}")
+                done = self._wait(st, row, f"cannot act yet: {one_line(str(exc), 200)}")
             except Exception as exc:  # e.g. SchemaError: said once per cause, tried with backoff
                 why = f"cannot act yet: {type(exc).__name__}: {one_line(str(exc), 200)}"
-                out += self._wait(st, row, why)
+                done = self._wait(st, row, why)
+            out += done
+            if entry is not None and shared is not None:
+                await self._settle(shared, entry, done, out)
         return out
+
+    def _policy_of(
+        self, row: JobRow, table: dict[str, HeadPolicy] | None
+    ) -> tuple[JobRecord, RetryPolicy, HeadPolicy | None] | None:
+        """The job's record and policy: from the head's policies (every user's jobs: the one
+        home where there is a remote head, `table`), else its history record's."""
+        if table is None:
+            rec = row.record
+            policy = RetryPolicy.from_json(rec.retry_policy if rec is not None else None)
+            return None if rec is None or policy is None else (rec, policy, None)
+        entry = table.get(row.submission_id)
+        if entry is None or entry.settled:
+            return None  # no policy, or decided by a supervisor before (maybe another's)
+        rec = row.record or entry.record()
+        policy = RetryPolicy.from_json(entry.policy)
+        return None if rec is None or policy is None else (rec, policy, entry)
+
+    async def _settle(
+        self, shared: SharedPolicies, entry: HeadPolicy, done: list[Decision], out: list[Decision]
+    ) -> None:
+        """A retry or no-retry decided here is said on the head, so no supervisor (this one
+        restarted, another user's taking over) decides that failure again."""
+        for d in done:
+            if d.kind not in ("retry", "no-retry"):
+                continue
+            how = (
+                "no-retry"
+                if d.kind == "no-retry"
+                else f"retry {d.details.get('new_submission_id')}"
+            )
+            try:
+                await shared.settle(entry.submission_id, how)
+            except OSError as exc:  # the retry's id is fixed: deciding again sends nothing twice
+                out.append(
+                    Decision("error", entry.submission_id, f"not settled on the head: {exc}")
+                )
+
+    async def _migrate(self, ctx: SupervisorContext, shared: SharedPolicies) -> None:
+        if not self._migrated:
+            await migrate_policies(ctx, shared)
+            self._migrated = True
 
     # -- one failed job ----------------------------------------------------------------------
 
@@ -165,8 +234,8 @@ class RetryDuty:
 
     def _no(self, ctx: SupervisorContext, rec: JobRecord, why: str, **details: Any) -> Decision:
         self.pending.pop(rec.submission_id, None)
-        if rec.pending_retry:
-            fresh = ctx.history.get(rec.submission_id) or rec
+        fresh = ctx.history.get(rec.submission_id) if rec.pending_retry else None
+        if fresh is not None:
             fresh.pending_retry = None
             ctx.history.save(fresh)
         return Decision("no-retry", rec.submission_id, why, details=details)
@@ -185,7 +254,7 @@ class RetryDuty:
         new_id = str(pending.get("submission_id")) if pending else retry_id(rec, attempt)
         from tui.supervisor.submitting import on_head
 
-        if pending and await on_head(ctx, new_id):
+        if await on_head(ctx, new_id):
             # Sent before a crash: finish the bookkeeping, send nothing.
             return [
                 self._done(
@@ -195,7 +264,7 @@ class RetryDuty:
                     policy,
                     new_id,
                     attempt,
-                    pending.get("resume_from"),
+                    pending.get("resume_from") if pending else None,
                     recovered=True,
                 )
             ]
@@ -260,15 +329,17 @@ class RetryDuty:
         lap("checkpoint")
         if resume == "wait":
             return self._wait(st, row, notes[0])
-        # Intent first: the id this retry will have, before anything is sent.
-        fresh = ctx.history.get(sid) or rec
-        fresh.pending_retry = {
-            "submission_id": new_id,
-            "attempt": attempt,
-            "resume_from": resume,
-            "at": time.time(),
-        }
-        ctx.history.save(fresh)
+        # Intent first: the id this retry will have, before anything is sent (in this
+        # account's record of it; another user's job has its fixed id, asked of the head).
+        fresh = ctx.history.get(sid)
+        if fresh is not None:
+            fresh.pending_retry = {
+                "submission_id": new_id,
+                "attempt": attempt,
+                "resume_from": resume,
+                "at": time.time(),
+            }
+            ctx.history.save(fresh)
         try:
             if rec.kind == "profile":
                 spec, profile_path = profile_spec(
@@ -361,9 +432,10 @@ class RetryDuty:
         seen = st.extra.get("seen_at") if st else None
         if seen and row.end_time:  # the poll's share: failure → the supervisor first saw it
             phases["noticed"] = round(max(0.0, seen - row.end_time), 2)
-        fresh = ctx.history.get(rec.submission_id) or rec
-        fresh.pending_retry = None
-        ctx.history.save(fresh)
+        fresh = ctx.history.get(rec.submission_id)
+        if fresh is not None:
+            fresh.pending_retry = None
+            ctx.history.save(fresh)
         now = time.time()
         latency = round(now - row.end_time, 2) if row.end_time else None
         where = f" from {resume}" if resume else ""

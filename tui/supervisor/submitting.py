@@ -91,11 +91,6 @@ async def submit_validated(
     attempt: int = 1,
     retry_policy: dict[str, Any] | None = None,
 ) -> str:
-    sid = spec.submission_id  # chosen by the caller: a queue entry's, a retry's new id
-    if retry_policy is None and sid:  # a queued job's `submit --queue --retries N`
-        from tui.supervisor.policy import stashed_policy
-
-        retry_policy = stashed_policy(ctx.inv.cluster, sid)
     request = Request(
         spec,
         skip_preflight=True,
