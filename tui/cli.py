@@ -84,10 +84,8 @@ def route(argv: Sequence[str]) -> Route:
 
 def _headless(words: list[str]) -> int:
     from tui.commands import UnknownCommand, run
-    from tui.config.yamlfile import ConfigError
+    from tui.errors import VerlTuiError
     from tui.interrupts import OutputLost, exit_code, output_lost, report_crash
-    from tui.jobs.schema import SchemaError
-    from tui.state import StateError
 
     try:
         code = run(words)
@@ -95,15 +93,11 @@ def _headless(words: list[str]) -> int:
         return code
     except OutputLost as exc:  # stdout: `> /dev/full`, `| head`
         return output_lost(exc, PROG)
-    except UnknownCommand as exc:  # a group's unknown command (`profile chek`)
-        print(exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (ConfigError, SchemaError) as exc:  # bad input, or verl/Hydra missing here
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except StateError as exc:  # the state dir: a full disk, a damaged or special file
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+    except VerlTuiError as exc:  # a bad file or value (2), the state dir (1), a refusal (3)…
+        from tui.commands.present import fail  # here: a group's --help imports no command module
+
+        # A group's unknown command (`profile chek`) is said by that group.
+        return fail(exc, exc.prog if isinstance(exc, UnknownCommand) else None)
     except KeyboardInterrupt:
         return exit_code() or 130
     except Exception as exc:  # last resort: a bug gets one line (traceback saved), exit 1
@@ -153,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return output_lost(exc, PROG)
 
     from tui.commands import load_hosts
-    from tui.config.yamlfile import ConfigError
-    from tui.state import StateError
+    from tui.commands.present import fail
+    from tui.errors import VerlTuiError
 
     if args.base is not None and args.slurm is None:
         parser.error("--base goes with --slurm JOBID")
@@ -166,12 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args.hosts = cockpit_hosts(args.slurm, args.base)
         inventory = load_hosts(args.hosts)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except StateError as exc:  # --slurm writes the allocation's inventory to the state dir
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+    except VerlTuiError as exc:  # a bad hosts file (2); --slurm's inventory not written (1)
+        return fail(exc)
     except KeyboardInterrupt:
         return 130
 

@@ -57,7 +57,13 @@ class VerlTuiError(Exception):
         if kind is not None:
             cls.kind = kind
 
-    def __init__(self, *args: object, title: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        *args: object,
+        title: str | None = None,
+        hint: str | None = None,
+        kind: Kind | None = None,
+    ) -> None:
         super().__init__(*args)
         if not hasattr(self, "message"):  # a subclass may have set its own before calling here
             self.message = str(args[0]) if args else ""
@@ -65,6 +71,8 @@ class VerlTuiError(Exception):
             self.title = title
         if hint is not None:
             self.hint = hint
+        if kind is not None:
+            self.kind = kind
 
     @property
     def exit_code(self) -> int:

@@ -174,17 +174,19 @@ class UnknownCommand(VerlTuiError, title="unknown command", kind="bad_input"):
     """A word that names no command (of the top level, or of a group)."""
 
     def __init__(self, prog: str, word: str, choices: Iterable[str]) -> None:
+        from tui.sanitize import one_line
+
         self.prog, self.word, self.choices = prog, word, list(choices)
-        super().__init__(unknown_message(prog, word, self.choices))
+        close = difflib.get_close_matches(word, self.choices, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"see {prog} --help"
+        super().__init__(f"unknown command {one_line(repr(word), 80)}", hint=hint)
 
 
 def unknown_message(prog: str, word: str, choices: Sequence[str]) -> str:
     """`PROG: unknown command 'X' (did you mean …?)`, one clean line."""
-    from tui.sanitize import one_line
+    from tui.commands.present import error_line
 
-    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"see {prog} --help"
-    return f"{prog}: unknown command {one_line(repr(word), 80)} ({hint})"
+    return error_line(UnknownCommand(prog, word, choices), prog)
 
 
 def resolve(

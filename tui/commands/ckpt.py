@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail, fail_with
 from tui.commands.ray import _run
 from tui.config.yamlfile import ConfigError
 from tui.fmt import human_size
@@ -252,11 +253,6 @@ async def _with_fleet(inv: Inventory, body: Callable[[Fleet], Awaitable[int]]) -
         return await body(fleet)
 
 
-def _fail(msg: str) -> int:
-    print(f"verl-tui ckpt: {msg}", file=sys.stderr)
-    return 1
-
-
 def run_ckpt_list(inv: Inventory, root: str, *, as_json: bool) -> int:
     from tui.ckpt.scan import scan_fleet
 
@@ -282,16 +278,17 @@ def run_ckpt_collect(
         index = await scan_fleet(fleet, inv, root)
         if index.step(step) is None:
             have = ", ".join(str(s.step) for s in index.steps) or "none"
-            print(
-                f"verl-tui ckpt: no global_step_{step} under {root} on any host (steps: {have})",
-                file=sys.stderr,
+            return fail_with(
+                "verl-tui ckpt",
+                f"no global_step_{step} under {root} on any host (steps: {have})",
+                kind="bad_input",
+                title="no such step",
             )
-            return 2
         bar = _Bar()
         try:
             report = await collect(fleet, index, step, role, target, progress=bar)
         except CkptError as exc:
-            return _fail(str(exc))
+            return fail(exc, "verl-tui ckpt")
         finally:
             bar.end()
         after = await scan_fleet(fleet, inv, root)
@@ -334,9 +331,9 @@ def run_ckpt_merge(
                 on_line=lambda line: print(line, file=out, flush=True),
             )
         except MergeRefused as exc:
-            return _fail(f"not merging: {exc}")
+            return fail_with("verl-tui ckpt", f"not merging: {exc}", title=exc.title)
         except CkptError as exc:
-            return _fail(str(exc))
+            return fail(exc, "verl-tui ckpt")
         if as_json:
             print(json_text(result.to_json(), inv))
         elif result.ok:
@@ -344,7 +341,7 @@ def run_ckpt_merge(
             for path, size in result.files:
                 print(f"{human_size(size):>9}  {path}")
         if not result.ok:
-            return _fail(result.error or "merge failed")
+            return fail_with("verl-tui ckpt", result.error or "merge failed", title="merge failed")
         return 0
 
     return _run(_with_fleet(inv, body))

@@ -34,6 +34,7 @@ from tui.commands import (
     build_parser,
     group_parser,
 )
+from tui.commands.present import fail_with
 
 SHELLS = ("bash", "zsh", "tcsh")
 # A PROFILE argument is a file or a profile's name: both complete. The names (the presets and
@@ -206,8 +207,7 @@ def _man(args: argparse.Namespace) -> int:
     try:
         text = MAN_PAGE.read_text(encoding="utf-8")
     except OSError as exc:
-        print(f"{PROG}: error: cannot read {MAN_PAGE}: {exc.strerror}", file=sys.stderr)
-        return 1
+        return fail_with(f"{PROG}: error", f"cannot read {MAN_PAGE}: {exc.strerror}")
     sys.stdout.write(text)
     return 0
 

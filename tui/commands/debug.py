@@ -4,14 +4,14 @@ legacy pdb breakpoints), for scripts and for a quick look without the cockpit.""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail
 from tui.commands.ray import _run, _with_cluster
-from tui.transport.types import TransportError
+from tui.errors import VerlTuiError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui debug --help` stays light
     from tui.cluster.ray_cluster import RayCluster
@@ -45,15 +45,13 @@ def targets_text(t: DebugTargets) -> str:
 
 
 def run_debug(inv: Inventory, *, as_json: bool) -> int:
-    from tui.cluster.dashboard import DashboardError
     from tui.debug.targets import debug_targets
 
     async def body(cluster: RayCluster) -> int:
         try:
             targets = await debug_targets(cluster)
-        except (DashboardError, TransportError) as exc:
-            print(f"verl-tui debug: {exc}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail(exc, "verl-tui debug")
         print(json_text(targets.to_json(), inv) if as_json else targets_text(targets))
         return 1 if targets.problems else 0
 

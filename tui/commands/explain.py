@@ -28,6 +28,7 @@ from typing import BinaryIO
 
 from tui.commands import Command
 from tui.commands.output import plain_json_text
+from tui.commands.present import fail
 from tui.errors import VerlTuiError
 from tui.logs.retriable import RETRIABLE_KEYS
 from tui.logs.signatures import (
@@ -176,8 +177,7 @@ def run_explain(path: str, *, as_json: bool) -> int:
     try:
         f, name = _open(path)
     except BadInput as exc:
-        print(f"verl-tui explain: {one_line(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(exc, "verl-tui explain")
     kept: list[Finding] = []
     counts = {"error": 0, "warning": 0, "hint": 0}
     lines = 0
@@ -198,8 +198,7 @@ def run_explain(path: str, *, as_json: bool) -> int:
         except BrokenPipeError:
             raise  # our stdout closed, not the log: handled below
         except OSError as exc:  # reading the log failed: EIO, a file turned into a directory…
-            print(f"verl-tui explain: {shown}: {one_line(exc.strerror or exc)}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return fail(BadInput(f"{shown}: {exc.strerror or exc}"), "verl-tui explain")
         finally:
             if f is not sys.stdin.buffer:
                 f.close()

@@ -8,10 +8,10 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from typing import TYPE_CHECKING
 
 from tui.commands import Command, seconds
+from tui.commands.present import fail_with
 
 if TYPE_CHECKING:
     from tui.config.hosts import Inventory
@@ -36,11 +36,9 @@ async def _serve(inv: Inventory, host: str, port: int, interval: float) -> int:
     try:
         bound = exporter.serve(host, port)
     except OSError as exc:
-        print(
-            f"verl-tui export: cannot listen on {host}:{port}: {exc.strerror or exc}",
-            file=sys.stderr,
+        return fail_with(
+            "verl-tui export", f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         )
-        return 1
     fleet.start()
     monitor.start()
     print(f"serving http://{bound[0]}:{bound[1]}/metrics (Ctrl-C stops)", flush=True)
@@ -60,8 +58,7 @@ def run_export(inv: Inventory, args: argparse.Namespace) -> int:
     try:
         host, port = parse_listen(args.prometheus, public=args.public)
     except ListenError as exc:
-        print(f"verl-tui export: --prometheus {exc}", file=sys.stderr)
-        return 2
+        return fail_with("verl-tui export", f"--prometheus {exc}", kind=exc.kind, title=exc.title)
     try:
         return asyncio.run(_serve(inv, host, port, args.interval))
     except KeyboardInterrupt:

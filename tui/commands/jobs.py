@@ -10,15 +10,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tui.cluster.dashboard import DashboardError, check_job_id
+from tui.cluster.dashboard import check_job_id
 from tui.cluster.ray_cluster import RayCluster
 from tui.commands import Command
 from tui.commands.jobs_table import jobs_table, running_stalls
 from tui.commands.output import json_text
+from tui.commands.present import fail, fail_with
 from tui.commands.ray import _run, _with_cluster
 from tui.commands.submit_output import submit_through_flow
 from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.jobs.flow import Mode, Request
 from tui.jobs.history import JobHistory
 from tui.jobs.secrets import MissingSecret, resolve
@@ -27,7 +29,6 @@ from tui.jobs.submit import Submission, env_sources, raw_submission
 from tui.logs.retriable import help_text as retriable_help
 from tui.sanitize import one_line
 from tui.supervisor.policy import RetryPolicy, parse_policy
-from tui.transport.types import TransportError
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
@@ -77,9 +78,8 @@ def run_submit_raw(
             env_sources=env_sources(inv, None, env),
             python=inv.head.python,
         )
-    except ValueError as exc:
-        print(f"verl-tui submit: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # the command's own arguments (its env, working_dir)
+        return fail_with("verl-tui submit", str(exc), kind="bad_input")
     # A raw command: no size known, a queued one waits only for its turn; a dry run needs no
     # host, a queued one the head (the cluster's queue is there).
     request = Request(
@@ -105,9 +105,8 @@ def run_jobs(inv: Inventory, *, as_json: bool, owner: str | None = None) -> int:
         history = JobHistory(inv.cluster)
         try:
             rows = await list_jobs(cluster, history)
-        except (DashboardError, TransportError) as exc:
-            print(f"verl-tui jobs: {exc}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail(exc, "verl-tui jobs")
         if only is not None:
             rows = [r for r in rows if r.owner == only]
         for problem in history.problems:  # damaged records: listed without, each named once
@@ -134,7 +133,6 @@ def run_stop(inv: Inventory, job: str, *, wait: float = 30.0, force: bool = Fals
     check_job_id(job, "SUBMISSION_ID")  # before anything is sent: bad id → exit 2
 
     async def body(cluster: RayCluster) -> int:
-        from tui.commands.queue import EXIT_NOT_YOURS
         from tui.jobs.owner import me, owner_of_metadata
 
         try:
@@ -142,16 +140,16 @@ def run_stop(inv: Inventory, job: str, *, wait: float = 30.0, force: bool = Fals
                 client = await cluster.dashboard()
                 owner = owner_of_metadata((await client.job_info(job)).get("metadata"))
                 if owner is not None and owner != me():
-                    print(
-                        f"verl-tui stop: {job} was submitted by {owner}, not you ({me()}); "
-                        "--force stops it anyway",
-                        file=sys.stderr,
+                    return fail_with(
+                        "verl-tui stop",
+                        f"{job} was submitted by {owner}, not you ({me()})",
+                        kind="refused",
+                        title="not your job",
+                        hint="--force stops it anyway",
                     )
-                    return EXIT_NOT_YOURS
             status = await stop_job(cluster, job, JobHistory(inv.cluster), wait=wait)
-        except (DashboardError, TransportError) as exc:
-            print(f"verl-tui stop: {exc}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail(exc, "verl-tui stop")
         print(f"{job}: {status}")
         return 0 if status in TERMINAL else 1
 

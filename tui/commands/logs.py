@@ -11,10 +11,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from tui.commands import Command
+from tui.commands.present import fail, fail_job
 from tui.commands.ray import _run, _with_cluster
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.fmt import human_size
-from tui.transport.types import TransportError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui logs --help` stays light
     from tui.cluster.ray_cluster import RayCluster
@@ -29,7 +30,7 @@ def _write(text: str) -> None:
 def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
     from tui.archive.follow import archived_log_chunks
     from tui.archive.store import ArchiveStore
-    from tui.cluster.dashboard import DashboardError, check_job_id
+    from tui.cluster.dashboard import check_job_id
     from tui.cluster.job_logs import JobLogEnd
     from tui.sanitize import one_line
 
@@ -45,15 +46,9 @@ def run_job_logs(inv: Inventory, job: str, *, follow: bool) -> int:
                 cluster, job, follow=follow, ends=ends, store=store
             ):
                 _write(chunk)
-        except (DashboardError, TransportError) as exc:
-            msg = str(exc)
-            if "HTTP 404" in msg:
-                msg = (
-                    f"no job {job!r} on the head, in the run archive, nor its log in an "
-                    "old session (verl-tui jobs lists them)"
-                )
-            print(f"verl-tui logs: {msg}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            looked = "on the head, in the run archive, nor its log in an old session"
+            return fail_job(exc, "verl-tui logs", job, looked=looked)
         finally:
             for warning in store.take_warnings():
                 print(f"verl-tui logs: {one_line(warning, 300)}", file=sys.stderr)
@@ -102,9 +97,8 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
                     _write(line + "\n")
             finally:
                 await proc.close()
-        except (TransportError, ValueError) as exc:
-            print(f"verl-tui logs: {exc}", file=sys.stderr)
-            return 1
+        except (VerlTuiError, ValueError) as exc:  # ValueError: a log name that is no file's
+            return fail(exc, "verl-tui logs")
         return 0
 
     return _run(_with_cluster(inv, body))

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail_job
 from tui.commands.ray import _run, _with_cluster
-from tui.transport.types import TransportError
+from tui.errors import VerlTuiError
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
@@ -94,7 +95,7 @@ def run_metrics(
 ) -> int:
     from tui.archive.metrics_source import job_metrics
     from tui.archive.store import ArchiveStore
-    from tui.cluster.dashboard import DashboardError, check_job_id
+    from tui.cluster.dashboard import check_job_id
 
     check_job_id(job, "JOB")
     store = ArchiveStore(inv.cluster)
@@ -102,12 +103,10 @@ def run_metrics(
     async def body(cluster: RayCluster) -> int:
         try:
             tracker = await job_metrics(cluster, job, store=store)
-        except (DashboardError, TransportError) as exc:
-            msg = str(exc)
-            if "HTTP 404" in msg:
-                msg = f"no job {job!r} on the head or in the run archive (verl-tui jobs lists them)"
-            print(f"verl-tui metrics: {msg}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail_job(
+                exc, "verl-tui metrics", job, looked="on the head or in the run archive"
+            )
         for warning in store.take_warnings():
             print(f"verl-tui metrics: {warning}", file=sys.stderr)
         doc = metrics_doc(tracker, keys)

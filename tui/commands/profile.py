@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail
 from tui.config.yamlfile import ConfigError
+from tui.errors import VerlTuiError
 from tui.fmt import plural
 from tui.jobs.rules import ClusterResources, Problem
 from tui.sanitize import one_line
@@ -42,11 +44,11 @@ async def _live_cluster(inv: Inventory, *, want_debugpy: bool) -> ClusterResourc
             await cluster.close()
 
 
-def _fail(message: str, as_json: bool, hosts: Inventory | None = None) -> int:
-    print(f"verl-tui profile check: {message}", file=sys.stderr)
+def _fail(err: VerlTuiError, as_json: bool, hosts: Inventory | None = None) -> int:
+    code = fail(err, "verl-tui profile check")
     if as_json:
-        print(json_text({"ok": False, "error": message, "problems": []}, hosts))
-    return 2
+        print(json_text({"ok": False, "error": str(err), "problems": []}, hosts))
+    return code
 
 
 def run_profile_check(
@@ -74,7 +76,7 @@ def run_profile_check(
         for line in sets:
             check_set(line)
     except ConfigError as exc:
-        return _fail(str(exc), as_json, hosts)
+        return _fail(exc, as_json, hosts)
 
     spec = JobSpec(profile, sets=list(sets))
     cluster: ClusterResources | None = None
@@ -84,7 +86,7 @@ def run_profile_check(
         try:
             source = select_verl_sync(hosts)
         except SchemaError as exc:
-            return _fail(str(exc), as_json, hosts)
+            return _fail(exc, as_json, hosts)
         except KeyboardInterrupt:
             return 130
         if source.note:
@@ -110,8 +112,8 @@ def run_profile_check(
         # The submission `verl-tui submit` would send (with a hosts file): the same pipeline.
         wd_bytes = working_dir_size(spec)[0] if hosts is not None else None
         sub, report = prepare_submission(hosts, spec, cluster, working_dir_bytes=wd_bytes)
-    except (ConfigError, SchemaError) as exc:
-        return _fail(str(exc), as_json, hosts)
+    except VerlTuiError as exc:  # a bad --set or profile, verl that does not compose: exit 2
+        return _fail(exc, as_json, hosts)
 
     problems = [*extra, *report.problems]
     ok = report.ok

@@ -6,7 +6,6 @@ moving another user's entry is refused without --force (exit 3)."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -17,8 +16,6 @@ if TYPE_CHECKING:  # `verl-tui queue --help` imports none of these (pydantic, Hy
     from tui.config.hosts import Inventory
     from tui.jobs.queue import QueueEntry
     from tui.jobs.queue_shared import AnyQueue
-
-EXIT_NOT_YOURS = 3  # another user's job or entry, and no --force
 
 
 def queue_table(entries: list[QueueEntry], now: float | None = None) -> str:
@@ -100,10 +97,10 @@ async def queue_command(
 ) -> int:
     """`verl-tui queue` on `queue`: the exit status (3: another user's entry without --force)."""
     from tui.commands.output import json_text
+    from tui.commands.present import fail, fail_with
     from tui.fmt import duration, plural
     from tui.jobs.owner import me
     from tui.jobs.queue import QueueError
-    from tui.sanitize import one_line
 
     try:
         target = cancel or move
@@ -113,12 +110,13 @@ async def queue_command(
                 raise QueueError(f"{target} is not in the queue of {inv.cluster}")
             if not force and entry.owner is not None and entry.owner != me():
                 what = "cancel" if cancel else "move"
-                print(
-                    f"verl-tui queue: {target} was queued by {entry.owner}, not you "
-                    f"({me()}); --force {what}s it anyway",
-                    file=sys.stderr,
+                return fail_with(
+                    "verl-tui queue",
+                    f"{target} was queued by {entry.owner}, not you ({me()})",
+                    kind="refused",
+                    title="not your entry",
+                    hint=f"--force {what}s it anyway",
                 )
-                return EXIT_NOT_YOURS
         if cancel:
             gone = await queue.cancel(cancel)
             waited = duration(time.time() - gone.queued_at)
@@ -134,9 +132,8 @@ async def queue_command(
             print(f"{move}: position {now}")
             return 0
         entries = await queue.entries()
-    except (QueueError, OSError) as exc:
-        print(f"verl-tui queue: {one_line(str(exc), 400)}", file=sys.stderr)
-        return 1
+    except (QueueError, OSError) as exc:  # OSError: the queue's file (StateError's kin)
+        return fail(exc, "verl-tui queue")
     if as_json:
         doc = {
             "cluster": inv.cluster,

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail, fail_with
+from tui.errors import VerlTuiError
 from tui.fmt import GIB, plural
 from tui.sanitize import one_line
-from tui.transport.types import TransportError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui up --help` stays light
     from tui.cluster.probe import HostFacts
@@ -186,40 +187,42 @@ def _run(coro: Awaitable[int]) -> int:
     return code
 
 
-async def _refused_for_others(cluster: RayCluster, what: str, force: bool) -> bool:
-    """`down`/`restart` while other users' jobs run: said in one line naming them and --force
-    (the caller exits 3); False when it may go on."""
+async def _refused_for_others(cluster: RayCluster, what: str, force: bool) -> int | None:
+    """`down`/`restart` while other users' jobs run: said in one line naming them and --force,
+    and the exit status (3); None when it may go on."""
     from tui.jobs.owner import others_running, their_jobs_line
 
     owners = [] if force else await others_running(cluster)
-    if owners:
-        print(
-            f"verl-tui {what}: {their_jobs_line(owners)}; --force {what}s anyway", file=sys.stderr
-        )
-    return bool(owners)
+    if not owners:
+        return None
+    return fail_with(
+        f"verl-tui {what}",
+        their_jobs_line(owners),
+        kind="refused",
+        title="others' jobs running",
+        hint=f"--force {what}s anyway",
+    )
 
 
 def run_up(inv: Inventory, *, restart: bool, force: bool = False) -> int:
-    from tui.cluster.lock import EXIT_BUSY
     from tui.cluster.ray_cluster import BringUpError, ClusterBusy
 
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
-        if restart and await _refused_for_others(cluster, "restart", force):
-            return EXIT_BUSY
+        if restart and (refused := await _refused_for_others(cluster, "restart", force)):
+            return refused
         try:
             # The lock first: a second up/down/restart is refused before it probes anything.
             async with cluster.lock("restart" if restart else "up"):
                 facts = await cluster.probe_or_refuse()  # a host that cannot connect: at once
                 print(facts_table(inv, facts), "\n", flush=True)
                 status = await cluster.bring_up(restart=restart, facts=facts)
-        except ClusterBusy as exc:
-            print(f"verl-tui up: {exc}", file=sys.stderr)
-            return EXIT_BUSY
+        except ClusterBusy as exc:  # refused before anything was probed: exit 3
+            return fail(exc, "verl-tui up")
         except BringUpError as exc:
-            print(f"\nverl-tui up: {exc}", file=sys.stderr)
-            return 1
+            print(file=sys.stderr)  # after the probe table
+            return fail(exc, "verl-tui up")
         print("\n" + status_text(status, inv))
         print(f"\nup in {time.monotonic() - t0:.1f} s")
         return 0
@@ -228,19 +231,17 @@ def run_up(inv: Inventory, *, restart: bool, force: bool = False) -> int:
 
 
 def run_down(inv: Inventory, *, force: bool = False) -> int:
-    from tui.cluster.lock import EXIT_BUSY
     from tui.cluster.ray_cluster import ClusterBusy
 
     t0 = time.monotonic()
 
     async def body(cluster: RayCluster) -> int:
-        if await _refused_for_others(cluster, "down", force):
-            return EXIT_BUSY
+        if refused := await _refused_for_others(cluster, "down", force):
+            return refused
         try:
             report = await cluster.tear_down()
         except ClusterBusy as exc:
-            print(f"verl-tui down: {exc}", file=sys.stderr)
-            return EXIT_BUSY
+            return fail(exc, "verl-tui down")
         bad = {**report.failures, **report.leftover}
         if bad:
             for host, why in bad.items():
@@ -257,20 +258,17 @@ def run_down(inv: Inventory, *, force: bool = False) -> int:
 
 
 def run_status(inv: Inventory, *, as_json: bool) -> int:
-    from tui.cluster.dashboard import DashboardError
-
     async def body(cluster: RayCluster) -> int:
         try:
             st = await cluster.status()
-        except (DashboardError, TransportError) as exc:
+        except VerlTuiError as exc:
             msg = f"Ray is not reachable on the head ({inv.head.name}): {exc}"
             if as_json:
                 print(
                     json_text({"nodes_alive": 0, "nodes": [], "dashboard": None, "error": msg}, inv)
                 )
-            else:
-                print(f"verl-tui status: {msg}", file=sys.stderr)
-            return 1
+                return 1
+            return fail_with("verl-tui status", msg, kind="unavailable", title="Ray not reachable")
         if as_json:
             print(json_text(st.to_json(), inv))
         else:
@@ -281,23 +279,20 @@ def run_status(inv: Inventory, *, as_json: bool) -> int:
 
 
 def run_tunnel(inv: Inventory) -> int:
-    from tui.cluster.dashboard import DashboardError
     from tui.cluster.dashboard_gate import BrowserGate
 
     async def body(cluster: RayCluster) -> int:
         try:
             client = await cluster.dashboard()
             await client.alive_nodes()
-        except (DashboardError, TransportError) as exc:
-            print(f"verl-tui tunnel: {exc}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail(exc, "verl-tui tunnel")
         assert cluster.tunnel is not None  # opened by cluster.dashboard()
         gate = BrowserGate(cluster.tunnel.forward.path)
         try:
             await gate.start(inv.ray.dashboard_port)
         except OSError as exc:
-            print(f"verl-tui tunnel: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr)
-            return 1
+            return fail_with("verl-tui tunnel", f"cannot listen on 127.0.0.1: {exc.strerror}")
         try:
             print(
                 f"dashboard and jobs API: {gate.url}\n"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail_job, fail_with
 from tui.commands.ray import _run, _with_cluster
 
 if TYPE_CHECKING:
@@ -82,16 +83,16 @@ def text_lines(doc: dict[str, Any], view: StepView | None) -> list[str]:
 
 
 def run_rollouts(inv: Inventory, job: str, args: argparse.Namespace) -> int:
-    from tui.cluster.dashboard import DashboardError, check_job_id
-    from tui.rollouts.reader import RolloutError, locate_dump
+    from tui.cluster.dashboard import check_job_id
+    from tui.errors import VerlTuiError
+    from tui.rollouts.reader import locate_dump
 
     check_job_id(job, "JOB")
     if args.grep is not None:
         try:
             re.compile(args.grep)
         except re.error as exc:
-            print(f"verl-tui rollouts: --grep: bad regex: {exc}", file=sys.stderr)
-            return 2
+            return fail_with("verl-tui rollouts", f"--grep: bad regex: {exc}", kind="bad_input")
 
     async def body(cluster: RayCluster) -> int:
         try:
@@ -105,12 +106,8 @@ def run_rollouts(inv: Inventory, job: str, args: argparse.Namespace) -> int:
                 start=args.start,
                 limit=args.limit,
             )
-        except (DashboardError, RolloutError) as exc:
-            msg = str(exc)
-            if "HTTP 404" in msg:
-                msg = f"no job {job!r} on the head (verl-tui jobs lists them)"
-            print(f"verl-tui rollouts: {msg}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail_job(exc, "verl-tui rollouts", job)
         for bad in doc.get("bad_lines", [])[:20] if not args.json else ():
             print(f"verl-tui rollouts: {bad}", file=sys.stderr)
         print(json_text(doc, inv) if args.json else "\n".join(text_lines(doc, view)))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.commands import PROG, Command, seconds
+from tui.commands.present import fail
 from tui.config.yamlfile import ConfigError
 from tui.state import write_output_file
 
@@ -88,17 +89,16 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     job = args.job or os.environ.get("SLURM_JOB_ID")
     if not job:
-        print(
-            f"{PROG} slurm: error: give a JOBID (or run inside an allocation: salloc sets "
-            "SLURM_JOB_ID)",
-            file=sys.stderr,
+        return fail(
+            ConfigError(
+                "give a JOBID", hint="or run inside an allocation: salloc sets SLURM_JOB_ID"
+            ),
+            f"{PROG} slurm: error",
         )
-        return EXIT_BAD_INPUT
     try:
         alloc, text = write_inventory(job, args.output, args.base, timeout=args.timeout)
-    except ConfigError as exc:  # SlurmError too
-        print(f"{PROG} slurm: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except ConfigError as exc:  # SlurmError too: exit 2
+        return fail(exc, f"{PROG} slurm: error")
     if args.output is None:
         sys.stdout.write(text)
     else:

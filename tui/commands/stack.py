@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail_job
 from tui.commands.ray import _run, _with_cluster
-from tui.transport.types import TransportError
+from tui.errors import VerlTuiError
 
 if TYPE_CHECKING:  # the services are imported where used: `verl-tui stack --help` stays light
     from tui.cluster.ray_cluster import RayCluster
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the services are imported where used: `verl-tui stack --hel
 
 def run_stack(inv: Inventory, job: str, *, native: bool, as_json: bool) -> int:
     from tui.archive.store import ArchiveStore
-    from tui.cluster.dashboard import DashboardError, check_job_id
+    from tui.cluster.dashboard import check_job_id
     from tui.stack import dump_job_stacks
     from tui.state import StateError
 
@@ -32,12 +33,8 @@ def run_stack(inv: Inventory, job: str, *, native: bool, as_json: bool) -> int:
         try:
             client = await cluster.dashboard()
             report = await dump_job_stacks(cluster.fleet, client, job, native=native)
-        except (DashboardError, TransportError) as exc:
-            msg = str(exc)
-            if "HTTP 404" in msg:
-                msg = f"no job {job!r} on the head (verl-tui jobs lists them)"
-            print(f"verl-tui stack: {msg}", file=sys.stderr)
-            return 1
+        except VerlTuiError as exc:
+            return fail_job(exc, "verl-tui stack", job)
         saved = ""
         try:
             saved = str(report.save(store))

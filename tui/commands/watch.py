@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 
 from tui.commands import Command
 from tui.commands.output import json_text
+from tui.commands.present import fail
 from tui.commands.ray import _run, _with_cluster
 from tui.sanitize import one_line
 
 if TYPE_CHECKING:  # `verl-tui watch --help` imports no pydantic
     from tui.config.hosts import Inventory
-
-EXIT_HELD = 3  # like up/down while another action holds the cluster
 
 
 def run_watch(
@@ -66,9 +65,8 @@ def run_watch(
             try:
                 await sup.lease.acquire()
                 break
-            except LeaseHeld as exc:
-                print(f"verl-tui watch: {exc}", file=sys.stderr)
-                return EXIT_HELD
+            except LeaseHeld as exc:  # refused: exit 3, like up/down while another holds it
+                return fail(exc, "verl-tui watch")
             except (TransportError, OSError) as exc:
                 why = one_line(f"verl-tui watch: cannot reach the head: {exc}", 300)
                 if once:

@@ -61,11 +61,18 @@ _FILE_KINDS = (
 class ConfigError(VerlTuiError, title="bad input", kind="bad_input"):
     """A user-facing, one-line problem with a config file (or a CLI value)."""
 
-    def __init__(self, message: str, path: Path | str | None = None, line: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        path: Path | str | None = None,
+        line: int | None = None,
+        *,
+        hint: str | None = None,
+    ):
         self.message = message
         self.path = Path(path) if path is not None else None
         self.line = line
-        super().__init__(str(self))
+        super().__init__(str(self), hint=hint)
 
     def __str__(self) -> str:
         where = ""
