@@ -179,6 +179,44 @@ _spent: dict[str, float] = {}
 _tier_spent: dict[str, float] = {}
 
 
+# VERL_TUI_TEST_CPU=FILE (as root): the run moves into a cpuacct cgroup of its own, so a test's
+# CPU counts everything it started — namespace hosts, Ray's daemons, CLI subprocesses — and each
+# test's CPU and wall seconds go to FILE as JSON lines. The suite is CPU-bound on 2 cores: this,
+# not wall time, says which tests to make cheaper.
+_CPU_LOG = os.environ.get("VERL_TUI_TEST_CPU")
+_CPUACCT = Path("/sys/fs/cgroup/cpuacct/verl-tui-tests")
+
+
+def _cpu_ns() -> int:
+    return int((_CPUACCT / "cpuacct.usage").read_text())
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _CPU_LOG and not hasattr(session.config, "workerinput"):
+        _CPUACCT.mkdir(exist_ok=True)
+        (_CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not _CPU_LOG:
+        return (yield)
+    import json
+    import time
+
+    cpu0, wall0 = _cpu_ns(), time.monotonic()
+    result = yield
+    record = {
+        "test": item.nodeid,
+        "cpu_s": round((_cpu_ns() - cpu0) / 1e9, 3),
+        "wall_s": round(time.monotonic() - wall0, 3),
+        "tier": next((t for t in ("ray", "ssh", "unit") if item.get_closest_marker(t)), "unit"),
+    }
+    with open(_CPU_LOG, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+    return result
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     module = report.nodeid.split("::")[0]
     _spent[module] = _spent.get(module, 0.0) + report.duration
