@@ -4,6 +4,7 @@ one CLI presenter (tui/commands/present.py) whose exit status comes from the err
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib
 import os
 import time
@@ -24,7 +25,8 @@ from tui.jobs.queue import JobQueue, Needs, QueueEntry
 from tui.jobs.schema import SchemaError
 from tui.state import StateError
 from tui.supervisor.lease import LeaseHeld
-from tui.transport.types import TransportError
+from tui.transport.local import LocalTransport
+from tui.transport.types import EnvSetupFailed, HostShell, TransportError
 
 TUI = Path(__file__).resolve().parents[1] / "tui"
 
@@ -191,3 +193,15 @@ def test_cli_exit_status_by_kind(tmp_path, monkeypatch):
     assert out.stderr.startswith("verl-tui queue: theirs-1 was queued by alice@login9, not you")
     assert out.stderr.endswith("(--force cancels it anyway)\n") and out.stderr.count("\n") == 1
     assert [e.submission_id for e in JobQueue("errs").entries()] == ["theirs-1"]  # kept
+
+
+def test_a_host_s_env_setup_failure_names_the_key_that_fixes_it():
+    """A real env_setup step failing (the local transport runs it as a host's shell does)."""
+    failing = LocalTransport("here", HostShell(("echo about to fail", "false")))
+    with pytest.raises(EnvSetupFailed) as err:
+        asyncio.run(failing.run(["true"]))
+    assert err.value.hint == "here's env_setup: in hosts.yaml" and err.value.exit_code == 1
+    assert error_line(err.value, "verl-tui logs") == (
+        "verl-tui logs: here: env_setup failed (exit 1) at `false`: about to fail "
+        "(here's env_setup: in hosts.yaml)"
+    )

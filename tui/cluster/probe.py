@@ -441,7 +441,10 @@ async def resolve_python(fleet: Fleet, host: Host | str, *, timeout: float = 20.
     found = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
     if not res.ok or not found.startswith("/"):
         after = " after env_setup" if spec.env_setup else ""
-        raise InterpreterNotFound(f"{spec.name}: {spec.python!r} is not on PATH{after}")
+        raise InterpreterNotFound(
+            f"{spec.name}: {spec.python!r} is not on PATH{after}",
+            hint=f"{spec.name}'s python: in hosts.yaml (a full path, or env_setup that finds it)",
+        )
     known[spec.name] = found
     return found
 

@@ -55,7 +55,6 @@ def run_profile_check(
     path: Path, *, hosts: Inventory | None, sets: list[str], as_json: bool
 ) -> int:
     """0: no errors (warnings allowed), 1: errors, 2: bad input (profile file, --set)."""
-    from tui.cluster.dashboard import DashboardError
     from tui.jobs.pipeline import (
         JobSpec,
         planned_resources,
@@ -66,7 +65,6 @@ def run_profile_check(
     from tui.jobs.profiles import check_set, entry_note, load_profile, resolve_profile
     from tui.jobs.schema import SchemaError, current_source
     from tui.jobs.verl_source import select_verl_sync
-    from tui.transport.types import TransportError
 
     try:
         path, note = resolve_profile(path)
@@ -95,7 +93,7 @@ def run_profile_check(
                 print(f"verl-tui profile check: warning: {source.note}", file=sys.stderr)
         try:
             cluster = asyncio.run(_live_cluster(hosts, want_debugpy=spec.wants_post_mortem))
-        except (DashboardError, TransportError, OSError) as exc:
+        except (VerlTuiError, OSError) as exc:  # Ray cannot be asked: hosts.yaml's GPUs
             cluster = planned_resources(hosts)
             msg = f"Ray is not reachable on the head ({hosts.head.name}): {exc}; " + (
                 "checked against hosts.yaml's GPUs"

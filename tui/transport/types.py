@@ -251,5 +251,6 @@ def setup_failure(host: str, shell: HostShell, stderr: bytes) -> EnvSetupFailed 
             f"{host}: env_setup failed{where} (exit {status}) at `{text}`"
             + (f": {tail}" if tail else " (no output)"),
             600,
-        )
+        ),
+        hint=f"{host}'s env_setup: in hosts.yaml",
     )
