@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tui.errors import VerlTuiError
-from tui.screens.error import ErrorScreen, ReportsWorkerFailures
+from tui.screens.error import ErrorScreen, ReportsWorkerFailures, report
 
 TUI = Path(__file__).resolve().parents[1] / "tui"
 
@@ -67,6 +67,10 @@ class FailingScreen(ReportsWorkerFailures, Screen[None]):
     async def ours(self) -> None:
         raise CannotConnect("node7: connection refused", hint="is sshd running? `verl-tui doctor`")
 
+    @work(exclusive=True, group="t-os", exit_on_error=False, description="Saving the draft")
+    async def disk_full(self) -> None:
+        raise OSError(28, "No space left on device")
+
     @work(exclusive=True, group="t-bug", exit_on_error=False, description="Drawing the chart")
     async def unexpected(self) -> None:
         raise KeyError("step")
@@ -90,6 +94,21 @@ async def test_report_presents_ours_as_a_toast_and_the_unexpected_in_the_modal()
         assert toast.severity == "error" and toast.timeout == 12.0
         assert toast.message == "node7: connection refused\nis sshd running? `verl-tui doctor`"
         assert app.screen is screen  # a toast, no modal
+
+        screen.disk_full()  # the system's errors too: a full disk is no bug
+        while not any(n.title.startswith("Saving the draft") for n in app._notifications):
+            assert loop.time() < deadline, [n.title for n in app._notifications]
+            await pilot.pause(0.05)
+        (disk,) = [n for n in app._notifications if n.title.startswith("Saving the draft")]
+        assert disk.title == "Saving the draft failed: system error"
+        # (markup-escaped: a toast's message is Textual markup)
+        assert disk.message == "\\[Errno 28] No space left on device" and app.screen is screen
+
+        # A screen's own refusal, worded there: the title says what did not happen.
+        report(screen, "its profile /p.yaml is gone", title="not opened")
+        while not any(n.title == "not opened" for n in app._notifications):
+            assert loop.time() < deadline, [n.title for n in app._notifications]
+            await pilot.pause(0.05)
 
         screen.unexpected()
         while not isinstance(app.screen, ErrorScreen):

@@ -60,7 +60,11 @@ async def test_form_sweep_builder_queues_all_or_nothing():
             [NodeResources("node1", 4, 12), NodeResources("node2", 4, 12)]
         )
         real_notify = pilot.app.notify
-        pilot.app.notify = lambda msg, **kw: (notes.append(str(msg)), real_notify(msg, **kw))
+        # A toast's title (an error's: "sweep not queued") and its message, as one note.
+        pilot.app.notify = lambda msg, **kw: (
+            notes.append(f"{kw.get('title') or ''}: {msg}"),
+            real_notify(msg, **kw),
+        )
 
         async def grid(rows: dict[str, str]) -> None:
             await pilot.press("ctrl+g")

@@ -19,13 +19,13 @@ from tui.cluster.ray_cluster import BringUpError, RayCluster, StepEvent
 from tui.cluster.ray_monitor import RayMonitor, RayView
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import Inventory
-from tui.errors import VerlTuiError
+from tui.errors import VerlTuiError, hint_of, title_of
 from tui.jobs.history import JobHistory
 from tui.palette import CockpitCommands
 from tui.sanitize import clean, markup, one_line
 from tui.screens.cluster import ClusterScreen
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.error import ErrorScreen, WorkerFailed, failure_title
+from tui.screens.error import ErrorScreen, Failed, WorkerFailed, failure_title
 from tui.screens.help import HelpScreen, collect_bindings
 from tui.screens.ray_progress import RAY_UP_RETRY, RayProgressScreen, ray_up_outcome
 from tui.screens.services import Services
@@ -261,7 +261,7 @@ class VerlTuiApp(App):
         try:
             exporter.serve(*parse_listen(listen))
         except OSError as exc:
-            self.notify(markup(f"prometheus: cannot listen on {listen}: {exc}"), severity="error")
+            self.report(exc, title=f"prometheus: cannot listen on {listen}")
             return
         try:
             await exporter.run()
@@ -469,7 +469,7 @@ class VerlTuiApp(App):
         try:
             inv = await asyncio.to_thread(read_inventory, path, old)
         except ConfigError as exc:
-            self.notify(markup(one_line(exc, 400)), severity="error", timeout=15)
+            self.report(exc, title="hosts.yaml not reloaded")
             return
         change = await apply_inventory(self.fleet, self.monitor, self.ray, inv)
         self.inventory = self.services.inventory = inv
@@ -551,14 +551,23 @@ class VerlTuiApp(App):
 
     def report(self, err: BaseException, *, title: str | None = None) -> None:
         """Present any error, one way: ours (a VerlTuiError: a host, a file, a refusal the user
-        can act on) as a toast with its title, its one line and its hint, for ERROR_TOAST_S;
-        anything else is unexpected and opens the error modal (the message, never a
-        traceback). `title` is what failed (a worker's description), when the caller knows:
-        it leads the error's own title."""
-        if isinstance(err, VerlTuiError):
-            text = markup(err, 400) + (f"\n{markup(err.hint, 300)}" if err.hint else "")
-            what = markup(f"{title}: {err.title}" if title else err.title, 160)
-            self.notify(text, title=what, severity="error", timeout=ERROR_TOAST_S)
+        can act on) and the system's (an OSError: a full disk, a permission) as a toast with
+        its title, its one line and its hint, for ERROR_TOAST_S; anything else is a bug and
+        opens the error modal (the message, never a traceback). `title` is what failed (a
+        worker's description, a screen's "not stopped"), when the caller knows: it leads the
+        error's own title."""
+        if isinstance(err, (VerlTuiError, OSError)):  # an OSError: a file, a full disk
+            hint = hint_of(err)
+            text = markup(err, 400) + (f"\n{markup(hint, 300)}" if hint else "")
+            # A family's title ("dashboard", "cannot connect") after what did not happen; the
+            # base's own ("error") adds nothing to it.
+            own = title_of(err)
+            heading = (
+                title
+                if title and own == VerlTuiError.title
+                else ": ".join(t for t in (title, own) if t)
+            )
+            self.notify(text, title=markup(heading, 160), severity="error", timeout=ERROR_TOAST_S)
             return
         self.push_screen(
             ErrorScreen(title or "Something failed", f"{type(err).__name__}: {clean(err)}")
@@ -568,6 +577,9 @@ class VerlTuiApp(App):
         # The app's own workers; a screen's come as WorkerFailed (ReportsWorkerFailures).
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self.report(event.worker.error, title=failure_title(event.worker))
+
+    def on_failed(self, message: Failed) -> None:
+        self.report(message.error, title=message.title)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         error = message.worker.error

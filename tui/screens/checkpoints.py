@@ -23,7 +23,7 @@ from tui.ckpt.merge import merge
 from tui.ckpt.scan import CheckpointIndex, StepState, check_root, scan_fleet
 from tui.fmt import human_size, plural
 from tui.sanitize import cell, clean, markup, one_line, styled
-from tui.screens.error import ReportsWorkerFailures
+from tui.screens.error import ReportsWorkerFailures, report
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
 
@@ -122,17 +122,13 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
             try:
                 self.root = check_root(value)
             except ValueError as exc:
-                self.notify(markup(exc), severity="error", timeout=6)
+                report(self, str(exc), title="not a checkpoint folder")
                 return
             self._close_prompt()
             self.rescan()
         elif what == "merge":
             if not value.startswith("/"):
-                self.notify(
-                    "the merged model's folder must be an absolute path on that host",
-                    severity="error",
-                    timeout=6,
-                )
+                report(self, "the merged model's folder must be an absolute path on that host")
                 return
             self._close_prompt()
             step, host = self._merge_args

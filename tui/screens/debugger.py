@@ -20,9 +20,10 @@ from textual.widgets.data_table import CellDoesNotExist
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
 from tui.debug.targets import Breakpoint, DebugTargets, PausedWorker, debug_targets
+from tui.errors import VerlTuiError
 from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
-from tui.screens.error import ReportsWorkerFailures
+from tui.screens.error import ReportsWorkerFailures, report
 from tui.transport.types import Forward, TransportError
 
 POLL_S = 2.0
@@ -228,8 +229,8 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
 
         try:
             path, forward = await attach_in_vscode(self.cluster, target, Path.cwd())
-        except (DashboardError, TransportError, OSError, ValueError) as exc:
-            self.notify(f"VS Code attach: {markup(exc)}", severity="error", timeout=10)
+        except (VerlTuiError, OSError, ValueError) as exc:  # a launch.json not UTF-8: ValueError
+            report(self, exc, title="VS Code attach")
             return
         if self.keep_forward is not None:
             self.keep_forward(forward)

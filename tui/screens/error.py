@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from tui.errors import VerlTuiError
 from tui.sanitize import clean
 
 
@@ -34,6 +35,27 @@ class ReportsWorkerFailures:
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             cast(MessagePump, self).post_message(WorkerFailed(event.worker))
+
+
+class Failed(Message):
+    """An error for the app's one presenter (VerlTuiApp.report), from a screen or widget: it
+    bubbles to the app."""
+
+    def __init__(self, error: BaseException, title: str | None = None) -> None:
+        super().__init__()
+        self.error = error
+        self.title = title
+
+
+def report(node: MessagePump, error: BaseException | str, *, title: str | None = None) -> None:
+    """Hand an error to the app's one presenter: an exception as it is; a line a screen worded
+    itself (a refusal), or a ValueError it caught from parsing what the user typed, as one of
+    ours. `title` says what did not happen ("not stopped")."""
+    if isinstance(error, str) or (
+        isinstance(error, ValueError) and not isinstance(error, VerlTuiError)
+    ):
+        error = VerlTuiError(str(error))
+    node.post_message(Failed(error, title))
 
 
 def failure_title(worker: Worker[Any]) -> str:

@@ -17,7 +17,7 @@ from textual.widgets.option_list import Option
 
 from tui.jobs.profiles import ProfileEntry, list_profiles, profile_dirs
 from tui.sanitize import markup, one_line
-from tui.screens.error import ReportsWorkerFailures
+from tui.screens.error import ReportsWorkerFailures, report
 
 
 def clip_words(text: str, limit: int) -> str:
@@ -97,7 +97,7 @@ class ProfilePickerScreen(ReportsWorkerFailures, ModalScreen[Path | None]):
             return
         entry = self.entries[int(event.option.id)]
         if entry.profile is None:
-            self.notify(markup(entry.error or "this profile cannot be read"), severity="error")
+            report(self, entry.error or "this profile cannot be read", title="not opened")
             return
         self.dismiss(entry.path)
 

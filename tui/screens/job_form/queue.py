@@ -40,10 +40,17 @@ class FormSweep:
     queued, or none with the first invalid or refused combination named). A preflight refusal
     is remembered: ctrl+g again with the same grid queues anyway."""
 
-    def __init__(self, cluster: RayCluster, history: JobHistory, notify: Notify) -> None:
+    def __init__(
+        self,
+        cluster: RayCluster,
+        history: JobHistory,
+        notify: Notify,
+        refuse: Callable[[str], None],
+    ) -> None:
         self.cluster = cluster
         self.history = history
-        self.notify = notify
+        self.notify = notify  # progress and the outcome
+        self.refuse = refuse  # why nothing was queued (the app's one error presenter)
         self.refused: tuple[str, ...] = ()  # the runs' config hashes a preflight refused
         self.runs = 0
 
@@ -103,11 +110,11 @@ class FormSweep:
             return first.sub.submission_id
         assert isinstance(done, Refused)
         if done.kind is Refusal.INVALID and done.per_run:
-            what = f" ({done.reason}): combination {done.run}: {done.detail}"
+            why = f"{done.reason}: combination {done.run}: {done.detail}"
         elif done.kind is Refusal.PREFLIGHT:
             self.refused = done.config_hashes
-            what = f": {done.text()} (ctrl+g with the same grid queues anyway)"
+            why = f"{done.text()} (ctrl+g with the same grid queues anyway)"
         else:
-            what = f": {done.detail or done.text()}"
-        self.notify(f"sweep not queued{markup(what)}", severity="error", timeout=15)
+            why = done.detail or done.text()
+        self.refuse(why)
         return None

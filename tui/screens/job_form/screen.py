@@ -53,7 +53,7 @@ from tui.jobs.validate import Report, cluster_shape
 from tui.jobs.verl_source import select_verl
 from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.error import ReportsWorkerFailures
+from tui.screens.error import ReportsWorkerFailures, report
 from tui.screens.job_form import errors
 from tui.screens.job_form.cluster import RAY_NOT_RUNNING, ClusterShape
 from tui.screens.job_form.draft_busy import DraftBusyScreen
@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RAY_NOT_RUNNING", "DraftBusyScreen", "JobFormScreen"]
 
+NOT_SENT = "not submitted"  # the title of every refusal to send
+SWEEP_REFUSED = "sweep not queued"
 DEBOUNCE_S = 0.3  # re-validate / autosave this long after the last keystroke
 RAY_WATCH_S = 1.0  # how often the form looks at the cockpit's Ray monitor (no request)
 
@@ -185,7 +187,12 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         self._items: list[CatalogItem] = []
         self._submitting = False
         self.submission = FormSubmission(services.ray, services.history)
-        self.sweeps = FormSweep(services.ray, services.history, self.notify)
+        self.sweeps = FormSweep(
+            services.ray,
+            services.history,
+            self.notify,
+            lambda why: report(self, why, title=SWEEP_REFUSED),
+        )
 
     # -- layout --------------------------------------------------------------------------
 
@@ -830,10 +837,10 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
 
         resources = self.shape.resources
         if not self.shape.live or resources is None:
-            self.notify(
+            report(
+                self,
                 "sweeps are checked against the live cluster: bring Ray up first (u on Cluster)",
-                severity="error",
-                timeout=8,
+                title=SWEEP_REFUSED,
             )
             return
         env = self._secret_values()
@@ -844,11 +851,11 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
             grids = tuple(parse_grid(g, "sweep") for g in req.grids)
             spec, local = await asyncio.to_thread(self.spec_of, texts, toggles, unknown, env)
         except (ConfigError, ValueError) as exc:
-            self.notify(f"sweep not queued: {markup(exc)}", severity="error", timeout=8)
+            report(self, exc, title=SWEEP_REFUSED)
             return
         if local:
             key, why = next(iter(local.items()))
-            self.notify(f"sweep not queued: {markup(key)}: {markup(why)}", severity="error")
+            report(self, f"{key}: {why}", title=SWEEP_REFUSED)
             return
         first = await self.sweeps.run(
             req.name,
@@ -906,11 +913,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
             return {}
         values, missing = self.query_one(SecretFields).values()
         if missing:
-            self.notify(
-                f"not submitted: secret ${markup(missing[0])} is not set here: fill its field",
-                severity="error",
-                timeout=8,
-            )
+            report(self, f"secret ${missing[0]} is not set here: fill its field", title=NOT_SENT)
             return None
         return values
 
@@ -934,7 +937,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         try:
             policy = retry_policy(self.profile, self._retries_text())
         except ValueError as exc:
-            self.notify(f"not submitted: {markup(exc)}", severity="error", timeout=8)
+            report(self, exc, title=NOT_SENT)
             return
         texts, toggles, unknown = self.texts(), self.toggles, self.empty_unknown()
         spec, local = await asyncio.to_thread(self.spec_of, texts, toggles, unknown, secrets)
@@ -991,19 +994,15 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
         elif done.kind is Refusal.PREFLIGHT:  # the rows are FormSubmission's: shown again
             self.show_again()
             bad = plural(failures(done.findings), "problem")
-            self.notify(
-                f"not submitted: the job preflight found {bad} (shown in the form); submit "
-                "again to send it anyway",
-                severity="error",
-                timeout=10,
-            )
+            said = f"the job preflight found {bad} (shown in the form)"
+            report(self, f"{said}; submit again to send it anyway", title=NOT_SENT)
         elif done.kind is Refusal.RAY_DOWN:
             self.shape.use_planned(RAY_NOT_RUNNING)
             self._show_header()
-            self.notify(f"not submitted: {RAY_NOT_RUNNING}", severity="error", timeout=8)
+            report(self, RAY_NOT_RUNNING, title=NOT_SENT)
         elif done.kind is Refusal.OUTCOME_UNKNOWN:  # sent, no answer: the form stays
             self.notify(markup(done.reason), severity="warning", timeout=15)
         else:
-            lead = "not queued" if done.kind is Refusal.NOT_QUEUED else "not submitted"
+            lead = "not queued" if done.kind is Refusal.NOT_QUEUED else NOT_SENT
             why = done.text() if done.kind is Refusal.UNREACHABLE else done.detail
-            self.notify(f"{lead}: {markup(why)}", severity="error", timeout=8)
+            report(self, why, title=lead)

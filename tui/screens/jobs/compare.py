@@ -5,14 +5,16 @@ a job's details name its archived GPU use. A mixin, so the Jobs screen keeps onl
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import work
+from textual.screen import Screen
 
 from tui.archive.compare import MAX_RUNS, MIN_RUNS, config_diff, load_runs
 from tui.archive.gpu_use import gpu_use_text
 from tui.archive.store import ArchiveStore
-from tui.sanitize import markup, one_line
+from tui.sanitize import one_line
+from tui.screens.error import report
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
@@ -80,9 +82,8 @@ class CompareMarks:
         if missing:
             notes.append("not archived: " + ", ".join(missing))
         if len(runs) < MIN_RUNS:
-            self.notify(  # type: ignore[attr-defined]
-                markup("; ".join(notes) or "nothing to compare"), severity="error", timeout=8
-            )
+            why = "; ".join(notes) or "nothing to compare"
+            report(cast(Screen, self), why, title="not compared")
             return
         self.app.push_screen(  # type: ignore[attr-defined]
             CompareScreen(runs, diff, note=one_line("; ".join(notes), 300))

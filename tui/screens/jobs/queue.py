@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import Any, cast
 
 from rich.text import Text
 from textual import work
 from textual.coordinate import Coordinate
+from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
 
@@ -21,6 +22,7 @@ from tui.jobs.queue_shared import AnyQueue, cluster_queue
 from tui.jobs.service import JobRow
 from tui.sanitize import cell, markup, one_line, styled
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.error import report
 
 QUEUE_KEY = "queued:"  # row keys of queued jobs (a submission id never has a ':')
 
@@ -237,7 +239,7 @@ class QueueRows:
                 now = await queue.move(sid, to)
                 self.notify(f"{markup(sid)}: position {now:d}", timeout=2)  # type: ignore[attr-defined]
         except (QueueError, OSError) as exc:
-            self.notify(markup(exc), severity="error", timeout=5)  # type: ignore[attr-defined]
+            report(cast(Screen, self), exc, title="queue not changed")
             return
         await self.refresh_queue()
         self._fill()  # type: ignore[attr-defined]

@@ -17,12 +17,13 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError, is_job_id
 from tui.cluster.job_logs import ray_message
+from tui.errors import VerlTuiError
 from tui.fmt import age, duration, plural
 from tui.jobs.owner import me, others
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
 from tui.sanitize import cell, clean, markup, one_line
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.error import ReportsWorkerFailures
+from tui.screens.error import ReportsWorkerFailures, report
 from tui.screens.job_form.screen import JobFormScreen
 from tui.screens.jobs.compare import CompareMarks
 from tui.screens.jobs.heal import chain_prefix, failure_cause, heal_detail, supervisor_note
@@ -462,11 +463,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             return
         path = Path(rec.profile_path)
         if not path.is_file():
-            self.notify(
-                f"{markup(row.submission_id)}: its profile {markup(path)} is gone",
-                severity="error",
-                timeout=5,
-            )
+            report(self, f"{row.submission_id}: its profile {path} is gone", title="not edited")
             return
         env = (rec.runtime_env or {}).get("env_vars") if isinstance(rec.runtime_env, dict) else None
         refs = [v for v in (env or {}).values() if isinstance(v, dict) and v.get("from") == "env"]
@@ -476,11 +473,7 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         """A job whose id is not a valid submission id cannot be named in a URL safely."""
         if is_job_id(row.submission_id):
             return True
-        self.notify(
-            "this job's id is not a Ray submission id: verl-tui will not address it",
-            severity="error",
-            timeout=5,
-        )
+        report(self, "this job's id is not a Ray submission id: verl-tui will not address it")
         return False
 
     def action_stop(self) -> None:
@@ -524,8 +517,8 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
     async def _stop(self, sid: str) -> None:
         try:
             status = await stop_job(self.cluster, sid, self.history)
-        except (DashboardError, TransportError) as exc:  # BadJobId is a DashboardError
-            self.notify(f"not stopped: {markup(exc)}", severity="error", timeout=6)
+        except VerlTuiError as exc:  # the head, the tunnel, a bad job id
+            report(self, exc, title="not stopped")
             return
         self.notify(f"{markup(sid)}: {markup(status)}", timeout=4)
         self.poll()
@@ -554,9 +547,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
     async def _delete(self, sid: str) -> None:
         try:
             await delete_job(self.cluster, sid, self.history)
-        except (DashboardError, TransportError) as exc:
+        except VerlTuiError as exc:
             if "HTTP 404" not in str(exc):  # gone from the head already: forget it here too
-                self.notify(f"not deleted: {markup(exc)}", severity="error", timeout=6)
+                report(self, exc, title="not deleted")
                 return
             self.history.forget(sid)
         self.notify(f"{markup(sid)} deleted", timeout=3)
