@@ -17,7 +17,7 @@ from pathlib import Path
 
 from team_users import TeamUser, interpreter_for
 
-NAMES = ("verltui-a", "verltui-b")
+NAMES = ("verltui-c", "verltui-d")  # not team_users.py's verltui-b: its jobs are its own
 
 
 def _login_account(name: str) -> pwd.struct_passwd:

@@ -78,11 +78,21 @@ async def test_job_events_reach_their_owners_targets_once_through_the_log(tmp_pa
         assert [s for s, _ in heard(tmp_path, "alice")] == ["j-alice"]  # never bob's
         assert await acting.catch_up() == 0  # nothing twice
 
+        # A large detail (a stall's stack dump): trimmed in the log, whole from its maker.
+        big = {"owner": me(), "reasons": ["no_step"], "stack_dump": {"text": "x" * 10_000}}
+        await acting(Decision("job-failed", "j-big", "stalled", details=big))
+        (logged,) = [e for e in (await log.read()).events if e.decision.submission_id == "j-big"]
+        assert logged.decision.details["stack_dump"] == "(trimmed)"
+        assert logged.decision.details["reasons"] == ["no_step"]
+        assert await acting.catch_up() == 1
+        body = json.loads((tmp_path / "mine.jsonl").read_text().splitlines()[-1])
+        assert body["details"]["stack_dump"] == big["stack_dump"] and body["details"]["event_id"]
+
         # A restart (a new process, same account): the cursor holds; new events only.
         again = Notifier(targets, "c", shared=log, cursor=Cursor(tmp_path / "me-state"))
         await again(failed("j-mine2", me()))
         assert await again.catch_up() == 1
-        assert [s for s, _ in heard(tmp_path, "mine")] == ["j-mine", "j-mine2"]
+        assert [s for s, _ in heard(tmp_path, "mine")] == ["j-mine", "j-big", "j-mine2"]
 
         # Two processes of one account at once: only the one holding the cursor delivers.
         other = Notifier(targets, "c", shared=log, cursor=Cursor(tmp_path / "me-state"))

@@ -47,6 +47,21 @@ def _shared_dir(d):
             os.chmod(d, 0o777)  # another user's verl-tui replaces files here too
 
 
+def _open_shared(path):
+    """Open (or make, 0666) a file every user's verl-tui opens: without O_CREAT when it is
+    there, since a kernel with fs.protected_regular refuses O_CREAT on another user's file in
+    a sticky folder (a /tmp/ray made 1777)."""
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        except FileExistsError:
+            continue  # made by another between the two opens: open it
+
+
 def _current(path, limit):
     """The file's bytes (b"" when absent); OSError naming what is wrong with it."""
     try:
@@ -105,7 +120,7 @@ def main(argv):
     path = os.path.join(d, name)
     try:
         _shared_dir(d)
-        lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        lock = _open_shared(path + ".lock")
         with contextlib.suppress(OSError):
             os.fchmod(lock, 0o666)
         fcntl.flock(lock, fcntl.LOCK_EX)  # held for this call only: milliseconds

@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from tui.transport.fleet import Fleet
 
 EVENTS_FILE = "events.json"
-MAX_EVENTS = 500
+MAX_EVENTS = 300
 MAX_AGE_S = 7 * 86400.0
 MAX_EVENTS_BYTES = 2 << 20
-MAX_DETAILS_BYTES = 2048
+MAX_DETAILS_BYTES = 4096  # 300 events stay under 1.5 MiB
 CATCHUP_S = 3600.0  # a supervisor started after a while hears the last hour…
 CATCHUP_COUNT = 100  # …at most this many of its events
 
@@ -94,11 +94,19 @@ class LogPage:
 
 
 def _bounded(decision: Decision) -> Decision:
-    """The decision as the log keeps it: its details only when small (a stall's stack dump
-    stays in the acting supervisor's records)."""
-    details = decision.details
-    if len(json.dumps(details, default=str)) > MAX_DETAILS_BYTES:
-        details = {"trimmed": True}
+    """The decision as the log keeps it: each detail whole while they fit MAX_DETAILS_BYTES,
+    a larger one (a stall's stack dump) marked trimmed; the acting supervisor's own records,
+    and its own deliveries, keep them whole."""
+    details: dict[str, Any] = {}
+    left = MAX_DETAILS_BYTES
+    for key, value in decision.details.items():
+        size = len(json.dumps(value, default=str)) + len(key) + 4
+        if size <= left:
+            details[key] = value
+            left -= size
+        else:
+            details[key] = "(trimmed)"
+            left -= len(key) + 16
     return Decision(decision.kind, decision.submission_id, decision.message, decision.at, details)
 
 

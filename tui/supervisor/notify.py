@@ -48,6 +48,7 @@ BELL_KINDS = frozenset(
     {"job-end", "job-failed", "job-stalled", "job-unhealthy", "retry", "queue-start"}
 )
 SHARED_KINDS = shared_kinds()
+APPENDED_KEPT = 512
 STDERR_TAIL = 300  # characters of a failed command's stderr in its line
 STDERR_KEEP = 16 * 1024  # bytes of its stderr kept while reading (the rest is dropped)
 READ_CHUNK = 1 << 16
@@ -249,7 +250,9 @@ class Notifier:
         self.shared = shared
         self.cursor = cursor
         self.me = me()
-        self._appended: set[str] = set()  # ids this process put in the log (shown already)
+        # The decisions this process put in the log, by event id: shown here already, and sent
+        # whole (the log keeps large details trimmed). The newest APPENDED_KEPT.
+        self._appended: dict[str, Decision] = {}
         self._unread: str | None = None  # why the log could not be read (said once)
         if isinstance(options, NotifyOptions):
             options = (options,)
@@ -281,7 +284,9 @@ class Notifier:
             if decision.kind in self.events:
                 self._local(decision)
             try:
-                self._appended.add(await self.shared.append(decision, owner))
+                self._appended[await self.shared.append(decision, owner)] = decision
+                for old in list(self._appended)[:-APPENDED_KEPT]:
+                    del self._appended[old]
                 return
             except OSError as exc:
                 await self._failed(decision, exc, "shared event log: ")
@@ -315,11 +320,19 @@ class Notifier:
                 if any(self._hears(t.owner, event.owner) for t in self.targets) or (
                     event.owner == self.me
                 ):
-                    if event.id not in self._appended and event.owner == self.me:
-                        self._local(event.decision)  # news of my job another supervisor made
-                    await self._deliver(
-                        event.decision, functools.partial(self._hears, owner=event.owner)
-                    )
+                    decision = event.decision
+                    if event.id in self._appended:  # made here: whole, with the log's id
+                        made = self._appended[event.id]
+                        decision = Decision(
+                            made.kind,
+                            made.submission_id,
+                            made.message,
+                            made.at,
+                            {**made.details, "owner": event.owner, "event_id": event.id},
+                        )
+                    elif event.owner == self.me:
+                        self._local(decision)  # news of my job another supervisor made
+                    await self._deliver(decision, functools.partial(self._hears, owner=event.owner))
                     done += 1
                 cursor.write(page.epoch, event.seq)
             return done

@@ -15,7 +15,6 @@ from tui.config.hosts import Inventory
 from tui.config.yamlfile import ConfigError
 from tui.errors import VerlTuiError
 from tui.jobs.history import JobRecord
-from tui.jobs.owner import OWNER_KEY, valid_owner
 from tui.jobs.pipeline import JobSpec
 from tui.jobs.profiles import load_profile, override_key
 from tui.jobs.secrets import MissingSecret, resolve
@@ -106,19 +105,13 @@ def raw_submission_of(inv: Inventory, rec: JobRecord, new_id: str) -> Submission
         for r in (recorded or {}).values()
         if isinstance(r, dict) and isinstance(r.get("name"), str)
     }
-    owner = valid_owner(rec.owner)
     return Submission(
         submission_id=new_id,
         entrypoint_argv=argv,
         env_vars=env,
         working_dir=wd,
         excludes=excludes,
-        # The retry is the owner's job still, whichever supervisor sends it.
-        metadata={
-            "verl_tui": __version__,
-            "retry_of": rec.submission_id,
-            **({OWNER_KEY: owner} if owner else {}),
-        },
+        metadata={"verl_tui": __version__, "retry_of": rec.submission_id},
         profile=rec.profile,
         overrides=list(rec.overrides),
         config_hash=rec.config_hash,

@@ -23,6 +23,7 @@ from tui.ckpt.hostcmd import CkptError
 from tui.ckpt.resume import default_local_dir_of, resume_overrides, world_size_warning
 from tui.cluster.dashboard import DashboardError
 from tui.jobs.history import JobRecord
+from tui.jobs.owner import OWNER_KEY, valid_owner
 from tui.jobs.queue_shared import HeadPolicy, SharedPolicies, cluster_policies
 from tui.jobs.service import JobRow
 from tui.jobs.workdir import WorkdirError
@@ -111,6 +112,14 @@ async def alive_hosts(ctx: SupervisorContext) -> set[str] | None:
     except (DashboardError, TransportError, OSError):
         return None
     return {n.host for n in status.nodes if n.alive and n.host}
+
+
+def keep_owner(sub: Any, rec: JobRecord) -> None:
+    """The retry is the failed job's owner's, whichever supervisor sends it (the flow stamps
+    only a submission that names nobody: tui/jobs/owner.py)."""
+    owner = valid_owner(rec.owner)
+    if owner is not None:
+        sub.metadata[OWNER_KEY] = owner
 
 
 class RetryDuty:
@@ -347,6 +356,7 @@ class RetryDuty:
                 )
                 sub = await self._validated(ctx, spec, step_ws)
                 lap("validate")
+                keep_owner(sub, rec)
                 await ctx.submit(
                     sub,
                     profile_path=profile_path,
@@ -356,6 +366,7 @@ class RetryDuty:
                 )
             else:
                 sub = raw_submission_of(ctx.inv, rec, new_id)
+                keep_owner(sub, rec)
                 await ctx.submit(sub, retry_of=sid, attempt=attempt, retry_policy=policy.to_json())
         except (NotRebuildable, SubmitRejected) as exc:
             return [self._no(ctx, rec, f"cannot resubmit: {exc}", signature=v.signature)]
