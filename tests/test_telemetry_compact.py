@@ -223,3 +223,40 @@ def test_real_agent_sends_compact_lines(fake_nvml_lib, tmp_path):
     assert all(_comparable(s) == want for s in samples)
     assert [s.seq for s in samples] == [1, 2, 3]
     assert samples[0].totals().util_sum == 30
+
+
+def test_histories_in_one_ring_a_host_match_a_ring_a_gpu():
+    """HostTelemetry's histories (one float32 ring of rows per host and series) hold what a
+    ring per GPU held: the last history_len values of each GPU, oldest first, a GPU's series
+    carried over when the host's GPUs change, a new GPU's starting empty."""
+    from collections import deque
+
+    from tui.cluster.models import GpuSample, HostSample, HostTelemetry
+    from tui.transport.types import HostState, LinkStatus
+
+    rng = random.Random(7)
+    ht = HostTelemetry("h", LinkStatus("h", HostState.UP), history_len=5)
+    want_util: dict[int, deque] = {}
+    want_mem: dict[int, deque] = {}
+    shapes = [(0, 1, 2)] * 7 + [(0, 2, 5)] * 3 + [(5,)] * 8 + [(0, 1, 2, 5)] * 2
+    for seq, index in enumerate(shapes):
+        gpus = tuple(
+            GpuSample(
+                i,
+                util_percent=float(rng.randrange(101)) if rng.random() > 0.1 else None,
+                memory_used_bytes=rng.randrange(80),
+                memory_total_bytes=80,
+            )
+            for i in index
+        )
+        ht.record(HostSample(seq, 0.0, 0.0, "nvml", None, None, None, None, None, None, gpus))
+        for g in gpus:
+            want_util.setdefault(g.index, deque(maxlen=5)).append(g.util_percent or 0.0)
+            want_mem.setdefault(g.index, deque(maxlen=5)).append(g.memory_used_bytes / 80 * 100)
+        for i in want_util:
+            assert list(ht.util_history[i]) == pytest.approx(list(want_util[i])), (seq, i)
+            assert list(ht.mem_history[i]) == pytest.approx(list(want_mem[i])), (seq, i)
+            assert len(ht.util_history[i]) == len(want_util[i]) and ht.util_history[i].maxlen == 5
+    assert (
+        list(ht.util_history[1])[-1] == pytest.approx(want_util[1][-1]) and len(want_util[1]) == 5
+    )

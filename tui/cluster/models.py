@@ -264,33 +264,71 @@ class DeltaSample(HostSample):
         return self._base_gpus  # a delta is sent only while these fields are the base's
 
 
-class History:
-    """The last `maxlen` values of one series, oldest first, in a ring of float32.
+class HistoryRows:
+    """The last `maxlen` rows of a host's series, one value a GPU a row, in a ring of float32.
 
-    Not a deque of floats: at 1,024 hosts × 8 GPUs × 2 series × 300 values those were 4.9M
-    float objects (~150 MB) that every full garbage collection walked (a ~0.2 s pause); here
-    4 bytes a value and nothing for the collector to visit."""
+    One ring per host and series, not one per GPU: a second's values of every GPU go in with
+    one slice assignment (at 4,096 hosts the per-GPU appends were a fifth of the ingest). Not a
+    deque of floats: 4 bytes a value and nothing for the garbage collector to visit."""
 
-    __slots__ = ("_buf", "_len", "_next", "maxlen")
+    __slots__ = ("buf", "maxlen", "next", "total", "width")
 
-    def __init__(self, maxlen: int) -> None:
+    def __init__(self, maxlen: int, width: int) -> None:
         self.maxlen = max(1, int(maxlen))
-        self._buf = array("f", bytes(4 * self.maxlen))
-        self._next = 0  # where the next value goes
-        self._len = 0
+        self.width = width
+        self.buf = array("f", bytes(4 * self.maxlen * width))
+        self.next = 0  # the row the next values go in
+        self.total = 0  # rows appended so far
 
-    def append(self, value: float) -> None:
-        self._buf[self._next] = value
-        self._next = (self._next + 1) % self.maxlen
-        if self._len < self.maxlen:
-            self._len += 1
+    def append(self, values: Sequence[float]) -> None:
+        """One value for each GPU, in the ring's GPU order."""
+        width = self.width
+        start = self.next * width
+        self.buf[start : start + width] = array("f", values)
+        self.next = (self.next + 1) % self.maxlen
+        self.total += 1
+
+
+class History:
+    """One GPU's series, oldest first: its column of the host's HistoryRows, from the row it
+    was first seen in (`born`)."""
+
+    __slots__ = ("born", "column", "rows")
+
+    def __init__(self, rows: HistoryRows, column: int, born: int) -> None:
+        self.rows, self.column, self.born = rows, column, born
+
+    @property
+    def maxlen(self) -> int:
+        return self.rows.maxlen
 
     def __len__(self) -> int:
-        return self._len
+        rows = self.rows
+        return min(rows.total - self.born, rows.maxlen)
 
     def __iter__(self) -> Iterator[float]:
-        buf, n = self._buf, self._next
-        return iter(buf[: self._len] if self._len < self.maxlen else buf[n:] + buf[:n])
+        rows, n = self.rows, len(self)
+        column = rows.buf[self.column :: rows.width]  # one value a row, in ring order
+        ordered = column[rows.next :] + column[: rows.next]
+        return iter(ordered[len(ordered) - n :])
+
+
+def _carried(
+    old: dict[int, History], index: tuple[int, ...], maxlen: int
+) -> tuple[HistoryRows, dict[int, History]]:
+    """A new ring for GPUs `index` (a host whose GPUs changed), each GPU's series so far
+    carried over; a new GPU's starts empty."""
+    kept = {i: list(old[i]) for i in index if i in old}
+    total = max((len(v) for v in kept.values()), default=0)
+    rows = HistoryRows(maxlen, len(index))
+    rows.total, rows.next = total, total % rows.maxlen
+    views = {}
+    for k, i in enumerate(index):
+        values = kept.get(i, [])
+        for r, value in enumerate(values, start=total - len(values)):
+            rows.buf[r * rows.width + k] = value
+        views[i] = History(rows, k, total - len(values))
+    return rows, views
 
 
 class TelemetryState(str, enum.Enum):
@@ -329,6 +367,12 @@ class HostTelemetry:
     oversize_lines: int = 0  # lines of this agent run dropped for their length
     error_from_agent: bool = False  # `error` came from the agent's own error line
     health: dict[int, GpuHealth] = field(default_factory=dict)  # latest per GPU index
+    # The rings under util_history and mem_history, for the GPUs `_history_index`
+    # (`_history_gpus`: the GPUs tuple they were last checked against).
+    _util_rows: HistoryRows = field(default_factory=lambda: HistoryRows(1, 0), repr=False)
+    _mem_rows: HistoryRows = field(default_factory=lambda: HistoryRows(1, 0), repr=False)
+    _history_index: tuple[int, ...] = field(default=(), repr=False)
+    _history_gpus: tuple[GpuSample, ...] | None = field(default=None, repr=False)
 
     def note_problem(self, key: str, message: str, now: float) -> None:
         problems = self.problems
@@ -351,31 +395,39 @@ class HostTelemetry:
         health = self.health
         if type(sample) is DeltaSample:  # its history values are ready; its GPUs not built
             sample._health = health
-            util_history, mem_history = self.util_history, self.mem_history
-            for gpu, util_value, mem_value in zip(
-                sample._base_gpus, sample._util, sample._mem, strict=True
-            ):
-                util = util_history.get(gpu.index)
-                if util is None:
-                    util = util_history[gpu.index] = History(self.history_len)
-                    mem_history[gpu.index] = History(self.history_len)
-                util.append(util_value)
-                mem_history[gpu.index].append(mem_value)
+            if sample._base_gpus is not self._history_gpus:
+                self._history_shape(sample._base_gpus)
+            self._util_rows.append(sample._util)
+            self._mem_rows.append(sample._mem)
             return
-        for gpu in sample.gpus:
+        gpus = sample.gpus
+        utils, mems = [], []
+        for gpu in gpus:
             # Health rides on one sample every few seconds: carry the latest onto the others.
             if gpu.health is not None:
                 gpu.health.t = sample.t
                 health[gpu.index] = gpu.health
             elif gpu.error is None:
                 gpu.health = health.get(gpu.index)
-            util = self.util_history.get(gpu.index)
-            if util is None:
-                util = self.util_history[gpu.index] = History(self.history_len)
-                self.mem_history[gpu.index] = History(self.history_len)
-            util.append(gpu.util_percent if gpu.util_percent is not None else 0.0)
+            utils.append(gpu.util_percent if gpu.util_percent is not None else 0.0)
             frac = gpu.memory_fraction
-            self.mem_history[gpu.index].append(frac * 100 if frac is not None else 0.0)
+            mems.append(frac * 100 if frac is not None else 0.0)
+        if gpus is not self._history_gpus:
+            self._history_shape(gpus)
+        self._util_rows.append(utils)
+        self._mem_rows.append(mems)
+
+    def _history_shape(self, gpus: tuple[GpuSample, ...]) -> None:
+        """The histories' rings follow `gpus` (new rings only when their indexes changed)."""
+        index = tuple(g.index for g in gpus)
+        self._history_gpus = gpus
+        if index == self._history_index:
+            return
+        self._history_index = index
+        self._util_rows, views = _carried(self.util_history, index, self.history_len)
+        self.util_history.update(views)
+        self._mem_rows, views = _carried(self.mem_history, index, self.history_len)
+        self.mem_history.update(views)
 
     @property
     def display_state(self) -> str:
