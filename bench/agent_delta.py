@@ -4,9 +4,10 @@
 For --hosts hosts of --gpus GPUs (bench/simhosts.py's samples, one process per GPU): the real
 agent's DeltaEncoder turns each host's next sample into a delta line, and the timed part is
 `agent_delta.apply_delta` of every host's line onto its base (the delta decoder: the path every
-GPU of every host takes every second), and `agent_schema.parse_line` of every host's full
-sample (the boundary: one full sample per host every DELTA_FULL_EVERY seconds). Median of
---repeat runs.
+GPU of every host takes every second), the same deltas packed as the agent sends them to the
+monitor (`gpu_agent --compact`: `agent_delta.apply_compact`, where the tree has it), and
+`agent_schema.parse_line` of every host's full sample (the boundary: one full sample per host
+every DELTA_FULL_EVERY seconds). Median of --repeat runs.
 
     .venv/bin/python bench/agent_delta.py [--hosts 1024] [--gpus 8] [--repeat 15]
     .venv/bin/python bench/agent_delta.py --ab HEAD~1 [--rounds 5]   # same-run A/B
@@ -39,14 +40,19 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
     import tui
     from tui.cluster.agent_delta import apply_delta
     from tui.cluster.agent_schema import parse_line
+    from tui.remote import gpu_common
     from tui.remote.gpu_common import DeltaEncoder
 
+    # The packed lines the agent sends the monitor (gpu_agent --compact), where the tree has them.
+    compact = getattr(gpu_common, "compact_delta", None)
+    agent_delta = importlib.import_module("tui.cluster.agent_delta")
+    apply_compact = getattr(agent_delta, "apply_compact", None)
     # simhosts puts this checkout first on sys.path: the tree's modules are imported already.
     agent_sample = importlib.import_module("simhosts").agent_sample
 
     print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
 
-    fulls, lines, bases = [], [], []
+    fulls, lines, bases, packed = [], [], [], []
     for h in range(hosts):
         first, second = agent_sample(h, gpus, 1, "bench"), agent_sample(h, gpus, 2, "bench")
         for g in (*first["gpus"], *second["gpus"]):
@@ -61,15 +67,23 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
         fulls.append(full)
         lines.append(json.dumps(delta, separators=(",", ":")))
         bases.append(base)
+        if compact is not None:
+            packed.append(compact(delta))
     pairs = list(zip(lines, bases, strict=True))
     check = apply_delta(lines[0], bases[0], 0.0)
     assert check.gpus[0].util_percent == json.loads(lines[0])["gpus"][0][0], "decoded wrong"
-    delta_ms, full_ms = [], []
+    plans = [agent_delta.delta_plan(b) for b in bases] if apply_compact is not None else []
+    delta_ms, full_ms, compact_ms = [], [], []
     for _ in range(repeat):
         t0 = time.process_time()
         for line, base in pairs:
             apply_delta(line, base, 0.0)
         delta_ms.append((time.process_time() - t0) * 1e3)
+        if apply_compact is not None:
+            t0 = time.process_time()
+            for line, base, plan in zip(packed, bases, plans, strict=True):
+                apply_compact(line, base, 0.0, plan)
+            compact_ms.append((time.process_time() - t0) * 1e3)
         t0 = time.process_time()
         for line in fulls:
             parse_line(line, 0.0)
@@ -82,6 +96,10 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
         "delta_us_per_host": round(delta * 1e3 / hosts, 2),
         "full_ms_per_fleet": round(full, 2),
         "full_us_per_host": round(full * 1e3 / hosts, 2),
+        # the packed delta lines (gpu_agent --compact): None where the tree has none
+        "compact_us_per_host": round(statistics.median(compact_ms) * 1e3 / hosts, 2)
+        if compact_ms
+        else None,
     }
 
 
@@ -105,6 +123,7 @@ def ab(ref: str, rounds: int, argv: list[str]) -> int:
     for name, results in runs.items():
         delta = statistics.median(r["delta_us_per_host"] for r in results)
         full = statistics.median(r["full_us_per_host"] for r in results)
+        compact = [r["compact_us_per_host"] for r in results if r.get("compact_us_per_host")]
         print(
             json.dumps(
                 {
@@ -113,6 +132,7 @@ def ab(ref: str, rounds: int, argv: list[str]) -> int:
                     "rounds": rounds,
                     "delta_us_per_host": round(delta, 2),
                     "full_us_per_host": round(full, 2),
+                    "compact_us_per_host": statistics.median(compact) if compact else None,
                     "runs_delta": [r["delta_us_per_host"] for r in results],
                 }
             )
