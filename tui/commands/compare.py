@@ -75,6 +75,7 @@ def show(
         load_runs,
     )
     from tui.commands.output import json_text
+    from tui.commands.present import fail_with
     from tui.jobs.history import JobHistory
     from tui.sanitize import one_line
     from tui.state import write_output_file
@@ -102,9 +103,8 @@ def show(
     if csv_path is not None:
         try:
             write_output_file(csv_path, csv_text(runs, shared))  # never over a symlink/device
-        except OSError as exc:
-            print(f"verl-tui compare: --csv {csv_path}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
+        except OSError as exc:  # a folder, a device, a full disk: the file was not written
+            return fail_with("verl-tui compare", f"--csv {csv_path}: {exc.strerror or exc}")
     if as_json:
         print(json_text(compare_doc(runs, shared, diff), inv))
         return 0

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tui.commands import Command
-from tui.commands.present import fail, fail_job
+from tui.commands.present import fail, fail_job, fail_with
 from tui.commands.ray import _run, _with_cluster
 from tui.config.yamlfile import ConfigError
 from tui.errors import VerlTuiError
@@ -81,12 +81,12 @@ def run_node_logs(inv: Inventory, host: str, name: str | None, *, follow: bool) 
                 return 0
             files = {f.name for f in await list_logs(transport)}
             if name not in files:
-                print(
-                    f"verl-tui logs: {host} has no log file {name!r} "
-                    f"(verl-tui logs HOSTS --node {host} lists them)",
-                    file=sys.stderr,
+                return fail_with(
+                    "verl-tui logs",
+                    f"{host} has no log file {name!r}",
+                    title="no such log file",
+                    hint=f"verl-tui logs HOSTS --node {host} lists them",
                 )
-                return 1
             if not follow:
                 res = await transport.run(["cat", "--", log_path(name)], timeout=300)
                 _write(res.stdout)
