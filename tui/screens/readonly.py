@@ -25,8 +25,9 @@ MUTATES: dict[str, frozenset[str]] = {
     "DebuggerScreen": frozenset({"attach", "vscode"}),
     "DraftBusyScreen": frozenset({"choose"}),
     "JobFormScreen": frozenset({"submit", "discard_draft"}),
-    "JobsScreen": frozenset({"new_job", "edit_job", "stop", "delete"}),
-    "QueueRows": frozenset({"queue_cancel", "queue_up", "queue_down"}),
+    "JobsScreen": frozenset(
+        {"new_job", "edit_job", "stop", "delete", "queue_cancel", "queue_up", "queue_down"}
+    ),
     "SweepBuilderScreen": frozenset({"queue_all"}),
 }
 
@@ -81,9 +82,10 @@ VIEWS: dict[str, frozenset[str]] = {
             "reverse_sort",
             "owners",
             "rollouts",
+            "mark",
+            "compare",
         }
     ),
-    "CompareMarks": frozenset({"mark", "compare"}),
     "JobTable": frozenset({"first", "last"}),
     "NodeLogsScreen": frozenset(
         {"open", "grep_all", "refresh", "only_host", "switch_focus", "back"}

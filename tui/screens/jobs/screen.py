@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from rich.text import Text
@@ -15,19 +16,30 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
+from tui.archive.compare import MAX_RUNS, MIN_RUNS, config_diff, load_runs
+from tui.archive.gpu_use import gpu_use_text
+from tui.archive.store import ArchiveStore
 from tui.cluster.dashboard import DashboardError, is_job_id
 from tui.cluster.job_logs import ray_message
 from tui.errors import VerlTuiError
 from tui.fmt import age, duration, plural
 from tui.jobs.owner import me, others
+from tui.jobs.queue import QueueEntry, QueueError
+from tui.jobs.queue_shared import AnyQueue
 from tui.jobs.service import TERMINAL, JobRow, delete_job, list_jobs, stop_job
-from tui.sanitize import cell, clean, markup, one_line
+from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.error import ReportsWorkerFailures, report
 from tui.screens.job_form.screen import JobFormScreen
-from tui.screens.jobs.compare import CompareMarks
 from tui.screens.jobs.heal import chain_prefix, failure_cause, heal_detail, supervisor_note
-from tui.screens.jobs.queue import QUEUE_KEY, QueueRows, profile_label
+from tui.screens.jobs.queue import (
+    QUEUE_KEY,
+    not_yours,
+    profile_label,
+    queue_cells,
+    queue_detail,
+    queue_for,
+)
 from tui.screens.jobs.view import (
     SORT_KEYS,
     JobTable,
@@ -47,6 +59,7 @@ from tui.transport.types import TransportError
 
 POLL_S = 3.0
 SELECT_TRIES = 5  # refreshes a just-created job's row is waited for before the cursor stays
+MARK = "● "  # before a job marked for comparison (space)
 _STATUS_STYLE = {
     "SUCCEEDED": "green",
     "FAILED": "bold red",
@@ -66,7 +79,7 @@ def _env_entry(name: str, value: object) -> str:
     return describe(name, value)
 
 
-class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
+class JobsScreen(ReportsWorkerFailures, Screen):
     # The footer shows the keys used most (it fits 160 columns with the app's 1-5); help (?)
     # and the palette (ctrl+p) list every one. j/k/g/G/Home/End move (JobTable).
     BINDINGS = [
@@ -108,7 +121,9 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
         self.rows: list[JobRow] = []
         self.stalls: dict[str, dict] = {}  # the supervisor's stalled jobs (STALLED, evidence)
         self.health: dict[str, list[dict]] = {}  # the supervisor's training-health alerts
-        self.queued = []  # the local queue's entries (jobs_queue.QueueRows)
+        self.queued: list[QueueEntry] = []  # the queue's entries, shown on top
+        self.queue_error: str | None = None  # the queue unreadable: said in the title
+        self.marked: list[str] = []  # jobs marked for comparison (space)
         self.error: str | None = None
         self.loaded = False
         self.filter_text = ""
@@ -554,6 +569,209 @@ class JobsScreen(ReportsWorkerFailures, CompareMarks, QueueRows, Screen):
             self.history.forget(sid)
         self.notify(f"{markup(sid)} deleted", timeout=3)
         self.poll()
+
+    # -- the queue: queued jobs as rows on top, the keys that cancel and reorder them ---------
+
+    def _queue(self) -> AnyQueue:
+        def said(text: str) -> None:
+            self.notify(markup(text), timeout=10)
+
+        return queue_for(self.cluster, said)
+
+    async def refresh_queue(self) -> None:
+        try:
+            self.queued = await self._queue().entries()
+            self.queue_error = None
+        except OSError as exc:  # the head's queue unreachable or damaged: in the title
+            self.queued = []
+            self.queue_error = f"queue: {one_line(str(exc), 200)}"
+
+    def fill_queue(self, table: DataTable[Text], shown: list[QueueEntry] | None = None) -> None:
+        """Queued rows go first, in queue order (the head of the queue on top); `shown`: the
+        ones the filter keeps (each keeps its place in the whole queue)."""
+        for i, e in enumerate(self.queued, 1):
+            if shown is not None and e not in shown:
+                continue
+            sid, status, health, since, took, profile, owner, driver, why = queue_cells(e, i)
+            table.add_row(
+                styled(sid),
+                styled(status),
+                styled(health),
+                styled(since),
+                styled(took),
+                styled(profile),
+                styled(owner),
+                styled(driver),
+                styled(why),
+                key=QUEUE_KEY + e.submission_id,
+            )
+
+    def cursor_key(self, table: DataTable[Text]) -> str | None:
+        if table.row_count == 0 or table.cursor_row is None:
+            return None
+        try:
+            value = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        except CellDoesNotExist:
+            return None
+        return value
+
+    def current_queued(self) -> tuple[QueueEntry, int] | None:
+        table = self.query_one(DataTable)
+        key = self.cursor_key(table)
+        if not key or not key.startswith(QUEUE_KEY):
+            return None
+        sid = key.removeprefix(QUEUE_KEY)
+        for i, e in enumerate(self.queued, 1):
+            if e.submission_id == sid:
+                return e, i
+        return None
+
+    def show_queued_detail(self, pane: Static) -> bool:
+        found = self.current_queued()
+        if found is None:
+            return False
+        pane.update(styled(queue_detail(*found)))
+        return True
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def action_queue_cancel(self) -> None:
+        found = self.current_queued()
+        if found is None:
+            self.notify("no queued job selected", timeout=2)
+            return
+        entry, _pos = found
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._queue_change("cancel", entry.submission_id)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Cancel queued job {one_line(entry.submission_id)}?",
+                "It leaves the queue; nothing was sent to Ray." + not_yours(entry),
+            ),
+            answered,
+        )
+
+    def action_queue_up(self) -> None:
+        self._queue_move(-1)
+
+    def action_queue_down(self) -> None:
+        self._queue_move(+1)
+
+    def _queue_move(self, step: int) -> None:
+        found = self.current_queued()
+        if found is None:
+            self.notify("no queued job selected", timeout=2)
+            return
+        entry, pos = found
+        if entry.owner is not None and entry.owner != me():
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._queue_change("move", entry.submission_id, pos + step)
+
+            self.app.push_screen(
+                ConfirmScreen(
+                    f"Move {one_line(entry.submission_id)}, queued by {one_line(entry.owner, 80)}?",
+                    "It changes when another user's job starts." + not_yours(entry),
+                ),
+                answered,
+            )
+            return
+        self._queue_change("move", entry.submission_id, pos + step)
+
+    @work(group="queue-change", exit_on_error=False, description="Changing the queue")
+    async def _queue_change(self, what: str, sid: str, to: int = 0) -> None:
+        queue = self._queue()
+        try:
+            if what == "cancel":
+                await queue.cancel(sid)
+                self.notify(f"{markup(sid)} cancelled", timeout=3)
+            else:
+                now = await queue.move(sid, to)
+                self.notify(f"{markup(sid)}: position {now:d}", timeout=2)
+        except (QueueError, OSError) as exc:
+            report(self, exc, title="queue not changed")
+            return
+        await self.refresh_queue()
+        self._fill()
+        table = self.query_one(DataTable)
+        key = QUEUE_KEY + sid
+        if what == "move" and key in table.rows:
+            table.move_cursor(row=table.get_row_index(key))
+
+    def restore_queue_cursor(self, table: DataTable[Text], key: str | None) -> None:
+        """Keep the cursor on the queued row it was on across a refill."""
+        if not key or not key.startswith(QUEUE_KEY):
+            return
+        from textual.widgets.data_table import RowDoesNotExist
+
+        with contextlib.suppress(RowDoesNotExist):  # it left the queue meanwhile
+            table.move_cursor(row=table.get_row_index(key))
+
+    # -- comparing runs: space marks 2-8 jobs, c opens the compare screen ---------------------
+
+    def mark_prefix(self, sid: str) -> str:
+        return MARK if sid in self._marks() else ""
+
+    def _marks(self) -> list[str]:
+        return self.marked
+
+    def action_mark(self) -> None:
+        row = self.current
+        if row is None:
+            return
+        marks = self._marks()
+        if row.submission_id in marks:
+            marks.remove(row.submission_id)
+        elif len(marks) >= MAX_RUNS:
+            self.notify(f"at most {MAX_RUNS} runs at once", timeout=3)
+            return
+        else:
+            marks.append(row.submission_id)
+        self._fill()
+
+    def action_compare(self) -> None:
+        marks = self._marks()
+        if len(marks) < MIN_RUNS:
+            self.notify(
+                f"mark {MIN_RUNS}–{MAX_RUNS} jobs with space first ({len(marks)} marked)",
+                timeout=4,
+            )
+            return
+        self.notify(f"comparing {len(marks)} runs…", timeout=2)
+        self._open_compare(list(marks))
+
+    @work(
+        exclusive=True,
+        group="jobs-compare",
+        exit_on_error=False,
+        description="Opening the comparison",
+    )
+    async def _open_compare(self, sids: list[str]) -> None:
+        from tui.archive.follow import refresh_archive
+        from tui.screens.compare import CompareScreen
+
+        store = ArchiveStore(self.cluster.inv.cluster)
+        problems = await refresh_archive(self.cluster, sids, store)
+        runs, missing = await asyncio.to_thread(load_runs, store, sids, self.history)
+        diff = await asyncio.to_thread(config_diff, runs)  # verl's base config: ~0.5 s
+        notes = [*problems, *store.take_warnings()]
+        if missing:
+            notes.append("not archived: " + ", ".join(missing))
+        if len(runs) < MIN_RUNS:
+            why = "; ".join(notes) or "nothing to compare"
+            report(self, why, title="not compared")
+            return
+        self.app.push_screen(CompareScreen(runs, diff, note=one_line("; ".join(notes), 300)))
+
+    def gpu_detail(self, sid: str) -> str | None:
+        """The archived GPU use line for a job's details, or None."""
+        store = ArchiveStore(self.cluster.inv.cluster, max_bytes=0)
+        meta = store.meta(sid)
+        return gpu_use_text(meta.get("gpu_use")) if meta else None
 
 
 def not_mine(row: JobRow) -> str:
