@@ -43,3 +43,29 @@ def test_the_walk_finds_a_lookup() -> None:
     for text in ('getattr(self.app, "monitor", None)', 'hasattr(app, "reconnect")'):
         call = ast.parse(text).body[0].value  # type: ignore[attr-defined]
         assert isinstance(call, ast.Call) and _names_an_app(call.args[0])
+
+
+async def test_cluster_keys_reach_the_app_and_the_fleet_without_importing_the_app() -> None:
+    """l on the Cluster screen runs the app's node_logs action by name (for the row's host), r
+    reconnects through the fleet the screen was given."""
+    from snapshot_apps.cluster_replay import ReplayApp
+
+    from tui.screens.logs.node_logs import NodeLogsScreen
+
+    app = ReplayApp()
+    async with app.run_test(size=(160, 46)) as pilot:
+        await pilot.pause(0.3)
+        row = app.cluster_screen.table.current_row
+        assert row is not None
+        await pilot.press("l")
+        for _ in range(60):
+            if isinstance(app.screen, NodeLogsScreen):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, NodeLogsScreen) and app.screen.only == row.host
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.screen is app.cluster_screen and app.cluster_screen.fleet is app.fleet
+        await pilot.press("r")
+        await pilot.pause(0.1)
+        assert f"reconnecting {row.host}" in [str(n.message) for n in app._notifications]
