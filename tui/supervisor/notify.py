@@ -330,7 +330,7 @@ class Notifier:
                             made.at,
                             {**made.details, "owner": event.owner, "event_id": event.id},
                         )
-                    elif event.owner == self.me:
+                    elif event.owner == self.me and decision.kind in self.events:
                         self._local(decision)  # news of my job another supervisor made
                     await self._deliver(decision, functools.partial(self._hears, owner=event.owner))
                     done += 1
