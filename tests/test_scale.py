@@ -17,7 +17,7 @@ from dataclasses import fields
 
 import pytest
 
-from tui.cluster.agent_delta import BadDelta, _decode_gpus, apply_delta
+from tui.cluster.agent_delta import BadDelta, apply_delta
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import (
     DELTA_METRICS,
@@ -72,7 +72,7 @@ def _agent_sample(seq: int, rng: random.Random, *, gpus: int = 4, health: bool =
 
 def _eager(sample: HostSample) -> HostSample:
     """The same sample as a plain HostSample holding the decoder's GPUs."""
-    gpus = _decode_gpus(sample._rows, sample._base_gpus) if type(sample) is DeltaSample else ()
+    gpus = sample._build(sample._rows, sample._base_gpus) if type(sample) is DeltaSample else ()
     return HostSample(
         sample.seq,
         sample.t,
@@ -248,31 +248,50 @@ def _built(sample: HostSample) -> bool:
     return True
 
 
-async def test_the_table_builds_gpu_objects_only_for_what_it_shows_or_sorts_by():
-    """200 hosts on delta samples in the real GpuTable (headless app): sorting by name or
-    state, filtering and folding build no host's GPU objects; the rows drawn build theirs
-    (and only theirs); a metric sort reads (so builds) every host's values."""
+async def test_the_table_builds_gpu_objects_only_for_what_it_shows():
+    """200 hosts on delta samples (JSON and packed lines) in the real GpuTable (headless app):
+    sorting by name, state or any metric, filtering and folding build no host's GPU objects;
+    the rows drawn build theirs (and only theirs). A metric sort read from the delta's checked
+    values puts the rows in the order the built GPU objects give (a second table holding the
+    same samples with their GPUs built: values missing, an errored GPU, zero memory totals)."""
     from textual.app import App
+
+    from tui.cluster.agent_delta import apply_compact, delta_plan
+    from tui.remote.gpu_common import compact_delta
 
     enc = [DeltaEncoder() for _ in range(200)]
     rng = random.Random(8)
     hosts: dict[str, HostTelemetry] = {}
+    eager: dict[str, HostTelemetry] = {}
+    packed = 0
     for i, e in enumerate(enc):
-        ht = hosts[f"n{i:03d}"] = _host(f"n{i:03d}")
+        name = f"n{i:03d}"
+        ht = hosts[name] = _host(name)
         base = parse_line(json.dumps(e.encode(_agent_sample(1, rng, gpus=8))), 0.0).sample
         assert base is not None
         ht.record(base)
-        ht.record(apply_delta(json.dumps(e.encode(_agent_sample(2, rng, gpus=8))), base, 1.0))
+        delta = e.encode(_agent_sample(2, rng, gpus=8))
+        line = compact_delta(delta) if i % 2 else None
+        if line is not None:
+            ht.record(apply_compact(line, base, 1.0, delta_plan(base)))
+            packed += 1
+        else:
+            ht.record(apply_delta(json.dumps(delta), base, 1.0))
         assert type(ht.latest) is DeltaSample
+        eager[name] = _host(name)
+        eager[name].record(_eager(ht.latest))
+    assert packed > 50
 
     class TableApp(App):
         def compose(self):
             yield GpuTable(id="t")
+            yield GpuTable(id="e")
 
     app = TableApp()
     async with app.run_test(size=(160, 30)) as pilot:
-        table = app.query_one(GpuTable)
+        table, built_table = app.query_one("#t", GpuTable), app.query_one("#e", GpuTable)
         table.set_hosts(hosts)
+        built_table.set_hosts(eager)
         await pilot.pause()
         assert len(table.rows) == 200 * 9
         built = [name for name, ht in hosts.items() if _built(ht.latest)]
@@ -285,9 +304,16 @@ async def test_the_table_builds_gpu_objects_only_for_what_it_shows_or_sorts_by()
         table.collapsed.update(hosts)
         table.rebuild()
         assert len(table.rows) == 200
+        table.collapsed.clear()
+        table.extra_columns = built_table.extra_columns = True
+        metric_keys = [k for k in table.sort_keys if k not in ("name", "state")]
+        assert {"util", "mem", "temp", "power"} <= set(metric_keys) and len(metric_keys) > 4
+        for key in metric_keys:
+            for reverse in (False, True):
+                for filter_text in ("", "gpu3"):
+                    for t in (table, built_table):
+                        t.sort_key, t.sort_reverse, t.filter_text = key, reverse, filter_text
+                        t.rebuild()
+                    assert list(table.rows) == list(built_table.rows), (key, reverse)
         await pilot.pause()
         assert len([n for n, ht in hosts.items() if _built(ht.latest)]) <= 30  # on screen
-        table.collapsed.clear()
-        table.sort_key = "util"
-        table.rebuild()
-        assert all(_built(ht.latest) for ht in hosts.values())

@@ -8,8 +8,9 @@ a host's GPU count); value changes just repaint.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import NamedTuple, overload
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -22,7 +23,15 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.cluster.gpu_health import gpu_level, judge_host, worst
-from tui.cluster.models import GPU_METRICS, GpuMetric, GpuSample, HostTelemetry
+from tui.cluster.models import (
+    DELTA_METRICS,
+    GPU_METRICS,
+    DeltaSample,
+    GpuMetric,
+    GpuSample,
+    HostSample,
+    HostTelemetry,
+)
 from tui.sanitize import one_line, pad
 from tui.widgets.gauges import bar, gib, sparkline
 
@@ -56,6 +65,82 @@ class Row(NamedTuple):
     # hosts), and each host's rows are made once and reused by every rebuild.
     host: str
     gpu: int | None = None  # None: the host's own row
+
+
+class RowIndex(Sequence[Row]):
+    """The table's rows in order, kept as each shown host and its shown GPU indices: a row
+    object is made only when one is read (the lines on screen, the cursor's). At 4,096 hosts
+    a list of Row objects meant 36,864 appends per sort, filter or fold key, and the
+    collector's pass over them after."""
+
+    __slots__ = ("_at", "_gpus", "_hosts", "_len", "_starts")
+
+    def __init__(self, hosts: list[str], gpus: list[tuple[int, ...]]) -> None:
+        self._hosts, self._gpus = hosts, gpus
+        starts, n = [], 0
+        for shown in gpus:
+            starts.append(n)
+            n += 1 + len(shown)
+        self._starts, self._len = starts, n
+        self._at: dict[str, int] | None = None  # host → its position, made when first asked
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> Row: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Row]: ...
+    def __getitem__(self, i: int | slice) -> Row | list[Row]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        h = bisect_right(self._starts, i) - 1
+        off = i - self._starts[h]
+        return Row(self._hosts[h]) if off == 0 else Row(self._hosts[h], self._gpus[h][off - 1])
+
+    def __iter__(self) -> Iterator[Row]:
+        for host, shown in zip(self._hosts, self._gpus, strict=True):
+            yield Row(host)
+            for gpu in shown:
+                yield Row(host, gpu)
+
+    def _position(self, row: object) -> int | None:
+        if not isinstance(row, Row):
+            return None
+        if self._at is None:
+            self._at = {host: h for h, host in enumerate(self._hosts)}
+        h = self._at.get(row.host)
+        if h is None:
+            return None
+        if row.gpu is None:
+            return self._starts[h]
+        try:
+            return self._starts[h] + 1 + self._gpus[h].index(row.gpu)
+        except ValueError:
+            return None
+
+    def __contains__(self, row: object) -> bool:
+        return self._position(row) is not None
+
+    def index(self, row: object, start: int = 0, stop: int | None = None) -> int:
+        at = self._position(row)
+        if at is None or at < start or (stop is not None and at >= stop):
+            raise ValueError(f"{row!r} is not in the table")
+        return at
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowIndex):
+            return self._hosts == other._hosts and self._gpus == other._gpus
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowIndex({list(self)!r})"
 
 
 class Cell(NamedTuple):
@@ -255,16 +340,42 @@ def idle_while_peers_busy(gpu: GpuSample, peers: tuple[GpuSample, ...]) -> bool:
     return gpu.util_percent < IDLE_UTIL and sum(others) / len(others) >= BUSY_PEERS
 
 
-def _host_metric(ht: HostTelemetry, key: str) -> float:
-    gpus = ht.latest.gpus if ht.latest else ()
-    vals = [_gpu_metric(g, key) for g in gpus]
-    return max(vals) if vals else -1.0
-
-
 def _gpu_metric(g: GpuSample, key: str) -> float:
     column = BY_KEY.get(key)
     sort = column.sort if column is not None else None
     return sort(g) if sort is not None else float(g.index)
+
+
+# The GpuSample field each metric sort key reads ("mem" reads memory_used_bytes, over the
+# base's total), and that field's place in a delta sample's checked values.
+_SORT_FIELD = {
+    "util": "util_percent",
+    "mem": "memory_used_bytes",
+    "temp": "temperature_c",
+    "power": "power_w",
+    **{m.title.lower(): m.key for m in GPU_METRICS if m.title},
+}
+_DELTA_COLUMN = {m.key: j for j, m in enumerate(DELTA_METRICS)}
+
+
+def _metric_values(sample: HostSample, key: str) -> tuple[tuple[GpuSample, ...], list[float]]:
+    """A sample's GPUs (ids) and each one's sort value for a metric key, as _gpu_metric reads
+    them. A delta sample's values were checked at the boundary and are its GPUs' as sent
+    (DeltaSample._rows: a JSON delta's rows, or a packed one's (columns, ...)), so they are
+    read there: a sort builds no GPU objects (at 4,096 hosts, 32,768 a sort and every re-sort
+    under load, and their collection)."""
+    j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
+    if type(sample) is DeltaSample and j is not None:
+        ids, rows = sample._base_gpus, sample._rows
+        raw = list(rows[0][j]) if type(rows) is tuple else [row[j] for row in rows]
+        if key == "mem":
+            return ids, [
+                -1.0 if used is None or not g.memory_total_bytes else used / g.memory_total_bytes
+                for g, used in zip(ids, raw, strict=True)
+            ]
+        return ids, [-1.0 if v is None else float(v) for v in raw]
+    gpus = sample.gpus
+    return gpus, [_gpu_metric(g, key) for g in gpus]
 
 
 class GpuTable(ScrollView, can_focus=True):
@@ -319,7 +430,7 @@ class GpuTable(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.hosts: Mapping[str, HostTelemetry] = {}
-        self.rows: list[Row] = []
+        self.rows: Sequence[Row] = RowIndex([], [])
         self.filter_text = ""
         self.sort_key = "name"
         self.sort_reverse = False
@@ -327,7 +438,7 @@ class GpuTable(ScrollView, can_focus=True):
         self.collapsed: set[str] = set()
         # host → what decides its rows (GPU count, state, hostname for the filter): only the
         # hosts a frame names are compared, not the whole fleet every frame.
-        self._shape: dict[str, tuple] = {}
+        self._shape: dict[str, object] = {}
         self._sorted_at = 0.0  # monotonic time of the last rebuild (metric sorts re-sort ~1 Hz)
         self._style_cache: dict[str, Style] | None = None
         # host → "head alive" / "worker not started" …; set by the screen when Ray is known.
@@ -335,9 +446,8 @@ class GpuTable(ScrollView, can_focus=True):
         # Called as soon as the cursor moves (the screen's details pane): drawn in the same
         # frame as the cursor, not one frame later as a Selected message's handler would be.
         self.on_cursor: Callable[[Row | None], None] | None = None
-        # host → its own row and its GPU rows by index, reused by every rebuild (at 1,024
-        # hosts a rebuild made 9,216 new rows, and the collections they set off, per key).
-        self._row_cache: dict[str, tuple[Row, dict[int, Row]]] = {}
+        # host → (the GPUs its rows came from, their indices): reused while the same
+        self._index_cache: dict[str, tuple[tuple[GpuSample, ...], tuple[int, ...]]] = {}
         self._gpu_hay: dict[tuple[str | None, int], str] = {}  # the filter's GPU text, lowered
 
     @property
@@ -388,58 +498,76 @@ class GpuTable(ScrollView, can_focus=True):
     def rebuild(self) -> None:
         """Recompute the visible rows (filter, sort, folding) keeping the cursor's row."""
         current = self.current_row
-        hosts = list(self.hosts.values())
-        key = self.sort_key
-        if key == "name":
-            hosts.sort(key=lambda h: h.name, reverse=self.sort_reverse)
-        elif key == "state":
-            hosts.sort(key=lambda h: (h.display_state == "up", h.name), reverse=self.sort_reverse)
-        else:
-            hosts.sort(key=lambda h: _host_metric(h, key), reverse=not self.sort_reverse)
-        rows: list[Row] = []
+        key, reverse = self.sort_key, self.sort_reverse
         needle = self.filter_text.lower()
-        cache, collapsed = self._row_cache, self.collapsed
+        collapsed = self.collapsed
         by_metric = key not in ("name", "state")
-        for ht in hosts:
-            # Sorted by name or state the rows need each GPU's index and name only: a delta
-            # sample's GPUs are not built for that (at 4,096 hosts, 32,768 objects a rebuild).
+        # (host, its GPUs shown in order) for each host shown. Sorted by name or state the rows
+        # need each GPU's index and name only: a delta sample's GPUs are not built for that.
+        shown: list[tuple[HostTelemetry, tuple[int, ...], float]] = []
+        shapes: dict[str, object] = {}  # _host_shape's, taken in the same pass
+        plain = not (key == "state" or self.filter_text)
+        for ht in self.hosts.values():
             sample = ht.latest
-            gpus = list(sample.gpus if by_metric else sample.gpu_ids) if sample else []
+            if sample is None:
+                ids: tuple[GpuSample, ...] = ()
+                values: list[float] = []
+            elif by_metric:
+                ids, values = _metric_values(sample, key)
+            else:
+                ids, values = sample.gpu_ids, []
+            top = max(values) if values else -1.0  # the host's place: all its GPUs, shown or not
+            count = len(ids)
+            shapes[ht.name] = count if plain else (count, ht.display_state, ht.hostname)
             if needle and not self._matches(ht, None):
-                gpus = [g for g in gpus if needle in self._gpu_text(g)]
-                if not gpus:
+                keep = [i for i, g in enumerate(ids) if needle in self._gpu_text(g)]
+                if not keep:
                     continue
-            cached = cache.get(ht.name)
-            if cached is None:
-                cached = cache[ht.name] = (Row(ht.name), {})
-            host_row, gpu_rows = cached
-            rows.append(host_row)
+                if len(keep) < len(ids):
+                    ids = tuple(ids[i] for i in keep)
+                    values = [values[i] for i in keep] if values else values
             if ht.name in collapsed:
-                continue
-            if by_metric:
-                gpus.sort(key=lambda g: _gpu_metric(g, key), reverse=not self.sort_reverse)
-            for g in gpus:
-                row = gpu_rows.get(g.index)
-                if row is None:
-                    row = gpu_rows[g.index] = Row(ht.name, g.index)
-                rows.append(row)
+                order: tuple[int, ...] = ()
+            elif by_metric:
+                ranked = sorted(range(len(ids)), key=values.__getitem__, reverse=not reverse)
+                order = tuple(ids[i].index for i in ranked)
+            else:
+                order = self._indices(ht.name, ids)
+            shown.append((ht, order, top))
+        if key == "name":
+            shown.sort(key=lambda s: s[0].name, reverse=reverse)
+        elif key == "state":
+            shown.sort(key=lambda s: (s[0].display_state == "up", s[0].name), reverse=reverse)
+        else:
+            shown.sort(key=lambda s: s[2], reverse=not reverse)
+        rows = RowIndex([s[0].name for s in shown], [s[1] for s in shown])
         self.rows = rows
-        self._shape = {ht.name: self._host_shape(ht) for ht in self.hosts.values()}
+        self._shape = shapes
         self._sorted_at = time.monotonic()
         self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
-        if current in rows:
+        if current is not None and current in rows:
             self.cursor = rows.index(current)
         else:
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.refresh()
 
-    def _host_shape(self, ht: HostTelemetry) -> tuple:
+    def _indices(self, host: str, ids: tuple[GpuSample, ...]) -> tuple[int, ...]:
+        """The GPU indices of `ids` in their order: one tuple per host while its GPUs (a delta
+        sample's base, the same object every second) stay the same."""
+        cached = self._index_cache.get(host)
+        if cached is not None and cached[0] is ids:
+            return cached[1]
+        order = tuple(g.index for g in ids)
+        self._index_cache[host] = (ids, order)
+        return order
+
+    def _host_shape(self, ht: HostTelemetry) -> object:
         """What the rows depend on: the GPU count; the state and hostname only where the sort
         or the filter reads them (else a host's state change repaints its row, and a fleet
         whose hosts flap between up and stale is not re-sorted every frame)."""
         if self.sort_key == "state" or self.filter_text:
             return (self._gpu_count(ht), ht.display_state, ht.hostname)
-        return (self._gpu_count(ht),)
+        return self._gpu_count(ht)
 
     def update_hosts(self, changed: set[str]) -> None:
         """New samples arrived for `changed`; repaint (rebuild only if the shape moved).
