@@ -26,7 +26,7 @@ from tui.transport.fleet import Fleet
 ALICE = "alice@login9"
 
 
-def target(tmp_path, name: str, owner: str) -> NotifyOptions:
+def target(tmp_path, name: str, owner: str | None) -> NotifyOptions:
     out = tmp_path / f"{name}.jsonl"
     code = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read() + '\\n')"
     return NotifyOptions(
@@ -52,11 +52,13 @@ async def test_job_events_reach_their_owners_targets_once_through_the_log(tmp_pa
     head = str(tmp_path / "head")
     async with Fleet(inv) as fleet:
         log = SharedEvents(inv, fleet, directory=head)
-        # This account's targets: everything of mine, a `mine` one, and one naming a teammate.
+        # This account's targets: the default (my jobs and what has no owner), `mine`, one
+        # naming a teammate, and `all` (every account's jobs).
         targets = [
-            target(tmp_path, "all", "all"),
+            target(tmp_path, "default", None),
             target(tmp_path, "mine", "mine"),
             target(tmp_path, "alice", ALICE),
+            target(tmp_path, "all", "all"),
         ]
         cursor = Cursor(tmp_path / "me-state")
         acting = Notifier(targets, "c", shared=log, cursor=cursor)
@@ -65,17 +67,27 @@ async def test_job_events_reach_their_owners_targets_once_through_the_log(tmp_pa
         await acting(failed("j-mine", me()))
         await acting(failed("j-alice", ALICE))
         await acting(failed("j-bob", "bob@login2"))
-        assert heard(tmp_path, "all") == [] and acting.sent == 0
-        # A job with no owner (not verl-tui's) and the cluster's errors: straight to `all`.
+        assert heard(tmp_path, "default") == heard(tmp_path, "all") == [] and acting.sent == 0
+        # A job with no owner (not verl-tui's) and the cluster's errors: straight to the
+        # default and `all` targets, never to `mine` or a teammate's.
         await acting(Decision("job-failed", "j-raw", "failed"))
         await acting(Decision("error", None, "the head cannot be reached"))
+        assert [s for s, _ in heard(tmp_path, "default")] == ["j-raw", None]
         assert [s for s, _ in heard(tmp_path, "all")] == ["j-raw", None]
+        assert heard(tmp_path, "mine") == heard(tmp_path, "alice") == []
 
-        assert await acting.catch_up() == 2  # mine, and alice's for the target naming her
+        assert await acting.catch_up() == 3  # mine; alice's (named); bob's (only `all` wants it)
         ids = [e for _s, e in heard(tmp_path, "mine")]
         assert [s for s, _ in heard(tmp_path, "mine")] == ["j-mine"] and ids[0]
-        assert [s for s, _ in heard(tmp_path, "all")] == ["j-raw", None, "j-mine"]
+        assert [s for s, _ in heard(tmp_path, "default")] == ["j-raw", None, "j-mine"]
         assert [s for s, _ in heard(tmp_path, "alice")] == ["j-alice"]  # never bob's
+        assert [s for s, _ in heard(tmp_path, "all")] == [
+            "j-raw",
+            None,
+            "j-mine",
+            "j-alice",
+            "j-bob",
+        ]
         assert await acting.catch_up() == 0  # nothing twice
 
         # A large detail (a stall's stack dump): trimmed in the log, whole from its maker.

@@ -132,6 +132,9 @@ def test_notify_owner_filter_and_readonly_are_checked_at_the_config_boundary(tmp
     assert owner_wanted("all", None) and owner_wanted("mine", me())
     assert not owner_wanted("mine", "alice@login9") and not owner_wanted("mine", None)
     assert owner_wanted("alice@login9", "alice@login9") and not owner_wanted("bob@h", "alice@h")
+    # Unset (the default): this account's jobs and what has no owner, never a teammate's.
+    assert owner_wanted(None, None) and owner_wanted(None, me())
+    assert not owner_wanted(None, "alice@login9") and owner_wanted("all", "alice@login9")
 
     def load(text: str):
         path = tmp_path / "hosts.yaml"

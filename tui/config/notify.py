@@ -66,16 +66,17 @@ class NotifyOptions(BaseModel):
     format: WebhookFormat = "raw"
     timeout: float = Field(default=10.0, gt=0, le=120, description="seconds per notifier")
     events: tuple[Event, ...] = DEFAULT_EVENTS
-    # Whose jobs: `all` (default), `mine` (the supervisor's own user@host) or one USER@HOST.
-    # An event about no job (the lease, the cluster) goes only to `all`.
-    owner: str = Field(default="all", max_length=128)
+    # Whose jobs (tui/supervisor/notify.py owner_wanted): unset, this account's jobs and what
+    # has no owner (the lease, the cluster, jobs not sent by verl-tui); `mine`, this account's
+    # jobs only; `all`, every account's jobs and what has no owner; USER@HOST, that owner's.
+    owner: str | None = Field(default=None, max_length=128)
 
     @field_validator("owner")
     @classmethod
-    def _check_owner(cls, v: str) -> str:
+    def _check_owner(cls, v: str | None) -> str | None:
         from tui.config.owner import check_owner
 
-        if v in ("all", "mine"):
+        if v is None or v in ("all", "mine"):
             return v
         return check_owner(v, "owner: mine, all or USER@HOST;")
 

@@ -299,7 +299,7 @@ class Notifier:
         self._local(decision)
         if decision.details.get("notifier_failure"):
             return  # a notifier's own failure is never sent on (no loops)
-        await self._deliver(decision, lambda choice: owner_wanted(choice, owner))
+        await self._deliver(decision, lambda choice: owner_wanted(choice, owner, self.me))
 
     async def catch_up(self) -> int:
         """Deliver the shared log's events past this account's cursor that its targets want
@@ -337,12 +337,12 @@ class Notifier:
                 cursor.write(page.epoch, event.seq)
             return done
 
-    def _hears(self, choice: str, owner: str) -> bool:
-        """Whether a target (owner: all | mine | USER@HOST) of this account gets a logged job
-        event of `owner`: `all` and `mine` its own user's jobs, USER@HOST that owner's."""
-        return owner == self.me if choice in ("all", "mine") else owner == choice
+    def _hears(self, choice: str | None, owner: str) -> bool:
+        """Whether a target of this account (its `owner:` choice) gets a logged job event of
+        `owner`."""
+        return owner_wanted(choice, owner, self.me)
 
-    async def _deliver(self, decision: Decision, wanted: Callable[[str], bool]) -> None:
+    async def _deliver(self, decision: Decision, wanted: Callable[[str | None], bool]) -> None:
         """`decision` to every target that wants its kind and whose owner choice `wanted`."""
         data = payload(decision, self.cluster)
         body = json.dumps(data).encode()
@@ -440,8 +440,15 @@ def install(
     return notifier
 
 
-def owner_wanted(choice: str, owner: str | None) -> bool:
-    """Whether a target filtered to `choice` (all | mine | USER@HOST) gets a job of `owner`."""
+def owner_wanted(choice: str | None, owner: str | None, mine: str | None = None) -> bool:
+    """Whether a target whose `owner:` is `choice` gets news of a job of `owner` (None: news
+    about no job — the lease, the cluster — or a job not sent by verl-tui). Unset: this
+    account's jobs and what has no owner; `mine`: this account's jobs; `all`: everything;
+    USER@HOST: that owner's jobs. `mine` is this account (user@host)."""
     if choice == "all":
         return True
-    return owner is not None and owner == (me() if choice == "mine" else choice)
+    if owner is None:
+        return choice is None
+    if choice is None or choice == "mine":
+        return owner == (mine or me())
+    return owner == choice
