@@ -554,10 +554,9 @@ def test_circle_finder_finds_a_function_level_tie_back() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-# The one circle left, through a TYPE_CHECKING import (submitting.py types its `ctx` with duty's
-# SupervisorContext while duty's default submitter is submitting's): tui/supervisor's to break.
-# Listed, not ignored: the check below fails once it is gone, so the entry goes with it.
-KNOWN_CIRCLES: list[list[str]] = [["tui.supervisor.duty", "tui.supervisor.submitting"]]
+# None: a circle found is a failure. (Were one ever listed here, the check below fails once it
+# is gone, so the entry goes with it.)
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def test_no_import_circles_between_modules() -> None:

@@ -12,15 +12,37 @@ the send (DashboardError, TransportError, WorkdirError, StateError), which the d
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tui.errors import VerlTuiError
 from tui.jobs.flow import Ready, Refusal, Refused, Request, Submitted, outcome, submission_flow
 from tui.jobs.submit import Submission
 
 if TYPE_CHECKING:
+    from tui.cluster.dashboard import DashboardClient
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.config.hosts import Inventory
+    from tui.jobs.history import JobHistory
     from tui.jobs.pipeline import JobSpec
-    from tui.supervisor.duty import SupervisorContext
+    from tui.jobs.rules import ClusterResources
+    from tui.transport.fleet import Fleet
+
+
+class SupervisorContext(Protocol):
+    """What a submission needs of the supervisor's context (tui/supervisor/duty.py's, which
+    imports this module: typed here by what is used, not by importing it back)."""
+
+    inv: Inventory
+    cluster: RayCluster
+    history: JobHistory
+    extras: dict[str, Any]
+
+    @property
+    def fleet(self) -> Fleet: ...
+
+    async def dashboard(self) -> DashboardClient: ...
+
+    async def live_resources(self) -> ClusterResources: ...
 
 
 class SubmitRejected(VerlTuiError, title="submission refused", kind="bad_input"):
