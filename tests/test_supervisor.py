@@ -403,6 +403,11 @@ def test_second_supervisor_refuses_and_a_killed_one_is_taken_over(ray_up):
         assert second.returncode == 3, second
         assert "supervised by root@" in second.stderr and f"(pid {first.pid})" in second.stderr
         assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+        # --standby (a teammate's watch): one pass standing by, not acting, exit 0.
+        standby = cli(env, "watch", str(path), "--once", "--standby", "--json")
+        assert standby.returncode == 0, standby
+        assert "standing by: " in standby.stderr and f"(pid {first.pid})" in standby.stderr
+        assert not any(json.loads(x)["kind"] == "lock" for x in standby.stdout.splitlines())
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)

@@ -2,8 +2,10 @@
 
 The same loop the cockpit runs while it is open (tui/supervisor/core.py): it retries failed
 jobs that have a retry policy, and runs the other duties registered there. One supervisor acts
-per cluster: a second `watch` exits 3 naming the holder; a holder killed with -9 is taken
-over once its lease expires (at once from the same machine)."""
+per cluster: a second `watch` exits 3 naming the holder, or with `--standby` waits (a team's
+shared cluster: each account's watch delivers its own jobs' notifications meanwhile) and takes
+over when the holder's lease expires; a holder killed with -9 is taken over once its lease
+expires (at once from the same machine)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def run_watch(
     as_json: bool,
     bring_up: bool,
     gpu_interval: float = 0.0,
+    standby: bool = False,
 ) -> int:
     from tui.cluster.ray_cluster import RayCluster
     from tui.cluster.telemetry import TelemetryMonitor
@@ -66,7 +69,12 @@ def run_watch(
                 await sup.lease.acquire()
                 break
             except LeaseHeld as exc:  # refused: exit 3, like up/down while another holds it
-                return fail(exc, "verl-tui watch")
+                if not standby:
+                    return fail(exc, "verl-tui watch")
+                # Standing by: each pass renews nothing, delivers this account's events from
+                # the shared log, and acts once the holder's lease has expired (Supervisor.tick).
+                print(f"verl-tui watch: standing by: {one_line(str(exc), 300)}", file=sys.stderr)
+                break
             except (TransportError, OSError) as exc:
                 why = one_line(f"verl-tui watch: cannot reach the head: {exc}", 300)
                 if once:
@@ -110,6 +118,12 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="each decision as one JSON line")
     p.add_argument(
+        "--standby",
+        action="store_true",
+        help="while another supervisor holds the cluster, wait instead of exiting 3: deliver "
+        "this account's jobs' notifications, and take over when its lease expires",
+    )
+    p.add_argument(
         "--gpus",
         type=float,
         default=5.0,
@@ -141,6 +155,7 @@ def _run_args(args: argparse.Namespace) -> int:
         as_json=args.json,
         bring_up=args.bring_up,
         gpu_interval=args.gpus,
+        standby=args.standby,
     )
 
 
@@ -152,5 +167,6 @@ WATCH = Command(
     "policy (submit --retries) from their latest complete checkpoint once every host is back, "
     "and run the supervisor's other duties. Prints one line per decision (--json: JSON lines); "
     "each decision is also recorded on its job (verl-tui jobs --json). One supervisor acts per "
-    "cluster: exit 3 while another holds it (the cockpit, or another watch).",
+    "cluster: exit 3 while another holds it (the cockpit, or another watch), or with --standby "
+    "wait for it, delivering this account's notifications meanwhile.",
 )
