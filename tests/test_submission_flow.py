@@ -108,16 +108,16 @@ def test_each_mode_yields_its_steps_and_one_outcome(setup):
 
     assert kinds(run(setup, Request(spec, mode="check"))) == [*head, "Ready"]
 
-    kept: list[str] = []
     spec_q = JobSpec(profile, print_config=True, submission_id="flow-q1")
-    request = Request(spec_q, mode="queue", before_queue=lambda s: kept.append(s.submission_id))
-    steps = run(setup, request)
-    assert kinds(steps) == [*head, "Checking", "Queued"] and kept == ["flow-q1"]
+    policy = {"retries": 1, "on": ["nccl_timeout"]}
+    steps = run(setup, Request(spec_q, mode="queue", retry_policy=policy))
+    assert kinds(steps) == [*head, "Checking", "Queued"]
     done = steps[-1]
     assert isinstance(done, Queued)
     (placed,) = done.placed
     assert placed.position == 1 and placed.entry.needs.gpus_per_node == 4
     assert [e.submission_id for e in JobQueue(inv.cluster).entries()] == ["flow-q1"]
+    assert placed.entry.retry_policy == policy  # the policy travels on the entry itself
     # The same id again: the queue refuses it, in the flow's words.
     again = run(setup, Request(spec_q, mode="queue"))[-1]
     assert isinstance(again, Refused) and again.kind is Refusal.NOT_QUEUED

@@ -195,10 +195,8 @@ class Request:
     asked_again: Collection[str] = ()
     profile_path: str | None = None
     priority: int = 0
-    retry_policy: dict[str, Any] | None = None  # on the history record, before the POST
-    # Queue mode: called with each submission just before it is queued (retry_policy above
-    # goes on the entry itself).
-    before_queue: Callable[[Submission], None] | None = None
+    # On the history record before the POST; in queue mode, on the entry itself.
+    retry_policy: dict[str, Any] | None = None
     # The supervisor: an id whose record exists is sent again (a crash between record and
     # POST; Ray accepts an id at most once), with the attempt chain on a new record.
     resend: bool = False
@@ -469,9 +467,6 @@ async def _queue(flow: Flow, runs: list[Planned]) -> Outcome:
     from tui.jobs.queue import Needs, QueueError, entry_for
 
     req, queue = flow.request, flow.job_queue()
-    for run in runs:
-        if req.before_queue is not None:
-            req.before_queue(run.sub)
     try:
         if flow.plan is not None:
             from tui.jobs.sweep import sweep_entries

@@ -8,10 +8,8 @@ before are moved to the head once (`migrate_policies`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tui.cluster.dashboard import check_job_id
 from tui.logs.retriable import RETRIABLE_KEYS, check_retry_on
 
 MAX_RETRIES = 100
@@ -70,36 +68,6 @@ def record_policy(history: Any, submission_id: str, policy: RetryPolicy | None) 
     if rec is not None:
         rec.retry_policy = policy.to_json()
         history.save(rec)
-
-
-def _stash_path(cluster: str, submission_id: str) -> Path:
-    from tui.state import state_path
-
-    return state_path("supervisor", cluster, "policies", f"{check_job_id(submission_id)}.json")
-
-
-def stash_policy(cluster: str, submission_id: str, policy: RetryPolicy | None) -> None:
-    """The policy of a job that is not submitted yet (queued): the supervisor's submit puts it
-    on the record when the job is sent (`stashed_policy`)."""
-    if policy is not None:
-        from tui.state import atomic_write_json
-
-        atomic_write_json(_stash_path(cluster, submission_id), policy.to_json())
-
-
-def stashed_policy(cluster: str, submission_id: str) -> dict[str, Any] | None:
-    """The stashed policy; None when there is none. StateError naming the file when it is
-    damaged (a job queued with retries must not start without them in silence)."""
-    from tui.state import StateError, read_state_json
-
-    path = _stash_path(cluster, submission_id)
-    doc = read_state_json(path, max_bytes=1 << 16)
-    if doc is None:
-        return None
-    policy = RetryPolicy.from_json(doc)
-    if policy is None:
-        raise StateError(f"{path}: not a retry policy; fix or move it away")
-    return policy.to_json()
 
 
 async def migrate_policies(ctx: Any, shared: Any) -> int:

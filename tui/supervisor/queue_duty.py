@@ -200,8 +200,8 @@ class QueueDuty:
             return True  # cancelled meanwhile: the next one may go
         try:
             sub = submission_of(entry, ctx.inv)
-            # The entry's own retry policy, whoever queued it (else one stashed by an older
-            # version: tui/supervisor/policy.stashed_policy).
+            # The entry's own retry policy, whoever queued it (an older version's, kept in
+            # the account's state, was moved onto the entry: policy.migrate_policies).
             sid = await ctx.submit(
                 sub, profile_path=entry.profile_path, retry_policy=entry.retry_policy
             )

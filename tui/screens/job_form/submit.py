@@ -33,7 +33,6 @@ from tui.jobs.pipeline import live_resources
 from tui.jobs.preflight import as_problems
 from tui.jobs.rules_base import Problem
 from tui.sanitize import one_line
-from tui.supervisor.policy import stash_policy
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
@@ -90,14 +89,12 @@ class FormSubmission:
         on_step: Callable[[Step], None],
     ) -> Outcome:
         """The one submission flow against the live cluster (asked again), sent or queued."""
-        cluster_name = self.cluster.inv.cluster
         request = Request(
             spec,
             mode="queue" if queue else "send",
             asked_again=self.refused_configs,
             profile_path=profile_path,
             retry_policy=policy.to_json() if policy else None,  # on the record before the POST
-            before_queue=lambda sub: stash_policy(cluster_name, sub.submission_id, policy),
             working_dir_bytes=working_dir_bytes,
         )
         want = bool(spec.post_mortem)
