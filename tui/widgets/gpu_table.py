@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import NamedTuple, overload
 
 from rich.cells import cell_len, set_cell_size
@@ -367,7 +368,7 @@ def _metric_values(sample: HostSample, key: str) -> tuple[tuple[GpuSample, ...],
     j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
     if type(sample) is DeltaSample and j is not None:
         ids, rows = sample._base_gpus, sample._rows
-        raw = list(rows[0][j]) if type(rows) is tuple else [row[j] for row in rows]
+        raw = rows[0][j] if type(rows) is tuple else list(map(itemgetter(j), rows))
         if key == "mem":
             return ids, [
                 -1.0 if used is None or not g.memory_total_bytes else used / g.memory_total_bytes
@@ -446,8 +447,10 @@ class GpuTable(ScrollView, can_focus=True):
         # Called as soon as the cursor moves (the screen's details pane): drawn in the same
         # frame as the cursor, not one frame later as a Selected message's handler would be.
         self.on_cursor: Callable[[Row | None], None] | None = None
-        # host → (the GPUs its rows came from, their indices): reused while the same
-        self._index_cache: dict[str, tuple[tuple[GpuSample, ...], tuple[int, ...]]] = {}
+        # host → (the GPUs its rows came from, their indices, their filter texts): _gpu_keys
+        self._gpu_key_cache: dict[
+            str, tuple[tuple[GpuSample, ...], tuple[int, ...], tuple[str, ...]]
+        ] = {}
         self._gpu_hay: dict[tuple[str | None, int], str] = {}  # the filter's GPU text, lowered
 
     @property
@@ -519,20 +522,23 @@ class GpuTable(ScrollView, can_focus=True):
             top = max(values) if values else -1.0  # the host's place: all its GPUs, shown or not
             count = len(ids)
             shapes[ht.name] = count if plain else (count, ht.display_state, ht.hostname)
+            idx, texts = self._gpu_keys(ht.name, ids)
+            positions: list[int] | None = None  # None: all of them
             if needle and not self._matches(ht, None):
-                keep = [i for i, g in enumerate(ids) if needle in self._gpu_text(g)]
-                if not keep:
+                positions = [i for i, text in enumerate(texts) if needle in text]
+                if not positions:
                     continue
-                if len(keep) < len(ids):
-                    ids = tuple(ids[i] for i in keep)
-                    values = [values[i] for i in keep] if values else values
             if ht.name in collapsed:
                 order: tuple[int, ...] = ()
             elif by_metric:
-                ranked = sorted(range(len(ids)), key=values.__getitem__, reverse=not reverse)
-                order = tuple(ids[i].index for i in ranked)
+                ranked = sorted(
+                    range(len(ids)) if positions is None else positions,
+                    key=values.__getitem__,
+                    reverse=not reverse,
+                )
+                order = tuple([idx[i] for i in ranked])
             else:
-                order = self._indices(ht.name, ids)
+                order = idx if positions is None else tuple([idx[i] for i in positions])
             shown.append((ht, order, top))
         if key == "name":
             shown.sort(key=lambda s: s[0].name, reverse=reverse)
@@ -551,15 +557,18 @@ class GpuTable(ScrollView, can_focus=True):
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.refresh()
 
-    def _indices(self, host: str, ids: tuple[GpuSample, ...]) -> tuple[int, ...]:
-        """The GPU indices of `ids` in their order: one tuple per host while its GPUs (a delta
-        sample's base, the same object every second) stay the same."""
-        cached = self._index_cache.get(host)
+    def _gpu_keys(
+        self, host: str, ids: tuple[GpuSample, ...]
+    ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """The indices of `ids` and their filter texts, in order: made once per host while its
+        GPUs (a delta sample's base, the same object every second) stay the same."""
+        cached = self._gpu_key_cache.get(host)
         if cached is not None and cached[0] is ids:
-            return cached[1]
-        order = tuple(g.index for g in ids)
-        self._index_cache[host] = (ids, order)
-        return order
+            return cached[1], cached[2]
+        idx = tuple(g.index for g in ids)
+        texts = tuple(self._gpu_text(g) for g in ids)
+        self._gpu_key_cache[host] = (ids, idx, texts)
+        return idx, texts
 
     def _host_shape(self, ht: HostTelemetry) -> object:
         """What the rows depend on: the GPU count; the state and hostname only where the sort
