@@ -35,6 +35,8 @@ BUNDLES: dict[str, tuple[str, ...]] = {
     "probe": ("amd_cards", "probe_gpus", "hf_cache", "tracing"),
     "job_preflight": ("hf_cache", "tracing", "startup_imports"),
     "stack_dump": ("tracing",),
+    "head_lease": ("shared_files",),
+    "head_state": ("shared_files",),
 }
 
 

@@ -22,24 +22,11 @@ import json
 import os
 import time
 
+from tui.remote.shared_files import open_shared
+
 
 def _say(doc):
     print(json.dumps(doc), flush=True)
-
-
-def _open_shared(path):
-    """Open (or make, 0666) a file every user's verl-tui opens: without O_CREAT when it is
-    there, since a kernel with fs.protected_regular refuses O_CREAT on another user's file in
-    a sticky folder (a /tmp/ray made 1777)."""
-    while True:
-        try:
-            return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            pass
-        try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        except FileExistsError:
-            continue  # made by another between the two opens: open it
 
 
 def _read(fd):
@@ -61,7 +48,7 @@ def main(argv):
     d, name, op, owner, ttl = argv[0], argv[1], argv[2], json.loads(argv[3]), float(argv[4])
     try:
         os.makedirs(d, exist_ok=True)
-        fd = _open_shared(os.path.join(d, name))
+        fd = open_shared(os.path.join(d, name))
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666)  # another user's verl-tui must be able to take it over
         fcntl.flock(fd, fcntl.LOCK_EX)  # held for this call only: milliseconds

@@ -28,6 +28,8 @@ import json
 import os
 import stat
 
+from tui.remote.shared_files import open_shared
+
 
 def _say(doc):
     print(json.dumps(doc), flush=True)
@@ -45,21 +47,6 @@ def _shared_dir(d):
     if st.st_uid == os.geteuid():
         with contextlib.suppress(OSError):
             os.chmod(d, 0o777)  # another user's verl-tui replaces files here too
-
-
-def _open_shared(path):
-    """Open (or make, 0666) a file every user's verl-tui opens: without O_CREAT when it is
-    there, since a kernel with fs.protected_regular refuses O_CREAT on another user's file in
-    a sticky folder (a /tmp/ray made 1777)."""
-    while True:
-        try:
-            return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            pass
-        try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        except FileExistsError:
-            continue  # made by another between the two opens: open it
 
 
 def _current(path, limit):
@@ -120,7 +107,7 @@ def main(argv):
     path = os.path.join(d, name)
     try:
         _shared_dir(d)
-        lock = _open_shared(path + ".lock")
+        lock = open_shared(path + ".lock")
         with contextlib.suppress(OSError):
             os.fchmod(lock, 0o666)
         fcntl.flock(lock, fcntl.LOCK_EX)  # held for this call only: milliseconds
