@@ -32,7 +32,7 @@ from tui.config.hosts import load_inventory
 from tui.config.yamlfile import MAX_VALUES, ConfigError
 from tui.remote.gpu_common import DeltaEncoder
 from tui.transport.types import HostState, LinkStatus
-from tui.widgets.gpu_table import GpuTable
+from tui.widgets.gpu_table import GpuTable, Row, RowIndex
 
 GIB = 1 << 30
 
@@ -246,6 +246,26 @@ def _built(sample: HostSample) -> bool:
     except AttributeError:
         return False
     return True
+
+
+def test_row_index_reads_as_the_list_of_rows():
+    """The table's rows (a RowIndex: hosts and their shown GPU indices) read, slice, search
+    and compare as the list of Row objects they stand for; a folded or filtered-out GPU is
+    not among them."""
+    hosts, gpus = ["b", "a", "c"], [(3, 0), (), (7,)]
+    rows = RowIndex(hosts, gpus)
+    want = [Row("b"), Row("b", 3), Row("b", 0), Row("a"), Row("c"), Row("c", 7)]
+    assert list(rows) == want and rows == want and len(rows) == 6
+    assert [rows[i] for i in range(6)] == want and rows[-1] == Row("c", 7)
+    assert rows[1:4] == want[1:4] and rows[4:] == want[4:]
+    assert [rows.index(r) for r in want] == list(range(6))
+    for missing in (Row("b", 1), Row("d"), Row("a", 0), "b"):
+        assert missing not in rows
+        with pytest.raises(ValueError):
+            rows.index(missing)
+    with pytest.raises(IndexError):
+        rows[6]
+    assert rows != want[:-1] and RowIndex([], []) == [] and len(RowIndex([], [])) == 0
 
 
 async def test_the_table_builds_gpu_objects_only_for_what_it_shows():
