@@ -32,7 +32,7 @@ from tui.config.hosts import load_inventory
 from tui.config.yamlfile import MAX_VALUES, ConfigError
 from tui.remote.gpu_common import DeltaEncoder
 from tui.transport.types import HostState, LinkStatus
-from tui.widgets.gpu_table import GpuTable, Row, RowIndex
+from tui.widgets.gpu_table import GpuTable, RankedGpus, Row, RowIndex
 
 GIB = 1 << 30
 
@@ -266,6 +266,10 @@ def test_row_index_reads_as_the_list_of_rows():
     with pytest.raises(IndexError):
         rows[6]
     assert rows != want[:-1] and RowIndex([], []) == [] and len(RowIndex([], [])) == 0
+    # Under a metric sort a host's GPUs are ranked when first read: by value, filtered.
+    ranked = RowIndex(["h"], [RankedGpus((0, 1, 2, 5), [3.0, -1.0, 9.0, 3.0], [0, 1, 3], True)])
+    assert len(ranked) == 4 and ranked.index(Row("h", 1)) == 3
+    assert ranked == [Row("h"), Row("h", 0), Row("h", 5), Row("h", 1)]
 
 
 async def test_the_table_builds_gpu_objects_only_for_what_it_shows():

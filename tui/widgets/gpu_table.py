@@ -68,6 +68,35 @@ class Row(NamedTuple):
     gpu: int | None = None  # None: the host's own row
 
 
+class RankedGpus:
+    """A host's shown GPUs under a metric sort, ranked by value when its rows are first read:
+    a sort places every host by its top value, but only the hosts read (the lines on screen,
+    the cursor's) need their GPUs in order."""
+
+    __slots__ = ("descending", "idx", "positions", "values")
+
+    def __init__(
+        self,
+        idx: tuple[int, ...],
+        values: list[float],
+        positions: list[int] | None,
+        descending: bool,
+    ) -> None:
+        self.idx, self.values, self.positions, self.descending = idx, values, positions, descending
+
+    def __len__(self) -> int:
+        return len(self.idx) if self.positions is None else len(self.positions)
+
+    def ranked(self) -> tuple[int, ...]:
+        order = sorted(
+            range(len(self.idx)) if self.positions is None else self.positions,
+            key=self.values.__getitem__,
+            reverse=self.descending,
+        )
+        idx = self.idx
+        return tuple([idx[i] for i in order])
+
+
 class RowIndex(Sequence[Row]):
     """The table's rows in order, kept as each shown host and its shown GPU indices: a row
     object is made only when one is read (the lines on screen, the cursor's). At 4,096 hosts
@@ -76,7 +105,7 @@ class RowIndex(Sequence[Row]):
 
     __slots__ = ("_at", "_gpus", "_hosts", "_len", "_starts")
 
-    def __init__(self, hosts: list[str], gpus: list[tuple[int, ...]]) -> None:
+    def __init__(self, hosts: list[str], gpus: list[tuple[int, ...] | RankedGpus]) -> None:
         self._hosts, self._gpus = hosts, gpus
         starts, n = [], 0
         for shown in gpus:
@@ -87,6 +116,13 @@ class RowIndex(Sequence[Row]):
 
     def __len__(self) -> int:
         return self._len
+
+    def _shown(self, h: int) -> tuple[int, ...]:
+        """The GPU indices shown under the h-th host, in order (ranked now if not yet)."""
+        shown = self._gpus[h]
+        if isinstance(shown, RankedGpus):
+            shown = self._gpus[h] = shown.ranked()
+        return shown
 
     @overload
     def __getitem__(self, i: int) -> Row: ...
@@ -101,12 +137,12 @@ class RowIndex(Sequence[Row]):
             raise IndexError(i)
         h = bisect_right(self._starts, i) - 1
         off = i - self._starts[h]
-        return Row(self._hosts[h]) if off == 0 else Row(self._hosts[h], self._gpus[h][off - 1])
+        return Row(self._hosts[h]) if off == 0 else Row(self._hosts[h], self._shown(h)[off - 1])
 
     def __iter__(self) -> Iterator[Row]:
-        for host, shown in zip(self._hosts, self._gpus, strict=True):
+        for h, host in enumerate(self._hosts):
             yield Row(host)
-            for gpu in shown:
+            for gpu in self._shown(h):
                 yield Row(host, gpu)
 
     def _position(self, row: object) -> int | None:
@@ -120,7 +156,7 @@ class RowIndex(Sequence[Row]):
         if row.gpu is None:
             return self._starts[h]
         try:
-            return self._starts[h] + 1 + self._gpus[h].index(row.gpu)
+            return self._starts[h] + 1 + self._shown(h).index(row.gpu)
         except ValueError:
             return None
 
@@ -135,7 +171,8 @@ class RowIndex(Sequence[Row]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RowIndex):
-            return self._hosts == other._hosts and self._gpus == other._gpus
+            n = range(len(self._hosts))
+            return self._hosts == other._hosts and all(self._shown(h) == other._shown(h) for h in n)
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
@@ -507,7 +544,7 @@ class GpuTable(ScrollView, can_focus=True):
         by_metric = key not in ("name", "state")
         # (host, its GPUs shown in order) for each host shown. Sorted by name or state the rows
         # need each GPU's index and name only: a delta sample's GPUs are not built for that.
-        shown: list[tuple[HostTelemetry, tuple[int, ...], float]] = []
+        shown: list[tuple[HostTelemetry, tuple[int, ...] | RankedGpus, float]] = []
         shapes: dict[str, object] = {}  # _host_shape's, taken in the same pass
         plain = not (key == "state" or self.filter_text)
         for ht in self.hosts.values():
@@ -529,14 +566,9 @@ class GpuTable(ScrollView, can_focus=True):
                 if not positions:
                     continue
             if ht.name in collapsed:
-                order: tuple[int, ...] = ()
+                order: tuple[int, ...] | RankedGpus = ()
             elif by_metric:
-                ranked = sorted(
-                    range(len(ids)) if positions is None else positions,
-                    key=values.__getitem__,
-                    reverse=not reverse,
-                )
-                order = tuple([idx[i] for i in ranked])
+                order = RankedGpus(idx, values, positions, not reverse)
             else:
                 order = idx if positions is None else tuple([idx[i] for i in positions])
             shown.append((ht, order, top))
