@@ -156,8 +156,17 @@ async def test_draft_open_in_two_forms_asks(tmp_path, monkeypatch):
         if answer is None:
             await _until(pilot, lambda: form.fields and form.validated, what="form")
             return form
-        await _until(pilot, lambda: isinstance(app.screen, DraftBusyScreen), what="question")
-        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+
+        def shown() -> str:
+            return " ".join(str(w.render()) for w in app.screen.query("Static"))
+
+        # The question's text, once composed (a loaded machine pushes it a frame before).
+        await _until(
+            pilot,
+            lambda: isinstance(app.screen, DraftBusyScreen) and "pid" in shown(),
+            what="question",
+        )
+        text = shown()
         assert "this draft is open in another form: pid" in text
         assert f"pid {holder.pid} " in text
         await pilot.press(answer)

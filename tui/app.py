@@ -579,7 +579,7 @@ class VerlTuiApp(App):
             self.report(event.worker.error, title=failure_title(event.worker))
 
     def on_failed(self, message: Failed) -> None:
-        self.report(message.error, title=message.title)
+        self.report(message.error, title=message.heading)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         error = message.worker.error

@@ -44,7 +44,7 @@ class Failed(Message):
     def __init__(self, error: BaseException, title: str | None = None) -> None:
         super().__init__()
         self.error = error
-        self.title = title
+        self.heading = title  # what did not happen; the presenter cleans it (it is drawn there)
 
 
 def report(node: MessagePump, error: BaseException | str, *, title: str | None = None) -> None:
