@@ -182,7 +182,8 @@ _tier_spent: dict[str, float] = {}
 # VERL_TUI_TEST_CPU=FILE (as root): the run moves into a cpuacct cgroup of its own, so a test's
 # CPU counts everything it started — namespace hosts, Ray's daemons, CLI subprocesses — and each
 # test's CPU and wall seconds go to FILE as JSON lines. The suite is CPU-bound on 2 cores: this,
-# not wall time, says which tests to make cheaper.
+# not wall time, says which tests to make cheaper. One process (VERL_TUI_TEST_WORKERS=0): with
+# parallel workers a test's figure would hold the other worker's CPU too.
 _CPU_LOG = os.environ.get("VERL_TUI_TEST_CPU")
 _CPUACCT = Path("/sys/fs/cgroup/cpuacct/verl-tui-tests")
 
