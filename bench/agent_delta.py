@@ -26,9 +26,7 @@ import argparse
 import importlib
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -104,23 +102,9 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
 
 
 def ab(ref: str, rounds: int, argv: list[str]) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref, "tui"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-C", tmp, "-x"], input=archive, check=True)
-        sides = {f"A {ref}": tmp, "B this tree": str(ROOT)}
-        runs: dict[str, list[dict]] = {name: [] for name in sides}
-        for _ in range(rounds):
-            for name, tree in sides.items():
-                out = subprocess.run(
-                    [sys.executable, __file__, "--tree", tree, *argv],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                runs[name].append(json.loads(out.splitlines()[-1]))
-    for name, results in runs.items():
+    from benchlib import ab_results
+
+    for name, results in ab_results(__file__, ref, rounds, argv).items():
         delta = statistics.median(r["delta_us_per_host"] for r in results)
         full = statistics.median(r["full_us_per_host"] for r in results)
         compact = [r["compact_us_per_host"] for r in results if r.get("compact_us_per_host")]

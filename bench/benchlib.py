@@ -95,3 +95,29 @@ def run_child(
         if line.startswith("RESULT "):
             result = json.loads(line[7:])
     return result, err, rc
+
+
+def ab_results(script: str, ref: str, rounds: int, argv: Sequence[str]) -> dict[str, list[dict]]:
+    """Same-run A/B of a bench that measures the tui/ under `--tree DIR`: REF's tui/ (git
+    archive) against this tree's, alternating, `rounds` times; each run's last output line
+    (its JSON result), by side ("A REF", "B this tree")."""
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "tui"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-C", tmp, "-x"], input=archive, check=True)
+        sides = {f"A {ref}": tmp, "B this tree": str(ROOT)}
+        runs: dict[str, list[dict]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name, tree in sides.items():
+                out = subprocess.run(
+                    [sys.executable, script, "--tree", tree, *argv],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                runs[name].append(json.loads(out.strip().splitlines()[-1]))
+    return runs

@@ -25,7 +25,6 @@ import gc
 import importlib
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -149,24 +148,11 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
 
 
 def ab(ref: str, rounds: int, argv: list[str]) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref, "tui"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-C", tmp, "-x"], input=archive, check=True)
-        sides = {f"A {ref}": tmp, "B this tree": str(ROOT)}
-        runs: dict[str, list[float]] = {name: [] for name in sides}
-        for _ in range(rounds):
-            for name, tree in sides.items():
-                out = subprocess.run(
-                    [sys.executable, __file__, "--tree", tree, *argv],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                runs[name].append(json.loads(out.strip().splitlines()[-1])["us_per_host"])
-        for name, values in runs.items():
-            print(f"{name}: median {statistics.median(values):.1f} us/host  runs {values}")
+    from benchlib import ab_results
+
+    for name, got in ab_results(__file__, ref, rounds, argv).items():
+        values = [r["us_per_host"] for r in got]
+        print(f"{name}: median {statistics.median(values):.1f} us/host  runs {values}")
     return 0
 
 

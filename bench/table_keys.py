@@ -23,9 +23,7 @@ import gc
 import importlib
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -147,26 +145,12 @@ def measure(hosts: int, repeat: int) -> dict:
 
 
 def ab(ref: str, rounds: int, argv: list[str]) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref, "tui"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-C", tmp, "-x"], input=archive, check=True)
-        sides = {f"A {ref}": tmp, "B this tree": str(ROOT)}
-        runs: dict[str, list[dict]] = {name: [] for name in sides}
-        for _ in range(rounds):
-            for name, tree in sides.items():
-                out = subprocess.run(
-                    [sys.executable, __file__, "--tree", tree, *argv],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                runs[name].append(json.loads(out))
-        for name, got in runs.items():
-            keys = got[0]["ms"]
-            med = {k: round(statistics.median(r["ms"][k] for r in got), 1) for k in keys}
-            print(json.dumps({"side": name, "rounds": rounds, "median_ms": med}))
+    from benchlib import ab_results
+
+    for name, got in ab_results(__file__, ref, rounds, argv).items():
+        keys = got[0]["ms"]
+        med = {k: round(statistics.median(r["ms"][k] for r in got), 1) for k in keys}
+        print(json.dumps({"side": name, "rounds": rounds, "median_ms": med}))
     return 0
 
 
