@@ -373,25 +373,23 @@ class TelemetryMonitor:
         self._changed(ht.name)
 
     def _ingest_compact(self, ht: HostTelemetry, line: str, now: float) -> None:
-        name = ht.name
-        base = self._bases.get(name)
-        plan = self._plans.get(name)
-        try:
-            if base is not None and (plan is None or plan.base is not base):
-                plan = self._plans[name] = delta_plan(base)
-            sample = apply_compact(line, base, now, plan)
-        except StaleDelta:
-            return  # its full sample was lost: the next full one (seconds away) resumes
-        except BadDelta as exc:
-            ht.note_problem(_INDEX_RE.sub("[]", exc.path), exc.problem, now)
-            self._changed(ht.name)
-            return
-        self._accept(ht, sample)
-        self._changed(ht.name)
+        base = self._bases.get(ht.name)
+        plan = self._plans.get(ht.name)
+        if base is not None and (plan is None or plan.base is not base):
+            plan = self._plans[ht.name] = delta_plan(base)  # its layout, once per full sample
+        self._ingest_delta(ht, line, now, apply_compact, plan)
 
-    def _ingest_delta(self, ht: HostTelemetry, line: str, now: float) -> None:
+    def _ingest_delta(
+        self,
+        ht: HostTelemetry,
+        line: str,
+        now: float,
+        decode: Callable[..., HostSample] = apply_delta,
+        *plan: object,
+    ) -> None:
+        """A delta line (JSON, or packed: `decode` apply_compact with its plan) on its base."""
         try:
-            sample = apply_delta(line, self._bases.get(ht.name), now)
+            sample = decode(line, self._bases.get(ht.name), now, *plan)
         except StaleDelta:
             return  # its full sample was lost: the next full one (seconds away) resumes
         except BadDelta as exc:
