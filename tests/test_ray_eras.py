@@ -56,8 +56,12 @@ def release_site(package: str, version: str) -> Path:
             timeout=600,
         )
         wheels = sorted(cache.glob(f"{package}-{version}-*.whl"))
+    # Compiled at install (~7 s of CPU for Ray): left to the first imports, Ray's head
+    # processes — the dashboard and each of its module processes at once — compiled the same
+    # files side by side, and on CI's loaded 2-core box the head's dashboard missed `up`'s
+    # deadline (no cache there, so every run is a first import).
     subprocess.run(
-        [*pip, "install", "--no-deps", "--no-compile", "--target", str(site), str(wheels[0])],
+        [*pip, "install", "--no-deps", "--target", str(site), str(wheels[0])],
         check=True,
         timeout=600,
     )
@@ -83,7 +87,7 @@ def old_cluster(ns_hosts, ray_bring_up, tmp_path_factory):
     path.write_text(text.replace("hosts:\n", f'env_setup: "export PYTHONPATH={sites}"\nhosts:\n'))
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
-        up = ray_bring_up(env, path)
+        up = ray_bring_up(env, path, cluster=cluster)
         yield cluster, path, env, up
     finally:
         cli(env, "down", str(path), timeout=240)

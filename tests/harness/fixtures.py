@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.nshosts import HarnessError, NsCluster
-from harness.raycluster import Lease, RayPool, Shape, ray_up, running_ray
+from harness.raycluster import Lease, RayPool, Shape, head_ray_logs, ray_up, running_ray
 
 __all__ = [
     "RAY_SHARED",
@@ -149,13 +149,18 @@ def ray_own() -> Callable[..., contextlib.AbstractContextManager]:
 
 @pytest.fixture(scope="session")
 def ray_bring_up() -> Callable[..., subprocess.CompletedProcess]:
-    """`ray_bring_up(env, hosts_yaml, timeout=240)`: `verl-tui up` for a module fixture that
-    brings Ray up on hosts of its own making (their env, a container); fails with up's output,
-    returns the finished process."""
+    """`ray_bring_up(env, hosts_yaml, timeout=240, cluster=None)`: `verl-tui up` for a module
+    fixture that brings Ray up on hosts of its own making (their env, a container); fails with
+    up's output (and the head's Ray logs when `cluster` is given), returns the finished
+    process."""
 
-    def up(env: dict[str, str], path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    def up(
+        env: dict[str, str], path: Path, timeout: float = 240, cluster: NsCluster | None = None
+    ) -> subprocess.CompletedProcess:
         done = ray_up(env, path, timeout)
-        assert done.returncode == 0, done.stdout + done.stderr
+        if done.returncode != 0:
+            logs = head_ray_logs(cluster) if cluster is not None else ""
+            raise AssertionError(f"verl-tui up failed:\n{done.stdout}{done.stderr}{logs}")
         return done
 
     return up

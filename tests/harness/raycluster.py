@@ -205,10 +205,31 @@ def running_ray(
     env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
     try:
         up = ray_up(env, path)
-        assert up.returncode == 0, up.stdout + up.stderr
+        assert up.returncode == 0, up.stdout + up.stderr + head_ray_logs(cluster)
         yield cluster, path, env
     finally:
         stop_hosts(cluster)
+
+
+# Ray's own logs a failed bring-up is read with: the head's dashboard (its process and, from
+# Ray 2.4x, a process per dashboard module), raylet and GCS.
+_HEAD_LOGS = ("dashboard.log", "dashboard_*.log", "raylet.out", "gcs_server.out")
+
+
+def head_ray_logs(cluster: NsCluster, lines: int = 20) -> str:
+    """The last `lines` of each of Ray's logs on the first host (the head), for a failed
+    bring-up's message: `up` says the dashboard did not answer, these say why. They outlive a
+    rollback's `ray stop` (the host's own /tmp/ray)."""
+    logs = " ".join(f"/tmp/ray/session_latest/logs/{name}" for name in _HEAD_LOGS)
+    try:
+        done = cluster.exec_in(
+            cluster.hosts[0].name,
+            ["sh", "-c", f'for f in {logs}; do [ -f "$f" ] && tail -n {lines} -v "$f"; done'],
+            timeout=20,
+        )
+    except (HarnessError, subprocess.SubprocessError, OSError) as exc:
+        return f"\n(the head's Ray logs could not be read: {exc})"
+    return f"\n--- the head's Ray logs ---\n{done.stdout}"
 
 
 def stop_hosts(cluster: NsCluster) -> None:
@@ -305,6 +326,7 @@ class RayPool:
             if up.returncode != 0:
                 raise HarnessError(
                     f"shared cluster {shape.name}: up failed\n{up.stdout}{up.stderr}"
+                    + head_ray_logs(cluster)
                 )
         except BaseException:
             cluster.stop()
