@@ -59,8 +59,20 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
 
     agent_sample = importlib.import_module("simhosts").agent_sample
     gpu_common = importlib.import_module("tui.remote.gpu_common")
-    # What this tree's agent sends (--compact where the tree has it; JSON deltas before).
+    # What this tree's agent sends (--delta --compact): its wire_line and repeats where the
+    # tree has them, its compact deltas where it has those, JSON before.
+    wire_line = getattr(gpu_common, "wire_line", None)
     compact = getattr(gpu_common, "compact_delta", None)
+
+    def encoder() -> DeltaEncoder:
+        return DeltaEncoder(repeats=True) if wire_line else DeltaEncoder()
+
+    def text_of(msg: dict) -> str:
+        if wire_line is not None:
+            return wire_line(msg, True)
+        packed = compact(msg) if compact and msg["type"] == "delta" else None
+        return packed or json.dumps(msg, separators=(",", ":"))
+
     print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
         inventory = _inventory(hosts, workdir)
@@ -79,7 +91,7 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
         for leaf in group.leaves:
             leaf.key, leaf.counter, leaf.state = secrets.token_bytes(32), 0, "relayed"
             leaf.stream = object()  # type: ignore[assignment]  # only checked for None
-            encoders[leaf.name] = (DeltaEncoder(), [0])
+            encoders[leaf.name] = (encoder(), [0])
     seq = 0
 
     def second() -> list[list[bytes]]:
@@ -93,9 +105,7 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
                 sample = agent_sample(leaf.index, GPUS, seq, leaf.name)
                 for g in sample["gpus"]:
                     g["util_window_s"] = 1.0
-                msg = enc.encode(sample)
-                text = compact(msg) if compact and msg["type"] == "delta" else None
-                line = (text or json.dumps(msg, separators=(",", ":"))).encode()
+                line = text_of(enc.encode(sample)).encode()
                 counter[0] += 1
                 sig = sign(leaf.key, counter[0], line)
                 relay._add(b"%d %d %s %s\n" % (leaf.index, counter[0], sig, line))

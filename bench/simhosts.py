@@ -38,6 +38,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,10 @@ async def _agent(
         # Every host has its own phase, as real agents started at different moments would.
         start = time.monotonic() + random.uniform(0, interval)
         slot, seq = 0, 0
-        encode = DeltaEncoder().encode if delta else (lambda sample: sample)
-        pack = _compact_delta() if compact else None  # the agent's --compact lines
+        encoder = _encoder(compact)
+        route.on_full = getattr(encoder, "want_full", None)
+        encode = encoder.encode if delta else (lambda sample: sample)
+        text_of = _wire_line(compact)  # the agent's lines (--compact: packed)
         if once:  # `--once` (the doctor's health read): one full sample at once, then exit
             out.write(json.dumps(agent_sample(host, ngpus, 0, hostname)) + "\n")
             STATS["samples_sent"] += 1
@@ -219,10 +222,9 @@ async def _agent(
                 if stop.is_set():
                     break
             line = encode(agent_sample(host, ngpus, seq, hostname))
-            text = pack(line) if pack is not None and line["type"] == "delta" else None
-            route.emit(text or json.dumps(line, separators=(",", ":")))
+            route.emit(text_of(line))
             STATS["samples_sent"] += 1
-            STATS["delta_lines"] += line["type"] == "delta"
+            STATS["delta_lines"] += line["type"] in ("delta", "repeat")
             seq += 1
             slot = max(slot + 1, int((time.monotonic() - start) / interval) + 1)
     except (OSError, asyncssh.Error):
@@ -234,11 +236,28 @@ async def _agent(
             process.exit(0)
 
 
-def _compact_delta():
-    """The agent's compact_delta (gpu_common), where this tree has it."""
+def _encoder(compact: bool) -> DeltaEncoder:
+    """The agent's encoder (with --compact, its repeats where this tree has them)."""
+    try:
+        return DeltaEncoder(repeats=compact)
+    except TypeError:  # a tree before repeats (bench/telemetry_ab.sh runs older trees)
+        return DeltaEncoder()
+
+
+def _wire_line(compact: bool) -> Callable[[dict], str]:
+    """The agent's lines for its messages: gpu_common.wire_line, where this tree has it."""
     from tui.remote import gpu_common
 
-    return getattr(gpu_common, "compact_delta", None)
+    wire_line = getattr(gpu_common, "wire_line", None)
+    if wire_line is not None:
+        return lambda msg: wire_line(msg, compact)
+    pack = getattr(gpu_common, "compact_delta", None) if compact else None
+
+    def text_of(msg: dict) -> str:
+        text = pack(msg) if pack is not None and msg["type"] == "delta" else None
+        return text or json.dumps(msg, separators=(",", ":"))
+
+    return text_of
 
 
 def _knows_relays() -> bool:
@@ -256,6 +275,7 @@ class _Route:
         self.writer: asyncio.StreamWriter | None = None
         self.key, self.counter = b"", 0
         self.sign: Any = None  # relay_wire.sign, taken when a relay is asked for
+        self.on_full: Callable[[], None] | None = None  # the cockpit's "full" (as the agent)
 
     def emit(self, text: str) -> None:
         writer = self.writer
@@ -281,7 +301,10 @@ class _Route:
 
     async def command(self, line: str) -> None:
         words = line.split()
-        if words == ["direct"]:
+        if words == ["full"]:
+            if self.on_full is not None:
+                self.on_full()
+        elif words == ["direct"]:
             self._direct(None)
         elif len(words) == 6 and words[0] == "relay":
             from tui.remote.relay_wire import sign  # (A/B bases lack it: only asked of new ones)

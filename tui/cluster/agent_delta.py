@@ -5,6 +5,8 @@ sample of the same stream (its "base"), already validated by agent_schema. A del
 as strictly as a full sample (types, bounds, shape against its base) and is all or nothing: a
 bad one is dropped and named, and the next full sample (at most DELTA_FULL_EVERY later) puts
 things right. Cheap on purpose: ~10x less JSON than a full 8-GPU sample, no strings to clean.
+The full sample due every 10 s that only repeats its base's fixed fields is checked the same
+way: as JSON (apply_full, any agent) or packed (apply_repeat, a B2 line of `--compact`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,25 @@ import binascii
 import json
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Any, NamedTuple
 
-from tui.cluster.agent_schema import EPOCH, LOAD, SEQ
+from tui.cluster.agent_schema import (
+    CLOCK_REASON_WORDS,
+    EPOCH,
+    HEALTH_FIELDS,
+    LOAD,
+    SEQ,
+    clean_health,
+)
 from tui.cluster.agent_schema import describe as _describe
 from tui.cluster.models import (
     BYTES,
     DELTA_METRICS,
+    GPU_METRICS,
     PERCENT,
     DeltaSample,
+    GpuHealth,
     GpuMetric,
     GpuProcess,
     GpuSample,
@@ -208,31 +219,43 @@ def _column(values: tuple, lo: float, hi: float, integral: bool, path: str) -> S
 
 def apply_compact(
     line: str, base: HostSample | None, received: float, plan: DeltaPlan | None = None
-) -> HostSample:
+) -> DeltaSample:
     """The sample a compact delta line stands for, on top of `base` (plan: delta_plan(base),
     kept by the caller). BadDelta for a malformed line, StaleDelta for another base's."""
     parts = line.split(" ", 2)
     if len(parts) != 3:
         raise BadDelta("delta", line, "not B1 BASE DATA")
+    return _apply_packed(parts[1], parts[2], base, received, plan)
+
+
+def _unbase64(text: str, size: int, path: str) -> bytes:
+    """`size` bytes from base64 `text`, or BadDelta. The text's length and the bytes' count
+    both: the decoder (strict only from Python 3.11) skips characters outside base64's and
+    stops at padding."""
+    chars = -(-size // 3) * 4
+    if len(text) != chars:
+        raise BadDelta(path, len(text), f"not {chars} characters for the base's GPUs")
+    try:
+        data = binascii.a2b_base64(text)
+    except (binascii.Error, ValueError):
+        raise BadDelta(path, text, "not base64") from None
+    if len(data) != size:
+        raise BadDelta(path, len(data), f"not {size} bytes for the base's GPUs")
+    return data
+
+
+def _apply_packed(
+    base_text: str, text: str, base: HostSample | None, received: float, plan: DeltaPlan | None
+) -> DeltaSample:
+    """A B1 line's (or a B2 line's) numbers on `base`: see apply_compact."""
     if base is None:
         raise StaleDelta()
     if plan is None or plan.base is not base:
         plan = delta_plan(base)
-    if parts[1] != plan.base_text:
+    if base_text != plan.base_text:
         raise StaleDelta()
     layout = plan.layout
-    # The text's length and the bytes' count both: the decoder (strict only from Python 3.11)
-    # skips characters outside base64's and stops at padding.
-    text, chars = parts[2], -(-layout.size // 3) * 4
-    if len(text) != chars:
-        raise BadDelta("delta", len(text), f"not {chars} characters for the base's GPUs")
-    try:
-        data = binascii.a2b_base64(text)
-    except (binascii.Error, ValueError):
-        raise BadDelta("delta", text, "not base64") from None
-    if len(data) != layout.size:
-        raise BadDelta("delta", len(data), f"not {layout.size} bytes for the base's GPUs")
-    values = layout.unpack(data)
+    values = layout.unpack(_unbase64(text, layout.size, "delta"))
     seq, t, cpu, load1, mem_used = head = values[:_HEAD]
     if not (
         _S_LO <= seq <= _S_HI
@@ -271,7 +294,73 @@ def apply_compact(
         delta._totals, delta._util, delta._mem = _column_totals(plan, util, used, power)
     delta._rows, delta._base_gpus, delta._build = (cols, pmem, plan), base.gpus, _build_compact
     delta._health = None
-    return _finish(delta, base, received, seq, t, cpu, load1, mem_used)
+    _finish(delta, base, received, seq, t, cpu, load1, mem_used)
+    return delta
+
+
+# -- repeat lines (agent --delta --compact; gpu_common.REPEAT_PREFIX) ----------------------------
+# The full sample due every 10 s, when its fixed fields are its base's: a B1 line's numbers
+# (seq: its own), then its GPUs' health packed (each GPU: 1 or 0, HEALTH_FIELDS as integers,
+# None the mark, the clock reasons as bits of CLOCK_REASON_WORDS). A bad health value refuses
+# the line whole and is named as the sample boundary names it: gpus[i].health.FIELD.
+
+REPEAT_PREFIX = "B2 "  # gpu_common.REPEAT_PREFIX
+_HEALTH_ITEMS = tuple(HEALTH_FIELDS.items())
+_HEALTH_WIDTH = len(_HEALTH_ITEMS) + 2
+_ALL_REASONS = (1 << len(CLOCK_REASON_WORDS)) - 1
+
+
+def apply_repeat(
+    line: str, base: HostSample | None, received: float, plan: DeltaPlan | None = None
+) -> Repeated:
+    """A repeat line on `base`: the sample (a DeltaSample on base's GPUs), base under the
+    line's seq (the next deltas' base), its health by GPU index. BadDelta, StaleDelta as
+    apply_compact."""
+    parts = line.split(" ")
+    if len(parts) != 4:
+        raise BadDelta("repeat", line, "not B2 BASE DATA HEALTH")
+    delta = _apply_packed(parts[1], parts[2], base, received, plan)
+    assert base is not None  # (_apply_packed: StaleDelta without one)
+    bases = base.gpus
+    health = {} if parts[3] == "-" else _packed_health(parts[3], bases, delta._rows[0][_UTIL])
+    rebased = HostSample(
+        delta.seq, base.t, base.received, base.source, base.error, base.cpu_percent, base.load1,
+        base.mem_used_bytes, base.mem_total_bytes, base.ncpu, bases,
+    )  # fmt: skip
+    return Repeated(delta, rebased, health)
+
+
+def _packed_health(
+    text: str, bases: tuple[GpuSample, ...], util: Sequence[float | None]
+) -> dict[int, GpuHealth]:
+    count = len(bases) * _HEALTH_WIDTH
+    values = struct.unpack(f"<{count}q", _unbase64(text, count * 8, "repeat.health"))
+    out = {}
+    for i, b in enumerate(bases):
+        row = values[i * _HEALTH_WIDTH : (i + 1) * _HEALTH_WIDTH]
+        if row[0] != 1:
+            if row[0] != 0:
+                raise BadDelta(f"gpus[{i}].health", row[0], "not 1 or 0 for present")
+            continue
+        h = GpuHealth(util_percent=util[i])
+        for (key, bounds), v in zip(_HEALTH_ITEMS, row[1:], strict=False):
+            if v == _NONE_INT:
+                continue
+            if bounds is None:
+                if v != 0 and v != 1:
+                    raise BadDelta(f"gpus[{i}].health.{key}", v, "not true/false")
+                setattr(h, key, v == 1)
+            elif bounds[0] <= v <= bounds[1]:
+                setattr(h, key, v)
+            else:
+                raise BadDelta(f"gpus[{i}].health.{key}", v)
+        mask = row[-1]
+        if mask != _NONE_INT:
+            if not 0 <= mask <= _ALL_REASONS:
+                raise BadDelta(f"gpus[{i}].health.clock_reasons", mask, "unknown reason")
+            h.clock_reasons = tuple(w for j, w in enumerate(CLOCK_REASON_WORDS) if mask >> j & 1)
+        out[b.index] = h
+    return out
 
 
 def _column_totals(
@@ -305,6 +394,128 @@ def _build_compact(rows: tuple, bases: tuple[GpuSample, ...]) -> tuple[GpuSample
             procs, k = list(pmem[k : k + count]), k + count
         gpu_rows.append([col[i] for col in cols] + [procs])
     return _decode_gpus(gpu_rows, bases)
+
+
+# -- full samples that repeat their base (gpu_common.DeltaEncoder's full sample every 10 s) -----
+# Most full samples say nothing new about their host but its numbers and health: the agent
+# sends one every DELTA_FULL_EVERY samples (health rides on it, and a cockpit that lost its
+# base finds one again). One whose every fixed field (what a delta cannot say: names, uuids,
+# totals, limits, errors, each process's id and name) equals its base's message is checked as
+# a delta is (_check_gpus: types, bounds) and becomes a DeltaSample on that base's GPUs, where
+# the sample boundary builds every GPU and process object again (~4x the cost: at 1,024 hosts
+# the full samples were as large a share of ingest as all the delta lines). Anything else (a
+# changed field, a value a delta refuses, bad health data) is left to the sample boundary
+# (agent_schema.parse_message), which takes what it can and names the field.
+
+_FIXED_GPU_KEYS: tuple[str, ...] = ("index", "name", "uuid", "error", "vendor")
+_FIXED_GPU_KEYS += tuple(m.key for m in GPU_METRICS if not m.delta)
+_DELTA_GPU_KEYS = tuple(m.key for m in DELTA_METRICS)
+
+
+@dataclass(slots=True)
+class FullBase:
+    """A host's base (its last full sample, or that base under the seq of a full sample that
+    repeated it) and its message's fixed fields, kept only from a sample parsed without a
+    problem (so each GPU entry is one GpuSample, in order, and every fixed value is clean)."""
+
+    base: HostSample
+    fixed: list
+    driver: str | None  # the message's driver field (the monitor shows the latest)
+
+
+class Repeated(NamedTuple):
+    sample: DeltaSample
+    base: HostSample  # the held base under the new full sample's seq (its deltas' base)
+    health: dict[int, GpuHealth]  # by GPU index, the health objects the sample carried
+
+
+def full_fixed(msg: dict) -> list | None:
+    """A sample message's fixed fields, flat (each list's length before its entries), or None
+    when its shape is not a plain one."""
+    host, gpus = msg.get("host"), msg.get("gpus")
+    if host is None:
+        host = {}
+    if type(host) is not dict or type(gpus) is not list:
+        return None
+    get = host.get
+    out = [msg.get("source"), msg.get("error"), msg.get("driver")]
+    out += (get("mem_total_bytes"), get("ncpu"), len(gpus))
+    extend = out.extend
+    for g in gpus:
+        if type(g) is not dict:
+            return None
+        extend(map(g.get, _FIXED_GPU_KEYS))
+        procs = g.get("processes")
+        if procs is None:
+            out.append(None)
+        elif type(procs) is list:
+            out.append(len(procs))
+            try:
+                for p in procs:
+                    extend((p["pid"], p["name"]))
+            except (TypeError, KeyError, IndexError):
+                return None
+        else:
+            return None
+    # Equal values may still differ in type where the boundary cares: True == 1.
+    return None if bool in map(type, out) else out
+
+
+def apply_full(msg: dict, held: FullBase, received: float) -> Repeated | None:
+    """A full sample message that repeats `held`'s fixed fields, checked as a delta on it;
+    None when it does not (or a value is not accepted outright): parse it whole then."""
+    fixed = full_fixed(msg)
+    if fixed is None or fixed != held.fixed:
+        return None
+    seq, t = msg.get("seq"), msg.get("t")
+    if not (type(seq) is int and _S_LO <= seq <= _S_HI):
+        return None  # (the boundary takes a missing seq as 0, a delta as its base's)
+    if t is not None and not (type(t) in _REAL and _E_LO <= t <= _E_HI):
+        return None
+    host = msg.get("host") or {}
+    cpu, load1, mem_used = host.get("cpu_percent"), host.get("load1"), host.get("mem_used_bytes")
+    if not (
+        (cpu is None or (type(cpu) in _REAL and _P_LO <= cpu <= _P_HI))
+        and (load1 is None or (type(load1) in _REAL and _L_LO <= load1 <= _L_HI))
+        and (mem_used is None or (type(mem_used) is int and _B_LO <= mem_used <= _B_HI))
+    ):
+        return None
+    base = held.base
+    bases = base.gpus
+    rows, health = [], {}
+    for g, b in zip(msg["gpus"], bases, strict=True):
+        row = list(map(g.get, _DELTA_GPU_KEYS))
+        procs = g.get("processes")
+        row.append(None if procs is None else [p.get("memory_bytes") for p in procs])
+        rows.append(row)
+        h = g.get("health")
+        if h is not None:
+            # A GPU with an error keeps no health on a delta's GPUs (DeltaSample.gpus).
+            got = None if b.error else clean_health(h, row[0])
+            if got is None:
+                return None
+            health[b.index] = got
+    try:
+        checked = _check_gpus(rows, bases)
+    except BadDelta:
+        return None
+    if checked is None:
+        return None
+    delta: DeltaSample = _new(DeltaSample)
+    delta._totals, delta._util, delta._mem = checked
+    delta._rows, delta._base_gpus, delta._build, delta._health = rows, bases, _decode_gpus, None
+    _finish(delta, base, received, seq, t, cpu, load1, mem_used)
+    rebased = HostSample(
+        seq, base.t, base.received, base.source, base.error, base.cpu_percent, base.load1,
+        base.mem_used_bytes, base.mem_total_bytes, base.ncpu, bases,
+    )  # fmt: skip
+    return Repeated(delta, rebased, health)
+
+
+def rebased_plan(plan: DeltaPlan, base: HostSample) -> DeltaPlan:
+    """`plan` for `base`, a held base under a new seq (apply_full): the same GPUs, the same
+    layout."""
+    return replace(plan, base=base, base_text=str(base.seq))
 
 
 def _inline_check(m: GpuMetric, name: str) -> str:

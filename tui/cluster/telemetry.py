@@ -15,14 +15,21 @@ from collections.abc import Callable
 from tui.cluster.agent_delta import (
     COMPACT_PREFIX,
     DELTA_PREFIX,
+    REPEAT_PREFIX,
     BadDelta,
     DeltaPlan,
+    FullBase,
+    Repeated,
     StaleDelta,
     apply_compact,
     apply_delta,
+    apply_full,
+    apply_repeat,
     delta_plan,
+    full_fixed,
+    rebased_plan,
 )
-from tui.cluster.agent_schema import parse_line
+from tui.cluster.agent_schema import decode_line, parse_decoded
 from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
 from tui.cluster.relay_plan import RelayHub, relay_groups
 from tui.config.hosts import Host, Inventory
@@ -110,6 +117,9 @@ class TelemetryMonitor:
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
+        self._full: dict[str, FullBase] = {}  # a clean base's fixed fields (agent_delta.apply_full)
+        self._streams: dict[str, StreamProcess] = {}  # each running agent (its stdin)
+        self._asked_full: dict[str, float] = {}  # when each host's agent was last asked
         # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
         # (a one-shot reader, like `gpus --once`, passes relays=False: nothing to batch)
         self.relays = RelayHub(
@@ -177,8 +187,7 @@ class TelemetryMonitor:
         for name in [n for n in self.hosts if n not in new]:
             del self.hosts[name]
             self._first.pop(name, None)
-            self._bases.pop(name, None)
-            self._plans.pop(name, None)
+            self._forget_base(name)
         for h in inventory.hosts:
             if h.name not in self.hosts:
                 self.hosts[h.name] = HostTelemetry(
@@ -274,8 +283,7 @@ class TelemetryMonitor:
         argv = agent_argv(host.python, self.interval, delta=self.delta, compact=self.delta)
         transport = await self.fleet.wait_up(host.name)
         ht.bad_lines = ht.oversize_lines = 0
-        self._bases.pop(host.name, None)  # a new agent: its deltas need its own full sample
-        self._plans.pop(host.name, None)
+        self._forget_base(host.name)  # a new agent: its deltas need its own full sample
         samples_before = ht.samples
         opened: list[StreamProcess] = []  # lines may arrive before stream() returns
 
@@ -297,10 +305,13 @@ class TelemetryMonitor:
             self._fail(ht, TelemetryState.AGENT_FAILED, str(exc))
             return False
         opened.append(stream)
+        self._streams[host.name] = stream
         self.relays.leaf_started(host.name, stream, transport)
         try:
             await stream.finished()
         finally:
+            if self._streams.get(host.name) is stream:
+                del self._streams[host.name]
             self.relays.leaf_ended(host.name)
             await stream.close()
         good = ht.samples > samples_before
@@ -324,6 +335,11 @@ class TelemetryMonitor:
         """Feed one agent output line for host `name` (what the stream tasks do)."""
         self._ingest(self.hosts[name], line)
 
+    def _forget_base(self, name: str) -> None:
+        self._bases.pop(name, None)
+        self._plans.pop(name, None)
+        self._full.pop(name, None)
+
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         now = time.time()
         if line.startswith(COMPACT_PREFIX):
@@ -332,7 +348,20 @@ class TelemetryMonitor:
         if line.startswith(DELTA_PREFIX):
             self._ingest_delta(ht, line, now)
             return
-        msg = parse_line(line, now)
+        if line.startswith(REPEAT_PREFIX):
+            self._ingest_delta(ht, line, now, apply_repeat, self._plan(ht.name))
+            return
+        doc = decode_line(line)
+        if type(doc) is dict and doc.get("type") == "sample":
+            held = self._full.get(ht.name)
+            repeated = apply_full(doc, held, now) if held is not None else None
+            if repeated is not None:
+                assert held is not None
+                if held.driver:
+                    ht.driver = held.driver
+                self._ingest_repeated(ht, held.base, repeated)
+                return
+        msg = parse_decoded(doc, now)
         if msg.problems:
             for path, problem in msg.problems:
                 # One entry per field whatever the GPU/process: gpus[3].x and gpus[5].x share.
@@ -346,6 +375,11 @@ class TelemetryMonitor:
             sample = msg.sample
             assert sample is not None
             self._bases[ht.name] = sample
+            fixed = None if msg.problems else full_fixed(doc)
+            if fixed is None:
+                self._full.pop(ht.name, None)
+            else:
+                self._full[ht.name] = FullBase(sample, fixed, msg.driver)
             if msg.driver:
                 ht.driver = msg.driver
             self._accept(ht, sample)
@@ -372,29 +406,68 @@ class TelemetryMonitor:
             return
         self._changed(ht.name)
 
-    def _ingest_compact(self, ht: HostTelemetry, line: str, now: float) -> None:
-        base = self._bases.get(ht.name)
-        plan = self._plans.get(ht.name)
+    def _ingest_repeated(self, ht: HostTelemetry, old: HostSample, repeated: Repeated) -> None:
+        """A full sample that repeated its base's fixed fields (agent_delta.apply_full, or a
+        repeat line): the base `old` (and its compact layout) goes on under the new seq,
+        which the agent's next deltas name."""
+        sample, base, health = repeated
+        name = ht.name
+        plan = self._plans.get(name)
+        if plan is not None and plan.base is old:
+            self._plans[name] = rebased_plan(plan, base)
+        self._bases[name] = base
+        held = self._full.get(name)
+        if held is not None and held.base is old:
+            held.base = base
+        for index, gpu_health in health.items():  # as HostTelemetry.record keeps a full sample's
+            gpu_health.t = sample.t
+            ht.health[index] = gpu_health
+        self._accept(ht, sample)
+        self._changed(name)
+
+    def _plan(self, name: str) -> DeltaPlan | None:
+        """The compact layout of the host's base, made once per base."""
+        base = self._bases.get(name)
+        plan = self._plans.get(name)
         if base is not None and (plan is None or plan.base is not base):
-            plan = self._plans[ht.name] = delta_plan(base)  # its layout, once per full sample
-        self._ingest_delta(ht, line, now, apply_compact, plan)
+            plan = self._plans[name] = delta_plan(base)
+        return plan
+
+    def _ingest_compact(self, ht: HostTelemetry, line: str, now: float) -> None:
+        self._ingest_delta(ht, line, now, apply_compact, self._plan(ht.name))
+
+    def _ask_full(self, name: str, now: float) -> None:
+        """The host's deltas name a base we do not hold (a full sample was lost, or refused):
+        its agent sends the next sample whole (an agent before "full" waits for its next
+        full sample, at most 10 s away, as before). At most once per two intervals."""
+        stream = self._streams.get(name)
+        if stream is not None and now - self._asked_full.get(name, 0.0) >= 2 * self.interval:
+            self._asked_full[name] = now
+            stream.send("full\n")
 
     def _ingest_delta(
         self,
         ht: HostTelemetry,
         line: str,
         now: float,
-        decode: Callable[..., HostSample] = apply_delta,
+        decode: Callable[..., HostSample | Repeated] = apply_delta,
         *plan: object,
     ) -> None:
-        """A delta line (JSON, or packed: `decode` apply_compact with its plan) on its base."""
+        """A delta line (JSON, or packed: `decode` apply_compact with its plan, or a repeat
+        line: apply_repeat) on its base."""
+        base = self._bases.get(ht.name)
         try:
-            sample = decode(line, self._bases.get(ht.name), now, *plan)
+            sample = decode(line, base, now, *plan)
         except StaleDelta:
-            return  # its full sample was lost: the next full one (seconds away) resumes
+            self._ask_full(ht.name, now)  # its full sample was lost
+            return
         except BadDelta as exc:
             ht.note_problem(_INDEX_RE.sub("[]", exc.path), exc.problem, now)
             self._changed(ht.name)
+            return
+        if isinstance(sample, Repeated):
+            assert base is not None
+            self._ingest_repeated(ht, base, sample)
             return
         self._accept(ht, sample)
         self._changed(ht.name)

@@ -7,7 +7,9 @@ the loader (tui/remote/__init__.py): stdlib + pynvml / amdsmi (optional), Python
 imports from ``tui`` once joined.
 Protocol: one ``{"type":"hello",...}`` line, then one ``{"type":"sample",...}`` line per interval
 (with ``--delta``, ``{"type":"delta",...}`` lines between full samples: gpu_common.DeltaEncoder;
-with ``--compact`` too, those packed: ``B1 ...`` lines, gpu_common.compact_delta);
+with ``--compact`` too, those packed: ``B1 ...`` lines, gpu_common.compact_delta, and the full
+sample due every 10 s, when it repeats its base's names, uuids and processes, a ``B2 ...`` line;
+a stdin line ``full`` sends the next sample whole: the cockpit lost its base);
 on an unexpected failure one ``{"type":"error","error":"..."}`` line, then exit status 1.
 The cockpit validates every field (tui/cluster/agent_schema.py): keep types and names in step.
 Relay (above ~64 hosts, tui/cluster/relay_plan.py): a stdin line ``relay HOST PORT INDEX TOKEN
@@ -33,7 +35,7 @@ import time
 # Parts of this program (tui/remote/__init__.py BUNDLES): the loader joins them after this
 # text and drops these imports, so their names are used only inside functions here.
 from tui.remote.gpu_amd import _open_amd_backend
-from tui.remote.gpu_common import DeltaEncoder, compact_delta
+from tui.remote.gpu_common import DeltaEncoder, wire_line
 from tui.remote.gpu_nvml import NO_LIBRARY, NoneBackend, NvmlBackend, _open_nvidia_backend
 from tui.remote.relay_wire import RelayLink
 
@@ -160,6 +162,7 @@ class Route:
 
     def __init__(self, out):
         self.out, self.link = out, None
+        self.on_full = None  # called on the cockpit's "full" (it lost its deltas' base)
         self.lock = threading.Lock()  # stdin's thread switches routes while main() emits
 
     def emit(self, text):
@@ -181,9 +184,13 @@ class Route:
         self.out.flush()
 
     def command(self, line):
-        """One stdin line from the cockpit: ``relay HOST PORT INDEX TOKEN KEY`` or ``direct``."""
+        """One stdin line from the cockpit: ``relay HOST PORT INDEX TOKEN KEY``, ``direct``, or
+        ``full`` (send the next sample whole)."""
         words = line.split()
-        if words == ["direct"]:
+        if words == ["full"]:
+            if self.on_full is not None:
+                self.on_full()
+        elif words == ["direct"]:
             with self.lock:
                 self._direct(None)
         elif len(words) == 6 and words[0] == "relay" and words[2].isdigit() and words[3].isdigit():
@@ -270,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_watch_stdin, args=(stop, done, route), daemon=True).start()
 
     def emit(obj):
-        line = compact_delta(obj) if args.compact and obj.get("type") == "delta" else None
-        route.emit(line if line is not None else json.dumps(obj, separators=(",", ":")))
+        route.emit(wire_line(obj, args.compact))
 
     host = HostStats()
     backend = _open_backend(interval, args.once)
@@ -291,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         start, slot, seq = time.monotonic(), 0, 0
-        encode = DeltaEncoder().encode if args.delta and not args.once else None
+        encoder = DeltaEncoder(repeats=args.compact)
+        route.on_full = encoder.want_full
+        encode = encoder.encode if args.delta and not args.once else None
         while not stop.is_set():
             t = time.time()
             gpus = backend.sweep()
