@@ -7,7 +7,10 @@ agent's DeltaEncoder turns each host's next sample into a delta line, and the ti
 GPU of every host takes every second), the same deltas packed as the agent sends them to the
 monitor (`gpu_agent --compact`: `agent_delta.apply_compact`, where the tree has it), and
 `agent_schema.parse_line` of every host's full sample (the boundary: one full sample per host
-every DELTA_FULL_EVERY seconds). Median of --repeat runs.
+every DELTA_FULL_EVERY seconds). `due_us_per_host`: the full sample due 10 samples later,
+with every GPU's health as an NVML host sends it then, as the tree's --compact agent sends it
+and its monitor takes it: a repeat line (agent_delta.apply_repeat), or (a tree before them)
+the JSON sample, parsed whole. Median of --repeat runs.
 
     .venv/bin/python bench/agent_delta.py [--hosts 1024] [--gpus 8] [--repeat 15]
     .venv/bin/python bench/agent_delta.py --ab HEAD~1 [--rounds 5]   # same-run A/B
@@ -46,11 +49,15 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
     agent_delta = importlib.import_module("tui.cluster.agent_delta")
     apply_compact = getattr(agent_delta, "apply_compact", None)
     # simhosts puts this checkout first on sys.path: the tree's modules are imported already.
-    agent_sample = importlib.import_module("simhosts").agent_sample
+    simhosts = importlib.import_module("simhosts")
+    agent_sample = simhosts.agent_sample
+    wire_line = getattr(gpu_common, "wire_line", None)
+    apply_repeat = getattr(agent_delta, "apply_repeat", None)
 
     print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
 
     fulls, lines, bases, packed = [], [], [], []
+    due_packed, due_json = [], []
     for h in range(hosts):
         first, second = agent_sample(h, gpus, 1, "bench"), agent_sample(h, gpus, 2, "bench")
         for g in (*first["gpus"], *second["gpus"]):
@@ -67,11 +74,21 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
         bases.append(base)
         if compact is not None:
             packed.append(compact(delta))
+        due = agent_sample(h, gpus, 11, "bench")
+        for i, g in enumerate(due["gpus"]):
+            g["util_window_s"] = 1.0
+            g["health"] = simhosts.gpu_health(i)
+        due_json.append(json.dumps(due, separators=(",", ":")))
+        if wire_line is not None:
+            repeats = DeltaEncoder(repeats=True)
+            repeats.encode(first)
+            due_packed.append(wire_line(repeats.encode(due), True))
+            assert due_packed[-1].startswith("B2 "), "the due sample must go out as a repeat"
     pairs = list(zip(lines, bases, strict=True))
     check = apply_delta(lines[0], bases[0], 0.0)
     assert check.gpus[0].util_percent == json.loads(lines[0])["gpus"][0][0], "decoded wrong"
     plans = [agent_delta.delta_plan(b) for b in bases] if apply_compact is not None else []
-    delta_ms, full_ms, compact_ms = [], [], []
+    delta_ms, full_ms, compact_ms, due_ms = [], [], [], []
     for _ in range(repeat):
         t0 = time.process_time()
         for line, base in pairs:
@@ -86,6 +103,14 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
         for line in fulls:
             parse_line(line, 0.0)
         full_ms.append((time.process_time() - t0) * 1e3)
+        t0 = time.process_time()
+        if apply_repeat is not None:
+            for line, base, plan in zip(due_packed, bases, plans, strict=True):
+                apply_repeat(line, base, 0.0, plan)
+        else:
+            for line in due_json:
+                parse_line(line, 0.0)
+        due_ms.append((time.process_time() - t0) * 1e3)
     delta, full = statistics.median(delta_ms), statistics.median(full_ms)
     return {
         "hosts": hosts,
@@ -98,6 +123,7 @@ def measure(hosts: int, gpus: int, repeat: int) -> dict:
         "compact_us_per_host": round(statistics.median(compact_ms) * 1e3 / hosts, 2)
         if compact_ms
         else None,
+        "due_us_per_host": round(statistics.median(due_ms) * 1e3 / hosts, 2),
     }
 
 
@@ -108,6 +134,7 @@ def ab(ref: str, rounds: int, argv: list[str]) -> int:
         delta = statistics.median(r["delta_us_per_host"] for r in results)
         full = statistics.median(r["full_us_per_host"] for r in results)
         compact = [r["compact_us_per_host"] for r in results if r.get("compact_us_per_host")]
+        due = [r["due_us_per_host"] for r in results if r.get("due_us_per_host")]
         print(
             json.dumps(
                 {
@@ -117,6 +144,8 @@ def ab(ref: str, rounds: int, argv: list[str]) -> int:
                     "delta_us_per_host": round(delta, 2),
                     "full_us_per_host": round(full, 2),
                     "compact_us_per_host": statistics.median(compact) if compact else None,
+                    "due_us_per_host": statistics.median(due) if due else None,
+                    "runs_due": due,
                     "runs_delta": [r["delta_us_per_host"] for r in results],
                 }
             )

@@ -9,9 +9,10 @@ those bytes fed, in the relay's writes, through what the cockpit runs for a rela
 (the transport's LineSink, RelayHub._relay_line: shape, replay and signature checks, then the
 monitor's ingest: delta decode, history, state). Not timed: SSH (decryption, asyncssh's packet
 handling), the frames. The mean of --repeat seconds, each a new second of samples (every tenth
-with each host's full sample, as the agent sends one every 10 s).
+with each host's full sample, as the agent sends one every 10 s; --health: with every GPU's
+health on it, as an NVML host's agent sends it then).
 
-    .venv/bin/python bench/relay_ingest.py [--hosts 1024] [--repeat 10] [--profile]
+    .venv/bin/python bench/relay_ingest.py [--hosts 1024] [--repeat 10] [--profile] [--health]
     .venv/bin/python bench/relay_ingest.py --ab REF [--rounds 5]   # same-run A/B
 
 --ab REF runs REF's tui/ (git archive) and this tree alternately, each run its own process.
@@ -46,7 +47,7 @@ def _inventory(n: int, workdir: str):
     return load_inventory(path)
 
 
-async def measure(hosts: int, repeat: int, profile: bool) -> dict:
+async def measure(hosts: int, repeat: int, profile: bool, health: bool = False) -> dict:
     import secrets
 
     import tui
@@ -57,7 +58,8 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
     from tui.transport.fleet import Fleet
     from tui.transport.lines import LineSink
 
-    agent_sample = importlib.import_module("simhosts").agent_sample
+    simhosts = importlib.import_module("simhosts")
+    agent_sample = simhosts.agent_sample
     gpu_common = importlib.import_module("tui.remote.gpu_common")
     # What this tree's agent sends (--delta --compact): its wire_line and repeats where the
     # tree has them, its compact deltas where it has those, JSON before.
@@ -103,8 +105,10 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
             for leaf in group.leaves:
                 enc, counter = encoders[leaf.name]
                 sample = agent_sample(leaf.index, GPUS, seq, leaf.name)
-                for g in sample["gpus"]:
+                for i, g in enumerate(sample["gpus"]):
                     g["util_window_s"] = 1.0
+                    if health and seq % 10 == 1:  # with the full samples, as NVML hosts do
+                        g["health"] = simhosts.gpu_health(i)
                 line = text_of(enc.encode(sample)).encode()
                 counter[0] += 1
                 sig = sign(leaf.key, counter[0], line)
@@ -152,6 +156,7 @@ async def measure(hosts: int, repeat: int, profile: bool) -> dict:
     return {
         "hosts": hosts,
         "gpus": GPUS,
+        "health": health,
         "ms_per_second": round(mean * 1e3, 2),
         "us_per_host": round(mean * 1e6 / hosts, 2),
     }
@@ -174,12 +179,17 @@ def main() -> int:
     p.add_argument("--ab", metavar="REF", help="same-run A/B: REF's tui/ against this tree")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--tree", help="measure the tui/ under this folder")
+    p.add_argument(
+        "--health", action="store_true", help="every GPU's health on the full samples (NVML)"
+    )
     args = p.parse_args()
     if args.ab:
-        return ab(args.ab, args.rounds, ["--hosts", str(args.hosts), "--repeat", str(args.repeat)])
+        own = ["--hosts", str(args.hosts), "--repeat", str(args.repeat)]
+        return ab(args.ab, args.rounds, own + (["--health"] if args.health else []))
     sys.path.insert(0, str(BENCH))
     sys.path.insert(0, args.tree or str(ROOT))
-    print(json.dumps(asyncio.run(measure(args.hosts, args.repeat, args.profile))))
+    got = measure(args.hosts, args.repeat, args.profile, args.health)
+    print(json.dumps(asyncio.run(got)))
     return 0
 
 

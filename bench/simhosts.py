@@ -124,6 +124,30 @@ def agent_sample(host: int, ngpus: int, seq: int, hostname: str) -> dict:
     }
 
 
+def gpu_health(gpu: int) -> dict:
+    """A healthy H100's health object, as the NVML agent adds to a sample every 10 s
+    (tui/remote/nvml_health.py read_health); only the benches that ask for it send one."""
+    return {
+        "ecc_mode": True,
+        "ecc_volatile_uncorrected": 0,
+        "ecc_aggregate_uncorrected": 0,
+        "retired_pages_pending": None,
+        "remap_corrected": 0,
+        "remap_uncorrected": 0,
+        "remap_pending": False,
+        "remap_failure": False,
+        "clock_reasons": ["idle"] if gpu % 4 == 3 else [],
+        "clock_reasons_mask": 1 if gpu % 4 == 3 else 0,
+        "pcie_gen": 5,
+        "pcie_gen_max": 5,
+        "pcie_width": 16,
+        "pcie_width_max": 16,
+        "persistence": True,
+        "xid_count": 0,
+        "xid_last": None,
+    }
+
+
 def smi_rows(host: int, ngpus: int) -> str:
     now = time.time()
     rows = []

@@ -533,15 +533,15 @@ async def test_unexpected_failure_is_error_state_and_rearmed(
     write_state(state, [FakeGpu(util=33)])
     monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml_lib))
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
-    real, calls = telemetry.decode_line, []
+    real, calls = telemetry.parse_line, []
 
-    def flaky(line):
+    def flaky(line, received):
         calls.append(line)
         if len(calls) == 2:
             raise RuntimeError(f"unforeseen{ESC}]0;x\x07")
-        return real(line)
+        return real(line, received)
 
-    monkeypatch.setattr(telemetry, "decode_line", flaky)
+    monkeypatch.setattr(telemetry, "parse_line", flaky)
     inv = parse_inventory("cluster: t\nhosts:\n  - name: h\n    transport: local\n")
     fleet = Fleet(inv)
     monitor = TelemetryMonitor(fleet, inv, interval=INTERVAL, retry=0.3)

@@ -1,13 +1,15 @@
-"""Full samples that repeat their base (issue 31): the agent's full sample every 10 s says
-nothing new but its numbers and health; the cockpit checks one whose fixed fields equal its
-base's as a delta (agent_delta.apply_full) and must end up exactly where the sample boundary
-would: the same GPUs, totals, histories, health and problems, for good and hostile lines."""
+"""Repeat lines (issue 31): the agent's full sample every 10 s usually says nothing new but
+its numbers and health; a `--compact` agent sends it packed (a B2 line) and the cockpit checks
+it as a delta on its base (agent_delta.apply_repeat). The cockpit must end up exactly where
+the same samples sent whole put it; a hostile repeat is refused whole and named; a cockpit
+that lost its base asks the agent for a full sample."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import copy
+import dataclasses
 import json
 import os
 import random
@@ -22,7 +24,7 @@ from test_telemetry_delta import load_inventory_text
 from tui.cluster import agent_schema
 from tui.cluster.agent_delta import BadDelta, StaleDelta, apply_repeat, delta_plan
 from tui.cluster.agent_schema import parse_line
-from tui.cluster.models import DeltaSample, HostTelemetry, TelemetryState
+from tui.cluster.models import GpuHealth, HostTelemetry, TelemetryState
 from tui.cluster.telemetry import TelemetryMonitor
 from tui.config.hosts import parse_inventory
 from tui.remote import gpu_common, nvml_health
@@ -45,22 +47,6 @@ HEALTH = {
 def _monitor() -> TelemetryMonitor:
     inv = load_inventory_text("hosts:\n  - name: localhost\n")
     return TelemetryMonitor(Fleet(inv), inv, interval=1.0)
-
-
-class _Pair:
-    """The monitor under test and a reference that parses every full sample whole (its held
-    fixed fields forgotten before each line): both must see the same host."""
-
-    def __init__(self) -> None:
-        self.fast, self.whole = _monitor(), _monitor()
-
-    def feed(self, line: str) -> None:
-        self.fast.ingest_line("localhost", line)
-        self.whole._full.clear()
-        self.whole.ingest_line("localhost", line)
-
-    def same(self) -> None:
-        _same(self.fast.hosts["localhost"], self.whole.hosts["localhost"])
 
 
 def _same(a: HostTelemetry, b: HostTelemetry) -> None:
@@ -93,126 +79,6 @@ def _line(msg: dict) -> str:
     return json.dumps(msg, separators=(",", ":"))
 
 
-def test_a_repeated_full_sample_is_taken_as_a_delta_on_its_base():
-    for nones in (False, True):
-        rng = random.Random(7)
-        pair, enc = _Pair(), DeltaEncoder()
-        kinds = []
-        for seq in range(32):
-            sample = _fleet_sample(seq, rng, nones=nones)
-            if seq % 10 == 0 and seq:
-                for i in (0, 2, 4):  # health on a few GPUs (4 has an error with nones)
-                    sample["gpus"][i]["health"] = dict(HEALTH, pcie_gen=seq % 5)
-            msg = enc.encode(sample)
-            kinds.append(msg["type"])
-            if msg["type"] == "delta" and seq % 2:
-                pair.feed(compact_delta(msg) or _line(msg))
-            else:
-                pair.feed(_line(msg))
-            pair.same()
-            ht = pair.fast.hosts["localhost"]
-            if msg["type"] == "sample" and seq:
-                # Every later full sample repeated its base (an errored GPU's health sends it
-                # whole: a delta's GPUs keep no health on an error).
-                assert (type(ht.latest) is DeltaSample) is not nones, seq
-        assert kinds.count("sample") == 4 and ht.samples == 32 and not ht.problems
-        assert ht.state == TelemetryState.OK and ht.latest.seq == 31
-        assert ht.health[2].pcie_gen == 0  # seq 30's (with nones: parsed whole, the same)
-
-
-def test_hostile_repeats_end_where_the_sample_boundary_does():
-    rng = random.Random(3)
-    enc = DeltaEncoder()
-    base = _fleet_sample(0, rng)
-    assert enc.encode(base) is base
-    due = _fleet_sample(10, rng)
-    assert enc.encode(due) is due  # the agent's next deltas name seq 10 as their base
-    after = enc.encode(_fleet_sample(11, rng))
-    assert after["type"] == "delta"
-
-    def variant(path: tuple, value: object) -> dict:
-        msg = copy.deepcopy(due)
-        node = msg
-        for key in path[:-1]:
-            node = node[key]
-        if value is KeyError:
-            del node[path[-1]]
-        else:
-            node[path[-1]] = value
-        return msg
-
-    variants = [
-        variant(("gpus", 1, "index"), True),  # True == 1: equal, and still not a number
-        variant(("gpus", 0, "index"), False),
-        variant(("gpus", 2, "processes", 0, "pid"), True) if due["gpus"][2]["processes"] else due,
-        variant(("gpus", 1, "processes", 0, "pid"), 100.0),  # a whole float: taken as 100
-        variant(("gpus", 3, "uuid"), "GPU-other"),
-        variant(("gpus", 3, "name"), "\x1b[2Jevil"),
-        variant(("gpus", 3, "util_percent"), float("nan")),
-        variant(("gpus", 3, "util_percent"), "50"),
-        variant(("gpus", 3, "util_percent"), True),
-        variant(("gpus", 3, "memory_used_bytes"), 1.5),
-        variant(("gpus", 3, "memory_used_bytes"), 4096.0),
-        variant(("gpus", 3, "temperature_c"), 1e300),
-        variant(("gpus", 3, "health"), "broken"),
-        variant(("gpus", 3, "health"), dict(HEALTH, pcie_gen=999)),
-        variant(("gpus", 3, "health"), dict(HEALTH, clock_reasons=["melting"])),
-        variant(("gpus", 3, "processes"), "x"),
-        variant(("gpus", 1, "processes"), [[1, 2]]),
-        variant(("gpus", 1, "processes", 0, "memory_bytes"), None),
-        variant(("gpus", 3), "not a gpu"),
-        variant(("gpus",), due["gpus"][:7]),
-        variant(("gpus",), [*due["gpus"], due["gpus"][0]]),  # a duplicate index
-        variant(("host",), "x"),
-        variant(("host",), None),
-        variant(("host", "cpu_percent"), -1),
-        variant(("host", "mem_used_bytes"), True),
-        variant(("host", "ncpu"), 12),
-        variant(("seq",), "10"),
-        variant(("seq",), KeyError),
-        variant(("t",), KeyError),
-        variant(("t",), -5),
-        variant(("driver",), "560"),
-        variant(("error",), "NVML went away"),
-        variant(("source",), "cuda"),
-        variant(("gpus", 5, "vendor"), "intel"),
-        due,  # as the agent sends it
-    ]
-    taken = []  # the variants taken as a delta on the base
-    for n, msg in enumerate(variants):
-        pair = _Pair()
-        pair.feed(_line(base))
-        assert pair.fast._full, "a clean base is held"
-        pair.feed(_line(msg))
-        pair.same()
-        if type(pair.fast.hosts["localhost"].latest) is DeltaSample:
-            taken.append(n)
-        # The deltas that follow (base seq 10) apply, or wait, on both alike.
-        pair.feed(_line(after))
-        pair.same()
-        pair.feed(compact_delta(after))
-        pair.same()
-        assert pair.fast.hosts["localhost"].samples >= 2, n
-    # Only what the boundary would take as it is: a pid as a whole float, no t (the arrival
-    # time then), and the line as sent.
-    assert taken == [3, 28, len(variants) - 1]
-
-
-def test_a_base_with_bad_data_is_not_held():
-    rng = random.Random(5)
-    pair = _Pair()
-    bad = _fleet_sample(0, rng)
-    bad["gpus"][2]["power_limit_w"] = -1  # named, taken as None: the next one is parsed whole
-    pair.feed(_line(bad))
-    assert not pair.fast._full and "gpus[].power_limit_w" in pair.fast.hosts["localhost"].problems
-    pair.feed(_line(bad | {"seq": 10}))
-    pair.same()
-    assert type(pair.fast.hosts["localhost"].latest) is not DeltaSample
-
-
-# -- repeat lines (B2): the agent packs such a full sample ----------------------------------------
-
-
 def _health(seq: int, i: int) -> dict:
     return dict(HEALTH, pcie_gen=(seq + i) % 5, xid_count=seq, ecc_mode=bool(i % 2))
 
@@ -229,6 +95,11 @@ def test_the_packing_tables_are_the_cockpits():
     assert gpu_common.CLOCK_REASON_WORDS == agent_schema.CLOCK_REASON_WORDS
     assert tuple(word for _, _, word in nvml_health.CLOCK_REASONS) == gpu_common.CLOCK_REASON_WORDS
     assert gpu_common.REPEAT_PREFIX == "B2 " and gpu_common.COMPACT_PREFIX == "B1 "
+    # A checked row becomes GpuHealth's fields in order (agent_delta._health_args).
+    names = [f.name for f in dataclasses.fields(GpuHealth)]
+    keys = list(gpu_common.HEALTH_KEYS)
+    keys.insert(keys.index("clock_reasons_mask"), "clock_reasons")
+    assert names[: len(keys)] == keys and names[len(keys) :] == ["util_percent", "t"]
 
 
 @pytest.mark.parametrize("nones", [False, True])
@@ -242,12 +113,12 @@ def test_repeat_lines_give_what_full_samples_give(nones):
     for seq in range(DELTA_RESYNC_EVERY + 3):
         sample = _fleet_sample(seq, rng, nones=nones)
         if seq % 10 == 0:
-            for i in (0, 2, 5):
+            # (with nones, at 30 also the GPU with an error: such a sample goes whole)
+            for i in (0, 2, 5, 4) if nones and seq == 30 else (0, 2, 5):
                 sample["gpus"][i]["health"] = _health(seq, i)
         line = _agent_lines(enc, copy.deepcopy(sample))
         kinds.append(line[:2])
         packed.ingest_line("localhost", line)
-        whole._full.clear()
         whole.ingest_line("localhost", _line(plain.encode(sample)))
         _same(packed.hosts["localhost"], whole.hosts["localhost"])
     ht = packed.hosts["localhost"]
@@ -256,11 +127,12 @@ def test_repeat_lines_give_what_full_samples_give(nones):
         "idle",
         "sw_power_cap",
     )
-    # A JSON full sample at the start and every DELTA_RESYNC_EVERY; the due ones between
-    # packed (none: a GPU with an error never carries health in a repeat).
+    # A JSON full sample at the start and DELTA_RESYNC_EVERY after the last one; the due ones
+    # between packed (a GPU with an error never carries health in a repeat).
     fulls = [i for i, k in enumerate(kinds) if k == '{"']
-    assert fulls == [0, DELTA_RESYNC_EVERY]
-    assert [i for i, k in enumerate(kinds) if k == "B2"] == list(range(10, DELTA_RESYNC_EVERY, 10))
+    assert fulls == ([0, 30] if nones else [0, DELTA_RESYNC_EVERY])
+    repeats = [i for i, k in enumerate(kinds) if k == "B2"]
+    assert repeats == [i for i in range(10, DELTA_RESYNC_EVERY + 1, 10) if i not in fulls]
 
 
 def test_repeat_boundary_refuses_hostile_lines_whole():

@@ -5,8 +5,8 @@ sample of the same stream (its "base"), already validated by agent_schema. A del
 as strictly as a full sample (types, bounds, shape against its base) and is all or nothing: a
 bad one is dropped and named, and the next full sample (at most DELTA_FULL_EVERY later) puts
 things right. Cheap on purpose: ~10x less JSON than a full 8-GPU sample, no strings to clean.
-The full sample due every 10 s that only repeats its base's fixed fields is checked the same
-way: as JSON (apply_full, any agent) or packed (apply_repeat, a B2 line of `--compact`).
+The full sample due every 10 s that only repeats its base's fixed fields comes packed from a
+`--compact` agent (a B2 line, apply_repeat) and is checked the same way.
 """
 
 from __future__ import annotations
@@ -18,19 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
-from tui.cluster.agent_schema import (
-    CLOCK_REASON_WORDS,
-    EPOCH,
-    HEALTH_FIELDS,
-    LOAD,
-    SEQ,
-    clean_health,
-)
+from tui.cluster.agent_schema import CLOCK_REASON_WORDS, EPOCH, HEALTH_FIELDS, LOAD, SEQ
 from tui.cluster.agent_schema import describe as _describe
 from tui.cluster.models import (
     BYTES,
     DELTA_METRICS,
-    GPU_METRICS,
     PERCENT,
     DeltaSample,
     GpuHealth,
@@ -308,6 +300,22 @@ REPEAT_PREFIX = "B2 "  # gpu_common.REPEAT_PREFIX
 _HEALTH_ITEMS = tuple(HEALTH_FIELDS.items())
 _HEALTH_WIDTH = len(_HEALTH_ITEMS) + 2
 _ALL_REASONS = (1 << len(CLOCK_REASON_WORDS)) - 1
+_REASONS_AT = [f.name for f in fields(GpuHealth)].index("clock_reasons")
+# Checked health rows (the packed integers) -> GpuHealth's fields in order, up to xid_last.
+# Health changes on a scale of minutes and healthy GPUs read alike: most rows are known.
+_HEALTH_ROWS: dict[tuple[int, ...], tuple] = {}
+_HEALTH_ROWS_MAX = 4096
+
+
+class Repeated(NamedTuple):
+    sample: DeltaSample
+    base: HostSample  # the held base under the repeat's seq (the next deltas' base)
+    health: dict[int, GpuHealth]  # by GPU index, the health the repeat carried
+
+
+def rebased_plan(plan: DeltaPlan, base: HostSample) -> DeltaPlan:
+    """`plan` for `base`, a base under a repeat's seq: the same GPUs, the same layout."""
+    return replace(plan, base=base, base_text=str(base.seq))
 
 
 def apply_repeat(
@@ -336,31 +344,48 @@ def _packed_health(
     count = len(bases) * _HEALTH_WIDTH
     values = struct.unpack(f"<{count}q", _unbase64(text, count * 8, "repeat.health"))
     out = {}
+    known = _HEALTH_ROWS
     for i, b in enumerate(bases):
-        row = values[i * _HEALTH_WIDTH : (i + 1) * _HEALTH_WIDTH]
-        if row[0] != 1:
-            if row[0] != 0:
-                raise BadDelta(f"gpus[{i}].health", row[0], "not 1 or 0 for present")
+        at = i * _HEALTH_WIDTH
+        present = values[at]
+        if present != 1:
+            if present != 0:
+                raise BadDelta(f"gpus[{i}].health", present, "not 1 or 0 for present")
             continue
-        h = GpuHealth(util_percent=util[i])
-        for (key, bounds), v in zip(_HEALTH_ITEMS, row[1:], strict=False):
-            if v == _NONE_INT:
-                continue
-            if bounds is None:
-                if v != 0 and v != 1:
-                    raise BadDelta(f"gpus[{i}].health.{key}", v, "not true/false")
-                setattr(h, key, v == 1)
-            elif bounds[0] <= v <= bounds[1]:
-                setattr(h, key, v)
-            else:
-                raise BadDelta(f"gpus[{i}].health.{key}", v)
-        mask = row[-1]
-        if mask != _NONE_INT:
-            if not 0 <= mask <= _ALL_REASONS:
-                raise BadDelta(f"gpus[{i}].health.clock_reasons", mask, "unknown reason")
-            h.clock_reasons = tuple(w for j, w in enumerate(CLOCK_REASON_WORDS) if mask >> j & 1)
-        out[b.index] = h
+        row = values[at + 1 : at + _HEALTH_WIDTH]
+        args = known.get(row)
+        if args is None:
+            args = _health_args(row, f"gpus[{i}].health.")
+            if len(known) >= _HEALTH_ROWS_MAX:
+                known.clear()
+            known[row] = args
+        health = out[b.index] = GpuHealth(*args)
+        health.util_percent = util[i]
     return out
+
+
+def _health_args(row: tuple[int, ...], path: str) -> tuple:
+    """A packed health row checked (BadDelta naming the field), as GpuHealth's fields."""
+    args: list[Any] = []
+    for (key, bounds), v in zip(_HEALTH_ITEMS, row, strict=False):
+        if v == _NONE_INT:
+            args.append(None)
+        elif bounds is None:
+            if v != 0 and v != 1:
+                raise BadDelta(path + key, v, "not true/false")
+            args.append(v == 1)
+        elif bounds[0] <= v <= bounds[1]:
+            args.append(v)
+        else:
+            raise BadDelta(path + key, v)
+    mask = row[-1]
+    reasons = None
+    if mask != _NONE_INT:
+        if not 0 <= mask <= _ALL_REASONS:
+            raise BadDelta(path + "clock_reasons", mask, "unknown reason")
+        reasons = tuple(w for j, w in enumerate(CLOCK_REASON_WORDS) if mask >> j & 1)
+    args.insert(_REASONS_AT, reasons)
+    return tuple(args)
 
 
 def _column_totals(
@@ -394,128 +419,6 @@ def _build_compact(rows: tuple, bases: tuple[GpuSample, ...]) -> tuple[GpuSample
             procs, k = list(pmem[k : k + count]), k + count
         gpu_rows.append([col[i] for col in cols] + [procs])
     return _decode_gpus(gpu_rows, bases)
-
-
-# -- full samples that repeat their base (gpu_common.DeltaEncoder's full sample every 10 s) -----
-# Most full samples say nothing new about their host but its numbers and health: the agent
-# sends one every DELTA_FULL_EVERY samples (health rides on it, and a cockpit that lost its
-# base finds one again). One whose every fixed field (what a delta cannot say: names, uuids,
-# totals, limits, errors, each process's id and name) equals its base's message is checked as
-# a delta is (_check_gpus: types, bounds) and becomes a DeltaSample on that base's GPUs, where
-# the sample boundary builds every GPU and process object again (~4x the cost: at 1,024 hosts
-# the full samples were as large a share of ingest as all the delta lines). Anything else (a
-# changed field, a value a delta refuses, bad health data) is left to the sample boundary
-# (agent_schema.parse_message), which takes what it can and names the field.
-
-_FIXED_GPU_KEYS: tuple[str, ...] = ("index", "name", "uuid", "error", "vendor")
-_FIXED_GPU_KEYS += tuple(m.key for m in GPU_METRICS if not m.delta)
-_DELTA_GPU_KEYS = tuple(m.key for m in DELTA_METRICS)
-
-
-@dataclass(slots=True)
-class FullBase:
-    """A host's base (its last full sample, or that base under the seq of a full sample that
-    repeated it) and its message's fixed fields, kept only from a sample parsed without a
-    problem (so each GPU entry is one GpuSample, in order, and every fixed value is clean)."""
-
-    base: HostSample
-    fixed: list
-    driver: str | None  # the message's driver field (the monitor shows the latest)
-
-
-class Repeated(NamedTuple):
-    sample: DeltaSample
-    base: HostSample  # the held base under the new full sample's seq (its deltas' base)
-    health: dict[int, GpuHealth]  # by GPU index, the health objects the sample carried
-
-
-def full_fixed(msg: dict) -> list | None:
-    """A sample message's fixed fields, flat (each list's length before its entries), or None
-    when its shape is not a plain one."""
-    host, gpus = msg.get("host"), msg.get("gpus")
-    if host is None:
-        host = {}
-    if type(host) is not dict or type(gpus) is not list:
-        return None
-    get = host.get
-    out = [msg.get("source"), msg.get("error"), msg.get("driver")]
-    out += (get("mem_total_bytes"), get("ncpu"), len(gpus))
-    extend = out.extend
-    for g in gpus:
-        if type(g) is not dict:
-            return None
-        extend(map(g.get, _FIXED_GPU_KEYS))
-        procs = g.get("processes")
-        if procs is None:
-            out.append(None)
-        elif type(procs) is list:
-            out.append(len(procs))
-            try:
-                for p in procs:
-                    extend((p["pid"], p["name"]))
-            except (TypeError, KeyError, IndexError):
-                return None
-        else:
-            return None
-    # Equal values may still differ in type where the boundary cares: True == 1.
-    return None if bool in map(type, out) else out
-
-
-def apply_full(msg: dict, held: FullBase, received: float) -> Repeated | None:
-    """A full sample message that repeats `held`'s fixed fields, checked as a delta on it;
-    None when it does not (or a value is not accepted outright): parse it whole then."""
-    fixed = full_fixed(msg)
-    if fixed is None or fixed != held.fixed:
-        return None
-    seq, t = msg.get("seq"), msg.get("t")
-    if not (type(seq) is int and _S_LO <= seq <= _S_HI):
-        return None  # (the boundary takes a missing seq as 0, a delta as its base's)
-    if t is not None and not (type(t) in _REAL and _E_LO <= t <= _E_HI):
-        return None
-    host = msg.get("host") or {}
-    cpu, load1, mem_used = host.get("cpu_percent"), host.get("load1"), host.get("mem_used_bytes")
-    if not (
-        (cpu is None or (type(cpu) in _REAL and _P_LO <= cpu <= _P_HI))
-        and (load1 is None or (type(load1) in _REAL and _L_LO <= load1 <= _L_HI))
-        and (mem_used is None or (type(mem_used) is int and _B_LO <= mem_used <= _B_HI))
-    ):
-        return None
-    base = held.base
-    bases = base.gpus
-    rows, health = [], {}
-    for g, b in zip(msg["gpus"], bases, strict=True):
-        row = list(map(g.get, _DELTA_GPU_KEYS))
-        procs = g.get("processes")
-        row.append(None if procs is None else [p.get("memory_bytes") for p in procs])
-        rows.append(row)
-        h = g.get("health")
-        if h is not None:
-            # A GPU with an error keeps no health on a delta's GPUs (DeltaSample.gpus).
-            got = None if b.error else clean_health(h, row[0])
-            if got is None:
-                return None
-            health[b.index] = got
-    try:
-        checked = _check_gpus(rows, bases)
-    except BadDelta:
-        return None
-    if checked is None:
-        return None
-    delta: DeltaSample = _new(DeltaSample)
-    delta._totals, delta._util, delta._mem = checked
-    delta._rows, delta._base_gpus, delta._build, delta._health = rows, bases, _decode_gpus, None
-    _finish(delta, base, received, seq, t, cpu, load1, mem_used)
-    rebased = HostSample(
-        seq, base.t, base.received, base.source, base.error, base.cpu_percent, base.load1,
-        base.mem_used_bytes, base.mem_total_bytes, base.ncpu, bases,
-    )  # fmt: skip
-    return Repeated(delta, rebased, health)
-
-
-def rebased_plan(plan: DeltaPlan, base: HostSample) -> DeltaPlan:
-    """`plan` for `base`, a held base under a new seq (apply_full): the same GPUs, the same
-    layout."""
-    return replace(plan, base=base, base_text=str(base.seq))
 
 
 def _inline_check(m: GpuMetric, name: str) -> str:

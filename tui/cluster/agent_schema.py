@@ -439,37 +439,17 @@ def parse_message(msg: Any, received: float) -> AgentLine:
     return line
 
 
-def decode_line(line: str | bytes) -> Any:
-    """One line of agent output as its JSON value, or an AgentLine("invalid") saying why it is
-    not JSON (what parse_decoded then passes on). Never raises."""
+def parse_line(line: str | bytes, received: float) -> AgentLine:
+    """One line of agent output → AgentLine. Never raises, whatever the line holds."""
     try:
-        return json.loads(line)
+        msg = json.loads(line)
     except (ValueError, RecursionError, TypeError) as exc:
         # ValueError covers JSONDecodeError, UnicodeDecodeError and the int-digits limit.
         return AgentLine("invalid", message=type(exc).__name__)
-
-
-def parse_decoded(msg: Any, received: float) -> AgentLine:
-    """decode_line's result → AgentLine. Never raises."""
-    if type(msg) is AgentLine:
-        return msg
     try:
         return parse_message(msg, received)
     except RecursionError:  # a deeply nested value inside a field being described
         return AgentLine("invalid", message="nested too deeply")
-
-
-def parse_line(line: str | bytes, received: float) -> AgentLine:
-    """One line of agent output → AgentLine. Never raises, whatever the line holds."""
-    return parse_decoded(decode_line(line), received)
-
-
-def clean_health(h: object, util: float | None) -> GpuHealth | None:
-    """A GPU's health object as the sample boundary takes it, or None when any of it is bad
-    data (the caller then parses the whole sample, which names the field)."""
-    c = _Checker()
-    health = _health(c, h, "", util)
-    return None if c.problems or c.dropped else health
 
 
 def gpu_from_json(d: Any) -> GpuSample | None:

@@ -18,18 +18,15 @@ from tui.cluster.agent_delta import (
     REPEAT_PREFIX,
     BadDelta,
     DeltaPlan,
-    FullBase,
     Repeated,
     StaleDelta,
     apply_compact,
     apply_delta,
-    apply_full,
     apply_repeat,
     delta_plan,
-    full_fixed,
     rebased_plan,
 )
-from tui.cluster.agent_schema import decode_line, parse_decoded
+from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import HostSample, HostTelemetry, TelemetryState
 from tui.cluster.relay_plan import RelayHub, relay_groups
 from tui.config.hosts import Host, Inventory
@@ -117,7 +114,6 @@ class TelemetryMonitor:
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
-        self._full: dict[str, FullBase] = {}  # a clean base's fixed fields (agent_delta.apply_full)
         self._streams: dict[str, StreamProcess] = {}  # each running agent (its stdin)
         self._asked_full: dict[str, float] = {}  # when each host's agent was last asked
         # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
@@ -338,7 +334,6 @@ class TelemetryMonitor:
     def _forget_base(self, name: str) -> None:
         self._bases.pop(name, None)
         self._plans.pop(name, None)
-        self._full.pop(name, None)
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         now = time.time()
@@ -351,17 +346,7 @@ class TelemetryMonitor:
         if line.startswith(REPEAT_PREFIX):
             self._ingest_delta(ht, line, now, apply_repeat, self._plan(ht.name))
             return
-        doc = decode_line(line)
-        if type(doc) is dict and doc.get("type") == "sample":
-            held = self._full.get(ht.name)
-            repeated = apply_full(doc, held, now) if held is not None else None
-            if repeated is not None:
-                assert held is not None
-                if held.driver:
-                    ht.driver = held.driver
-                self._ingest_repeated(ht, held.base, repeated)
-                return
-        msg = parse_decoded(doc, now)
+        msg = parse_line(line, now)
         if msg.problems:
             for path, problem in msg.problems:
                 # One entry per field whatever the GPU/process: gpus[3].x and gpus[5].x share.
@@ -375,11 +360,6 @@ class TelemetryMonitor:
             sample = msg.sample
             assert sample is not None
             self._bases[ht.name] = sample
-            fixed = None if msg.problems else full_fixed(doc)
-            if fixed is None:
-                self._full.pop(ht.name, None)
-            else:
-                self._full[ht.name] = FullBase(sample, fixed, msg.driver)
             if msg.driver:
                 ht.driver = msg.driver
             self._accept(ht, sample)
@@ -407,18 +387,14 @@ class TelemetryMonitor:
         self._changed(ht.name)
 
     def _ingest_repeated(self, ht: HostTelemetry, old: HostSample, repeated: Repeated) -> None:
-        """A full sample that repeated its base's fixed fields (agent_delta.apply_full, or a
-        repeat line): the base `old` (and its compact layout) goes on under the new seq,
-        which the agent's next deltas name."""
+        """A repeat line (agent_delta.apply_repeat): the base `old` (and its compact layout)
+        goes on under the repeat's seq, which the agent's next deltas name."""
         sample, base, health = repeated
         name = ht.name
         plan = self._plans.get(name)
         if plan is not None and plan.base is old:
             self._plans[name] = rebased_plan(plan, base)
         self._bases[name] = base
-        held = self._full.get(name)
-        if held is not None and held.base is old:
-            held.base = base
         for index, gpu_health in health.items():  # as HostTelemetry.record keeps a full sample's
             gpu_health.t = sample.t
             ht.health[index] = gpu_health
