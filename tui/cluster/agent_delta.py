@@ -162,7 +162,8 @@ class DeltaPlan:
     base: HostSample
     base_text: str  # the base's seq as the agent writes it
     layout: struct.Struct
-    columns: tuple[tuple[slice, float, float, bool, str], ...]  # each metric's values, check
+    # each metric's values, its check, and whether the totals read it
+    columns: tuple[tuple[slice, float, float, bool, str, bool], ...]
     procs: tuple[int | None, ...]  # each GPU's processes (None: not read)
     proc_gpu: tuple[int, ...]  # the GPU of each process value (for a bad value's path)
     mem_totals: tuple[int | None, ...]
@@ -183,7 +184,12 @@ def delta_plan(base: HostSample) -> DeltaPlan:
         base_text=str(base.seq),
         layout=struct.Struct(_HOST_FORMAT + columns + "q" * len(proc_gpu)),
         columns=tuple(
-            (slice(_HEAD + j * n, _HEAD + (j + 1) * n), *_BOUNDS[j], f"delta.gpus[{{}}][{j}]")
+            (
+                slice(_HEAD + j * n, _HEAD + (j + 1) * n),
+                *_BOUNDS[j],
+                f"delta.gpus[{{}}][{j}]",
+                j in (_UTIL, _USED, _POWER),
+            )
             for j in range(_K)
         ),
         procs=procs,
@@ -262,13 +268,16 @@ def _apply_packed(
         )
     # Each column in C when every value passes outright (a nan makes the sum nan: min and
     # max may miss one), else value by value.
+    # A column taken outright holds no None: the totals' fast path below needs only these.
     cols: list[Sequence] = []
-    for part, lo, hi, integral, path in plan.columns:
+    outright = True
+    for part, lo, hi, integral, path, totalled in plan.columns:
         col = values[part]
         if col and min(col) >= lo and max(col) <= hi and (integral or sum(col) == sum(col)):
             cols.append(col)
         else:
             cols.append(_column(col, lo, hi, integral, path))
+            outright = outright and not totalled
     n = len(plan.procs)
     pmem: Sequence[Any] = values[_HEAD + _K * n :]
     if pmem and not (min(pmem) >= _B_LO and max(pmem) <= _B_HI):
@@ -278,7 +287,7 @@ def _apply_packed(
         ]
     util, used, power = cols[_UTIL], cols[_USED], cols[_POWER]
     delta: DeltaSample = _new(DeltaSample)
-    if plan.simple and None not in util and None not in used and None not in power:
+    if plan.simple and outright:
         delta._totals = GpuTotals(n, sum(util), n, sum(used), plan.mem_total_sum, sum(power))
         delta._util = util
         delta._mem = [u / t * 100 for u, t in zip(used, plan.mem_totals, strict=True)]
