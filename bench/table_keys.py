@@ -8,10 +8,12 @@ App (200x50) the real GpuTable gets the fleet, then each key's table work is tim
 each key (s), reverse (S), a filter typed and cleared, fold one host (enter) and all (z), a
 metric sort's 1 Hz re-sort (update_hosts), and a screenful drawn (render_line of 50 lines).
 Before each sort and re-sort every host gets a fresh delta sample (untimed), as it does live
-each second, so a metric sort meets GPU objects not yet built.
+each second, in ten frames that each reach the table through update_hosts as the monitor's
+frames do, so a metric sort meets GPU objects not yet built. `--packed`: the delta lines
+packed as the agent's --compact sends them (live), else JSON deltas.
 Median of --repeat.
 
-    .venv/bin/python bench/table_keys.py [--hosts 4096] [--repeat 5]
+    .venv/bin/python bench/table_keys.py [--hosts 4096] [--repeat 5] [--packed]
     .venv/bin/python bench/table_keys.py --ab REF [--rounds 3]   # same-run A/B, REF's tui/
 """
 
@@ -31,11 +33,11 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
 
-def _fleet(hosts: int) -> dict:
-    from tui.cluster.agent_delta import apply_delta
+def _fleet(hosts: int, packed: bool = False):
+    from tui.cluster.agent_delta import apply_compact, apply_delta, delta_plan
     from tui.cluster.agent_schema import parse_line
     from tui.cluster.models import HostTelemetry
-    from tui.remote.gpu_common import DeltaEncoder
+    from tui.remote.gpu_common import DeltaEncoder, compact_delta
     from tui.transport.types import HostState, LinkStatus
 
     agent_sample = importlib.import_module("simhosts").agent_sample
@@ -52,27 +54,39 @@ def _fleet(hosts: int) -> dict:
         assert base is not None
         ht = fleet[name] = HostTelemetry(name, LinkStatus(name, HostState.UP), history_len=50)
         ht.record(base)
-        lines[name] = (json.dumps(delta), base)
-        ht.record(apply_delta(lines[name][0], base, 1.0))
+        line = compact_delta(delta) if packed else None
+        if line is not None:  # the agent's --compact line, as live
+            plan = delta_plan(base)
+            lines[name] = (lambda ln, b, p: lambda t: apply_compact(ln, b, t, p))(line, base, plan)
+        else:
+            lines[name] = (lambda ln, b: lambda t: apply_delta(ln, b, t))(json.dumps(delta), base)
+        ht.record(lines[name](1.0))
 
-    def renew() -> None:
+    def renew(table=None) -> None:
         """Each host's next second: a new delta sample, its GPU objects not built (live, a
-        metric sort reads a fresh sample of every host)."""
-        for name, (line, base) in lines.items():
-            fleet[name].latest = apply_delta(line, base, 2.0)
+        metric sort reads a fresh sample of every host). With `table`, delivered as live in
+        ten frames (GpuTable.update_hosts each, its re-sort held off), untimed."""
+        names = list(lines)
+        for k in range(10):
+            frame = names[k::10]
+            for name in frame:
+                fleet[name].latest = lines[name](2.0)
+            if table is not None:
+                table._sorted_at = time.monotonic()
+                table.update_hosts(set(frame))
         gc.collect()  # the old samples' collection is the ingest's, not the key's
 
     return fleet, renew
 
 
-def measure(hosts: int, repeat: int) -> dict:
+def measure(hosts: int, repeat: int, packed: bool = False) -> dict:
     from textual.app import App
 
     import tui
     from tui.widgets.gpu_table import GpuTable
 
     print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
-    fleet, renew = _fleet(hosts)
+    fleet, renew = _fleet(hosts, packed)
     times: dict[str, list[float]] = {}
 
     def timed(name: str, fn) -> None:
@@ -113,7 +127,7 @@ def measure(hosts: int, repeat: int) -> dict:
 
             for _ in range(repeat):
                 for key in ("name", "util", "mem", "temp", "power", "state"):
-                    renew()
+                    renew(table)
                     timed(f"sort {key}", sort(key))
                     timed("draw", draw)
                 timed("reverse name", sort("name", True))
@@ -128,8 +142,8 @@ def measure(hosts: int, repeat: int) -> dict:
                 timed("fold all", table.action_toggle_all)
                 table.sort_key = "util"
                 table.rebuild()
+                renew(table)
                 table._sorted_at = 0.0
-                renew()
                 timed("resort 1 Hz", lambda: table.update_hosts({"node00000"}))
                 timed("scroll", lambda: table.action_page(1))
                 table.sort_key = "name"
@@ -161,12 +175,16 @@ def main() -> int:
     p.add_argument("--ab", metavar="REF")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--tree", metavar="DIR", help="measure the tui/ under DIR")
+    p.add_argument(
+        "--packed", action="store_true", help="packed delta lines (agent --compact), as live"
+    )
     args = p.parse_args()
     if args.ab:
-        return ab(args.ab, args.rounds, ["--hosts", str(args.hosts), "--repeat", str(args.repeat)])
+        argv = ["--hosts", str(args.hosts), "--repeat", str(args.repeat)]
+        return ab(args.ab, args.rounds, argv + (["--packed"] if args.packed else []))
     sys.path.insert(0, str(BENCH))
     sys.path.insert(0, args.tree or str(ROOT))
-    print(json.dumps(measure(args.hosts, args.repeat)))
+    print(json.dumps(measure(args.hosts, args.repeat, args.packed)))
     return 0
 
 

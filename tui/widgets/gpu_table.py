@@ -8,10 +8,8 @@ a host's GPU count); value changes just repaint.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from operator import itemgetter
-from typing import NamedTuple, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -25,16 +23,16 @@ from textual.strip import Strip
 
 from tui.cluster.gpu_health import gpu_level, judge_host, worst
 from tui.cluster.models import (
-    DELTA_METRICS,
     GPU_METRICS,
-    DeltaSample,
     GpuMetric,
     GpuSample,
-    HostSample,
     HostTelemetry,
 )
 from tui.sanitize import one_line, pad
 from tui.widgets.gauges import bar, gib, sparkline
+from tui.widgets.gpu_table_rows import Built, RowIndex, TableRows
+from tui.widgets.gpu_table_rows import RankedGpus as RankedGpus
+from tui.widgets.gpu_table_rows import Row as Row
 
 # Vendor words the table has no room for ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
 _NAME_PREFIXES = ("NVIDIA ", "AMD Instinct ", "AMD Radeon ", "AMD ")
@@ -59,126 +57,6 @@ IDLE_UTIL, BUSY_PEERS = 5.0, 40.0
 
 # The history sparkline takes whatever width the other columns leave, within these.
 MIN_SPARK, MAX_SPARK = 8, 60
-
-
-class Row(NamedTuple):
-    # A tuple: compared and hashed in C (rebuild finds the cursor's row among 9,216 at 1,024
-    # hosts), and each host's rows are made once and reused by every rebuild.
-    host: str
-    gpu: int | None = None  # None: the host's own row
-
-
-class RankedGpus:
-    """A host's shown GPUs under a metric sort, ranked by value when its rows are first read:
-    a sort places every host by its top value, but only the hosts read (the lines on screen,
-    the cursor's) need their GPUs in order."""
-
-    __slots__ = ("descending", "idx", "positions", "values")
-
-    def __init__(
-        self,
-        idx: tuple[int, ...],
-        values: list[float],
-        positions: list[int] | None,
-        descending: bool,
-    ) -> None:
-        self.idx, self.values, self.positions, self.descending = idx, values, positions, descending
-
-    def __len__(self) -> int:
-        return len(self.idx) if self.positions is None else len(self.positions)
-
-    def ranked(self) -> tuple[int, ...]:
-        order = sorted(
-            range(len(self.idx)) if self.positions is None else self.positions,
-            key=self.values.__getitem__,
-            reverse=self.descending,
-        )
-        idx = self.idx
-        return tuple([idx[i] for i in order])
-
-
-class RowIndex(Sequence[Row]):
-    """The table's rows in order, kept as each shown host and its shown GPU indices: a row
-    object is made only when one is read (the lines on screen, the cursor's). At 4,096 hosts
-    a list of Row objects meant 36,864 appends per sort, filter or fold key, and the
-    collector's pass over them after."""
-
-    __slots__ = ("_at", "_gpus", "_hosts", "_len", "_starts")
-
-    def __init__(self, hosts: list[str], gpus: list[tuple[int, ...] | RankedGpus]) -> None:
-        self._hosts, self._gpus = hosts, gpus
-        starts, n = [], 0
-        for shown in gpus:
-            starts.append(n)
-            n += 1 + len(shown)
-        self._starts, self._len = starts, n
-        self._at: dict[str, int] | None = None  # host → its position, made when first asked
-
-    def __len__(self) -> int:
-        return self._len
-
-    def _shown(self, h: int) -> tuple[int, ...]:
-        """The GPU indices shown under the h-th host, in order (ranked now if not yet)."""
-        shown = self._gpus[h]
-        if isinstance(shown, RankedGpus):
-            shown = self._gpus[h] = shown.ranked()
-        return shown
-
-    @overload
-    def __getitem__(self, i: int) -> Row: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Row]: ...
-    def __getitem__(self, i: int | slice) -> Row | list[Row]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._len))]
-        if i < 0:
-            i += self._len
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        h = bisect_right(self._starts, i) - 1
-        off = i - self._starts[h]
-        return Row(self._hosts[h]) if off == 0 else Row(self._hosts[h], self._shown(h)[off - 1])
-
-    def __iter__(self) -> Iterator[Row]:
-        for h, host in enumerate(self._hosts):
-            yield Row(host)
-            for gpu in self._shown(h):
-                yield Row(host, gpu)
-
-    def _position(self, row: object) -> int | None:
-        if not isinstance(row, Row):
-            return None
-        if self._at is None:
-            self._at = {host: h for h, host in enumerate(self._hosts)}
-        h = self._at.get(row.host)
-        if h is None:
-            return None
-        if row.gpu is None:
-            return self._starts[h]
-        try:
-            return self._starts[h] + 1 + self._shown(h).index(row.gpu)
-        except ValueError:
-            return None
-
-    def __contains__(self, row: object) -> bool:
-        return self._position(row) is not None
-
-    def index(self, row: object, start: int = 0, stop: int | None = None) -> int:
-        at = self._position(row)
-        if at is None or at < start or (stop is not None and at >= stop):
-            raise ValueError(f"{row!r} is not in the table")
-        return at
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, RowIndex):
-            n = range(len(self._hosts))
-            return self._hosts == other._hosts and all(self._shown(h) == other._shown(h) for h in n)
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"RowIndex({list(self)!r})"
 
 
 class Cell(NamedTuple):
@@ -384,38 +262,6 @@ def _gpu_metric(g: GpuSample, key: str) -> float:
     return sort(g) if sort is not None else float(g.index)
 
 
-# The GpuSample field each metric sort key reads ("mem" reads memory_used_bytes, over the
-# base's total), and that field's place in a delta sample's checked values.
-_SORT_FIELD = {
-    "util": "util_percent",
-    "mem": "memory_used_bytes",
-    "temp": "temperature_c",
-    "power": "power_w",
-    **{m.title.lower(): m.key for m in GPU_METRICS if m.title},
-}
-_DELTA_COLUMN = {m.key: j for j, m in enumerate(DELTA_METRICS)}
-
-
-def _metric_values(sample: HostSample, key: str) -> tuple[tuple[GpuSample, ...], list[float]]:
-    """A sample's GPUs (ids) and each one's sort value for a metric key, as _gpu_metric reads
-    them. A delta sample's values were checked at the boundary and are its GPUs' as sent
-    (DeltaSample._rows: a JSON delta's rows, or a packed one's (columns, ...)), so they are
-    read there: a sort builds no GPU objects (at 4,096 hosts, 32,768 a sort and every re-sort
-    under load, and their collection)."""
-    j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
-    if type(sample) is DeltaSample and j is not None:
-        ids, rows = sample._base_gpus, sample._rows
-        raw = rows[0][j] if type(rows) is tuple else list(map(itemgetter(j), rows))
-        if key == "mem":
-            return ids, [
-                -1.0 if used is None or not g.memory_total_bytes else used / g.memory_total_bytes
-                for g, used in zip(ids, raw, strict=True)
-            ]
-        return ids, [-1.0 if v is None else float(v) for v in raw]
-    gpus = sample.gpus
-    return gpus, [_gpu_metric(g, key) for g in gpus]
-
-
 class GpuTable(ScrollView, can_focus=True):
     """Hosts and their GPUs; arrow keys / j,k move, enter folds a host."""
 
@@ -474,9 +320,10 @@ class GpuTable(ScrollView, can_focus=True):
         self.sort_reverse = False
         self.extra_columns = False  # the optional columns (Column.optional) shown
         self.collapsed: set[str] = set()
-        # host → what decides its rows (GPU count, state, hostname for the filter): only the
-        # hosts a frame names are compared, not the whole fleet every frame.
-        self._shape: dict[str, object] = {}
+        # The last build: its rows, and what decided each host's rows (GPU count; state and
+        # hostname where the sort or the filter reads them): only the hosts a frame names are
+        # compared, not the whole fleet every frame.
+        self._built = Built(self.rows, {}, None, None)
         self._sorted_at = 0.0  # monotonic time of the last rebuild (metric sorts re-sort ~1 Hz)
         self._style_cache: dict[str, Style] | None = None
         # host → "head alive" / "worker not started" …; set by the screen when Ray is known.
@@ -484,11 +331,8 @@ class GpuTable(ScrollView, can_focus=True):
         # Called as soon as the cursor moves (the screen's details pane): drawn in the same
         # frame as the cursor, not one frame later as a Selected message's handler would be.
         self.on_cursor: Callable[[Row | None], None] | None = None
-        # host → (the GPUs its rows came from, their indices, their filter texts): _gpu_keys
-        self._gpu_key_cache: dict[
-            str, tuple[tuple[GpuSample, ...], tuple[int, ...], tuple[str, ...]]
-        ] = {}
-        self._gpu_hay: dict[tuple[str | None, int], str] = {}  # the filter's GPU text, lowered
+        # What the rows are built from, and what a rebuild keeps for the next (TableRows).
+        self._rows = TableRows(_gpu_metric)
 
     @property
     def columns(self) -> tuple[Column, ...]:
@@ -519,88 +363,22 @@ class GpuTable(ScrollView, can_focus=True):
     def _gpu_count(self, ht: HostTelemetry) -> int:
         return ht.latest.gpu_count if ht.latest else 0
 
-    def _matches(self, ht: HostTelemetry, gpu: GpuSample | None) -> bool:
-        needle = self.filter_text.lower()
-        if not needle:
-            return True
-        if any(needle in h.lower() for h in (ht.name, ht.hostname or "", ht.display_state)):
-            return True
-        return gpu is not None and needle in self._gpu_text(gpu)
-
-    def _gpu_text(self, gpu: GpuSample) -> str:
-        # The same few (name, index) pairs across the fleet: lowered once, not per rebuild.
-        key = (gpu.name, gpu.index)
-        text = self._gpu_hay.get(key)
-        if text is None:
-            text = self._gpu_hay[key] = f"{gpu.name or ''}\0gpu{gpu.index}".lower()
-        return text
-
     def rebuild(self) -> None:
         """Recompute the visible rows (filter, sort, folding) keeping the cursor's row."""
         current = self.current_row
-        key, reverse = self.sort_key, self.sort_reverse
-        needle = self.filter_text.lower()
-        collapsed = self.collapsed
-        by_metric = key not in ("name", "state")
-        # (host, its GPUs shown in order) for each host shown. Sorted by name or state the rows
-        # need each GPU's index and name only: a delta sample's GPUs are not built for that.
-        shown: list[tuple[HostTelemetry, tuple[int, ...] | RankedGpus, float]] = []
-        shapes: dict[str, object] = {}  # _host_shape's, taken in the same pass
-        plain = not (key == "state" or self.filter_text)
-        for ht in self.hosts.values():
-            sample = ht.latest
-            if sample is None:
-                ids: tuple[GpuSample, ...] = ()
-                values: list[float] = []
-            elif by_metric:
-                ids, values = _metric_values(sample, key)
-            else:
-                ids, values = sample.gpu_ids, []
-            top = max(values) if values else -1.0  # the host's place: all its GPUs, shown or not
-            count = len(ids)
-            shapes[ht.name] = count if plain else (count, ht.display_state, ht.hostname)
-            idx, texts = self._gpu_keys(ht.name, ids)
-            positions: list[int] | None = None  # None: all of them
-            if needle and not self._matches(ht, None):
-                positions = [i for i, text in enumerate(texts) if needle in text]
-                if not positions:
-                    continue
-            if ht.name in collapsed:
-                order: tuple[int, ...] | RankedGpus = ()
-            elif by_metric:
-                order = RankedGpus(idx, values, positions, not reverse)
-            else:
-                order = idx if positions is None else tuple([idx[i] for i in positions])
-            shown.append((ht, order, top))
-        if key == "name":
-            shown.sort(key=lambda s: s[0].name, reverse=reverse)
-        elif key == "state":
-            shown.sort(key=lambda s: (s[0].display_state == "up", s[0].name), reverse=reverse)
-        else:
-            shown.sort(key=lambda s: s[2], reverse=not reverse)
-        rows = RowIndex([s[0].name for s in shown], [s[1] for s in shown])
-        self.rows = rows
-        self._shape = shapes
+        built = self._rows.build(
+            self.hosts, self.sort_key, self.sort_reverse, self.filter_text, self.collapsed
+        )
+        rows = self.rows = built.rows
+        self._built = built
         self._sorted_at = time.monotonic()
         self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
-        if current is not None and current in rows:
-            self.cursor = rows.index(current)
+        at = None if current is None else rows._position(current)
+        if at is not None:
+            self.cursor = at
         else:
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.refresh()
-
-    def _gpu_keys(
-        self, host: str, ids: tuple[GpuSample, ...]
-    ) -> tuple[tuple[int, ...], tuple[str, ...]]:
-        """The indices of `ids` and their filter texts, in order: made once per host while its
-        GPUs (a delta sample's base, the same object every second) stay the same."""
-        cached = self._gpu_key_cache.get(host)
-        if cached is not None and cached[0] is ids:
-            return cached[1], cached[2]
-        idx = tuple(g.index for g in ids)
-        texts = tuple(self._gpu_text(g) for g in ids)
-        self._gpu_key_cache[host] = (ids, idx, texts)
-        return idx, texts
 
     def _host_shape(self, ht: HostTelemetry) -> object:
         """What the rows depend on: the GPU count; the state and hostname only where the sort
@@ -615,8 +393,9 @@ class GpuTable(ScrollView, can_focus=True):
 
         Sorted by a metric, the rows are re-sorted at most every RESORT_S (as top does):
         re-sorting the whole fleet on every frame cost more than drawing it."""
-        hosts, shape = self.hosts, self._shape
-        moved = any(shape.get(n) != self._host_shape(hosts[n]) for n in changed if n in hosts)
+        hosts, built = self.hosts, self._built
+        self._rows.prepare([hosts[n] for n in changed if n in hosts], self.sort_key)
+        moved = any(built.shape(n) != self._host_shape(hosts[n]) for n in changed if n in hosts)
         if not moved and self.sort_key not in ("name", "state"):
             moved = time.monotonic() - self._sorted_at >= RESORT_S
         if moved:
