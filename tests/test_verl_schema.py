@@ -163,6 +163,31 @@ def test_base_is_cached_and_never_mutated() -> None:
     assert schema.compose_cfg([]).data.train_batch_size == 1024
 
 
+def test_parsed_overrides_are_shared_but_their_values_are_not() -> None:
+    """Each override line is parsed once (kept by its text); what a compose makes of a list,
+    a dict or a quoted value is still its own, and a line that does not parse fails each time."""
+    from tui.jobs import verl_compose
+
+    lines = [
+        "data.train_files=[a.parquet,b.parquet]",
+        "+trainer.extra={k: 1}",
+        "trainer.experiment_name='x y'",
+    ]
+    first = compose(lines)
+    hits = verl_compose._parse_one.cache_info().hits
+    first["data"]["train_files"].append("mutated")
+    first["trainer"]["extra"]["k"] = 2
+    second = compose(lines)
+    assert verl_compose._parse_one.cache_info().hits >= hits + len(lines)
+    assert second["data"]["train_files"] == ["a.parquet", "b.parquet"]
+    assert second["trainer"]["extra"] == {"k": 1}
+    assert second["trainer"]["experiment_name"] == "x y"
+    for _ in range(2):
+        with pytest.raises(ComposeError) as err:
+            compose(["data.train_files=[a,"])
+        assert err.value.key == "data.train_files" and "bad override syntax" in str(err.value)
+
+
 def test_selecting_the_same_verl_keeps_the_composed_base(tmp_path: Path) -> None:
     """use_source drops the caches only when the files composition reads change: this
     Python's verl selected again (each test's teardown does), or named as the cluster's
