@@ -333,7 +333,7 @@ def apply_repeat(
     """A repeat line on `base`: the sample (a DeltaSample on base's GPUs), base under the
     line's seq (the next deltas' base), its health by GPU index. BadDelta, StaleDelta as
     apply_compact."""
-    parts = line.split(" ")
+    parts = line.split(" ", 4)
     if len(parts) != 4:
         raise BadDelta("repeat", line, "not B2 BASE DATA HEALTH")
     delta = _apply_packed(parts[1], parts[2], base, received, plan)
