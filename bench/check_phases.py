@@ -1,6 +1,7 @@
 """Where `verl-tui check` and `up`'s refusal spend their time on N simulated hosts.
 
     .venv/bin/python bench/check_phases.py [--hosts 128] [--procs K] [--connects N] [--profile]
+    .venv/bin/python bench/check_phases.py --evaluate --hosts 1024 [--ab REF --rounds 3]
 
 Starts the simulators of bench/bringup_sim.py (probe replayed; other commands run here) and,
 in this process, runs the doctor's steps with a progress callback timestamped as it fires:
@@ -10,7 +11,13 @@ before on every host (the steps overlap), not when the next began. It also times
 until every host is up, and until the down host (last in hosts.yaml) has failed, and reports
 this process's CPU time and the simulators' for each. `--connects` sets the fleet's connect
 cap (the product default when left out). `--profile` writes cProfile of the doctor run to
-bench/results/check_phases.pstats. VT_TREE=DIR measures the tui/ in DIR.
+bench/results/check_phases.pstats. VT_TREE=DIR (or --tree DIR) measures the tui/ in DIR.
+
+`--evaluate`: no hosts, the doctor's serial part alone, in CPU time: the work `check` does
+after every probe has answered and before it exits (every check decided from N hosts' facts,
+`evaluate`; the rows folded, `arrange`; the table printed, `format_table`; the JSON), on N
+copies of this machine's own probe answer. `--ab REF`: that, REF's tui/ against this tree's,
+alternating (benchlib.ab_results).
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-# VT_TREE: another copy of tui/ to measure (a before/after pair in one session).
-sys.path.insert(0, os.environ.get("VT_TREE", str(ROOT)))
+# VT_TREE or --tree: another copy of tui/ to measure (a before/after pair in one session).
+_TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv[:-1] else None
+sys.path.insert(0, _TREE or os.environ.get("VT_TREE", str(ROOT)))
 
 from benchlib import code_version  # noqa: E402
 from bringup_sim import _sims  # noqa: E402
@@ -122,6 +130,60 @@ async def _doctor(hosts_yaml: str, connects: int | None) -> dict:
     return {"total_s": round(total, 3), "marks": marks, "summary": summarize(findings)}
 
 
+def _evaluate(n: int, repeat: int) -> dict:
+    """The doctor's serial part on N hosts' facts (this machine's probe answer for each), CPU
+    time in ms, median of `repeat`."""
+    import statistics
+
+    import tui
+    from tui.cluster.doctor import arrange, evaluate
+    from tui.cluster.probe import facts_from_json, probe_argv
+    from tui.commands.check import format_table, to_json
+    from tui.commands.output import json_text
+    from tui.config.hosts import load_inventory
+
+    print(f"measuring {Path(tui.__file__).parent}", file=sys.stderr)
+    out = subprocess.run(probe_argv(sys.executable, (6379, 8265)), capture_output=True, text=True)
+    data = json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1])
+    with tempfile.TemporaryDirectory(prefix="vt-cph-") as work:
+        lines = ["cluster: bench", "ssh:", "  user: bench", "hosts:"]
+        for i in range(n):
+            lines += [f"  - name: node{i:05d}", f"    address: 10.{i >> 8}.{i & 255}.1"]
+        path = Path(work) / "hosts.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        inventory = load_inventory(path)
+    facts = {
+        h.name: facts_from_json(h.name, data, rtt_s=0.05, clock_offset_s=0.0)
+        for h in inventory.hosts
+    }
+    names = [h.name for h in inventory.hosts]
+    times: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        t0 = time.process_time()
+        found = evaluate(inventory, facts)
+        t1 = time.process_time()
+        rows = arrange(found, names)
+        t2 = time.process_time()
+        format_table(rows)
+        t3 = time.process_time()
+        json_text(to_json(rows), inventory, indent=2)
+        t4 = time.process_time()
+        for name, a, b in (
+            ("evaluate", t0, t1),
+            ("arrange", t1, t2),
+            ("table", t2, t3),
+            ("json", t3, t4),
+        ):
+            times.setdefault(name, []).append((b - a) * 1e3)
+        times.setdefault("total", []).append((t4 - t0) * 1e3)
+    return {
+        "bench": "check_phases --evaluate",
+        "hosts": n,
+        "rows": len(rows),
+        "ms": {k: round(statistics.median(v), 1) for k, v in times.items()},
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=128)
@@ -130,7 +192,28 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--fleet-only", action="store_true", help="time the connects alone")
+    p.add_argument("--evaluate", action="store_true", help="the doctor's serial part alone")
+    p.add_argument("--ab", metavar="REF", help="--evaluate: REF's tui/ against this tree's")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--tree", metavar="DIR", help="measure the tui/ under DIR (as VT_TREE)")
     args = p.parse_args()
+    if args.evaluate and args.ab:
+        import statistics
+
+        from benchlib import ab_results
+
+        argv = ["--evaluate", "--hosts", str(args.hosts), "--repeat", str(args.repeat)]
+        for side, got in ab_results(__file__, args.ab, args.rounds, argv).items():
+            keys = got[0]["ms"]
+            med = {k: round(statistics.median(r["ms"][k] for r in got), 1) for k in keys}
+            rng = {k: [min(r["ms"][k] for r in got), max(r["ms"][k] for r in got)] for k in keys}
+            print(
+                json.dumps({"side": side, "rounds": args.rounds, "median_ms": med, "range_ms": rng})
+            )
+        return 0
+    if args.evaluate:
+        print(json.dumps(_evaluate(args.hosts, args.repeat)))
+        return 0
     out: dict = {"bench": "check_phases", "code": code_version(), "hosts": args.hosts}
     out["connects"] = args.connects or "default"
     with tempfile.TemporaryDirectory(prefix="vt-cph-") as work:

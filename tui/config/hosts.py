@@ -428,10 +428,23 @@ class Inventory(BaseModel):
         return [h.name for h in self.hosts if h.ssh.insecure_skip_host_key_check]
 
     def host(self, name: str) -> Host:
+        hosts, by_name = self._hosts_by_name
+        if hosts is self.hosts:
+            found = by_name.get(name)
+        else:  # a copy made with other hosts (model_copy keeps what was cached)
+            found = next((h for h in self.hosts if h.name == name), None)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    @cached_property
+    def _hosts_by_name(self) -> tuple[tuple[Host, ...], dict[str, Host]]:
+        # Asked per host by each of the doctor's checks: at 1,024 hosts a walk of the list
+        # each time was 5,000 walks of 1,024 hosts a `check`. Kept with the hosts it is of.
+        by_name: dict[str, Host] = {}
         for h in self.hosts:
-            if h.name == name:
-                return h
-        raise KeyError(name)
+            by_name.setdefault(h.name, h)
+        return self.hosts, by_name
 
     def host_of_ip(self, ip: object) -> str | None:
         """The host a node IP that Ray reports belongs to (None: no host of this file).
