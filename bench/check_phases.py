@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -214,6 +215,8 @@ def main() -> int:
     if args.evaluate:
         print(json.dumps(_evaluate(args.hosts, args.repeat)))
         return 0
+    import tui.commands.check as check_cli
+
     out: dict = {"bench": "check_phases", "code": code_version(), "hosts": args.hosts}
     out["connects"] = args.connects or "default"
     with tempfile.TemporaryDirectory(prefix="vt-cph-") as work:
@@ -233,7 +236,9 @@ def main() -> int:
                 prof = cProfile.Profile() if args.profile else None
                 if prof:
                     prof.enable()
-                r = asyncio.run(_doctor(str(ok), args.connects))
+                # As `check` runs it (its collector settings, where the tree has them).
+                with getattr(check_cli, "few_collections", contextlib.nullcontext)():
+                    r = asyncio.run(_doctor(str(ok), args.connects))
                 if prof:
                     prof.disable()
                     (ROOT / "bench" / "results").mkdir(exist_ok=True)

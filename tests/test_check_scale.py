@@ -71,3 +71,25 @@ def test_the_doctor_decides_a_thousand_hosts_from_their_facts(tmp_path):
     assert "(1023 hosts:" in ray[0].finding
     interpreter = [r for r in rows if r.check == "python-interpreter" and r.status == "fail"]
     assert [r.host for r in interpreter] == ["node0007"]
+
+
+def test_a_check_runs_with_few_collections_and_leaves_the_collector_as_it_was():
+    """Inside a check the objects made before it are frozen out of the collector's passes and
+    a pass comes every 50,000 young objects; after it (or an error in it) the collector is as
+    it was, for a caller that goes on in the same process."""
+    import gc
+
+    from tui.commands.check import BATCH_GC_THRESHOLD, few_collections
+
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    for fails in (False, True):
+        try:
+            with few_collections():
+                assert gc.get_threshold() == BATCH_GC_THRESHOLD
+                assert gc.get_freeze_count() > 1000  # the modules, at least
+                if fails:
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            assert fails
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
