@@ -164,7 +164,8 @@ def ab(ref: str, rounds: int, argv: list[str]) -> int:
     for name, got in ab_results(__file__, ref, rounds, argv).items():
         keys = got[0]["ms"]
         med = {k: round(statistics.median(r["ms"][k] for r in got), 1) for k in keys}
-        print(json.dumps({"side": name, "rounds": rounds, "median_ms": med}))
+        rng = {k: [min(r["ms"][k] for r in got), max(r["ms"][k] for r in got)] for k in keys}
+        print(json.dumps({"side": name, "rounds": rounds, "median_ms": med, "range_ms": rng}))
     return 0
 
 
