@@ -26,9 +26,10 @@ from tui.cluster.agent_delta import BadDelta, StaleDelta, apply_repeat, delta_pl
 from tui.cluster.agent_schema import parse_line
 from tui.cluster.models import GpuHealth, HostTelemetry, TelemetryState
 from tui.cluster.telemetry import TelemetryMonitor
-from tui.config.hosts import parse_inventory
+from tui.config.hosts import load_inventory, parse_inventory
 from tui.remote import gpu_common, nvml_health
 from tui.remote.gpu_common import DELTA_RESYNC_EVERY, DeltaEncoder, compact_delta, wire_line
+from tui.remote.relay_wire import sign
 from tui.transport.fleet import Fleet
 
 HEALTH = {
@@ -297,3 +298,49 @@ async def test_a_lost_base_is_asked_for_and_repeats_carry_health(fake_nvml_lib, 
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_relayed_repeats_are_signed_by_their_leaf(tmp_path):
+    """Through the monitor's relay hub, as a relay host delivers them: a repeat line signed by
+    its leaf is taken; the same line with its health changed by the relay host (the leaf's
+    signature kept), or again under its counter, is refused and nothing recorded."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        "telemetry:\n  relay: on\nhosts:\n"
+        + "".join(f"  - name: h{i}\n    address: 10.0.0.{i + 1}\n" for i in range(3))
+    )
+    inv = load_inventory(path)
+    monitor = TelemetryMonitor(Fleet(inv), inv, interval=1.0)
+    hub = monitor.relays
+    [group] = hub.groups
+    leaf = group.leaves[1]
+    leaf.key, leaf.state, leaf.stream = os.urandom(32), "relayed", object()  # type: ignore[assignment]
+    ht = monitor.hosts["h1"]
+
+    def relayed(counter: int, line: str, key: bytes | None = None) -> str:
+        return f"1 {counter} {sign(key or leaf.key, counter, line.encode()).decode()} {line}"
+
+    rng = random.Random(9)
+    enc = DeltaEncoder(repeats=True)
+    lines = []
+    for seq in range(12):
+        sample = _fleet_sample(seq, rng)
+        if seq == 10:
+            for i in range(8):
+                sample["gpus"][i]["health"] = _health(seq, i)
+        lines.append(wire_line(enc.encode(sample), True))
+    due, after = lines[10], lines[11]
+    assert due.startswith("B2 0 ") and after.startswith("B1 10 ")
+    hub._relay_line(group, relayed(1, lines[0]))
+    head, text = due.rsplit(" ", 1)
+    raw = bytearray(base64.b64decode(text))
+    raw[8 * (len(gpu_common.HEALTH_KEYS) + 2) * 2 + 8 * 10] ^= 1  # GPU 2's pcie_gen
+    tampered = f"{head} {base64.b64encode(bytes(raw)).decode()}"
+    hub._relay_line(group, f"1 2 {relayed(2, due).split(' ')[2]} {tampered}")
+    hub._relay_line(group, relayed(3, due, os.urandom(32)))  # forged
+    assert ht.samples == 1 and leaf.refused == 2 and not ht.health
+    hub._relay_line(group, relayed(4, due))
+    hub._relay_line(group, relayed(4, due))  # replayed
+    hub._relay_line(group, relayed(5, after))
+    assert leaf.refused == 3 and "replayed" in ht.problems["relay"][1]
+    assert ht.samples == 3 and ht.latest.seq == 11 and ht.health[2].pcie_gen == (10 + 2) % 5
