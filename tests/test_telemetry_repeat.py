@@ -344,3 +344,10 @@ def test_relayed_repeats_are_signed_by_their_leaf(tmp_path):
     hub._relay_line(group, relayed(5, after))
     assert leaf.refused == 3 and "replayed" in ht.problems["relay"][1]
     assert ht.samples == 3 and ht.latest.seq == 11 and ht.health[2].pcie_gen == (10 + 2) % 5
+    # A new assignment's key (RelayHub._assign): the old key's lines are refused from now on.
+    old_key = leaf.key
+    leaf.key, leaf.counter = os.urandom(32), 0
+    hub._relay_line(group, relayed(1, lines[0], old_key))
+    assert leaf.refused == 4 and ht.samples == 3
+    hub._relay_line(group, relayed(2, lines[0]))
+    assert ht.samples == 4 and ht.latest.seq == 0
