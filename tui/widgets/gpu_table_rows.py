@@ -168,6 +168,7 @@ _SORT_FIELD = {
 _DELTA_COLUMN = {m.key: j for j, m in enumerate(DELTA_METRICS)}
 
 _LATEST = attrgetter("latest")
+_LINK, _TSTATE = attrgetter("link"), attrgetter("state")  # what display_state reads
 _UNSEEN = object()  # no sample is this one: a column entry to read
 
 GpuMetricFn = Callable[[GpuSample, str], float]  # a built GPU's sort value for a key
@@ -246,6 +247,9 @@ class TableRows:
         self._top_col: list[float] = []
         self._top_col_key = ""
         self._built_keys = False
+        self._state_col: list[str] | None = None  # each host's display_state (see _states)
+        self._link_col: list[object] = []
+        self._tstate_col: list[object] = []
         self._top_key = ""
         self._top_of: dict[str, HostSample] = {}  # host → the sample its top value is of
         self._top: dict[str, float] = {}
@@ -390,6 +394,7 @@ class TableRows:
                     for gone in [n for n in cache if n not in live]:
                         del cache[gone]
             self._names, self._by_name, self._at = names, None, None
+            self._state_col = None
             n = len(names)
             self._samples = [_UNSEEN] * n
             self._key_col = [None] * n
@@ -413,6 +418,23 @@ class TableRows:
         if not by_metric:
             self._top_col_key = ""  # the top values were not kept up to date
         return names, hts, samples
+
+    def _states(self, hts: list[HostTelemetry]) -> list[str]:
+        """Each host's display_state, read again only where its link or its telemetry state is
+        not the object of the last read (both immutable: display_state reads only them)."""
+        links = list(map(_LINK, hts))
+        tstates = list(map(_TSTATE, hts))
+        col = self._state_col
+        if col is None or len(col) != len(hts):
+            col = self._state_col = [ht.display_state for ht in hts]
+        else:
+            n = range(len(hts))
+            moved = set(compress(n, map(is_not, links, self._link_col)))
+            moved.update(compress(n, map(is_not, tstates, self._tstate_col)))
+            for i in moved:
+                col[i] = hts[i].display_state
+        self._link_col, self._tstate_col = links, tstates
+        return col
 
     def _order(self, key: str, reverse: bool, states: list[str] | None) -> list[int]:
         """The hosts' positions (in the mapping's order) in the sort's order."""
@@ -445,7 +467,7 @@ class TableRows:
         needle = filter_text.lower()
         plain = not (key == "state" or filter_text)
         keys, idx_col = self._key_col, self._idx_col
-        states = [ht.display_state for ht in hts] if not plain else None
+        states = self._states(hts) if not plain else None
         shape_states = shape_hostnames = None
         if states is not None:
             shape_states = dict(zip(names, states, strict=True))
