@@ -250,9 +250,6 @@ class TableRows:
         self._state_col: list[str] | None = None  # each host's display_state (see _states)
         self._link_col: list[object] = []
         self._tstate_col: list[object] = []
-        self._top_key = ""
-        self._top_of: dict[str, HostSample] = {}  # host → the sample its top value is of
-        self._top: dict[str, float] = {}
 
     def gpu_text(self, gpu: GpuSample) -> str:
         # The same few (name, index) pairs across the fleet: lowered once, not per rebuild.
@@ -302,17 +299,10 @@ class TableRows:
         self._seen[name] = sample
         return keys
 
-    def _sorting_by(self, key: str) -> None:
-        """The top values kept are of this metric sort key's ("" for none: none kept)."""
-        if key != self._top_key:
-            self._top_key, self._top_of, self._top = key, {}, {}
-
-    def _top_value(
-        self, name: str, sample: HostSample, k: _GpuKeys, key: str, j: int | None
-    ) -> float:
+    def _top_value(self, sample: HostSample, k: _GpuKeys, key: str, j: int | None) -> float:
         """The host's place under a metric sort: the highest of its GPUs' values (all of them,
         shown or not), as metric_values reads them; -1.0 with none. Read in C where every
-        value is there; kept while the host's sample is the same."""
+        value is there."""
         value = None
         if j is not None and type(sample) is DeltaSample:
             rows = sample._rows
@@ -325,8 +315,6 @@ class TableRows:
         if value is None:
             values = metric_values(sample, key, self._gpu_metric)[1]
             value = max(values) if values else -1.0
-        self._top_of[name] = sample
-        self._top[name] = value
         return value
 
     def _reads_built(self, key: str) -> bool:
@@ -341,7 +329,6 @@ class TableRows:
         rebuild comes every second there, and a key reads only the hosts that changed."""
         if key in ("name", "state") or self._built_keys or self._top_col_key != key:
             return  # the next build reads every host again anyway
-        self._sorting_by(key)
         at = self._positions()
         samples, read = self._samples, self._read
         j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
@@ -369,11 +356,7 @@ class TableRows:
         k = self._key_col[i] = self._host_keys(name, sample, built)
         self._idx_col[i], self._count_col[i] = k.idx, len(k.idx)
         if key not in ("name", "state"):
-            self._top_col[i] = (
-                self._top[name]
-                if self._top_of.get(name) is sample
-                else self._top_value(name, sample, k, key, j)
-            )
+            self._top_col[i] = self._top_value(sample, k, key, j)
 
     def _columns(
         self, hosts: Mapping[str, HostTelemetry], key: str
@@ -389,8 +372,7 @@ class TableRows:
         if names != self._names or built or self._built_keys:
             if names != self._names:
                 live = set(names)
-                caches = (self._keys, self._seen, self._host_hay, self._top_of, self._top)
-                for cache in caches:
+                for cache in (self._keys, self._seen, self._host_hay):
                     for gone in [n for n in cache if n not in live]:
                         del cache[gone]
             self._names, self._by_name, self._at = names, None, None
@@ -403,17 +385,23 @@ class TableRows:
             self._top_col = [-1.0] * n
             self._top_col_key = ""
             self._built_keys = built  # the columns hold a metric's built GPUs' keys
-        if by_metric:
-            self._sorting_by(key)
-        if by_metric and self._top_col_key != key:  # every top again (kept by sample)
-            redo: Iterable[int] = range(len(names))
-            self._top_col_key = key
-        else:
-            redo = compress(range(len(names)), map(is_not, samples, self._samples))
+        redo = compress(range(len(names)), map(is_not, samples, self._samples))
         j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
         read = self._read
-        for i in redo:
-            read(i, names[i], samples[i], built, key, j)
+        if by_metric and self._top_col_key != key:  # another metric: every host's top again
+            redo_set = set(redo)
+            top_value, key_col, top_col = self._top_value, self._key_col, self._top_col
+            for i, (sample, k) in enumerate(zip(samples, key_col, strict=True)):
+                if i in redo_set:
+                    read(i, names[i], sample, built, key, j)
+                elif sample is not None and k is not None:  # its columns are read: the top
+                    top_col[i] = top_value(sample, k, key, j)
+                else:
+                    top_col[i] = -1.0
+            self._top_col_key = key
+        else:
+            for i in redo:
+                read(i, names[i], samples[i], built, key, j)
         self._samples = list(samples)
         if not by_metric:
             self._top_col_key = ""  # the top values were not kept up to date
@@ -440,7 +428,6 @@ class TableRows:
         """The hosts' positions (in the mapping's order) in the sort's order."""
         names = self._names
         if key in ("name", "state"):
-            self._sorting_by("")  # no samples kept for a metric not sorted by
             by_name = self._by_name
             if by_name is None:
                 by_name = self._by_name = sorted(range(len(names)), key=names.__getitem__)
