@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, RichLog, Static
+from textual.widgets import DataTable, Input, Label, ProgressBar, RichLog, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.ckpt.collect import CopyProgress, collect
@@ -26,6 +26,7 @@ from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.screens.error import ReportsWorkerFailures, report
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:
@@ -86,7 +87,7 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen):
         with Horizontal(id="ckpt-prompt-row"):
             yield Label("", id="ckpt-prompt-label")
             yield Input(id="ckpt-prompt")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         if self.root:

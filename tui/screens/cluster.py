@@ -10,13 +10,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from tui.cluster.models import HostTelemetry
 from tui.cluster.ray_monitor import RayState, RayView
 from tui.sanitize import markup, styled
 from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.details import DetailsPane, gpu_details, host_details
+from tui.widgets.footer import KeysFooter
 from tui.widgets.gpu_table import GpuTable, column_header
 from tui.widgets.summary import ClusterSummary, summary_text
 
@@ -91,7 +92,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         yield self._table
         yield DetailsPane(id="details")
         yield Input(placeholder="filter hosts and GPUs (enter: keep, esc: clear)", id="filter")
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def table(self) -> GpuTable:

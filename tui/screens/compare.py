@@ -11,13 +11,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.archive.compare import Run, common_keys, fastest_learner
 from tui.archive.gpu_use import gpu_use_text
 from tui.sanitize import markup, one_line
 from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.compare import CompareChart, chart_key, fill_diff, fill_summary
+from tui.widgets.footer import KeysFooter
 from tui.widgets.metrics import DEFAULT_CHARTS, ChartSpec, MetricPicker
 
 
@@ -59,7 +60,7 @@ class CompareScreen(ReportsWorkerFailures, Screen):
         with Vertical(id="compare-tables"):
             yield DataTable(id="compare-summary", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="compare-diff", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeysFooter()
 
     def note_text(self) -> str:
         lines = []

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, RichLog, Static, Tree
+from textual.widgets import DataTable, Input, RichLog, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui.cluster.dashboard import DashboardError
@@ -23,6 +23,7 @@ from tui.debug.targets import PausedWorker, open_debug_connection
 from tui.sanitize import cell, clean, markup, one_line, styled
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
+from tui.widgets.footer import KeysFooter
 
 CONTEXT_LINES = 12
 
@@ -80,7 +81,7 @@ class DapSessionScreen(ReportsWorkerFailures, Screen):
             placeholder="expression in the selected frame (Enter evaluates, Escape leaves)",
             id="dap-eval",
         )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#dap-stack", DataTable).focus()

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.dashboard import DashboardError
@@ -25,6 +25,7 @@ from tui.fmt import plural
 from tui.sanitize import cell, markup, styled
 from tui.screens.error import ReportsWorkerFailures, report
 from tui.transport.types import Forward, TransportError
+from tui.widgets.footer import KeysFooter
 
 POLL_S = 2.0
 # Legacy breakpoints are read by starting Ray's GCS client in a Python on the head: every
@@ -70,7 +71,7 @@ class DebuggerScreen(ReportsWorkerFailures, Screen):
         table.add_columns("kind", "host", "pid", "port", "job", "task / where", "age")
         yield table
         yield Static("", id="debug-detail")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.cluster.doctor import Finding, run_doctor, summarize
 from tui.config.hosts import Inventory
@@ -17,6 +17,7 @@ from tui.fmt import plural
 from tui.sanitize import cell, one_line, styled
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
+from tui.widgets.footer import KeysFooter
 
 STATUS_CELLS = {
     "ok": Text("✓ ok", style="bold green"),
@@ -68,7 +69,7 @@ class DoctorScreen(ReportsWorkerFailures, Screen):
         table.add_columns("status", "check", "host", "finding")
         yield table
         yield Static("", id="doctor-fix", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#findings", DataTable).focus()

@@ -10,7 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input, RichLog, Static
+from textual.widgets import Input, RichLog, Static
 
 from tui.cluster.dashboard import DashboardError
 from tui.cluster.ray_cluster import RayCluster
@@ -19,6 +19,7 @@ from tui.debug.targets import Breakpoint, open_debug_connection
 from tui.sanitize import clean, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import Forward, TransportError
+from tui.widgets.footer import KeysFooter
 
 
 def _shown(reply: str) -> str:
@@ -55,7 +56,7 @@ class PdbConsoleScreen(ReportsWorkerFailures, Screen):
             id="pdb-input",
             disabled=True,
         )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.connect()

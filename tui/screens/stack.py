@@ -12,7 +12,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.archive.store import ArchiveStore
 from tui.cluster.dashboard import DashboardError
@@ -24,6 +24,7 @@ from tui.stack import StackGroup, StackReport, dump_job_stacks
 from tui.stack.model import frame_lines
 from tui.state import StateError
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 
 DETAIL_FRAMES = 40
 
@@ -61,7 +62,7 @@ class StackScreen(ReportsWorkerFailures, Screen):
         yield table
         yield Static("", id="stack-frames")
         yield Static("", id="stack-ray")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -24,7 +24,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, Footer, Input, Static
+from textual.widgets import Button, Checkbox, Input, Static
 
 from tui.config.yamlfile import ConfigError
 from tui.fmt import plural
@@ -62,6 +62,7 @@ from tui.screens.job_form.retry import retries_input, retry_policy
 from tui.screens.job_form.submit import FormSubmission, failures, refusal_bar
 from tui.screens.job_form.sweep_builder import SweepBuilderScreen, SweepRequest
 from tui.screens.services import Services
+from tui.widgets.footer import KeysFooter
 from tui.widgets.jobform import AddKey, AddKeyBox, FormField, FormToggles, SecretFields
 from tui.widgets.jobform.summary import (
     loose_text,
@@ -208,7 +209,7 @@ class JobFormScreen(ReportsWorkerFailures, Screen[str | None]):
             yield queue_switch()
             yield retries_input()
             yield Button("Submit (ctrl+s)", id="submit", variant="success", disabled=True)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.shape.from_monitor()  # at once: what the cockpit already knows about Ray

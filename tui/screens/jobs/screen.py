@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.archive.compare import MAX_RUNS, MIN_RUNS, config_diff, load_runs
@@ -56,6 +56,7 @@ from tui.screens.profile_picker import ProfilePickerScreen
 from tui.screens.services import Services
 from tui.shellcmd import shown_command
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 
 POLL_S = 3.0
 SELECT_TRIES = 5  # refreshes a just-created job's row is waited for before the cursor stays
@@ -156,7 +157,7 @@ class JobsScreen(ReportsWorkerFailures, Screen):
             placeholder="filter jobs: id, status, profile, node, message (enter: keep, esc: clear)",
             id="jobs-filter",
         )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -16,7 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from tui.archive.follow import FROM_ARCHIVE, follow_and_archive
 from tui.archive.store import ArchiveStore
@@ -40,6 +40,7 @@ from tui.jobs.profiles import override_text
 from tui.sanitize import markup
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 from tui.widgets.logview import LogPane
 from tui.widgets.metrics import MetricsPanel
 
@@ -99,7 +100,7 @@ class JobLogsScreen(ReportsWorkerFailures, Screen):
                 yield LogPane(title=self.sid, save_path=default_save_path(self.sid), id="job-log")
             with TabPane("Metrics", id="tab-metrics"):
                 yield MetricsPanel(id="job-metrics")
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def pane(self) -> LogPane:

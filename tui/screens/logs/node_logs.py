@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui.cluster.node_logs import LogFile, batched, follow_log, list_logs
@@ -22,6 +22,7 @@ from tui.sanitize import cell, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
 from tui.transport.fleet import Fleet
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 from tui.widgets.logview import LogPane
 
 _KIND_STYLE = {
@@ -66,7 +67,7 @@ class NodeLogsScreen(ReportsWorkerFailures, Screen):
         table.add_columns("host", "file", "kind", "size", "modified")
         yield table
         yield LogPane(title="", id="node-log")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

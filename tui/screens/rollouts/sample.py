@@ -13,12 +13,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.rollouts.reader import RolloutError
 from tui.rollouts.samples import Sample
 from tui.sanitize import clean, markup, one_line, styled
 from tui.screens.error import ReportsWorkerFailures
+from tui.widgets.footer import KeysFooter
 
 
 def sample_text(sample: Sample | None, *, what: str = "") -> Text:
@@ -66,7 +67,7 @@ class SampleScreen(ReportsWorkerFailures, Screen[None]):
         yield Static(f" Sample  {markup(self.where, 200)}", id="sample-title")
         with VerticalScroll():
             yield Static(styled(sample_text(self.sample)), id="sample-body")
-        yield Footer()
+        yield KeysFooter()
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -107,7 +108,7 @@ class CompareStepsScreen(ReportsWorkerFailures, Screen[None]):
                 yield Static(styled(sample_text(self.sample)), id="cmp-left")
             with VerticalScroll():
                 yield Static("", id="cmp-right")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.load(self.other)

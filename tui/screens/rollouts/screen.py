@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, OptionList, Static
+from textual.widgets import DataTable, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui.cluster.dashboard import DashboardError
@@ -33,6 +33,7 @@ from tui.sanitize import cell, markup, one_line
 from tui.screens.error import ReportsWorkerFailures
 from tui.screens.rollouts.sample import CompareStepsScreen, SampleScreen
 from tui.transport.types import TransportError
+from tui.widgets.footer import KeysFooter
 
 if TYPE_CHECKING:
     from tui.cluster.ray_cluster import RayCluster
@@ -99,7 +100,7 @@ class RolloutsScreen(ReportsWorkerFailures, Screen[None]):
             placeholder="search input and output (a regex; enter: apply, esc: clear)",
             id="ro-search",
         )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
