@@ -180,3 +180,8 @@ def test_a_node_ip_ray_reports_names_its_host_and_a_loopback_host_takes_its_own_
         "    node_ip: 127.0.0.2\n"
     )
     assert two.host_of_ip("192.0.2.2") is None  # two loopback hosts: which one is not known
+    # A copy with other hosts (archive followers, the head alone) answers for its own hosts,
+    # though model_copy carries the original's cached map along.
+    only_a = inv.model_copy(update={"hosts": (inv.host("a"),)})
+    assert only_a.host_of_ip("10.0.0.2") is None and only_a.host_of_ip("10.0.0.1") == "a"
+    assert inv.host_of_ip("10.0.0.2") == "b"

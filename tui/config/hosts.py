@@ -455,17 +455,23 @@ class Inventory(BaseModel):
         loopback host's, when there is exactly one."""
         if not isinstance(ip, str) or not ip:
             return None
-        by_ip, loopback = self._hosts_by_ip
+        hosts, by_ip, loopback = self._hosts_by_ip
+        if hosts is not self.hosts:  # a copy made with other hosts (model_copy keeps the cache)
+            hosts, by_ip, loopback = self._ip_map()
         return by_ip.get(ip, loopback)
 
     @cached_property
-    def _hosts_by_ip(self) -> tuple[dict[str, str], str | None]:
-        # Asked per actor and task of a job (thousands, at 1,024 hosts): one dict, built once.
+    def _hosts_by_ip(self) -> tuple[tuple[Host, ...], dict[str, str], str | None]:
+        # Asked per actor and task of a job (thousands, at 1,024 hosts): one dict, built once,
+        # kept with the hosts it is of.
+        return self._ip_map()
+
+    def _ip_map(self) -> tuple[tuple[Host, ...], dict[str, str], str | None]:
         by_ip: dict[str, str] = {}
         for h in self.hosts:
             by_ip.setdefault(h.node_ip, h.name)
         loopback = [h.name for h in self.hosts if _is_loopback(h.node_ip)]
-        return by_ip, loopback[0] if len(loopback) == 1 else None
+        return self.hosts, by_ip, loopback[0] if len(loopback) == 1 else None
 
 
 _KNOWN_KEYS = sorted(
