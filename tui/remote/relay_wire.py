@@ -2,7 +2,8 @@
 
 Above ~64 hosts the cockpit's cost is one SSH packet per host per second. A relay (gpu_relay.py,
 one per group of hosts) takes its group's agent lines over TCP and sends them to the cockpit in
-one write every 100 ms, so the cockpit receives a few packets a second per group instead.
+one write every --flush-ms (the cockpit starts it with 50: relay_plan.RELAY_FLUSH_MS), so the
+cockpit receives a few packets a second per group instead.
 
 Leaf -> relay, one TCP connection per agent:
   ``HELLO <index> <token>\\n``  token = hello_token(relay key, index); the relay answers ``OK\\n``
@@ -13,8 +14,10 @@ lines that start with ``{`` (JSON).
 
 The relay knows its own key (to admit leaves) but never a leaf's key: that goes from the
 cockpit to the leaf over the leaf's own SSH channel, so a hostile relay host can drop its
-leaves' lines (they then go direct) but never forge or replay one. The cockpit's check of a
-signature (tui/cluster/relay_lines.py) follows the same rule as sign() here.
+leaves' lines (they then go direct) but never forge or replay one. The cockpit reads the
+relay's lines in tui/cluster/relay_plan.py (RelayHub._relay_line): its signature_ok follows the
+same rule as sign() here, from each leaf key's HMAC state (keyed_mac), and a counter not above
+the leaf's last accepted one is refused as a replay.
 """
 
 from __future__ import annotations
