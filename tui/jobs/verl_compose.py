@@ -396,10 +396,132 @@ def memoize_interpolation_parse() -> None:
         base.parse = parse_once
 
 
+# verl's interpolations are almost all `${oc.select:a.b.c,DEFAULT}` with a plain default (~100
+# of its ~107): OmegaConf resolves each through its grammar's visitor, ~0.4 ms apiece, 40 % of a
+# compose. These two forms are resolved here from the unresolved tree, as OmegaConf would;
+# any other interpolation asks OmegaConf for its own node, and anything unexpected (a missing
+# value, a typed node, a loop) makes the caller resolve the whole tree OmegaConf's way.
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_SELECT = re.compile(r"\$\{oc\.select:(" + _DOTTED + r")(?:,\s*([^,${}\[\]'\"\\]*|\[\])\s*)?\}")
+_PLAIN_REF = re.compile(r"\$\{(" + _DOTTED + r")\}")
+_INT = re.compile(r"[+-]?[0-9]+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_NOT_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
+_NO_DEFAULT = object()
+
+
+def _select_default(text: str | None) -> Any:
+    """oc.select's default as OmegaConf's grammar reads the plain ones; _NO_DEFAULT for
+    any other (quoted, a float, an interpolation: OmegaConf reads it)."""
+    if text is None:
+        return None  # oc.select without a default gives None for a missing key
+    text = text.strip()
+    low = text.lower()
+    if low == "null":
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    if text == "[]":
+        return []
+    if _INT.fullmatch(text):
+        return int(text)
+    if _WORD.fullmatch(text) and low not in _NOT_WORDS:
+        return text
+    return _NO_DEFAULT
+
+
+class _Unresolvable(Exception):
+    """Something the fast path does not decide: OmegaConf resolves the whole tree."""
+
+
+def _resolve_selects(cfg: Any, raw: Any) -> dict[str, Any] | None:
+    """`raw` (the unresolved container of `cfg`) with every interpolation resolved as
+    OmegaConf.to_container(resolve=True) would, or None (resolve OmegaConf's way)."""
+    from omegaconf import AnyNode, OmegaConf
+
+    done: dict[tuple[Any, ...], Any] = {}
+    busy: set[tuple[Any, ...]] = set()
+
+    def node_type_ok(path: tuple[Any, ...]) -> bool:
+        node = cfg
+        for k in path:
+            node = node._get_node(k)
+            if node is None:
+                return False
+        return type(node) is AnyNode
+
+    def lookup(path: tuple[Any, ...]) -> tuple[bool, Any]:
+        """(found, value) of a dotted key in the unresolved tree (dicts only)."""
+        node = raw
+        for k in path:
+            if not isinstance(node, dict) or k not in node:
+                return False, None
+            node = node[k]
+        return True, node
+
+    def value_at(path: tuple[Any, ...]) -> Any:
+        _found, value = lookup(path)
+        if isinstance(value, (dict, list)):
+            return walk(value, path)  # a container: its own resolved copy, as OmegaConf's
+        if isinstance(value, str) and "${" in value:
+            return resolve(path, value)
+        return value
+
+    def resolve(path: tuple[Any, ...], text: str) -> Any:
+        if path in done:
+            return done[path]
+        if path in busy or not node_type_ok(path):
+            raise _Unresolvable
+        busy.add(path)
+        m = _SELECT.fullmatch(text)
+        plain = None if m else _PLAIN_REF.fullmatch(text)
+        if m:
+            default = _select_default(m.group(2))
+            if default is _NO_DEFAULT:
+                raise _Unresolvable
+            target = tuple(m.group(1).split("."))
+            found, value = lookup(target)
+            value = default if not found or value == "???" else value_at(target)
+        elif plain:
+            target = tuple(plain.group(1).split("."))
+            found, value = lookup(target)
+            if not found or value == "???":
+                raise _Unresolvable  # OmegaConf raises: the caller names it
+            value = value_at(target)
+        else:
+            try:
+                value = OmegaConf.select(cfg, ".".join(map(str, path)), throw_on_missing=True)
+            except Exception as exc:
+                raise _Unresolvable from exc
+            if OmegaConf.is_config(value):
+                value = OmegaConf.to_container(value, resolve=True)
+        busy.discard(path)
+        done[path] = value
+        return value
+
+    def walk(node: Any, path: tuple[Any, ...]) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v, (*path, k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, (*path, i)) for i, v in enumerate(node)]
+        if isinstance(node, str) and "${" in node:
+            return resolve(path, node)
+        return node
+
+    try:
+        return cast("dict[str, Any]", walk(raw, ()))
+    except _Unresolvable:
+        return None
+
+
 def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     memoize_interpolation_parse()
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    plain = _resolve_selects(cfg, raw)
+    if plain is not None:
+        return plain, []
     try:
         return cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True)), []
     except Exception:  # some interpolation fails: resolve leaf by leaf
