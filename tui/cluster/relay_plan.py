@@ -1,7 +1,7 @@
 """Telemetry relays: above ~64 hosts, each group of hosts sends its agent lines through a relay
 on one of its hosts (tui/remote/gpu_relay.py), so the cockpit receives one SSH packet per
-group every 100 ms instead of one per host each second: at 1,024 hosts the SSH receive path
-was a third of the cockpit's cost per sample.
+group every RELAY_FLUSH_MS (50 ms) instead of one per host each second: at 1,024 hosts the SSH
+receive path was a third of the cockpit's cost per sample.
 
 What stays as before: each host keeps its own SSH link and agent; the agent's first lines
 (hello, the first full sample) and every route change come over it, and a host is LOST as
