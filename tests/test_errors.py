@@ -39,6 +39,7 @@ INTERNAL = {
     "tui.cluster.agent_delta.BadDelta",  # a line of the host's problem list
     "tui.cluster.agent_delta.StaleDelta",  # a delta skipped until the next full sample
     "tui.cluster.dashboard_schema.AnswerError",  # becomes a DashboardError
+    "tui.jobs.verl_compose._Unresolvable",  # the fast resolution declines: OmegaConf's way
     "tui.interrupts.OutputLost",  # ends a command like KeyboardInterrupt does
 }
 # What may hold a user's error: everything but the UI (its own presenter) and the remote
