@@ -59,7 +59,9 @@ class Lab:
                 "identity_file": str(self.cluster.client_key),
                 "known_hosts": str(self.cluster.known_hosts),
                 "config": "",
-                "connect_timeout": 2,
+                # No host here is meant to be unreachable: 2 s lost a run's hosts to a
+                # connect on the busy 2-core box (two test workers), "not checked" = refused.
+                "connect_timeout": 10,
             },
             "ray": {"num_cpus": 6, "env": ray_env or {}},
             "hosts": [
@@ -525,7 +527,7 @@ async def test_a_sweep_is_refused_at_its_first_run_whose_preflight_fails(lab):
         refused = await first_failing_preflight(fleet, inv, plan)
     assert refused is not None
     run, findings = refused
-    assert run is plan.runs[1] and "missing.parquet" in run.label
+    assert run is plan.runs[1] and "missing.parquet" in run.label, show(findings)
     bad = job_failures(findings)
     assert [(f.check, f.host) for f in bad] == [("path:data.train_files", n) for n in NAMES], show(
         findings
