@@ -95,9 +95,6 @@ def hosts_yaml(
 TEST_RAY_ENV = {
     # On a busy 2-core machine a worker's dashboard agent missed Ray's own 30 s registration.
     "RAY_agent_register_timeout_ms": "120000",
-    # ... and a head's dashboard module process its own 30 s start (Ray 2.46's MetricsHead on
-    # CI beside the other test worker: the dashboard then closes every connection).
-    "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "120",
     # No idle workers started ahead of a driver's tasks: on a 2-core machine each costs ~1.5 s
     # of CPU (an import of Ray) that most test jobs never use: a cluster's first trivial job
     # cost 9.4 s of CPU with them and 6.3 s without, each later one 6.2 s and 5.5 s.

@@ -52,8 +52,17 @@ def ray_env(inv: Inventory, host: Host, facts: HostFacts) -> dict[str, str]:
     bindir = posixpath.dirname(python)
     path = facts.path_env or "/usr/local/bin:/usr/bin:/bin"
     env = {"PATH": f"{bindir}:{path}" if bindir else path}
+    # Ray waits its own 30 s for each of the head's dashboard module processes (Ray 2.4x-2.6x);
+    # on a busy head one that misses it leaves a dashboard that closes every connection, and
+    # `up` then fails at start_timeout anyway: the modules get the bring-up's own deadline,
+    # so `ray: start_timeout:` (the hint `up` gives) is what lengthens it. ray.env wins.
+    wait = max(30.0, inv.ray.start_timeout)
+    env[DASHBOARD_MODULE_WAIT] = f"{wait:g}"
     env.update(inv.ray.env)
     return env
+
+
+DASHBOARD_MODULE_WAIT = "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT"
 
 
 def _resource_args(inv: Inventory, host: Host, facts: HostFacts) -> list[str]:
