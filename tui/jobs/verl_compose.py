@@ -468,8 +468,9 @@ def _resolve_selects(cfg: Any, raw: Any) -> dict[str, Any] | None:
         return value
 
     def resolve(path: tuple[Any, ...], text: str) -> Any:
-        if path in done:
-            return done[path]
+        if path in done:  # a node also read by another's interpolation: each place its copy
+            value = done[path]
+            return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
         if path in busy or not node_type_ok(path):
             raise _Unresolvable
         busy.add(path)
@@ -526,7 +527,6 @@ def _to_plain(cfg: Any) -> tuple[dict[str, Any], list[str]]:
         return cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True)), []
     except Exception:  # some interpolation fails: resolve leaf by leaf
         pass
-    raw = OmegaConf.to_container(cfg, resolve=False)
     failed: list[str] = []
 
     def walk(node: Any, raw_node: Any, path: str) -> Any:
