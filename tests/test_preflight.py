@@ -147,6 +147,24 @@ def job_failures(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.status == "fail"]
 
 
+def test_a_hosts_module_distributions_are_what_packages_distributions_says() -> None:
+    """The host names the distribution of each module it has (the cockpit names a module
+    missing elsewhere by it: tui/jobs/pip_names.py) without reading every distribution's file
+    list: for every top-level module of this venv, and for one it lacks, the same answer as
+    importlib.metadata.packages_distributions()."""
+    import importlib.metadata as metadata
+
+    from tui.remote.job_preflight import installed_from
+
+    every = metadata.packages_distributions()
+    assert installed_from(every) == every
+    assert installed_from(["verl", "yaml", "no_such_module_here"]) == {
+        "verl": every["verl"],
+        "yaml": every["yaml"],
+    }
+    assert every["yaml"] == ["PyYAML"]
+
+
 # --------------------------------------------------------------------------- failing cases
 
 
