@@ -129,3 +129,41 @@ def test_each_start_up_answer_is_one_bounded_row() -> None:
     assert once.status == "warn" and "this time" in once.finding
     (broken,) = row({"error": "cannot run /opt/p/bin/python: Permission denied"})
     assert broken.status == "warn" and "Permission denied" in broken.finding
+
+
+def test_checks_asking_at_once_share_one_import(tmp_path, monkeypatch) -> None:
+    """Preflights asking one host at once (the form's and `verl-tui check`'s, or hosts that
+    share a /tmp) start one child for an install, not one each: the others wait for its
+    answer. The module imported here counts its imports in a file."""
+    import threading
+
+    from tui.remote.startup_imports import check_startup
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the cache folder: this test's own
+    site = tmp_path / "site"
+    site.mkdir()
+    count = tmp_path / "imports"
+    (site / "vt_counted.py").write_text(
+        "import os, time\n"
+        f"with open({str(count)!r}, 'a') as fh:\n"
+        "    fh.write(str(os.getpid()) + '\\n')\n"
+        "time.sleep(0.5)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    start = threading.Barrier(4)
+    answers: list[dict] = []
+
+    def ask() -> None:
+        start.wait()
+        answers.append(check_startup(["vt_counted"], env, 60))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert len(answers) == 4 and all(a.get("ok") is True for a in answers), answers
+    assert len(count.read_text().splitlines()) == 1, count.read_text()
+    again = check_startup(["vt_counted"], env, 60)
+    assert again["ok"] is True and again["cached"] is True
+    assert len(count.read_text().splitlines()) == 1

@@ -10,7 +10,7 @@ PYTHONPATH and every sys.path folder's mtime (pip adds or removes a folder there
 install, upgrade or removal). The child writes the cache
 itself and runs in its own session under its own time limit: when the preflight's wait ends
 first, the child finishes and the next check reads its answer. One child per fingerprint at a
-time (a marker file holds its pid).
+time (a marker file, made with O_EXCL, holds its pid): checks asking at once wait for it.
 """
 
 import contextlib
@@ -139,6 +139,39 @@ def _running(marker):
     return None
 
 
+def _held(marker):
+    """Whether another check's child imports for this fingerprint now: the marker names a
+    running process, or it was made a moment ago and its pid is not written yet."""
+    if _running(marker) is not None:
+        return True
+    try:
+        st = os.stat(marker)
+    except OSError:
+        return False
+    return st.st_size == 0 and time.time() - st.st_mtime < 5
+
+
+def _claim(marker):
+    """Whether this check starts the child: it made the marker (O_EXCL, so of two checks
+    asking at once only one imports; it holds this process's pid until the child's). A
+    marker whose process is gone is taken over."""
+    for _ in range(2):
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            if _held(marker):
+                return False
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+            continue
+        except OSError:
+            return True  # no marker can be made here: import without one
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return True
+    return False
+
+
 def _prune(folder):
     try:
         names = [n for n in os.listdir(folder) if n.endswith(".json")]
@@ -169,7 +202,7 @@ def check_startup(modules, env, wait):
                 os.unlink(path)
         done["cached"] = True
         return done
-    if _running(marker) is None:
+    if _claim(marker):
         child_env = dict(env)
         child_env.pop("PYTHONSTARTUP", None)
         args = json.dumps([list(modules), list(STARTUP_STACK), path, STARTUP_HARD_LIMIT])
@@ -184,6 +217,8 @@ def check_startup(modules, env, wait):
                 start_new_session=True,  # outlives this preflight when its wait ends first
             )
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
             return {"error": f"cannot run {sys.executable}: {exc.strerror or exc}"}
         try:
             with open(marker, "w") as fh:
@@ -199,7 +234,7 @@ def check_startup(modules, env, wait):
             # reap our own child when it has ended (no zombie keeps the marker alive)
             with contextlib.suppress(OSError):
                 os.waitpid(pid, os.WNOHANG)
-        if _running(marker) is None and _read(path) is None:
+        if not _held(marker) and _read(path) is None:
             return {"error": f"{sys.executable} ended without an answer (killed, or out of memory)"}
         time.sleep(0.2)
     if done is None:
