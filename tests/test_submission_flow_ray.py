@@ -8,7 +8,12 @@ reads it: it writes the value typed in a field quoted, where --set passes Hydra 
 the composed config, its config_hash, is the same). Then the job preflight refuses a
 data path no host has: the same failing findings for the form, submit, submit --queue and sweep
 (the supervisor runs no preflight: what it sends passed one when it was queued). The form keeps
-that refusal on its submit bar until a field changes (issue 24)."""
+that refusal on its submit bar until a field changes (issue 24).
+
+Each job is stopped as soon as Ray has recorded it: what is compared here is what Ray keeps of
+a job from its submission on, and verl's driver run to its end (its `--cfg job` output) is
+test_jobs.py::test_profile_submit_runs_verl_with_the_overrides's and test_job_form.py's point;
+five drivers importing verl and torch to print a config cost ~60 s of CPU here."""
 
 from __future__ import annotations
 
@@ -119,6 +124,27 @@ def _cli_sweep(inv, profile, grid, *, name, print_config=True) -> int:
     )
 
 
+async def _stop_flow_jobs(cluster) -> None:
+    """Stop this test's jobs that Ray has not ended yet (what the test compares is recorded)."""
+    client = await cluster.dashboard()
+    for job in await client.list_jobs():
+        sid = job.get("submission_id") or ""
+        if sid.startswith("flow") and job.get("status") in ("PENDING", "RUNNING"):
+            await client.stop_job(sid)
+
+
+async def _on_cluster(inv, body):
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.transport.fleet import Fleet
+
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv)
+        try:
+            return await body(cluster)
+        finally:
+            await cluster.close()
+
+
 async def _until(pilot, predicate, timeout: float, what: str) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -150,6 +176,7 @@ async def _cockpit(inv, profile, forms_done: list) -> None:
         await _until(pilot, lambda: form.validated and form.can_submit, 60, "print-config")
         await pilot.press("ctrl+s")
         await _until(pilot, lambda: bool(forms_done), 120, "the form submitted")
+        await _on_cluster(inv, _stop_flow_jobs)
 
         form = await open_form([NO_DATA])
         await _until(pilot, lambda: form.can_submit, 60, "a valid config")
@@ -168,35 +195,30 @@ async def _cockpit(inv, profile, forms_done: list) -> None:
         assert form.submission.refusal is None and app.screen is form  # nothing was sent
 
 
-async def _supervisor(inv, profile) -> list:
+async def _supervisor(inv, profile, cluster) -> list:
     """The supervisor's submit of SAME, then one queue tick sending what submit --queue and
     sweep queued; then what Ray recorded of every job."""
-    from tui.cluster.ray_cluster import RayCluster
     from tui.state import state_dir
     from tui.supervisor.duty import SupervisorContext
     from tui.supervisor.queue_duty import QueueDuty
-    from tui.transport.fleet import Fleet
 
-    async with Fleet(inv) as fleet:
-        cluster = RayCluster(fleet, inv)
-        try:
-            ctx = SupervisorContext(inv, cluster, JobHistory(inv.cluster), state_dir())
-            spec = JobSpec(profile, sets=[SAME], print_config=True, submission_id="flow-sup")
-            assert await ctx.submit(spec) == "flow-sup"
-            duty, started, decisions = QueueDuty(), set(), []
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while started != {"flow-queue", "flow-sweep-enflowsame"}:  # Ray's report may lag
-                assert loop.time() < deadline, decisions
-                decisions += await duty.tick(ctx)
-                started = {d.submission_id for d in decisions if d.kind == "queue-start"}
-                if started != {"flow-queue", "flow-sweep-enflowsame"}:
-                    await asyncio.sleep(0.5)  # the next tick (the supervisor's own pace is 5 s)
-            client = await cluster.dashboard()
-            ids = [r.submission_id for r in ctx.history.all()]
-            return [await client.job_info(sid) for sid in ids if sid.startswith("flow")]
-        finally:
-            await cluster.close()
+    ctx = SupervisorContext(inv, cluster, JobHistory(inv.cluster), state_dir())
+    spec = JobSpec(profile, sets=[SAME], print_config=True, submission_id="flow-sup")
+    assert await ctx.submit(spec) == "flow-sup"
+    await _stop_flow_jobs(cluster)
+    duty, started, decisions = QueueDuty(), set(), []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while started != {"flow-queue", "flow-sweep-enflowsame"}:  # Ray's report may lag
+        assert loop.time() < deadline, decisions
+        decisions += await duty.tick(ctx)
+        started = {d.submission_id for d in decisions if d.kind == "queue-start"}
+        if started != {"flow-queue", "flow-sweep-enflowsame"}:
+            await asyncio.sleep(0.5)  # the next tick (the supervisor's own pace is 5 s)
+    await _stop_flow_jobs(cluster)
+    client = await cluster.dashboard()
+    ids = [r.submission_id for r in ctx.history.all()]
+    return [await client.job_info(sid) for sid in ids if sid.startswith("flow")]
 
 
 def test_five_callers_send_identical_jobs_and_refuse_alike(ray_up, tmp_path, monkeypatch, spied):
@@ -209,13 +231,14 @@ def test_five_callers_send_identical_jobs_and_refuse_alike(ray_up, tmp_path, mon
 
     # -- the same job, five ways ----------------------------------------------------------
     assert _cli_submit(inv, path, [SAME], sid="flow-cli") == 0
+    asyncio.run(_on_cluster(inv, _stop_flow_jobs))
     assert _cli_submit(inv, path, [SAME], sid="flow-queue", queue=True) == 0
     assert _cli_sweep(inv, path, SAME, name="flow-sweep") == 0
     queued = queued_ids(inv)
     assert queued == ["flow-queue", "flow-sweep-enflowsame"]
     forms_done: list = []
     asyncio.run(_cockpit(inv, path, forms_done))
-    jobs = asyncio.run(_supervisor(inv, profile))
+    jobs = asyncio.run(_on_cluster(inv, lambda c: _supervisor(inv, profile, c)))
 
     ids = sorted(j["submission_id"] for j in jobs)
     known = {"flow-cli", "flow-queue", "flow-sup", "flow-sweep-enflowsame"}
