@@ -432,39 +432,46 @@ class RayCluster:
         self._emit(head.name, "head", "ok", f"started in {time.monotonic() - t0:.1f} s")
 
     async def _start_workers(self, facts: dict[str, HostFacts], started: list[str]) -> None:
+        """Every worker not in the cluster yet is checked first (its link, Ray not running
+        apart, the head's GCS reachable from it), then all of them start: a bring-up that
+        fails on one worker starts no other only to roll it back."""
         alive = await self._alive_hosts()
         slots = asyncio.Semaphore(MAX_PARALLEL_STARTS)
         failures: dict[str, str] = {}
+        ready: list[Host] = []
 
-        async def one(host: Host) -> None:
-            f = facts[host.name]
+        def fail(host: Host, why: str) -> None:
+            failures[host.name] = why
+            self._emit(host.name, "worker", "fail", why)
+
+        async def check(host: Host) -> None:
             if host.name in alive:
                 self._emit(host.name, "worker", "skip", "already in the cluster")
                 return
-            if f.ray_running:
-                failures[host.name] = (
-                    "Ray runs there but is not part of this cluster (use --restart)"
-                )
-                self._emit(host.name, "worker", "fail", failures[host.name])
+            if facts[host.name].ray_running:
+                fail(host, "Ray runs there but is not part of this cluster (use --restart)")
                 return
             async with slots:
                 # Ray retries an unreachable GCS for minutes: ask the network first, fast.
                 try:
                     transport = await self.fleet.ready(host.name, 5)
                 except HostUnavailable as exc:
-                    failures[host.name] = str(exc)
-                    self._emit(host.name, "worker", "fail", str(exc))
+                    fail(host, str(exc))
                     return
                 head = self.inv.head
                 why = await tcp_reachable(transport, host.python, head.node_ip, self.inv.ray.port)
                 if why is not None:
-                    failures[host.name] = (
-                        f"cannot reach the head's GCS at "
-                        f"{head.node_ip}:{self.inv.ray.port}: {why} "
-                        "(firewall? node_ip?)"
+                    fail(
+                        host,
+                        f"cannot reach the head's GCS at {head.node_ip}:{self.inv.ray.port}: "
+                        f"{why} (firewall? node_ip?)",
                     )
-                    self._emit(host.name, "worker", "fail", failures[host.name])
                     return
+            ready.append(host)
+
+        async def start(host: Host) -> None:
+            f = facts[host.name]
+            async with slots:
                 self._emit(host.name, "worker", "running", f"ray start on {host.node_ip}")
                 t0 = time.monotonic()
                 started.append(host.name)
@@ -477,7 +484,9 @@ class RayCluster:
                     return
                 self._emit(host.name, "worker", "ok", f"joined in {time.monotonic() - t0:.1f} s")
 
-        await asyncio.gather(*(one(h) for h in self.inv.hosts if not h.is_head))
+        await asyncio.gather(*(check(h) for h in self.inv.hosts if not h.is_head))
+        if not failures:
+            await asyncio.gather(*(start(h) for h in ready))
         if failures:
             raise BringUpError("workers failed to start", failures)
 
