@@ -12,11 +12,8 @@ verl's own config from that argv):
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +30,7 @@ from derive_verl_examples import (
     hydra_args,
     script_argv,
 )
+from harness.cli import run_cli
 from omegaconf import OmegaConf
 
 from tui.jobs import schema
@@ -300,27 +298,14 @@ def test_derive_records_a_script_as_facts(oracle: HydraOracle) -> None:
 
 @pytest.mark.parametrize("name", ["grpo_fsdp_arrays.sh", "invalid_reward_model_arrays.sh"])
 def test_profile_check_through_the_cli(name: str, tmp_path: Path) -> None:
-    """`verl-tui profile import` then `profile check`, as a user migrating would."""
-    cli = [sys.executable, "-m", "tui.cli"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """`verl-tui profile import` then `profile check`, as a user migrating would: each a
+    process of its own (harness/cli.py)."""
     out = tmp_path / "p.yaml"
-    imp = subprocess.run(
-        [*cli, "profile", "import", str(LAUNCH_SCRIPTS / name), "-o", str(out)],
-        cwd=LAUNCH_SCRIPTS,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    imp = run_cli(
+        ["profile", "import", str(LAUNCH_SCRIPTS / name), "-o", str(out)], cwd=LAUNCH_SCRIPTS
     )
     assert imp.returncode == 0, imp.stderr
-    chk = subprocess.run(
-        [*cli, "profile", "check", str(out), "--json"],
-        cwd=LAUNCH_SCRIPTS,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    chk = run_cli(["profile", "check", str(out), "--json"], cwd=LAUNCH_SCRIPTS)
     result = json.loads(chk.stdout)
     errors = {p["key"] for p in result["problems"] if p["level"] == "error"}
     if name.startswith("invalid_"):
