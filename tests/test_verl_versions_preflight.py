@@ -132,9 +132,9 @@ def test_each_start_up_answer_is_one_bounded_row() -> None:
 
 
 def test_checks_asking_at_once_share_one_import(tmp_path, monkeypatch) -> None:
-    """Preflights asking one host at once (the form's and `verl-tui check`'s, or hosts that
-    share a /tmp) start one child for an install, not one each: the others wait for its
-    answer. The module imported here counts its imports in a file."""
+    """Preflights asking one host at once (the form's and `verl-tui check`'s, a sweep's runs)
+    start one child for an install, not one each: the others wait for its answer. The module
+    imported here counts its imports in a file."""
     import threading
 
     from tui.remote.startup_imports import check_startup
