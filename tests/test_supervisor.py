@@ -357,40 +357,112 @@ RAW_NCCL = (
 )
 
 
-def test_retry_waits_for_a_host_cut_off_mid_run(ray_up):
-    cluster, path, env = ray_up
-    # --bring-up: should Ray mark node2 dead meanwhile, its node is started again first.
-    watch = _watch(env, path, "--interval", "1", "--bring-up")
-    lines = Lines(watch)
-    try:
-        lines.wait(lambda d: d["kind"] == "lock")
-        sub = cli(
-            env, "submit", str(path), "--retries", "1", "--submission-id", "cut-1",
-            "--", "python", "-c", RAW_NCCL.format(sleep=8),
-        )  # fmt: skip
-        assert sub.returncode == 0, sub.stderr
-        wait_status(env, path, "cut-1", {"RUNNING"}, timeout=60)
-        cluster.link_down("node2")
+class TestHostCutOff:
+    """One `watch --bring-up` and one retried chain (cut-1, then cut-1-retry1) for two tests: the
+    retry waits while a host is cut off, and the cockpit, opened beside that watch, stands by
+    and shows the chain (two Ray jobs and a watch process of their own before)."""
+
+    @pytest.fixture(scope="class")
+    def cut_run(self, ray_up):
+        cluster, path, env = ray_up
+        # --bring-up: should Ray mark node2 dead meanwhile, its node is started again first.
+        watch = _watch(env, path, "--interval", "1", "--bring-up")
+        lines = Lines(watch)
+        run: dict = {}
         try:
-            waiting = lines.wait(
-                lambda d: d["kind"] == "waiting" and d["submission_id"] == "cut-1", timeout=60
+            lines.wait(lambda d: d["kind"] == "lock")
+            sub = cli(
+                env, "submit", str(path), "--retries", "1", "--submission-id", "cut-1",
+                "--", "python", "-c", RAW_NCCL.format(sleep=8),
+            )  # fmt: skip
+            assert sub.returncode == 0, sub.stderr
+            wait_status(env, path, "cut-1", {"RUNNING"}, timeout=60)
+            cluster.link_down("node2")
+            try:
+                run["waiting"] = lines.wait(
+                    lambda d: d["kind"] == "waiting" and d["submission_id"] == "cut-1",
+                    timeout=60,
+                )
+                time.sleep(4)  # what it decided while the host stayed cut off
+                run["while_cut"] = list(lines.items)
+            finally:
+                run["back"] = time.time()
+                cluster.link_up("node2")
+            run["retry"] = lines.wait(
+                lambda d: d["kind"] == "retry" and d["submission_id"] == "cut-1"
             )
-            assert "node2 unreachable" in waiting["message"], waiting
-            time.sleep(4)
-            assert not [d for d in lines.items if d["kind"] == "retry"], lines.items
+            wait_status(env, path, "cut-1-retry1", {"FAILED"}, timeout=60)
+            run["spent"] = lines.wait(
+                lambda d: d["kind"] == "no-retry" and d["submission_id"] == "cut-1-retry1"
+            )
+            yield watch, run
         finally:
-            back = time.time()
-            cluster.link_up("node2")
-        retry = lines.wait(lambda d: d["kind"] == "retry" and d["submission_id"] == "cut-1")
-        assert retry["details"]["submitted_at"] > back
+            _stop(watch)
+
+    def test_retry_waits_for_a_host_cut_off_mid_run(self, cut_run):
+        _watch, run = cut_run
+        waiting = run["waiting"]
+        assert "node2 unreachable" in waiting["message"], waiting
+        assert not [d for d in run["while_cut"] if d["kind"] == "retry"], run["while_cut"]
+        retry = run["retry"]
+        assert retry["details"]["submitted_at"] > run["back"]
         assert retry["details"]["resume_from"] is None  # a raw command is retried as is
-        wait_status(env, path, "cut-1-retry1", {"FAILED"}, timeout=60)
-        spent = lines.wait(
-            lambda d: d["kind"] == "no-retry" and d["submission_id"] == "cut-1-retry1"
-        )
+        spent = run["spent"]
         assert "budget spent" in spent["message"], spent
-    finally:
-        _stop(watch)
+
+    async def test_cockpit_stands_by_names_the_holder_and_shows_the_chain(
+        self, ray_up, cut_run, monkeypatch
+    ):
+        """The cockpit runs the same supervisor: while a `watch` holds the cluster it stands by
+        and the Jobs screen says who supervises; a retried job shows its chain and the
+        decisions."""
+        from textual.widgets import DataTable
+
+        from tui.app import VerlTuiApp
+        from tui.config.hosts import load_inventory
+        from tui.screens.jobs.screen import JobsScreen
+
+        _, path, env = ray_up
+        watch, _run = cut_run
+        monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+        monkeypatch.setenv("VERL_TUI_SUPERVISE", "1")
+
+        async def until(pilot, predicate, timeout=60.0):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while not predicate():
+                assert loop.time() < deadline, "timed out"
+                await pilot.pause(0.2)
+
+        app = VerlTuiApp(load_inventory(path), interval=0.5)
+        async with app.run_test(size=(200, 50)) as pilot:
+            # Standing by: the watch holds the cluster (the first tick may find SSH not up yet).
+            await until(pilot, lambda: app.supervisor is not None and app.supervisor.holder)
+            assert not app.supervisor.acting
+            await pilot.press("2")
+            await until(pilot, lambda: isinstance(app.screen, JobsScreen))
+            jobs = app.screen
+            await until(pilot, lambda: any(r.submission_id == "cut-1-retry1" for r in jobs.rows))
+            await until(
+                pilot, lambda: "supervised by" in str(jobs.query_one("#jobs-title").render())
+            )
+            title = str(jobs.query_one("#jobs-title").render())
+            assert "supervised by root@" in title and f"(pid {watch.pid})" in title, title
+            table = jobs.query_one(DataTable)
+            ids = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+            assert "↻2/2 cut-1-retry1" in ids and "cut-1" in ids, ids
+            table.move_cursor(row=ids.index("cut-1"))
+            await pilot.pause(0.2)
+            detail = str(jobs.query_one("#job-detail").render())
+            assert "↻ retried as cut-1-retry1" in detail, detail
+            assert "retry: resubmitted as cut-1-retry1, attempt 2/2" in detail, detail
+            table.move_cursor(row=ids.index("↻2/2 cut-1-retry1"))
+            await pilot.pause(0.2)
+            detail = str(jobs.query_one("#job-detail").render())
+            assert "↻ retry of cut-1" in detail and "retry budget spent" in detail, detail
+        # Closed: the cockpit never held the lease, so the watch still does.
+        assert watch.poll() is None
+        assert (await _holder(path)).pid == watch.pid
 
 
 def test_second_supervisor_refuses_and_a_killed_one_is_taken_over(ray_up):
@@ -554,69 +626,6 @@ def test_kill9_and_crashes_never_submit_twice(ray_up, monkeypatch):
     assert chain == ["k9-1", "k9-1-retry1", "k9-1-retry2", "k9-1-retry3", "k9-1-retry4"]
     assert [jobs[s]["attempt"] for s in chain] == [1, 2, 3, 4, 5]
     assert all(jobs[s]["on_head"] for s in chain)
-
-
-async def test_cockpit_stands_by_names_the_holder_and_shows_the_chain(ray_up, monkeypatch):
-    """The cockpit runs the same supervisor: while a `watch` holds the cluster it stands by and
-    the Jobs screen says who supervises; a retried job shows its chain and the decisions."""
-    from textual.widgets import DataTable
-
-    from tui.app import VerlTuiApp
-    from tui.config.hosts import load_inventory
-    from tui.screens.jobs.screen import JobsScreen
-
-    _, path, env = ray_up
-    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
-    monkeypatch.setenv("VERL_TUI_SUPERVISE", "1")
-    watch = _watch(env, path, "--interval", "1")
-    lines = Lines(watch)
-    try:
-        lines.wait(lambda d: d["kind"] == "lock")
-        sub = cli(
-            env, "submit", str(path), "--retries", "1", "--submission-id", "ui-1",
-            "--", "python", "-c", RAW_NCCL.format(sleep=0),
-        )  # fmt: skip
-        assert sub.returncode == 0, sub.stderr
-        lines.wait(lambda d: d["kind"] == "no-retry" and d["submission_id"] == "ui-1-retry1")
-
-        async def until(pilot, predicate, timeout=60.0):
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            while not predicate():
-                assert loop.time() < deadline, "timed out"
-                await pilot.pause(0.2)
-
-        app = VerlTuiApp(load_inventory(path), interval=0.5)
-        async with app.run_test(size=(200, 50)) as pilot:
-            # Standing by: the watch holds the cluster (the first tick may find SSH not up yet).
-            await until(pilot, lambda: app.supervisor is not None and app.supervisor.holder)
-            assert not app.supervisor.acting
-            await pilot.press("2")
-            await until(pilot, lambda: isinstance(app.screen, JobsScreen))
-            jobs = app.screen
-            await until(pilot, lambda: any(r.submission_id == "ui-1-retry1" for r in jobs.rows))
-            await until(
-                pilot, lambda: "supervised by" in str(jobs.query_one("#jobs-title").render())
-            )
-            title = str(jobs.query_one("#jobs-title").render())
-            assert "supervised by root@" in title and f"(pid {watch.pid})" in title, title
-            table = jobs.query_one(DataTable)
-            ids = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
-            assert "↻2/2 ui-1-retry1" in ids and "ui-1" in ids, ids
-            table.move_cursor(row=ids.index("ui-1"))
-            await pilot.pause(0.2)
-            detail = str(jobs.query_one("#job-detail").render())
-            assert "↻ retried as ui-1-retry1" in detail, detail
-            assert "retry: resubmitted as ui-1-retry1, attempt 2/2" in detail, detail
-            table.move_cursor(row=ids.index("↻2/2 ui-1-retry1"))
-            await pilot.pause(0.2)
-            detail = str(jobs.query_one("#job-detail").render())
-            assert "↻ retry of ui-1" in detail and "retry budget spent" in detail, detail
-        # Closed: the cockpit never held the lease, so the watch still does.
-        assert watch.poll() is None
-        assert (await _holder(path)).pid == watch.pid
-    finally:
-        _stop(watch)
 
 
 def test_bring_up_starts_a_missing_node_before_the_retry(ray_up):
