@@ -18,7 +18,7 @@ import pytest
 from tui.commands.profile import run_profile_check
 from tui.commands.profile_io import run_import
 from tui.jobs.hydra_values import parse_value
-from tui.jobs.import_entry import find_entry
+from tui.jobs.import_entry import command_name, find_entry
 from tui.jobs.importer import ScriptLimitError, import_script
 from tui.jobs.shell_lexer import Lexer, Word
 from tui.jobs.unknown_values import shell_references
@@ -133,6 +133,15 @@ def test_entry_points_come_from_verl_source() -> None:
     ):
         words = [t for t in Lexer(text).run() if isinstance(t, Word)]
         assert find_entry(words, entries, lambda w: False) is None, text
+
+
+def test_command_name_reads_a_word_as_path_does() -> None:
+    """The kept program name of a command word is Path's, for odd words too."""
+    for word in ("/usr/bin/python3", "python3", "./run.sh", "py/", "a/./b", "a//", "..", "-"):
+        assert command_name(word) == Path(word).name, word
+    r = import_script("/opt/venv/bin/python3.11 -m verl.trainer.main_ppo a.b=1\n")
+    assert r.profile.overrides == {"a.b": 1}
+    assert "another python" in import_script("./venv/bin/python x.py\n").unmapped[0].reason
 
 
 def test_array_length_and_unknown_values_are_reported() -> None:

@@ -8,6 +8,7 @@ verl (tui/jobs/verl_entries.py). The words before the interpreter are the launch
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +51,17 @@ class EntryMatch:
     interpreter: bool  # words[start] is a python interpreter (its flags sit before the module)
 
 
+@functools.lru_cache(maxsize=1024)
+def command_name(word: str) -> str:
+    """The program a command word names (`/usr/bin/python3` -> `python3`), as Path reads it:
+    kept per word, as a script of many commands asks it several times a command and a Path
+    costs more than the rest of the step."""
+    return Path(word).name
+
+
 def _name(w: Word) -> str | None:
     lit = w.literal
-    return Path(lit).name if lit else None
+    return command_name(lit) if lit else None
 
 
 def find_entry(

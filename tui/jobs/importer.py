@@ -36,7 +36,7 @@ from tui.jobs.import_command import (  # noqa: F401
     Mapped,
     strip_prefix,
 )
-from tui.jobs.import_entry import PYTHON_NAME
+from tui.jobs.import_entry import PYTHON_NAME, command_name
 from tui.jobs.import_flow import FlowReader
 from tui.jobs.profiles import DEFAULT_ENTRYPOINT, Profile, RuntimeEnv
 from tui.jobs.shell_expand import Assumed, Expanded, Var, check_items, check_size
@@ -231,7 +231,7 @@ class _Importer(FlowReader):
                 "a Hydra override outside the verl command (a comment line or a missing "
                 "backslash ended the command before it): not imported"
             )
-        elif PYTHON_NAME.fullmatch(Path(head).name):
+        elif PYTHON_NAME.fullmatch(command_name(head)):
             reason = "another python command: not part of a profile"
         else:
             reason = "other command: not part of a profile"
