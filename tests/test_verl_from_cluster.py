@@ -404,34 +404,77 @@ FORGED = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(FORGED))
-def test_a_forged_answer_is_refused_in_one_line(env, case) -> None:
-    manifest, members, fragment = FORGED[case]
-    folder = env["root"] / f"forged-{case}"
-    folder.mkdir()
-    answers = {"manifest": manifest if isinstance(manifest, str) else json.dumps(manifest)}
-    if members is not None:
-        answers["files"] = json.dumps({**manifest, "tar_b64": _tar_b64(members)})
-    else:
-        answers["files"] = answers["manifest"]
-    (folder / "answers.json").write_text(json.dumps(answers))
-    forged = folder / "python"  # answers like verl_config.py would, with forged content
-    forged.write_text(
-        f"#!{sys.executable}\nimport json, sys\n"
-        f"a = json.load(open({str(folder / 'answers.json')!r}))\n"
-        "print(a['files'] if 'files' in sys.argv else a['manifest'])\n"
+# The forged cases' `profile check` runs, all in ONE cockpit interpreter without verl (each a
+# main() call of its own, its own hosts file, forged interpreter and cache folder): a fresh
+# isolated interpreter per case costs ~1 s of CPU before the CLI does anything.
+_FORGED_RUNS = """
+import contextlib, io, json, os, site, sys
+site.addsitedir(sys.argv[1])
+from tui.cli import main
+out = {}
+for case, cache, argv in json.loads(sys.argv[2]):
+    os.environ["XDG_CACHE_HOME"] = cache
+    err, std = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    out[case] = {"code": code, "stderr": err.getvalue(), "stdout": std.getvalue()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def forged(env) -> dict[str, dict]:
+    """Each FORGED case: its forged interpreter, cache folder and the CLI's answer."""
+    cases, runs = {}, []
+    for case, (manifest, members, _fragment) in sorted(FORGED.items()):
+        folder = env["root"] / f"forged-{case}"
+        folder.mkdir()
+        answers = {"manifest": manifest if isinstance(manifest, str) else json.dumps(manifest)}
+        if members is not None:
+            answers["files"] = json.dumps({**manifest, "tar_b64": _tar_b64(members)})
+        else:
+            answers["files"] = answers["manifest"]
+        (folder / "answers.json").write_text(json.dumps(answers))
+        python = folder / "python"  # answers like verl_config.py would, with forged content
+        python.write_text(
+            f"#!{sys.executable}\nimport json, sys\n"
+            f"a = json.load(open({str(folder / 'answers.json')!r}))\n"
+            "print(a['files'] if 'files' in sys.argv else a['manifest'])\n"
+        )
+        python.chmod(0o755)
+        hosts = _hosts(env, f"hosts-{case}", str(python))
+        cache = env["root"] / f"cache-{case}"
+        cases[case] = {"python": python, "cache": cache}
+        runs.append([case, str(cache), ["profile", "check", PRESET, "--hosts", str(hosts)]])
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _FORGED_RUNS, str(env["site"]), json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env["env"],
+        cwd=env["root"],
     )
-    forged.chmod(0o755)
-    hosts = _hosts(env, f"hosts-{case}", str(forged))
-    cache = env["root"] / f"cache-{case}"
-    run_env = {**env, "env": {**env["env"], "XDG_CACHE_HOME": str(cache)}}
-    proc = _cli(run_env, "profile", "check", PRESET, "--hosts", str(hosts))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"verl is not installed on the cluster (asked node1 ({forged}): " in lines[0]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    answers = json.loads(proc.stdout.strip().splitlines()[-1])
+    for case in cases:
+        cases[case].update(answers[case])
+    return cases
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_forged_answer_is_refused_in_one_line(env, forged, case) -> None:
+    _manifest, _members, fragment = FORGED[case]
+    run = forged[case]
+    forged_python, cache = run["python"], run["cache"]
+    assert run["code"] == 2, run["stdout"] + run["stderr"]
+    lines = run["stderr"].strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run["stderr"], run["stderr"]
+    assert f"verl is not installed on the cluster (asked node1 ({forged_python}): " in lines[0]
     assert fragment in lines[0], lines[0]
-    assert "\x1b" not in proc.stderr
+    assert "\x1b" not in run["stderr"]
     assert not (env["root"] / "escape.yaml").exists()
     stored = cache / "verl-tui" / "verl"
     assert not stored.exists() or not [p for p in stored.iterdir()], list(stored.iterdir())
