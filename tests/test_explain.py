@@ -15,7 +15,8 @@ from harness.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.logs import LogStore
+from tui.logs import LogStore, prefilter
+from tui.logs.signatures import CLASS_NEEDLES, MIN_LITERAL, PREFILTER, SIGNATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / ".venv" / "bin" / "verl-tui"
@@ -222,3 +223,27 @@ def test_progress_bars_crlf_and_colours_read_as_the_pane_reads_them(tmp_path):
         store.close()
     assert {f["line"]: (f["text"], f["hint"]) for f in doc["findings"] if f["hint"]} == pane
     assert sorted(pane) == [3, 4]
+
+
+def test_anchor_choice_is_the_greedy_cover_of_the_table():
+    """The prefilter's anchors (chosen at every start-up from an index of words, not by
+    reading every literal again each round) are the greedy cover its rule defines: each round
+    the word in most uncovered literals (the longer, then the greater on a tie), or the
+    longest literal once no word is shared."""
+    literals = sorted({lit for sig in SIGNATURES for lit in sig.literals})
+    left = [lit for lit in literals if not any(n in lit for n in CLASS_NEEDLES)]
+    healthy = prefilter._HEALTHY.lower()
+    chosen = []
+    while left:
+        counts = {}
+        for w in {w for lit in left for w in prefilter._WORD_RE.findall(lit)}:
+            rare = w not in prefilter._STOP_WORDS and w not in healthy
+            if len(w) >= MIN_LITERAL and rare and not w.isdigit():
+                counts[w] = sum(w in lit for lit in left)
+        word = max(counts, key=lambda w: (counts[w], len(w), w)) if counts else ""
+        if not word or counts[word] == 1:
+            word = max(left, key=len)
+        chosen.append(word)
+        left = [lit for lit in left if word not in lit]
+    assert PREFILTER.anchors == (*CLASS_NEEDLES, *sorted(chosen))
+    assert all(any(a in lit for a in PREFILTER.anchors) for lit in literals)

@@ -169,24 +169,27 @@ def _choose_anchors(literals: list[str], given: tuple[str, ...]) -> tuple[str, .
     is its own anchor."""
     left = [lit for lit in literals if not any(g in lit for g in given)]
     healthy = _HEALTHY.lower()
+    # each candidate word with the literals that contain it (even inside a longer word), worked
+    # out once: a round only drops the literals just covered (~100 rounds on the table)
+    words = {
+        w
+        for lit in left
+        for w in _WORD_RE.findall(lit)
+        if len(w) >= MIN_LITERAL and w not in _STOP_WORDS and not w.isdigit() and w not in healthy
+    }
+    holders = {w: {i for i, lit in enumerate(left) if w in lit} for w in words}
+    own = {i: {w for w in _WORD_RE.findall(lit) if w in holders} for i, lit in enumerate(left)}
+    uncovered = set(range(len(left)))
     chosen: list[str] = []
-    while left:
-        words = {
-            w
-            for lit in left
-            for w in _WORD_RE.findall(lit)
-            if len(w) >= MIN_LITERAL
-            and w not in _STOP_WORDS
-            and not w.isdigit()
-            and w not in healthy
-        }
-        # a word covers every literal that contains it, even inside a longer word
-        counts = {w: sum(w in lit for lit in left) for w in words}
+    while uncovered:
+        # only words of a literal still uncovered compete, as when they were collected anew
+        live = set().union(*(own[i] for i in uncovered))
+        counts = {w: len(holders[w] & uncovered) for w in live}
         word = max(counts, key=lambda w: (counts[w], len(w), w)) if counts else ""
         if not word or counts[word] == 1:  # shared by none: the whole literal is rarer
-            word = max(left, key=len)
+            word = max((left[i] for i in sorted(uncovered)), key=len)
         chosen.append(word)
-        left = [lit for lit in left if word not in lit]
+        uncovered = {i for i in uncovered if word not in left[i]}
     return tuple(given) + tuple(sorted(chosen))
 
 
