@@ -12,7 +12,7 @@ import time
 
 import pytest
 from harness.raycluster import VENV_PY, wait_job
-from test_jobs import cli
+from test_jobs import cli, job_logs
 
 from tui.config.hosts import load_inventory
 
@@ -138,6 +138,26 @@ LEGACY_JOB = """
 """
 
 
+async def _paused(cluster, job: str, timeout: float = 60) -> list:
+    """The paused workers of `job` once the list `verl-tui debug` shows has one (Ray's state
+    API through the dashboard: cheap to ask every half second)."""
+    from tui.debug.targets import paused_workers
+
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [w for w in await paused_workers(cluster) if w.job == job]
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{job} never paused"
+        await asyncio.sleep(0.5)
+
+
+def wait_log(cluster, sid: str, text: str, timeout: float = 60) -> None:
+    """Until the head's driver log of `sid` has `text` (a file read in the head's namespace:
+    `verl-tui debug` starts a Python with Ray's GCS client on the head, ~1.2 s of CPU a call)."""
+    wait_for(lambda: text in job_logs(cluster, sid), timeout, f"{text!r} in {sid}'s log")
+
+
 async def _with_ray_cluster(path, body):
     from tui.cluster.ray_cluster import RayCluster
     from tui.transport.fleet import Fleet
@@ -165,7 +185,9 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
         doc = json.loads(out.stdout)
         return [p for p in doc["paused"] if p["job"] == "post-mortem-1"]
 
-    paused = wait_for(listed, 60, "the paused worker in `verl-tui debug`", interval=1)
+    # Asked once the worker is paused (what the command lists it from), not every second.
+    asyncio.run(_with_ray_cluster(path, lambda c: _paused(c, "post-mortem-1")))
+    paused = wait_for(listed, 20, "the paused worker in `verl-tui debug`", interval=1)
     took = time.monotonic() - t0
     print(f"post-mortem worker listed {took:.1f} s after submit")
     assert took < 20 + 10, took  # the issue's 20 s, plus the job's own start on this machine
@@ -204,7 +226,7 @@ def test_legacy_breakpoint_console(ray2):
     from tui.debug.pdb_console import PdbConsole
     from tui.debug.targets import legacy_breakpoints, open_debug_connection
 
-    _, path, env = ray2
+    cluster, path, env = ray2
     submit(env, path, "legacy-1", LEGACY_JOB, "--env", "RAY_DEBUG=legacy")
 
     def listed():
@@ -212,7 +234,10 @@ def test_legacy_breakpoint_console(ray2):
         assert out.returncode == 0, out.stderr
         return [b for b in json.loads(out.stdout)["breakpoints"] if b["job"] == "legacy-1"]
 
-    [bp] = wait_for(listed, 60, "the breakpoint in `verl-tui debug`", interval=1)
+    # Ray's rpdb stores the breakpoint's record, then says so on the worker's stderr (which
+    # reaches the driver log): the command is asked from then on, not every second before.
+    wait_log(cluster, "legacy-1", "RemotePdb session open at")
+    [bp] = wait_for(listed, 20, "the breakpoint in `verl-tui debug`", interval=1)
     assert bp["port"] > 0 and bp["host"] in ("node1", "node2")
 
     async def drive(cluster):
@@ -376,7 +401,6 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
     the forwarded port, as VS Code would attach, sees frames under the mapped remote root."""
     from tui.debug.attach import attach_in_vscode
     from tui.debug.dap import DapClient
-    from tui.debug.targets import paused_workers
 
     _, path, env = ray2
     project = tmp_path / "project"
@@ -402,13 +426,7 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])  # the submit's history
 
     async def body(cluster):
-        deadline = time.monotonic() + 60
-        while True:
-            found = [w for w in await paused_workers(cluster) if w.job == "vscode-1"]
-            if found or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(1)
-        assert found, "vscode-1 never paused"
+        found = await _paused(cluster, "vscode-1")
         launch, forward = await attach_in_vscode(cluster, found[0], workspace)
         try:
             dap = await DapClient.connect("127.0.0.1", forward.local_port)
