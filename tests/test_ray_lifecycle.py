@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -74,14 +75,32 @@ def ray_hosts(_three_hosts: NsCluster) -> Iterator[NsCluster]:
         assert _routes(cluster, h.name) == routes[h.name], h.name
 
 
+def _other_patch_release() -> str:
+    minor = f"python3.{sys.version_info.minor}"
+    pyenv = Path.home() / ".pyenv" / "versions"
+    found = [f"/usr/bin/{minor}", shutil.which(minor), *map(str, pyenv.glob(f"3.*/bin/{minor}"))]
+    ours = ".".join(map(str, sys.version_info[:3]))
+    for exe in filter(None, found):
+        probe = subprocess.run(
+            [exe, "-c", "import sys, venv; print('.'.join(map(str, sys.version_info[:3])))"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() not in ("", ours):
+            return exe
+    raise AssertionError(f"no {minor} of another patch release than {ours} among {found}")
+
+
 @pytest.fixture(scope="session")
 def system_venvs(tmp_path_factory):
-    """Second real interpreters: Debian's Python 3.11.2 (ours is a different patch release),
-    one without ray and one that imports our ray through a .pth file."""
+    """Second real interpreters of our minor version but another patch release (Debian's 3.11.2
+    and pyenv's 3.11.7 here; run-tests makes the test venv from the first it finds), one
+    without ray and one that imports our ray through a .pth file."""
+    other = _other_patch_release()
     base = tmp_path_factory.mktemp("venvs")
     bare, patch = base / "bare", base / "patch"
     for venv in (bare, patch):
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+        subprocess.run([other, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((patch / "lib").glob("python3*/site-packages"))
     ours = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
     (site / "our_ray.pth").write_text(str(ours) + "\n")
