@@ -372,9 +372,9 @@ def test_check_profile_cli_end_to_end(lab):
     exit 1 while the lab lacks TransferQueue/vLLM, 0 once they are there."""
     lab.ready()
     inv = lab.inventory()
-    argv = [sys.executable, "-m", "tui", "check", str(inv.source), "--profile", PRESET, "--json"]
+    argv = ["check", str(inv.source), "--profile", PRESET, "--json"]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = run_cli(argv, timeout=120, cwd=REPO)
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
@@ -384,13 +384,7 @@ def test_check_profile_cli_end_to_end(lab):
     print(f"check --profile on 3 hosts: {took:.1f} s")
 
     shutil.rmtree(lab.sites["node1"] / "vllm")
-    proc = subprocess.run(
-        [*argv[:-1], "--set", "trainer.use_v1=false"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    proc = run_cli([*argv[:-1], "--set", "trainer.use_v1=false"], timeout=120, cwd=REPO)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("✗ import:vllm"))
     assert "node1" in line and "actor_rollout_ref.rollout.name" in line
@@ -406,36 +400,28 @@ class Head:
 
 
 @pytest.fixture(scope="module")
-def ray_head(lab, ray_bring_up) -> Head:
-    """Ray on node1 alone (1 GPU declared, so the preset's shape rules pass): submits need a
-    live head; the preflight then asks node1."""
-    import os
+def ray_head(lab, ray_shared1) -> Head:
+    """The session's shared one-host Ray cluster (harness RayPool): submits need a live head;
+    the preflight then asks its node1. Its hosts.yaml copy gives the jobs node1's lab HOME and
+    PYTHONPATH in ray.env, where verl's TaskRunner reads them: the preflight resolves the data
+    paths, the HF cache and the modules with the job's env (tui/remote/job_preflight.py), so
+    what a test does to lab.sites["node1"] and lab.homes["node1"] is what that host offers."""
+    data = yaml.safe_load(ray_shared1.path.read_text())
+    data.setdefault("ray", {})["env"] = {
+        **(data["ray"].get("env") or {}),
+        "HOME": str(lab.homes["node1"]),
+        "PYTHONPATH": str(lab.sites["node1"]),
+    }
+    assert [h["name"] for h in data["hosts"]] == ["node1"], data["hosts"]
+    ray_shared1.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return Head(ray_shared1.path, ray_shared1.env)
 
-    node1 = lab.cluster.host("node1")
-    path = lab.root / "hosts-ray.yaml"
-    path.write_text(
-        "\n".join(
-            [
-                "cluster: preflightray",
-                f"python: {sys.executable}",
-                "ssh:",
-                "  user: root",
-                f"  identity_file: {lab.cluster.client_key}",
-                f"  known_hosts: {lab.cluster.known_hosts}",
-                "  config: ''",
-                "ray:",
-                "  num_cpus: 4",
-                "  memory: 1000000000",
-                "  object_store_memory: 100000000",
-                "hosts:",
-                f"  - {{name: node1, address: {node1.address}, num_gpus: 1}}",
-            ]
-        )
-        + "\n"
-    )
-    head = Head(path, {**os.environ, "XDG_STATE_HOME": str(lab.root / "state")})
-    ray_bring_up(head.env, path)
-    return head  # Ray goes with the lab's hosts at the module's end
+
+def _head_jobs(head: Head) -> set[str]:
+    return {
+        j["submission_id"]
+        for j in json.loads(head.cli("jobs", str(head.path), "--json").stdout)["jobs"]
+    }
 
 
 def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab, ray_head):
@@ -444,12 +430,12 @@ def test_submit_refuses_on_a_failed_preflight_and_skip_preflight_overrides(lab, 
     lab.ready()
     shutil.rmtree(lab.sites["node1"] / "transfer_queue")
     path, cli = ray_head.path, ray_head.cli
+    before = _head_jobs(ray_head)  # the shared head may hold other modules' finished jobs
     res = cli("submit", str(path), PRESET, "--submission-id", "pf-refused")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "✗ import:transfer_queue" in res.stderr and "node1" in res.stderr
     assert "not submitted: the job preflight failed" in res.stderr
-    jobs = json.loads(cli("jobs", str(path), "--json").stdout)["jobs"]
-    assert [j["submission_id"] for j in jobs] == []
+    assert _head_jobs(ray_head) == before  # nothing sent
 
     res = cli("submit", str(path), PRESET, "--submission-id", "pf-forced", "--skip-preflight")
     assert res.returncode == 0, res.stdout + res.stderr
