@@ -179,12 +179,16 @@ def test_queue_waits_for_the_gpus_in_priority_order(ray_q, tmp_path):
     assert "queue-start q-high: submitted from the queue" in out
     assert "queue-start q-low" not in out  # q-high's GPUs are reserved until it ends
     assert [r["submission_id"] for r in queue_doc(env, path)] == ["q-low"]
-    assert wait_status(env, path, "q-high", {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+    # Ended by a stop, not run through verl: the preset's print-config run to SUCCEEDED on a
+    # live cluster is test_jobs.py::test_profile_submit_runs_verl_with_the_overrides.
+    assert cli(env, "stop", str(path), "q-high").returncode == 0
+    assert wait_status(env, path, "q-high", {"SUCCEEDED", "FAILED", "STOPPED"}) == "STOPPED"
 
     out = watch_once(env, path)
     assert "queue-start q-low" in out
     assert queue_doc(env, path) == []
-    assert wait_status(env, path, "q-low", {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+    assert cli(env, "stop", str(path), "q-low").returncode == 0
+    assert wait_status(env, path, "q-low", {"SUCCEEDED", "FAILED", "STOPPED"}) == "STOPPED"
 
     # The notify: command and webhook got the same payloads, in order.
     starts = [p["submission_id"] for p in payloads_of(payloads) if p["event"] == "queue-start"]
@@ -264,7 +268,9 @@ def test_sweep_queues_every_validated_combination(ray_q):
                     "data.train_batch_size=64"}  # fmt: skip
     for sid in ids[1:]:
         assert cli(env, "queue", str(path), "--cancel", sid).returncode == 0
-    wait_status(env, path, "lr-bs-lr1e-6-tbs64", {"SUCCEEDED", "FAILED"})
+    # Its record is what is checked, not verl's run (test_jobs.py runs the preset through).
+    assert cli(env, "stop", str(path), "lr-bs-lr1e-6-tbs64").returncode == 0
+    wait_status(env, path, "lr-bs-lr1e-6-tbs64", {"SUCCEEDED", "FAILED", "STOPPED"})
     jobs = json.loads(cli(env, "jobs", str(path), "--json").stdout)["jobs"]
     row = next(j for j in jobs if j["submission_id"] == "lr-bs-lr1e-6-tbs64")
     assert row["tags"] == tags and row["profile"] == "grpo-gsm8k-qwen2.5-0.5b"
