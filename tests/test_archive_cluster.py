@@ -61,9 +61,10 @@ class Worker:
 
 
 ray.init()
-worker = Worker.remote()
-ip, pid = ray.get(worker.where.remote())
-print(f"WORKER {ip} {pid}", flush=True)
+if os.environ.get("WORKER") == "1":  # a Ray worker process (~2 s of CPU) only where it is read
+    worker = Worker.remote()
+    ip, pid = ray.get(worker.where.remote())
+    print(f"WORKER {ip} {pid}", flush=True)
 time.sleep(hold)
 print(f"Total training steps: {steps}", flush=True)
 for s in range(1, steps + 1):
@@ -110,7 +111,10 @@ def ray_up(ns_hosts, ray_bring_up, tmp_path_factory, fake_nvml_lib):
         stop_hosts(cluster)
 
 
-def submit(env, path, jobdir, sid: str, *overrides: str, hold: float = 0) -> None:
+def submit(
+    env, path, jobdir, sid: str, *overrides: str, hold: float = 0, worker: bool = False
+) -> None:
+    """`worker`: the job starts a Ray actor and prints `WORKER ip pid` (its GPU use is read)."""
     out = cli(
         env,
         "submit",
@@ -121,6 +125,8 @@ def submit(env, path, jobdir, sid: str, *overrides: str, hold: float = 0) -> Non
         str(jobdir),
         "--env",
         f"HOLD_S={hold}",
+        "--env",
+        f"WORKER={int(worker)}",
         "--",
         "python",
         "job.py",
@@ -166,7 +172,7 @@ def test_runs_are_archived_across_a_ray_restart(ray_up):
     assert series["total_steps"] == STEPS
 
     # run-b: while it runs, the fake NVML lists its worker's real pid on the worker's host.
-    submit(env, path, jobdir, "run-b", f"{LR}=3e-6", hold=20)
+    submit(env, path, jobdir, "run-b", f"{LR}=3e-6", hold=20, worker=True)
     follower = subprocess.Popen(
         [VENV_PY, "-m", "tui", "logs", str(path), "run-b", "--follow"],
         stdout=subprocess.PIPE,
