@@ -33,10 +33,11 @@ def test_session_start_names():
 SLEEPER = "import time; print('RUNNING', flush=True); time.sleep(900)"
 
 
-def _job(env, path, sid) -> dict:
+def _jobs(env, path) -> dict[str, dict]:
+    """`verl-tui jobs --json`'s rows by submission id (one listing: one warm CLI run)."""
     out = cli(env, "jobs", str(path), "--json")
     assert out.returncode == 0, out.stderr
-    return next(j for j in json.loads(out.stdout)["jobs"] if j["submission_id"] == sid)
+    return {j["submission_id"]: j for j in json.loads(out.stdout)["jobs"]}
 
 
 def _submit(env, path, sid, code) -> None:
@@ -68,14 +69,15 @@ def restarted(ray_up):
 @pytest.mark.timeout(600)
 def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost(restarted):
     path, env, failed, restart_at = restarted
-    ok = _job(env, path, "before-restart-1")
+    listed = _jobs(env, path)
+    ok = listed["before-restart-1"]
     assert ok["status"] == "SUCCEEDED" and not ok["on_head"], ok
     assert "Ray restarted since" in ok["message"] and ok["ray_restarted_since"], ok
-    gone = _job(env, path, "failed-before-1")
+    gone = listed["failed-before-1"]
     assert gone["status"] == "FAILED", gone
     assert gone["end_time"] == pytest.approx(failed["end_time"], abs=0.01)
     assert gone["duration_s"] == pytest.approx(failed["duration_s"], abs=0.01)
-    lost = _job(env, path, "running-at-restart-1")
+    lost = listed["running-at-restart-1"]
     assert lost["status"] == "LOST" and lost["last_known_status"] == "RUNNING", lost
     assert "restarted at" in lost["message"] and "outcome unknown" in lost["message"]
     # The restart time is the head's new session start (this machine's clock: same host).
@@ -90,7 +92,7 @@ def test_finished_jobs_keep_their_outcome_across_a_restart_running_ones_are_lost
     assert line.split()[1] == "LOST" and "(history)" not in line, line
     # A finished job's duration never grows: listed again later, it is the same.
     time.sleep(1.5)
-    again = _job(env, path, "failed-before-1")
+    again = _jobs(env, path)["failed-before-1"]
     assert again["duration_s"] == pytest.approx(failed["duration_s"], abs=0.01), again
 
     logs = cli(env, "logs", str(path), "before-restart-1")
