@@ -75,7 +75,8 @@ def ray_hosts(_three_hosts: NsCluster) -> Iterator[NsCluster]:
         assert _routes(cluster, h.name) == routes[h.name], h.name
 
 
-def _other_patch_release() -> str:
+def _other_patch_release() -> tuple[str, str]:
+    """(interpreter, its version)."""
     minor = f"python3.{sys.version_info.minor}"
     pyenv = Path.home() / ".pyenv" / "versions"
     found = [f"/usr/bin/{minor}", shutil.which(minor), *map(str, pyenv.glob(f"3.*/bin/{minor}"))]
@@ -87,7 +88,7 @@ def _other_patch_release() -> str:
             text=True,
         )
         if probe.returncode == 0 and probe.stdout.strip() not in ("", ours):
-            return exe
+            return exe, probe.stdout.strip()
     raise AssertionError(f"no {minor} of another patch release than {ours} among {found}")
 
 
@@ -96,7 +97,7 @@ def system_venvs(tmp_path_factory):
     """Second real interpreters of our minor version but another patch release (Debian's 3.11.2
     and pyenv's 3.11.7 here; run-tests makes the test venv from the first it finds), one
     without ray and one that imports our ray through a .pth file."""
-    other = _other_patch_release()
+    other, version = _other_patch_release()
     base = tmp_path_factory.mktemp("venvs")
     bare, patch = base / "bare", base / "patch"
     for venv in (bare, patch):
@@ -104,7 +105,11 @@ def system_venvs(tmp_path_factory):
     site = next((patch / "lib").glob("python3*/site-packages"))
     ours = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
     (site / "our_ray.pth").write_text(str(ours) + "\n")
-    return {"bare": str(bare / "bin" / "python3"), "patch": str(patch / "bin" / "python3")}
+    return {
+        "bare": str(bare / "bin" / "python3"),
+        "patch": str(patch / "bin" / "python3"),
+        "version": version,
+    }
 
 
 def test_up_status_job_tunnel_down(ray_hosts, tmp_path):
@@ -224,7 +229,7 @@ def test_python_patch_mismatch_is_refused(ray_hosts, tmp_path, system_venvs):
     ours = ".".join(map(str, sys.version_info[:3]))
     err = up.stderr
     assert "Ray and Python must match" in err
-    assert "node2: ray 2.60.0, Python 3.11.2" in err and f"Python {ours}" in err
+    assert f"node2: ray 2.60.0, Python {system_venvs['version']}" in err and f"Python {ours}" in err
     assert ray_processes(ray_hosts) == {}
 
 
