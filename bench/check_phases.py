@@ -215,6 +215,7 @@ def main() -> int:
     if args.evaluate:
         print(json.dumps(_evaluate(args.hosts, args.repeat)))
         return 0
+    import tui.cli as cli_main
     import tui.commands.check as check_cli
 
     out: dict = {"bench": "check_phases", "code": code_version(), "hosts": args.hosts}
@@ -236,8 +237,12 @@ def main() -> int:
                 prof = cProfile.Profile() if args.profile else None
                 if prof:
                     prof.enable()
-                # As `check` runs it (its collector settings, where the tree has them).
-                with getattr(check_cli, "few_collections", contextlib.nullcontext)():
+                # As `check` runs it: the collector settings the CLI gives every command (an
+                # older tree: check's own, or none).
+                batch = getattr(cli_main, "few_collections", None) or getattr(
+                    check_cli, "few_collections", None
+                )
+                with batch() if batch else contextlib.nullcontext():
                     r = asyncio.run(_doctor(str(ok), args.connects))
                 if prof:
                     prof.disable()

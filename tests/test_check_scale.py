@@ -73,13 +73,14 @@ def test_the_doctor_decides_a_thousand_hosts_from_their_facts(tmp_path):
     assert [r.host for r in interpreter] == ["node0007"]
 
 
-def test_a_check_runs_with_few_collections_and_leaves_the_collector_as_it_was():
-    """Inside a check the objects made before it are frozen out of the collector's passes and
-    a pass comes every 50,000 young objects; after it (or an error in it) the collector is as
-    it was, for a caller that goes on in the same process."""
+def test_a_command_runs_with_few_collections_and_leaves_the_collector_as_it_was():
+    """Inside a command (`check` over 1,024 hosts, a `profile import` of a long script) the
+    objects made before it are frozen out of the collector's passes and a pass comes every
+    50,000 young objects; after it (or an error in it) the collector is as it was, for a caller
+    that goes on in the same process."""
     import gc
 
-    from tui.commands.check import BATCH_GC_THRESHOLD, few_collections
+    from tui.cli import BATCH_GC_THRESHOLD, few_collections
 
     before = gc.get_threshold()
     assert gc.get_freeze_count() == 0
@@ -93,3 +94,32 @@ def test_a_check_runs_with_few_collections_and_leaves_the_collector_as_it_was():
         except KeyboardInterrupt:
             assert fails
         assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_cli_runs_every_command_with_few_collections(tmp_path, capsys):
+    """`verl-tui profile import` of a long script run through the CLI's main: the collector's
+    passes during it come at the batch threshold, with the imported modules frozen; after it
+    the process's own settings are back."""
+    import gc
+
+    from tui.cli import BATCH_GC_THRESHOLD, main
+
+    script = tmp_path / "long.sh"
+    notes = "".join(f"echo step {i} >> /tmp/log-{i}.txt\n" for i in range(3000))
+    script.write_text(notes + "python3 -m verl.trainer.main_ppo trainer.total_epochs=1\n")
+    before = gc.get_threshold()
+    seen: list[tuple[tuple[int, int, int], int]] = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append((gc.get_threshold(), gc.get_freeze_count()))
+
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        code = main(["profile", "import", str(script), "-o", str(tmp_path / "long.yaml")])
+    finally:
+        gc.callbacks.remove(record)
+    assert code == 0, capsys.readouterr()
+    assert seen and all(t == BATCH_GC_THRESHOLD and frozen > 1000 for t, frozen in seen), seen
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

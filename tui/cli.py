@@ -8,9 +8,11 @@ the command that needs them: `verl-tui --help` imports none of them.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -82,13 +84,36 @@ def route(argv: Sequence[str]) -> Route:
     return Route("unknown", unknown_message(PROG, word, list(COMMANDS)))
 
 
+# Young objects between two of the collector's passes while a command runs (Python's own: 700).
+BATCH_GC_THRESHOLD = (50_000, 20, 10)
+
+
+@contextlib.contextmanager
+def few_collections() -> Iterator[None]:
+    """A command's run: the objects made before it (the modules it imported) frozen out of the
+    collector's passes, and a pass every 50,000 young objects, not every 700. A command is a
+    batch that makes many objects and keeps few cycles: at 256 simulated hosts the collector
+    took ~250 ms of a `check`'s ~2.9 s of CPU in ~130 passes (mostly over asyncssh's packets;
+    so, ~50 ms), and ~45 % of a 120,000-command `profile import` (15.2 → 8.5 s without it).
+    Both are undone after, for a caller that goes on in the same process."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*BATCH_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 def _headless(words: list[str]) -> int:
     from tui.commands import UnknownCommand, run
     from tui.errors import VerlTuiError
     from tui.interrupts import OutputLost, exit_code, output_lost, report_crash
 
     try:
-        code = run(words)
+        with few_collections():
+            code = run(words)
         sys.stdout.flush()  # a full device or a closed pipe shows here at the latest
         return code
     except OutputLost as exc:  # stdout: `> /dev/full`, `| head`

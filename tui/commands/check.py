@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -63,27 +61,6 @@ def format_table(findings: list[Finding], *, color: bool = False) -> str:
     counts = summarize(findings)
     lines.append(f"\n{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
     return "\n".join(lines)
-
-
-# Young objects between two of the collector's passes while a batch runs (Python's own: 700).
-BATCH_GC_THRESHOLD = (50_000, 20, 10)
-
-
-@contextlib.contextmanager
-def few_collections() -> Iterator[None]:
-    """A CLI batch over every host (check): the objects made before it (the modules, the
-    inventory) frozen out of the collector's passes, and a pass every 50,000 young objects, not
-    every 700. At 256 simulated hosts the collector took ~250 ms of a check's ~2.9 s of CPU in
-    ~130 passes, mostly over asyncssh's packets; so, ~50 ms. Both are undone after, for a
-    caller that goes on in the same process."""
-    before = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*BATCH_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
 
 
 async def _doctor(
@@ -164,8 +141,7 @@ def run_check(
     # Progress goes to stderr, and only to a terminal: stdout stays the table or the JSON.
     progress_to = raw(sys.stderr) if sys.stderr.isatty() else None
     try:
-        with few_collections():
-            findings = asyncio.run(_doctor(inventory, timeout, progress_to, job))
+        findings = asyncio.run(_doctor(inventory, timeout, progress_to, job))
     except KeyboardInterrupt:
         return 130
     try:
