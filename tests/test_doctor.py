@@ -25,6 +25,7 @@ import yaml
 from fakenvml.fakenvml import FakeGpu, write_state
 from harness.cli import run_cli
 from harness.nshosts import NsCluster
+from harness.pythons import other_patch_release
 from textual.app import App
 from textual.widgets import DataTable
 
@@ -53,7 +54,6 @@ from tui.screens.help import collect_bindings
 from tui.transport.fleet import Fleet
 
 NAMES = ("node1", "node2", "node3")
-DEBIAN_PYTHON = "/usr/bin/python3"  # Debian's 3.11.2: same minor as the venv, another patch
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -134,12 +134,14 @@ def env(dc):
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory) -> dict[str, str]:
-    """Real venvs of Debian's Python 3.11.2: one bare (no ray), one that sees our ray."""
+    """Real venvs of a Python of our minor version, another patch release: one bare (no ray),
+    one that sees our ray."""
+    other, _ = other_patch_release()
     root = tmp_path_factory.mktemp("venvs")
     out = {}
     for kind in ("noray", "patch"):
         subprocess.run(
-            [DEBIAN_PYTHON, "-m", "venv", "--without-pip", str(root / kind)],
+            [other, "-m", "venv", "--without-pip", str(root / kind)],
             check=True,
             capture_output=True,
         )
@@ -314,7 +316,7 @@ def test_probe_script_runs_on_other_interpreters(tmp_path):
     import glob
     import os
 
-    pythons = [sys.executable, DEBIAN_PYTHON]
+    pythons = [sys.executable, other_patch_release()[0]]
     pythons += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))[:1]
     for python in pythons:
         # A stray json.py in the working directory must not shadow the stdlib.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from fakenvml.fakenvml import FakeGpu, write_state
 from harness.nshosts import NsCluster
+from harness.pythons import other_patch_release
 from harness.raycluster import (  # noqa: F401 (re-exported)
     RAY_NAMES,
     VENV_PY,
@@ -75,29 +75,12 @@ def ray_hosts(_three_hosts: NsCluster) -> Iterator[NsCluster]:
         assert _routes(cluster, h.name) == routes[h.name], h.name
 
 
-def _other_patch_release() -> tuple[str, str]:
-    """(interpreter, its version)."""
-    minor = f"python3.{sys.version_info.minor}"
-    pyenv = Path.home() / ".pyenv" / "versions"
-    found = [f"/usr/bin/{minor}", shutil.which(minor), *map(str, pyenv.glob(f"3.*/bin/{minor}"))]
-    ours = ".".join(map(str, sys.version_info[:3]))
-    for exe in filter(None, found):
-        probe = subprocess.run(
-            [exe, "-c", "import sys, venv; print('.'.join(map(str, sys.version_info[:3])))"],
-            capture_output=True,
-            text=True,
-        )
-        if probe.returncode == 0 and probe.stdout.strip() not in ("", ours):
-            return exe, probe.stdout.strip()
-    raise AssertionError(f"no {minor} of another patch release than {ours} among {found}")
-
-
 @pytest.fixture(scope="session")
 def system_venvs(tmp_path_factory):
     """Second real interpreters of our minor version but another patch release (Debian's 3.11.2
     and pyenv's 3.11.7 here; run-tests makes the test venv from the first it finds), one
     without ray and one that imports our ray through a .pth file."""
-    other, version = _other_patch_release()
+    other, version = other_patch_release()
     base = tmp_path_factory.mktemp("venvs")
     bare, patch = base / "bare", base / "patch"
     for venv in (bare, patch):
