@@ -224,6 +224,8 @@ def test_worker_that_cannot_reach_gcs_fails_and_rolls_back(ray_hosts, tmp_path):
     up = cli("up", str(path))
     assert up.returncode == 1, up.stdout
     assert "node3:" in up.stderr and "Traceback" not in up.stderr
+    # Every worker is checked before any starts: node2 never starts, and its row says why.
+    assert "not started: 1 worker failed" in up.stdout and "ray start on" not in up.stdout
     assert "rollback" in up.stdout
     assert time.monotonic() - t0 < 200
     assert ray_processes(ray_hosts) == {}

@@ -485,8 +485,16 @@ class RayCluster:
                 self._emit(host.name, "worker", "ok", f"joined in {time.monotonic() - t0:.1f} s")
 
         await asyncio.gather(*(check(h) for h in self.inv.hosts if not h.is_head))
-        if not failures:
-            await asyncio.gather(*(start(h) for h in ready))
+        if failures:
+            for host in ready:  # its row says why it never started
+                self._emit(
+                    host.name,
+                    "worker",
+                    "skip",
+                    f"not started: {plural(len(failures), 'worker')} failed",
+                )
+            raise BringUpError("workers failed to start", failures)
+        await asyncio.gather(*(start(h) for h in ready))
         if failures:
             raise BringUpError("workers failed to start", failures)
 
