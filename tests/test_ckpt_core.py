@@ -408,7 +408,9 @@ async def test_cancelled_collect_leaves_no_partial_and_no_helper(ck):
         task = asyncio.create_task(
             collect(fleet, index, 2, "actor", "node3", progress=progress, parallel=1)
         )
-        await asyncio.wait_for(started.wait(), 60)
+        # The step's smaller files go first, each two helpers started on two hosts: ~0.2 s
+        # apiece alone, over 60 s for all of them once in a full run beside Ray bring-ups.
+        await asyncio.wait_for(started.wait(), 240)
         task.cancel()  # as when the cockpit is closed mid-copy
         with pytest.raises(asyncio.CancelledError):
             await task

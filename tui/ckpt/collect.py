@@ -330,9 +330,10 @@ async def copy_file(
             )
             size = int(hello["size"])
             # Streams over the existing connections: no listener here for anyone to reach.
-            sr, sw = await st.open_connection("127.0.0.1", int(hello["port"]))
+            # A forward's open waits on the host's sshd: bounded like every other step.
+            sr, sw = await _within(st.open_connection("127.0.0.1", int(hello["port"])), IO_TIMEOUT)
             stack.callback(sw.close)
-            dr, dw = await dt.open_connection("127.0.0.1", int(dhello["port"]))
+            dr, dw = await _within(dt.open_connection("127.0.0.1", int(dhello["port"])), IO_TIMEOUT)
             stack.callback(dw.close)
             sw.write(str(hello["token"]).encode())
             # The receiver takes exactly this many bytes: a short stream is never committed.
