@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from harness.cli import run_cli
+from harness.pilot import until
 from harness.raycluster import VENV_PY, wait_job
 
 
@@ -169,8 +170,6 @@ def test_bad_submit_input(ray_up):
 
 
 async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
-    import asyncio
-
     from tui.app import VerlTuiApp
     from tui.config.hosts import load_inventory
     from tui.screens.confirm import ConfirmScreen
@@ -191,13 +190,6 @@ async def test_jobs_screen_lists_stops_and_deletes(ray_up, monkeypatch):
     )
     assert sub.returncode == 0, sub.stderr
     wait_status(env, path, "screen-sleeper", {"RUNNING"})
-
-    async def until(pilot, predicate, timeout=60.0):
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not predicate():
-            assert loop.time() < deadline, "timed out"
-            await pilot.pause(0.2)
 
     app = VerlTuiApp(load_inventory(path), interval=0.5)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from harness.raycluster import VENV_PY, wait_job
+from harness.raycluster import VENV_PY, on_ray_cluster, wait_job
 from test_jobs import cli, job_logs
 
 from tui.config.hosts import load_inventory
@@ -158,19 +158,6 @@ def wait_log(cluster, sid: str, text: str, timeout: float = 60) -> None:
     wait_for(lambda: text in job_logs(cluster, sid), timeout, f"{text!r} in {sid}'s log")
 
 
-async def _with_ray_cluster(path, body):
-    from tui.cluster.ray_cluster import RayCluster
-    from tui.transport.fleet import Fleet
-
-    inv = load_inventory(path)
-    async with Fleet(inv) as fleet:
-        cluster = RayCluster(fleet, inv)
-        try:
-            return await body(cluster)
-        finally:
-            await cluster.close()
-
-
 def test_post_mortem_worker_listed_attached_and_continued(ray2):
     from tui.debug.dap import DapClient
     from tui.debug.targets import open_debug_connection, paused_workers
@@ -186,7 +173,7 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
         return [p for p in doc["paused"] if p["job"] == "post-mortem-1"]
 
     # Asked once the worker is paused (what the command lists it from), not every second.
-    asyncio.run(_with_ray_cluster(path, lambda c: _paused(c, "post-mortem-1")))
+    asyncio.run(on_ray_cluster(load_inventory(path), lambda c: _paused(c, "post-mortem-1")))
     paused = wait_for(listed, 20, "the paused worker in `verl-tui debug`", interval=1)
     took = time.monotonic() - t0
     print(f"post-mortem worker listed {took:.1f} s after submit")
@@ -213,7 +200,7 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
             await dap.close()
         return info, value, {v.name: v.value for v in local_vars}
 
-    info, value, local_vars = asyncio.run(_with_ray_cluster(path, attach))
+    info, value, local_vars = asyncio.run(on_ray_cluster(load_inventory(path), attach))
     assert "ValueError" in (info.exception_id + info.description)
     assert value.result == "42"
     assert local_vars.get("n") == "6" and local_vars.get("secret") == "42"
@@ -248,7 +235,7 @@ def test_legacy_breakpoint_console(ray2):
         await console.send("c")
         return x, where, console.closed
 
-    x, where, closed = asyncio.run(_with_ray_cluster(path, drive))
+    x, where, closed = asyncio.run(on_ray_cluster(load_inventory(path), drive))
     assert x.strip() == "42"
     assert "stops_at_breakpoint" in where
     assert closed
@@ -440,7 +427,7 @@ def test_vscode_attach_config_maps_rays_working_dir_copy(ray2, tmp_path, monkeyp
             forward.close()
         return launch, forward.local_port, frames
 
-    launch, port, frames = asyncio.run(_with_ray_cluster(path, body))
+    launch, port, frames = asyncio.run(on_ray_cluster(load_inventory(path), body))
     doc = json.loads(launch.read_text())
     [conf] = doc["configurations"]
     assert conf["type"] == "debugpy" and conf["request"] == "attach"

@@ -22,6 +22,8 @@ import re
 import shlex
 
 import pytest
+from harness.pilot import until
+from harness.raycluster import on_ray_cluster
 from test_submission_flow import PROFILE  # the same profile, with and without hosts
 
 from tui.config.hosts import load_inventory
@@ -133,26 +135,6 @@ async def _stop_flow_jobs(cluster) -> None:
             await client.stop_job(sid)
 
 
-async def _on_cluster(inv, body):
-    from tui.cluster.ray_cluster import RayCluster
-    from tui.transport.fleet import Fleet
-
-    async with Fleet(inv) as fleet:
-        cluster = RayCluster(fleet, inv)
-        try:
-            return await body(cluster)
-        finally:
-            await cluster.close()
-
-
-async def _until(pilot, predicate, timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
 async def _cockpit(inv, profile, forms_done: list) -> None:
     """The form twice in one app: SAME submitted (print-config), then NO_DATA refused by the
     job preflight, the refusal kept on the submit bar until a field changes."""
@@ -168,30 +150,30 @@ async def _cockpit(inv, profile, forms_done: list) -> None:
             form = JobFormScreen(app.services, profile, initial_sets=sets)
             await app.push_screen(form, forms_done.append)
             ready = lambda: form.validated and form.fields and form.resources_from == "ray"  # noqa: E731
-            await _until(pilot, ready, 120, "the form checked on the cluster")
+            await until(pilot, ready, 120, "the form checked on the cluster")
             return form
 
         form = await open_form([SAME])
         form.query_one("#toggle-print-config", Checkbox).value = True
-        await _until(pilot, lambda: form.validated and form.can_submit, 60, "print-config")
+        await until(pilot, lambda: form.validated and form.can_submit, 60, "print-config")
         await pilot.press("ctrl+s")
-        await _until(pilot, lambda: bool(forms_done), 120, "the form submitted")
-        await _on_cluster(inv, _stop_flow_jobs)
+        await until(pilot, lambda: bool(forms_done), 120, "the form submitted")
+        await on_ray_cluster(inv, _stop_flow_jobs)
 
         form = await open_form([NO_DATA])
-        await _until(pilot, lambda: form.can_submit, 60, "a valid config")
+        await until(pilot, lambda: form.can_submit, 60, "a valid config")
         await pilot.press("ctrl+s")
-        await _until(pilot, lambda: form.submission.refusal is not None, 120, "the refusal")
+        await until(pilot, lambda: form.submission.refusal is not None, 120, "the refusal")
         summary = lambda: str(form.query_one("#form-summary").render())  # noqa: E731
         refused = "not submitted: the job preflight failed: "
         assert refused in summary() and "data.train_files" in summary(), summary()
         form.validate()  # a re-check of the same texts (Ray's nodes changed): it stays
         await pilot.pause(0.5)
-        await _until(pilot, lambda: form.validated, 30, "the re-check")
+        await until(pilot, lambda: form.validated, 30, "the re-check")
         assert refused in summary() and "data.train_files" in summary(), summary()
         field = form.fields["data.max_prompt_length"].query_one(Input)
         field.value = "128"  # the user changes something: the refusal goes
-        await _until(pilot, lambda: "preflight failed" not in summary(), 10, "the bar cleared")
+        await until(pilot, lambda: "preflight failed" not in summary(), 10, "the bar cleared")
         assert form.submission.refusal is None and app.screen is form  # nothing was sent
 
 
@@ -231,14 +213,14 @@ def test_five_callers_send_identical_jobs_and_refuse_alike(ray_up, tmp_path, mon
 
     # -- the same job, five ways ----------------------------------------------------------
     assert _cli_submit(inv, path, [SAME], sid="flow-cli") == 0
-    asyncio.run(_on_cluster(inv, _stop_flow_jobs))
+    asyncio.run(on_ray_cluster(inv, _stop_flow_jobs))
     assert _cli_submit(inv, path, [SAME], sid="flow-queue", queue=True) == 0
     assert _cli_sweep(inv, path, SAME, name="flow-sweep") == 0
     queued = queued_ids(inv)
     assert queued == ["flow-queue", "flow-sweep-enflowsame"]
     forms_done: list = []
     asyncio.run(_cockpit(inv, path, forms_done))
-    jobs = asyncio.run(_on_cluster(inv, lambda c: _supervisor(inv, profile, c)))
+    jobs = asyncio.run(on_ray_cluster(inv, lambda c: _supervisor(inv, profile, c)))
 
     ids = sorted(j["submission_id"] for j in jobs)
     known = {"flow-cli", "flow-queue", "flow-sup", "flow-sweep-enflowsame"}

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ckpt.make_fsdp_checkpoint import files_by_writer
+from harness.pilot import until
 from harness.raycluster import VENV_PY
 from test_jobs import cli, wait_status
 
@@ -426,13 +427,6 @@ class TestHostCutOff:
         watch, _run = cut_run
         monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
         monkeypatch.setenv("VERL_TUI_SUPERVISE", "1")
-
-        async def until(pilot, predicate, timeout=60.0):
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            while not predicate():
-                assert loop.time() < deadline, "timed out"
-                await pilot.pause(0.2)
 
         app = VerlTuiApp(load_inventory(path), interval=0.5)
         async with app.run_test(size=(200, 50)) as pilot:

@@ -365,3 +365,16 @@ class RayPool:
         head = cluster.hosts[0].name
         cluster.exec_in(head, ["rm", "-f", f"{SHARED_DIR}/queue.json"])
         return None
+
+
+async def on_ray_cluster(inv, body):
+    """`await body(cluster)` with a RayCluster over a Fleet of `inv`, both closed after."""
+    from tui.cluster.ray_cluster import RayCluster
+    from tui.transport.fleet import Fleet
+
+    async with Fleet(inv) as fleet:
+        cluster = RayCluster(fleet, inv)
+        try:
+            return await body(cluster)
+        finally:
+            await cluster.close()
