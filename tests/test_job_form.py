@@ -4,27 +4,18 @@ add-a-key completion and "did you mean"."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 import pytest
 import test_jobs
+from harness.pilot import until
 from test_jobs import job_logs, wait_status
 from textual.widgets import Button, Checkbox, Input, OptionList
 
 ray_up = test_jobs.ray_up  # the module fixture: the shared two-node cluster (ray_shared2)
 
 PRESET = Path(__file__).parents[1] / "profiles" / "grpo-gsm8k-qwen2.5-0.5b.yaml"
-
-
-async def until(pilot, predicate, timeout: float = 30.0, what: str = "") -> float:
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    while not predicate():
-        assert loop.time() - start < timeout, f"timed out waiting for {what or predicate}"
-        await pilot.pause(0.05)
-    return loop.time() - start
 
 
 async def type_into(pilot, inp: Input, text: str) -> None:

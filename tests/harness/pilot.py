@@ -15,5 +15,5 @@ async def until(
     start = loop.time()
     while not predicate():
         assert loop.time() - start < timeout, f"timed out waiting for {what or predicate}"
-        await pilot.pause(0.2)
+        await pilot.pause(0.05)
     return loop.time() - start
