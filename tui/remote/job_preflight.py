@@ -130,12 +130,12 @@ def _top_levels(dist, wanted):
     if declared:
         return wanted.intersection(declared)
     record = dist.read_text("RECORD")
-    if record is not None and not any(w in record for w in wanted):
-        return set()
-    if record is not None:
-        paths = [row[0] for row in csv.reader(io.StringIO(record)) if row]
-    else:  # an egg-info install lists its files elsewhere
+    if record is None:  # an egg-info install lists its files elsewhere
         paths = [str(f) for f in dist.files or []]
+    elif any(w in record for w in wanted):
+        paths = [row[0] for row in csv.reader(io.StringIO(record)) if row]
+    else:
+        return set()
     out = set()
     for path in paths:
         parts = [p for p in path.split("/") if p and p != "."]
