@@ -28,6 +28,7 @@ class _PairSide(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.chan: asyncssh.SSHTCPChannel[bytes] | None = None
+        self._writing_paused = False  # between the transport's pause_writing and resume_writing
         self._pause_pending = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -50,17 +51,20 @@ class _PairSide(asyncio.Protocol):
 
     # The caller reads slower than the host sends: stop the channel, once what it holds is out.
     def pause_writing(self) -> None:
+        self._writing_paused = True
         if not self._pause_pending:
             self._pause_pending = True
             asyncio.get_running_loop().call_soon(self._pause_channel)
 
     def _pause_channel(self) -> None:
         self._pause_pending = False
-        transport = self.transport
-        if self.chan is not None and transport is not None and transport.get_write_buffer_size():
+        # A resume_writing that came first (the buffer drained in the same loop turn) is the
+        # last call the transport makes: pausing now would stop the channel for good.
+        if self._writing_paused and self.chan is not None:
             self.chan.pause_reading()
 
     def resume_writing(self) -> None:
+        self._writing_paused = False
         if self.chan is not None:
             self.chan.resume_reading()
 
