@@ -361,10 +361,18 @@ async def run_worker(args: argparse.Namespace) -> dict:
             accounts.on = True
         if profiler:
             profiler.enable()
+        sampler = None
+        if args.sample:
+            from sampler import Sampler
+
+            sampler = Sampler(args.sample / 1000)
+            sampler.start()
         spy = _start_pyspy(args)
         await asyncio.sleep(args.seconds)
         if profiler:
             profiler.disable()
+        if sampler is not None:
+            sampler.stop()
         rec.measuring = False
         if spy is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -442,8 +450,31 @@ async def run_worker(args: argparse.Namespace) -> dict:
             path.write_text(buf.getvalue())
             profiler.dump_stats(str(path.with_suffix(".pstats")))
             result["profile"] = str(path.relative_to(ROOT))
+        if sampler is not None:
+            from sampler import report
+
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            path = RESULTS / f"sample-{args.worker_mode}-{args.worker_hosts}"
+            path.with_suffix(".txt").write_text(report(sampler, SAMPLE_BUCKETS))
+            path.with_suffix(".collapsed").write_text(sampler.collapsed())
+            result["sample"] = sampler.buckets(SAMPLE_BUCKETS)
         print("RESULT " + json.dumps(result), flush=True)
     return result
+
+
+# --sample: where each CPU sample of the cockpit falls, the innermost of these on its stack.
+SAMPLE_BUCKETS = [
+    ("delta decode", ("tui.cluster.agent_delta:",)),
+    ("ingest (history, state)", ("tui.cluster.telemetry:", "tui.cluster.models:")),
+    ("relay line checks", ("tui.cluster.relay_plan:", "hmac:")),
+    ("line split", ("tui.transport.lines:", "tui.transport.ssh_process:")),
+    ("asyncssh", ("asyncssh.",)),
+    ("table", ("tui.widgets.",)),
+    ("screen", ("tui.screens.", "tui.app:")),
+    ("textual/rich", ("textual.", "rich.")),
+    ("asyncio", ("asyncio.",)),
+    ("bench", ("__main__:",)),
+]
 
 
 def current_rss_mib() -> float | None:
@@ -646,6 +677,8 @@ def run_one(
             argv += ["--pyspy", args.pyspy]
         if args.account:
             argv.append("--account")
+        if args.sample:
+            argv += ["--sample", str(args.sample)]
         timeout = args.warmup_timeout + args.warmup + args.seconds + 60
         result: dict = {"mode": mode, "hosts": n, "gpus": GPUS}
         t0 = time.monotonic()
@@ -695,6 +728,9 @@ def print_table(runs: list[dict], ratios: dict, machine: dict) -> None:
         if "account" in r:
             parts = "  ".join(f"{k} {v['percent']}%" for k, v in r["account"].items())
             print(f"  [{r['hosts']} {r['mode']}] of one core: {parts}  GC {r.get('gc_percent')}%")
+        if "sample" in r:
+            parts = "  ".join(f"{k} {v}%" for k, v in r["sample"].items())
+            print(f"  [{r['hosts']} {r['mode']}] CPU samples: {parts}")
     for r in runs:
         if "error" in r and "cpu_percent" not in r:
             print(f"{r['hosts']:>5} {r['hosts'] * GPUS:>5} {r['mode']:<7} ERROR: {r['error']}")
@@ -883,6 +919,14 @@ def main() -> int:
         help="split the cockpit's CPU: time inside ingest, frames, summary, compositor (+GC)",
     )
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    p.add_argument(
+        "--sample",
+        type=float,
+        default=0,
+        metavar="MS",
+        help="sample the cockpit's stack every MS ms of its CPU (bench/sampler.py; 4: the "
+        "kernel's tick): bench/results/sample-MODE-N.txt, .collapsed",
+    )
     p.add_argument(
         "--sims",
         type=int,
