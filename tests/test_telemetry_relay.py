@@ -274,22 +274,75 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     assert agent.keepalive == [relay_plan.RELAYED_KEEPALIVE_S]
     assert shown[-1] == ("h001", "relay h000")
     t0 = time.time()
-    hub.check_quiet(t0 + 1.0, lambda name: t0)  # one interval without a sample: fine
+    hub.check_quiet(t0 + 1.0, {"h001": t0})  # one interval without a sample: fine
     assert agent.lines[-1].startswith("relay ")
-    hub.check_quiet(t0 + 1.7, lambda name: t0)  # 1.6 intervals: direct, link checked
+    hub.check_quiet(t0 + 1.7, {"h001": t0})  # 1.6 intervals: direct, link checked
     assert agent.lines[-1] == "direct\n"
     assert agent.keepalive[-1] == relay_plan.QUIET_KEEPALIVE_S
     hub.on_route("h001", "direct", None)
     assert agent.keepalive[-1] is None and shown[-1] == ("h001", None)
     now = time.time()
-    hub.check_quiet(now + 10, lambda name: now + 10)
+    hub.check_quiet(now + 10, {"h001": now + 10})
     assert agent.lines[-1] == "direct\n"  # not yet
-    hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
+    hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, {"h001": now})
     assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 ")  # asked back, a new key
     # One that could not reach the relay waits longer before it tries again.
     hub.on_route("h001", "direct", "cannot reach relay 10.0.0.1:4000: refused")
     now = time.time()
-    hub.check_quiet(now + relay_plan.BACK_TO_RELAY_S + 1, lambda name: now)
+    # (past the last look at the hosts off their relay: this look happens, and waits)
+    later = now + relay_plan.BACK_TO_RELAY_S + relay_plan.RETRY_SCAN_S + 1
+    hub.check_quiet(later, {"h001": now})
+    assert hub._retry_scanned == later
     assert agent.lines[-1].startswith("relay ") and len(agent.lines) == 3
-    hub.check_quiet(now + relay_plan.RETRY_FAILED_S + 1, lambda name: now)
+    hub.check_quiet(now + relay_plan.RETRY_FAILED_S + 1, {"h001": now})
     assert len(agent.lines) == 4 and agent.lines[-1].startswith("relay ")
+
+
+def test_quiet_check_finds_a_relayed_host_that_never_sent_and_looks_off_relay_seldom(tmp_path):
+    from tui.cluster import relay_plan
+
+    inv = load_inventory(_hosts_yaml(tmp_path, 3, relay="on"))
+    hub = RelayHub(
+        None,  # type: ignore[arg-type]
+        relay_groups(inv),
+        1.0,
+        deliver=lambda name, line: None,
+        note=lambda name, problem: None,
+        route_shown=lambda name, route: None,
+    )
+    [group] = hub.groups
+    group.relay_host, group.address, group.port, group.key = "h000", "10.0.0.1", 4000, b"k" * 32
+    silent, talking = _Sent(), _Sent()
+    hub.leaf_started("h001", silent, silent)  # type: ignore[arg-type]
+    hub.leaf_started("h002", talking, talking)  # type: ignore[arg-type]
+    for name in ("h001", "h002"):
+        hub.on_route(name, "relay", None)
+    t0 = time.time()
+    hub.check_quiet(t0 + 2.0, {"h002": t0 + 1.9})  # h001: relayed, no sample ever
+    assert silent.lines[-1] == "direct\n" and talking.lines[-1].startswith("relay ")
+    hub.on_route("h001", "direct", None)
+    # Off its relay for longer than BACK_TO_RELAY_S, but looked at again only RETRY_SCAN_S
+    # after the last look: then asked back.
+    hub._retry_scanned = t0 + relay_plan.BACK_TO_RELAY_S + 3
+    hub.check_quiet(t0 + relay_plan.BACK_TO_RELAY_S + 4, {"h002": t0 + 33})
+    assert silent.lines[-1] == "direct\n"
+    hub.check_quiet(t0 + relay_plan.BACK_TO_RELAY_S + 9, {"h002": t0 + 38})
+    assert silent.lines[-1].startswith("relay 10.0.0.1 4000 1 ")
+
+
+def test_relays_write_less_often_the_more_there_are():
+    from tui.cluster.relay_plan import (
+        RELAY_FLUSH_MAX_MS,
+        RELAY_FLUSH_MS,
+        RELAY_WRITES_PER_S,
+        relay_flush_ms,
+    )
+
+    assert relay_flush_ms(1) == relay_flush_ms(8) == RELAY_FLUSH_MS  # 1,024 hosts: as before
+    assert relay_flush_ms(32) == 200  # 4,096 hosts in groups of 128
+    assert relay_flush_ms(10_000) == RELAY_FLUSH_MAX_MS
+    for relays in range(1, 64):
+        ms = relay_flush_ms(relays)
+        assert RELAY_FLUSH_MS <= ms <= RELAY_FLUSH_MAX_MS
+        # the writes a second, all relays together, stay at the budget where the cap allows
+        assert relays * 1000 / ms <= RELAY_WRITES_PER_S * 1.05 or ms == RELAY_FLUSH_MAX_MS

@@ -1,7 +1,8 @@
 """Telemetry relays: above ~64 hosts, each group of hosts sends its agent lines through a relay
 on one of its hosts (tui/remote/gpu_relay.py), so the cockpit receives one SSH packet per
-group every RELAY_FLUSH_MS (50 ms) instead of one per host each second: at 1,024 hosts the SSH
-receive path was a third of the cockpit's cost per sample.
+group every RELAY_FLUSH_MS (50 ms; longer with many groups: relay_flush_ms) instead of one per
+host each second: at 1,024 hosts the SSH receive path was a third of the cockpit's cost per
+sample.
 
 What stays as before: each host keeps its own SSH link and agent; the agent's first lines
 (hello, the first full sample) and every route change come over it, and a host is LOST as
@@ -26,7 +27,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.config.hosts import Host, Inventory
@@ -38,15 +39,21 @@ from tui.transport.types import HostState, StreamProcess, Transport, TransportEr
 log = logging.getLogger(__name__)
 
 RELAY_AUTO_MIN_HOSTS = 64
-# Between the relay's writes. 1,024 hosts on the 2-core box: 100 ms gave p95 269 ms sample →
+# Between a relay's writes. 1,024 hosts on the 2-core box: 100 ms gave p95 269 ms sample →
 # screen (above 256 hosts the screen draws 5 frames a second); 50 ms costs ~160 packets a second.
 RELAY_FLUSH_MS = 50
+# The relays' writes the cockpit takes a second, all relays together: each costs asyncssh's
+# receive path and an event-loop turn whatever it holds, so more relays write less often
+# (relay_flush_ms). 160: 1,024 hosts' 8 relays at RELAY_FLUSH_MS, p95 225 ms on the device.
+RELAY_WRITES_PER_S = 160
+RELAY_FLUSH_MAX_MS = 250  # 4,096 hosts: 32 relays at 200 ms (their goal: p95 ≤ 500 ms)
 # A relayed host's silence is found by the quiet check below (a missed sample), not by this:
 # it only keeps an idle link's NAT and firewall state, as ssh's ServerAliveInterval 60 does.
 RELAYED_KEEPALIVE_S = 60.0
 QUIET_KEEPALIVE_S = 0.5
 QUIET_AFTER_INTERVALS = 1.6  # a relayed host this many intervals without a sample goes direct
 BACK_TO_RELAY_S = 30.0  # a host that went direct (quiet) is asked to use the relay again after
+RETRY_SCAN_S = 5.0  # how often the hosts off their relay are looked at for that
 RETRY_FAILED_S = 300.0  # a host that could not reach the relay tries again after
 RELAY_START_TIMEOUT_S = 15.0
 RELAY_SHORT_RUN_S = 30.0
@@ -64,6 +71,13 @@ def relay_groups(inventory: Inventory) -> list[tuple[Host, ...]]:
     size = opts.relay_group
     groups = [tuple(hosts[i : i + size]) for i in range(0, len(hosts), size)]
     return [g for g in groups if len(g) > 1]
+
+
+def relay_flush_ms(relays: int) -> int:
+    """Milliseconds between each relay's writes when `relays` run: RELAY_FLUSH_MS up to
+    RELAY_WRITES_PER_S writes a second in all, longer above (to RELAY_FLUSH_MAX_MS)."""
+    spread = round(1000 * relays / RELAY_WRITES_PER_S)
+    return min(RELAY_FLUSH_MAX_MS, max(RELAY_FLUSH_MS, spread))
 
 
 def hello_token(key: bytes, index: int) -> str:
@@ -141,9 +155,11 @@ class RelayHub:
         self.fleet = fleet
         self.interval = interval
         self.groups = [RelayGroup(i, g) for i, g in enumerate(groups)]  # see relay_groups
+        self.flush_ms = relay_flush_ms(len(self.groups))
         self._leaf = {leaf.name: (g, leaf) for g in self.groups for leaf in g.leaves}
         self._deliver, self._note, self._route_shown = deliver, note, route_shown
         self._tasks: list[asyncio.Task] = []
+        self._retry_scanned = 0.0  # check_quiet's last look at the hosts off their relay
 
     def __bool__(self) -> bool:
         return bool(self.groups)
@@ -201,25 +217,41 @@ class RelayHub:
             if error:
                 self._note(name, f"relay: {error} (lines go direct)")
 
-    def check_quiet(self, now: float, last_sample: Callable[[str], float | None]) -> None:
+    def check_quiet(self, now: float, last_sample: Mapping[str, float]) -> None:
         """A relayed host without a sample for QUIET_AFTER_INTERVALS intervals is told to go
         direct, and its link is checked at once (a dead host: LOST about a second later).
         One that went direct is asked back after BACK_TO_RELAY_S (RETRY_FAILED_S when it
-        could not reach the relay), so a passing stall does not cost the relay for good."""
+        could not reach the relay), so a passing stall does not cost the relay for good.
+
+        `last_sample`: each host's last sample's time (none yet: absent). Called twice an
+        interval: only the hosts late or without a sample are looked at (found in C, not one
+        Python step per leaf: 4,096 leaves cost ~1 % of a core that way), and the hosts off
+        their relay at most every RETRY_SCAN_S (their waits are 30 s and more)."""
         limit = max(QUIET_AFTER_INTERVALS * self.interval, 1.5)
+        cutoff = now - limit
+        late = [name for name, t in last_sample.items() if t < cutoff]
+        late += self._leaf.keys() - last_sample.keys()
+        for name in late:
+            found = self._leaf.get(name)
+            if found is None:
+                continue
+            leaf = found[1]
+            if leaf.state != "relayed" or leaf.stream is None or leaf.transport is None:
+                continue
+            if max(last_sample.get(name, 0.0), leaf.since) < cutoff:
+                leaf.state, leaf.since = "quiet", now
+                leaf.transport.set_keepalive(QUIET_KEEPALIVE_S)
+                leaf.stream.send("direct\n")
+        if abs(now - self._retry_scanned) < RETRY_SCAN_S:
+            return
+        self._retry_scanned = now
         for group in self.groups:
-            live = group.relay_host is not None
+            if group.relay_host is None:
+                continue
             for leaf in group.leaves:
-                if leaf.stream is None or leaf.transport is None:
-                    continue
-                if leaf.state == "relayed":
-                    last = max(last_sample(leaf.name) or 0.0, leaf.since)
-                    if now - last > limit:
-                        leaf.state, leaf.since = "quiet", now
-                        leaf.transport.set_keepalive(QUIET_KEEPALIVE_S)
-                        leaf.stream.send("direct\n")
-                elif (
-                    live
+                if (
+                    leaf.stream is not None
+                    and leaf.transport is not None
                     and leaf.since
                     and (
                         (leaf.state == "direct" and now - leaf.since > BACK_TO_RELAY_S)
@@ -329,7 +361,7 @@ class RelayHub:
         group.listening.clear()
         argv = python_argv(
             host.python, "gpu_relay", "--bind", host.node_ip, "--leaves", str(len(group.leaves)),
-            "--flush-ms", str(RELAY_FLUSH_MS), site=False,
+            "--flush-ms", str(self.flush_ms), site=False,
         )  # fmt: skip
         try:
             stream = await transport.stream(

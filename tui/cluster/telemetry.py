@@ -116,6 +116,9 @@ class TelemetryMonitor:
         self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
         self._streams: dict[str, StreamProcess] = {}  # each running agent (its stdin)
         self._asked_full: dict[str, float] = {}  # when each host's agent was last asked
+        # Each host's last sample's arrival (time.time()): what the stale and quiet checks
+        # scan twice an interval, in C, instead of a Python step per host.
+        self._received: dict[str, float] = {}
         # Above ~64 hosts, groups of hosts send through a relay (relay_plan.py).
         # (a one-shot reader, like `gpus --once`, passes relays=False: nothing to batch)
         self.relays = RelayHub(
@@ -183,6 +186,7 @@ class TelemetryMonitor:
         for name in [n for n in self.hosts if n not in new]:
             del self.hosts[name]
             self._first.pop(name, None)
+            self._received.pop(name, None)
             self._forget_base(name)
         for h in inventory.hosts:
             if h.name not in self.hosts:
@@ -451,6 +455,7 @@ class TelemetryMonitor:
     def _accept(self, ht: HostTelemetry, sample: HostSample) -> None:
         """A valid sample (full or rebuilt from a delta): recorded, and the host's state follows."""
         ht.record(sample)
+        self._received[ht.name] = sample.received
         ht.error_from_agent = False
         if sample.source == "none":
             ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
@@ -460,21 +465,19 @@ class TelemetryMonitor:
 
     async def _watch_stale(self) -> None:
         limit = max(self.interval * _STALE_AFTER_INTERVALS, 2.0)
-        hosts = self.hosts
-
-        def last_sample(name: str) -> float | None:
-            latest = hosts[name].latest
-            return latest.received if latest is not None else None
-
+        received = self._received
         while True:
             # Relayed hosts are checked twice an interval: a quiet one goes direct at once.
             await asyncio.sleep(min(self.interval, 1.0) / (2 if self.relays else 1))
             now = time.time()
             if self.relays:
-                self.relays.check_quiet(now, last_sample)
-            for ht in self.hosts.values():
+                self.relays.check_quiet(now, received)
+            cutoff = now - limit
+            for name in [n for n, t in received.items() if t < cutoff]:
+                ht = self.hosts.get(name)
                 if (
-                    ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)
+                    ht is not None
+                    and ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)
                     and ht.latest is not None
                     and now - ht.latest.received > limit
                 ):
