@@ -174,10 +174,12 @@ def test_post_mortem_worker_listed_attached_and_continued(ray2):
 
     # Asked once the worker is paused (what the command lists it from), not every second.
     asyncio.run(on_ray_cluster(load_inventory(path), lambda c: _paused(c, "post-mortem-1")))
+    t_paused = time.monotonic()
+    # Listed within the 20 s of the pause. From the submit it depends on how fast Ray
+    # starts a worker on a loaded machine (39.5 s once, beside three other test workers).
     paused = wait_for(listed, 20, "the paused worker in `verl-tui debug`", interval=1)
-    took = time.monotonic() - t0
-    print(f"post-mortem worker listed {took:.1f} s after submit")
-    assert took < 20 + 10, took  # the 20 s, plus the job's own start on this machine
+    now = time.monotonic()
+    print(f"post-mortem worker paused {t_paused - t0:.1f} s after submit, listed {now - t0:.1f} s")
     p = paused[0]
     assert p["host"] in ("node1", "node2") and p["port"] > 0 and p["pid"] > 0
     assert "failing_task" in p["task"]
