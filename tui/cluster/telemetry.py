@@ -111,6 +111,7 @@ class TelemetryMonitor:
         self._relays_wanted = relays
         self._closed = False
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
+        self._no_sample_yet = set(self._first)  # hosts whose first sample is still to come
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
@@ -186,6 +187,7 @@ class TelemetryMonitor:
         for name in [n for n in self.hosts if n not in new]:
             del self.hosts[name]
             self._first.pop(name, None)
+            self._no_sample_yet.discard(name)
             self._received.pop(name, None)
             self._forget_base(name)
         for h in inventory.hosts:
@@ -197,6 +199,7 @@ class TelemetryMonitor:
                     container=h.container.label if h.container else None,
                 )
                 self._first[h.name] = asyncio.Event()
+                self._no_sample_yet.add(h.name)
         self.inventory = inventory
         groups = relay_groups(inventory) if self._relays_wanted else []
         if groups or self.relays:
@@ -461,7 +464,9 @@ class TelemetryMonitor:
             ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
         else:
             ht.state, ht.error = TelemetryState.OK, sample.error
-        self._first[ht.name].set()
+        if ht.name in self._no_sample_yet:  # a set lookup, not Event.set() every sample
+            self._no_sample_yet.discard(ht.name)
+            self._first[ht.name].set()
 
     async def _watch_stale(self) -> None:
         limit = max(self.interval * _STALE_AFTER_INTERVALS, 2.0)
