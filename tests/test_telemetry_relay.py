@@ -252,11 +252,10 @@ class _Sent:
         self.keepalive.append(interval)
 
 
-def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
-    from tui.cluster import relay_plan
-
-    inv = load_inventory(_hosts_yaml(tmp_path, 2, relay="on"))
-    shown: list[tuple[str, str | None]] = []
+def _hub_with_relay(tmp_path, hosts: int, shown: list) -> RelayHub:
+    """A hub over `hosts` hosts in one group, its relay listening on h000 (no fleet needed:
+    the quiet check only talks to the agents)."""
+    inv = load_inventory(_hosts_yaml(tmp_path, hosts, relay="on"))
     hub = RelayHub(
         None,  # type: ignore[arg-type]
         relay_groups(inv),
@@ -267,6 +266,14 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
     )
     [group] = hub.groups
     group.relay_host, group.address, group.port, group.key = "h000", "10.0.0.1", 4000, b"k" * 32
+    return hub
+
+
+def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
+    from tui.cluster import relay_plan
+
+    shown: list[tuple[str, str | None]] = []
+    hub = _hub_with_relay(tmp_path, 2, shown)
     agent = _Sent()
     hub.leaf_started("h001", agent, agent)  # type: ignore[arg-type]
     assert agent.lines[-1].startswith("relay 10.0.0.1 4000 1 " + hello_token(b"k" * 32, 1))
@@ -301,17 +308,7 @@ def test_quiet_host_goes_direct_then_back_to_the_relay(tmp_path):
 def test_quiet_check_finds_a_relayed_host_that_never_sent_and_looks_off_relay_seldom(tmp_path):
     from tui.cluster import relay_plan
 
-    inv = load_inventory(_hosts_yaml(tmp_path, 3, relay="on"))
-    hub = RelayHub(
-        None,  # type: ignore[arg-type]
-        relay_groups(inv),
-        1.0,
-        deliver=lambda name, line: None,
-        note=lambda name, problem: None,
-        route_shown=lambda name, route: None,
-    )
-    [group] = hub.groups
-    group.relay_host, group.address, group.port, group.key = "h000", "10.0.0.1", 4000, b"k" * 32
+    hub = _hub_with_relay(tmp_path, 3, [])
     silent, talking = _Sent(), _Sent()
     hub.leaf_started("h001", silent, silent)  # type: ignore[arg-type]
     hub.leaf_started("h002", talking, talking)  # type: ignore[arg-type]
