@@ -217,6 +217,26 @@ async def test_local_run_timeout_and_cancel_kill_group(tmp_path) -> None:
     assert await asyncio.to_thread(wait_gone, local_procs, agent) == []
 
 
+async def test_local_run_cancelled_while_its_process_starts_leaves_none(tmp_path) -> None:
+    """A cancel landing while the run's process is being set up: forked, its pipes not yet
+    connected, and the loop held up meanwhile — as on a busy machine — long enough for the
+    agent to start its child. asyncio's own clean-up kills the agent only; the child (same
+    group) was left running (a full run once found it so). Both go now."""
+    agent = hung_agent(tmp_path / "hung-local-start", say_hello=False)
+    task = asyncio.create_task(LocalTransport().run([agent], timeout=60))
+    turns = 0
+    while not local_procs(agent):  # one loop turn at a time until the agent is forked
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 100, "the run never started its process"
+    # Blocking on purpose: the loop cannot finish the set-up while the agent starts its child.
+    assert len(wait_present(local_procs, agent, 2)) == 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(wait_gone, local_procs, agent) == []
+
+
 async def test_local_monitor_close_kills_hung_agent(tmp_path) -> None:
     agent = hung_agent(tmp_path / "hung-local-monitor")
     inv = parse_inventory(

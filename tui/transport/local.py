@@ -46,6 +46,33 @@ def _killpg(pgid: int, sig: int) -> bool:
     return True
 
 
+async def _spawn(
+    argv: Sequence[str], env: Mapping[str, str] | None, stdin: int
+) -> asyncio.subprocess.Process:
+    """`argv` in a session (a process group) of its own, stdout and stderr piped. A cancel
+    that lands while the process is being set up (forked, its pipes not yet connected: on a
+    busy machine long enough for it to start children) still gets the process, and kills its
+    group before the cancel goes on: never a process left running with nobody to end it."""
+    start = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_env(env),
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            proc = await within(start, 5.0)
+            _killpg(proc.pid, signal.SIGKILL)
+            await within(proc.wait(), 5.0)
+        raise
+
+
 async def end_group(proc: asyncio.subprocess.Process, term_grace: float = TERM_GRACE_S) -> None:
     """TERM the process's group, KILL it after `term_grace`, reap the process."""
     pgid = proc.pid  # start_new_session: the process leads its own group
@@ -236,13 +263,10 @@ class LocalTransport:
         given = tuple(argv)
         argv, env = self._argv(argv, env)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=_env(env),
-                start_new_session=True,
+            proc = await _spawn(
+                argv,
+                env,
+                asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             )
         except OSError as exc:
             return RunResult(given, 127, "", f"{argv[0]}: {exc.strerror or exc}")
@@ -294,14 +318,7 @@ class LocalTransport:
         given = argv
         argv, env = self._argv(argv, env)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=_env(env),
-                start_new_session=True,
-            )
+            proc = await _spawn(argv, env, asyncio.subprocess.PIPE)
         except OSError as exc:
             raise TransportError(f"{self.host}: cannot start {given[0]}: {exc}") from None
         return LocalStream(
