@@ -111,7 +111,7 @@ class TelemetryMonitor:
         self._relays_wanted = relays
         self._closed = False
         self._first = {h.name: asyncio.Event() for h in inventory.hosts}
-        self._no_sample_yet = set(self._first)  # hosts whose first sample is still to come
+        self._unanswered = set(self._first)  # hosts with neither a sample nor a failure yet
         self.delta = delta
         self._bases: dict[str, HostSample] = {}  # each host's last full sample (deltas' base)
         self._plans: dict[str, DeltaPlan] = {}  # its compact deltas' layout (made once per base)
@@ -150,7 +150,7 @@ class TelemetryMonitor:
         if status.state != HostState.UP:
             ht.state = TelemetryState.WAITING
             if status.state.is_problem:
-                self._first[status.host].set()  # a failed host has answered, with its failure
+                self._answered(status.host)  # a failed host has answered, with its failure
         self._changed(status.host)
 
     def start(self) -> None:
@@ -187,7 +187,7 @@ class TelemetryMonitor:
         for name in [n for n in self.hosts if n not in new]:
             del self.hosts[name]
             self._first.pop(name, None)
-            self._no_sample_yet.discard(name)
+            self._unanswered.discard(name)
             self._received.pop(name, None)
             self._forget_base(name)
         for h in inventory.hosts:
@@ -199,7 +199,7 @@ class TelemetryMonitor:
                     container=h.container.label if h.container else None,
                 )
                 self._first[h.name] = asyncio.Event()
-                self._no_sample_yet.add(h.name)
+                self._unanswered.add(h.name)
         self.inventory = inventory
         groups = relay_groups(inventory) if self._relays_wanted else []
         if groups or self.relays:
@@ -269,7 +269,7 @@ class TelemetryMonitor:
                 log.exception("%s: telemetry failed", host.name)
                 ht.state = TelemetryState.ERROR
                 ht.error = one_line(f"telemetry failed: {type(exc).__name__}: {exc}", 300)
-                self._first[host.name].set()
+                self._answered(host.name)
                 self._changed(host.name)
                 good = False
             if good is None:
@@ -331,7 +331,7 @@ class TelemetryMonitor:
 
     def _fail(self, ht: HostTelemetry, state: TelemetryState, error: str) -> None:
         ht.state, ht.error = state, one_line(error, 300)
-        self._first[ht.name].set()
+        self._answered(ht.name)
         self._changed(ht.name)
 
     def ingest_line(self, name: str, line: str) -> None:
@@ -376,7 +376,7 @@ class TelemetryMonitor:
             ht.hostname, ht.driver = hello.hostname, hello.driver
         elif kind == "error":
             ht.state, ht.error, ht.error_from_agent = TelemetryState.ERROR, msg.message, True
-            self._first[ht.name].set()
+            self._answered(ht.name)
         elif kind == "route":
             self.relays.on_route(ht.name, msg.route, msg.message)
             return
@@ -464,9 +464,14 @@ class TelemetryMonitor:
             ht.state, ht.error = TelemetryState.NO_NVML, sample.error or "no NVML"
         else:
             ht.state, ht.error = TelemetryState.OK, sample.error
-        if ht.name in self._no_sample_yet:  # a set lookup, not Event.set() every sample
-            self._no_sample_yet.discard(ht.name)
-            self._first[ht.name].set()
+        self._answered(ht.name)
+
+    def _answered(self, name: str) -> None:
+        """The host produced a sample or a failure: wait_first stops waiting for it. A set
+        lookup after the first time (this runs for every sample), not Event.set()."""
+        if name in self._unanswered:
+            self._unanswered.discard(name)
+            self._first[name].set()
 
     async def _watch_stale(self) -> None:
         limit = max(self.interval * _STALE_AFTER_INTERVALS, 2.0)
@@ -478,14 +483,10 @@ class TelemetryMonitor:
             if self.relays:
                 self.relays.check_quiet(now, received)
             cutoff = now - limit
-            for name in [n for n, t in received.items() if t < cutoff]:
+            # `received` holds each host's latest sample's arrival: the late ones, found in C.
+            for name, last in [(n, t) for n, t in received.items() if t < cutoff]:
                 ht = self.hosts.get(name)
-                if (
-                    ht is not None
-                    and ht.state in (TelemetryState.OK, TelemetryState.NO_NVML)
-                    and ht.latest is not None
-                    and now - ht.latest.received > limit
-                ):
+                if ht is not None and ht.state in (TelemetryState.OK, TelemetryState.NO_NVML):
                     ht.state = TelemetryState.STALE
-                    ht.error = f"no sample for {now - ht.latest.received:.0f} s"
-                    self._changed(ht.name)
+                    ht.error = f"no sample for {now - last:.0f} s"
+                    self._changed(name)
