@@ -12,14 +12,17 @@ import struct
 import subprocess
 import sys
 import time
+from array import array
 
 import pytest
 from fakenvml.fakenvml import MIB, FakeGpu, write_state
 from test_telemetry_delta import _comparable, _line, _once, _sample, load_inventory_text
 
+from tui.cluster import agent_delta
 from tui.cluster.agent_delta import (
     BadDelta,
     StaleDelta,
+    _checked,
     apply_compact,
     apply_delta,
     delta_plan,
@@ -106,13 +109,66 @@ def test_compact_and_json_deltas_give_the_same_sample(nones):
         assert type(got) is DeltaSample
         # What every second needs, taken at the boundary, before any GPU object exists:
         assert got.totals() == want.totals()
-        assert list(got._util) == list(want._util) and list(got._mem) == list(want._mem)
+        assert array("f", got._hist) == array("f", want._hist)  # the history row, as kept
+        for j in range(len(DELTA_METRICS)):  # what a metric sort reads, GPUs not built
+            assert list(got.column(j)) == list(want.column(j)), DELTA_METRICS[j].key
         assert got.gpu_count == 8 and got.gpu_ids is base.gpus
         # What a row on screen, the details pane or --json reads, built on first use:
         assert [g.to_json() for g in got.gpus] == [g.to_json() for g in want.gpus]
         for key in ("seq", "t", "cpu_percent", "load1", "mem_used_bytes", "source", "ncpu"):
             assert getattr(got, key) == getattr(want, key), key
     assert len(compact) < 2 * len(json_line)
+
+
+def test_a_kept_plan_follows_values_that_come_and_go(monkeypatch):
+    """The whole-line check expects None where the host's last line had one (learnt on the
+    plan the monitor keeps): line after line, with values turning None and back at random,
+    the compact line gives what the JSON delta gives, and a nan or an out-of-range value in a
+    place that held None is still refused."""
+    rng = random.Random(5)
+    enc = DeltaEncoder()
+    first = _fleet_sample(0, rng)
+    base = parse_line(_line(enc.encode(first)), 0.0).sample
+    plan = delta_plan(base)
+    keys = [m.key for m in DELTA_METRICS if m.key != "memory_total_bytes"]
+    learnt = set()
+    for seq in range(1, 120):
+        sample = _fleet_sample(seq, rng)
+        for g, f in zip(sample["gpus"], first["gpus"], strict=True):
+            g["processes"] = f["processes"]
+            for key in keys:
+                if rng.random() < 0.08:
+                    g[key] = None
+        if rng.random() < 0.1:
+            sample["host"]["cpu_percent"] = None
+        delta = enc.encode(sample)
+        if delta["type"] != "delta":  # the full sample due every few seconds: a new base
+            base = parse_line(_line(delta), 0.0).sample
+            plan = delta_plan(base)
+            continue
+        compact = compact_delta(delta)
+        assert compact is not None
+        want = apply_delta(_line(delta), base, 1.0)
+        got = apply_compact(compact, base, 1.0, plan)
+        assert got.totals() == want.totals(), seq
+        assert array("f", got._hist) == array("f", want._hist), seq
+        assert [g.to_json() for g in got.gpus] == [g.to_json() for g in want.gpus], seq
+        assert got.cpu_percent == want.cpu_percent
+        learnt.add(plan.marks)
+    assert len(learnt) > 50  # the None places changed, and the plan followed them
+    # A line with its None where the last one had them takes the one whole-line check.
+    checked = []
+    monkeypatch.setattr(agent_delta, "_checked", lambda *a: checked.append(a) or _checked(*a))
+    assert apply_compact(compact, base, 1.0, plan).totals() == got.totals() and not checked
+    marked = next(iter(plan.marks))
+    head, data = compact.rsplit(" ", 1)
+    values = list(struct.unpack(plan.layout.format, base64.b64decode(data)))
+    for bad in (float("nan"), 1e300, -1):
+        v = list(values)
+        v[marked] = bad if type(v[marked]) is float else -1
+        line = f"{head} {base64.b64encode(struct.pack(plan.layout.format, *v)).decode()}"
+        with pytest.raises(BadDelta):
+            apply_compact(line, base, 1.0, plan)
 
 
 def test_compact_boundary_refuses_hostile_lines_whole():

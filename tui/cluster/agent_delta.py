@@ -14,8 +14,11 @@ from __future__ import annotations
 import binascii
 import json
 import struct
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
+from itertools import repeat
+from operator import itemgetter, le, mul, truediv
 from typing import Any, NamedTuple
 
 from tui.cluster.agent_schema import CLOCK_REASON_WORDS, EPOCH, HEALTH_FIELDS, LOAD, SEQ
@@ -104,8 +107,9 @@ def apply_delta(line: str, base: HostSample | None, received: float) -> HostSamp
         sample.totals()
     else:  # every value as sent: the GPUs are built when first read (models.DeltaSample)
         delta: DeltaSample = _new(DeltaSample)
-        delta._totals, delta._util, delta._mem = checked
-        delta._rows, delta._base_gpus, delta._build, delta._health = rows, bases, _decode_gpus, None
+        delta._totals, delta._hist = checked
+        delta._rows, delta._base_gpus, delta._health = rows, bases, None
+        delta._build, delta._column = _decode_gpus, _json_column
         sample = delta
     return _finish(sample, base, received, seq, t, cpu, load1, mem_used)
 
@@ -144,6 +148,7 @@ def _finish(
 COMPACT_PREFIX = "B1 "  # gpu_common.COMPACT_PREFIX
 _NONE_INT = -(1 << 63)  # gpu_common.COMPACT_NONE_INT
 _NONE_FLOAT = float("-inf")  # gpu_common.COMPACT_NONE_FLOAT
+_MARKS = (_NONE_INT, _NONE_FLOAT)  # an accepted line holds -2**63 only in int places
 _HOST_FORMAT = "<qdddq"  # seq, t, cpu_percent, load1, mem_used
 _HEAD = len(_HOST_FORMAT) - 1
 _K = len(DELTA_METRICS)
@@ -154,10 +159,37 @@ _HEAD_BOUNDS = ((*SEQ, True), (*EPOCH, False), *_HOST_BOUNDS)
 _HEAD_PATHS = ("delta.seq", "delta.t", "delta.host[0]", "delta.host[1]", "delta.host[2]")
 
 
+def _ranges(n: int, marks: frozenset[int]) -> tuple[tuple, tuple]:
+    """Each value's bounds in a packed line's head and columns for `n` GPUs (lows, highs), or
+    the None mark at positions `marks`: one all(map(le, ...)) each way checks a whole line in
+    C. Shared by every plan of the same shape (a fleet has a few)."""
+    key = (n, marks)
+    got = _RANGES.get(key)
+    if got is None:
+        bounds = [*_HEAD_BOUNDS, *(b for b in _BOUNDS for _ in range(n))]
+        lows, highs = [], []
+        for at, (lo, hi, integral) in enumerate(bounds):
+            if at in marks:
+                lo = hi = _NONE_INT if integral else _NONE_FLOAT
+            elif integral:  # int against int: the faster comparison
+                lo, hi = int(lo), int(hi)
+            lows.append(lo)
+            highs.append(hi)
+        if len(_RANGES) >= _RANGES_MAX:  # a hostile host's ever-new shapes stay bounded
+            _RANGES.clear()
+        got = _RANGES[key] = (tuple(lows), tuple(highs))
+    return got
+
+
+_RANGES: dict[tuple[int, frozenset[int]], tuple[tuple, tuple]] = {}
+_RANGES_MAX = 256
+
+
 @dataclass(slots=True)
 class DeltaPlan:
     """What a base sample fixes about its compact deltas (made once per base): their layout,
-    each GPU's process count, and what the totals take from the base."""
+    each GPU's process count, and what the totals take from the base; and where the host's
+    lines hold a None (learnt from its last line the whole-line check did not take)."""
 
     base: HostSample
     base_text: str  # the base's seq as the agent writes it
@@ -169,6 +201,18 @@ class DeltaPlan:
     mem_totals: tuple[int | None, ...]
     simple: bool  # no GPU with an error, every GPU's memory total known and > 0
     mem_total_sum: int  # of the GPUs without an error
+    ranges: tuple[tuple, tuple] = ((), ())  # _ranges(GPUs, marks)
+    marks: frozenset[int] = frozenset()  # positions in the head and columns that hold None
+    fast: bool = False  # no mark in the head or in a totalled column: simple totals apply
+
+    def expect(self, marks: frozenset[int]) -> None:
+        """The whole-line check takes the None mark at `marks` from now on."""
+        n = len(self.procs)
+        self.marks, self.ranges = marks, _ranges(n, marks)
+        totalled = [c[0] for c in self.columns if c[5]]
+        self.fast = self.simple and not any(
+            at < _HEAD or any(part.start <= at < part.stop for part in totalled) for at in marks
+        )
 
 
 def delta_plan(base: HostSample) -> DeltaPlan:
@@ -179,7 +223,7 @@ def delta_plan(base: HostSample) -> DeltaPlan:
     columns = "".join(("q" if m.integral else "d") * n for m in DELTA_METRICS)
     totals = tuple(g.memory_total_bytes for g in gpus)
     ok = [g for g in gpus if not g.error]
-    return DeltaPlan(
+    plan = DeltaPlan(
         base=base,
         base_text=str(base.seq),
         layout=struct.Struct(_HOST_FORMAT + columns + "q" * len(proc_gpu)),
@@ -198,6 +242,11 @@ def delta_plan(base: HostSample) -> DeltaPlan:
         simple=len(ok) == n and all(totals),
         mem_total_sum=sum(g.memory_total_bytes or 0 for g in ok),
     )
+    # The first guess of where the deltas hold None: where the base does.
+    head = (base.seq, base.t, base.cpu_percent, base.load1, base.mem_used_bytes)
+    cells = [getattr(g, m.key) for m in DELTA_METRICS for g in gpus]
+    plan.expect(frozenset(at for at, v in enumerate([*head, *cells]) if v is None))
+    return plan
 
 
 def _value(v: Any, lo: float, hi: float, integral: bool, path: str) -> Any:
@@ -213,6 +262,12 @@ def _column(values: tuple, lo: float, hi: float, integral: bool, path: str) -> S
     if values.count(_NONE_INT if integral else _NONE_FLOAT) == len(values):
         return (None,) * len(values)
     return [_value(v, lo, hi, integral, path.format(i)) for i, v in enumerate(values)]
+
+
+def _unmarked(values: tuple, integral: bool) -> Sequence:
+    """A checked column's values, its None marks None."""
+    mark = _NONE_INT if integral else _NONE_FLOAT
+    return [None if v == mark else v for v in values] if mark in values else values
 
 
 def apply_compact(
@@ -245,7 +300,12 @@ def _unbase64(text: str, size: int, path: str) -> bytes:
 def _apply_packed(
     base_text: str, text: str, base: HostSample | None, received: float, plan: DeltaPlan | None
 ) -> DeltaSample:
-    """A B1 line's (or a B2 line's) numbers on `base`: see apply_compact."""
+    """A B1 line's (or a B2 line's) numbers on `base`: see apply_compact.
+
+    Most lines take one check of every head and column value in C (plan.ranges: each value's
+    bounds, or the None mark where the host's last line had one; a nan fails every
+    comparison). A line it does not take is checked column by column, each value not taken
+    outright naming its field (BadDelta), and where it holds None is learnt for the next."""
     if base is None:
         raise StaleDelta()
     if plan is None or plan.base is not base:
@@ -254,49 +314,62 @@ def _apply_packed(
         raise StaleDelta()
     layout = plan.layout
     values = layout.unpack(_unbase64(text, layout.size, "delta"))
-    seq, t, cpu, load1, mem_used = head = values[:_HEAD]
-    if not (
-        _S_LO <= seq <= _S_HI
-        and _E_LO <= t <= _E_HI
-        and _P_LO <= cpu <= _P_HI
-        and _L_LO <= load1 <= _L_HI
-        and _B_LO <= mem_used <= _B_HI
-    ):  # a None, or out of bounds (a nan fails every comparison)
-        seq, t, cpu, load1, mem_used = (
-            _value(v, *bounds, path)
-            for v, bounds, path in zip(head, _HEAD_BOUNDS, _HEAD_PATHS, strict=True)
-        )
-    # Each column in C when every value passes outright (a nan makes the sum nan: min and
-    # max may miss one), else value by value.
-    # A column taken outright holds no None: the totals' fast path below needs only these.
-    cols: list[Sequence] = []
-    outright = True
-    for part, lo, hi, integral, path, totalled in plan.columns:
-        col = values[part]
-        if col and min(col) >= lo and max(col) <= hi and (integral or sum(col) == sum(col)):
-            cols.append(col)
-        else:
-            cols.append(_column(col, lo, hi, integral, path))
-            outright = outright and not totalled
+    lows, highs = plan.ranges
     n = len(plan.procs)
+    delta: DeltaSample = _new(DeltaSample)
+    cols: Sequence[Sequence] | None = None
+    if not (all(map(le, lows, values)) and all(map(le, values, highs))):
+        seq, t, cpu, load1, mem_used, cols = _checked(values, plan)
+    elif plan.fast:  # no None in the head or the totalled columns, no GPU with an error
+        seq, t, cpu, load1, mem_used = values[:_HEAD]
+        columns = plan.columns
+        util, used = values[columns[_UTIL][0]], values[columns[_USED][0]]
+        power = values[columns[_POWER][0]]
+        delta._totals = GpuTotals(n, sum(util), n, sum(used), plan.mem_total_sum, sum(power))
+        hist = array("f", util)
+        hist.extend(map(mul, map(truediv, used, plan.mem_totals), _HUNDRED))
+        delta._hist = hist
+    else:
+        seq, t, cpu, load1, mem_used = (None if v in _MARKS else v for v in values[:_HEAD])
+        cols = [_unmarked(values[c[0]], c[3]) for c in plan.columns]
     pmem: Sequence[Any] = values[_HEAD + _K * n :]
     if pmem and not (min(pmem) >= _B_LO and max(pmem) <= _B_HI):
         pmem = [
             _value(v, _B_LO, _B_HI, True, f"delta.gpus[{g}][{_K}]")
             for g, v in zip(plan.proc_gpu, pmem, strict=True)
         ]
-    util, used, power = cols[_UTIL], cols[_USED], cols[_POWER]
-    delta: DeltaSample = _new(DeltaSample)
-    if plan.simple and outright:
-        delta._totals = GpuTotals(n, sum(util), n, sum(used), plan.mem_total_sum, sum(power))
-        delta._util = util
-        delta._mem = [u / t * 100 for u, t in zip(used, plan.mem_totals, strict=True)]
-    else:
-        delta._totals, delta._util, delta._mem = _column_totals(plan, util, used, power)
-    delta._rows, delta._base_gpus, delta._build = (cols, pmem, plan), base.gpus, _build_compact
-    delta._health = None
+    if cols is not None:
+        delta._totals, delta._hist = _column_totals(plan, cols[_UTIL], cols[_USED], cols[_POWER])
+    delta._rows = (values, cols, pmem, plan)
+    delta._base_gpus, delta._health = base.gpus, None
+    delta._build, delta._column = _build_compact, _packed_column
     _finish(delta, base, received, seq, t, cpu, load1, mem_used)
     return delta
+
+
+_HUNDRED = repeat(100.0)  # a memory fraction to %, in map(): never exhausted
+
+
+def _checked(values: tuple, plan: DeltaPlan) -> tuple:
+    """The head and columns of a line the whole-line check did not take: each value checked
+    (BadDelta names the first bad one), None where marked; the plan learns where."""
+    head = values[:_HEAD]
+    seq, t, cpu, load1, mem_used = (
+        _value(v, *bounds, path)
+        for v, bounds, path in zip(head, _HEAD_BOUNDS, _HEAD_PATHS, strict=True)
+    )
+    cols: list[Sequence] = []
+    for part, lo, hi, integral, path, _totalled in plan.columns:
+        col = values[part]
+        if col and min(col) >= lo and max(col) <= hi and (integral or sum(col) == sum(col)):
+            cols.append(col)
+        else:
+            cols.append(_column(col, lo, hi, integral, path))
+    end = _HEAD + _K * len(plan.procs)
+    marks = frozenset(at for at, v in enumerate(values[:end]) if v in _MARKS)
+    if marks != plan.marks:
+        plan.expect(marks)
+    return seq, t, cpu, load1, mem_used, cols
 
 
 # -- repeat lines (agent --delta --compact; gpu_common.REPEAT_PREFIX) ----------------------------
@@ -339,7 +412,7 @@ def apply_repeat(
     delta = _apply_packed(parts[1], parts[2], base, received, plan)
     assert base is not None  # (_apply_packed: StaleDelta without one)
     bases = base.gpus
-    health = {} if parts[3] == "-" else _packed_health(parts[3], bases, delta._rows[0][_UTIL])
+    health = {} if parts[3] == "-" else _packed_health(parts[3], bases, delta.column(_UTIL))
     rebased = HostSample(
         delta.seq, base.t, base.received, base.source, base.error, base.cpu_percent, base.load1,
         base.mem_used_bytes, base.mem_total_bytes, base.ncpu, bases,
@@ -399,8 +472,8 @@ def _health_args(row: tuple[int, ...], path: str) -> tuple:
 
 def _column_totals(
     plan: DeltaPlan, util: Sequence, used: Sequence, power: Sequence
-) -> tuple[GpuTotals, list[float], list[float]]:
-    """The totals and history values of _check_gpus, from columns with None or error GPUs."""
+) -> tuple[GpuTotals, list[float]]:
+    """The totals and history row of _check_gpus, from columns with None or error GPUs."""
     totals = GpuTotals()
     utils, mems = [], []
     for g, u, m, total, p in zip(plan.base.gpus, util, used, plan.mem_totals, power, strict=True):
@@ -415,12 +488,34 @@ def _column_totals(
         totals.memory_used_bytes += m or 0
         totals.memory_total_bytes += total or 0
         totals.power_w += p or 0
-    return totals, utils, mems
+    return totals, utils + mems
+
+
+def _columns(rows: tuple) -> Sequence[Sequence]:
+    """A compact delta's checked columns, None where the agent sent none (DeltaSample._rows)."""
+    values, cols, _pmem, plan = rows
+    if cols is None:
+        cols = [_unmarked(values[c[0]], c[3]) for c in plan.columns]
+    return cols
+
+
+def _packed_column(rows: tuple, j: int) -> Sequence:
+    """A compact delta's column j (DeltaSample.column)."""
+    values, cols, _pmem, plan = rows
+    if cols is not None:
+        return cols[j]
+    column = plan.columns[j]
+    return _unmarked(values[column[0]], column[3])
+
+
+def _json_column(rows: list, j: int) -> list:
+    """A JSON delta's column j (DeltaSample.column)."""
+    return list(map(itemgetter(j), rows))
 
 
 def _build_compact(rows: tuple, bases: tuple[GpuSample, ...]) -> tuple[GpuSample, ...]:
     """A compact delta's GPUs (DeltaSample._build), from its checked columns."""
-    cols, pmem, plan = rows
+    cols, pmem, plan = _columns(rows), rows[2], rows[3]
     gpu_rows, k = [], 0
     for i, count in enumerate(plan.procs):
         procs = None
@@ -492,8 +587,8 @@ def _decode_gpus(rows, bases):
 def _check_source(metrics: Sequence[GpuMetric]) -> str:
     """The text of `_check_gpus(rows, bases)`: the delta's shape checked as _decode_gpus does
     (a bad shape raises the same BadDelta), and every value accepted outright, with no object
-    built: then (the GPUs' totals, as HostSample.totals adds them; each GPU's utilization and
-    memory % for the histories, as HostTelemetry.record takes them), else None (the decoder
+    built: then (the GPUs' totals, as HostSample.totals adds them; the history row, each GPU's
+    utilization then each GPU's memory %, as HostTelemetry.record takes it), else None (the decoder
     then takes the line). Unrolled from the table like the decoder."""
     n = len(metrics)
     names = [f"v{j}" for j in range(n)]
@@ -541,7 +636,7 @@ def _check_gpus(rows, bases):
         used_sum += used or 0
         total_sum += total or 0
         power_sum += {power} or 0
-    return GpuTotals(count, util_sum, util_count, used_sum, total_sum, power_sum), utils, mems
+    return GpuTotals(count, util_sum, util_count, used_sum, total_sum, power_sum), utils + mems
 """
 
 
@@ -570,7 +665,7 @@ def _compile_decoder() -> Callable[[list, tuple[GpuSample, ...]], tuple[GpuSampl
 
 
 _decode_gpus = _compile_decoder()
-_check_gpus: Callable[
-    [list, tuple[GpuSample, ...]], tuple[GpuTotals, list[float], list[float]] | None
-] = _compile(_check_source(DELTA_METRICS), "_check_gpus")
+_check_gpus: Callable[[list, tuple[GpuSample, ...]], tuple[GpuTotals, list[float]] | None] = (
+    _compile(_check_source(DELTA_METRICS), "_check_gpus")
+)
 _new = object.__new__

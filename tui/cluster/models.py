@@ -223,18 +223,18 @@ _GPUS_SLOT = HostSample.__dict__["gpus"]  # the slot under DeltaSample's propert
 class DeltaSample(HostSample):
     """A sample rebuilt from a delta line (tui/cluster/agent_delta.py), its GPUs built when
     first read. The boundary has checked every value of `_rows` (a bad line never becomes
-    one) and taken what every second needs from them: the totals (`_totals`) and each GPU's
-    utilization and memory % for the histories (`_util`, `_mem`, in `_base_gpus`' order). The
+    one) and taken what every second needs from them: the totals (`_totals`) and the history
+    row (`_hist`: each GPU's utilization, then each GPU's memory %, in `_base_gpus`' order). The
     GpuSample objects, ~2/3 of a delta's cost, are made only for the hosts someone looks at
     (rows on screen, the details pane, a metric sort, --json): at 1,024 hosts few of them."""
 
-    __slots__ = ("_base_gpus", "_build", "_health", "_mem", "_rows", "_util")
+    __slots__ = ("_base_gpus", "_build", "_column", "_health", "_hist", "_rows")
     _rows: Any  # the checked values, as the decoder in _build takes them
     _base_gpus: tuple[GpuSample, ...]
     _build: Any  # (rows, base GPUs) -> GPUs: agent_delta's decoder
+    _column: Any  # (rows, j) -> column j of the rows: agent_delta's reader
     _health: dict[int, GpuHealth] | None  # the host's latest health, carried onto each GPU
-    _util: Sequence[float]
-    _mem: Sequence[float]
+    _hist: Sequence[float]  # HostTelemetry's history row (HistoryRows.append)
 
     @property
     def gpus(self) -> tuple[GpuSample, ...]:
@@ -255,6 +255,11 @@ class DeltaSample(HostSample):
     def gpus(self, value: tuple[GpuSample, ...]) -> None:
         _GPUS_SLOT.__set__(self, value)
 
+    def column(self, j: int) -> Sequence[Any]:
+        """Every GPU's value of DELTA_METRICS[j], as checked (None: not read), in
+        `_base_gpus`' order, without building the GPUs: what a sort by that metric reads."""
+        return self._column(self._rows, j)
+
     @property
     def gpu_count(self) -> int:
         return len(self._base_gpus)
@@ -265,11 +270,13 @@ class DeltaSample(HostSample):
 
 
 class HistoryRows:
-    """The last `maxlen` rows of a host's series, one value a GPU a row, in a ring of float32.
+    """The last `maxlen` rows of a host's series, one value a GPU and series a row (each GPU's
+    utilization, then each GPU's memory %), in a ring of float32.
 
-    One ring per host and series, not one per GPU: a second's values of every GPU go in with
-    one slice assignment (at 4,096 hosts the per-GPU appends were a fifth of the ingest). Not a
-    deque of floats: 4 bytes a value and nothing for the garbage collector to visit."""
+    One ring per host, not one per GPU or per series: a second's values go in with one slice
+    assignment (at 4,096 hosts the per-GPU appends were a fifth of the ingest, and a ring per
+    series a second write to a cold row). Not a deque of floats: 4 bytes a value and nothing for
+    the garbage collector to visit."""
 
     __slots__ = ("buf", "maxlen", "next", "total", "width")
 
@@ -281,10 +288,10 @@ class HistoryRows:
         self.total = 0  # rows appended so far
 
     def append(self, values: Sequence[float]) -> None:
-        """One value for each GPU, in the ring's GPU order."""
+        """One row: `width` values (an array("f") goes in as it is)."""
         width = self.width
         start = self.next * width
-        self.buf[start : start + width] = array("f", values)
+        self.buf[start : start + width] = values if type(values) is array else array("f", values)
         self.next = (self.next + 1) % self.maxlen
         self.total += 1
 
@@ -314,20 +321,26 @@ class History:
 
 
 def _carried(
-    old: dict[int, History], index: tuple[int, ...], maxlen: int
-) -> tuple[HistoryRows, dict[int, History]]:
-    """A new ring for GPUs `index` (a host whose GPUs changed), each GPU's series so far
-    carried over; a new GPU's starts empty."""
-    kept = {i: list(old[i]) for i in index if i in old}
-    total = max((len(v) for v in kept.values()), default=0)
-    rows = HistoryRows(maxlen, len(index))
+    series: Sequence[dict[int, History]], index: tuple[int, ...], maxlen: int
+) -> tuple[HistoryRows, list[dict[int, History]]]:
+    """A new ring for GPUs `index` (a host whose GPUs changed) and each of `series`, every
+    GPU's values so far carried over; a new GPU's start empty. Series s of GPU k is column
+    s * len(index) + k."""
+    n = len(index)
+    kept = [{i: list(old[i]) for i in index if i in old} for old in series]
+    total = max((len(v) for k in kept for v in k.values()), default=0)
+    rows = HistoryRows(maxlen, n * len(series))
     rows.total, rows.next = total, total % rows.maxlen
-    views = {}
-    for k, i in enumerate(index):
-        values = kept.get(i, [])
-        for r, value in enumerate(values, start=total - len(values)):
-            rows.buf[r * rows.width + k] = value
-        views[i] = History(rows, k, total - len(values))
+    views: list[dict[int, History]] = []
+    for s, carried in enumerate(kept):
+        out = {}
+        for k, i in enumerate(index):
+            column = s * n + k
+            values = carried.get(i, [])
+            for r, value in enumerate(values, start=total - len(values)):
+                rows.buf[(r % rows.maxlen) * rows.width + column] = value
+            out[i] = History(rows, column, total - len(values))
+        views.append(out)
     return rows, views
 
 
@@ -367,10 +380,9 @@ class HostTelemetry:
     oversize_lines: int = 0  # lines of this agent run dropped for their length
     error_from_agent: bool = False  # `error` came from the agent's own error line
     health: dict[int, GpuHealth] = field(default_factory=dict)  # latest per GPU index
-    # The rings under util_history and mem_history, for the GPUs `_history_index`
-    # (`_history_gpus`: the GPUs tuple they were last checked against).
-    _util_rows: HistoryRows = field(default_factory=lambda: HistoryRows(1, 0), repr=False)
-    _mem_rows: HistoryRows = field(default_factory=lambda: HistoryRows(1, 0), repr=False)
+    # The ring under util_history and mem_history, for the GPUs `_history_index`
+    # (`_history_gpus`: the GPUs tuple it was last checked against).
+    _history_rows: HistoryRows = field(default_factory=lambda: HistoryRows(1, 0), repr=False)
     _history_index: tuple[int, ...] = field(default=(), repr=False)
     _history_gpus: tuple[GpuSample, ...] | None = field(default=None, repr=False)
 
@@ -397,8 +409,7 @@ class HostTelemetry:
             sample._health = health
             if sample._base_gpus is not self._history_gpus:
                 self._history_shape(sample._base_gpus)
-            self._util_rows.append(sample._util)
-            self._mem_rows.append(sample._mem)
+            self._history_rows.append(sample._hist)
             return
         gpus = sample.gpus
         utils, mems = [], []
@@ -414,8 +425,7 @@ class HostTelemetry:
             mems.append(frac * 100 if frac is not None else 0.0)
         if gpus is not self._history_gpus:
             self._history_shape(gpus)
-        self._util_rows.append(utils)
-        self._mem_rows.append(mems)
+        self._history_rows.append(utils + mems)
 
     def _history_shape(self, gpus: tuple[GpuSample, ...]) -> None:
         """The histories' rings follow `gpus` (new rings only when their indexes changed)."""
@@ -424,10 +434,11 @@ class HostTelemetry:
         if index == self._history_index:
             return
         self._history_index = index
-        self._util_rows, views = _carried(self.util_history, index, self.history_len)
-        self.util_history.update(views)
-        self._mem_rows, views = _carried(self.mem_history, index, self.history_len)
-        self.mem_history.update(views)
+        self._history_rows, (util, mem) = _carried(
+            (self.util_history, self.mem_history), index, self.history_len
+        )
+        self.util_history.update(util)
+        self.mem_history.update(mem)
 
     @property
     def display_state(self) -> str:

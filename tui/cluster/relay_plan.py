@@ -85,19 +85,20 @@ def hello_token(key: bytes, index: int) -> str:
     return hmac.new(key, b"hello:%d" % index, hashlib.sha256).hexdigest()
 
 
-def keyed_mac(key: bytes) -> hmac.HMAC:
-    """The HMAC state of a leaf's key, for signature_ok: made once per key (Leaf.keyed), where
-    a one-shot HMAC of every line set the key up again (~1 us a line)."""
-    return hmac.new(key, digestmod="sha256")
+def keyed_mac(key: bytes) -> hashlib.blake2b:
+    """The keyed BLAKE2b state of a leaf's key, for signature_ok: made once per key
+    (Leaf.keyed), copied for each line (the key's block is not hashed again)."""
+    return hashlib.blake2b(key=key, digest_size=SIG_HEX // 2)
 
 
-def signature_ok(keyed: hmac.HMAC, counter: int, line: bytes, sig: bytes) -> bool:
+def signature_ok(keyed: hashlib.blake2b, counter: int, line: bytes, sig: bytes) -> bool:
     """A leaf's line as signed by relay_wire.sign with its key (only the leaf and the cockpit
-    hold it); `keyed`: keyed_mac(key), left as it is."""
+    hold it); `keyed`: keyed_mac(key), left as it is. Every relayed line of the fleet comes
+    here: keyed BLAKE2b, in C, ~0.9 µs a line on the 2-core box where HMAC-SHA256 took ~1.4."""
     mac = keyed.copy()
     mac.update(b"%d " % counter)
     mac.update(line)
-    return hmac.compare_digest(mac.hexdigest()[:SIG_HEX].encode(), sig)
+    return hmac.compare_digest(mac.hexdigest().encode(), sig)
 
 
 @dataclass(slots=True)
@@ -111,7 +112,7 @@ class Leaf:
     stream: StreamProcess | None = None
     transport: Transport | None = None
     key: bytes | None = None  # this assignment's signing key
-    keyed: tuple[bytes, hmac.HMAC] | None = None  # (key, its HMAC state), made on first use
+    keyed: tuple[bytes, hashlib.blake2b] | None = None  # (key, its MAC state), made on first use
     counter: int = 0  # the last accepted line's counter (a replay is refused)
     state: str = "direct"
     since: float = 0.0  # time.time() of the last route change

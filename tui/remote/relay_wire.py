@@ -16,7 +16,7 @@ The relay knows its own key (to admit leaves) but never a leaf's key: that goes 
 cockpit to the leaf over the leaf's own SSH channel, so a hostile relay host can drop its
 leaves' lines (they then go direct) but never forge or replay one. The cockpit reads the
 relay's lines in tui/cluster/relay_plan.py (RelayHub._relay_line): its signature_ok follows the
-same rule as sign() here, from each leaf key's HMAC state (keyed_mac), and a counter not above
+same rule as sign() here, from each leaf key's MAC state (keyed_mac), and a counter not above
 the leaf's last accepted one is refused as a replay.
 """
 
@@ -27,7 +27,7 @@ import hashlib
 import hmac
 import socket
 
-SIG_HEX = 32  # a signature: the first 128 bits of HMAC-SHA256, as hex
+SIG_HEX = 32  # a signature: keyed BLAKE2b of 128 bits, as hex
 MAX_RELAY_LINE = 1 << 20  # an agent line longer than this is not relayed (it goes direct)
 CONNECT_TIMEOUT_S = 3.0
 SEND_TIMEOUT_S = 2.0  # a relay that stops reading for this long is given up (lines go direct)
@@ -39,8 +39,11 @@ def hello_token(key: bytes, index: int) -> str:
 
 
 def sign(key: bytes, counter: int, line: bytes) -> bytes:
-    """A leaf's signature of its `counter`-th line."""
-    return hmac.new(key, b"%d %s" % (counter, line), hashlib.sha256).hexdigest()[:SIG_HEX].encode()
+    """A leaf's signature of its `counter`-th line: BLAKE2b in its keyed mode, a MAC by design
+    (RFC 7693), one pass where HMAC-SHA256 takes two, and for the cockpit, which checks every
+    relayed line of a fleet, one C call in place of HMAC's Python wrapper."""
+    mac = hashlib.blake2b(b"%d %s" % (counter, line), key=key, digest_size=SIG_HEX // 2)
+    return mac.hexdigest().encode()
 
 
 class RelayLink:

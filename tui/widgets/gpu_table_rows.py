@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, compress
-from operator import add, attrgetter, is_not, itemgetter, truediv
+from operator import add, attrgetter, is_not, truediv
 from typing import NamedTuple, overload
 
 from tui.cluster.models import (
@@ -179,13 +179,11 @@ def metric_values(
 ) -> tuple[tuple[GpuSample, ...], list[float]]:
     """A sample's GPUs (ids) and each one's sort value for a metric key, as `gpu_metric` reads
     them. A delta sample's values were checked at the boundary and are its GPUs' as sent
-    (DeltaSample._rows: a JSON delta's rows, or a packed one's (columns, ...)), so they are
-    read there: a sort builds no GPU objects (at 4,096 hosts, 32,768 a sort and every re-sort
-    under load, and their collection)."""
+    (DeltaSample.column), so they are read there: a sort builds no GPU objects (at 4,096
+    hosts, 32,768 a sort and every re-sort under load, and their collection)."""
     j = _DELTA_COLUMN.get(_SORT_FIELD.get(key, ""))
     if type(sample) is DeltaSample and j is not None:
-        ids, rows = sample._base_gpus, sample._rows
-        raw = rows[0][j] if type(rows) is tuple else list(map(itemgetter(j), rows))
+        ids, raw = sample.gpu_ids, sample.column(j)
         if key == "mem":
             return ids, [
                 -1.0 if used is None or not g.memory_total_bytes else used / g.memory_total_bytes
@@ -305,8 +303,7 @@ class TableRows:
         value is there."""
         value = None
         if j is not None and type(sample) is DeltaSample:
-            rows = sample._rows
-            raw = rows[0][j] if type(rows) is tuple else [row[j] for row in rows]
+            raw = sample.column(j)
             if raw and None not in raw:
                 if key != "mem":
                     value = float(max(raw))  # float() keeps the order: max of the floats
