@@ -344,8 +344,8 @@ class TelemetryMonitor:
 
     def _ingest(self, ht: HostTelemetry, line: str) -> None:
         now = time.time()
-        if line.startswith(COMPACT_PREFIX):
-            self._ingest_compact(ht, line, now)
+        if line.startswith(COMPACT_PREFIX):  # most lines: the packed delta of every second
+            self._ingest_delta(ht, line, now, apply_compact, self._plan(ht.name))
             return
         if line.startswith(DELTA_PREFIX):
             self._ingest_delta(ht, line, now)
@@ -415,9 +415,6 @@ class TelemetryMonitor:
         if base is not None and (plan is None or plan.base is not base):
             plan = self._plans[name] = delta_plan(base)
         return plan
-
-    def _ingest_compact(self, ht: HostTelemetry, line: str, now: float) -> None:
-        self._ingest_delta(ht, line, now, apply_compact, self._plan(ht.name))
 
     def _ask_full(self, name: str, now: float) -> None:
         """The host's deltas name a base we do not hold (a full sample was lost, or refused):
