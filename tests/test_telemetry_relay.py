@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -124,8 +125,10 @@ async def test_relay_carries_the_lines_and_heals(three_hosts, tmp_path):
             await monitor.close()
 
 
-def _relay_process(key: bytes, leaves: int = 4) -> tuple[subprocess.Popen, int]:
-    argv = python_argv(sys.executable, "gpu_relay", "--bind", "127.0.0.1", "--leaves", str(leaves))
+def _relay_process(key: bytes, leaves: int = 4, *more: str) -> tuple[subprocess.Popen, int]:
+    argv = python_argv(
+        sys.executable, "gpu_relay", "--bind", "127.0.0.1", "--leaves", str(leaves), *more
+    )
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin and proc.stdout
     proc.stdin.write(key.hex().encode() + b"\n")
@@ -343,3 +346,50 @@ def test_relays_write_less_often_the_more_there_are():
         assert RELAY_FLUSH_MS <= ms <= RELAY_FLUSH_MAX_MS
         # the writes a second, all relays together, stay at the budget where the cap allows
         assert relays * 1000 / ms <= RELAY_WRITES_PER_S * 1.05 or ms == RELAY_FLUSH_MAX_MS
+
+
+def test_relays_write_at_their_own_point_of_the_interval():
+    """Relays started together write where the cockpit placed each in the interval, on the
+    wall clock (relay_phase_ms): their lines reach the cockpit one relay at a time, not in
+    one burst. Two real relays, a leaf each sending every 10 ms; a bad phase is refused."""
+    from tui.cluster.relay_plan import relay_phase_ms
+
+    assert [relay_phase_ms(200, n, 4) for n in range(4)] == [0, 50, 100, 150]
+    key, flush = os.urandom(32), 0.2
+    arrivals: dict[int, list[float]] = {0: [], 100: []}
+    procs, links, threads = [], [], []
+    try:
+        for phase in arrivals:
+            proc, port = _relay_process(key, 1, "--flush-ms", "200", "--phase-ms", str(phase))
+            procs.append(proc)
+            links.append(RelayLink("127.0.0.1", port, 0, hello_token(key, 0), os.urandom(32)))
+
+            def read(proc=proc, got=arrivals[phase]) -> None:
+                assert proc.stdout is not None
+                while proc.stdout.readline():
+                    got.append(time.time())
+
+            threads.append(threading.Thread(target=read, daemon=True))
+            threads[-1].start()
+        for _ in range(150):  # 1.5 s
+            for link in links:
+                link.send('{"type":"sample"}')
+            time.sleep(0.01)
+        time.sleep(0.3)
+    finally:
+        for link in links:
+            link.close()
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    for phase, times in arrivals.items():
+        assert len(times) > 100, (phase, len(times))
+        # where in the interval each line came, as a distance from the relay's phase
+        late = sorted((t - phase / 1000) % flush for t in times)
+        assert late[len(late) // 2] < 0.06, (phase, late[len(late) // 2])  # the median
+    bad = subprocess.run(
+        python_argv(sys.executable, "gpu_relay", "--bind", "127.0.0.1", "--leaves", "1",
+                    "--flush-ms", "100", "--phase-ms", "100"),
+        input=key.hex() + "\n", capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--phase-ms must be 0..flush-ms - 1" in bad.stderr
