@@ -61,6 +61,7 @@ STATS = {
     "connections": 0,
     "real_execs": 0,
     "replayed": 0,
+    "emulated": 0,  # commands answered here as the program would (_tcp_connect)
     "relays": 0,
     "relayed_lines": 0,
 }
@@ -421,6 +422,9 @@ async def _exec_real(process: asyncssh.SSHServerProcess, command: str, cache: bo
         process.stderr.write("simhosts: Ray is never started or stopped on this machine\n")
         process.exit(126)
         return
+    if cache and "verl-tui: can this host open a TCP connection" in command:
+        await _tcp_connect(process, command)
+        return
     if cache and ("verl-tui host probe" in command or "verl-tui: py-spy stack dumps" in command):
         # Real hosts run their probe on their own CPUs, in parallel; here they would all share
         # this machine's. The first host's answer stands for every host's.
@@ -437,6 +441,28 @@ async def _exec_real(process: asyncssh.SSHServerProcess, command: str, cache: bo
         process.exit(status)
         return
     await _run_here(process, capture=False)
+
+
+async def _tcp_connect(process: asyncssh.SSHServerProcess, command: str) -> None:
+    """tui/remote/tcp_connect.py's connect, done here as that program does it (its answer:
+    exit 0, or exit 1 and the reason on stdout). Every host runs it (`check`'s GCS reach
+    from each worker), each on its own CPU: here 1,024 Python start-ups were ~40 s of the
+    simulators' CPU on the device, the bench's bottleneck, and not the cockpit's cost."""
+    STATS["emulated"] += 1
+    try:
+        address, port, timeout = shlex.split(command)[-3:]
+        _reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(address, int(port)), float(timeout)
+        )
+        writer.close()
+        status = 0
+    except asyncio.TimeoutError:
+        process.stdout.write("timed out\n")
+        status = 1
+    except (OSError, ValueError) as exc:
+        process.stdout.write(f"{getattr(exc, 'strerror', None) or exc or type(exc).__name__}\n")
+        status = 1
+    process.exit(status)
 
 
 async def _run_here(process: asyncssh.SSHServerProcess, capture: bool) -> tuple[str, str, int]:

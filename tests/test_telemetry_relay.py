@@ -354,7 +354,7 @@ def test_relays_write_at_their_own_point_of_the_interval():
     one burst. Two real relays, a leaf each sending every 10 ms; a bad phase is refused."""
     from tui.cluster.relay_plan import relay_phase_ms
 
-    assert [relay_phase_ms(200, n, 4) for n in range(4)] == [0, 50, 100, 150]
+    assert [relay_phase_ms(200, n, 32) for n in range(6)] == [0, 50, 100, 150, 0, 50]
     key, flush = os.urandom(32), 0.2
     arrivals: dict[int, list[float]] = {0: [], 100: []}
     procs, links, threads = [], [], []

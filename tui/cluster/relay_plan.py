@@ -47,6 +47,7 @@ RELAY_FLUSH_MS = 50
 # (relay_flush_ms). 160: 1,024 hosts' 8 relays at RELAY_FLUSH_MS, p95 225 ms on the device.
 RELAY_WRITES_PER_S = 160
 RELAY_FLUSH_MAX_MS = 250  # 4,096 hosts: 32 relays at 200 ms (their goal: p95 ≤ 500 ms)
+RELAY_PHASES = 4  # the points of the interval relays write at (relay_phase_ms)
 # A relayed host's silence is found by the quiet check below (a missed sample), not by this:
 # it only keeps an idle link's NAT and firewall state, as ssh's ServerAliveInterval 60 does.
 RELAYED_KEEPALIVE_S = 60.0
@@ -81,11 +82,13 @@ def relay_flush_ms(relays: int) -> int:
 
 
 def relay_phase_ms(flush_ms: int, number: int, relays: int) -> int:
-    """Where in each flush interval relay `number` of `relays` writes (gpu_relay's
-    --phase-ms, on the hosts' wall clock): spread evenly, so the cockpit takes one relay's
-    lines at a time. Started together, 32 relays wrote within a few ms of each other: a
-    burst of ~800 lines (~40 ms of the device's CPU) that a key press waited behind."""
-    return flush_ms * number // max(relays, 1)
+    """Where in each flush interval relay `number` writes (gpu_relay's --phase-ms, on the
+    hosts' wall clock): one of RELAY_PHASES points spread over the interval, relays taking
+    them in turn. Relays started together wrote within a few ms of each other: at 4,096
+    hosts a burst of ~800 lines (~30 ms of the device's CPU) that a key press waited behind.
+    Not a point per relay: the cockpit's loop would wake for each write, and writes that
+    come together are taken in one turn (a phase per relay cost 1,024 hosts 40 % more CPU)."""
+    return flush_ms * (number % RELAY_PHASES) // RELAY_PHASES
 
 
 def hello_token(key: bytes, index: int) -> str:
