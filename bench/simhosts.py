@@ -363,7 +363,6 @@ async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
     try:
         leaves = int(words[words.index("--leaves") + 1])
         flush_ms = int(words[words.index("--flush-ms") + 1]) if "--flush-ms" in words else 100
-        phase_ms = int(words[words.index("--phase-ms") + 1]) if "--phase-ms" in words else 0
         key = bytes.fromhex((await process.stdin.readline()).strip())
     except (ValueError, IndexError):
         process.exit(2)
@@ -378,8 +377,7 @@ async def _relay(process: asyncssh.SSHServerProcess, command: str) -> None:
 
     watcher = asyncio.create_task(watch_stdin())
     out = process.stdout
-    phase = [phase_ms / 1000] if phase_ms else []  # (an A/B's base tree's relay takes none)
-    relay = Relay(key, leaves, lambda data: out.write(data.decode()), flush_ms / 1000, *phase)
+    relay = Relay(key, leaves, lambda data: out.write(data.decode()), flush_ms / 1000)
 
     def ready(port: int) -> None:
         out.write(json.dumps({"type": "relay", "address": "127.0.0.1", "port": port}) + "\n")

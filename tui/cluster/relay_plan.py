@@ -27,6 +27,7 @@ import json
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,7 +48,6 @@ RELAY_FLUSH_MS = 50
 # (relay_flush_ms). 160: 1,024 hosts' 8 relays at RELAY_FLUSH_MS, p95 225 ms on the device.
 RELAY_WRITES_PER_S = 160
 RELAY_FLUSH_MAX_MS = 250  # 4,096 hosts: 32 relays at 200 ms (their goal: p95 ≤ 500 ms)
-RELAY_PHASES = 4  # the points of the interval relays write at (relay_phase_ms)
 # A relayed host's silence is found by the quiet check below (a missed sample), not by this:
 # it only keeps an idle link's NAT and firewall state, as ssh's ServerAliveInterval 60 does.
 RELAYED_KEEPALIVE_S = 60.0
@@ -61,6 +61,9 @@ RELAY_SHORT_RUN_S = 30.0
 RELAY_RETRY_MAX_S = 120.0
 MAX_RELAY_LINE = (1 << 20) + 256  # an agent line (relay_wire.MAX_RELAY_LINE) and its prefix
 SIG_HEX = 32  # relay_wire.SIG_HEX
+# Relayed lines taken in one loop turn (_drain): ~2 ms of the device's CPU at a time, so a key
+# press or a frame waits for one slice of a tick's lines, not for all of them.
+DRAIN_LINES = 64
 
 
 def relay_groups(inventory: Inventory) -> list[tuple[Host, ...]]:
@@ -79,16 +82,6 @@ def relay_flush_ms(relays: int) -> int:
     RELAY_WRITES_PER_S writes a second in all, longer above (to RELAY_FLUSH_MAX_MS)."""
     spread = round(1000 * relays / RELAY_WRITES_PER_S)
     return min(RELAY_FLUSH_MAX_MS, max(RELAY_FLUSH_MS, spread))
-
-
-def relay_phase_ms(flush_ms: int, number: int, relays: int) -> int:
-    """Where in each flush interval relay `number` writes (gpu_relay's --phase-ms, on the
-    hosts' wall clock): one of RELAY_PHASES points spread over the interval, relays taking
-    them in turn. Relays started together wrote within a few ms of each other: at 4,096
-    hosts a burst of ~800 lines (~30 ms of the device's CPU) that a key press waited behind.
-    Not a point per relay: the cockpit's loop would wake for each write, and writes that
-    come together are taken in one turn (a phase per relay cost 1,024 hosts 40 % more CPU)."""
-    return flush_ms * (number % RELAY_PHASES) // RELAY_PHASES
 
 
 def hello_token(key: bytes, index: int) -> str:
@@ -172,6 +165,9 @@ class RelayHub:
         self._deliver, self._note, self._route_shown = deliver, note, route_shown
         self._tasks: list[asyncio.Task] = []
         self._retry_scanned = 0.0  # check_quiet's last look at the hosts off their relay
+        # Relayed lines waiting for _drain, in arrival order, and its scheduled call.
+        self._pending: deque[tuple[RelayGroup, str]] = deque()
+        self._draining: asyncio.Handle | None = None
 
     def __bool__(self) -> bool:
         return bool(self.groups)
@@ -187,6 +183,10 @@ class RelayHub:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._draining is not None:
+            self._draining.cancel()
+            self._draining = None
+        self._pending.clear()
 
     # -- the leaves (called by the monitor) ---------------------------------------------------
 
@@ -273,6 +273,25 @@ class RelayHub:
                     self._assign(group, leaf)
 
     # -- the relay's output -------------------------------------------------------------------
+
+    def _take(self, group: RelayGroup, line: str) -> None:
+        """A relay's line, from the transport's receive path: checked and ingested by _drain
+        in slices of DRAIN_LINES, each slice its own loop turn. The relays write at the same
+        ticks (fewest wake-ups of the cockpit): at 4,096 hosts ~800 lines a tick, ~30 ms of
+        the device's CPU that a key press would otherwise wait behind whole."""
+        self._pending.append((group, line))
+        if self._draining is None:
+            self._draining = asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        pending, relay_line = self._pending, self._relay_line
+        try:
+            for _ in range(min(DRAIN_LINES, len(pending))):
+                relay_line(*pending.popleft())
+        except Exception:  # a bug must not stop the relays' lines: the rest go on
+            log.exception("relayed line")
+        finally:
+            self._draining = asyncio.get_running_loop().call_soon(self._drain) if pending else None
 
     def _relay_line(self, group: RelayGroup, line: str) -> None:
         """One line of the relay's stdout: `<index> <counter> <sig> <agent line>`, or JSON."""
@@ -371,15 +390,13 @@ class RelayHub:
             return False
         group.key, group.error, group.port = secrets.token_bytes(32), None, None
         group.listening.clear()
-        # Each relay writes at its own point of the interval (relay_phase_ms).
-        phase = relay_phase_ms(self.flush_ms, group.number, len(self.groups))
         argv = python_argv(
             host.python, "gpu_relay", "--bind", host.node_ip, "--leaves", str(len(group.leaves)),
-            "--flush-ms", str(self.flush_ms), "--phase-ms", str(phase), site=False,
+            "--flush-ms", str(self.flush_ms), site=False,
         )  # fmt: skip
         try:
             stream = await transport.stream(
-                argv, max_line=MAX_RELAY_LINE, on_line=lambda line: self._relay_line(group, line)
+                argv, max_line=MAX_RELAY_LINE, on_line=lambda line: self._take(group, line)
             )
         except TransportError as exc:
             self._note(host.name, f"relay: {exc}")

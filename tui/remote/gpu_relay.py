@@ -40,9 +40,8 @@ class Relay:
     """The relay's state; `write` takes the bytes for stdout (the in-process simulator in
     bench/simhosts.py passes its SSH channel's writer)."""
 
-    def __init__(self, key, leaves, write, flush_s=0.1, phase_s=0.0):
+    def __init__(self, key, leaves, write, flush_s=0.1):
         self.key, self.max_leaves, self.write, self.flush_s = key, leaves, write, flush_s
-        self.phase_s = phase_s % flush_s
         self.tokens = {}  # index -> expected hello token, computed on first use
         self.connected = {}  # index -> the leaf's writer
         self.buf, self.size = [], 0
@@ -116,13 +115,11 @@ class Relay:
         return (json.dumps(stats, separators=(",", ":")) + "\n").encode()
 
     def next_write(self, now):
-        """The first wall-clock time after `now` that is phase_s past a multiple of flush_s.
-        The cockpit gives its relays phases spread over the interval: their writes then
-        reach it one after another, not all at once (a burst a key press would wait behind),
-        whenever each relay started; hosts' clocks agree to well within an interval."""
-        flush, margin = self.flush_s, min(0.005, self.flush_s / 4)
-        ticks = math.floor((now + margin - self.phase_s) / flush) + 1
-        return ticks * flush + self.phase_s
+        """The first multiple of flush_s after `now` on the wall clock: a cockpit's relays
+        write at the same ticks however they started (hosts' clocks agree to well within
+        an interval), so it wakes once a tick for all of them, not once a relay."""
+        flush = self.flush_s
+        return (math.floor((now + min(0.005, flush / 4)) / flush) + 1) * flush
 
     async def pump(self, stop):
         """Write what was gathered at each next_write, and the stats every STATS_EVERY_S."""
@@ -169,12 +166,9 @@ def main(argv=None):
     parser.add_argument("--bind", required=True, help="the address leaves connect to")
     parser.add_argument("--leaves", type=int, required=True, help="leaf indexes: 0..N-1")
     parser.add_argument("--flush-ms", type=int, default=100, help="ms between writes")
-    parser.add_argument("--phase-ms", type=int, default=0, help="writes at this ms past ticks")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not 1 <= args.leaves <= 65536 or not 10 <= args.flush_ms <= 5000:
         parser.error("--leaves must be 1..65536 and --flush-ms 10..5000")
-    if not 0 <= args.phase_ms < args.flush_ms:
-        parser.error("--phase-ms must be 0..flush-ms - 1")
     try:
         key = bytes.fromhex(sys.stdin.buffer.readline().decode("ascii").strip())
     except ValueError:
@@ -198,9 +192,7 @@ def main(argv=None):
             loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(target=watch_stdin, daemon=True).start()
-        relay = Relay(
-            key, args.leaves, _stdout_write, args.flush_ms / 1000.0, args.phase_ms / 1000.0
-        )
+        relay = Relay(key, args.leaves, _stdout_write, args.flush_ms / 1000.0)
 
         def ready(port):
             _emit({"type": "relay", "address": args.bind, "port": port, "pid": os.getpid()})
