@@ -27,7 +27,6 @@ import json
 import logging
 import secrets
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -61,9 +60,6 @@ RELAY_SHORT_RUN_S = 30.0
 RELAY_RETRY_MAX_S = 120.0
 MAX_RELAY_LINE = (1 << 20) + 256  # an agent line (relay_wire.MAX_RELAY_LINE) and its prefix
 SIG_HEX = 32  # relay_wire.SIG_HEX
-# Relayed lines taken in one loop turn (_drain): ~2 ms of the device's CPU at a time, so a key
-# press or a frame waits for one slice of a tick's lines, not for all of them.
-DRAIN_LINES = 64
 
 
 def relay_groups(inventory: Inventory) -> list[tuple[Host, ...]]:
@@ -165,9 +161,6 @@ class RelayHub:
         self._deliver, self._note, self._route_shown = deliver, note, route_shown
         self._tasks: list[asyncio.Task] = []
         self._retry_scanned = 0.0  # check_quiet's last look at the hosts off their relay
-        # Relayed lines waiting for _drain, in arrival order, and its scheduled call.
-        self._pending: deque[tuple[RelayGroup, str]] = deque()
-        self._draining: asyncio.Handle | None = None
 
     def __bool__(self) -> bool:
         return bool(self.groups)
@@ -183,10 +176,6 @@ class RelayHub:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self._draining is not None:
-            self._draining.cancel()
-            self._draining = None
-        self._pending.clear()
 
     # -- the leaves (called by the monitor) ---------------------------------------------------
 
@@ -273,25 +262,6 @@ class RelayHub:
                     self._assign(group, leaf)
 
     # -- the relay's output -------------------------------------------------------------------
-
-    def _take(self, group: RelayGroup, line: str) -> None:
-        """A relay's line, from the transport's receive path: checked and ingested by _drain
-        in slices of DRAIN_LINES, each slice its own loop turn. The relays write at the same
-        ticks (fewest wake-ups of the cockpit): at 4,096 hosts ~800 lines a tick, ~30 ms of
-        the device's CPU that a key press would otherwise wait behind whole."""
-        self._pending.append((group, line))
-        if self._draining is None:
-            self._draining = asyncio.get_running_loop().call_soon(self._drain)
-
-    def _drain(self) -> None:
-        pending, relay_line = self._pending, self._relay_line
-        try:
-            for _ in range(min(DRAIN_LINES, len(pending))):
-                relay_line(*pending.popleft())
-        except Exception:  # a bug must not stop the relays' lines: the rest go on
-            log.exception("relayed line")
-        finally:
-            self._draining = asyncio.get_running_loop().call_soon(self._drain) if pending else None
 
     def _relay_line(self, group: RelayGroup, line: str) -> None:
         """One line of the relay's stdout: `<index> <counter> <sig> <agent line>`, or JSON."""
@@ -396,7 +366,7 @@ class RelayHub:
         )  # fmt: skip
         try:
             stream = await transport.stream(
-                argv, max_line=MAX_RELAY_LINE, on_line=lambda line: self._take(group, line)
+                argv, max_line=MAX_RELAY_LINE, on_line=lambda line: self._relay_line(group, line)
             )
         except TransportError as exc:
             self._note(host.name, f"relay: {exc}")

@@ -17,12 +17,10 @@ import asyncio
 import contextlib
 import hmac
 import json
-import math
 import os
 import signal
 import sys
 import threading
-import time
 
 from tui.remote.relay_wire import MAX_RELAY_LINE, SIG_HEX, hello_token
 
@@ -114,21 +112,13 @@ class Relay:
         }
         return (json.dumps(stats, separators=(",", ":")) + "\n").encode()
 
-    def next_write(self, now):
-        """The first multiple of flush_s after `now` on the wall clock: a cockpit's relays
-        write at the same ticks however they started (hosts' clocks agree to well within
-        an interval), so it wakes once a tick for all of them, not once a relay."""
-        flush = self.flush_s
-        return (math.floor((now + min(0.005, flush / 4)) / flush) + 1) * flush
-
     async def pump(self, stop):
-        """Write what was gathered at each next_write, and the stats every STATS_EVERY_S."""
+        """Write what was gathered every flush_s, and the stats every STATS_EVERY_S."""
         loop = asyncio.get_running_loop()
         next_stats = loop.time() + STATS_EVERY_S
         while not stop.is_set():
-            now = time.time()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.next_write(now) - now)
+                await asyncio.wait_for(stop.wait(), self.flush_s)
             data = self.take()
             if loop.time() >= next_stats:
                 data += self.stats_line()
