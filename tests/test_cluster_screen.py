@@ -104,14 +104,26 @@ async def test_idle_hot_and_full_are_flagged(gpu_env):
         assert "hosts 2/2 up" in text and "GPUs 8" in text
 
 
-async def test_filter_sort_reverse(gpu_env):
+async def test_filter_sort_reverse(gpu_env, monkeypatch):
+    from tui.screens import cluster
+
     app = make_app()
     async with app.run_test(size=(150, 40)) as pilot:
         table = app.screen.query_one(GpuTable)
         await wait_for(pilot, lambda: len(table.rows) == 10)
+        await wait_for(pilot, lambda: "hosts 2/2 up" in visible_text(app), 3.0)
+        # A sort or filter key changes the summary's words, not its count of the fleet (that
+        # follows the samples, once a second): the keys do not walk every host again.
+        counted = []
+        tally = cluster.fleet_tally
+        monkeypatch.setattr(cluster, "fleet_tally", lambda hosts: counted.append(1) or tally(hosts))
         await pilot.press("slash")
         await pilot.press(*"beta")
         assert {r.host for r in table.rows} == {"beta"}
+        assert "filter “beta”" in visible_text(app) and "hosts 2/2 up" in visible_text(app)
+        keys_counted = len(counted)
+        await wait_for(pilot, lambda: len(counted) > keys_counted, 3.0)  # the samples' recount
+        assert keys_counted <= 1  # at most the once-a-second recount fell among the 5 keys
         await pilot.press("enter")
         assert table.has_focus and table.filter_text == "beta"
         await pilot.press("escape")
@@ -184,7 +196,7 @@ def test_summary_adds_each_hosts_cached_totals():
     that reported one; a host's totals are computed once per sample."""
     from tui.cluster.models import GpuSample, HostSample, HostTelemetry, TelemetryState
     from tui.transport.types import HostState, LinkStatus
-    from tui.widgets.summary import summary_text
+    from tui.widgets.summary import fleet_tally, summary_text
 
     def host(name: str, gpus: list[GpuSample], link: HostState = HostState.UP) -> HostTelemetry:
         ht = HostTelemetry(name, LinkStatus(name, link), state=TelemetryState.OK)
@@ -216,7 +228,7 @@ def test_summary_adds_each_hosts_cached_totals():
         "b": host("b", [GpuSample(0, util_percent=40, memory_total_bytes=80 * gib, power_w=400)]),
         "c": host("c", [GpuSample(0, util_percent=99)], HostState.UNREACHABLE),  # not up
     }
-    text = summary_text("x", hosts, "name", False, "").plain
+    text = summary_text("x", fleet_tally(hosts), "name", False, "").plain
     assert "hosts 2/3 up" in text and "1 with problems" in text
     assert "GPUs 3" in text and "util 60%" in text  # (80 + 40) / 2: the None util is skipped
     assert "memory 11/240 GiB" in text and "power 1.0 kW" in text

@@ -19,7 +19,7 @@ from tui.screens.error import ReportsWorkerFailures
 from tui.widgets.details import DetailsPane, gpu_details, host_details
 from tui.widgets.footer import KeysFooter
 from tui.widgets.gpu_table import GpuTable, column_header
-from tui.widgets.summary import ClusterSummary, summary_text
+from tui.widgets.summary import ClusterSummary, FleetTally, fleet_tally, summary_text
 
 if TYPE_CHECKING:
     from tui.transport.fleet import Fleet
@@ -85,6 +85,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         self.insecure = insecure
         self._summary_at = 0.0
         self._summary_pending = False
+        self._tally: FleetTally | None = None  # the summary's last count of the fleet
         self._ray_shown: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -139,7 +140,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         roles = {h: ("head" if i == 0 else "worker") for i, h in enumerate(self.roles)}
         self.table.ray_label = lambda host: view.host_label(host, roles.get(host, "?"))
         self.table.refresh()
-        self._refresh_summary()
+        self._refresh_summary(fleet=False)
 
     def _ray_summary(self) -> tuple[str, str] | None:
         view = self.ray_view
@@ -155,12 +156,16 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
             return "not running (u starts it)", "dim"
         return "?", "dim"
 
-    def _refresh_summary(self) -> None:
+    def _refresh_summary(self, fleet: bool = True) -> None:
+        """The summary line; `fleet`: the hosts changed (count them again), else only the
+        sort, filter or Ray words did (the last count stands: at most a second old)."""
         if not self.is_mounted:  # a trailing timer firing while the app shuts down
             return
         t = self.table
-        self._summary_at = time.monotonic()
-        self._summary_pending = False
+        if fleet or self._tally is None:
+            self._tally = fleet_tally(self.hosts)
+            self._summary_at = time.monotonic()
+            self._summary_pending = False
         # Fixed heights: new text never changes the layout, so skip the layout pass.
         # (Insecure host keys: the app's banner on every screen says it, not the summary.)
         # (query, not query_one: while the app shuts down the summary may be gone already)
@@ -169,7 +174,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
                 styled(
                     summary_text(
                         self.cluster,
-                        self.hosts,
+                        self._tally,
                         t.sort_key,
                         t.sort_reverse,
                         t.filter_text,
@@ -216,7 +221,7 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
     def set_filter(self, text: str) -> None:
         self.table.filter_text = text.strip()
         self.table.rebuild()
-        self._refresh_summary()
+        self._refresh_summary(fleet=False)
         self._refresh_details()
 
     def set_sort(self, key: str, reverse: bool | None = None) -> None:
@@ -224,12 +229,12 @@ class ClusterScreen(ReportsWorkerFailures, Screen):
         if reverse is not None:
             self.table.sort_reverse = reverse
         self.table.rebuild()
-        self._refresh_summary()
+        self._refresh_summary(fleet=False)
 
     def action_columns(self) -> None:
         self.table.toggle_columns()
         self.query_one(ColumnHeader).refresh()
-        self._refresh_summary()
+        self._refresh_summary(fleet=False)
 
     def action_sort(self) -> None:
         keys = self.table.sort_keys

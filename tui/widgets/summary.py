@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from rich.text import Text
 from textual.widgets import Static
@@ -15,14 +16,17 @@ _ANSWERING = frozenset(("up", "no NVML", "stale"))  # counted as hosts up
 _UNREMARKABLE = frozenset(("up", "connecting", "starting"))  # not counted as problems
 
 
-def summary_text(
-    cluster: str,
-    hosts: Mapping[str, HostTelemetry],
-    sort_key: str,
-    sort_reverse: bool,
-    filter_text: str,
-    ray: tuple[str, str] | None = None,
-) -> Text:
+class FleetTally(NamedTuple):
+    """What the summary adds up over every host: counted at most once a second (as the
+    samples come), not for each sort or filter key, which change only the words after it."""
+
+    hosts: int
+    up: int
+    problems: int
+    totals: GpuTotals
+
+
+def fleet_tally(hosts: Mapping[str, HostTelemetry]) -> FleetTally:
     # One pass over the hosts, adding each sample's cached totals: at 1,024 hosts walking
     # every GPU here was a quarter of the cockpit's CPU.
     up = problems = 0
@@ -35,14 +39,27 @@ def summary_text(
             problems += 1
         if state == "up" and h.latest:
             fleet.add(h.latest.totals())
+    return FleetTally(len(hosts), up, problems, fleet)
+
+
+def summary_text(
+    cluster: str,
+    tally: FleetTally,
+    sort_key: str,
+    sort_reverse: bool,
+    filter_text: str,
+    ray: tuple[str, str] | None = None,
+) -> Text:
+    """The line, from the fleet's tally (fleet_tally) and the table's sort and filter."""
+    fleet, up = tally.totals, tally.up
     used, total, power = fleet.memory_used_bytes, fleet.memory_total_bytes, fleet.power_w
 
     t = Text()
     t.append(" verl-tui ", "bold reverse")
     t.append(f"  {one_line(cluster)}  ", "bold")
-    t.append(f"hosts {up}/{len(hosts)} up", "bold green" if up == len(hosts) else "bold yellow")
-    if problems:
-        t.append(f"  {problems} with problems", "bold red")
+    t.append(f"hosts {up}/{tally.hosts} up", "bold green" if up == tally.hosts else "bold yellow")
+    if tally.problems:
+        t.append(f"  {tally.problems} with problems", "bold red")
     t.append(f"   GPUs {fleet.gpus:d}")
     if fleet.util_count:
         t.append(f"   util {fleet.util_sum / fleet.util_count:.0f}%")
