@@ -141,10 +141,11 @@ def _finish(
 
 # -- compact delta lines (agent --delta --compact; gpu_common.compact_delta) ---------------------
 # The same values as a JSON delta, packed (struct, base64): one unpack gives every number, and
-# each column (a delta metric of every GPU, then the processes' memory) is checked with min,
-# max and sum in C, where the JSON delta cost a json.loads and a Python check per value. A
-# column not accepted outright (a None, a value out of bounds) is checked value by value (_num),
-# naming the field as the JSON boundary does: delta.gpus[GPU][METRIC].
+# the whole line is checked in C (each value against its bounds, or the None mark where the
+# host's last line had one; the processes' memory with min and max), where the JSON delta cost
+# a json.loads and a Python check per value. A line not accepted outright is checked column by
+# column, then value by value (_num), naming the field as the JSON boundary does:
+# delta.gpus[GPU][METRIC].
 
 COMPACT_PREFIX = "B1 "  # gpu_common.COMPACT_PREFIX
 _NONE_INT = -(1 << 63)  # gpu_common.COMPACT_NONE_INT
@@ -156,7 +157,6 @@ _K = len(DELTA_METRICS)
 _COLUMN = {m.key: j for j, m in enumerate(DELTA_METRICS)}
 _UTIL, _USED, _POWER = _COLUMN["util_percent"], _COLUMN["memory_used_bytes"], _COLUMN["power_w"]
 _HEAD_BOUNDS = ((*SEQ, True), (*EPOCH, False), *_HOST_BOUNDS)
-(_S_LO, _S_HI), (_E_LO, _E_HI) = SEQ, EPOCH
 _HEAD_PATHS = ("delta.seq", "delta.t", "delta.host[0]", "delta.host[1]", "delta.host[2]")
 
 

@@ -428,7 +428,7 @@ class HostTelemetry:
         self._history_rows.append(utils + mems)
 
     def _history_shape(self, gpus: tuple[GpuSample, ...]) -> None:
-        """The histories' rings follow `gpus` (new rings only when their indexes changed)."""
+        """The histories' ring follows `gpus` (a new ring only when their indexes changed)."""
         index = tuple(g.index for g in gpus)
         self._history_gpus = gpus
         if index == self._history_index:

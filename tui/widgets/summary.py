@@ -57,9 +57,11 @@ def summary_text(
     t = Text()
     t.append(" verl-tui ", "bold reverse")
     t.append(f"  {one_line(cluster)}  ", "bold")
-    t.append(f"hosts {up}/{tally.hosts} up", "bold green" if up == tally.hosts else "bold yellow")
+    t.append(
+        f"hosts {up:d}/{tally.hosts:d} up", "bold green" if up == tally.hosts else "bold yellow"
+    )
     if tally.problems:
-        t.append(f"  {tally.problems} with problems", "bold red")
+        t.append(f"  {tally.problems:d} with problems", "bold red")
     t.append(f"   GPUs {fleet.gpus:d}")
     if fleet.util_count:
         t.append(f"   util {fleet.util_sum / fleet.util_count:.0f}%")
