@@ -140,6 +140,30 @@ async def test_filter_sort_reverse(gpu_env, monkeypatch):
         assert table.sort_key == "name"
 
 
+async def test_the_filter_box_opens_over_the_screen_moving_nothing(gpu_env):
+    """The filter box opens above the keys' footer on a layer of its own: the table keeps its
+    size and place while it opens and closes (no layout, no whole table drawn again), and
+    the box covers neither the table's rows nor the footer while it is open."""
+    from textual.widgets import Input
+
+    from tui.widgets.footer import KeysFooter
+
+    app = make_app()
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        await wait_for(pilot, lambda: len(table.rows) == 10)
+        before = table.region
+        await pilot.press("slash")
+        box = app.screen.query_one("#filter", Input)
+        await wait_for(pilot, lambda: box.has_focus and box.region.height == 3)
+        footer = app.screen.query_one(KeysFooter).region
+        assert table.region == before
+        assert box.region.bottom == footer.y and not box.region.overlaps(table.region)
+        await pilot.press(*"alpha", "enter")
+        await wait_for(pilot, lambda: table.has_focus and not box.display)
+        assert table.region == before and {r.host for r in table.rows} == {"alpha"}
+
+
 async def test_state_change_reaches_screen(gpu_env):
     """A GPU going busy on the host shows up in the table within a few samples."""
     app = make_app()
