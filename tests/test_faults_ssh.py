@@ -235,8 +235,11 @@ async def test_run_and_first_line_deadlines_end_the_command(hosts, tmp_path):
         with pytest.raises(CommandTimeout, match="gave no answer in 2 s"):
             await quiet.finished()
         await quiet.close()
+        # (the deadline twice CT: a loaded box took over CT to start the command and say a)
         talking = await node1.stream(
-            ["sh", "-c", f"echo a; sleep {CT + 1:g}; echo b"], on_line=got.append, first_line=CT
+            ["sh", "-c", f"echo a; sleep {2 * CT + 1:g}; echo b"],
+            on_line=got.append,
+            first_line=2 * CT,
         )
         await talking.finished()  # b comes after the first-line deadline: a disarmed it
         await talking.close()
