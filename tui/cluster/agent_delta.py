@@ -160,30 +160,21 @@ _HEAD_BOUNDS = ((*SEQ, True), (*EPOCH, False), *_HOST_BOUNDS)
 _HEAD_PATHS = ("delta.seq", "delta.t", "delta.host[0]", "delta.host[1]", "delta.host[2]")
 
 
+@functools.lru_cache(maxsize=256)  # bounded: a hostile host's ever-new shapes
 def _ranges(n: int, marks: frozenset[int]) -> tuple[tuple, tuple]:
     """Each value's bounds in a packed line's head and columns for `n` GPUs (lows, highs), or
     the None mark at positions `marks`: one all(map(le, ...)) each way checks a whole line in
     C. Shared by every plan of the same shape (a fleet has a few)."""
-    key = (n, marks)
-    got = _RANGES.get(key)
-    if got is None:
-        bounds = [*_HEAD_BOUNDS, *(b for b in _BOUNDS for _ in range(n))]
-        lows, highs = [], []
-        for at, (lo, hi, integral) in enumerate(bounds):
-            if at in marks:
-                lo = hi = _NONE_INT if integral else _NONE_FLOAT
-            elif integral:  # int against int: the faster comparison
-                lo, hi = int(lo), int(hi)
-            lows.append(lo)
-            highs.append(hi)
-        if len(_RANGES) >= _RANGES_MAX:  # a hostile host's ever-new shapes stay bounded
-            _RANGES.clear()
-        got = _RANGES[key] = (tuple(lows), tuple(highs))
-    return got
-
-
-_RANGES: dict[tuple[int, frozenset[int]], tuple[tuple, tuple]] = {}
-_RANGES_MAX = 256
+    bounds = [*_HEAD_BOUNDS, *(b for b in _BOUNDS for _ in range(n))]
+    lows, highs = [], []
+    for at, (lo, hi, integral) in enumerate(bounds):
+        if at in marks:
+            lo = hi = _NONE_INT if integral else _NONE_FLOAT
+        elif integral:  # int against int: the faster comparison
+            lo, hi = int(lo), int(hi)
+        lows.append(lo)
+        highs.append(hi)
+    return tuple(lows), tuple(highs)
 
 
 @dataclass(slots=True)
@@ -245,17 +236,12 @@ def delta_plan(base: HostSample) -> DeltaPlan:
 # check then reads a few objects warm in the cache instead of thousands of copies cold (at
 # 4,096 hosts that was ~a tenth of a relayed line). Each cache is bounded against a hostile
 # host's ever-new shapes.
-_SHARED_MAX = 4096
-_SHARED: dict[tuple, tuple] = {}
 
 
+@functools.lru_cache(maxsize=4096)
 def _shared(value: tuple) -> tuple:
-    got = _SHARED.get(value)
-    if got is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        got = _SHARED[value] = value
-    return got
+    """The first of equal tuples (the cache hands back the one it keeps)."""
+    return value
 
 
 @functools.lru_cache(maxsize=256)
@@ -296,6 +282,11 @@ def _unmarked(values: tuple, integral: bool) -> Sequence:
     """A checked column's values, its None marks None."""
     mark = _NONE_INT if integral else _NONE_FLOAT
     return [None if v == mark else v for v in values] if mark in values else values
+
+
+def _unmarked_columns(values: tuple, plan: DeltaPlan) -> list[Sequence]:
+    """The columns of a line the whole-line check took, its None marks None."""
+    return [_unmarked(values[c[0]], c[3]) for c in plan.columns]
 
 
 def apply_compact(
@@ -360,7 +351,7 @@ def _apply_packed(
         delta._hist = hist
     else:
         seq, t, cpu, load1, mem_used = (None if v in _MARKS else v for v in values[:_HEAD])
-        cols = [_unmarked(values[c[0]], c[3]) for c in plan.columns]
+        cols = _unmarked_columns(values, plan)
     pmem: Sequence[Any] | None = values[_HEAD + _K * n :]
     if not pmem or (min(pmem) >= _B_LO and max(pmem) <= _B_HI):
         pmem = None  # as sent: read again from the bytes if needed
@@ -528,10 +519,7 @@ def _column_totals(
 def _columns(rows: tuple) -> Sequence[Sequence]:
     """A compact delta's checked columns, None where the agent sent none (DeltaSample._rows)."""
     data, cols, _pmem, plan = rows
-    if cols is None:
-        values = plan.layout.unpack(data)
-        cols = [_unmarked(values[c[0]], c[3]) for c in plan.columns]
-    return cols
+    return _unmarked_columns(plan.layout.unpack(data), plan) if cols is None else cols
 
 
 def _packed_column(rows: tuple, j: int) -> Sequence:
