@@ -11,8 +11,12 @@ and its shapes. Pure Python: no app, no hosts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import weakref
+
+import pytest
 
 from tui.cluster.agent_delta import apply_compact, apply_delta, delta_plan
 from tui.cluster.agent_schema import parse_line
@@ -196,3 +200,37 @@ def test_row_index_ranks_a_hosts_gpus_once_when_read():
     assert rows[1] == Row("a", 7) and calls == [0]  # ranked once
     assert list(rows) == [Row("a"), Row("a", 7), Row("a", 5), Row("b"), Row("c"), Row("c", 2)]
     assert calls == [0, 2] and rows.index(Row("c", 2)) == 5
+
+
+class _Tracked(HostSample):
+    """A sample a weak reference can follow (to see when the table lets go of it)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _tracked(seq: int, rng: random.Random) -> _Tracked:
+    sample = parse_line(json.dumps(_record(seq, rng, 4, ["NVIDIA H200"] * 4)), 0.0).sample
+    assert sample is not None
+    return _Tracked(**{f.name: getattr(sample, f.name) for f in dataclasses.fields(HostSample)})
+
+
+@pytest.mark.parametrize("key", ["name", "util", "state"])
+def test_a_key_does_not_free_the_samples_the_frames_replaced(key):
+    """The samples the last build read are let go at the next telemetry frame (prepare), not
+    in the next key's build: freeing a fleet's worth of them was a good part of a sort key."""
+    rng = random.Random(5)
+    table = TableRows(_gpu_metric)
+    hosts = {f"n{i}": HostTelemetry(f"n{i}", LinkStatus(f"n{i}", HostState.UP)) for i in range(6)}
+    for ht in hosts.values():
+        ht.record(_tracked(1, rng))
+    table.build(hosts, key, False, "", set())
+    for seq in range(2, 5):
+        read = [weakref.ref(ht.latest) for ht in hosts.values() if ht.latest is not None]
+        for ht in hosts.values():  # a frame: new samples, read ahead by the table
+            ht.record(_tracked(seq, rng))
+        table.prepare(hosts.values(), key)
+        built = table.build(hosts, key, False, "", set())  # a key
+        assert len(built.rows) == 6 * 5
+        assert all(r() is not None for r in read), "freed in the key's build"
+        table.prepare([], key)  # the next frame
+        assert all(r() is None for r in read), "still held after the next frame"
