@@ -126,7 +126,7 @@ def _up_timed(hosts: str, down: str) -> dict:
         "names_down_host": bool(named),
         "started_ray": any("ray start" in ln for ln in lines)
         and not any("refused" in ln or "not starting" in ln for ln in lines),
-        "message": named,
+        "message": named or [ln.strip() for ln in lines[-3:]],  # else how it ended
     }
 
 
