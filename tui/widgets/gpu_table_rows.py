@@ -455,18 +455,6 @@ class TableRows:
         # this key's time: the frames have replaced most of them since, and freeing ~4,000
         # samples was 3 ms of a sort key at 4,096 hosts on the 2-core box.
         retired = (self._samples, self._last)
-        self._last = self._build(hosts, key, reverse, filter_text, collapsed)
-        self._retired = retired
-        return self._last
-
-    def _build(
-        self,
-        hosts: Mapping[str, HostTelemetry],
-        key: str,
-        reverse: bool,
-        filter_text: str,
-        collapsed: Collection[str],
-    ) -> Built:
         names, hts, samples = self._columns(hosts, key)
         by_metric = key not in ("name", "state")
         needle = filter_text.lower()
@@ -529,8 +517,6 @@ class TableRows:
                         shown = picked[(idx, k.texts)] = tuple([idx[p] for p in positions])
                     gpus.append(shown)
         hosts_shown = list(map(names.__getitem__, src))
-        if not by_metric:
-            return Built(RowIndex(hosts_shown, gpus), *shapes)
         gpu_metric, descending = self._gpu_metric, not reverse
 
         def rank(h: int) -> tuple[int, ...]:
@@ -540,4 +526,6 @@ class TableRows:
             values = metric_values(sample, key, gpu_metric)[1]
             return RankedGpus(k.idx, values, None if kept is None else kept[h], descending).ranked()
 
-        return Built(RowIndex(hosts_shown, gpus, rank), *shapes)
+        self._retired = retired
+        self._last = Built(RowIndex(hosts_shown, gpus, rank if by_metric else None), *shapes)
+        return self._last
