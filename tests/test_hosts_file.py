@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -160,6 +161,40 @@ def test_example_file_in_the_repo_loads():
     assert [h.name for h in inv.hosts] == ["node1", "node2", "login"]
     assert inv.host("node2").ssh.port == 2222 and inv.host("login").transport == "local"
     assert inv.telemetry.interval == 1.0
+
+
+def _schema_keys(model: type, seen: set[type] | None = None) -> set[str]:
+    """Every key a hosts.yaml model and the models inside it take (their fields' aliases)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    seen = set() if seen is None else seen
+    seen.add(model)
+    keys: set[str] = set()
+    for name, info in model.model_fields.items():
+        keys.add(info.alias or name)
+        pending = [info.annotation]
+        while pending:
+            kind = pending.pop()
+            pending.extend(typing.get_args(kind))
+            if isinstance(kind, type) and issubclass(kind, BaseModel) and kind not in seen:
+                keys |= _schema_keys(kind, seen)
+    return keys
+
+
+def test_every_hosts_yaml_key_is_in_the_example_file():
+    """docs/hosts-yaml.md says every key, with its default, is in hosts.example.yaml (which
+    the page embeds): a key added to the schema without its line there fails here."""
+    from tui.config.hosts import HostsFileModel
+
+    text = (Path(__file__).parents[1] / "hosts.example.yaml").read_text()
+    keys = _schema_keys(HostsFileModel)
+    assert {"keepalive_interval", "stall", "startup_s", "exec", "webhook"} <= keys  # it walks
+    missing = sorted(
+        k for k in keys if not re.search(rf"(^|[\s{{,])#?\s*{re.escape(k)}:", text, re.M)
+    )
+    assert not missing, f"hosts.example.yaml lacks {missing}"
 
 
 def test_a_node_ip_ray_reports_names_its_host_and_a_loopback_host_takes_its_own_address():
