@@ -18,6 +18,7 @@ import pytest
 from test_notify import Hook
 
 from tui.config.hosts import load_inventory
+from tui.config.notify import DEFAULT_EVENTS
 from tui.config.notify import FORMATS as CONFIG_FORMATS
 from tui.config.yamlfile import ConfigError
 from tui.supervisor.events import Decision
@@ -317,7 +318,7 @@ def test_the_documented_examples_load(tmp_path):
     inv = load_inventory(hosts_yaml(tmp_path, uncommented))
     assert inv.notify is not None
     assert [(t.format, t.events) for t in inv.notify][:2] == [
-        ("slack", ("job-end", "job-failed", "retry", "queue-start")),
+        ("slack", DEFAULT_EVENTS),  # the example's list is the default, as it says
         ("ntfy", ("job-failed",)),
     ]
     assert inv.notify[2].command == ("/usr/local/bin/page-me", "--channel", "rl")
