@@ -172,6 +172,15 @@ def test_check_warns_on_values_known_only_at_run_time(tmp_path: Path) -> None:
     assert shell_references("`hostname`-$RANK-${A:-b}") == ["`hostname`", "RANK", "A"]
 
 
+def test_env_options_take_their_argument_and_keep_the_assignments_after_them() -> None:
+    """`env -u NAME X=1 python3 -m …`: -u takes NAME; X=1 is still the job's environment."""
+    script = CORPUS / "47_env_unset_then_assignments.sh"
+    r = import_script(script.read_text(), source=str(script), cwd=str(script.parent))
+    assert r.profile.runtime_env.env_vars == {"VLLM_USE_V1": "1", "NCCL_DEBUG": "WARN"}
+    skipped = [u.text for u in r.unmapped if "env option" in u.reason]
+    assert skipped == ["-u CUDA_VISIBLE_DEVICES", "--unset HIP_VISIBLE_DEVICES"]
+
+
 def test_check_cli_counts_every_refused_key(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     script = CORPUS / "34_many_bad_keys.sh"
     out = tmp_path / "p.yaml"

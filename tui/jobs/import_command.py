@@ -80,6 +80,8 @@ _RAY_SUBMIT_VALUE_OPTS = {
 }
 _RAY_SUBMIT_FLAGS = {"--no-wait", "-v", "--verbose"}
 _WRAPPERS = {"nohup": "nohup", "exec": "exec", "time": "time", "command": "command"}
+# GNU env's options that take the next word as their argument (`env -u NAME`, `-C DIR`).
+_ENV_OPTS_WITH_ARG = frozenset(("-u", "--unset", "-C", "--chdir", "-S", "--split-string"))
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ class CommandReader(Expander):
         j = 0
         while j < len(args):
             w = args[j]
-            flag = self.expand(w, record=False).text
+            flag = "" if _script_args(w) else self.expand(w, record=False).text
             if flag in _CONFIG_FLAGS and j + 1 < len(args):  # `--config-name NAME`
                 self._config_flag(flag, args[j + 1])
                 j += 2
@@ -330,11 +332,22 @@ class CommandReader(Expander):
                     ASSIGN.match(prefix[j].unquoted_prefix)
                     or (prefix[j].literal or "").startswith("-")
                 ):
+                    opt = prefix[j].literal or ""
                     if ASSIGN.match(prefix[j].unquoted_prefix):
                         self._prefix_env(cmd, prefix[j])
+                    elif opt in _ENV_OPTS_WITH_ARG and j + 1 < len(prefix):
+                        # `env -u NAME X=1 cmd`: NAME is the option's, not a command
+                        self.skip(
+                            prefix[j].line,
+                            self._src(prefix[j].start, prefix[j + 1].end),
+                            "env option: not imported",
+                        )
+                        j += 1
                     else:
                         self.skip(prefix[j].line, prefix[j].raw, "env option: not imported")
                     j += 1
+                    if opt == "--":
+                        break
                 continue
             if ASSIGN.match(w.unquoted_prefix):
                 self._prefix_env(cmd, w)  # `ray job submit -- X=1 python3 …`: Ray uses a shell
@@ -402,6 +415,9 @@ class CommandReader(Expander):
         out: list[Word] = []
         for w in words:
             before = len(out)
+            if self.positional is None and _script_args(w):
+                out.append(w)  # kept as written: _argument says what it passes through
+                continue
             out.extend(self.fields([w]))
             ps = [p for p in w.pieces if p.kind != "lit" or p.text]
             if len(ps) == 1 and ps[0].op == "index" and (ps[0].arg or "").strip() in ("@", "*"):
@@ -515,7 +531,7 @@ class CommandReader(Expander):
         self.skip(w.line, shown, why)
 
     def _argument(self, w: Word) -> None:
-        if len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in ("@", "*"):
+        if _script_args(w):
             self.skip(
                 w.line,
                 w.raw,
@@ -589,6 +605,11 @@ def strip_prefix(w: Word, n: int) -> Word:
     rest = first.text[n:]
     pieces = ([Piece("lit", rest)] if rest else []) + w.pieces[1:]
     return Word(pieces, w.raw[n:], w.line, w.start + n, w.end)
+
+
+def _script_args(w: Word) -> bool:
+    """`"$@"` / `$*` alone: the arguments the script itself was given."""
+    return len(w.pieces) == 1 and w.pieces[0].kind == "special" and w.pieces[0].name in ("@", "*")
 
 
 def _rejected(build: Any) -> str | None:

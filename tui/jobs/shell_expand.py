@@ -37,6 +37,12 @@ class Assumed:
     why: str
 
 
+_NO_SCRIPT_ARGS = (
+    "the script's own arguments: imported as run without any "
+    "(what is given when it runs is not in the profile)"
+)
+
+
 @dataclass
 class Var:
     value: str | None  # None: not resolvable
@@ -207,6 +213,11 @@ class Expander:
                 line, p.text, sub.text, f"script argument ${p.name} not given: its default is used"
             )
             return sub.text
+        if p.kind == "special" and p.op is None and p.name in ("@", "*", "#"):
+            # The script's own arguments: imported as run without any (as `${1:-x}` is).
+            value = "0" if p.name == "#" else ""
+            self._assume(line, p.text, value, _NO_SCRIPT_ARGS)
+            return value
         if p.kind == "special":
             label = p.text
             out.unresolved.append(label)
@@ -405,9 +416,12 @@ class Expander:
                 p.kind == "special"
                 and p.op is None
                 and (p.name == "@" or (p.name == "*" and not p.quoted))
-                and self.positional is not None
             ):
-                var = Var(None, "the function's arguments", self.positional)
+                if self.positional is not None:
+                    var = Var(None, "the function's arguments", self.positional)
+                else:  # "$@" of the script: no fields at all, not one empty one
+                    self._assume(w.line, p.text, "", _NO_SCRIPT_ARGS)
+                    var = Var(None, "the script's arguments", [])
             if var is not None and var.items is not None:
                 emit()
                 elems = self.fields(var.items)

@@ -210,6 +210,9 @@ class Lexer:
             if c == "\\" and self.text.startswith("\\\n", self.i):
                 self._continuation()
                 continue
+            if c == "\\" and self.i + 1 == self.n:  # the script's last character: bash
+                self.i += 1  # drops it (a continuation into nothing), no word
+                continue
             if c == "#":
                 self._comment()
                 continue
@@ -356,6 +359,9 @@ class Lexer:
                     continue
                 if not self.fragment and self.text[self.i + 1 : self.i + 2] in (" ", "\t"):
                     self._escaped_blank()
+                if self.i + 1 >= self.n and not self.fragment:  # bash drops a backslash at
+                    self.i += 1  # the very end of the script (a continuation into nothing)
+                    continue
                 buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
                 self.i += 2
                 continue

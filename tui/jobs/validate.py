@@ -62,29 +62,32 @@ def _compose(
     config_name: str | None = None,
     config_path: str | None = None,
     unknown: dict[str, str] | None = None,
-) -> tuple[dict[str, Any] | None, list[str], list[Problem]]:
+) -> tuple[dict[str, Any] | None, list[str], list[Problem], set[str]]:
     """Compose, dropping an override that fails and retrying, so every bad key is reported.
-    A key in `unknown` (its value is shell text known only when the script runs) that fails is
-    a warning naming what it waits for, not an error."""
+    A key in `unknown` (its value is shell text known only when the script runs) whose value
+    fails is a warning naming what it waits for, not an error; a key that verl's config does
+    not have is an error whatever its value (returned last: those keys' values are moot)."""
     unknown = unknown or {}
     problems: list[Problem] = []
+    wrong_keys: set[str] = set()
     current = list(overrides)
     for _ in range(MAX_COMPOSE_RETRIES):
         try:
             result = compose_detailed(current, config_name, config_path)
         except ComposeError as exc:
             key = (exc.key or "").lstrip("+~")
-            if key in unknown:
+            if key in unknown and not exc.about_key:
                 problems.append(unknown_problem(key, unknown[key]))
             else:
                 problems.append(Problem(exc.key, exc.message))
+                wrong_keys.add(key)
             if exc.key in ("config_name", "config_path"):
-                return None, current, problems
+                return None, current, problems, wrong_keys
             drop = [o for o in current if exc.key and override_key(o) == exc.key.lstrip("+~")]
             if not drop:  # the failing key is inside a value (a mapping): find its override
                 drop = [o for o in current if exc.key and exc.key.startswith(override_key(o) + ".")]
             if not drop:
-                return None, current, problems
+                return None, current, problems, wrong_keys
             current = [o for o in current if o not in drop[:1]]
             continue
         for key in result.unresolved:
@@ -92,7 +95,7 @@ def _compose(
                 problems.append(
                     Problem(key, "its ${…} interpolation does not resolve: kept as text", "warn")
                 )
-        return result.config, current, problems
+        return result.config, current, problems, wrong_keys
     problems.append(
         Problem(
             None,
@@ -100,7 +103,7 @@ def _compose(
             f"{MAX_COMPOSE_RETRIES} refused keys (fix the keys above and check again)",
         )
     )
-    return None, current, problems
+    return None, current, problems, wrong_keys
 
 
 def unknown_problem(key: str, refs: str) -> Problem:
@@ -189,9 +192,10 @@ def check_profile(
         config_name, config_path = entry_config(profile.entrypoint, config_name, config_path)
     except ComposeError as exc:
         return Report([Problem(exc.key, exc.message)], None)
-    config, used, compose_problems = _compose(  # SchemaError: verl missing
+    config, used, compose_problems, wrong_keys = _compose(  # SchemaError: verl missing
         all_overrides, config_name, config_path, unknown
     )
+    unknown = {k: v for k, v in unknown.items() if k not in wrong_keys}
     if unknown_config:  # keys of the unknown config may be missing from verl's own
         compose_problems = [Problem(p.key, p.message, "warn") for p in compose_problems]
     notes = [] if unknown_config else _config_notes(profile, config_name, config_path)

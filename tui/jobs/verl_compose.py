@@ -29,11 +29,15 @@ from tui.jobs.verl_select import (
 
 
 class ComposeError(SchemaError, title="override does not compose"):
-    """One override does not compose; ``key`` names it (None when it cannot be told)."""
+    """One override does not compose; ``key`` names it (None when it cannot be told).
+    ``about_key``: the key itself is wrong (not in verl's config, a '+' on a key that exists),
+    whatever its value: a profile check says so even where the value is known only when the
+    launch script runs."""
 
-    def __init__(self, key: str | None, message: str):
+    def __init__(self, key: str | None, message: str, about_key: bool = False):
         self.key = key
         self.message = message
+        self.about_key = about_key
         super().__init__(f"{key}: {message}" if key else message)
 
 
@@ -299,7 +303,7 @@ def compose_cfg(
             if err.key and o.key_or_group.lstrip("+~").startswith(err.key + ".")
         ]
         if len(longer) == 1 and err.message.startswith("not a key"):
-            err = ComposeError(longer[0], unknown_key_message(longer[0], keys))
+            err = ComposeError(longer[0], unknown_key_message(longer[0], keys), True)
         raise err
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -593,20 +597,20 @@ def _compose_error(
     if inner and key and key.lstrip("+~").startswith(inner + "."):
         inner = key.lstrip("+~")  # the override names the missing key more precisely
     if inner and "not in struct" in text:
-        return ComposeError(inner, unknown_key_message(inner, keys))
+        return ComposeError(inner, unknown_key_message(inner, keys), True)
     for pattern, kind in _PATTERNS:
         m = pattern.search(text)
         if not m:
             continue
         found = next(g for g in m.groups() if g)
         if kind == "unknown":
-            return ComposeError(found, unknown_key_message(found, keys))
+            return ComposeError(found, unknown_key_message(found, keys), True)
         if kind == "exists":
-            return ComposeError(found, "already a key in verl's config: drop the leading '+'")
+            return ComposeError(found, "already a key in verl's config: drop the leading '+'", True)
         if kind == "option":
             return ComposeError(found.split("/")[0], f"no config '{found}' in verl's config groups")
     if key and isinstance(exc, ValueError) and "int()" in text:
-        return ComposeError(key, "not a key in verl's config (a list index must be a number)")
+        return ComposeError(key, "not a key in verl's config (a list index must be a number)", True)
     return ComposeError(key or inner, _first_line(exc))
 
 
