@@ -179,6 +179,12 @@ def test_env_options_take_their_argument_and_keep_the_assignments_after_them() -
     assert r.profile.runtime_env.env_vars == {"VLLM_USE_V1": "1", "NCCL_DEBUG": "WARN"}
     skipped = [u.text for u in r.unmapped if "env option" in u.reason]
     assert skipped == ["-u CUDA_VISIBLE_DEVICES", "--unset HIP_VISIBLE_DEVICES"]
+    # Behind a launcher (srun and its options), dropped: the environment after env stays.
+    script = CORPUS / "50_launcher_then_env.sh"
+    r = import_script(script.read_text(), source=str(script), cwd=str(script.parent))
+    assert r.profile.runtime_env.env_vars == {"HF_HOME": "/data/hf", "VLLM_USE_V1": "1"}
+    launcher = [u.text for u in r.unmapped if "launcher prefix" in u.reason]
+    assert launcher == ["srun --overlap --nodes=1 --ntasks=1 --container-name=verl"]
 
 
 def test_check_cli_counts_every_refused_key(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -168,3 +168,88 @@ def test_missing_custom_config_is_one_problem_naming_the_field() -> None:
     report = check_profile(p)
     assert report.config is None
     assert [e.key for e in report.errors] == ["config_path"]
+
+
+@pytest.mark.parametrize(
+    ("cond", "args"),
+    [
+        ("[[ $# -gt 0 ]]", ""),
+        ("[ $# -gt 0 ]", "a"),
+        ('[ "$#" -ne 0 ]', ""),
+        ('[[ -n "$1" ]]', ""),
+        ("[[ -z $1 ]]", "x"),
+        ('[ "$1" != "" ]', ""),
+        ("[[ $1 == -* ]]", "--lr"),
+        ('[[ $1 == "-*" ]]', "-x"),  # quoted: text, not a pattern
+        ("[[ $# -gt 0 && -n $1 ]]", "y"),
+        ("[[ -z $1 || $# -gt 5 ]]", ""),
+        ("[[ $# -gt 5 || -n $1 && $1 != -h ]]", "-h"),
+        ("[[ ! -n $1 ]]", ""),
+        ("test $# -ge 1", ""),
+    ],
+)
+def test_a_loops_test_is_judged_as_bash_judges_it(cond: str, args: str) -> None:
+    """bash's verdict on the test, with arguments and without, against shell_test.judge on the
+    words the importer reads (run without arguments: only that case is judged)."""
+    from tui.jobs.shell_lexer import Lexer
+    from tui.jobs.shell_parse import parse
+    from tui.jobs.shell_test import judge, test_operands
+
+    for given in ("", args):
+        out = subprocess.run(
+            ["bash", "-c", f"if {cond}; then echo yes; else echo no; fi", "x", *given.split()],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        bash = out.stdout.strip() == "yes"
+        if given:
+            continue  # the import reads the script as run without arguments only
+        lexer = Lexer(f"while {cond}; do :; done\n", 1)
+        head = parse(lexer.run(), lexer.notes)[0]
+        words = []
+        for w in head.words[1:]:
+            text = "" if w.raw in ('"$1"', "$1") else "0" if w.raw in ("$#", '"$#"') else w.literal
+            kind = "op" if w.raw in ("&&", "||") else "quoted" if w.raw.startswith('"') else "plain"
+            words.append((text, kind))
+        parsed = test_operands(words)
+        assert parsed is not None, cond
+        assert judge(*parsed) is bash, cond
+
+
+def test_what_it_does_not_judge_is_unknown() -> None:
+    from tui.jobs.shell_test import judge
+
+    assert judge([("(", "op"), ("x", "plain"), (")", "op")], True) is None  # a group
+    assert judge([("-d", "plain"), ("/tmp", "plain")], False) is None  # a file test
+    assert judge([(None, "plain"), ("-gt", "plain"), ("0", "plain")], True) is None
+    assert judge([("a", "plain"), ("-o", "plain"), ("b", "plain")], False) is None
+    assert judge([("x", "plain"), ("-gt", "plain"), ("0", "plain")], False) is None  # not int
+
+
+def test_case_patterns_are_not_commands() -> None:
+    """`case` clauses' patterns (`-b|--bs)`, `(fast)`, `*)`, one on the header's line) are
+    not read as commands; the clauses' commands are, inside the case statement."""
+    from tui.jobs.shell_lexer import Lexer
+    from tui.jobs.shell_parse import parse
+
+    text = (
+        'case "$1" in\n  -b|--bs) BS="$2"; shift 2 ;;\n  (fast) T=1 ;;&\n'
+        "  --x)\n    X=1\n    ;;\n  *) exit 1 ;;\nesac\ncase $T in 1) Y=2;; esac\necho done\n"
+    )
+    lexer = Lexer(text, 1)
+    cmds = parse(lexer.run(), lexer.notes)
+    got = [(c.words[0].raw, [e[0] for e in c.enclosing]) for c in cmds if c.words]
+    assert got == [
+        ("case", []),
+        ('BS="$2"', ["case"]),
+        ("shift", ["case"]),
+        ("T=1", ["case"]),
+        ("X=1", ["case"]),
+        ("exit", ["case"]),
+        ("esac", ["case"]),
+        ("case", []),
+        ("Y=2", ["case"]),
+        ("esac", ["case"]),
+        ("echo", []),
+    ]

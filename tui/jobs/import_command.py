@@ -358,12 +358,21 @@ class CommandReader(Expander):
                 self.skip(w.line, lit, f"{lit}: dropped (not needed for a Ray job)")
                 j += 1
                 continue
+            # `srun … env X=1 python3 -m …`: the launcher goes, the environment it hands the
+            # command is still the job's (read from the last `env` of the prefix on).
+            env_at = max(
+                (e for e in range(j + 1, len(prefix)) if prefix[e].literal == "env"), default=0
+            )
+            if env_at:
+                rest = self._src(w.start, prefix[env_at - 1].end)
             self.skip(
                 w.line,
                 rest,
                 "launcher prefix: dropped (verl-tui runs the job through Ray on its hosts)",
             )
-            return
+            if not env_at:
+                return
+            j = env_at
 
     def _interpreter(
         self, cmd: Cmd, words: list[Word], k: int, args_at: int, is_python: bool = True

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.import_command import CommandReader, Mapped
-from tui.jobs.shell_expand import Var
+from tui.jobs.shell_expand import NO_SCRIPT_ARGS, Var
 from tui.jobs.shell_lexer import MAX_NESTING, Lexer, ScriptLimitError, Word
 from tui.jobs.shell_parse import Cmd, parse, pipelines
+from tui.jobs.shell_test import Operand, judge, test_operands
 
 # Bounds of one import, whatever the script nests: real launch scripts run a few hundred
 # commands; the reader takes ~0.1 ms a command, so these end a hostile script in seconds.
@@ -95,11 +96,50 @@ class FlowReader(CommandReader):
                 end = i + 1
                 while end < len(pipes) and key in pipes[end][0].enclosing:
                     end += 1
-                if self._unroll(head, loop[0], loop[1], pipes[i + 1 : end]):
+                name, items = loop
+                if items is None:  # `for NAME; do`: over the script's (or function's) arguments
+                    if self.positional is None:
+                        self._assume(head.line, f"for {name}", "", NO_SCRIPT_ARGS)
+                    items = list(self.positional or [])
+                if self._unroll(head, name, items, pipes[i + 1 : end]):
                     i = end
                     continue
+            kind = head.words[0].literal if head.words else None
+            if kind in ("while", "until") and self._never_runs(head, kind):
+                key = (kind, head.line)
+                end = i + 1
+                while end < len(pipes) and key in pipes[end][0].enclosing:
+                    end += 1
+                i = end
+                continue
             self._pipeline(pipes[i])
             i += 1
+
+    def _never_runs(self, head: Cmd, kind: str) -> bool:
+        """A `while` whose test is false (an `until`'s true) with the script run without
+        arguments, as the import reads it: the argument-parsing loop (`while [[ $# -gt 0 ]];
+        do case $1 in …`), whose body then sets nothing. Said in the report when so."""
+        words: list[Operand] = []
+        with self.without_arguments():
+            for w in head.words[1:]:
+                if w.raw in ("&&", "||", "(", ")"):  # made by the parser inside [[ ]]
+                    words.append((w.raw, "op"))
+                else:
+                    quoted = any(p.quoted for p in w.pieces)
+                    words.append((self._known_text(w), "quoted" if quoted else "plain"))
+        parsed = None if head.redirs else test_operands(words)
+        if parsed is None:
+            return False
+        result = judge(*parsed)
+        if result is not (kind == "until"):
+            return False
+        self.skip(
+            head.line,
+            self._src(head.start, head.end),
+            f"{kind} loop: its test is {str(result).lower()} with the script run without "
+            "arguments (as the import reads it), so it never runs and sets nothing",
+        )
+        return True
 
     def _pipeline(self, pipe: list[Cmd]) -> None:
         if self._shells or self._sourcing or self._unrolled:  # the script's own: ≤ 1 MiB
@@ -149,7 +189,7 @@ class FlowReader(CommandReader):
             head.line,
             self._src(head.start, head.end),
             f"loop over {len(values)} value(s): read pass by pass, as bash runs it"
-            + (f" ({shown})" if len(shown) <= 60 else ""),
+            + (f" ({shown})" if shown and len(shown) <= 60 else ""),
         )
         key = ("for", head.line)
         self._unrolled.add(key)
@@ -329,11 +369,12 @@ class FlowReader(CommandReader):
 _FUNCTION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_:.-]*)\s*(?:\(\s*\))?")
 
 
-def _for_loop(cmd: Cmd) -> tuple[str, list[Word]] | None:
-    """(NAME, WORDS) of a `for NAME in WORDS` header; None for any other command."""
+def _for_loop(cmd: Cmd) -> tuple[str, list[Word] | None] | None:
+    """(NAME, WORDS) of a `for NAME in WORDS` header, (NAME, None) of `for NAME` (over the
+    arguments); None for any other command."""
     w = cmd.words
-    if len(w) >= 3 and w[0].literal == "for" and w[2].literal == "in":
+    if len(w) >= 2 and w[0].literal == "for" and (len(w) == 2 or w[2].literal == "in"):
         name = w[1].literal or ""
         if name.isidentifier():
-            return name, list(w[3:])
+            return name, list(w[3:]) if len(w) > 2 else None
     return None

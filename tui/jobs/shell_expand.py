@@ -6,8 +6,10 @@ directory it runs from) is reported as Assumed.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tui.jobs.shell_lexer import (
@@ -37,7 +39,8 @@ class Assumed:
     why: str
 
 
-_NO_SCRIPT_ARGS = (
+_ARGS = frozenset("123456789")
+NO_SCRIPT_ARGS = (
     "the script's own arguments: imported as run without any "
     "(what is given when it runs is not in the profile)"
 )
@@ -74,6 +77,7 @@ class Expander:
         self.var_notes: dict[str, str] = {}
         self.assumed: list[Assumed] = []
         self._record = True
+        self._no_arguments = False  # the script's $1…$9 read as not given (without_arguments)
         self._from_pwd = False  # a value was built on $(pwd) / $PWD
         self._depth = 0  # expansions open inside each other (${X:-${Y:-…}}, arrays)
         self.script_path: str | None = None  # $0 / ${BASH_SOURCE[0]} (None: not known)
@@ -99,6 +103,17 @@ class Expander:
             self._unresolved_seen.add(name)
             self.unresolved.append(name)
             self.var_notes[name] = note
+
+    @contextlib.contextmanager
+    def without_arguments(self) -> Iterator[None]:
+        """Inside: the script's own $1 … $9 are "" (it runs without arguments, as the import
+        reads it). For judging a loop's test, never for a value that lands in the profile:
+        there an argument the script needs stays unknown."""
+        saved, self._no_arguments = self._no_arguments, self.positional is None
+        try:
+            yield
+        finally:
+            self._no_arguments = saved
 
     # -- expansion ----------------------------------------------------------------------------
     def expand(self, word: Word, *, record: bool = True) -> Expanded:
@@ -213,10 +228,12 @@ class Expander:
                 line, p.text, sub.text, f"script argument ${p.name} not given: its default is used"
             )
             return sub.text
+        if self._no_arguments and p.kind == "special" and p.op is None and p.name in _ARGS:
+            return ""  # a test on $1…$9, the script run without arguments (shell_test.py)
         if p.kind == "special" and p.op is None and p.name in ("@", "*", "#"):
             # The script's own arguments: imported as run without any (as `${1:-x}` is).
             value = "0" if p.name == "#" else ""
-            self._assume(line, p.text, value, _NO_SCRIPT_ARGS)
+            self._assume(line, p.text, value, NO_SCRIPT_ARGS)
             return value
         if p.kind == "special":
             label = p.text
@@ -420,7 +437,7 @@ class Expander:
                 if self.positional is not None:
                     var = Var(None, "the function's arguments", self.positional)
                 else:  # "$@" of the script: no fields at all, not one empty one
-                    self._assume(w.line, p.text, "", _NO_SCRIPT_ARGS)
+                    self._assume(w.line, p.text, "", NO_SCRIPT_ARGS)
                     var = Var(None, "the script's arguments", [])
             if var is not None and var.items is not None:
                 emit()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from tui.jobs.shell_lexer import Op, Redir, Token, Unmapped, Word
+from tui.jobs.shell_lexer import Op, Piece, Redir, Token, Unmapped, Word
 
 
 @dataclass
@@ -35,6 +35,7 @@ OPENERS = {
     "{": "}",
 }
 CLOSERS = {"fi", "done", "esac", "}"}
+CASE_ENDS = {";;", ";&", ";;&"}  # what ends a case clause (the next pattern follows)
 _PREFIX_KEYWORDS = {"then", "do", "else", "!", "time"}
 COMPOUND_NAMES = {
     "if": "conditional",
@@ -59,9 +60,12 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
     notes = sorted(notes, key=lambda n: n.line)
     note_lines = [n.line for n in notes]
     in_array = False  # inside NAME=( … ) (newlines do not end the command there)
+    # In a case statement where a clause's pattern comes (`a|b)`, after `case W in` and after
+    # each `;;`): its words are the pattern, not a command.
+    case_pattern = False
 
     def close(sep: str) -> None:
-        nonlocal in_array
+        nonlocal in_array, case_pattern
         if not cur:
             return
         words = [t for t in cur if isinstance(t, Word)]
@@ -100,8 +104,10 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         head = cmd.words[0].literal if cmd.words else None
         if head in OPENERS:
             stack.append((head, cmd.line))
+            case_pattern = head == "case"
         elif head in CLOSERS and stack:
-            stack.pop()
+            if stack.pop()[0] == "case":
+                case_pattern = False
             if head == "}" and stack and stack[-1][0] == "function":
                 stack.pop()
         # A note on the line after the command may say why it ended there (a comment or a
@@ -114,6 +120,44 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         in_array = False
 
     for k, tok in enumerate(tokens):
+        if (
+            isinstance(tok, Op)
+            and tok.text == ")"
+            and not in_array
+            and cur
+            and isinstance(cur[0], Word)
+            and cur[0].literal == "case"
+        ):
+            at = next(
+                (i for i, t in enumerate(cur) if isinstance(t, Word) and t.literal == "in"), 0
+            )
+            if 2 <= at < len(cur) - 1:  # `case $1 in --lr) …`: the first pattern on its line
+                del cur[at + 1 :]
+                close("\n")
+                case_pattern = False
+                continue
+        if isinstance(tok, Op) and tok.text in ("&&", "||", "(", ")") and _in_test(cur):
+            # Inside `[[ … ]]` these join and group its tests: words of the command, which
+            # goes on (tui/jobs/shell_test.py judges them).
+            cur.append(Word([Piece("lit", tok.text)], tok.text, tok.line, tok.start, tok.end))
+            continue
+        in_case = bool(stack) and stack[-1][0] == "case"
+        if in_case and not case_pattern and isinstance(tok, Op) and tok.text in CASE_ENDS:
+            close(tok.text)
+            case_pattern = True
+            continue
+        if in_case and case_pattern:
+            if isinstance(tok, Word) and tok.literal == "esac" and not cur:
+                case_pattern = False  # the statement ends: `esac` closes it below
+            elif isinstance(tok, Op) and tok.text == ")":
+                cur.clear()  # the pattern: `*)`, `--lr|-l)`
+                case_pattern = False
+                continue
+            elif isinstance(tok, Op) and tok.text in ("|", "(", "\n"):
+                continue  # between a pattern's words, its optional `(`, blank lines
+            elif isinstance(tok, Word):
+                cur.append(tok)
+                continue
         if isinstance(tok, Op):
             if tok.text == "(":
                 prev = cur[-1] if cur else None
@@ -150,6 +194,14 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         cur.append(tok)
     close("")
     return cmds
+
+
+def _in_test(cur: list[Token]) -> bool:
+    """Whether the command read so far has opened a `[[` it has not closed."""
+    for t in reversed(cur):
+        if isinstance(t, Word) and t.literal in ("[[", "]]"):
+            return t.literal == "[["
+    return False
 
 
 def pipelines(cmds: list[Cmd]) -> list[list[Cmd]]:
