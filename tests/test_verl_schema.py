@@ -302,6 +302,20 @@ def test_unknown_key_names_the_closest(override: str, key: str, closest: str) ->
     assert f"did you mean {closest}?" in err.value.message
 
 
+def test_the_closest_key_is_never_the_configs_plumbing() -> None:
+    """`_target_` sits beside most of verl's blocks: as close to `n_agent` as a real key, it
+    was offered as the fix; a key the user spelt with a leading underscore can still get one."""
+    from tui.jobs.verl_compose import base_keys, closest_key
+
+    for key in ("actor_rollout_ref.rollout.n_agent", "critic.model.tager", "data.target"):
+        near = closest_key(key)
+        assert near is None or not near.rpartition(".")[2].startswith("_"), (key, near)
+    if "actor_rollout_ref.rollout._target_" in base_keys():
+        assert closest_key("actor_rollout_ref.rollout._targt_") == (
+            "actor_rollout_ref.rollout._target_"
+        )
+
+
 def test_critic_fsdp_config_rename_is_named() -> None:
     with pytest.raises(ComposeError) as err:
         compose(["critic.model.fsdp_config.param_offload=true"])

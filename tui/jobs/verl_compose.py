@@ -678,6 +678,8 @@ def closest_key(key: str, keys: Iterable[str] | None = None) -> str | None:
     key = key.lstrip("+~")
     pool = list(keys) if keys is not None else list(base_keys())
     parent, _, leaf = key.rpartition(".")
+    if not leaf.startswith("_"):  # `_target_` and the like: the config's plumbing, not a guess
+        pool = [k for k in pool if not k.rpartition(".")[2].startswith("_")]
     siblings = {k.rpartition(".")[2]: k for k in pool if k.rpartition(".")[0] == parent}
     close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
     if close:
