@@ -343,6 +343,14 @@ CASES = [
         [f"{M}.path=Qwen/Qwen2.5-7B"],
         "warn",
     ),
+    Case(  # an imported script's ${MODEL_PATH:-} with the variable unset
+        "empty model path",
+        f"{M}.path",
+        [f"{M}.path=''"],
+        [f"{M}.path=Qwen/Qwen2.5-7B"],
+    ),
+    Case("empty training files", "data.train_files", ["data.train_files=' '"], []),
+    Case("empty validation files", "data.val_files", ["data.val_files=''"], [], "warn"),
     Case(
         "legacy reward block ignored",
         "custom_reward_function",

@@ -521,6 +521,11 @@ def _trainer_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
     for key, value in PLACEHOLDERS.items():
         if c.get(key) == value:
             out.append(Problem(key, "still verl's placeholder default: set your own", "warn"))
+        elif isinstance(c.get(key), str) and not c.get(key).strip():
+            # An imported script's `${MODEL_PATH:-}` with the variable unset, a blank field.
+            what = "the model (a Hugging Face id or a folder)" if "model" in key else "the files"
+            level: Level = "warn" if key == "data.val_files" else "error"
+            out.append(Problem(key, f"empty: set {what}", level))
     if c.as_str("trainer.v1.trainer_mode") == "separate_async":
         tbs, mini = c.as_int("data.train_batch_size"), c.as_int(f"{A}.ppo_mini_batch_size")
         step = c.as_int("trainer.v1.separate_async.parameter_sync_step")

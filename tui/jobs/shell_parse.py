@@ -101,6 +101,8 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             if cmd.words[0].literal == "{":
                 stack.append(("{", cmd.words[0].line))
             cmd.words = cmd.words[1:]
+            if cmd.words:  # the command's text starts after `then`, `do`, …
+                cmd.start, cmd.line = cmd.words[0].start, cmd.words[0].line
         head = cmd.words[0].literal if cmd.words else None
         if head in OPENERS:
             stack.append((head, cmd.line))
