@@ -172,6 +172,30 @@ def test_check_warns_on_values_known_only_at_run_time(tmp_path: Path) -> None:
     assert shell_references("`hostname`-$RANK-${A:-b}") == ["`hostname`", "RANK", "A"]
 
 
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [
+        ("49_argument_parsing_loop.sh", {"data.train_batch_size": 64, "trainer.total_epochs": 2}),
+        (
+            "51_case_on_a_known_word.sh",
+            {
+                "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+                "trainer.total_epochs": 2,
+                "trainer.total_training_steps": 50,
+            },
+        ),
+    ],
+)
+def test_only_what_runs_sets_values(name: str, values: dict) -> None:
+    """A loop over the script's arguments that never runs without them, a case statement on
+    a known word: the import knows every value (what bash passes, test above), none is left
+    'known only when the script runs'."""
+    script = CORPUS / name
+    r = import_script(script.read_text(), source=str(script), cwd=str(script.parent))
+    assert r.unresolved_vars == []
+    assert {k: r.profile.overrides[k] for k in values} == values
+
+
 def test_env_options_take_their_argument_and_keep_the_assignments_after_them() -> None:
     """`env -u NAME X=1 python3 -m …`: -u takes NAME; X=1 is still the job's environment."""
     script = CORPUS / "47_env_unset_then_assignments.sh"

@@ -9,6 +9,7 @@ The commands themselves are read by tui/jobs/importer.py (a subclass).
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from dataclasses import replace
@@ -105,6 +106,21 @@ class FlowReader(CommandReader):
                     i = end
                     continue
             kind = head.words[0].literal if head.words else None
+            if kind == "case" and head.patterns and not head.falls_through:
+                key = ("case", head.line)
+                end = i + 1
+                while end < len(pipes) and key in pipes[end][0].enclosing:
+                    end += 1
+                chosen = self._case_clause(head)
+                if chosen is not None:
+                    body = [p for p in pipes[i + 1 : end] if (head.line, chosen) in p[0].clauses]
+                    self._unrolled.add(key)
+                    try:
+                        self.walk(body)
+                    finally:
+                        self._unrolled.discard(key)
+                    i = end
+                    continue
             if kind in ("while", "until") and self._never_runs(head, kind):
                 key = (kind, head.line)
                 end = i + 1
@@ -140,6 +156,39 @@ class FlowReader(CommandReader):
             "arguments (as the import reads it), so it never runs and sets nothing",
         )
         return True
+
+    def _case_clause(self, head: Cmd) -> int | None:
+        """The clause a case statement runs, when its word and the patterns up to the first
+        that matches are known (the script's $1 … $9 empty: run without arguments); -1 when
+        none matches; None when not known here (then every clause is read, as before). Said in
+        the report."""
+        if len(head.words) < 3 or head.words[2].literal != "in":
+            return None
+        with self.without_arguments():
+            subject = self._known_text(head.words[1])
+            if subject is None:
+                return None
+            chosen, shown = -1, ""
+            for k, patterns in enumerate(head.patterns):
+                for w in patterns:
+                    text = self._known_text(w)
+                    if text is None or _EXTGLOB.search(text):
+                        return None
+                    quoted = any(p.quoted for p in w.pieces)
+                    if (text == subject) if quoted else fnmatch.fnmatchcase(subject, text):
+                        chosen, shown = k, w.raw
+                        break
+                if chosen >= 0:
+                    break
+        what = f"`{shown})`: only that clause is read" if chosen >= 0 else "no pattern: none runs"
+        args = any(p.kind == "special" and (p.name or "").isdigit() for p in head.words[1].pieces)
+        why = " (the script run without arguments, as the import reads it)" if args else ""
+        self.skip(
+            head.line,
+            self._src(head.start, head.end),
+            f"case statement: {subject!r} matches {what}{why}",
+        )
+        return chosen
 
     def _pipeline(self, pipe: list[Cmd]) -> None:
         if self._shells or self._sourcing or self._unrolled:  # the script's own: ≤ 1 MiB
@@ -366,6 +415,7 @@ class FlowReader(CommandReader):
         )
 
 
+_EXTGLOB = re.compile(r"[?*+@!]\(")  # bash's extglob patterns: not judged here
 _FUNCTION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_:.-]*)\s*(?:\(\s*\))?")
 
 

@@ -40,6 +40,7 @@ class Assumed:
 
 
 _ARGS = frozenset("123456789")
+_ARGS_SLICE = re.compile(r"\$\{[@*]:[0-9 ]+(:[0-9 ]+)?\}")
 NO_SCRIPT_ARGS = (
     "the script's own arguments: imported as run without any "
     "(what is given when it runs is not in the profile)"
@@ -228,6 +229,9 @@ class Expander:
                 line, p.text, sub.text, f"script argument ${p.name} not given: its default is used"
             )
             return sub.text
+        if _script_args_slice(p) and self.positional is None:  # `${@:2}`: none, as `$@`
+            self._assume(line, p.text, "", NO_SCRIPT_ARGS)
+            return ""
         if self._no_arguments and p.kind == "special" and p.op is None and p.name in _ARGS:
             return ""  # a test on $1…$9, the script run without arguments (shell_test.py)
         if p.kind == "special" and p.op is None and p.name in ("@", "*", "#"):
@@ -433,6 +437,10 @@ class Expander:
                 p.kind == "special"
                 and p.op is None
                 and (p.name == "@" or (p.name == "*" and not p.quoted))
+            ) or (
+                self.positional is None
+                and _script_args_slice(p)
+                and (p.text.startswith("${@") or not p.quoted)
             ):
                 if self.positional is not None:
                     var = Var(None, "the function's arguments", self.positional)
@@ -669,3 +677,8 @@ def _eval_int(tokens: list[str | int], line: int = 0) -> str | None:
         return str(value) if pos == len(tokens) else None
     except ValueError:
         return None
+
+
+def _script_args_slice(p: Piece) -> bool:
+    """`${@:2}` / `${*:1:3}`: a slice of the script's (or a function's) arguments."""
+    return p.kind == "var" and p.op == "complex" and bool(_ARGS_SLICE.fullmatch(p.text))

@@ -23,6 +23,12 @@ class Cmd:
     notes: list[Unmapped] = field(default_factory=list)
     array_assign: bool = False  # NAME=( … )
     arrays: list[tuple[Word, list[Word]]] = field(default_factory=list)  # (NAME=, elements)
+    # In case statements: (the statement's line, the clause's number) of each around it.
+    clauses: tuple[tuple[int, int], ...] = ()
+    # A case statement's header: each clause's pattern words, and whether a clause ends in
+    # `;&` / `;;&` (it runs on into the next: not one clause alone).
+    patterns: list[list[Word]] = field(default_factory=list)
+    falls_through: bool = False
 
 
 OPENERS = {
@@ -63,6 +69,7 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
     # In a case statement where a clause's pattern comes (`a|b)`, after `case W in` and after
     # each `;;`): its words are the pattern, not a command.
     case_pattern = False
+    cases: list[Cmd] = []  # the headers of the case statements being read, innermost last
 
     def close(sep: str) -> None:
         nonlocal in_array, case_pattern
@@ -84,6 +91,7 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             tuple(s for s in stack if s[0] != "{"),
         )
         cmd.array_assign = any(isinstance(t, Op) and t.text == "(" for t in cur)
+        cmd.clauses = tuple((c.line, len(c.patterns) - 1) for c in cases)
         items: list[Word] | None = None  # the elements of the array being read
         for k, t in enumerate(cur):
             if isinstance(t, Op) and t.text == "(":
@@ -107,9 +115,13 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         if head in OPENERS:
             stack.append((head, cmd.line))
             case_pattern = head == "case"
+            if head == "case":
+                cases.append(cmd)
         elif head in CLOSERS and stack:
             if stack.pop()[0] == "case":
                 case_pattern = False
+                if cases:
+                    cases.pop()
             if head == "}" and stack and stack[-1][0] == "function":
                 stack.pop()
         # A note on the line after the command may say why it ended there (a comment or a
@@ -134,8 +146,10 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                 (i for i, t in enumerate(cur) if isinstance(t, Word) and t.literal == "in"), 0
             )
             if 2 <= at < len(cur) - 1:  # `case $1 in --lr) …`: the first pattern on its line
+                first = [t for t in cur[at + 1 :] if isinstance(t, Word)]
                 del cur[at + 1 :]
                 close("\n")
+                cases[-1].patterns.append(first)
                 case_pattern = False
                 continue
         if isinstance(tok, Op) and tok.text in ("&&", "||", "(", ")") and _in_test(cur):
@@ -147,12 +161,16 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
         if in_case and not case_pattern and isinstance(tok, Op) and tok.text in CASE_ENDS:
             close(tok.text)
             case_pattern = True
+            if tok.text != ";;" and cases:
+                cases[-1].falls_through = True
             continue
         if in_case and case_pattern:
             if isinstance(tok, Word) and tok.literal == "esac" and not cur:
                 case_pattern = False  # the statement ends: `esac` closes it below
             elif isinstance(tok, Op) and tok.text == ")":
-                cur.clear()  # the pattern: `*)`, `--lr|-l)`
+                if cases:  # the pattern: `*)`, `--lr|-l)`
+                    cases[-1].patterns.append([t for t in cur if isinstance(t, Word)])
+                cur.clear()
                 case_pattern = False
                 continue
             elif isinstance(tok, Op) and tok.text in ("|", "(", "\n"):
