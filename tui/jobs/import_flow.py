@@ -85,18 +85,13 @@ class FlowReader(CommandReader):
                 None,
             )
             if fn is not None:  # a definition: its body runs where the function is called
-                end = i
-                while end < len(pipes) and fn in pipes[end][0].enclosing:
-                    end += 1
+                end = _body_end(pipes, i, fn)
                 self._define(fn, pipes[i:end])
                 i = end
                 continue
             loop = _for_loop(head)
             if loop is not None:
-                key = ("for", head.line)
-                end = i + 1
-                while end < len(pipes) and key in pipes[end][0].enclosing:
-                    end += 1
+                end = _body_end(pipes, i + 1, ("for", head.line))
                 name, items = loop
                 if items is None:  # `for NAME; do`: over the script's (or function's) arguments
                     if self.positional is None:
@@ -108,9 +103,7 @@ class FlowReader(CommandReader):
             kind = head.words[0].literal if head.words else None
             if kind == "case" and head.patterns and not head.falls_through:
                 key = ("case", head.line)
-                end = i + 1
-                while end < len(pipes) and key in pipes[end][0].enclosing:
-                    end += 1
+                end = _body_end(pipes, i + 1, key)
                 chosen = self._case_clause(head)
                 if chosen is not None:
                     body = [p for p in pipes[i + 1 : end] if (head.line, chosen) in p[0].clauses]
@@ -122,11 +115,7 @@ class FlowReader(CommandReader):
                     i = end
                     continue
             if kind in ("while", "until") and self._never_runs(head, kind):
-                key = (kind, head.line)
-                end = i + 1
-                while end < len(pipes) and key in pipes[end][0].enclosing:
-                    end += 1
-                i = end
+                i = _body_end(pipes, i + 1, (kind, head.line))
                 continue
             self._pipeline(pipes[i])
             i += 1
@@ -417,6 +406,15 @@ class FlowReader(CommandReader):
 
 _EXTGLOB = re.compile(r"[?*+@!]\(")  # bash's extglob patterns: not judged here
 _FUNCTION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_:.-]*)\s*(?:\(\s*\))?")
+
+
+def _body_end(pipes: list[list[Cmd]], start: int, key: tuple[str, int]) -> int:
+    """Where the compound `key` (keyword, line) ends: the first pipeline from `start` not
+    inside it."""
+    end = start
+    while end < len(pipes) and key in pipes[end][0].enclosing:
+        end += 1
+    return end
 
 
 def _for_loop(cmd: Cmd) -> tuple[str, list[Word] | None] | None:
