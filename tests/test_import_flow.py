@@ -203,6 +203,10 @@ def test_env_options_take_their_argument_and_keep_the_assignments_after_them() -
     assert r.profile.runtime_env.env_vars == {"VLLM_USE_V1": "1", "NCCL_DEBUG": "WARN"}
     skipped = [u.text for u in r.unmapped if "env option" in u.reason]
     assert skipped == ["-u CUDA_VISIBLE_DEVICES", "--unset HIP_VISIBLE_DEVICES"]
+    # -u NAME takes an exported NAME out of the job's environment, as env does.
+    text = "export A=1 B=2 C=3\nenv -u A --unset=B python3 -m verl.trainer.main_ppo x.y=1\n"
+    r = import_script(text, source="s.sh", cwd=str(CORPUS))
+    assert r.profile.runtime_env.env_vars == {"C": "3"}
     # Behind a launcher (srun and its options), dropped: the environment after env stays.
     script = CORPUS / "50_launcher_then_env.sh"
     r = import_script(script.read_text(), source=str(script), cwd=str(script.parent))

@@ -337,12 +337,19 @@ class CommandReader(Expander):
                         self._prefix_env(cmd, prefix[j])
                     elif opt in _ENV_OPTS_WITH_ARG and j + 1 < len(prefix):
                         # `env -u NAME X=1 cmd`: NAME is the option's, not a command
+                        why = "env option: not imported"
+                        name = prefix[j + 1].literal or ""
+                        if opt in ("-u", "--unset") and self.env.pop(name, None) is not None:
+                            self.env_lines.pop(name, None)
+                            why = f"env option: {name} is not in the job's environment"
                         self.skip(
-                            prefix[j].line,
-                            self._src(prefix[j].start, prefix[j + 1].end),
-                            "env option: not imported",
+                            prefix[j].line, self._src(prefix[j].start, prefix[j + 1].end), why
                         )
                         j += 1
+                    elif opt.startswith("--unset=") and self.env.pop(opt[8:], None) is not None:
+                        self.env_lines.pop(opt[8:], None)
+                        why = f"env option: {opt[8:]} is not in the job's environment"
+                        self.skip(prefix[j].line, prefix[j].raw, why)
                     else:
                         self.skip(prefix[j].line, prefix[j].raw, "env option: not imported")
                     j += 1
