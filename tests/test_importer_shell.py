@@ -253,3 +253,52 @@ def test_case_patterns_are_not_commands() -> None:
         ("esac", ["case"]),
         ("echo", []),
     ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "known"),
+    [
+        ("case b in [^a]) V=yes;; esac", True),
+        ("case 5 in [[:digit:]]) V=yes;; esac", True),
+        ('case abc in "a"*) V=yes;; esac', True),
+        ("case abc in \\*) V=yes;; esac", True),
+        ("case '*' in \\*) V=yes;; esac", True),
+        ("S=ab\ncase $S in a[b-c]|x) V=yes;; *) V=other;; esac", True),
+        ("set -- x\ncase $1 in x) V=yes;; esac", False),
+        ('set -eo pipefail\ncase "$1" in x) V=yes;; esac', True),
+        ("shopt -s extglob\ncase a in\n  !(a)) V=yes;;\nesac", False),
+        ("while [ -n $1 ]; do V=yes; break; done", False),
+        ("until [[ 010 -eq 10 ]]; do V=yes; break; done", False),
+        ("until [ 1_0 -eq 10 ]; do V=yes; break; done", False),
+        ('while [ -n "" ] || true; do V=yes; break; done', False),
+        ('while [[ abc == "a"* ]]; do V=yes; break; done', False),
+        ("while [[ abc == a* && -z $1 ]]; do V=yes; break; done", False),
+        ("X=abc\nV=${X: -5}", True),
+        ("X=abc\nV=${X: -2}", True),
+    ],
+)
+def test_what_the_import_knows_is_what_bash_passes(lines: str, known: bool) -> None:
+    """Found by a differential fuzz against bash (case patterns with [^…], classes, partial
+    quoting and escapes; loop tests bash word-splits, reads as octal or joins with ||; `set
+    --`; negative substring offsets): a value the import says it knows is bash's; where
+    `known` is False the import must say it does not know it."""
+    script = f"V=no\n{lines}\n{RUN} a.k1=$V\n"
+    r = import_script(script, source="s.sh")
+    bash = dict(a.split("=", 1) for a in _bash_args(script))
+    if r.unresolved_vars:
+        assert not known, (lines, r.unresolved_vars)
+        return
+    assert known, lines
+    assert str(r.profile.overrides["a.k1"]) == bash["a.k1"], lines
+
+
+def test_a_costly_pattern_edit_ends_unknown_instead_of_running_for_a_minute() -> None:
+    """`${X//*a*a*a/b}` on a 4,096-character value: every start and end is 8 million pattern
+    matches (51 s); past the budget the value is not known here, and the import goes on."""
+    script = (
+        "X=xxxxxxxxxxxxxxxx\nX=$X$X$X$X$X$X$X$X$X$X$X$X$X$X$X$X\n"
+        "X=$X$X$X$X$X$X$X$X$X$X$X$X$X$X$X$X\nV=${X//*a*a*a/b}\nW=${X:0:4}\n"
+        f"{RUN} a.k1=$V a.k2=$W\n"
+    )
+    r = import_script(script, source="s.sh")
+    assert r.unresolved_vars == ["V"] and r.profile.overrides["a.k2"] == "xxxx"

@@ -9,7 +9,6 @@ The commands themselves are read by tui/jobs/importer.py (a subclass).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from dataclasses import replace
@@ -18,9 +17,9 @@ from pathlib import Path
 from tui.config.yamlfile import ConfigError, read_text
 from tui.jobs.import_command import CommandReader, Mapped
 from tui.jobs.shell_expand import NO_SCRIPT_ARGS, Var
-from tui.jobs.shell_lexer import MAX_NESTING, Lexer, ScriptLimitError, Word
+from tui.jobs.shell_lexer import MAX_NESTING, Lexer, Piece, ScriptLimitError, Word
 from tui.jobs.shell_parse import Cmd, parse, pipelines
-from tui.jobs.shell_test import Operand, judge, test_operands
+from tui.jobs.shell_test import Kind, Operand, glob_regex, judge, test_operands
 
 # Bounds of one import, whatever the script nests: real launch scripts run a few hundred
 # commands; the reader takes ~0.1 ms a command, so these end a hostile script in seconds.
@@ -93,11 +92,12 @@ class FlowReader(CommandReader):
             if loop is not None:
                 end = _body_end(pipes, i + 1, ("for", head.line))
                 name, items = loop
-                if items is None:  # `for NAME; do`: over the script's (or function's) arguments
-                    if self.positional is None:
-                        self._assume(head.line, f"for {name}", "", NO_SCRIPT_ARGS)
-                    items = list(self.positional or [])
-                if self._unroll(head, name, items, pipes[i + 1 : end]):
+                if items is None and self.positional is not None:  # `for NAME; do`: over the
+                    items = list(self.positional)  # function's arguments
+                elif items is None and not self.arguments_set:  # … or the script's: none
+                    self._assume(head.line, f"for {name}", "", NO_SCRIPT_ARGS)
+                    items = []
+                if items is not None and self._unroll(head, name, items, pipes[i + 1 : end]):
                     i = end
                     continue
             kind = head.words[0].literal if head.words else None
@@ -130,9 +130,14 @@ class FlowReader(CommandReader):
                 if w.raw in ("&&", "||", "(", ")"):  # made by the parser inside [[ ]]
                     words.append((w.raw, "op"))
                 else:
-                    quoted = any(p.quoted for p in w.pieces)
-                    words.append((self._known_text(w), "quoted" if quoted else "plain"))
-        parsed = None if head.redirs else test_operands(words)
+                    quoted = [p.quoted for p in w.pieces if p.kind != "lit" or p.text]
+                    how: Kind = (
+                        "quoted" if quoted and all(quoted) else "mixed" if any(quoted) else "plain"
+                    )
+                    words.append((self._known_text(w), how))
+        # `while [ … ] || other`: the loop's test is the whole list, not its first command.
+        joined = head.sep in ("&&", "||", "|", "|&")
+        parsed = None if head.redirs or joined else test_operands(words)
         if parsed is None:
             return False
         result = judge(*parsed)
@@ -160,11 +165,16 @@ class FlowReader(CommandReader):
             chosen, shown = -1, ""
             for k, patterns in enumerate(head.patterns):
                 for w in patterns:
-                    text = self._known_text(w)
-                    if text is None or _EXTGLOB.search(text):
+                    parts: list[tuple[str, bool]] = []
+                    for p in w.pieces:  # an unquoted expansion is pattern too, as in bash
+                        text = p.text if p.kind == "lit" else self._known_text(_alone(p, w))
+                        if text is None:
+                            return None
+                        parts.append((text, p.quoted))
+                    rx = glob_regex(parts)
+                    if rx is None:
                         return None
-                    quoted = any(p.quoted for p in w.pieces)
-                    if (text == subject) if quoted else fnmatch.fnmatchcase(subject, text):
+                    if rx.match(subject):
                         chosen, shown = k, w.raw
                         break
                 if chosen >= 0:
@@ -404,8 +414,12 @@ class FlowReader(CommandReader):
         )
 
 
-_EXTGLOB = re.compile(r"[?*+@!]\(")  # bash's extglob patterns: not judged here
 _FUNCTION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_:.-]*)\s*(?:\(\s*\))?")
+
+
+def _alone(p: Piece, w: Word) -> Word:
+    """One piece of a word as a word of its own (expanded apart from the rest)."""
+    return Word([p], p.text, w.line, w.start, w.end)
 
 
 def _body_end(pipes: list[list[Cmd]], start: int, key: tuple[str, int]) -> int:

@@ -123,6 +123,17 @@ class _Importer(FlowReader):
         if head in ("export", "declare", "typeset", "readonly", "local"):
             self._export(cmd, head, words[1:])
             return
+        if head == "set" and self.positional is None:
+            # `set -- a b` (or `set a b`) gives the script arguments: $1, $@, $# are no longer
+            # the none the import assumes.
+            rest = [w.literal for w in words[1:]]
+            k = 0
+            while k < len(rest):
+                r = rest[k]
+                if r is None or r == "--" or not r.startswith(("-", "+")):
+                    self.arguments_set = True
+                    break
+                k += 2 if r.endswith("o") else 1  # `-o pipefail`, `-euo pipefail`: a name
         if head == "unset":
             for w in words[1:]:
                 name = w.literal or ""

@@ -79,6 +79,8 @@ class Expander:
         self.assumed: list[Assumed] = []
         self._record = True
         self._no_arguments = False  # the script's $1…$9 read as not given (without_arguments)
+        # `set -- …` gave the script arguments: none of the run-without-arguments reading then
+        self.arguments_set = False
         self._from_pwd = False  # a value was built on $(pwd) / $PWD
         self._depth = 0  # expansions open inside each other (${X:-${Y:-…}}, arrays)
         self.script_path: str | None = None  # $0 / ${BASH_SOURCE[0]} (None: not known)
@@ -110,7 +112,8 @@ class Expander:
         """Inside: the script's own $1 … $9 are "" (it runs without arguments, as the import
         reads it). For judging a loop's test, never for a value that lands in the profile:
         there an argument the script needs stays unknown."""
-        saved, self._no_arguments = self._no_arguments, self.positional is None
+        saved = self._no_arguments
+        self._no_arguments = self.positional is None and not self.arguments_set
         try:
             yield
         finally:
@@ -229,12 +232,13 @@ class Expander:
                 line, p.text, sub.text, f"script argument ${p.name} not given: its default is used"
             )
             return sub.text
-        if _script_args_slice(p) and self.positional is None:  # `${@:2}`: none, as `$@`
+        no_args = self.positional is None and not self.arguments_set
+        if _script_args_slice(p) and no_args:  # `${@:2}`: none, as `$@`
             self._assume(line, p.text, "", NO_SCRIPT_ARGS)
             return ""
         if self._no_arguments and p.kind == "special" and p.op is None and p.name in _ARGS:
             return ""  # a test on $1…$9, the script run without arguments (shell_test.py)
-        if p.kind == "special" and p.op is None and p.name in ("@", "*", "#"):
+        if p.kind == "special" and p.op is None and p.name in ("@", "*", "#") and no_args:
             # The script's own arguments: imported as run without any (as `${1:-x}` is).
             value = "0" if p.name == "#" else ""
             self._assume(line, p.text, value, NO_SCRIPT_ARGS)
@@ -339,7 +343,9 @@ class Expander:
             if sub is None:
                 return None
             start = int(sub.group(1))
-            start = max(0, len(value) + start) if start < 0 else start
+            if start < -len(value):  # `${X: -5}` of a shorter value: bash gives nothing
+                return ""
+            start = len(value) + start if start < 0 else start
             if sub.group(2) is None:
                 return value[start:]
             n = int(sub.group(2))
@@ -439,12 +445,13 @@ class Expander:
                 and (p.name == "@" or (p.name == "*" and not p.quoted))
             ) or (
                 self.positional is None
+                and not self.arguments_set
                 and _script_args_slice(p)
                 and (p.text.startswith("${@") or not p.quoted)
             ):
                 if self.positional is not None:
                     var = Var(None, "the function's arguments", self.positional)
-                else:  # "$@" of the script: no fields at all, not one empty one
+                elif not self.arguments_set:  # "$@" of the script: no fields, not one empty
                     self._assume(w.line, p.text, "", NO_SCRIPT_ARGS)
                     var = Var(None, "the script's arguments", [])
             if var is not None and var.items is not None:
@@ -560,11 +567,20 @@ _EDIT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(##|#|%%|%|//|/|\^\^|\^|,,|,|:(?![-
 MAX_EDITED = 4096  # characters of a value `${X#…}`-style edits work on (each cut is a match)
 
 
-def _replace(value: str, glob: re.Pattern[str], to: str, *, every: bool) -> str:
-    """`${X/pat/to}`: the longest match at the first place one starts (every place: //)."""
+MAX_REPLACE_TRIES = 50_000  # pattern matches one `${X/pat/to}` may try (each start, each end)
+
+
+def _replace(value: str, glob: re.Pattern[str], to: str, *, every: bool) -> str | None:
+    """`${X/pat/to}`: the longest match at the first place one starts (every place: //).
+    None past MAX_REPLACE_TRIES: every start and end of a 4,096-character value is 8 million
+    matches (a hostile `${X//*a*a*a/b}` took 51 s); the value is then not known here."""
     out, i = [], 0
+    tries = 0
     while i <= len(value):
-        end = next((j for j in range(len(value), i, -1) if glob.match(value[i:j])), None)
+        tries += len(value) - i
+        if tries > MAX_REPLACE_TRIES:
+            return None
+        end = next((j for j in range(len(value), i, -1) if glob.match(value, i, j)), None)
         if end is None:
             if i < len(value):
                 out.append(value[i])

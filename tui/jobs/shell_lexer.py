@@ -364,7 +364,11 @@ class Lexer:
                 if self.i + 1 >= self.n and not self.fragment:  # bash drops a backslash at
                     self.i += 1  # the very end of the script (a continuation into nothing)
                     continue
-                buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
+                if self.i + 1 < self.n and not self.fragment:
+                    flush()  # `\*`: quoted, one character (a pattern's literal `*`)
+                    pieces.append(Piece("lit", self.text[self.i + 1], quoted=True))
+                else:
+                    buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
                 self.i += 2
                 continue
             if c == "'":

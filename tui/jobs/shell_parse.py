@@ -26,7 +26,8 @@ class Cmd:
     # In case statements: (the statement's line, the clause's number) of each around it.
     clauses: tuple[tuple[int, int], ...] = ()
     # A case statement's header: each clause's pattern words, and whether a clause ends in
-    # `;&` / `;;&` (it runs on into the next: not one clause alone).
+    # `;&` / `;;&` (it runs on into the next: not one clause alone) or has an extglob pattern:
+    # then which clauses run is not judged.
     patterns: list[list[Word]] = field(default_factory=list)
     falls_through: bool = False
 
@@ -136,7 +137,7 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
     for k, tok in enumerate(tokens):
         if (
             isinstance(tok, Op)
-            and tok.text == ")"
+            and tok.text in (")", "|")
             and not in_array
             and cur
             and isinstance(cur[0], Word)
@@ -145,6 +146,8 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
             at = next(
                 (i for i, t in enumerate(cur) if isinstance(t, Word) and t.literal == "in"), 0
             )
+            if 2 <= at < len(cur) - 1 and tok.text == "|":
+                continue  # `case $1 in a|b) …`: between the first pattern's words
             if 2 <= at < len(cur) - 1:  # `case $1 in --lr) …`: the first pattern on its line
                 first = [t for t in cur[at + 1 :] if isinstance(t, Word)]
                 del cur[at + 1 :]
@@ -174,6 +177,8 @@ def parse(tokens: list[Token], notes: list[Unmapped]) -> list[Cmd]:
                 case_pattern = False
                 continue
             elif isinstance(tok, Op) and tok.text in ("|", "(", "\n"):
+                if tok.text == "(" and cur and cases:  # `!(a)`: an extglob, not judged
+                    cases[-1].falls_through = True
                 continue  # between a pattern's words, its optional `(`, blank lines
             elif isinstance(tok, Word):
                 cur.append(tok)

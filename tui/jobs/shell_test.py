@@ -6,10 +6,11 @@ operand the import does not know, a file test, `-a`/`-o`, a parenthesised group)
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from typing import Literal
 
-Kind = Literal["op", "quoted", "plain"]  # `&&` / `||` / `(` / `)` inside [[ ]]; or a word
+# `&&` / `||` / `(` / `)` inside [[ ]]; or a word: all quoted, none quoted, or partly
+Kind = Literal["op", "quoted", "plain", "mixed"]
 Operand = tuple[str | None, Kind]  # a word's text (None: not known) and its kind
 
 _INT_OPS = {
@@ -21,6 +22,8 @@ _INT_OPS = {
     "-le": lambda a, b: a <= b,
 }
 _BRACKETS = {"[": "]", "[[": "]]"}
+_DECIMAL = re.compile(r"[-+]?[0-9]+", re.ASCII)
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9]")
 
 
 def test_operands(words: list[Operand]) -> tuple[list[Operand], bool] | None:
@@ -41,6 +44,10 @@ def judge(operands: list[Operand], double: bool) -> bool | None:
     """The test's result: in `[[ ]]`, `||` of `&&` of single tests (bash's precedence)."""
     if any(kind == "op" and text in ("(", ")") for text, kind in operands):
         return None
+    if not double:  # `[ ]` / test split their unquoted words: an empty one is gone
+        if any(kind == "plain" and t and any(c.isspace() for c in t) for t, kind in operands):
+            return None
+        operands = [(t, kind) for t, kind in operands if not (kind == "plain" and t == "")]
     for sep, any_decides in (("||", True), ("&&", False)):
         at = [k for k, (text, kind) in enumerate(operands) if kind == "op" and text == sep]
         if not at:
@@ -54,14 +61,23 @@ def judge(operands: list[Operand], double: bool) -> bool | None:
             return any_decides
         return None if None in results else not any_decides
     texts = [text for text, _ in operands]
-    pattern = not (double and len(operands) == 3 and operands[2][1] == "quoted")
-    return evaluate(texts, double, pattern)
+    if double and len(operands) == 3 and texts[1] in ("=", "==", "!="):
+        kind = operands[2][1]
+        if kind == "mixed":
+            return None  # part pattern, part text: not judged here
+        if kind == "plain" and texts[0] is not None and texts[2] is not None:
+            rx = glob_regex([(texts[2], False)])
+            if rx is None:
+                return None
+            same = rx.match(texts[0]) is not None
+            return same if texts[1] != "!=" else not same
+    return evaluate(texts, double, pattern=False)
 
 
 def evaluate(operands: list[str | None], double: bool, pattern: bool = True) -> bool | None:
     """One test on known operands (None: an operand is not known, or a form this does not
-    judge). `pattern`: in `[[ ]]`, the right side of == / != is a glob (False where it was
-    quoted: compared as text)."""
+    judge). `pattern`: in `[[ ]]`, the right side of == / != is a glob (False: compared as
+    text; judge() matches globs with glob_regex, bash's own rules)."""
     if any(o is None for o in operands):
         return None
     ops = [o for o in operands if o is not None]
@@ -82,11 +98,108 @@ def evaluate(operands: list[str | None], double: bool, pattern: bool = True) -> 
     if len(ops) == 3:
         left, op, right = ops
         if op in _INT_OPS:
-            try:
-                return _INT_OPS[op](int(left.strip()), int(right.strip()))
-            except ValueError:
+            # Decimal digits only; in [[ ]] an operand is arithmetic (010 is octal, 0x1f hex).
+            a, b = left.strip(), right.strip()
+            if not (_DECIMAL.fullmatch(a) and _DECIMAL.fullmatch(b)):
                 return None
+            if double and (_LEADING_ZERO.match(a) or _LEADING_ZERO.match(b)):
+                return None
+            return _INT_OPS[op](int(a), int(b))
         if op in ("=", "==", "!="):
-            same = fnmatch.fnmatchcase(left, right) if double and pattern else left == right
+            if double and pattern:
+                rx = glob_regex([(right, False)])
+                if rx is None:
+                    return None
+                same = rx.match(left) is not None
+            else:
+                same = left == right
             return same if op != "!=" else not same
+    return None
+
+
+_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "digit": "0-9",
+    "lower": "a-z",
+    "upper": "A-Z",
+    "space": " \\t\\n\\r\\f\\v",
+    "xdigit": "0-9A-Fa-f",
+    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+}
+
+
+def glob_regex(parts: list[tuple[str, bool]]) -> re.Pattern[str] | None:
+    """bash's pattern (a case clause's, the right side of [[ == ]]) as a regex: `parts` are
+    the word's pieces as (text, quoted); quoted text matches itself, unquoted text is the
+    pattern: * ? [...] ([!…] [^…], [:class:]) and \\x. None for what this does not judge
+    (an extglob `!(…)`, a class it does not know)."""
+    out: list[str] = []
+    for text, quoted in parts:
+        if quoted:
+            out.append(re.escape(text))
+            continue
+        i, n = 0, len(text)
+        while i < n:
+            c = text[i]
+            if c == "\\" and i + 1 < n:
+                out.append(re.escape(text[i + 1]))
+                i += 2
+            elif c in "?*+@!" and text[i + 1 : i + 2] == "(":
+                return None  # extglob
+            elif c == "*":
+                out.append(".*")
+                i += 1
+            elif c == "?":
+                out.append(".")
+                i += 1
+            elif c == "[":
+                bracket = _bracket(text, i)
+                if bracket is None:
+                    out.append(re.escape(c))
+                    i += 1
+                    continue
+                regex, i = bracket
+                if not regex:
+                    return None
+                out.append(regex)
+            else:
+                out.append(re.escape(c))
+                i += 1
+    return re.compile("".join(out) + r"\Z", re.S)
+
+
+def _bracket(text: str, start: int) -> tuple[str, int] | None:
+    """`[…]` from `start`: (its regex, the index after it); None when it does not close (a
+    literal `[`); ("", i) for a class this does not know."""
+    i = start + 1
+    negate = text[i : i + 1] in ("!", "^")
+    i += negate
+    items: list[str] = []
+    first = True
+    while i < len(text):
+        c = text[i]
+        if c == "]" and not first:
+            body = "".join(items)
+            return (f"[{'^' if negate else ''}{body}]", i + 1)
+        first = False
+        if text.startswith("[:", i):
+            end = text.find(":]", i + 2)
+            if end < 0:
+                return None
+            cls = _CLASSES.get(text[i + 2 : end])
+            if cls is None:
+                return ("", end + 2)
+            items.append(cls)
+            i = end + 2
+        elif c == "\\" and i + 1 < len(text):
+            items.append(re.escape(text[i + 1]))
+            i += 2
+        elif c == "-" and items and i + 1 < len(text) and text[i + 1] != "]":
+            items.append("-")
+            i += 1
+        else:
+            items.append(re.escape(c) if c not in "-" else "\\-")
+            i += 1
     return None
