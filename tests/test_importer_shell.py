@@ -273,6 +273,9 @@ def test_case_patterns_are_not_commands() -> None:
         ('while [ -n "" ] || true; do V=yes; break; done', False),
         ('while [[ abc == "a"* ]]; do V=yes; break; done', False),
         ("while [[ abc == a* && -z $1 ]]; do V=yes; break; done", False),
+        ("f() { V=${1:-default}; }\nf given", True),
+        ('f() { V=${1-default}; }\nf ""', True),
+        ("f() { V=${2:-d}; }\nf a", True),
         ("X=abc\nV=${X: -5}", True),
         ("X=abc\nV=${X: -2}", True),
     ],
@@ -280,8 +283,8 @@ def test_case_patterns_are_not_commands() -> None:
 def test_what_the_import_knows_is_what_bash_passes(lines: str, known: bool) -> None:
     """Found by a differential fuzz against bash (case patterns with [^…], classes, partial
     quoting and escapes; loop tests bash word-splits, reads as octal or joins with ||; `set
-    --`; negative substring offsets): a value the import says it knows is bash's; where
-    `known` is False the import must say it does not know it."""
+    --`; negative substring offsets; `${1:-d}` in a function): a value the import says it
+    knows is bash's; where `known` is False the import must say it does not know it."""
     script = f"V=no\n{lines}\n{RUN} a.k1=$V\n"
     r = import_script(script, source="s.sh")
     bash = dict(a.split("=", 1) for a in _bash_args(script))
