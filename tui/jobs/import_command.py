@@ -337,21 +337,16 @@ class CommandReader(Expander):
                         self._prefix_env(cmd, prefix[j])
                     elif opt in _ENV_OPTS_WITH_ARG and j + 1 < len(prefix):
                         # `env -u NAME X=1 cmd`: NAME is the option's, not a command
-                        why = "env option: not imported"
-                        name = prefix[j + 1].literal or ""
-                        if opt in ("-u", "--unset") and self.env.pop(name, None) is not None:
-                            self.env_lines.pop(name, None)
-                            why = f"env option: {name} is not in the job's environment"
+                        unset = prefix[j + 1].literal if opt in ("-u", "--unset") else None
                         self.skip(
-                            prefix[j].line, self._src(prefix[j].start, prefix[j + 1].end), why
+                            prefix[j].line,
+                            self._src(prefix[j].start, prefix[j + 1].end),
+                            self._env_option(unset),
                         )
                         j += 1
-                    elif opt.startswith("--unset=") and self.env.pop(opt[8:], None) is not None:
-                        self.env_lines.pop(opt[8:], None)
-                        why = f"env option: {opt[8:]} is not in the job's environment"
-                        self.skip(prefix[j].line, prefix[j].raw, why)
                     else:
-                        self.skip(prefix[j].line, prefix[j].raw, "env option: not imported")
+                        unset = opt[8:] if opt.startswith("--unset=") else None
+                        self.skip(prefix[j].line, prefix[j].raw, self._env_option(unset))
                     j += 1
                     if opt == "--":
                         break
@@ -380,6 +375,14 @@ class CommandReader(Expander):
             if not env_at:
                 return
             j = env_at
+
+    def _env_option(self, unset: str | None) -> str:
+        """What an env option does to the job (the import report's words): `-u NAME` takes an
+        exported NAME out of its environment, as env does; the others are not imported."""
+        if unset and self.env.pop(unset, None) is not None:
+            self.env_lines.pop(unset, None)
+            return f"env option: {unset} is not in the job's environment"
+        return "env option: not imported"
 
     def _interpreter(
         self, cmd: Cmd, words: list[Word], k: int, args_at: int, is_python: bool = True

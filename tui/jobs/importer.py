@@ -82,6 +82,18 @@ _OTHER_REASONS = {
 }
 
 
+def _sets_arguments(args: list[Word]) -> bool:
+    """Whether `set ARGS` gives the script arguments (`set -- a b`, `set a b`), not only
+    options (`set -euo pipefail`: -o takes the option's name)."""
+    k = 0
+    while k < len(args):
+        a = args[k].literal
+        if a is None or a == "--" or not a.startswith(("-", "+")):
+            return True
+        k += 2 if a.endswith("o") else 1
+    return False
+
+
 MAX_SCRIPT_CHARS = 1 << 20  # as tui/config/yamlfile.read_text reads at most (1 MiB)
 
 
@@ -123,17 +135,8 @@ class _Importer(FlowReader):
         if head in ("export", "declare", "typeset", "readonly", "local"):
             self._export(cmd, head, words[1:])
             return
-        if head == "set" and self.positional is None:
-            # `set -- a b` (or `set a b`) gives the script arguments: $1, $@, $# are no longer
-            # the none the import assumes.
-            rest = [w.literal for w in words[1:]]
-            k = 0
-            while k < len(rest):
-                r = rest[k]
-                if r is None or r == "--" or not r.startswith(("-", "+")):
-                    self.arguments_set = True
-                    break
-                k += 2 if r.endswith("o") else 1  # `-o pipefail`, `-euo pipefail`: a name
+        if head == "set" and self.positional is None and _sets_arguments(words[1:]):
+            self.arguments_set = True  # $1, $@, $# are no longer the none the import assumes
         if head == "unset":
             for w in words[1:]:
                 name = w.literal or ""

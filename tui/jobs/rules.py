@@ -518,10 +518,11 @@ def _trainer_rules(c: _Cfg, out: list[Problem], facts: VerlFacts) -> None:
                 "warn",
             )
         )
-    for key, value in PLACEHOLDERS.items():
-        if c.get(key) == value:
+    for key, placeholder in PLACEHOLDERS.items():
+        value = c.get(key)
+        if value == placeholder:
             out.append(Problem(key, "still verl's placeholder default: set your own", "warn"))
-        elif isinstance(c.get(key), str) and not c.get(key).strip():
+        elif isinstance(value, str) and not value.strip():
             # An imported script's `${MODEL_PATH:-}` with the variable unset, a blank field.
             what = "the model (a Hugging Face id or a folder)" if "model" in key else "the files"
             level: Level = "warn" if key == "data.val_files" else "error"

@@ -222,23 +222,17 @@ class Expander:
                 out.unresolved.append(p.text)
                 self._unresolved(p.text, "a function argument known only when the script runs")
             return value
-        if (
-            p.kind == "special"
-            and p.name
-            and p.name.isdigit()
-            and p.name != "0"
-            and p.op in (":-", "-")
-            and self.positional is not None
-        ):  # `${1:-d}` in a function called with arguments: the argument, if given
-            k = int(p.name) - 1
-            given = self._known_text(self.positional[k]) if k < len(self.positional) else None
-            if k < len(self.positional) and given is None:
-                out.unresolved.append(p.text)
-                self._unresolved(p.text, "a function argument known only when the script runs")
-                return None
-            if given is not None and (given or p.op == "-"):
-                return given
         if p.kind == "special" and p.name and p.name.isdigit() and p.op in (":-", "-"):
+            k = int(p.name) - 1
+            if self.positional is not None and 0 <= k < len(self.positional):
+                # `${1:-d}` in a function called with that argument: the argument
+                given = self._known_text(self.positional[k])
+                if given is None:
+                    out.unresolved.append(p.text)
+                    self._unresolved(p.text, "a function argument known only when the script runs")
+                    return None
+                if given or p.op == "-":
+                    return given
             # `${1:-vllm}`: a script argument (or a function's not given): the default.
             sub = self._expand(fragment(p.arg or "", line))
             out.unresolved.extend(sub.unresolved)

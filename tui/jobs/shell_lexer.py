@@ -361,14 +361,15 @@ class Lexer:
                     continue
                 if not self.fragment and self.text[self.i + 1 : self.i + 2] in (" ", "\t"):
                     self._escaped_blank()
-                if self.i + 1 >= self.n and not self.fragment:  # bash drops a backslash at
-                    self.i += 1  # the very end of the script (a continuation into nothing)
+                if not self.fragment:
+                    # `\*` quotes one character (a pattern's literal `*`); the script's very
+                    # last character, bash drops it (a continuation into nothing).
+                    if self.i + 1 < self.n:
+                        flush()
+                        pieces.append(Piece("lit", self.text[self.i + 1], quoted=True))
+                    self.i = min(self.i + 2, self.n)
                     continue
-                if self.i + 1 < self.n and not self.fragment:
-                    flush()  # `\*`: quoted, one character (a pattern's literal `*`)
-                    pieces.append(Piece("lit", self.text[self.i + 1], quoted=True))
-                else:
-                    buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
+                buf.append(self.text[self.i + 1] if self.i + 1 < self.n else "\\")
                 self.i += 2
                 continue
             if c == "'":

@@ -60,30 +60,19 @@ def judge(operands: list[Operand], double: bool) -> bool | None:
         if any_decides in results:  # one true `||` part, one false `&&` part
             return any_decides
         return None if None in results else not any_decides
-    texts = [text for text, _ in operands]
-    if double and len(operands) == 3 and texts[1] in ("=", "==", "!="):
-        kind = operands[2][1]
-        if kind == "mixed":
-            return None  # part pattern, part text: not judged here
-        if kind == "plain" and texts[0] is not None and texts[2] is not None:
-            rx = glob_regex([(texts[2], False)])
-            if rx is None:
-                return None
-            same = rx.match(texts[0]) is not None
-            return same if texts[1] != "!=" else not same
-    return evaluate(texts, double, pattern=False)
+    negate = False
+    while operands and operands[0] == ("!", "plain"):
+        negate, operands = not negate, operands[1:]
+    result = _one_test(operands, double)
+    return None if result is None else result != negate
 
 
-def evaluate(operands: list[str | None], double: bool, pattern: bool = True) -> bool | None:
-    """One test on known operands (None: an operand is not known, or a form this does not
-    judge). `pattern`: in `[[ ]]`, the right side of == / != is a glob (False: compared as
-    text; judge() matches globs with glob_regex, bash's own rules)."""
-    if any(o is None for o in operands):
+def _one_test(operands: list[Operand], double: bool) -> bool | None:
+    """One test (no `!`, `&&`, `||`) on known operands; None when an operand is not known or
+    the form is one this does not judge."""
+    if any(text is None for text, _ in operands):
         return None
-    ops = [o for o in operands if o is not None]
-    if ops[:1] == ["!"]:
-        inner = evaluate(list(ops[1:]), double, pattern)
-        return None if inner is None else not inner
+    ops = [text or "" for text, _ in operands]
     if len(ops) == 0:
         return False
     if len(ops) == 1:
@@ -95,26 +84,30 @@ def evaluate(operands: list[str | None], double: bool, pattern: bool = True) -> 
         if op == "-z":
             return value == ""
         return None
-    if len(ops) == 3:
-        left, op, right = ops
-        if op in _INT_OPS:
-            # Decimal digits only; in [[ ]] an operand is arithmetic (010 is octal, 0x1f hex).
-            a, b = left.strip(), right.strip()
-            if not (_DECIMAL.fullmatch(a) and _DECIMAL.fullmatch(b)):
-                return None
-            if double and (_LEADING_ZERO.match(a) or _LEADING_ZERO.match(b)):
-                return None
-            return _INT_OPS[op](int(a), int(b))
-        if op in ("=", "==", "!="):
-            if double and pattern:
-                rx = glob_regex([(right, False)])
-                if rx is None:
-                    return None
-                same = rx.match(left) is not None
-            else:
-                same = left == right
-            return same if op != "!=" else not same
-    return None
+    if len(ops) != 3:
+        return None
+    left, op, right = ops
+    if op in _INT_OPS:
+        # Decimal digits only; in [[ ]] an operand is arithmetic (010 is octal, 0x1f hex).
+        a, b = left.strip(), right.strip()
+        if not (_DECIMAL.fullmatch(a) and _DECIMAL.fullmatch(b)):
+            return None
+        if double and (_LEADING_ZERO.match(a) or _LEADING_ZERO.match(b)):
+            return None
+        return _INT_OPS[op](int(a), int(b))
+    if op not in ("=", "==", "!="):
+        return None
+    kind = operands[2][1]
+    if double and kind == "mixed":
+        return None  # part pattern, part text: not judged here
+    if double and kind == "plain":  # in [[ ]] an unquoted right side is a pattern
+        rx = glob_regex([(right, False)])
+        if rx is None:
+            return None
+        same = rx.match(left) is not None
+    else:
+        same = left == right
+    return same if op != "!=" else not same
 
 
 _CLASSES = {
